@@ -1,0 +1,3 @@
+module github.com/zerolayer/zerolayer
+
+go 1.26.8

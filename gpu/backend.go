@@ -1,0 +1,142 @@
+package gpu
+
+// Tensor is a row-major float32 matrix that lives on a backend: activations,
+// norm weights, biases. Its concrete type belongs to the backend that made
+// it; passing a tensor to another backend panics.
+type Tensor interface {
+	Rows() int
+	Cols() int
+}
+
+// Matrix is a read-only weight matrix of Rows()×Cols() elements stored in
+// DType(), row-major, each row a sequence of the type's blocks. Multiplying
+// by it computes x·Wᵀ: Cols is the input dimension, Rows the output.
+type Matrix interface {
+	Rows() int
+	Cols() int
+	DType() DType
+}
+
+// KVConfig sizes a paged KV arena.
+type KVConfig struct {
+	// Layers is the number of transformer layers. Required.
+	Layers int
+	// KVDim is kv_heads × head_dim, the width of one K (or V) row. Required.
+	KVDim int
+	// BlockTokens is the number of token positions per block. Defaults to 16.
+	BlockTokens int
+	// Blocks is the number of blocks in the arena. Required.
+	Blocks int
+}
+
+// WithDefaults returns the config with zero fields set to their defaults.
+func (c KVConfig) WithDefaults() KVConfig {
+	if c.BlockTokens == 0 {
+		c.BlockTokens = 16
+	}
+	return c
+}
+
+// BlockFloats is the number of float32 values in one block: every layer's K
+// and V rows for BlockTokens positions. A block is one contiguous region laid
+// out as [layer][K, V][token][KVDim], so moving a block to another memory
+// tier is a single copy of BlockFloats×4 bytes.
+func (c KVConfig) BlockFloats() int { return c.Layers * 2 * c.BlockTokens * c.KVDim }
+
+// KV is a paged key/value cache: an arena of fixed-size blocks. Which block
+// holds which positions of which sequence is the caller's business, given to
+// each operation as a Batch's block tables.
+type KV interface {
+	Config() KVConfig
+	// ReadBlock copies block b to dst (len BlockFloats()).
+	ReadBlock(b int, dst []float32)
+	// WriteBlock copies src (len BlockFloats()) into block b.
+	WriteBlock(b int, src []float32)
+}
+
+// Batch describes the rows of one forward step: row i is the token at
+// position Pos[i] of sequence Seq[i], and Tables[s] is sequence s's block
+// table (block ids in position order). Rows of one sequence are consecutive
+// and in position order.
+type Batch struct {
+	Pos    []int32
+	Seq    []int32
+	Tables [][]int32
+}
+
+// RoPE parameterises rotary position embeddings.
+type RoPE struct {
+	// Dims is the number of rotated dimensions at the start of each head.
+	Dims int
+	// Base is the frequency base theta (10000 for Llama 2).
+	Base float32
+	// Scale multiplies positions (linear scaling: 1/factor). Zero means 1.
+	Scale float32
+	// NeoX rotates the pairs (x[i], x[i+Dims/2]) instead of the adjacent
+	// pairs (x[2i], x[2i+1]).
+	NeoX bool
+	// Factors, if set (len Dims/2), divides each frequency (Llama 3.1
+	// rope_freqs).
+	Factors []float32
+}
+
+// Backend is the device seam: everything the model runner needs from a
+// device, and nothing else.
+//
+// Concurrency: a Backend is driven by one goroutine at a time (the step
+// loop); implementations parallelize inside each call as they see fit.
+// Operations may be queued: they panic on misuse that is a programming error
+// (shape mismatch, foreign tensor), and record device failures, which Sync
+// and Read return. Tensor arguments of one call may alias only where a method
+// says so.
+type Backend interface {
+	// Name identifies the backend and device ("cpu", "cuda:0 NVIDIA H200").
+	Name() string
+	// NewTensor allocates a zeroed rows×cols tensor.
+	NewTensor(rows, cols int) (Tensor, error)
+	// NewMatrix uploads a weight matrix; data holds rows×RowBytes(cols)
+	// bytes and may be retained by the backend (it is usually mmapped) and
+	// must not change.
+	NewMatrix(t DType, rows, cols int, data []byte) (Matrix, error)
+	// NewKV allocates a paged KV arena.
+	NewKV(cfg KVConfig) (KV, error)
+	// View returns rows [from, from+n) of x, sharing its storage.
+	View(x Tensor, from, n int) Tensor
+	// Free releases a tensor; using it afterwards is undefined.
+	Free(x Tensor)
+	// Write copies src (len Rows×Cols) into dst.
+	Write(dst Tensor, src []float32)
+	// Read waits for queued work and copies src into dst.
+	Read(src Tensor, dst []float32) error
+	// Sync waits for queued work and returns the first failure since the
+	// last Sync or Read.
+	Sync() error
+
+	// Embed sets dst row i to row ids[i] of table, dequantized.
+	Embed(dst Tensor, table Matrix, ids []int32)
+	// MatMul computes dst = x·wᵀ (dst M×w.Rows, x M×w.Cols).
+	MatMul(dst, x Tensor, w Matrix)
+	// Add computes dst += x; x has dst's shape, or one row broadcast to all.
+	Add(dst, x Tensor)
+	// RMSNorm sets each row of dst to x's row / rms(row) × w (w 1×Cols).
+	// dst may be x.
+	RMSNorm(dst, x, w Tensor, eps float32)
+	// RoPE rotates x (rows × heads·headDim) in place; row i at position
+	// b.Pos[i].
+	RoPE(x Tensor, heads int, b *Batch, r RoPE)
+	// StoreKV writes each row of k and v (rows × KVDim) into the cache slot
+	// of its sequence and position.
+	StoreKV(kv KV, layer int, k, v Tensor, b *Batch)
+	// Attention computes causal grouped-query attention for each row of q
+	// (rows × heads·headDim) over positions 0..Pos[i] of its sequence, with
+	// scale 1/sqrt(headDim), and writes the result to dst (q's shape).
+	Attention(dst, q Tensor, kv KV, layer, heads int, b *Batch)
+	// SwiGLU computes dst = silu(gate) ⊙ up. dst may be gate.
+	SwiGLU(dst, gate, up Tensor)
+	// Softmax replaces each row of x by its softmax.
+	Softmax(x Tensor)
+	// Gather sets dst row i to x row rows[i].
+	Gather(dst, x Tensor, rows []int32)
+	// Close releases every allocation of the backend.
+	Close() error
+}

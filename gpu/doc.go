@@ -1,0 +1,20 @@
+// Package gpu is the device seam of zerolayer: the small Backend interface
+// that the model runner drives, the storage types of weights (DType), and the
+// paged KV cache layout.
+//
+// A backend owns memory (tensors, weight matrices, the KV arena) and runs the
+// handful of operations a Llama-family forward pass needs: embedding lookup,
+// matrix multiplication against quantized weights, RMSNorm, RoPE, attention
+// over a paged KV cache, SwiGLU and softmax. Backends live in sub-packages:
+// gpu/cpu (pure Go with amd64 assembly kernels) and gpu/cuda (build tag
+// cuda). Every backend must pass the conformance suite in gpu/gputest.
+//
+// Data flows one way per step: the runner writes token ids and positions,
+// calls operations in order, and reads the logits back with Read, which is
+// the only point where a queued backend has to wait for the device.
+//
+//	be := cpu.New(cpu.Config{})
+//	x, _ := be.NewTensor(1, 64)
+//	be.RMSNorm(x, x, w, 1e-5)
+//	_ = be.Read(x, out)
+package gpu
