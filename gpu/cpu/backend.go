@@ -1,0 +1,166 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	kernels "github.com/zerolayer/zerolayer/gpu/cpu/tmpkern"
+)
+
+// Config configures the CPU backend.
+type Config struct {
+	// Threads is the number of worker goroutines for each operation.
+	// Defaults to runtime.GOMAXPROCS(0).
+	Threads int
+}
+
+// WithDefaults returns the config with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Threads <= 0 {
+		c.Threads = runtime.GOMAXPROCS(0)
+	}
+	return c
+}
+
+// Backend runs the operations of gpu.Backend on the CPU. Operations execute
+// synchronously; Sync and Read never wait.
+type Backend struct {
+	cfg  Config
+	pool *kernels.Pool
+	mm   *kernels.MatMul
+}
+
+var _ gpu.Backend = (*Backend)(nil)
+
+// New returns a CPU backend.
+func New(cfg Config) *Backend {
+	cfg = cfg.WithDefaults()
+	p := kernels.NewPool(cfg.Threads)
+	return &Backend{cfg: cfg, pool: p, mm: kernels.NewMatMul(p)}
+}
+
+// Name returns "cpu".
+func (b *Backend) Name() string { return fmt.Sprintf("cpu (%d threads)", b.cfg.Threads) }
+
+// Threads returns the number of threads operations use.
+func (b *Backend) Threads() int { return b.cfg.Threads }
+
+// Close stops the worker goroutines. It is safe to call twice.
+func (b *Backend) Close() error {
+	if b.pool != nil {
+		b.pool.Close()
+		b.pool = nil
+	}
+	return nil
+}
+
+type tensor struct {
+	rows, cols int
+	data       []float32
+}
+
+func (t *tensor) Rows() int { return t.rows }
+func (t *tensor) Cols() int { return t.cols }
+
+type matrix struct {
+	w kernels.Weights
+}
+
+func (m *matrix) Rows() int        { return m.w.Rows }
+func (m *matrix) Cols() int        { return m.w.Cols }
+func (m *matrix) DType() gpu.DType { return m.w.Type }
+
+type kvArena struct {
+	cfg  gpu.KVConfig
+	bf   int // floats per block
+	data []float32
+}
+
+func (k *kvArena) Config() gpu.KVConfig { return k.cfg }
+
+func (k *kvArena) ReadBlock(blk int, dst []float32) {
+	copy(dst[:k.bf], k.data[blk*k.bf:(blk+1)*k.bf])
+}
+
+func (k *kvArena) WriteBlock(blk int, src []float32) {
+	copy(k.data[blk*k.bf:(blk+1)*k.bf], src[:k.bf])
+}
+
+// NewTensor allocates a zeroed tensor.
+func (b *Backend) NewTensor(rows, cols int) (gpu.Tensor, error) {
+	if rows < 0 || cols < 0 {
+		return nil, fmt.Errorf("%w: tensor %d×%d", gpu.ErrShape, rows, cols)
+	}
+	return &tensor{rows, cols, make([]float32, rows*cols)}, nil
+}
+
+// NewMatrix wraps data without copying it.
+func (b *Backend) NewMatrix(t gpu.DType, rows, cols int, data []byte) (gpu.Matrix, error) {
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != rows*rb {
+		return nil, fmt.Errorf("%w: %v matrix %d×%d needs %d bytes, got %d", gpu.ErrShape, t, rows, cols, rows*rb, len(data))
+	}
+	if t == gpu.F32 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 != 0 {
+		data = append([]byte(nil), data...) // the F32 kernels read floats in place
+	}
+	return &matrix{kernels.Weights{Type: t, Rows: rows, Cols: cols, Data: data}}, nil
+}
+
+// NewKV allocates the KV arena.
+func (b *Backend) NewKV(cfg gpu.KVConfig) (gpu.KV, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Layers <= 0 || cfg.KVDim <= 0 || cfg.Blocks <= 0 || cfg.BlockTokens <= 0 {
+		return nil, fmt.Errorf("%w: KV config %+v: layers, kv dim, blocks and block tokens must be positive", gpu.ErrShape, cfg)
+	}
+	bf := cfg.BlockFloats()
+	return &kvArena{cfg: cfg, bf: bf, data: make([]float32, bf*cfg.Blocks)}, nil
+}
+
+// View returns rows [from, from+n) of x.
+func (b *Backend) View(x gpu.Tensor, from, n int) gpu.Tensor {
+	t := x.(*tensor)
+	if from < 0 || n < 0 || from+n > t.rows {
+		panic(fmt.Sprintf("cpu: view [%d,+%d) of %d rows", from, n, t.rows))
+	}
+	return &tensor{n, t.cols, t.data[from*t.cols : (from+n)*t.cols : (from+n)*t.cols]}
+}
+
+// Free drops the tensor's storage.
+func (b *Backend) Free(x gpu.Tensor) { x.(*tensor).data = nil }
+
+// Write copies src into dst.
+func (b *Backend) Write(dst gpu.Tensor, src []float32) {
+	t := dst.(*tensor)
+	if len(src) != len(t.data) {
+		panic(fmt.Sprintf("cpu: write %d floats into %d×%d", len(src), t.rows, t.cols))
+	}
+	copy(t.data, src)
+}
+
+// Read copies src into dst.
+func (b *Backend) Read(src gpu.Tensor, dst []float32) error {
+	t := src.(*tensor)
+	if len(dst) != len(t.data) {
+		return fmt.Errorf("%w: read %d×%d into %d floats", gpu.ErrShape, t.rows, t.cols, len(dst))
+	}
+	copy(dst, t.data)
+	return nil
+}
+
+// Sync returns nil: CPU operations complete before they return.
+func (b *Backend) Sync() error { return nil }
+
+// Data exposes a tensor's storage, for tests and host-side consumers that
+// want to avoid a copy.
+func Data(x gpu.Tensor) []float32 { return x.(*tensor).data }
+
+func same(op string, a, b *tensor) {
+	if a.rows != b.rows || a.cols != b.cols {
+		panic(fmt.Sprintf("cpu: %s: shapes %d×%d and %d×%d", op, a.rows, a.cols, b.rows, b.cols))
+	}
+}

@@ -1,0 +1,21 @@
+// Package model loads Llama-family transformers from GGUF files and runs
+// their forward pass on a gpu.Backend.
+//
+// Supported architectures are "llama" (Llama 2 and 3, TinyLlama, SmolLM,
+// Mistral without sliding window) and "qwen2" (biases on Q, K and V, NeoX
+// rotary layout). The forward pass is batched over rows of several
+// sequences at once: each step embeds the rows' tokens, runs every layer
+// (RMSNorm, Q/K/V projections, RoPE, writing K and V into the paged cache,
+// grouped-query attention over each row's own sequence, output projection,
+// SwiGLU feed-forward) and computes logits only for the rows that need them
+// (the last prompt row of a prefill, every decode row).
+//
+// Sub-packages hold the pieces around the network: gguf (the file format),
+// tokenizer (SentencePiece and byte-level BPE from GGUF metadata) and chat
+// (chat templates).
+//
+//	f, _ := gguf.Open(path)
+//	m, _ := model.New(f, cpu.New(cpu.Config{}))
+//	kv, _ := m.NewKV(64, 16)
+//	err := m.Forward(kv, ids, &gpu.Batch{Pos: pos, Seq: seq, Tables: tables}, []int32{int32(len(ids) - 1)}, logits)
+package model

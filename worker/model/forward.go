@@ -1,0 +1,148 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/zerolayer/zerolayer/gpu"
+)
+
+// scratch holds the activation tensors of one step, sized for cap rows.
+type scratch struct {
+	cap                    int
+	ids                    []int32
+	x, xb, q, k, v, att, o gpu.Tensor
+	g, u                   gpu.Tensor
+	sel                    gpu.Tensor // gathered rows that need logits
+	logits                 gpu.Tensor
+	logitCap               int
+}
+
+func (m *Model) ensure(rows, logitRows int) error {
+	s := &m.scratch
+	be := m.be
+	if rows > s.cap {
+		for _, t := range []gpu.Tensor{s.x, s.xb, s.q, s.k, s.v, s.att, s.o, s.g, s.u} {
+			if t != nil {
+				be.Free(t)
+			}
+		}
+		n := max(rows, 2*s.cap)
+		var err error
+		alloc := func(cols int) gpu.Tensor {
+			if err != nil {
+				return nil
+			}
+			var t gpu.Tensor
+			t, err = be.NewTensor(n, cols)
+			return t
+		}
+		qDim, kvDim := m.Heads*m.HeadDim, m.KVDim()
+		s.x, s.xb, s.o = alloc(m.Dim), alloc(m.Dim), alloc(m.Dim)
+		s.q, s.att = alloc(qDim), alloc(qDim)
+		s.k, s.v = alloc(kvDim), alloc(kvDim)
+		s.g, s.u = alloc(m.Hidden), alloc(m.Hidden)
+		if err != nil {
+			s.cap = 0
+			return err
+		}
+		s.cap = n
+	}
+	if logitRows > s.logitCap {
+		if s.sel != nil {
+			be.Free(s.sel)
+			be.Free(s.logits)
+		}
+		n := max(logitRows, 2*s.logitCap)
+		var err error
+		if s.sel, err = be.NewTensor(n, m.Dim); err != nil {
+			s.logitCap = 0
+			return err
+		}
+		if s.logits, err = be.NewTensor(n, m.Vocab); err != nil {
+			s.logitCap = 0
+			return err
+		}
+		s.logitCap = n
+	}
+	return nil
+}
+
+// Forward runs one step: row i of the batch is token tokens[i] at position
+// b.Pos[i] of sequence b.Seq[i]. Every row's K and V are written to kv.
+// For each entry of logitRows (row indices), the logits of that row are
+// written to out[j*Vocab:(j+1)*Vocab]. Rows of one sequence must be
+// consecutive and in position order, and each sequence's earlier positions
+// must already be in kv.
+func (m *Model) Forward(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int32, out []float32) error {
+	n := len(tokens)
+	if n == 0 || len(b.Pos) != n || len(b.Seq) != n {
+		return fmt.Errorf("%w: %d tokens, %d positions, %d sequence ids", errBatch, n, len(b.Pos), len(b.Seq))
+	}
+	if len(out) != len(logitRows)*m.Vocab {
+		return fmt.Errorf("%w: logits buffer of %d for %d rows", errBatch, len(out), len(logitRows))
+	}
+	bt := kv.Config().BlockTokens
+	for i, t := range tokens {
+		if t < 0 || int(t) >= m.Vocab {
+			return fmt.Errorf("%w: token id %d out of range [0,%d)", errBatch, t, m.Vocab)
+		}
+		s := b.Seq[i]
+		if s < 0 || int(s) >= len(b.Tables) {
+			return fmt.Errorf("%w: sequence %d has no block table", errBatch, s)
+		}
+		p := int(b.Pos[i])
+		if p < 0 || p >= m.Context {
+			return fmt.Errorf("%w: position %d (context %d)", ErrContextOverflow, p, m.Context)
+		}
+		if p/bt >= len(b.Tables[s]) {
+			return fmt.Errorf("%w: position %d of sequence %d is past its %d blocks", errBatch, p, s, len(b.Tables[s]))
+		}
+	}
+	for _, r := range logitRows {
+		if r < 0 || int(r) >= n {
+			return fmt.Errorf("%w: logit row %d of %d", errBatch, r, n)
+		}
+	}
+	if err := m.ensure(n, len(logitRows)); err != nil {
+		return err
+	}
+	be, s := m.be, &m.scratch
+	view := func(t gpu.Tensor) gpu.Tensor { return be.View(t, 0, n) }
+	x, xb, q, k, v, att, o, g, u := view(s.x), view(s.xb), view(s.q), view(s.k), view(s.v), view(s.att), view(s.o), view(s.g), view(s.u)
+
+	be.Embed(x, m.embed, tokens)
+	for li := range m.layers {
+		l := &m.layers[li]
+		be.RMSNorm(xb, x, l.attnNorm, m.NormEps)
+		be.MatMul(q, xb, l.wq)
+		be.MatMul(k, xb, l.wk)
+		be.MatMul(v, xb, l.wv)
+		if l.bq != nil {
+			be.Add(q, l.bq)
+			be.Add(k, l.bk)
+			be.Add(v, l.bv)
+		}
+		be.RoPE(q, m.Heads, b, m.RoPE)
+		be.RoPE(k, m.KVHeads, b, m.RoPE)
+		be.StoreKV(kv, li, k, v, b)
+		be.Attention(att, q, kv, li, m.Heads, b)
+		be.MatMul(o, att, l.wo)
+		be.Add(x, o)
+
+		be.RMSNorm(xb, x, l.ffnNorm, m.NormEps)
+		be.MatMul(g, xb, l.gate)
+		be.MatMul(u, xb, l.up)
+		be.SwiGLU(g, g, u)
+		be.MatMul(o, g, l.down)
+		be.Add(x, o)
+	}
+	if len(logitRows) == 0 {
+		return be.Sync()
+	}
+	sel := be.View(s.sel, 0, len(logitRows))
+	logits := be.View(s.logits, 0, len(logitRows))
+	be.Gather(sel, x, logitRows)
+	be.RMSNorm(sel, sel, m.outNorm, m.NormEps)
+	be.MatMul(logits, sel, m.output)
+	return be.Read(logits, out)
+}

@@ -1,0 +1,204 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/quant"
+	"github.com/zerolayer/zerolayer/worker/model/gguf"
+)
+
+// Model is a loaded Llama-family transformer: weights on a backend and the
+// hyper-parameters to run them. A Model is not safe for concurrent Forward
+// calls: one step loop drives it.
+type Model struct {
+	Config
+	be gpu.Backend
+
+	embed   gpu.Matrix
+	output  gpu.Matrix
+	outNorm gpu.Tensor
+	layers  []layer
+
+	scratch scratch
+	host    []float32 // staging for logits
+}
+
+type layer struct {
+	attnNorm, ffnNorm gpu.Tensor
+	wq, wk, wv, wo    gpu.Matrix
+	bq, bk, bv        gpu.Tensor // qwen2 only
+	gate, up, down    gpu.Matrix
+}
+
+// New builds a model from an opened GGUF file, uploading its weights to be.
+// The file must stay open while the model is used (CPU weights alias the
+// mapping).
+func New(f *gguf.File, be gpu.Backend) (*Model, error) {
+	cfg, err := ConfigFromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Config: cfg, be: be}
+	ld := loader{f: f, be: be}
+	m.embed = ld.matrix("token_embd.weight", cfg.Vocab, cfg.Dim)
+	if cfg.TiedOutput {
+		m.output = m.embed
+	} else {
+		m.output = ld.matrix("output.weight", cfg.Vocab, cfg.Dim)
+	}
+	m.outNorm = ld.vector("output_norm.weight", cfg.Dim)
+	if ti, ok := f.Tensor("rope_freqs.weight"); ok && ld.err == nil {
+		fs, err := ld.floats(ti, cfg.RoPE.Dims/2)
+		if err != nil {
+			return nil, err
+		}
+		m.RoPE.Factors = fs
+	}
+	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVDim()
+	for i := 0; i < cfg.Layers; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		l := layer{
+			attnNorm: ld.vector(p+"attn_norm.weight", cfg.Dim),
+			wq:       ld.matrix(p+"attn_q.weight", qDim, cfg.Dim),
+			wk:       ld.matrix(p+"attn_k.weight", kvDim, cfg.Dim),
+			wv:       ld.matrix(p+"attn_v.weight", kvDim, cfg.Dim),
+			wo:       ld.matrix(p+"attn_output.weight", cfg.Dim, qDim),
+			ffnNorm:  ld.vector(p+"ffn_norm.weight", cfg.Dim),
+			gate:     ld.matrix(p+"ffn_gate.weight", cfg.Hidden, cfg.Dim),
+			up:       ld.matrix(p+"ffn_up.weight", cfg.Hidden, cfg.Dim),
+			down:     ld.matrix(p+"ffn_down.weight", cfg.Dim, cfg.Hidden),
+		}
+		if cfg.QKVBias {
+			l.bq = ld.vector(p+"attn_q.bias", qDim)
+			l.bk = ld.vector(p+"attn_k.bias", kvDim)
+			l.bv = ld.vector(p+"attn_v.bias", kvDim)
+		}
+		m.layers = append(m.layers, l)
+	}
+	if ld.err != nil {
+		return nil, ld.err
+	}
+	return m, nil
+}
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() gpu.Backend { return m.be }
+
+// WeightBytes is the size of the weight matrices read per token (the
+// embedding table is read one row per token and is not counted unless it is
+// also the classifier).
+func (m *Model) WeightBytes() int64 {
+	size := func(w gpu.Matrix) int64 {
+		rb, _ := w.DType().RowBytes(w.Cols())
+		return int64(rb) * int64(w.Rows())
+	}
+	n := size(m.output)
+	for _, l := range m.layers {
+		for _, w := range []gpu.Matrix{l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down} {
+			n += size(w)
+		}
+	}
+	return n
+}
+
+// NewKV allocates a KV arena of the given number of blocks for this model.
+func (m *Model) NewKV(blocks, blockTokens int) (gpu.KV, error) {
+	return m.be.NewKV(gpu.KVConfig{Layers: m.Layers, KVDim: m.KVDim(), BlockTokens: blockTokens, Blocks: blocks})
+}
+
+// loader uploads tensors, keeping the first error.
+type loader struct {
+	f   *gguf.File
+	be  gpu.Backend
+	err error
+}
+
+func (ld *loader) fail(err error) {
+	if ld.err == nil {
+		ld.err = err
+	}
+}
+
+func (ld *loader) tensor(name string, dims ...int) *gguf.TensorInfo {
+	if ld.err != nil {
+		return nil
+	}
+	ti, ok := ld.f.Tensor(name)
+	if !ok {
+		ld.fail(fmt.Errorf("%w: %s", ErrMissingTensor, name))
+		return nil
+	}
+	n := 1
+	for _, d := range ti.Dims {
+		n *= int(d)
+	}
+	want := 1
+	for _, d := range dims {
+		want *= d
+	}
+	if n != want || int(ti.Dims[0]) != dims[0] {
+		ld.fail(fmt.Errorf("%w: tensor %s has dims %v, want %v", ErrBadConfig, name, ti.Dims, dims))
+		return nil
+	}
+	if !ti.Type.Supported() {
+		ld.fail(fmt.Errorf("%w: tensor %s has type %v (supported: %v)", gpu.ErrUnsupportedType, name, ti.Type, gpu.DTypes))
+		return nil
+	}
+	return ti
+}
+
+func (ld *loader) matrix(name string, rows, cols int) gpu.Matrix {
+	ti := ld.tensor(name, cols, rows)
+	if ti == nil {
+		return nil
+	}
+	data, err := ld.f.Data(ti)
+	if err != nil {
+		ld.fail(err)
+		return nil
+	}
+	w, err := ld.be.NewMatrix(ti.Type, rows, cols, data)
+	if err != nil {
+		ld.fail(fmt.Errorf("model: tensor %s: %w", name, err))
+		return nil
+	}
+	return w
+}
+
+func (ld *loader) floats(ti *gguf.TensorInfo, n int) ([]float32, error) {
+	data, err := ld.f.Data(ti)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, ti.Elements())
+	if len(out) != n {
+		return nil, fmt.Errorf("%w: tensor %s has %d elements, want %d", ErrBadConfig, ti.Name, len(out), n)
+	}
+	if err := quant.Dequantize(ti.Type, data, out); err != nil {
+		return nil, fmt.Errorf("model: tensor %s: %w", ti.Name, err)
+	}
+	return out, nil
+}
+
+func (ld *loader) vector(name string, n int) gpu.Tensor {
+	ti := ld.tensor(name, n)
+	if ti == nil {
+		return nil
+	}
+	v, err := ld.floats(ti, n)
+	if err != nil {
+		ld.fail(err)
+		return nil
+	}
+	t, err := ld.be.NewTensor(1, n)
+	if err != nil {
+		ld.fail(err)
+		return nil
+	}
+	ld.be.Write(t, v)
+	return t
+}
+
+var errBatch = errors.New("model: malformed batch")
