@@ -1,0 +1,185 @@
+// Package store finds model files by path or name and downloads the models
+// of a small pinned catalog.
+//
+// A model is named either by a path to a GGUF file or by a name looked up in
+// a list of folders (the command line builds it from ZEROLAYER_MODEL_PATH,
+// colon-separated, then ~/.cache/zerolayer/models). A name matches a file
+// whose base name, with or without the .gguf extension, equals it ignoring
+// case. Pull downloads a catalog model over HTTPS, checks its pinned sha256,
+// and moves it into place only when the hash matches.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// ErrNotFound is returned when no file matches a model name.
+var ErrNotFound = errors.New("store: model not found")
+
+// ErrChecksum is returned when a download does not match its pinned hash.
+var ErrChecksum = errors.New("store: checksum mismatch")
+
+// ErrUnknownModel is returned by Pull for a name not in the catalog.
+var ErrUnknownModel = errors.New("store: not in the catalog")
+
+// Entry is a downloadable model.
+type Entry struct {
+	Name   string // lookup name, e.g. "stories260k"
+	File   string // file name to store it under
+	URL    string
+	SHA256 string
+	Size   int64
+	About  string
+}
+
+// Catalog lists the models Pull knows. The sha256 is the one pinned for the
+// file in the project's model fixtures.
+var Catalog = []Entry{{
+	Name:   "stories260k",
+	File:   "stories260K.gguf",
+	URL:    "https://huggingface.co/ggml-org/tiny-llamas/resolve/main/stories260K.gguf",
+	SHA256: "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d",
+	Size:   1185376,
+	About:  "260K-parameter TinyStories Llama (F32), for smoke tests",
+}}
+
+// Resolve returns the path of the model named by nameOrPath: an existing
+// file path is returned as it is; otherwise the name is looked up in dirs.
+func Resolve(nameOrPath string, dirs []string) (string, error) {
+	if nameOrPath == "" {
+		return "", fmt.Errorf("%w: no model given", ErrNotFound)
+	}
+	if st, err := os.Stat(nameOrPath); err == nil && !st.IsDir() {
+		return nameOrPath, nil
+	}
+	if strings.ContainsRune(nameOrPath, os.PathSeparator) {
+		return "", fmt.Errorf("%w: no file at %s", ErrNotFound, nameOrPath)
+	}
+	for _, d := range dirs {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				continue
+			}
+			base := e.Name()
+			if strings.EqualFold(base, nameOrPath) || strings.EqualFold(strings.TrimSuffix(base, ".gguf"), nameOrPath) {
+				return filepath.Join(d, base), nil
+			}
+		}
+	}
+	hint := ""
+	for _, c := range Catalog {
+		if strings.EqualFold(c.Name, nameOrPath) {
+			hint = fmt.Sprintf("; run `zerolayer models pull %s` to download it", c.Name)
+		}
+	}
+	return "", fmt.Errorf("%w: %q is not a file and is not in %s%s", ErrNotFound, nameOrPath, strings.Join(dirs, ":"), hint)
+}
+
+// Files lists the .gguf files in dirs, first folder first, names sorted.
+func Files(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		var names []string
+		for _, e := range ents {
+			if !e.IsDir() && strings.HasSuffix(strings.ToLower(e.Name()), ".gguf") {
+				names = append(names, filepath.Join(d, e.Name()))
+			}
+		}
+		sort.Strings(names)
+		out = append(out, names...)
+	}
+	return out
+}
+
+// Lookup returns the catalog entry with the given name.
+func Lookup(name string) (Entry, error) {
+	for _, c := range Catalog {
+		if strings.EqualFold(c.Name, name) {
+			return c, nil
+		}
+	}
+	var names []string
+	for _, c := range Catalog {
+		names = append(names, c.Name)
+	}
+	return Entry{}, fmt.Errorf("%w: %q (known: %s)", ErrUnknownModel, name, strings.Join(names, ", "))
+}
+
+// Pull downloads e into dir, verifying the sha256 before the file appears
+// under its final name. An existing file with the right hash is kept.
+func Pull(ctx context.Context, client *http.Client, e Entry, dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, e.File)
+	if sum, err := fileSHA256(dst); err == nil && sum == e.SHA256 {
+		return dst, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("store: download %s: %w (offline? copy the file into %s by hand: %s, sha256 %s)", e.Name, err, dir, e.File, e.SHA256)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("store: download %s: HTTP %s from %s", e.Name, resp.Status, e.URL)
+	}
+	tmp, err := os.CreateTemp(dir, e.File+".part-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	limit := e.Size + 1
+	if e.Size <= 0 {
+		limit = 64 << 30
+	}
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(resp.Body, limit))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: download %s: %w", e.Name, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != e.SHA256 {
+		return "", fmt.Errorf("%w: %s: got sha256 %s (%d bytes), pinned %s", ErrChecksum, e.Name, got, n, e.SHA256)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

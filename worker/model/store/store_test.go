@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	a, b := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(b, "Tiny-Model.gguf"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(a, "other.gguf"), []byte("x"), 0o644)
+	got, err := Resolve("tiny-model", []string{a, b})
+	if err != nil || got != filepath.Join(b, "Tiny-Model.gguf") {
+		t.Fatalf("Resolve = %q, %v", got, err)
+	}
+	if got, err := Resolve(filepath.Join(a, "other.gguf"), nil); err != nil || got != filepath.Join(a, "other.gguf") {
+		t.Fatalf("path: %q %v", got, err)
+	}
+	_, err = Resolve("stories260k", []string{a})
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "models pull stories260k") {
+		t.Fatalf("missing catalog model: %v", err)
+	}
+	if fs := Files([]string{a, b}); len(fs) != 2 {
+		t.Fatalf("Files = %v", fs)
+	}
+}
+
+func TestPull(t *testing.T) {
+	t.Parallel()
+	body := []byte("GGUF fake model bytes")
+	sum := sha256.Sum256(body)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bad" {
+			w.Write([]byte("tampered"))
+			return
+		}
+		w.Write(body)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	e := Entry{Name: "m", File: "m.gguf", URL: srv.URL + "/ok", SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}
+	p, err := Pull(context.Background(), srv.Client(), e, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != string(body) {
+		t.Fatalf("pulled %q", got)
+	}
+	bad := e
+	bad.File, bad.URL = "bad.gguf", srv.URL+"/bad"
+	if _, err := Pull(context.Background(), srv.Client(), bad, dir); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("tampered download: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bad.gguf")); !os.IsNotExist(err) {
+		t.Fatal("a file that failed its checksum was left in place")
+	}
+	if _, err := Lookup("nope"); !errors.Is(err, ErrUnknownModel) {
+		t.Fatalf("Lookup: %v", err)
+	}
+}

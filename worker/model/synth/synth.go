@@ -1,0 +1,201 @@
+// Package synth generates Llama-shaped GGUF models with random weights, in
+// any supported tensor type, for tests and benchmarks: the 134M-parameter
+// benchmark shape, or tiny models that exercise every code path in
+// milliseconds. The vocabulary is a valid SentencePiece-style one (control
+// tokens, the 256 byte tokens, then filler pieces), so generated models
+// load, tokenize and generate like downloaded ones.
+package synth
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/quant"
+	"github.com/zerolayer/zerolayer/worker/model/gguf"
+)
+
+// Config is the shape of a generated model.
+type Config struct {
+	Arch    string // "llama" (default) or "qwen2"
+	Dim     int
+	Hidden  int
+	Layers  int
+	Heads   int
+	KVHeads int // defaults to Heads
+	Vocab   int // at least 259
+	Context int // defaults to 2048
+	// Type is the storage type of the weight matrices; norms stay F32.
+	Type gpu.DType
+	// EmbedType is the type of the token embedding. Defaults to Type.
+	EmbedType gpu.DType
+	// Tied omits output.weight, so the classifier reuses the embedding.
+	Tied bool
+	Seed uint64
+	// ChatTemplate, if set, is stored as tokenizer.chat_template.
+	ChatTemplate string
+}
+
+// Bench134M is the benchmark shape of about 134M parameters (dim 768,
+// hidden 2048, 12 layers, 12 heads, vocab 32000).
+func Bench134M(t gpu.DType) Config {
+	return Config{Dim: 768, Hidden: 2048, Layers: 12, Heads: 12, Vocab: 32000, Type: t, EmbedType: t}
+}
+
+// Tiny is a model small enough for unit tests; dims are multiples of 256 so
+// every type, K-quants included, applies.
+func Tiny(t gpu.DType) Config {
+	return Config{Dim: 256, Hidden: 512, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 300, Type: t, EmbedType: t}
+}
+
+// Params returns the number of parameters of the model.
+func (c Config) Params() int64 {
+	c = c.withDefaults()
+	kv := c.Dim / c.Heads * c.KVHeads
+	per := int64(c.Dim)*int64(c.Dim)*2 + int64(c.Dim)*int64(kv)*2 + 3*int64(c.Dim)*int64(c.Hidden) + 2*int64(c.Dim)
+	n := per*int64(c.Layers) + int64(c.Vocab)*int64(c.Dim) + int64(c.Dim)
+	if !c.Tied {
+		n += int64(c.Vocab) * int64(c.Dim)
+	}
+	return n
+}
+
+func (c Config) withDefaults() Config {
+	if c.Arch == "" {
+		c.Arch = "llama"
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.Context == 0 {
+		c.Context = 2048
+	}
+	if c.EmbedType == 0 && c.Type != 0 {
+		c.EmbedType = c.Type
+	}
+	return c
+}
+
+// Build returns a GGUF writer holding the model.
+func Build(c Config) (*gguf.Writer, error) {
+	c = c.withDefaults()
+	if c.Vocab < 259 || c.Dim <= 0 || c.Heads <= 0 || c.Dim%c.Heads != 0 || c.Heads%c.KVHeads != 0 {
+		return nil, fmt.Errorf("synth: bad shape %+v", c)
+	}
+	r := rand.New(rand.NewPCG(c.Seed, 0x5eed))
+	w := gguf.NewWriter()
+	a := c.Arch
+	w.Set("general.architecture", a)
+	w.Set("general.name", fmt.Sprintf("synthetic %s %v", a, c.Type))
+	w.Set(a+".context_length", uint32(c.Context))
+	w.Set(a+".embedding_length", uint32(c.Dim))
+	w.Set(a+".block_count", uint32(c.Layers))
+	w.Set(a+".feed_forward_length", uint32(c.Hidden))
+	w.Set(a+".attention.head_count", uint32(c.Heads))
+	w.Set(a+".attention.head_count_kv", uint32(c.KVHeads))
+	w.Set(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
+	w.Set(a+".rope.freq_base", float32(10000))
+	w.Set(a+".rope.dimension_count", uint32(c.Dim/c.Heads))
+	setVocab(w, c.Vocab)
+	if c.ChatTemplate != "" {
+		w.Set("tokenizer.chat_template", c.ChatTemplate)
+	}
+	var err error
+	add := func(name string, t gpu.DType, rows, cols int, scale float64) {
+		if err != nil {
+			return
+		}
+		v := make([]float32, rows*cols)
+		for i := range v {
+			v[i] = float32(r.NormFloat64() * scale)
+		}
+		var data []byte
+		if data, err = quant.Quantize(t, v); err != nil {
+			return
+		}
+		dims := []uint64{uint64(cols)}
+		if rows > 1 {
+			dims = append(dims, uint64(rows))
+		}
+		err = w.AddTensor(name, t, dims, data)
+	}
+	norm := func(name string, n int) {
+		if err != nil {
+			return
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(1 + 0.1*r.NormFloat64())
+		}
+		data, _ := quant.Quantize(gpu.F32, v)
+		err = w.AddTensor(name, gpu.F32, []uint64{uint64(n)}, data)
+	}
+	kvDim := c.Dim / c.Heads * c.KVHeads
+	s := 1 / math.Sqrt(float64(c.Dim))
+	add("token_embd.weight", c.EmbedType, c.Vocab, c.Dim, 1)
+	for l := 0; l < c.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		norm(p+"attn_norm.weight", c.Dim)
+		add(p+"attn_q.weight", c.Type, c.Dim, c.Dim, s)
+		add(p+"attn_k.weight", c.Type, kvDim, c.Dim, s)
+		add(p+"attn_v.weight", c.Type, kvDim, c.Dim, s)
+		if a == "qwen2" {
+			norm(p+"attn_q.bias", c.Dim)
+			norm(p+"attn_k.bias", kvDim)
+			norm(p+"attn_v.bias", kvDim)
+		}
+		add(p+"attn_output.weight", c.Type, c.Dim, c.Dim, s)
+		norm(p+"ffn_norm.weight", c.Dim)
+		add(p+"ffn_gate.weight", c.Type, c.Hidden, c.Dim, s)
+		add(p+"ffn_up.weight", c.Type, c.Hidden, c.Dim, s)
+		add(p+"ffn_down.weight", c.Type, c.Dim, c.Hidden, 1/math.Sqrt(float64(c.Hidden)))
+	}
+	norm("output_norm.weight", c.Dim)
+	if !c.Tied {
+		add("output.weight", c.Type, c.Vocab, c.Dim, s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
+	return w, nil
+}
+
+// WriteFile builds the model and writes it to path.
+func WriteFile(path string, c Config) error {
+	w, err := Build(c)
+	if err != nil {
+		return err
+	}
+	return w.WriteFile(path)
+}
+
+// setVocab writes a SentencePiece vocabulary: <unk>, <s>, </s>, the byte
+// tokens, then pieces "▁a".."▁z" and filler.
+func setVocab(w *gguf.Writer, n int) {
+	toks := make([]string, 0, n)
+	types := make([]int32, 0, n)
+	scores := make([]float32, 0, n)
+	push := func(s string, t int32, score float32) {
+		toks, types, scores = append(toks, s), append(types, t), append(scores, score)
+	}
+	push("<unk>", 2, 0)
+	push("<s>", 3, 0)
+	push("</s>", 3, 0)
+	for b := 0; b < 256; b++ {
+		push(fmt.Sprintf("<0x%02X>", b), 6, 0)
+	}
+	for c := 'a'; c <= 'z' && len(toks) < n; c++ {
+		push("▁"+string(c), 1, -float32(len(toks)))
+	}
+	for i := 0; len(toks) < n; i++ {
+		push(fmt.Sprintf("▁w%d", i), 1, -float32(len(toks)))
+	}
+	w.Set("tokenizer.ggml.model", "llama")
+	w.Set("tokenizer.ggml.tokens", toks)
+	w.Set("tokenizer.ggml.scores", scores)
+	w.Set("tokenizer.ggml.token_type", types)
+	w.Set("tokenizer.ggml.bos_token_id", uint32(1))
+	w.Set("tokenizer.ggml.eos_token_id", uint32(2))
+	w.Set("tokenizer.ggml.unknown_token_id", uint32(0))
+}

@@ -1,0 +1,173 @@
+package model_test
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/gpu/quant"
+	"github.com/zerolayer/zerolayer/worker/model"
+	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/synth"
+)
+
+func build(t *testing.T, c synth.Config) *gguf.File {
+	t.Helper()
+	w, err := synth.Build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// prefillLogits runs one prompt and returns the last row's logits.
+func prefillLogits(t *testing.T, m *model.Model, ids []int32) []float32 {
+	t.Helper()
+	kv, err := m.NewKV(4, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := make([]int32, len(ids))
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	out := make([]float32, m.Vocab)
+	b := &gpu.Batch{Pos: pos, Seq: make([]int32, len(ids)), Tables: [][]int32{{0, 1, 2, 3}}}
+	if err := m.Forward(kv, ids, b, []int32{int32(len(ids) - 1)}, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestEveryType runs generated models of every storage type and checks
+// their logits against the same model stored in F32 after a
+// quantize-dequantize round trip (so only the kernels differ).
+func TestEveryType(t *testing.T) {
+	t.Parallel()
+	ids := []int32{1, 40, 7, 290, 3, 100, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}
+	for _, arch := range []string{"llama", "qwen2"} {
+		for _, dt := range gpu.DTypes {
+			c := synth.Tiny(dt)
+			c.Arch = arch
+			c.Seed = 42
+			f := build(t, c)
+			be := cpu.New(cpu.Config{Threads: 2})
+			m, err := model.New(f, be)
+			if err != nil {
+				t.Fatalf("%s %v: %v", arch, dt, err)
+			}
+			got := prefillLogits(t, m, ids)
+			ref := prefillLogits(t, dequantizedCopy(t, f, be), ids)
+			var worst, norm float64
+			for i := range got {
+				if math.IsNaN(float64(got[i])) {
+					t.Fatalf("%s %v: NaN logit", arch, dt)
+				}
+				worst = math.Max(worst, math.Abs(float64(got[i]-ref[i])))
+				norm = math.Max(norm, math.Abs(float64(ref[i])))
+			}
+			tol := 1e-4
+			if dt != gpu.F32 && dt != gpu.F16 && dt != gpu.BF16 {
+				tol = 0.05 // 8-bit activations in every matmul of every layer
+			}
+			if worst > tol*(1+norm) {
+				t.Errorf("%s %v: logits differ from the dequantized F32 model by %g (max |logit| %g)", arch, dt, worst, norm)
+			}
+			be.Close()
+		}
+	}
+}
+
+// dequantizedCopy rebuilds f with every tensor converted to F32.
+func dequantizedCopy(t *testing.T, f *gguf.File, be gpu.Backend) *model.Model {
+	t.Helper()
+	w := gguf.NewWriter()
+	for _, k := range f.Keys {
+		w.Set(k, f.Metadata[k])
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		data, err := f.Data(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals := make([]float32, ti.Elements())
+		if err := quant.Dequantize(ti.Type, data, vals); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AddTensor(ti.Name, gpu.F32, ti.Dims, f32Bytes(vals)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	w.WriteTo(&buf)
+	g, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(g, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		u := math.Float32bits(x)
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	}
+	return b
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	be := cpu.New(cpu.Config{Threads: 1})
+	defer be.Close()
+	c := synth.Tiny(gpu.F32)
+	tests := []struct {
+		name    string
+		edit    func(w *gguf.Writer)
+		wantErr error
+	}{
+		{"unknown arch", func(w *gguf.Writer) { w.Set("general.architecture", "mamba") }, model.ErrUnsupportedArch},
+		{"missing block count", func(w *gguf.Writer) { w.Set("llama.block_count", uint32(0)) }, model.ErrBadConfig},
+		{"yarn scaling", func(w *gguf.Writer) { w.Set("llama.rope.scaling.type", "yarn") }, model.ErrBadConfig},
+		{"more layers than tensors", func(w *gguf.Writer) { w.Set("llama.block_count", uint32(3)) }, model.ErrMissingTensor},
+	}
+	for _, tt := range tests {
+		w, err := synth.Build(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt.edit(w)
+		var buf bytes.Buffer
+		w.WriteTo(&buf)
+		f, err := gguf.Parse(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := model.New(f, be); !errors.Is(err, tt.wantErr) {
+			t.Errorf("%s: err %v, want %v", tt.name, err, tt.wantErr)
+		}
+	}
+	// A truncated file is an error, naming the problem.
+	w, _ := synth.Build(c)
+	var buf bytes.Buffer
+	w.WriteTo(&buf)
+	if _, err := gguf.Parse(buf.Bytes()[:buf.Len()-100]); !errors.Is(err, gguf.ErrFormat) {
+		t.Errorf("truncated model: %v", err)
+	}
+}
