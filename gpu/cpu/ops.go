@@ -59,7 +59,7 @@ func (b *Backend) RMSNorm(dst, x, w gpu.Tensor, eps float32) {
 		panic(fmt.Sprintf("cpu: rmsnorm weight %d×%d for width %d", wt.rows, wt.cols, xt.cols))
 	}
 	n := xt.cols
-	for r := 0; r < xt.rows; r++ {
+	b.rows(xt.rows, n, func(r int) {
 		src, out := xt.data[r*n:(r+1)*n], d.data[r*n:(r+1)*n]
 		var ss float32
 		for _, v := range src {
@@ -69,7 +69,23 @@ func (b *Backend) RMSNorm(dst, x, w gpu.Tensor, eps float32) {
 		for i, v := range src {
 			out[i] = wt.data[i] * (scale * v)
 		}
+	})
+}
+
+// rows runs fn for every row, in parallel when the work is large enough to
+// pay for the hand-off.
+func (b *Backend) rows(rows, cols int, fn func(r int)) {
+	if rows*cols < 1<<14 || rows == 1 {
+		for r := 0; r < rows; r++ {
+			fn(r)
+		}
+		return
 	}
+	b.pool.For(rows, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			fn(r)
+		}
+	})
 }
 
 // RoPE rotates the first r.Dims dimensions of every head in place.
@@ -88,8 +104,12 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 	if scale == 0 {
 		scale = 1
 	}
-	cs := make([]float32, 2*half)
-	for i := 0; i < xt.rows; i++ {
+	b.rows(xt.rows, xt.cols, func(i int) {
+		var buf [256]float32
+		cs := buf[:]
+		if 2*half > len(buf) {
+			cs = make([]float32, 2*half)
+		}
 		p := float64(bt.Pos[i]) * scale
 		for j := 0; j < half; j++ {
 			s, c := math.Sincos(p * inv[j])
@@ -109,7 +129,7 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 				v[bb] = x0*s + x1*c
 			}
 		}
-	}
+	})
 }
 
 // ropeFreqs returns the angular frequency of each rotated pair.
@@ -212,9 +232,13 @@ func (b *Backend) SwiGLU(dst, gate, up gpu.Tensor) {
 	d, g, u := dst.(*tensor), gate.(*tensor), up.(*tensor)
 	same("swiglu", d, g)
 	same("swiglu", d, u)
-	for i, x := range g.data {
-		d.data[i] = x / (1 + float32(math.Exp(float64(-x)))) * u.data[i]
-	}
+	b.rows(d.rows, d.cols, func(r int) {
+		lo, hi := r*d.cols, (r+1)*d.cols
+		gr, ur, dr := g.data[lo:hi], u.data[lo:hi], d.data[lo:hi]
+		for i, x := range gr {
+			dr[i] = x / (1 + float32(math.Exp(float64(-x)))) * ur[i]
+		}
+	})
 }
 
 // Softmax normalises each row in place.

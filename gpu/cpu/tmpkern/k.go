@@ -47,3 +47,11 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 		}
 	}
 }
+
+func Sum(x []float32) float32 {
+	var s float32
+	for _, v := range x {
+		s += v
+	}
+	return s
+}

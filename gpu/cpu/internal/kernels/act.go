@@ -1,0 +1,85 @@
+package kernels
+
+import "math"
+
+// Activations for the quantized kernels. x rows are quantized once per
+// MatMul call.
+//
+// Q8_0 weights (and Q4_0) pair with 8-bit blocks of 32: the quants of a row
+// are contiguous (qs) and the float32 scale of block b is d[b].
+//
+// K-quant weights pair with blockQ8K: 256 quants with one float32 scale and
+// the sums of each run of 16 quants, padded to 320 bytes so that the quants
+// of every block start 64-byte aligned when the slice does.
+
+const qk8 = 32 // elements per Q8_0 activation block
+const qkK = 256
+
+// blockQ8K is one 256-element activation super-block. The assembly kernels
+// depend on this layout: qs at 0, bsums at 256, d at 288.
+type blockQ8K struct {
+	qs    [qkK]int8
+	bsums [qkK / 16]int16
+	d     float32
+	_     [28]byte
+}
+
+func nearestInt(f float32) int32 {
+	// Round half away from zero, like ggml's reference. |f| ≤ 127.x here.
+	if f >= 0 {
+		return int32(f + 0.5)
+	}
+	return -int32(-f + 0.5)
+}
+
+// quantizeQ8_0 quantizes x (len a multiple of 32) into qs and d.
+func quantizeQ8_0(x []float32, qs []int8, d []float32) {
+	nb := len(x) / qk8
+	qs, d = qs[:nb*qk8], d[:nb]
+	for b := 0; b < nb; b++ {
+		xb := x[b*qk8 : b*qk8+qk8]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		db := amax / 127
+		var id float32
+		if db != 0 {
+			id = 127 / amax
+		}
+		d[b] = db
+		q := qs[b*qk8 : b*qk8+qk8]
+		for j, v := range xb {
+			q[j] = int8(nearestInt(v * id))
+		}
+	}
+}
+
+// quantizeQ8K quantizes x (len a multiple of 256) into blocks.
+func quantizeQ8K(x []float32, blocks []blockQ8K) {
+	nb := len(x) / qkK
+	for b := 0; b < nb; b++ {
+		xb := x[b*qkK : b*qkK+qkK]
+		blk := &blocks[b]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		if amax == 0 {
+			*blk = blockQ8K{}
+			continue
+		}
+		id := 127 / amax
+		blk.d = amax / 127
+		for j := 0; j < qkK/16; j++ {
+			var s int32
+			for l := 16 * j; l < 16*j+16; l++ {
+				q := nearestInt(xb[l] * id)
+				q = min(127, max(-127, q))
+				blk.qs[l] = int8(q)
+				s += q
+			}
+			blk.bsums[j] = int16(s)
+		}
+	}
+}

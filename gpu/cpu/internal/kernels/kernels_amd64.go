@@ -1,0 +1,56 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+// useAsm selects the AVX2 kernels; they also need FMA and F16C.
+var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+// Assembly kernels (kernels_amd64.s). Lengths n are elements, multiples of
+// 8 and > 0; nb counts blocks, > 0. Strides are in bytes.
+
+//go:noescape
+func sumF32AVX2(x *float32, n int) float32
+
+//go:noescape
+func dotF32AVX2(x, w *float32, n int) float32
+
+//go:noescape
+func dotF16AVX2(x *float32, w *uint16, n int) float32
+
+//go:noescape
+func dotBF16AVX2(x *float32, w *uint16, n int) float32
+
+//go:noescape
+func dotF32x4AVX2(x *float32, xstride int, w *float32, n int, out *[4]float32)
+
+//go:noescape
+func dotF16x4AVX2(x *float32, xstride int, w *uint16, n int, out *[4]float32)
+
+//go:noescape
+func dotBF16x4AVX2(x *float32, xstride int, w *uint16, n int, out *[4]float32)
+
+//go:noescape
+func dotQ8_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+
+//go:noescape
+func dotQ8_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32)
+
+//go:noescape
+func dotQ4_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+
+//go:noescape
+func dotQ4_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32)
+
+//go:noescape
+func dotQ4_KAVX2(w *byte, x *blockQ8K, nb int) float32
+
+//go:noescape
+func dotQ4_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
+
+//go:noescape
+func dotQ6_KAVX2(w *byte, x *blockQ8K, nb int) float32
+
+//go:noescape
+func dotQ6_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)

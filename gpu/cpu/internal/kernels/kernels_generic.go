@@ -1,0 +1,204 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/zerolayer/zerolayer/gpu/quant"
+)
+
+// Pure Go twins of the assembly kernels. They define the results the
+// assembly must reproduce: the integer parts exactly, the float sums up to
+// rounding (the assembly sums in a different order).
+
+// Block sizes in bytes of the weight formats.
+const (
+	bytesQ8_0 = 34
+	bytesQ4_0 = 18
+	bytesQ4_K = 144
+	bytesQ6_K = 210
+)
+
+func sumF32Go(x []float32) float32 {
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i]
+		s1 += x[i+1]
+		s2 += x[i+2]
+		s3 += x[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+func dotF32Go(x, w []float32) float32 {
+	w = w[:len(x)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i] * w[i]
+		s1 += x[i+1] * w[i+1]
+		s2 += x[i+2] * w[i+2]
+		s3 += x[i+3] * w[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i] * w[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// f16Table maps every half value to float32 for the generic F16 kernel.
+var f16Table = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for i := range t {
+		t[i] = quant.FP16ToFloat32(uint16(i))
+	}
+	return &t
+}()
+
+func dotF16Go(x []float32, w []uint16) float32 {
+	w = w[:len(x)]
+	t := f16Table
+	var s0, s1 float32
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		s0 += x[i] * t[w[i]]
+		s1 += x[i+1] * t[w[i+1]]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i] * t[w[i]]
+	}
+	return s0 + s1
+}
+
+func dotBF16Go(x []float32, w []uint16) float32 {
+	w = w[:len(x)]
+	var s0, s1 float32
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		s0 += x[i] * quant.BF16ToFloat32(w[i])
+		s1 += x[i+1] * quant.BF16ToFloat32(w[i+1])
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i] * quant.BF16ToFloat32(w[i])
+	}
+	return s0 + s1
+}
+
+func halfAt(b []byte) float32 { return f16Table[binary.LittleEndian.Uint16(b)] }
+
+// dotQ8_0Go: nb Q8_0 weight blocks against Q8_0 activations.
+func dotQ8_0Go(w []byte, xq []int8, xd []float32, nb int) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		blk := w[b*bytesQ8_0 : (b+1)*bytesQ8_0]
+		q := xq[b*qk8 : b*qk8+qk8]
+		var s int32
+		for j := range q {
+			s += int32(int8(blk[2+j])) * int32(q[j])
+		}
+		sum += float32(s) * (halfAt(blk) * xd[b])
+	}
+	return sum
+}
+
+// dotQ4_0Go: nb Q4_0 weight blocks against Q8_0 activations.
+func dotQ4_0Go(w []byte, xq []int8, xd []float32, nb int) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		blk := w[b*bytesQ4_0 : (b+1)*bytesQ4_0]
+		q := xq[b*qk8 : b*qk8+qk8]
+		var s int32
+		for j := 0; j < 16; j++ {
+			s += (int32(blk[2+j]&0xf) - 8) * int32(q[j])
+			s += (int32(blk[2+j]>>4) - 8) * int32(q[j+16])
+		}
+		sum += float32(s) * (halfAt(blk) * xd[b])
+	}
+	return sum
+}
+
+// scalesK4 unpacks the eight 6-bit scales and mins of a Q4_K super-block.
+func scalesK4(s []byte) (sc, m [8]uint8) {
+	for j := range 8 {
+		sc[j], m[j] = quant.ScaleMinK4(j, s)
+	}
+	return
+}
+
+// dotQ4_KGo: nb Q4_K weight super-blocks against Q8_K activations.
+func dotQ4_KGo(w []byte, x []blockQ8K, nb int) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		blk := w[b*bytesQ4_K : (b+1)*bytesQ4_K]
+		a := &x[b]
+		sc, m := scalesK4(blk[4:16])
+		var isum, msum int32
+		for j := 0; j < 8; j++ {
+			q := blk[16+32*(j/2):]
+			shift := 4 * uint(j%2)
+			var s int32
+			for l := 0; l < 32; l++ {
+				s += int32(q[l]>>shift&0xf) * int32(a.qs[32*j+l])
+			}
+			isum += s * int32(sc[j])
+			msum += int32(m[j]) * (int32(a.bsums[2*j]) + int32(a.bsums[2*j+1]))
+		}
+		d := halfAt(blk) * a.d
+		dmin := halfAt(blk[2:]) * a.d
+		sum += d*float32(isum) - dmin*float32(msum)
+	}
+	return sum
+}
+
+// dotQ6_KGo: nb Q6_K weight super-blocks against Q8_K activations.
+func dotQ6_KGo(w []byte, x []blockQ8K, nb int) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		blk := w[b*bytesQ6_K : (b+1)*bytesQ6_K]
+		a := &x[b]
+		ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+		var isum, corr int32
+		for n := 0; n < 2; n++ {
+			for k := 0; k < 4; k++ {
+				// Quarter k of half n: 32 elements with scales g·2, g·2+1.
+				g := 4*n + k
+				lo := ql[64*n+32*(k%2):]
+				loShift := 4 * uint(k/2)
+				hi := qh[32*n:]
+				hiShift := 2 * uint(k)
+				for h := 0; h < 2; h++ {
+					var s int32
+					for l := 16 * h; l < 16*h+16; l++ {
+						q := int32(lo[l]>>loShift&0xf | (hi[l]>>hiShift&3)<<4)
+						s += q * int32(a.qs[128*n+32*k+l])
+					}
+					isum += s * int32(int8(sc[2*g+h]))
+				}
+			}
+		}
+		for i := 0; i < 16; i++ {
+			corr += int32(int8(sc[i])) * int32(a.bsums[i])
+		}
+		isum -= 32 * corr
+		sum += halfAt(blk[208:]) * a.d * float32(isum)
+	}
+	return sum
+}
+
+func u16s(b []byte) []uint16 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)
+}
+
+func f32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}

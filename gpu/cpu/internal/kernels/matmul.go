@@ -1,0 +1,319 @@
+package kernels
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/quant"
+)
+
+// Weights is a row-major weight matrix: Rows rows of Cols elements, each row
+// Type.RowBytes(Cols) bytes of Type blocks.
+type Weights struct {
+	Type       gpu.DType
+	Rows, Cols int
+	Data       []byte
+}
+
+func (w *Weights) rowBytes() int {
+	n, err := w.Type.RowBytes(w.Cols)
+	if err != nil {
+		panic("kernels: " + err.Error())
+	}
+	return n
+}
+
+// DequantizeRow decodes row r of w into dst[:w.Cols].
+func DequantizeRow(w *Weights, r int, dst []float32) {
+	rb := w.rowBytes()
+	if err := quant.Dequantize(w.Type, w.Data[r*rb:(r+1)*rb], dst[:w.Cols]); err != nil {
+		panic("kernels: " + err.Error())
+	}
+}
+
+// activation formats
+const (
+	actF32 = iota // float32 x as is
+	actQ8         // Q8_0-style blocks of 32
+	actQ8K        // blockQ8K super-blocks
+)
+
+func actKind(t gpu.DType) int {
+	switch t {
+	case gpu.Q8_0, gpu.Q4_0:
+		return actQ8
+	case gpu.Q4_K, gpu.Q6_K:
+		return actQ8K
+	}
+	return actF32
+}
+
+// actRowBytes is the size of one activation row of n elements.
+func actRowBytes(t gpu.DType, n int) int {
+	switch actKind(t) {
+	case actQ8:
+		return n + n/qk8*4
+	case actQ8K:
+		return n / qkK * 320
+	}
+	return 4 * n
+}
+
+type planKey struct {
+	t          gpu.DType
+	rows, cols int
+	bucket     int
+}
+
+// plan is how MatMul runs one shape: the work is cut into tasks of
+// rowBlock weight rows × xBlock activation rows, ordered so that the tasks
+// sharing a weight block are consecutive.
+type plan struct {
+	x4       bool // use the four-row kernels
+	rowBlock int
+	xBlock   int  // activation rows per task (a multiple of 4 when < M)
+	serial   bool // too little work to wake the pool
+}
+
+// mBucket groups batch sizes that share a plan.
+func mBucket(m int) int {
+	switch {
+	case m <= 1:
+		return 1
+	case m < 4:
+		return 3
+	case m < 16:
+		return 15
+	case m < 64:
+		return 63
+	case m < 256:
+		return 255
+	}
+	return 1 << 30
+}
+
+const (
+	l2Bytes     = 256 << 10 // what we assume stays in a core's L2
+	serialBytes = 48 << 10  // weight bytes × rows below which one thread runs it
+)
+
+func choosePlan(k planKey, threads int) plan {
+	var p plan
+	rb, _ := k.t.RowBytes(k.cols)
+	m := min(k.bucket, 1024) // representative batch size
+	p.x4 = k.bucket >= 4
+	// Activation rows per task: all of them while they fit in L2 with room
+	// for the weights, else a multiple of 4 that does.
+	ab := actRowBytes(k.t, k.cols)
+	p.xBlock = max(4, (l2Bytes/2/ab)&^3)
+	if m <= p.xBlock {
+		p.xBlock = 1 << 30 // all rows in one block
+	}
+	nxb := (m + min(m, p.xBlock) - 1) / min(m, p.xBlock)
+	// Weight rows per task: enough tasks for dynamic balance (8 per thread),
+	// and a block small enough to stay in L2 while the activation blocks
+	// stream past it.
+	tasks := 8 * threads
+	wb := max(1, tasks/nxb)
+	p.rowBlock = max(1, (k.rows+wb-1)/wb)
+	if lim := max(4, l2Bytes/2/max(rb, 1)); nxb > 1 && p.rowBlock > lim {
+		p.rowBlock = lim
+	}
+	p.serial = threads == 1 || k.rows*rb*m < serialBytes
+	return p
+}
+
+// MatMul multiplies activations by weight matrices on a Pool. It keeps
+// per-shape plans and scratch buffers, so one MatMul serves one caller at a
+// time.
+type MatMul struct {
+	pool  *Pool
+	mu    sync.Mutex
+	plans map[planKey]plan
+
+	// The current call, read by the tasks.
+	t          gpu.DType
+	dst, x     []float32
+	m          int
+	rows, cols int
+	rb         int
+	w          []byte
+	p          plan
+	nxb        int
+	task       func(lo, hi int)
+	quantTask  func(lo, hi int)
+
+	// Activation scratch.
+	aq  []int8
+	ad  []float32
+	akb []blockQ8K
+}
+
+// NewMatMul returns a MatMul that runs on p.
+func NewMatMul(p *Pool) *MatMul {
+	mm := &MatMul{pool: p, plans: make(map[planKey]plan)}
+	mm.task = mm.runTasks
+	mm.quantTask = mm.quantRows
+	return mm
+}
+
+// Run computes dst[m·w.Rows + r] = Σ_k x[m·w.Cols + k] · W[r][k] for
+// m < M: dst = x·Wᵀ with x M×Cols and dst M×Rows, both row-major.
+// Quantized weights multiply a copy of x quantized to 8 bits (Q8_0 blocks
+// for Q8_0 and Q4_0, Q8_K super-blocks for Q4_K and Q6_K), as ggml does.
+func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
+	if M <= 0 || w.Rows == 0 {
+		return
+	}
+	rb := w.rowBytes()
+	if len(x) < M*w.Cols || len(dst) < M*w.Rows || len(w.Data) < w.Rows*rb {
+		panic(fmt.Sprintf("kernels: MatMul sizes: dst %d, x %d, M %d, weights %v %d×%d in %d bytes",
+			len(dst), len(x), M, w.Type, w.Rows, w.Cols, len(w.Data)))
+	}
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	key := planKey{w.Type, w.Rows, w.Cols, mBucket(M)}
+	p, ok := mm.plans[key]
+	if !ok {
+		p = choosePlan(key, mm.pool.Threads())
+		mm.plans[key] = p
+	}
+	mm.t, mm.dst, mm.x, mm.m = w.Type, dst, x, M
+	mm.rows, mm.cols, mm.rb, mm.w, mm.p = w.Rows, w.Cols, rb, w.Data, p
+	if w.Cols == 0 {
+		clear(dst[:M*w.Rows])
+		return
+	}
+
+	mm.quantize()
+
+	xb := min(M, p.xBlock)
+	mm.nxb = (M + xb - 1) / xb
+	nwb := (w.Rows + p.rowBlock - 1) / p.rowBlock
+	if p.serial {
+		mm.runTasks(0, nwb*mm.nxb)
+	} else {
+		mm.pool.For(nwb*mm.nxb, mm.task)
+	}
+	mm.dst, mm.x, mm.w = nil, nil, nil
+}
+
+// quantize fills the activation scratch for the current call.
+func (mm *MatMul) quantize() {
+	M, K := mm.m, mm.cols
+	switch actKind(mm.t) {
+	case actQ8:
+		if cap(mm.aq) < M*K {
+			mm.aq = make([]int8, M*K)
+			mm.ad = make([]float32, M*K/qk8)
+		}
+		mm.aq, mm.ad = mm.aq[:M*K], mm.ad[:M*K/qk8]
+	case actQ8K:
+		if cap(mm.akb) < M*K/qkK {
+			mm.akb = make([]blockQ8K, M*K/qkK)
+		}
+		mm.akb = mm.akb[:M*K/qkK]
+	default:
+		return
+	}
+	if M >= 8 && !mm.p.serial {
+		mm.pool.For(M, mm.quantTask)
+	} else {
+		mm.quantRows(0, M)
+	}
+}
+
+func (mm *MatMul) quantRows(lo, hi int) {
+	K := mm.cols
+	for m := lo; m < hi; m++ {
+		x := mm.x[m*K : (m+1)*K]
+		switch actKind(mm.t) {
+		case actQ8:
+			quantizeQ8_0(x, mm.aq[m*K:(m+1)*K], mm.ad[m*K/qk8:(m+1)*K/qk8])
+		case actQ8K:
+			quantizeQ8K(x, mm.akb[m*K/qkK:(m+1)*K/qkK])
+		}
+	}
+}
+
+// runTasks runs tasks [lo, hi): task i covers weight block i / nxb and
+// activation block i % nxb.
+func (mm *MatMul) runTasks(lo, hi int) {
+	xb := min(mm.m, mm.p.xBlock)
+	for i := lo; i < hi; i++ {
+		wb, ab := i/mm.nxb, i%mm.nxb
+		r0 := wb * mm.p.rowBlock
+		r1 := min(mm.rows, r0+mm.p.rowBlock)
+		m0 := ab * xb
+		m1 := min(mm.m, m0+xb)
+		mm.tile(r0, r1, m0, m1)
+	}
+}
+
+// tile computes dst rows m0..m1, columns r0..r1.
+func (mm *MatMul) tile(r0, r1, m0, m1 int) {
+	var out [4]float32
+	K, N, rb := mm.cols, mm.rows, mm.rb
+	dst := mm.dst
+	for r := r0; r < r1; r++ {
+		wr := mm.w[r*rb : (r+1)*rb]
+		m := m0
+		if mm.p.x4 {
+			for ; m+4 <= m1; m += 4 {
+				mm.dot4(wr, m, &out)
+				dst[m*N+r] = out[0]
+				dst[(m+1)*N+r] = out[1]
+				dst[(m+2)*N+r] = out[2]
+				dst[(m+3)*N+r] = out[3]
+			}
+		}
+		for ; m < m1; m++ {
+			dst[m*N+r] = mm.dot1(wr, m)
+		}
+	}
+	_ = K
+}
+
+func (mm *MatMul) dot1(wr []byte, m int) float32 {
+	K := mm.cols
+	switch mm.t {
+	case gpu.F32:
+		return dotF32(mm.x[m*K:(m+1)*K], f32s(wr))
+	case gpu.F16:
+		return dotF16(mm.x[m*K:(m+1)*K], u16s(wr))
+	case gpu.BF16:
+		return dotBF16(mm.x[m*K:(m+1)*K], u16s(wr))
+	case gpu.Q8_0:
+		return dotQ8_0(wr, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8)
+	case gpu.Q4_0:
+		return dotQ4_0(wr, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8)
+	case gpu.Q4_K:
+		return dotQ4_K(wr, mm.akb[m*K/qkK:], K/qkK)
+	case gpu.Q6_K:
+		return dotQ6_K(wr, mm.akb[m*K/qkK:], K/qkK)
+	}
+	panic("kernels: unsupported type " + mm.t.String())
+}
+
+func (mm *MatMul) dot4(wr []byte, m int, out *[4]float32) {
+	K := mm.cols
+	switch mm.t {
+	case gpu.F32:
+		dotF32x4(mm.x[m*K:], K, f32s(wr), out)
+	case gpu.F16:
+		dotF16x4(mm.x[m*K:], K, u16s(wr), out)
+	case gpu.BF16:
+		dotBF16x4(mm.x[m*K:], K, u16s(wr), out)
+	case gpu.Q8_0:
+		dotQ8_0x4(wr, mm.aq[m*K:], K, mm.ad[m*K/qk8:], K/qk8, K/qk8, out)
+	case gpu.Q4_0:
+		dotQ4_0x4(wr, mm.aq[m*K:], K, mm.ad[m*K/qk8:], K/qk8, K/qk8, out)
+	case gpu.Q4_K:
+		dotQ4_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
+	case gpu.Q6_K:
+		dotQ6_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
+	default:
+		panic("kernels: unsupported type " + mm.t.String())
+	}
+}

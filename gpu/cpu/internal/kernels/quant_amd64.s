@@ -1,0 +1,612 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+#define HSUM(y, x, t) \
+	VEXTRACTF128 $1, y, t \
+	VADDPS       t, x, x  \
+	VHADDPS      x, x, x  \
+	VHADDPS      x, x, x
+
+#define REDUCE4(a, b, c, d, xa, xb) \
+	VHADDPS      b, a, a   \
+	VHADDPS      d, c, c   \
+	VHADDPS      c, a, a   \
+	VEXTRACTF128 $1, a, xb \
+	VADDPS       xb, xa, xa \
+	VMOVUPS      xa, (AX)
+
+#define ONES16(r) \
+	VPCMPEQW r, r, r \
+	VPSRLW   $15, r, r
+
+// BCAST32(val, r, x) sets every 32-bit lane of r to the immediate val,
+// using DX.
+#define BCAST32(val, r, x) \
+	MOVL         val, DX \
+	VMOVD        DX, x   \
+	VPBROADCASTD x, r
+
+// SIGNDOT(w, x, t) leaves in x the eight int32 sums of w·x over a block of
+// 32 signed bytes; t is clobbered.
+#define SIGNDOT(w, x, t) \
+	VPSIGNB    w, w, t    \
+	VPSIGNB    w, x, x    \
+	VPMADDUBSW x, t, x    \
+	VPMADDWD   Y15, x, x
+
+// Q8_0 block at DI+woff against activations at SI+xoff, scale DX+doff.
+#define BLOCKQ8(woff, xoff, doff, acc) \
+	VPBROADCASTW woff(DI), X4     \
+	VCVTPH2PS    X4, Y4           \
+	VBROADCASTSS doff(DX), Y5     \
+	VMULPS       Y5, Y4, Y4       \
+	VMOVDQU      woff+2(DI), Y6   \
+	VMOVDQU      xoff(SI), Y8     \
+	SIGNDOT(Y6, Y8, Y7)           \
+	VCVTDQ2PS    Y8, Y8           \
+	VFMADD231PS  Y8, Y4, acc
+
+// UNPACKQ4(off, r, t) loads the 16 nibble bytes of a Q4_0 block at DI+off
+// into r as 32 signed bytes q−8: low nibbles in the low lane, high nibbles
+// in the high lane. Needs Y14 = 0x0f bytes and Y13 = 0x08 bytes.
+#define UNPACKQ4(off, r, xr, t) \
+	VMOVDQU     off(DI), xr  \
+	VPSRLW      $4, xr, t    \
+	VINSERTI128 $1, t, r, r  \
+	VPAND       Y14, r, r    \
+	VPSUBB      Y13, r, r
+
+#define BLOCKQ4(woff, xoff, doff, acc) \
+	VPBROADCASTW woff(DI), X4       \
+	VCVTPH2PS    X4, Y4             \
+	VBROADCASTSS doff(DX), Y5       \
+	VMULPS       Y5, Y4, Y4         \
+	UNPACKQ4(woff+2, Y6, X6, X7)    \
+	VMOVDQU      xoff(SI), Y8       \
+	SIGNDOT(Y6, Y8, Y7)             \
+	VCVTDQ2PS    Y8, Y8             \
+	VFMADD231PS  Y8, Y4, acc
+
+// ROWQ8 adds one activation row's share of a block to acc: the weights are
+// in Y6 (signed) and Y7 (|w|), the weight scale in Y4.
+#define ROWQ8(xaddr, daddr, acc) \
+	VMOVDQU      xaddr, Y8   \
+	VPSIGNB      Y6, Y8, Y8  \
+	VPMADDUBSW   Y8, Y7, Y8  \
+	VPMADDWD     Y15, Y8, Y8 \
+	VCVTDQ2PS    Y8, Y8      \
+	VBROADCASTSS daddr, Y9   \
+	VMULPS       Y9, Y4, Y9  \
+	VFMADD231PS  Y8, Y9, acc
+
+#define ROWS4Q8 \
+	ROWQ8((SI), (DX), Y0)                 \
+	ROWQ8((SI)(BX*1), (DX)(R9*1), Y1)     \
+	ROWQ8((SI)(BX*2), (DX)(R9*2), Y2)     \
+	ROWQ8((R8), (R10), Y3)
+
+// Q4_K. SCALESK4 unpacks the 6-bit scales and mins of the super-block at DI
+// (bytes 4..15) and stores them as eight int16 scales at 0(SP) and eight
+// int16 mins at 16(SP). Clobbers AX, DX, R11, R12, R13, X2, X3.
+#define SCALESK4 \
+	MOVL      4(DI), AX            \
+	MOVL      8(DI), R11           \
+	MOVL      12(DI), DX           \
+	MOVL      AX, R12              \
+	ANDL      $0x3f3f3f3f, R12     \
+	MOVL      DX, R13              \
+	ANDL      $0x0f0f0f0f, R13     \
+	SHRL      $6, AX               \
+	ANDL      $0x03030303, AX      \
+	SHLL      $4, AX               \
+	ORL       AX, R13              \
+	SHLQ      $32, R13             \
+	ORQ       R13, R12             \
+	VMOVQ     R12, X2              \
+	VPMOVZXBW X2, X2               \
+	VMOVDQU   X2, 0(SP)            \
+	MOVL      R11, R12             \
+	ANDL      $0x3f3f3f3f, R12     \
+	SHRL      $4, DX               \
+	ANDL      $0x0f0f0f0f, DX      \
+	SHRL      $6, R11              \
+	ANDL      $0x03030303, R11     \
+	SHLL      $4, R11              \
+	ORL       R11, DX              \
+	SHLQ      $32, DX              \
+	ORQ       DX, R12              \
+	VMOVQ     R12, X3              \
+	VPMOVZXBW X3, X3               \
+	VMOVDQU   X3, 16(SP)
+
+// CHUNKK4 multiplies the 64 elements of one chunk (two sub-blocks, nibbles
+// at DI+woff, scales at SP+soff) by the activations at SI+xoff into the
+// int32 accumulator Y10.
+#define CHUNKK4(woff, xoff, soff) \
+	VMOVDQU      woff(DI), Y6      \
+	VPSRLW       $4, Y6, Y7        \
+	VPAND        Y14, Y6, Y6       \
+	VPAND        Y14, Y7, Y7       \
+	VPMADDUBSW   xoff(SI), Y6, Y6  \
+	VPMADDUBSW   xoff+32(SI), Y7, Y7 \
+	VPBROADCASTW soff(SP), Y8      \
+	VPBROADCASTW soff+2(SP), Y9    \
+	VPMADDWD     Y8, Y6, Y6        \
+	VPMADDWD     Y9, Y7, Y7        \
+	VPADDD       Y6, Y10, Y10      \
+	VPADDD       Y7, Y10, Y10
+
+// ROWK4(lo, hi, acc): one activation row's share of a Q4_K chunk whose
+// nibbles are in Y6 (low) and Y7 (high) with scales in Y8 and Y9.
+#define ROWK4(lo, hi, acc) \
+	VPMADDUBSW lo, Y6, Y4 \
+	VPMADDWD   Y8, Y4, Y4 \
+	VPMADDUBSW hi, Y7, Y5 \
+	VPMADDWD   Y9, Y5, Y5 \
+	VPADDD     Y4, acc, acc \
+	VPADDD     Y5, acc, acc
+
+#define CHUNKK4X4(woff, xoff, soff) \
+	VMOVDQU      woff(DI), Y6      \
+	VPSRLW       $4, Y6, Y7        \
+	VPAND        Y14, Y6, Y6       \
+	VPAND        Y14, Y7, Y7       \
+	VPBROADCASTW soff(SP), Y8      \
+	VPBROADCASTW soff+2(SP), Y9    \
+	ROWK4(xoff(SI), xoff+32(SI), Y0)                 \
+	ROWK4(xoff(SI)(BX*1), xoff+32(SI)(BX*1), Y1)     \
+	ROWK4(xoff(SI)(BX*2), xoff+32(SI)(BX*2), Y2)     \
+	ROWK4(xoff(R8), xoff+32(R8), Y3)
+
+// ENDK4(bs, dx, iacc, facc): fold one row's super-block into facc:
+// facc += d·dx·iacc − dmin·dx·Σ m·bsums. Y7 = d, Y6 = dmin, X9 = mins.
+#define ENDK4(bs, dx, iacc, facc) \
+	VMOVDQU      bs, Y4          \
+	VEXTRACTI128 $1, Y4, X5      \
+	VPHADDW      X5, X4, X4      \
+	VPMADDWD     X9, X4, X4      \
+	VCVTDQ2PS    Y4, Y4          \
+	VCVTDQ2PS    iacc, iacc      \
+	VMULPS       Y7, iacc, iacc  \
+	VFNMADD231PS Y4, Y6, iacc    \
+	VBROADCASTSS dx, Y5          \
+	VFMADD231PS  iacc, Y5, facc
+
+// Q6Q1..Q6Q4 rebuild quarter 1..4 of a half into Y7 from ql0 (Y4), ql1 (Y5)
+// and qh (Y6); M0F and M30 are 0x0f and 0x30 byte masks (registers or
+// memory). HALF6 runs the four quarters of half n.
+#define Q6Q1(M0F, M30) \
+	VPAND  M0F, Y4, Y7   \
+	VPSLLW $4, Y6, Y8    \
+	VPAND  M30, Y8, Y8   \
+	VPOR   Y8, Y7, Y7
+
+#define Q6Q2(M0F, M30) \
+	VPAND  M0F, Y5, Y7   \
+	VPSLLW $2, Y6, Y8    \
+	VPAND  M30, Y8, Y8   \
+	VPOR   Y8, Y7, Y7
+
+#define Q6Q3(M0F, M30) \
+	VPSRLW $4, Y4, Y7    \
+	VPAND  M0F, Y7, Y7   \
+	VPAND  M30, Y6, Y8   \
+	VPOR   Y8, Y7, Y7
+
+#define Q6Q4(M0F, M30) \
+	VPSRLW $4, Y5, Y7    \
+	VPAND  M0F, Y7, Y7   \
+	VPSRLW $2, Y6, Y8    \
+	VPAND  M30, Y8, Y8   \
+	VPOR   Y8, Y7, Y7
+
+// GROUP6 (single row): Y11 += scales · (q · x).
+#define GROUP6(xoff, moff) \
+	VPMADDUBSW xoff(SI), Y7, Y7      \
+	VPSHUFB    q6shuf<>+moff(SB), X15, X9 \
+	VPMOVSXBW  X9, Y9                \
+	VPMADDWD   Y9, Y7, Y7            \
+	VPADDD     Y7, Y11, Y11
+
+#define HALF6(n) \
+	VMOVDQU 64*n(DI), Y4        \
+	VMOVDQU 64*n+32(DI), Y5     \
+	VMOVDQU 128+32*n(DI), Y6    \
+	Q6Q1(Y14, Y12)              \
+	GROUP6(128*n, 64*n)         \
+	Q6Q2(Y14, Y12)              \
+	GROUP6(128*n+32, 64*n+16)   \
+	Q6Q3(Y14, Y12)              \
+	GROUP6(128*n+64, 64*n+32)   \
+	Q6Q4(Y14, Y12)              \
+	GROUP6(128*n+96, 64*n+48)
+
+// Four-row Q6_K: int accumulators Y0..Y3, float accumulators Y11..Y14,
+// masks from memory.
+#define ROW6(xaddr, acc) \
+	VPMADDUBSW xaddr, Y7, Y10 \
+	VPMADDWD   Y9, Y10, Y10   \
+	VPADDD     Y10, acc, acc
+
+#define GROUP6X4(xoff, moff) \
+	VPSHUFB   q6shuf<>+moff(SB), X15, X9 \
+	VPMOVSXBW X9, Y9                     \
+	ROW6(xoff(SI), Y0)                   \
+	ROW6(xoff(SI)(BX*1), Y1)             \
+	ROW6(xoff(SI)(BX*2), Y2)             \
+	ROW6(xoff(R8), Y3)
+
+#define HALF6X4(n) \
+	VMOVDQU 64*n(DI), Y4                    \
+	VMOVDQU 64*n+32(DI), Y5                 \
+	VMOVDQU 128+32*n(DI), Y6                \
+	Q6Q1(mask0f<>(SB), mask30<>(SB))        \
+	GROUP6X4(128*n, 64*n)                   \
+	Q6Q2(mask0f<>(SB), mask30<>(SB))        \
+	GROUP6X4(128*n+32, 64*n+16)             \
+	Q6Q3(mask0f<>(SB), mask30<>(SB))        \
+	GROUP6X4(128*n+64, 64*n+32)             \
+	Q6Q4(mask0f<>(SB), mask30<>(SB))        \
+	GROUP6X4(128*n+96, 64*n+48)
+
+// END6(bs, dx, iacc, facc): iacc −= 32·Σ scale·bsum; facc += d·dx·iacc.
+// Y9 = int16 scales, Y8 = d.
+#define END6(bs, dx, iacc, facc) \
+	VPMADDWD     bs, Y9, Y10     \
+	VPSLLD       $5, Y10, Y10    \
+	VPSUBD       Y10, iacc, iacc \
+	VCVTDQ2PS    iacc, iacc      \
+	VBROADCASTSS dx, Y10         \
+	VMULPS       Y8, Y10, Y10    \
+	VFMADD231PS  iacc, Y10, facc
+
+// Quantized kernels, AVX2. Weights are GGML blocks; activations are 8-bit:
+// Q8_0-style (int8 quants, one float32 scale per 32) for Q8_0 and Q4_0
+// weights, and blockQ8K (320 bytes: qs[256] at 0, bsums[16] int16 at 256,
+// d float32 at 288) for Q4_K and Q6_K weights.
+//
+// Signed 8-bit products use the usual sign trick: VPMADDUBSW needs an
+// unsigned operand, so it multiplies |w| by x·sign(w). Register Y15 holds
+// sixteen 16-bit ones for VPMADDWD, the horizontal pair add to int32.
+
+// func dotQ8_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ   w+0(FP), DI
+	MOVQ   xq+8(FP), SI
+	MOVQ   xd+16(FP), DX
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	ONES16(Y15)
+	CMPQ   CX, $2
+	JLT    one
+
+loop2:
+	BLOCKQ8(0, 0, 0, Y0)
+	BLOCKQ8(34, 32, 4, Y1)
+	ADDQ $68, DI
+	ADDQ $64, SI
+	ADDQ $8, DX
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE  loop2
+
+one:
+	TESTQ CX, CX
+	JZ    done
+	BLOCKQ8(0, 0, 0, Y0)
+
+done:
+	VADDPS Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ   w+0(FP), DI
+	MOVQ   xq+8(FP), SI
+	MOVQ   xd+16(FP), AX
+	MOVQ   nb+24(FP), CX
+	BCAST32($0x0f0f0f0f, Y14, X14)
+	BCAST32($0x08080808, Y13, X13)
+	MOVQ   AX, DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	ONES16(Y15)
+	CMPQ   CX, $2
+	JLT    one
+
+loop2:
+	BLOCKQ4(0, 0, 0, Y0)
+	BLOCKQ4(18, 32, 4, Y1)
+	ADDQ $36, DI
+	ADDQ $64, SI
+	ADDQ $8, DX
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE  loop2
+
+one:
+	TESTQ CX, CX
+	JZ    done
+	BLOCKQ4(0, 0, 0, Y0)
+
+done:
+	VADDPS Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32)
+TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), DI
+	MOVQ   xq+8(FP), SI
+	MOVQ   xd+16(FP), DX
+	MOVQ   nb+24(FP), CX
+	MOVQ   qstride+32(FP), BX
+	MOVQ   dstride+40(FP), R9
+	MOVQ   out+48(FP), AX
+	LEAQ   (SI)(BX*2), R8
+	ADDQ   BX, R8
+	LEAQ   (DX)(R9*2), R10
+	ADDQ   R9, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	ONES16(Y15)
+
+loop:
+	VPBROADCASTW (DI), X4
+	VCVTPH2PS    X4, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y6, Y6, Y7
+	ROWS4Q8
+	ADDQ         $34, DI
+	ADDQ         $32, SI
+	ADDQ         $32, R8
+	ADDQ         $4, DX
+	ADDQ         $4, R10
+	DECQ         CX
+	JNZ          loop
+	REDUCE4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32)
+TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), DI
+	MOVQ   xq+8(FP), SI
+	MOVQ   xd+16(FP), AX
+	MOVQ   nb+24(FP), CX
+	MOVQ   qstride+32(FP), BX
+	MOVQ   dstride+40(FP), R9
+	BCAST32($0x0f0f0f0f, Y14, X14)
+	BCAST32($0x08080808, Y13, X13)
+	MOVQ   AX, DX
+	MOVQ   out+48(FP), AX
+	LEAQ   (SI)(BX*2), R8
+	ADDQ   BX, R8
+	LEAQ   (DX)(R9*2), R10
+	ADDQ   R9, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	ONES16(Y15)
+
+loop:
+	VPBROADCASTW (DI), X4
+	VCVTPH2PS    X4, Y4
+	UNPACKQ4(2, Y6, X6, X7)
+	VPSIGNB      Y6, Y6, Y7
+	ROWS4Q8
+	ADDQ         $18, DI
+	ADDQ         $32, SI
+	ADDQ         $32, R8
+	ADDQ         $4, DX
+	ADDQ         $4, R10
+	DECQ         CX
+	JNZ          loop
+	REDUCE4(Y0, Y1, Y2, Y3, X0, X1)
+	VZEROUPPER
+	RET
+
+// func dotQ4_KAVX2(w *byte, x *blockQ8K, nb int) float32
+TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $32-28
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	BCAST32($0x0f0f0f0f, Y14, X14)
+
+loop:
+	SCALESK4
+	// Mins: Σ_j m_j·(bsums[2j] + bsums[2j+1]) scaled by dmin·dx.
+	VMOVDQU      256(SI), Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPHADDW      X5, X4, X4
+	VPMADDWD     X3, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMOVD        (DI), X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS 288(SI), X6
+	VMULPS       X6, X5, X5
+	VPSHUFD      $0x55, X5, X6
+	VFMADD231PS  X6, X4, X1
+	VBROADCASTSS X5, Y5
+	VPXOR        Y10, Y10, Y10
+	CHUNKK4(16, 0, 0)
+	CHUNKK4(48, 64, 4)
+	CHUNKK4(80, 128, 8)
+	CHUNKK4(112, 192, 12)
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y5, Y0
+	ADDQ         $144, DI
+	ADDQ         $320, SI
+	DECQ         CX
+	JNZ          loop
+	HSUM(Y0, X0, X2)
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VSUBSS       X1, X0, X0
+	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
+TEXT ·dotQ4_Kx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	MOVQ   xstride+24(FP), BX
+	LEAQ   (SI)(BX*2), R8
+	ADDQ   BX, R8
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	BCAST32($0x0f0f0f0f, Y14, X14)
+
+loop:
+	SCALESK4
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	CHUNKK4X4(16, 0, 0)
+	CHUNKK4X4(48, 64, 4)
+	CHUNKK4X4(80, 128, 8)
+	CHUNKK4X4(112, 192, 12)
+	VMOVD         (DI), X6
+	VCVTPH2PS     X6, X6
+	VBROADCASTSS  X6, Y7
+	VPSHUFD       $0x55, X6, X6
+	VBROADCASTSS  X6, Y6
+	VMOVDQU       16(SP), X9
+	ENDK4(256(SI), 288(SI), Y0, Y10)
+	ENDK4(256(SI)(BX*1), 288(SI)(BX*1), Y1, Y11)
+	ENDK4(256(SI)(BX*2), 288(SI)(BX*2), Y2, Y12)
+	ENDK4(256(R8), 288(R8), Y3, Y13)
+	ADDQ          $144, DI
+	ADDQ          $320, SI
+	ADDQ          $320, R8
+	DECQ          CX
+	JNZ           loop
+	MOVQ          out+32(FP), AX
+	REDUCE4(Y10, Y11, Y12, Y13, X10, X11)
+	VZEROUPPER
+	RET
+
+// Q6_K. Quarter k of half n (32 elements, activation offset 128n+32k) is
+// group g = 4n+k; its two 16-element runs use scales 2g and 2g+1. The
+// quants are rebuilt as unsigned 0..63 and the −32 offset is applied once
+// per super-block as 32·Σ scale·bsum.
+
+// func dotQ6_KAVX2(w *byte, x *blockQ8K, nb int) float32
+TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	BCAST32($0x0f0f0f0f, Y14, X14)
+	BCAST32($0x30303030, Y12, X12)
+
+loop:
+	VMOVDQU      192(DI), X15
+	VPXOR        Y11, Y11, Y11
+	HALF6(0)
+	HALF6(1)
+	VPMOVSXBW    X15, Y9
+	VPMADDWD     256(SI), Y9, Y9
+	VPSLLD       $5, Y9, Y9
+	VPSUBD       Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW 208(DI), X9
+	VCVTPH2PS    X9, Y9
+	VBROADCASTSS 288(SI), Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  Y11, Y9, Y0
+	ADDQ         $210, DI
+	ADDQ         $320, SI
+	DECQ         CX
+	JNZ          loop
+	HSUM(Y0, X0, X1)
+	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ6_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
+TEXT ·dotQ6_Kx4AVX2(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	MOVQ   xstride+24(FP), BX
+	LEAQ   (SI)(BX*2), R8
+	ADDQ   BX, R8
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+
+loop:
+	VMOVDQU      192(DI), X15
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	HALF6X4(0)
+	HALF6X4(1)
+	VPMOVSXBW    X15, Y9
+	VPBROADCASTW 208(DI), X8
+	VCVTPH2PS    X8, Y8
+	END6(256(SI), 288(SI), Y0, Y11)
+	END6(256(SI)(BX*1), 288(SI)(BX*1), Y1, Y12)
+	END6(256(SI)(BX*2), 288(SI)(BX*2), Y2, Y13)
+	END6(256(R8), 288(R8), Y3, Y14)
+	ADDQ         $210, DI
+	ADDQ         $320, SI
+	ADDQ         $320, R8
+	DECQ         CX
+	JNZ          loop
+	MOVQ         out+32(FP), AX
+	REDUCE4(Y11, Y12, Y13, Y14, X11, X12)
+	VZEROUPPER
+	RET
+
+// q6shuf: for group g, 16 bytes selecting scale byte 2g eight times, then
+// 2g+1 eight times.
+DATA q6shuf<>+0(SB)/8, $0x0000000000000000
+DATA q6shuf<>+8(SB)/8, $0x0101010101010101
+DATA q6shuf<>+16(SB)/8, $0x0202020202020202
+DATA q6shuf<>+24(SB)/8, $0x0303030303030303
+DATA q6shuf<>+32(SB)/8, $0x0404040404040404
+DATA q6shuf<>+40(SB)/8, $0x0505050505050505
+DATA q6shuf<>+48(SB)/8, $0x0606060606060606
+DATA q6shuf<>+56(SB)/8, $0x0707070707070707
+DATA q6shuf<>+64(SB)/8, $0x0808080808080808
+DATA q6shuf<>+72(SB)/8, $0x0909090909090909
+DATA q6shuf<>+80(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA q6shuf<>+88(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA q6shuf<>+96(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA q6shuf<>+104(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA q6shuf<>+112(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA q6shuf<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL q6shuf<>(SB), RODATA|NOPTR, $128
+
+DATA mask0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mask0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mask0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA mask0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL mask0f<>(SB), RODATA|NOPTR, $32
+
+DATA mask30<>+0(SB)/8, $0x3030303030303030
+DATA mask30<>+8(SB)/8, $0x3030303030303030
+DATA mask30<>+16(SB)/8, $0x3030303030303030
+DATA mask30<>+24(SB)/8, $0x3030303030303030
+GLOBL mask30<>(SB), RODATA|NOPTR, $32
