@@ -72,6 +72,14 @@ func (t *Tokenizer) NewDecoder() *StreamDecoder {
 	return &StreamDecoder{t: t, prev: -1}
 }
 
+// NewDecoderAfter returns a StreamDecoder for ids that continue a sequence
+// whose last token is prev (the last prompt token when decoding a
+// generation), so the first piece keeps or loses its leading space exactly
+// as it would inside Decode of the whole sequence.
+func (t *Tokenizer) NewDecoderAfter(prev int32) *StreamDecoder {
+	return &StreamDecoder{t: t, prev: prev}
+}
+
 // StreamDecoder turns ids into text one at a time, as a model generates
 // them. It holds back the bytes of a character that is not complete yet,
 // so every chunk it returns ends on a character boundary: a byte-fallback

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/chat"
+	"github.com/zerolayer/zerolayer/worker/model/store"
+	"github.com/zerolayer/zerolayer/worker/sample"
+)
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// genOutput is the --format json document.
+type genOutput struct {
+	PromptIDs   []int32          `json:"prompt_ids"`
+	OutputIDs   []int32          `json:"output_ids"`
+	Text        string           `json:"text"`
+	StopReason  string           `json:"stop_reason"`
+	Usage       engine.Usage     `json:"usage"`
+	TopLogprobs [][]logprobEntry `json:"top_logprobs,omitempty"`
+}
+
+type logprobEntry struct {
+	ID      int32   `json:"id"`
+	Logprob float32 `json:"logprob"`
+}
+
+func runGen(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
+	modelName := fs.String("model", "", "model file path, or a name looked up in ZEROLAYER_MODEL_PATH and ~/.cache/zerolayer/models")
+	prompt := fs.String("prompt", "", "prompt text")
+	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids, used as given")
+	system := fs.String("system", "", "system prompt (needs --chat)")
+	useChat := fs.Bool("chat", false, "render the prompt through the model's chat template")
+	tmplName := fs.String("chat-template", "", "chat template by name instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
+	maxTokens := fs.Int("max-tokens", 0, "maximum tokens to generate (0: the preset's, else up to the context)")
+	preset := fs.String("preset", "", "sampling preset: "+strings.Join(sample.PresetNames(), ", "))
+	temp := fs.Float64("temperature", -1, "temperature (0: greedy; default greedy unless a preset sets it)")
+	topK := fs.Int("top-k", -1, "top-k (0: off)")
+	topP := fs.Float64("top-p", -1, "top-p (1: off)")
+	minP := fs.Float64("min-p", -1, "min-p (0: off)")
+	repPen := fs.Float64("repetition-penalty", -1, "repetition penalty (1: off)")
+	seed := fs.Uint64("seed", 0, "random seed")
+	topLogprobs := fs.Int("top-logprobs", 0, "record the K most likely tokens per step (json output)")
+	format := fs.String("format", "text", "output format: text or json")
+	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past end-of-generation tokens")
+	threads := fs.Int("threads", 0, "CPU threads (default: all)")
+	var stops stringList
+	fs.Var(&stops, "stop", "stop sequence (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *format != "text" && *format != "json" {
+		return usagef("--format %q: want text or json", *format)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["prompt"] == set["prompt-ids"] {
+		return usagef("give exactly one of --prompt and --prompt-ids")
+	}
+	var params sample.Params
+	if *preset != "" {
+		p, mt, err := sample.Preset(*preset)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		params = p
+		if *maxTokens == 0 {
+			*maxTokens = mt
+		}
+	}
+	if *temp >= 0 {
+		params.Temperature = float32(*temp)
+	}
+	if *topK >= 0 {
+		params.TopK = *topK
+	}
+	if *topP >= 0 {
+		params.TopP = float32(*topP)
+	}
+	if *minP >= 0 {
+		params.MinP = float32(*minP)
+	}
+	if *repPen >= 0 {
+		params.RepetitionPenalty = float32(*repPen)
+	}
+	params.Seed = *seed
+
+	path, err := store.Resolve(*modelName, modelDirs())
+	if err != nil {
+		return err
+	}
+	be := cpu.New(cpu.Config{Threads: *threads})
+	defer be.Close()
+	l, err := engine.Load(path, be)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+
+	var ids []int32
+	if set["prompt-ids"] {
+		if *useChat || *system != "" {
+			return usagef("--prompt-ids are used as given: drop --chat and --system")
+		}
+		for _, f := range strings.Split(*promptIDs, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+			if err != nil {
+				return usagef("--prompt-ids: %q is not a token id", f)
+			}
+			ids = append(ids, int32(n))
+		}
+	} else {
+		po := engine.PromptOptions{Chat: *useChat, System: *system}
+		if *tmplName != "" {
+			t, err := chat.Named(*tmplName)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			po.Template = &t
+		}
+		if ids, err = l.Prompt(*prompt, po); err != nil {
+			return err
+		}
+	}
+	eng, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: (l.Model.Context + 15) / 16})
+	if err != nil {
+		return err
+	}
+	req := engine.Request{PromptIDs: ids, MaxTokens: *maxTokens, Sampling: params, Stop: stops, TopLogprobs: *topLogprobs, IgnoreEOS: *ignoreEOS}
+	if *format == "text" {
+		req.OnToken = func(t engine.Token) error {
+			_, err := os.Stdout.WriteString(t.Text)
+			return err
+		}
+	}
+	res, err := eng.Generate(ctx, req)
+	if err != nil {
+		return err
+	}
+	if *format == "text" {
+		fmt.Println()
+		u := res.Usage
+		fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d generated tokens, first token %.1f ms, %.2f ms/token (%.0f tok/s)\n",
+			res.StopReason, u.InputTokens, u.OutputTokens, u.TimeToFirstTokenMs, u.TimePerTokenMs, 1000/max(u.TimePerTokenMs, 1e-9))
+		return nil
+	}
+	out := genOutput{PromptIDs: res.PromptIDs, OutputIDs: res.OutputIDs, Text: res.Text, StopReason: res.StopReason, Usage: res.Usage}
+	if out.OutputIDs == nil {
+		out.OutputIDs = []int32{}
+	}
+	for _, step := range res.TopLogprobs {
+		row := make([]logprobEntry, len(step))
+		for i, t := range step {
+			row[i] = logprobEntry{t.ID, t.Logprob}
+		}
+		out.TopLogprobs = append(out.TopLogprobs, row)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

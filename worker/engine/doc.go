@@ -1,0 +1,21 @@
+// Package engine turns prompts into generated tokens on a loaded model.
+//
+// Load opens a GGUF file and builds the model, its tokenizer and its chat
+// template; Loaded.Prompt turns text (raw, or rendered through the chat
+// template) into prompt ids. An Engine owns a paged KV arena and runs
+// Requests: GenerateBatch prefills every prompt in one forward step, then
+// decodes one token per live sequence per step, sampling each with its own
+// seeded Sampler, streaming text through a UTF-8-safe decoder and a stop
+// sequence matcher, and finishing a sequence at an end-of-generation token,
+// a stop sequence, MaxTokens or the end of the context. Each Result carries
+// its usage: token counts, time to first token and mean time per token.
+//
+// The Engine is the simple in-order executor; the scheduler (continuous
+// batching, admission, preemption) drives the same model and KV arena step
+// by step.
+//
+//	l, _ := engine.Load("stories260K.gguf", cpu.New(cpu.Config{}))
+//	ids, _ := l.Prompt("Once upon a time", engine.PromptOptions{})
+//	e, _ := engine.New(l.Model, l.Tokenizer, engine.Config{})
+//	res, _ := e.Generate(ctx, engine.Request{PromptIDs: ids, MaxTokens: 64})
+package engine
