@@ -89,4 +89,3 @@ func (l *Loaded) Prompt(text string, o PromptOptions) ([]int32, error) {
 	}
 	return l.Tokenizer.Encode(s, tokenizer.EncodeOptions{AddSpecial: !tmpl.AddsBOS(), ParseSpecial: true}), nil
 }
-

@@ -5,8 +5,14 @@ import "math"
 // Activations for the quantized kernels. x rows are quantized once per
 // MatMul call.
 //
-// Q8_0 weights (and Q4_0) pair with 8-bit blocks of 32: the quants of a row
-// are contiguous (qs) and the float32 scale of block b is d[b].
+// Q8_0 weights pair with 8-bit blocks of 32: the quants of a row are
+// contiguous (qs) and the float32 scale of block b is d[b].
+//
+// Q4_0 weights pair with the same quantization laid out for the kernel
+// (pairQ4): the nibbles of two consecutive weight blocks unpack into one
+// register as [A low | B low] and [A high | B high], so the activations of
+// block pair (A, B) are stored in that order, with the scales pre-broadcast
+// and the −8 offset of the weights folded into a per-block correction.
 //
 // K-quant weights pair with blockQ8K: 256 quants with one float32 scale and
 // the sums of each run of 16 quants, padded to 320 bytes so that the quants
@@ -22,6 +28,48 @@ type blockQ8K struct {
 	bsums [qkK / 16]int16
 	d     float32
 	_     [28]byte
+}
+
+// pairQ4 is the Q4_0 activation layout for blocks A = 2p and B = 2p+1 of
+// a row; the assembly depends on it: lo at 0, hi at 32, d at 64, corr at 96.
+type pairQ4 struct {
+	lo   [32]int8   // x[A 0..15], x[B 0..15]
+	hi   [32]int8   // x[A 16..31], x[B 16..31]
+	d    [8]float32 // scale of A ×4, scale of B ×4
+	corr [8]int32   // −8·Σ qA, 0, 0, 0, −8·Σ qB, 0, 0, 0
+}
+
+// quantizeQ4Pairs quantizes x (len a multiple of 32) into pairs
+// (len ⌈blocks/2⌉); a missing last B block is zero.
+func quantizeQ4Pairs(x []float32, pairs []pairQ4) {
+	nb := len(x) / qk8
+	var q [qk8]int8
+	var d [1]float32
+	for b := 0; b < nb; b++ {
+		quantizeQ8_0(x[b*qk8:(b+1)*qk8], q[:], d[:])
+		p := &pairs[b/2]
+		h := b % 2
+		var s int32
+		for j := 0; j < 16; j++ {
+			p.lo[16*h+j] = q[j]
+			p.hi[16*h+j] = q[16+j]
+			s += int32(q[j]) + int32(q[16+j])
+		}
+		for j := 0; j < 4; j++ {
+			p.d[4*h+j] = d[0]
+			p.corr[4*h+j] = 0
+		}
+		p.corr[4*h] = -8 * s
+	}
+	if nb%2 == 1 {
+		p := &pairs[nb/2]
+		for j := 16; j < 32; j++ {
+			p.lo[j], p.hi[j] = 0, 0
+		}
+		for j := 4; j < 8; j++ {
+			p.d[j], p.corr[j] = 0, 0
+		}
+	}
 }
 
 func nearestInt(f float32) int32 {

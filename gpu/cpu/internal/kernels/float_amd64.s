@@ -7,6 +7,9 @@
 
 // HSUM reduces the 8 lanes of y to lane 0 of x (x is y's low half); t is
 // clobbered.
+// Prefetch distance for the weight stream, in bytes.
+#define PFD 768
+
 #define HSUM(y, x, t) \
 	VEXTRACTF128 $1, y, t \
 	VADDPS       t, x, x  \
@@ -38,6 +41,8 @@ loop:                        \
 	LOADW(WSTEP8, Y5)           \
 	LOADW(2*WSTEP8, Y6)         \
 	LOADW(3*WSTEP8, Y7)         \
+	PREFETCHT0 PFD(DI)          \
+	PREFETCHT0 PFD+64(DI)       \
 	VFMADD231PS (SI), Y4, Y0    \
 	VFMADD231PS 32(SI), Y5, Y1  \
 	VFMADD231PS 64(SI), Y6, Y2  \
@@ -86,6 +91,7 @@ done:                        \
 loop:                               \
 	LOADW(0, Y8)                       \
 	LOADW(WSTEP8, Y9)                  \
+	PREFETCHT0 PFD(DI)                 \
 	VFMADD231PS (SI), Y8, Y0           \
 	VFMADD231PS (SI)(BX*1), Y8, Y1     \
 	VFMADD231PS (SI)(BX*2), Y8, Y2     \

@@ -137,29 +137,41 @@ func dotQ8_0x4(w []byte, xq []int8, qs int, xd []float32, ds int, nb int, out *[
 	}
 }
 
-func dotQ4_0(w []byte, xq []int8, xd []float32, nb int) float32 {
+// dotQ4_0 is the dot product of nb Q4_0 blocks with pairQ4 activations.
+// The assembly takes whole pairs of blocks; an odd last block runs in Go.
+func dotQ4_0(w []byte, x []pairQ4, nb int) float32 {
 	if nb == 0 {
 		return 0
 	}
-	_, _, _ = w[nb*bytesQ4_0-1], xq[nb*qk8-1], xd[nb-1]
-	if useAsm {
-		return dotQ4_0AVX2(&w[0], &xq[0], &xd[0], nb)
+	_, _ = w[nb*bytesQ4_0-1], x[(nb-1)/2]
+	if useAsm && nb >= 2 {
+		s := dotQ4_0AVX2(&w[0], &x[0], nb/2, &f16Table[0])
+		if nb%2 == 1 {
+			s += dotQ4_0Go(w[(nb-1)*bytesQ4_0:], x[nb/2:], 1)
+		}
+		return s
 	}
-	return dotQ4_0Go(w, xq, xd, nb)
+	return dotQ4_0Go(w, x, nb)
 }
 
-func dotQ4_0x4(w []byte, xq []int8, qs int, xd []float32, ds int, nb int, out *[4]float32) {
+// dotQ4_0x4: four activation rows at a stride of xs pairs.
+func dotQ4_0x4(w []byte, x []pairQ4, xs int, nb int, out *[4]float32) {
 	if nb == 0 {
 		*out = [4]float32{}
 		return
 	}
-	_, _, _ = w[nb*bytesQ4_0-1], xq[3*qs+nb*qk8-1], xd[3*ds+nb-1]
-	if useAsm {
-		dotQ4_0x4AVX2(&w[0], &xq[0], &xd[0], nb, qs, 4*ds, out)
+	_, _ = w[nb*bytesQ4_0-1], x[3*xs+(nb-1)/2]
+	if useAsm && nb >= 2 {
+		dotQ4_0x4AVX2(&w[0], &x[0], nb/2, xs*128, &f16Table[0], out)
+		if nb%2 == 1 {
+			for i := range out {
+				out[i] += dotQ4_0Go(w[(nb-1)*bytesQ4_0:], x[i*xs+nb/2:], 1)
+			}
+		}
 		return
 	}
 	for i := range out {
-		out[i] = dotQ4_0Go(w, xq[i*qs:], xd[i*ds:], nb)
+		out[i] = dotQ4_0Go(w, x[i*xs:], nb)
 	}
 }
 

@@ -37,11 +37,14 @@ func dotQ8_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
 //go:noescape
 func dotQ8_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32)
 
+// The Q4_0 kernels take np pairs of blocks and the f16 → f32 table (the
+// scale lookup is cheaper than VCVTPH2PS here).
+//
 //go:noescape
-func dotQ4_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+func dotQ4_0AVX2(w *byte, x *pairQ4, np int, tab *float32) float32
 
 //go:noescape
-func dotQ4_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32)
+func dotQ4_0x4AVX2(w *byte, x *pairQ4, np, xstride int, tab *float32, out *[4]float32)
 
 //go:noescape
 func dotQ4_KAVX2(w *byte, x *blockQ8K, nb int) float32

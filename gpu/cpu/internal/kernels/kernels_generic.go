@@ -105,18 +105,20 @@ func dotQ8_0Go(w []byte, xq []int8, xd []float32, nb int) float32 {
 	return sum
 }
 
-// dotQ4_0Go: nb Q4_0 weight blocks against Q8_0 activations.
-func dotQ4_0Go(w []byte, xq []int8, xd []float32, nb int) float32 {
+// dotQ4_0Go: nb Q4_0 weight blocks against pairQ4 activations. The
+// nibbles multiply as unsigned 0..15; the correction adds the −8 offset.
+func dotQ4_0Go(w []byte, x []pairQ4, nb int) float32 {
 	var sum float32
 	for b := 0; b < nb; b++ {
 		blk := w[b*bytesQ4_0 : (b+1)*bytesQ4_0]
-		q := xq[b*qk8 : b*qk8+qk8]
+		p, h := &x[b/2], b%2
 		var s int32
 		for j := 0; j < 16; j++ {
-			s += (int32(blk[2+j]&0xf) - 8) * int32(q[j])
-			s += (int32(blk[2+j]>>4) - 8) * int32(q[j+16])
+			s += int32(blk[2+j]&0xf) * int32(p.lo[16*h+j])
+			s += int32(blk[2+j]>>4) * int32(p.hi[16*h+j])
 		}
-		sum += float32(s) * (halfAt(blk) * xd[b])
+		s += p.corr[4*h]
+		sum += float32(s) * (halfAt(blk) * p.d[4*h])
 	}
 	return sum
 }

@@ -8,14 +8,14 @@ var useAsm = false
 
 const noAsm = "kernels: assembly kernel called without assembly support"
 
-func sumF32AVX2(x *float32, n int) float32                       { panic(noAsm) }
-func dotF32AVX2(x, w *float32, n int) float32                    { panic(noAsm) }
-func dotF16AVX2(x *float32, w *uint16, n int) float32            { panic(noAsm) }
-func dotBF16AVX2(x *float32, w *uint16, n int) float32           { panic(noAsm) }
-func dotQ8_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32 { panic(noAsm) }
-func dotQ4_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32 { panic(noAsm) }
-func dotQ4_KAVX2(w *byte, x *blockQ8K, nb int) float32           { panic(noAsm) }
-func dotQ6_KAVX2(w *byte, x *blockQ8K, nb int) float32           { panic(noAsm) }
+func sumF32AVX2(x *float32, n int) float32                         { panic(noAsm) }
+func dotF32AVX2(x, w *float32, n int) float32                      { panic(noAsm) }
+func dotF16AVX2(x *float32, w *uint16, n int) float32              { panic(noAsm) }
+func dotBF16AVX2(x *float32, w *uint16, n int) float32             { panic(noAsm) }
+func dotQ8_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32   { panic(noAsm) }
+func dotQ4_0AVX2(w *byte, x *pairQ4, np int, tab *float32) float32 { panic(noAsm) }
+func dotQ4_KAVX2(w *byte, x *blockQ8K, nb int) float32             { panic(noAsm) }
+func dotQ6_KAVX2(w *byte, x *blockQ8K, nb int) float32             { panic(noAsm) }
 
 func dotF32x4AVX2(x *float32, xstride int, w *float32, n int, out *[4]float32) { panic(noAsm) }
 func dotF16x4AVX2(x *float32, xstride int, w *uint16, n int, out *[4]float32)  { panic(noAsm) }
@@ -25,7 +25,7 @@ func dotQ8_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out
 	panic(noAsm)
 }
 
-func dotQ4_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32) {
+func dotQ4_0x4AVX2(w *byte, x *pairQ4, np, xstride int, tab *float32, out *[4]float32) {
 	panic(noAsm)
 }
 

@@ -36,13 +36,16 @@ func DequantizeRow(w *Weights, r int, dst []float32) {
 const (
 	actF32 = iota // float32 x as is
 	actQ8         // Q8_0-style blocks of 32
+	actQ4         // pairQ4: Q8_0 quantization laid out for Q4_0
 	actQ8K        // blockQ8K super-blocks
 )
 
 func actKind(t gpu.DType) int {
 	switch t {
-	case gpu.Q8_0, gpu.Q4_0:
+	case gpu.Q8_0:
 		return actQ8
+	case gpu.Q4_0:
+		return actQ4
 	case gpu.Q4_K, gpu.Q6_K:
 		return actQ8K
 	}
@@ -54,11 +57,16 @@ func actRowBytes(t gpu.DType, n int) int {
 	switch actKind(t) {
 	case actQ8:
 		return n + n/qk8*4
+	case actQ4:
+		return q4Pairs(n) * 128
 	case actQ8K:
 		return n / qkK * 320
 	}
 	return 4 * n
 }
+
+// q4Pairs is the number of pairQ4 in an activation row of n elements.
+func q4Pairs(n int) int { return (n/qk8 + 1) / 2 }
 
 type planKey struct {
 	t          gpu.DType
@@ -147,6 +155,7 @@ type MatMul struct {
 	// Activation scratch.
 	aq  []int8
 	ad  []float32
+	ap  []pairQ4
 	akb []blockQ8K
 }
 
@@ -209,6 +218,11 @@ func (mm *MatMul) quantize() {
 			mm.ad = make([]float32, M*K/qk8)
 		}
 		mm.aq, mm.ad = mm.aq[:M*K], mm.ad[:M*K/qk8]
+	case actQ4:
+		if cap(mm.ap) < M*q4Pairs(K) {
+			mm.ap = make([]pairQ4, M*q4Pairs(K))
+		}
+		mm.ap = mm.ap[:M*q4Pairs(K)]
 	case actQ8K:
 		if cap(mm.akb) < M*K/qkK {
 			mm.akb = make([]blockQ8K, M*K/qkK)
@@ -231,6 +245,9 @@ func (mm *MatMul) quantRows(lo, hi int) {
 		switch actKind(mm.t) {
 		case actQ8:
 			quantizeQ8_0(x, mm.aq[m*K:(m+1)*K], mm.ad[m*K/qk8:(m+1)*K/qk8])
+		case actQ4:
+			np := q4Pairs(K)
+			quantizeQ4Pairs(x, mm.ap[m*np:(m+1)*np])
 		case actQ8K:
 			quantizeQ8K(x, mm.akb[m*K/qkK:(m+1)*K/qkK])
 		}
@@ -287,7 +304,8 @@ func (mm *MatMul) dot1(wr []byte, m int) float32 {
 	case gpu.Q8_0:
 		return dotQ8_0(wr, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8)
 	case gpu.Q4_0:
-		return dotQ4_0(wr, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8)
+		np := q4Pairs(K)
+		return dotQ4_0(wr, mm.ap[m*np:(m+1)*np], K/qk8)
 	case gpu.Q4_K:
 		return dotQ4_K(wr, mm.akb[m*K/qkK:], K/qkK)
 	case gpu.Q6_K:
@@ -308,7 +326,8 @@ func (mm *MatMul) dot4(wr []byte, m int, out *[4]float32) {
 	case gpu.Q8_0:
 		dotQ8_0x4(wr, mm.aq[m*K:], K, mm.ad[m*K/qk8:], K/qk8, K/qk8, out)
 	case gpu.Q4_0:
-		dotQ4_0x4(wr, mm.aq[m*K:], K, mm.ad[m*K/qk8:], K/qk8, K/qk8, out)
+		np := q4Pairs(K)
+		dotQ4_0x4(wr, mm.ap[m*np:], np, K/qk8, out)
 	case gpu.Q4_K:
 		dotQ4_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
 	case gpu.Q6_K:

@@ -2,6 +2,19 @@
 
 #include "textflag.h"
 
+// Quantized kernels, AVX2. Weights are GGML blocks; activations are 8-bit:
+// Q8_0-style (int8 quants, one float32 scale per 32) for Q8_0 and Q4_0
+// weights, and blockQ8K (320 bytes: qs[256] at 0, bsums[16] int16 at 256,
+// d float32 at 288) for Q4_K and Q6_K weights.
+//
+// Signed 8-bit products use the usual sign trick: VPMADDUBSW needs an
+// unsigned operand, so it multiplies |w| by x·sign(w). Register Y15 holds
+// sixteen 16-bit ones for VPMADDWD, the horizontal pair add to int32.
+
+// Weights stream from memory once per call; prefetching PFD bytes ahead
+// of the kernel's position helps the hardware prefetcher keep up.
+#define PFD 768
+
 #define HSUM(y, x, t) \
 	VEXTRACTF128 $1, y, t \
 	VADDPS       t, x, x  \
@@ -47,26 +60,39 @@
 	VCVTDQ2PS    Y8, Y8           \
 	VFMADD231PS  Y8, Y4, acc
 
-// UNPACKQ4(off, r, t) loads the 16 nibble bytes of a Q4_0 block at DI+off
-// into r as 32 signed bytes q−8: low nibbles in the low lane, high nibbles
-// in the high lane. Needs Y14 = 0x0f bytes and Y13 = 0x08 bytes.
-#define UNPACKQ4(off, r, xr, t) \
-	VMOVDQU     off(DI), xr  \
-	VPSRLW      $4, xr, t    \
-	VINSERTI128 $1, t, r, r  \
-	VPAND       Y14, r, r    \
-	VPSUBB      Y13, r, r
+// Q4_0 works on pairs of blocks A, B (36 bytes of weights, one pairQ4 of
+// activations: lo at 0, hi at 32, pre-broadcast scales at 64, corrections
+// at 96). The nibbles of A and B load into one register, [A | B]; low
+// nibbles pair with lo and high nibbles with hi, multiplied unsigned (0..15)
+// by signed activations. The two products add as int16 (at most 2·3810)
+// before the single VPMADDWD, and the −8 offset enters through the int32
+// corrections. Weight scales come from the f16 table at R11.
 
-#define BLOCKQ4(woff, xoff, doff, acc) \
-	VPBROADCASTW woff(DI), X4       \
-	VCVTPH2PS    X4, Y4             \
-	VBROADCASTSS doff(DX), Y5       \
-	VMULPS       Y5, Y4, Y4         \
-	UNPACKQ4(woff+2, Y6, X6, X7)    \
-	VMOVDQU      xoff(SI), Y8       \
-	SIGNDOT(Y6, Y8, Y7)             \
-	VCVTDQ2PS    Y8, Y8             \
-	VFMADD231PS  Y8, Y4, acc
+// PAIRQ4W decodes the pair at DI: Y6 = low nibbles, Y7 = high nibbles,
+// Y4 = [dA ×4 | dB ×4]. Clobbers AX, DX, X5. Needs Y14 = 0x0f bytes.
+#define PAIRQ4W \
+	MOVWLZX      0(DI), AX           \
+	MOVWLZX      18(DI), DX          \
+	VMOVDQU      2(DI), X6           \
+	VINSERTI128  $1, 20(DI), Y6, Y6  \
+	VPSRLW       $4, Y6, Y7          \
+	VPAND        Y14, Y6, Y6         \
+	VPAND        Y14, Y7, Y7         \
+	VBROADCASTSS (R11)(AX*4), X4     \
+	VBROADCASTSS (R11)(DX*4), X5     \
+	VINSERTF128  $1, X5, Y4, Y4
+
+// ROWQ4(p, acc): acc += scales · (nibbles · activations) for the pairQ4 at
+// address p (written as off(reg) pieces: p0 = lo, p1 = hi, p2 = d, p3 = corr).
+#define ROWQ4(plo, phi, pd, pcorr, acc) \
+	VPMADDUBSW plo, Y6, Y8     \
+	VPMADDUBSW phi, Y7, Y9     \
+	VPADDW     Y9, Y8, Y8      \
+	VPMADDWD   Y15, Y8, Y8     \
+	VPADDD     pcorr, Y8, Y8   \
+	VCVTDQ2PS  Y8, Y8          \
+	VMULPS     pd, Y4, Y9      \
+	VFMADD231PS Y8, Y9, acc
 
 // ROWQ8 adds one activation row's share of a block to acc: the weights are
 // in Y6 (signed) and Y7 (|w|), the weight scale in Y4.
@@ -173,6 +199,11 @@
 	VBROADCASTSS dx, Y5          \
 	VFMADD231PS  iacc, Y5, facc
 
+// Q6_K. Quarter k of half n (32 elements, activation offset 128n+32k) is
+// group g = 4n+k; its two 16-element runs use scales 2g and 2g+1. The
+// quants are rebuilt as unsigned 0..63 and the −32 offset is applied once
+// per super-block as 32·Σ scale·bsum.
+
 // Q6Q1..Q6Q4 rebuild quarter 1..4 of a half into Y7 from ql0 (Y4), ql1 (Y5)
 // and qh (Y6); M0F and M30 are 0x0f and 0x30 byte masks (registers or
 // memory). HALF6 runs the four quarters of half n.
@@ -261,15 +292,6 @@
 	VMULPS       Y8, Y10, Y10    \
 	VFMADD231PS  iacc, Y10, facc
 
-// Quantized kernels, AVX2. Weights are GGML blocks; activations are 8-bit:
-// Q8_0-style (int8 quants, one float32 scale per 32) for Q8_0 and Q4_0
-// weights, and blockQ8K (320 bytes: qs[256] at 0, bsums[16] int16 at 256,
-// d float32 at 288) for Q4_K and Q6_K weights.
-//
-// Signed 8-bit products use the usual sign trick: VPMADDUBSW needs an
-// unsigned operand, so it multiplies |w| by x·sign(w). Register Y15 holds
-// sixteen 16-bit ones for VPMADDWD, the horizontal pair add to int32.
-
 // func dotQ8_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
 TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
 	MOVQ   w+0(FP), DI
@@ -283,6 +305,7 @@ TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
 	JLT    one
 
 loop2:
+	PREFETCHT0 PFD(DI)
 	BLOCKQ8(0, 0, 0, Y0)
 	BLOCKQ8(34, 32, 4, Y1)
 	ADDQ $68, DI
@@ -304,15 +327,13 @@ done:
 	VZEROUPPER
 	RET
 
-// func dotQ4_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+// func dotQ4_0AVX2(w *byte, x *pairQ4, np int, tab *float32) float32
 TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-36
 	MOVQ   w+0(FP), DI
-	MOVQ   xq+8(FP), SI
-	MOVQ   xd+16(FP), AX
-	MOVQ   nb+24(FP), CX
+	MOVQ   x+8(FP), SI
+	MOVQ   np+16(FP), CX
+	MOVQ   tab+24(FP), R11
 	BCAST32($0x0f0f0f0f, Y14, X14)
-	BCAST32($0x08080808, Y13, X13)
-	MOVQ   AX, DX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	ONES16(Y15)
@@ -320,19 +341,23 @@ TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-36
 	JLT    one
 
 loop2:
-	BLOCKQ4(0, 0, 0, Y0)
-	BLOCKQ4(18, 32, 4, Y1)
-	ADDQ $36, DI
-	ADDQ $64, SI
-	ADDQ $8, DX
-	SUBQ $2, CX
-	CMPQ CX, $2
-	JGE  loop2
+	PREFETCHT0 PFD(DI)
+	PAIRQ4W
+	ROWQ4(0(SI), 32(SI), 64(SI), 96(SI), Y0)
+	ADDQ       $36, DI
+	PAIRQ4W
+	ROWQ4(128(SI), 160(SI), 192(SI), 224(SI), Y1)
+	ADDQ       $36, DI
+	ADDQ       $256, SI
+	SUBQ       $2, CX
+	CMPQ       CX, $2
+	JGE        loop2
 
 one:
 	TESTQ CX, CX
 	JZ    done
-	BLOCKQ4(0, 0, 0, Y0)
+	PAIRQ4W
+	ROWQ4(0(SI), 32(SI), 64(SI), 96(SI), Y0)
 
 done:
 	VADDPS Y1, Y0, Y0
@@ -361,6 +386,7 @@ TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
 	ONES16(Y15)
 
 loop:
+	PREFETCHT0   PFD(DI)
 	VPBROADCASTW (DI), X4
 	VCVTPH2PS    X4, Y4
 	VMOVDQU      2(DI), Y6
@@ -377,22 +403,16 @@ loop:
 	VZEROUPPER
 	RET
 
-// func dotQ4_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32)
-TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $0-56
+// func dotQ4_0x4AVX2(w *byte, x *pairQ4, np, xstride int, tab *float32, out *[4]float32)
+TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $0-48
 	MOVQ   w+0(FP), DI
-	MOVQ   xq+8(FP), SI
-	MOVQ   xd+16(FP), AX
-	MOVQ   nb+24(FP), CX
-	MOVQ   qstride+32(FP), BX
-	MOVQ   dstride+40(FP), R9
+	MOVQ   x+8(FP), SI
+	MOVQ   np+16(FP), CX
+	MOVQ   xstride+24(FP), BX
+	MOVQ   tab+32(FP), R11
 	BCAST32($0x0f0f0f0f, Y14, X14)
-	BCAST32($0x08080808, Y13, X13)
-	MOVQ   AX, DX
-	MOVQ   out+48(FP), AX
 	LEAQ   (SI)(BX*2), R8
 	ADDQ   BX, R8
-	LEAQ   (DX)(R9*2), R10
-	ADDQ   R9, R10
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -400,18 +420,18 @@ TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $0-56
 	ONES16(Y15)
 
 loop:
-	VPBROADCASTW (DI), X4
-	VCVTPH2PS    X4, Y4
-	UNPACKQ4(2, Y6, X6, X7)
-	VPSIGNB      Y6, Y6, Y7
-	ROWS4Q8
-	ADDQ         $18, DI
-	ADDQ         $32, SI
-	ADDQ         $32, R8
-	ADDQ         $4, DX
-	ADDQ         $4, R10
-	DECQ         CX
-	JNZ          loop
+	PREFETCHT0 PFD(DI)
+	PAIRQ4W
+	ROWQ4(0(SI), 32(SI), 64(SI), 96(SI), Y0)
+	ROWQ4(0(SI)(BX*1), 32(SI)(BX*1), 64(SI)(BX*1), 96(SI)(BX*1), Y1)
+	ROWQ4(0(SI)(BX*2), 32(SI)(BX*2), 64(SI)(BX*2), 96(SI)(BX*2), Y2)
+	ROWQ4(0(R8), 32(R8), 64(R8), 96(R8), Y3)
+	ADDQ       $36, DI
+	ADDQ       $128, SI
+	ADDQ       $128, R8
+	DECQ       CX
+	JNZ        loop
+	MOVQ       out+40(FP), AX
 	REDUCE4(Y0, Y1, Y2, Y3, X0, X1)
 	VZEROUPPER
 	RET
@@ -426,6 +446,8 @@ TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $32-28
 	BCAST32($0x0f0f0f0f, Y14, X14)
 
 loop:
+	PREFETCHT0 PFD(DI)
+	PREFETCHT0 PFD+64(DI)
 	SCALESK4
 	// Mins: Σ_j m_j·(bsums[2j] + bsums[2j+1]) scaled by dmin·dx.
 	VMOVDQU      256(SI), Y4
@@ -474,6 +496,8 @@ TEXT ·dotQ4_Kx4AVX2(SB), NOSPLIT, $32-40
 	BCAST32($0x0f0f0f0f, Y14, X14)
 
 loop:
+	PREFETCHT0 PFD(DI)
+	PREFETCHT0 PFD+64(DI)
 	SCALESK4
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
@@ -503,11 +527,6 @@ loop:
 	VZEROUPPER
 	RET
 
-// Q6_K. Quarter k of half n (32 elements, activation offset 128n+32k) is
-// group g = 4n+k; its two 16-element runs use scales 2g and 2g+1. The
-// quants are rebuilt as unsigned 0..63 and the −32 offset is applied once
-// per super-block as 32·Σ scale·bsum.
-
 // func dotQ6_KAVX2(w *byte, x *blockQ8K, nb int) float32
 TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), DI
@@ -518,6 +537,10 @@ TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $0-28
 	BCAST32($0x30303030, Y12, X12)
 
 loop:
+	PREFETCHT0   PFD(DI)
+	PREFETCHT0   PFD+64(DI)
+	PREFETCHT0   PFD+128(DI)
+	PREFETCHT0   PFD+192(DI)
 	VMOVDQU      192(DI), X15
 	VPXOR        Y11, Y11, Y11
 	HALF6(0)
@@ -555,6 +578,10 @@ TEXT ·dotQ6_Kx4AVX2(SB), NOSPLIT, $0-40
 	VXORPS Y14, Y14, Y14
 
 loop:
+	PREFETCHT0   PFD(DI)
+	PREFETCHT0   PFD+64(DI)
+	PREFETCHT0   PFD+128(DI)
+	PREFETCHT0   PFD+192(DI)
 	VMOVDQU      192(DI), X15
 	VPXOR        Y0, Y0, Y0
 	VPXOR        Y1, Y1, Y1
