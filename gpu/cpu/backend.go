@@ -6,7 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/zerolayer/zerolayer/gpu"
-	kernels "github.com/zerolayer/zerolayer/gpu/cpu/tmpkern"
+	"github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
 )
 
 // Config configures the CPU backend.

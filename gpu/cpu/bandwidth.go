@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	kernels "github.com/zerolayer/zerolayer/gpu/cpu/tmpkern"
+	"github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
 )
 
 // MemoryBandwidth measures the read bandwidth of main memory in bytes per

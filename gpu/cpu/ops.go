@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/zerolayer/zerolayer/gpu"
-	kernels "github.com/zerolayer/zerolayer/gpu/cpu/tmpkern"
+	"github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
 )
 
 // Embed copies (dequantizing) rows of the table.
@@ -177,56 +177,6 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 	}
 }
 
-// Attention computes causal grouped-query attention over the paged cache.
-func (b *Backend) Attention(dst, q gpu.Tensor, kvc gpu.KV, layer, heads int, bt *gpu.Batch) {
-	d, qt, kv := dst.(*tensor), q.(*tensor), kvc.(*kvArena)
-	same("attention", d, qt)
-	c := &kv.cfg
-	if heads <= 0 || qt.cols%heads != 0 || len(bt.Pos) != qt.rows {
-		panic(fmt.Sprintf("cpu: attention on %d×%d with %d heads", qt.rows, qt.cols, heads))
-	}
-	hd := qt.cols / heads
-	if c.KVDim%hd != 0 || heads%(c.KVDim/hd) != 0 {
-		panic(fmt.Sprintf("cpu: attention: %d heads of %d do not group over kv dim %d", heads, hd, c.KVDim))
-	}
-	group := heads / (c.KVDim / hd)
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	vOff := c.BlockTokens * c.KVDim
-	maxPos := int32(0)
-	for _, p := range bt.Pos {
-		maxPos = max(maxPos, p)
-	}
-	b.pool.For(qt.rows*heads, func(lo, hi int) {
-		att := make([]float32, maxPos+1)
-		for job := lo; job < hi; job++ {
-			i, h := job/heads, job%heads
-			s, pos := int(bt.Seq[i]), bt.Pos[i]
-			qv := qt.data[i*qt.cols+h*hd : i*qt.cols+h*hd+hd]
-			kh := (h / group) * hd
-			mx := float32(math.Inf(-1))
-			for p := int32(0); p <= pos; p++ {
-				o := kvSlot(kv, bt, s, layer, p) + kh
-				sc := dot(qv, kv.data[o:o+hd]) * scale
-				att[p] = sc
-				mx = max(mx, sc)
-			}
-			var sum float32
-			for p := int32(0); p <= pos; p++ {
-				e := float32(math.Exp(float64(att[p] - mx)))
-				att[p] = e
-				sum += e
-			}
-			out := d.data[i*d.cols+h*hd : i*d.cols+h*hd+hd]
-			clear(out)
-			inv := 1 / sum
-			for p := int32(0); p <= pos; p++ {
-				o := kvSlot(kv, bt, s, layer, p) + kh + vOff
-				axpy(att[p]*inv, kv.data[o:o+hd], out)
-			}
-		}
-	})
-}
-
 // SwiGLU computes silu(gate) ⊙ up.
 func (b *Backend) SwiGLU(dst, gate, up gpu.Tensor) {
 	d, g, u := dst.(*tensor), gate.(*tensor), up.(*tensor)
@@ -277,19 +227,5 @@ func (b *Backend) Gather(dst, x gpu.Tensor, rows []int32) {
 	}
 	for i, r := range rows {
 		copy(d.data[i*d.cols:(i+1)*d.cols], xt.data[int(r)*xt.cols:(int(r)+1)*xt.cols])
-	}
-}
-
-func dot(a, b []float32) float32 {
-	var s float32
-	for i, x := range a {
-		s += x * b[i]
-	}
-	return s
-}
-
-func axpy(alpha float32, x, y []float32) {
-	for i, v := range x {
-		y[i] += alpha * v
 	}
 }

@@ -1,0 +1,30 @@
+// Package kernels is the hot path of the CPU backend: matrix
+// multiplication of float32 activations by weight matrices stored in the
+// GGML formats, parallelized on a pool of persistent worker goroutines.
+//
+// # Structure
+//
+// MatMul.Run computes dst = x·Wᵀ. For each shape (type, rows, cols, batch
+// size bucket) it picks a plan once and caches it: the work is cut into
+// tasks of a few weight rows × a block of activation rows, small enough for
+// dynamic load balancing and for the activation block to stay in L2 while
+// the weight rows stream past. Inside a task each weight row is multiplied
+// by four activation rows at a time (the x4 kernels, which decode the
+// weights once for all four) and by the remaining rows one at a time.
+//
+// Quantized weights multiply activations quantized once per call to 8 bits,
+// as in ggml: Q8_0 blocks of 32 for Q8_0 weights, the same quantization
+// laid out in block pairs (pairQ4) for Q4_0, and 256-element super-blocks
+// with per-16 sums (blockQ8K) for Q4_K and Q6_K, so the inner loops are
+// integer dot products (VPMADDUBSW/VPMADDWD) with one float multiply-add
+// per block. F16 and BF16 weights convert to float32 in registers.
+//
+// # Kernels
+//
+// Every kernel has an AVX2+FMA+F16C assembly version (float_amd64.s,
+// quant_amd64.s) and a pure Go twin (kernels_generic.go) that defines its
+// result; the assembly is used when golang.org/x/sys/cpu reports the
+// features, and the twins run everywhere else (or with the purego build
+// tag). Tests compare the two on random data and require identical results
+// where the arithmetic is exact.
+package kernels
