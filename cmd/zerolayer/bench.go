@@ -104,11 +104,11 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	if *format == "json" {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"bandwidth_bytes_per_s": bw, "results": rows})
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\ttype\tparams\tthreads\ttest\ttok/s\tweights GB/s\t% of bandwidth\t")
 	for _, r := range rows {
 		gb, frac := "", ""

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -141,7 +142,7 @@ func runGen(ctx context.Context, args []string) error {
 	req := engine.Request{PromptIDs: ids, MaxTokens: *maxTokens, Sampling: params, Stop: stops, TopLogprobs: *topLogprobs, IgnoreEOS: *ignoreEOS}
 	if *format == "text" {
 		req.OnToken = func(t engine.Token) error {
-			_, err := os.Stdout.WriteString(t.Text)
+			_, err := io.WriteString(stdout, t.Text)
 			return err
 		}
 	}
@@ -150,7 +151,7 @@ func runGen(ctx context.Context, args []string) error {
 		return err
 	}
 	if *format == "text" {
-		fmt.Println()
+		fmt.Fprintln(stdout)
 		u := res.Usage
 		fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d generated tokens, first token %.1f ms, %.2f ms/token (%.0f tok/s)\n",
 			res.StopReason, u.InputTokens, u.OutputTokens, u.TimeToFirstTokenMs, u.TimePerTokenMs, 1000/max(u.TimePerTokenMs, 1e-9))
@@ -167,7 +168,7 @@ func runGen(ctx context.Context, args []string) error {
 		}
 		out.TopLogprobs = append(out.TopLogprobs, row)
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }

@@ -8,12 +8,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 )
+
+// stdout is where commands write their results (tests replace it).
+var stdout io.Writer = os.Stdout
 
 type command struct {
 	name, usage string

@@ -44,7 +44,7 @@ func runModels(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%s: %s (sha256 %s verified)\n", e.Name, p, e.SHA256)
+		fmt.Fprintf(stdout, "%s: %s (sha256 %s verified)\n", e.Name, p, e.SHA256)
 		return nil
 	}
 	return usagef("models: unknown subcommand %q", args[0])
@@ -52,7 +52,7 @@ func runModels(ctx context.Context, args []string) error {
 
 func listModels() error {
 	dirs := modelDirs()
-	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tARCH\tSIZE\tTENSOR TYPES\tPATH")
 	for _, p := range store.Files(dirs) {
 		name := strings.TrimSuffix(p[strings.LastIndexByte(p, '/')+1:], ".gguf")
@@ -78,7 +78,7 @@ func listModels() error {
 		fmt.Fprintf(tw, "%s\t(pullable)\t%s\t\t%s\n", e.Name, human(e.Size), e.About)
 	}
 	tw.Flush()
-	fmt.Printf("\nsearched: %s\n", strings.Join(dirs, ":"))
+	fmt.Fprintf(stdout, "\nsearched: %s\n", strings.Join(dirs, ":"))
 	return nil
 }
 
