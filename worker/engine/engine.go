@@ -96,6 +96,16 @@ type Usage struct {
 	OutputTokens       int     `json:"output_tokens"`
 	TimeToFirstTokenMs float64 `json:"time_to_first_token_ms"`
 	TimePerTokenMs     float64 `json:"time_per_token_ms"`
+	// GapsMs are the times between consecutive sampled tokens, for
+	// percentiles.
+	GapsMs []float64 `json:"-"`
+	// TotalMs is the time from the start of the call to the end of this
+	// request.
+	TotalMs float64 `json:"-"`
+	// KVBytes is the peak KV cache memory the request held.
+	KVBytes int64 `json:"-"`
+	// Confidence is the mean probability of the chosen tokens.
+	Confidence float64 `json:"-"`
 }
 
 // Result is a finished generation.
@@ -126,6 +136,7 @@ type seq struct {
 	start   time.Time
 	first   time.Time
 	last    time.Time
+	probSum float64 // sum of the chosen tokens' probabilities
 }
 
 // Generate runs one request.
@@ -178,6 +189,7 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 			for len(s.blocks) < need {
 				s.blocks = append(s.blocks, e.kv.take())
 			}
+			s.res.Usage.KVBytes = max(s.res.Usage.KVBytes, int64(len(s.blocks))*e.blockBytes())
 			for j, id := range s.feed {
 				toks = append(toks, id)
 				pos = append(pos, s.pos+int32(j))
@@ -212,6 +224,9 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 	}
 	return out, nil
 }
+
+// blockBytes is the size of one KV block.
+func (e *Engine) blockBytes() int64 { return int64(e.kv.arena.Config().BlockFloats()) * 4 }
 
 func (e *Engine) blocksFor(tokens int) int {
 	return (tokens + e.cfg.BlockTokens - 1) / e.cfg.BlockTokens
@@ -265,8 +280,11 @@ func (s *seq) step(logits []float32, now time.Time, e *Engine) {
 	ch := s.sampler.Sample(logits, s.history, s.req.TopLogprobs)
 	if s.first.IsZero() {
 		s.first = now
+	} else {
+		s.res.Usage.GapsMs = append(s.res.Usage.GapsMs, ms(now.Sub(s.last)))
 	}
 	s.last = now
+	s.probSum += float64(ch.Prob)
 	if !s.req.IgnoreEOS && e.tok.IsEOG(ch.ID) {
 		s.finish(StopEndTurn)
 		return
@@ -313,6 +331,10 @@ func (s *seq) finish(reason string) {
 	r.StopReason = reason
 	u := &r.Usage
 	u.OutputTokens = len(r.OutputIDs)
+	u.TotalMs = ms(time.Since(s.start))
+	if n := len(u.GapsMs) + 1; !s.first.IsZero() {
+		u.Confidence = s.probSum / float64(n)
+	}
 	if !s.first.IsZero() {
 		u.TimeToFirstTokenMs = ms(s.first.Sub(s.start))
 		if u.OutputTokens > 1 {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/worker/model"
@@ -60,9 +61,9 @@ func (l *Loaded) Close() error { return l.File.Close() }
 
 // PromptOptions describes how to turn text into prompt tokens.
 type PromptOptions struct {
-	// Chat renders System and the user text through the model's chat
-	// template; otherwise the text is tokenized raw with BOS, as llama.cpp
-	// does.
+	// Chat treats the text as a user turn after System (see
+	// Conversation); otherwise the text is tokenized raw with BOS, as
+	// llama.cpp does.
 	Chat   bool
 	System string
 	// Template overrides the model's template when Chat is set.
@@ -77,15 +78,41 @@ func (l *Loaded) Prompt(text string, o PromptOptions) ([]int32, error) {
 		}
 		return l.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: true}), nil
 	}
-	tmpl := l.Chat
-	if o.Template != nil {
-		tmpl = *o.Template
-	} else if l.ChatErr != nil {
+	return l.Conversation(o.System, []chat.Message{{Role: chat.RoleUser, Content: text}}, o.Template)
+}
+
+// Conversation tokenizes a system prompt and messages for generation. With
+// a chat template (the model's, or tmpl when not nil) the turns are rendered
+// through it with the generation prompt appended. A model without a chat
+// template is a completion model (TinyStories, base models): the system
+// prompt and the message contents are joined with blank lines and
+// tokenized raw with BOS, so the model continues the text.
+func (l *Loaded) Conversation(system string, msgs []chat.Message, tmpl *chat.Template) ([]int32, error) {
+	t := l.Chat
+	switch {
+	case tmpl != nil:
+		t = *tmpl
+	case l.ChatErr != nil:
 		return nil, fmt.Errorf("%w (choose a template by name: %v)", l.ChatErr, chat.Names())
+	case !l.HasTemplate():
+		var parts []string
+		if system != "" {
+			parts = append(parts, system)
+		}
+		for _, m := range msgs {
+			parts = append(parts, m.Content)
+		}
+		return l.Tokenizer.Encode(strings.Join(parts, "\n\n"), tokenizer.EncodeOptions{AddSpecial: true}), nil
 	}
-	s, err := tmpl.Render(o.System, []chat.Message{{Role: "user", Content: text}}, true)
+	s, err := t.Render(system, msgs, true)
 	if err != nil {
 		return nil, err
 	}
-	return l.Tokenizer.Encode(s, tokenizer.EncodeOptions{AddSpecial: !tmpl.AddsBOS(), ParseSpecial: true}), nil
+	return l.Tokenizer.Encode(s, tokenizer.EncodeOptions{AddSpecial: !t.AddsBOS(), ParseSpecial: true}), nil
+}
+
+// HasTemplate reports whether the model file carries a chat template.
+func (l *Loaded) HasTemplate() bool {
+	s, _ := l.File.String("tokenizer.chat_template")
+	return strings.TrimSpace(s) != ""
 }
