@@ -1,0 +1,71 @@
+// Package contracts is the wire contract of zerolayer: the messages that
+// travel over NATS JetStream, the subjects and streams that carry them, the
+// headers, the error codes and the validation of untrusted requests. It is a
+// leaf package: it imports nothing else of zerolayer, so the producer, the
+// worker and billing can all depend on it without cycles. Non-Go clients
+// find the same messages as JSON Schemas (draft 2020-12) in schema/, and
+// examples of each in testdata/.
+//
+// # Data flow
+//
+// A producer (Go client, HTTP gateway, or plain NATS) decodes and checks a
+// [JobRequest] with [DecodeJobRequest], picks a [Bucket] from the prompt's
+// token count with [Buckets.Bucket], and publishes the body on
+// [JobSubject] (zl.jobs.<priority>.<bucket>.<tenant>, stream ZL_JOBS) with
+// the headers of [NewHeader]: Nats-Msg-Id (the job id, deduplicated for
+// [StreamsConfig.DuplicateWindow]), Zl-Tenant, Zl-Contract and traceparent.
+//
+// Workers share nine durable pull consumers, one per priority and bucket
+// ([ConsumerName], filter [JobsFilter]). A worker publishes [Event]s on
+// [EventsSubject] (started, delta, tool, preempted, resumed, then final or
+// error), the [Result] on [ResultsSubject], the [Usage] record on
+// [UsageSubject], and only then acks the job. A retryable failure is
+// Nak'ed with a delay; a permanent one is terminated and recorded as a
+// [DLQRecord] on [DLQSubject]. A job redelivered after a crash runs again
+// with a higher attempt and its event seq back at 1.
+//
+// Cancelation is a core NATS message on [CancelSubject] plus a marker in
+// the [CancelBucket] key-value bucket. [EnsureStreams] creates or updates
+// all streams, consumers and the bucket, idempotently.
+//
+// # Decoding rules
+//
+// JSON field names are snake_case. Unknown fields are rejected at any depth
+// unless [Limits.AllowUnknownFields] is set: a misspelt parameter must not
+// be silently ignored and billed. JSON null means unset. Unset optional
+// sampling fields are nil pointers, distinct from an explicit zero. Every
+// problem is reported, each with its JSON path, in a [*ValidationError]
+// whose entries are [*Error]s.
+//
+// # Errors
+//
+// Every failure a client can see has a stable [Code] from one table,
+// [Codes], with an HTTP status, whether it is retryable, and a one-line
+// description; errors.md lists the table and is generated from it (go test
+// -run TestErrorsDoc -update). Match codes with errors.Is:
+//
+//	if errors.Is(err, contracts.CodeUnknownTool) { ... }
+//
+// and turn any error into its wire form with [ErrorFrom].
+//
+// # Example
+//
+//	req, err := contracts.DecodeJobRequest(body, contracts.Limits{})
+//	if err != nil {
+//		e := contracts.ErrorFrom(err) // code, message, field
+//		http.Error(w, e.Error(), e.HTTPStatus())
+//		return
+//	}
+//	if req.ID == "" {
+//		req.ID = newJobID() // any 1-128 characters of [A-Za-z0-9_-]
+//	}
+//	data, _ := json.Marshal(req) // with the id and defaults filled in
+//	bucket := contracts.DefaultBuckets().Bucket(promptTokens)
+//	subj := contracts.JobSubject(req.Priority, bucket, tenant)
+//	msg := &nats.Msg{Subject: subj, Data: data,
+//		Header: contracts.NewHeader(req.ID, tenant, contracts.NewTraceparent())}
+//	ack, err := js.PublishMsg(ctx, msg)
+//	// ack.Duplicate is true when the id was already submitted.
+//
+// The natstest subpackage starts an embedded JetStream server for tests.
+package contracts

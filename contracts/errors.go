@@ -1,0 +1,301 @@
+package contracts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Code is a stable, machine-readable error code carried on the wire (in
+// error events, results, DLQ records and HTTP error bodies). Codes are never
+// renamed or reused; new ones may be added in a later contract version, so a
+// reader must tolerate codes it does not know (see [Code.Known]).
+//
+// Code implements error so that a code can be matched directly:
+// errors.Is(err, contracts.CodeUnknownTool) is true for an [*Error] or a
+// [*ValidationError] carrying that code.
+type Code string
+
+// The error codes, documented one per line in errors.md (generated from
+// [Codes]; TestErrorsDoc keeps the two in step).
+const (
+	CodeInvalidRequest      Code = "invalid_request"
+	CodeMalformedJSON       Code = "malformed_json"
+	CodeMissingMessages     Code = "missing_messages"
+	CodeUnknownModel        Code = "unknown_model"
+	CodePromptTooLong       Code = "prompt_too_long"
+	CodeMaxTokensOutOfRange Code = "max_tokens_out_of_range"
+	CodeInvalidSampling     Code = "invalid_sampling"
+	CodeUnknownPreset       Code = "unknown_preset"
+	CodeUnknownTool         Code = "unknown_tool"
+	CodeInvalidSchema       Code = "invalid_schema"
+	CodeInvalidRegex        Code = "invalid_regex"
+	CodeRequestTooLarge     Code = "request_too_large"
+	CodeUnsupportedContract Code = "unsupported_contract"
+	CodeMemoryLimit         Code = "memory_limit"
+	CodeToolExecutionFailed Code = "tool_execution_failed"
+	CodeDeadlineExceeded    Code = "deadline_exceeded"
+	CodeCanceled            Code = "canceled"
+	CodeNotFound            Code = "not_found"
+	CodeUnavailable         Code = "unavailable"
+	CodeWorkerShutdown      Code = "worker_shutdown"
+	CodeInternal            Code = "internal"
+)
+
+// CodeInfo is one row of the error-code table.
+type CodeInfo struct {
+	// Code is the stable wire string.
+	Code Code
+	// HTTPStatus is the status an HTTP gateway answers with.
+	HTTPStatus int
+	// Retryable reports whether the same request may succeed if tried
+	// again unchanged (a worker answers it with NakWithDelay rather than
+	// TermWithReason, and a client may resubmit it with the same id).
+	Retryable bool
+	// Description is a one-line explanation for humans.
+	Description string
+}
+
+// codeTable is the one table of error codes. Append new rows at the end of
+// their group; never change a Code string once released.
+var codeTable = []CodeInfo{
+	{CodeInvalidRequest, 400, false, "The request breaks a rule of the contract; the field path and message say which."},
+	{CodeMalformedJSON, 400, false, "The body is not well-formed JSON (syntax error, truncated input, trailing data)."},
+	{CodeMissingMessages, 400, false, "The request has no messages."},
+	{CodeUnknownModel, 404, false, "The model is not served by this deployment."},
+	{CodePromptTooLong, 400, false, "The tokenized prompt plus max_tokens does not fit the model's context window."},
+	{CodeMaxTokensOutOfRange, 400, false, "max_tokens is negative or above the configured ceiling."},
+	{CodeInvalidSampling, 400, false, "A sampling parameter (temperature, top_p, top_k, min_p, repetition_penalty, logprobs, stop_sequences) is out of range."},
+	{CodeUnknownPreset, 400, false, "preset is not one of concise, balanced, detailed, creative."},
+	{CodeUnknownTool, 400, false, "A tool name is not one of the inline tools."},
+	{CodeInvalidSchema, 400, false, "A JSON Schema cannot be compiled; the message names the keyword and where."},
+	{CodeInvalidRegex, 400, false, "A regular expression is not valid RE2 syntax."},
+	{CodeRequestTooLarge, 413, false, "The request body is larger than the configured byte limit."},
+	{CodeUnsupportedContract, 400, false, "The Zl-Contract header names a contract version this component does not speak."},
+	{CodeMemoryLimit, 422, false, "The job cannot fit its memory cap (max_memory_mb), or asks for more than a worker allows."},
+	{CodeToolExecutionFailed, 422, false, "An inline tool failed inside the decode loop; tool and tool_code say which and why."},
+	{CodeDeadlineExceeded, 504, false, "The job's deadline passed before it finished."},
+	{CodeCanceled, 499, false, "The job was canceled by its submitter."},
+	{CodeNotFound, 404, false, "No job or result with that id is known (it may have expired)."},
+	{CodeUnavailable, 503, true, "A dependency (NATS, JetStream, storage) is unreachable or full; try again later."},
+	{CodeWorkerShutdown, 503, true, "The worker stopped while running the job; it is redelivered to another worker."},
+	{CodeInternal, 500, true, "An unexpected failure inside zerolayer; retried up to MaxDeliver, then dead-lettered."},
+}
+
+// codeIndex maps a code to its row in codeTable.
+var codeIndex = func() map[Code]int {
+	m := make(map[Code]int, len(codeTable))
+	for i, c := range codeTable {
+		if _, dup := m[c.Code]; dup {
+			panic("contracts: duplicate error code " + string(c.Code))
+		}
+		m[c.Code] = i
+	}
+	return m
+}()
+
+// Codes returns a copy of the error-code table in its documented order.
+func Codes() []CodeInfo {
+	out := make([]CodeInfo, len(codeTable))
+	copy(out, codeTable)
+	return out
+}
+
+// Error returns the code string, so that a Code can be used as an errors.Is
+// target.
+func (c Code) Error() string { return string(c) }
+
+// Known reports whether c is in this version's table.
+func (c Code) Known() bool {
+	_, ok := codeIndex[c]
+	return ok
+}
+
+// Info returns c's row of the table. A code this version does not know gets
+// HTTP status 500, not retryable, and an empty description.
+func (c Code) Info() CodeInfo {
+	if i, ok := codeIndex[c]; ok {
+		return codeTable[i]
+	}
+	return CodeInfo{Code: c, HTTPStatus: 500}
+}
+
+// Retryable reports whether c's table row marks it retryable.
+func (c Code) Retryable() bool { return c.Info().Retryable }
+
+// HTTPStatus returns the HTTP status of c's table row.
+func (c Code) HTTPStatus() int { return c.Info().HTTPStatus }
+
+// ToolCode says why an inline tool failed; it rides with
+// [CodeToolExecutionFailed] in [Error.ToolCode]. The strings are upper case
+// on the wire, as in {"code": "tool_execution_failed", "tool": "regex_matcher",
+// "tool_code": "TOOL_TIMEOUT"}.
+type ToolCode string
+
+// The tool failure codes.
+const (
+	// ToolMemoryExhausted: the tool went over its share of the job's memory.
+	ToolMemoryExhausted ToolCode = "TOOL_MEMORY_EXHAUSTED"
+	// ToolTimeout: the tool went over its time or step budget.
+	ToolTimeout ToolCode = "TOOL_TIMEOUT"
+	// ToolConstraintUnsatisfiable: a constraint left no token to choose
+	// (the grammar or pattern cannot be completed).
+	ToolConstraintUnsatisfiable ToolCode = "TOOL_CONSTRAINT_UNSATISFIABLE"
+	// ToolValidationFailed: the final output failed the tool's check (for
+	// example JSON that does not match the schema) after its retries.
+	ToolValidationFailed ToolCode = "TOOL_VALIDATION_FAILED"
+	// ToolInternal: the tool failed for a reason of its own.
+	ToolInternal ToolCode = "TOOL_INTERNAL"
+)
+
+// toolCodeDocs lists every ToolCode with its meaning, for errors.md.
+var toolCodeDocs = []struct {
+	code ToolCode
+	doc  string
+}{
+	{ToolMemoryExhausted, "The tool went over its share of the job's memory."},
+	{ToolTimeout, "The tool went over its time or step budget."},
+	{ToolConstraintUnsatisfiable, "A constraint left no token to choose (the grammar or pattern cannot be completed)."},
+	{ToolValidationFailed, "The final output failed the tool's check after its retries."},
+	{ToolInternal, "The tool failed for a reason of its own."},
+}
+
+// Error is a contract error: the wire form of every failure a client sees,
+// and the Go error the contracts functions return. Field is the JSON path of
+// the offending request field (messages[2].role, tools[0].params.schema)
+// when there is one; Tool is the inline tool's name when a tool is at fault.
+type Error struct {
+	// Code is the stable code from the table.
+	Code Code `json:"code"`
+	// Message explains the problem for humans; its wording may change.
+	Message string `json:"message"`
+	// Field is the JSON path of the request field at fault, if any.
+	Field string `json:"field,omitempty"`
+	// Tool names the inline tool at fault, if any.
+	Tool string `json:"tool,omitempty"`
+	// ToolCode says why the tool failed, with CodeToolExecutionFailed.
+	ToolCode ToolCode `json:"tool_code,omitempty"`
+}
+
+// NewError returns an *Error with the given code and a formatted message.
+func NewError(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// fieldError returns an *Error about one request field.
+func fieldError(code Code, field, format string, args ...any) *Error {
+	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error formats e as "code: field: message", leaving out empty parts.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(string(e.Code))
+	if e.Tool != "" {
+		b.WriteString(": tool ")
+		b.WriteString(e.Tool)
+		if e.ToolCode != "" {
+			b.WriteString(" (" + string(e.ToolCode) + ")")
+		}
+	}
+	if e.Field != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Field)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Is reports whether target is the same code: a [Code], or an *Error with
+// the same Code (whatever its message).
+func (e *Error) Is(target error) bool {
+	switch t := target.(type) {
+	case Code:
+		return e.Code == t
+	case *Error:
+		return t != nil && e.Code == t.Code
+	}
+	return false
+}
+
+// Retryable reports whether the code is retryable (see [CodeInfo]).
+func (e *Error) Retryable() bool { return e.Code.Retryable() }
+
+// HTTPStatus returns the code's HTTP status.
+func (e *Error) HTTPStatus() int { return e.Code.HTTPStatus() }
+
+// ValidationError holds every problem found in a request, in field order.
+// It matches errors.Is for each problem's code, and errors.As finds the
+// first problem as an *Error.
+type ValidationError struct {
+	// Problems lists each problem with its field path; never empty.
+	Problems []*Error
+}
+
+// Error joins the problems on one line.
+func (v *ValidationError) Error() string {
+	parts := make([]string, len(v.Problems))
+	for i, p := range v.Problems {
+		parts[i] = p.Error()
+	}
+	if len(parts) == 1 {
+		return "invalid job request: " + parts[0]
+	}
+	return fmt.Sprintf("invalid job request (%d problems): %s", len(parts), strings.Join(parts, "; "))
+}
+
+// Unwrap returns the problems, so that errors.Is and errors.As look at each.
+func (v *ValidationError) Unwrap() []error {
+	out := make([]error, len(v.Problems))
+	for i, p := range v.Problems {
+		out[i] = p
+	}
+	return out
+}
+
+// Retryable is false: an invalid request stays invalid.
+func (v *ValidationError) Retryable() bool { return false }
+
+// ErrorFrom turns any error into the single *Error that goes on the wire
+// (an error event, a result, a DLQ record, an HTTP body). An *Error is
+// returned as is; a *ValidationError becomes its first problem with the
+// others appended to the message; context.Canceled and
+// context.DeadlineExceeded become CodeCanceled and CodeDeadlineExceeded; a
+// bare [Code] gets its table description; anything else is CodeInternal
+// with err's text. ErrorFrom(nil) is nil.
+func ErrorFrom(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var v *ValidationError
+	if errors.As(err, &v) && len(v.Problems) > 0 {
+		first := *v.Problems[0]
+		if n := len(v.Problems); n > 1 {
+			rest := make([]string, 0, n-1)
+			for _, p := range v.Problems[1:] {
+				rest = append(rest, p.Error())
+			}
+			first.Message += fmt.Sprintf(" (and %d more: %s)", n-1, strings.Join(rest, "; "))
+		}
+		return &first
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var c Code
+	if errors.As(err, &c) {
+		return &Error{Code: c, Message: c.Info().Description}
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &Error{Code: CodeCanceled, Message: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: CodeDeadlineExceeded, Message: err.Error()}
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}

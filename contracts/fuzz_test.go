@@ -1,0 +1,84 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeJobRequest feeds arbitrary bytes to DecodeJobRequest: it must
+// never panic, must fail only with a *ValidationError of known codes, and
+// what it accepts must encode to a request it accepts again unchanged.
+func FuzzDecodeJobRequest(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "job_request*.json"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{
+		``, `null`, `[]`, `{}`, `{"model":"m"`, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"seed":18446744073709551615,"top_k":-0,"temperature":1e-308}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","schema":{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}}}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"name":"pii_redactor","params":{"patterns":["(a|b)*c{2,5}"]}}]}`,
+		`{"model":"m","messages":[null,{"role":1}],"metadata":{"a":null},"deadline":"2026-13-01T00:00:00Z"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := Limits{MaxRequestBytes: 1 << 16}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := DecodeJobRequest(b, lim)
+		if err != nil {
+			if req != nil {
+				t.Fatal("request returned with an error")
+			}
+			var v *ValidationError
+			if !errors.As(err, &v) || len(v.Problems) == 0 {
+				t.Fatalf("error %T %v is not a non-empty *ValidationError", err, err)
+			}
+			for _, p := range v.Problems {
+				if !p.Code.Known() || p.Message == "" || p.Code == CodeInternal {
+					t.Fatalf("bad problem %+v", p)
+				}
+			}
+			return
+		}
+		out, err := json.Marshal(req)
+		if err != nil {
+			t.Fatalf("accepted request does not encode: %v", err)
+		}
+		again, err := DecodeJobRequest(out, Limits{MaxRequestBytes: 1 << 20})
+		if err != nil {
+			t.Fatalf("re-encoded request rejected: %v\n%s", err, out)
+		}
+		out2, err := json.Marshal(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, out2) {
+			t.Fatalf("decode/encode is not stable:\n%s\n%s", out, out2)
+		}
+	})
+}
+
+// FuzzParseTraceparent: never panics, and a parsed version-00 value
+// prints back as it came.
+func FuzzParseTraceparent(f *testing.F) {
+	f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	f.Add("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-x")
+	f.Fuzz(func(t *testing.T, s string) {
+		tp, err := ParseTraceparent(s)
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(s, "00-") && tp.String() != s {
+			t.Fatalf("%q printed back as %q", s, tp.String())
+		}
+	})
+}

@@ -1,0 +1,233 @@
+package contracts
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// JobRequest is one generation job, Messages-API shaped. It is the body of a
+// message on zl.jobs.<priority>.<bucket>.<tenant>. The tenant is not part of
+// the body: it comes from the submitter's credentials and travels in the
+// subject and the Zl-Tenant header.
+//
+// Pointer fields distinguish "unset" (nil, the preset's or the model's
+// default applies) from an explicit zero. Decode untrusted bytes with
+// [DecodeJobRequest], which checks the size, the JSON, unknown fields and
+// every rule of [JobRequest.Validate].
+type JobRequest struct {
+	// ID is the job id and idempotency key: a resubmission with the same id
+	// inside the ZL_JOBS duplicate window is dropped by JetStream. Optional
+	// from clients (the producer assigns one); 1–128 characters of
+	// [A-Za-z0-9_-], as it is a subject token.
+	ID string `json:"id,omitempty"`
+	// Model names the model to run.
+	Model string `json:"model"`
+	// System is the system prompt. It may contain inline tool blocks
+	// (<tool name="…"><param name="…">…</param></tool>), which the worker
+	// parses and removes before tokenization.
+	System string `json:"system,omitempty"`
+	// Messages is the conversation, oldest first; at least one.
+	Messages []Message `json:"messages"`
+	// MaxTokens caps the generated tokens. 0 means unset: the limits'
+	// default applies (see [Limits.DefaultMaxTokens]).
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Temperature scales the logits; 0 is greedy. In [0, 2].
+	Temperature *float64 `json:"temperature,omitempty"`
+	// TopP is the nucleus-sampling mass. In (0, 1].
+	TopP *float64 `json:"top_p,omitempty"`
+	// TopK keeps the k most likely tokens; 0 disables it. At least 0.
+	TopK *int `json:"top_k,omitempty"`
+	// MinP drops tokens below min_p times the best token's probability.
+	// In [0, 1).
+	MinP *float64 `json:"min_p,omitempty"`
+	// RepetitionPenalty penalises recently seen tokens; 1 disables it.
+	// Above 0.
+	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
+	// Seed seeds the sampler; the same seed and parameters give the same
+	// output on the same model.
+	Seed *uint64 `json:"seed,omitempty"`
+	// StopSequences end the generation when the output contains one; the
+	// sequence itself is not returned.
+	StopSequences []string `json:"stop_sequences,omitempty"`
+	// Logprobs asks for the log-probability of each generated token in
+	// delta events.
+	Logprobs bool `json:"logprobs,omitempty"`
+	// TopLogprobs asks for that many most likely alternatives per token;
+	// needs logprobs.
+	TopLogprobs int `json:"top_logprobs,omitempty"`
+	// Preset names a sampling preset; explicit sampling fields override it.
+	Preset Preset `json:"preset,omitempty"`
+	// Priority is the job's class; empty means normal.
+	Priority Priority `json:"priority,omitempty"`
+	// Deadline is when the job stops being useful (RFC 3339); a job still
+	// queued or running then fails with deadline_exceeded.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// Stream asks for delta events on zl.events.<job_id>. Events are
+	// published either way for started, tool, final and error; without
+	// stream the deltas may be coalesced.
+	Stream bool `json:"stream,omitempty"`
+	// ResponseFormat constrains the whole output to a JSON Schema or a
+	// regular expression.
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+	// Tools are inline tools run inside the decode loop, in order.
+	Tools []Tool `json:"tools,omitempty"`
+	// OnToolFailure says what a tool failure does; empty means fail.
+	OnToolFailure OnToolFailure `json:"on_tool_failure,omitempty"`
+	// Memory holds the job's memory and latency requirements.
+	Memory *MemoryOptions `json:"memory,omitempty"`
+	// Metadata is a free map carried to the result and the usage record's
+	// job (batch_id, custom_id, …).
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Message is one turn of the conversation.
+type Message struct {
+	// Role is user or assistant. A final assistant message is a prefill
+	// the generation continues from.
+	Role Role `json:"role"`
+	// Content is the turn's text.
+	Content string `json:"content"`
+}
+
+// Role is the author of a message.
+type Role string
+
+// The roles. The system prompt is JobRequest.System, not a message.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// Preset names a sampling preset. The values behind each name belong to the
+// worker's sampler; the contract fixes only the names.
+type Preset string
+
+// The presets, from the most to the least restrained.
+const (
+	PresetConcise  Preset = "concise"
+	PresetBalanced Preset = "balanced"
+	PresetDetailed Preset = "detailed"
+	PresetCreative Preset = "creative"
+)
+
+// Presets returns every preset name, most restrained first.
+func Presets() []Preset {
+	return []Preset{PresetConcise, PresetBalanced, PresetDetailed, PresetCreative}
+}
+
+// Valid reports whether p is one of the presets.
+func (p Preset) Valid() bool {
+	for _, q := range Presets() {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// ResponseFormat constrains the output as a whole.
+type ResponseFormat struct {
+	// Type is json_schema or regex.
+	Type ResponseFormatType `json:"type"`
+	// Schema is the JSON Schema (draft 2020-12) the output must match; with
+	// type json_schema.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Pattern is the RE2 regular expression the whole output must match;
+	// with type regex.
+	Pattern string `json:"pattern,omitempty"`
+}
+
+// ResponseFormatType says how a ResponseFormat constrains the output.
+type ResponseFormatType string
+
+// The response format types.
+const (
+	FormatJSONSchema ResponseFormatType = "json_schema"
+	FormatRegex      ResponseFormatType = "regex"
+)
+
+// Tool is one inline tool. Name picks the tool; Params are its parameters,
+// checked against the tool's table in tools.go (see [ToolNames]).
+type Tool struct {
+	// Name is the tool, e.g. json_validator.
+	Name ToolName `json:"name"`
+	// Params are the tool's parameters, kept as raw JSON.
+	Params map[string]json.RawMessage `json:"params,omitempty"`
+	// Mode is strict (the default: a violation is an error) or soft (a
+	// violation is reported in the tool report and generation goes on).
+	Mode ToolMode `json:"mode,omitempty"`
+}
+
+// ToolMode says whether a tool's constraint is binding.
+type ToolMode string
+
+// The tool modes.
+const (
+	ToolModeStrict ToolMode = "strict"
+	ToolModeSoft   ToolMode = "soft"
+)
+
+// OnToolFailure says what happens to a job whose tool fails.
+type OnToolFailure string
+
+// The tool failure policies.
+const (
+	// OnToolFailureFail ends the job with tool_execution_failed (the
+	// default).
+	OnToolFailureFail OnToolFailure = "fail"
+	// OnToolFailureRetryWithoutTool drops the failed tool and regenerates
+	// within the job's budget.
+	OnToolFailureRetryWithoutTool OnToolFailure = "retry_without_tool"
+)
+
+// MemoryOptions are the job's memory and latency requirements.
+type MemoryOptions struct {
+	// MaxMemoryMB caps the job's own KV cache plus tool memory, in MiB. A
+	// prompt that cannot fit is rejected with memory_limit; a generation
+	// that reaches the cap stops with stop_reason memory_limit. 0 means no
+	// cap of the job's own.
+	MaxMemoryMB int `json:"max_memory_mb,omitempty"`
+	// Preemptible lets the scheduler evict the job under memory pressure.
+	// Unset means true, except for low_latency jobs.
+	Preemptible *bool `json:"preemptible,omitempty"`
+	// LowLatency admits the job only with its worst case reserved, so it is
+	// never preempted.
+	LowLatency bool `json:"low_latency,omitempty"`
+}
+
+// EffectivePriority returns r.Priority, or DefaultPriority when it is empty.
+func (r *JobRequest) EffectivePriority() Priority {
+	if r.Priority == "" {
+		return DefaultPriority
+	}
+	return r.Priority
+}
+
+// Preemptible reports whether the scheduler may evict the job: the explicit
+// memory.preemptible when set, otherwise true unless memory.low_latency.
+func (r *JobRequest) Preemptible() bool {
+	if r.Memory == nil {
+		return true
+	}
+	if r.Memory.Preemptible != nil {
+		return *r.Memory.Preemptible
+	}
+	return !r.Memory.LowLatency
+}
+
+// ApplyDefaults fills the unset fields that have a contract default:
+// priority (normal), max_tokens (lim.DefaultMaxTokens) and on_tool_failure
+// (fail, when there are tools). It leaves sampling fields alone: their
+// defaults depend on the preset and belong to the worker.
+func (r *JobRequest) ApplyDefaults(lim Limits) {
+	lim = lim.WithDefaults()
+	if r.Priority == "" {
+		r.Priority = DefaultPriority
+	}
+	if r.MaxTokens == 0 {
+		r.MaxTokens = lim.DefaultMaxTokens
+	}
+	if r.OnToolFailure == "" && len(r.Tools) > 0 {
+		r.OnToolFailure = OnToolFailureFail
+	}
+}

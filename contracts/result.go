@@ -1,0 +1,88 @@
+package contracts
+
+import "time"
+
+// ResultStatus is how a job ended.
+type ResultStatus string
+
+// The result statuses.
+const (
+	// StatusCompleted: the job generated its output.
+	StatusCompleted ResultStatus = "completed"
+	// StatusFailed: the job ended with an error.
+	StatusFailed ResultStatus = "failed"
+	// StatusCanceled: the submitter canceled the job.
+	StatusCanceled ResultStatus = "canceled"
+)
+
+// ResultStatuses returns every result status.
+func ResultStatuses() []ResultStatus {
+	return []ResultStatus{StatusCompleted, StatusFailed, StatusCanceled}
+}
+
+// Valid reports whether s is one of the result statuses.
+func (s ResultStatus) Valid() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCanceled
+}
+
+// Result is a job's outcome, published on zl.results.<job_id> (stream
+// ZL_RESULTS, one message per subject, so the last attempt's result is the
+// one kept) for clients that fetch results later rather than follow events.
+type Result struct {
+	// JobID is the job.
+	JobID string `json:"job_id"`
+	// Tenant is the job's tenant.
+	Tenant string `json:"tenant"`
+	// Status is how the job ended.
+	Status ResultStatus `json:"status"`
+	// Text is the whole output text (completed; what was generated before
+	// the end otherwise).
+	Text string `json:"text,omitempty"`
+	// TokenIDs are the output token ids.
+	TokenIDs []int32 `json:"token_ids,omitempty"`
+	// StopReason says why generation ended (completed).
+	StopReason StopReason `json:"stop_reason,omitempty"`
+	// Usage is the job's usage record (absent when the job never ran).
+	Usage *Usage `json:"usage,omitempty"`
+	// ToolReport sums up what each inline tool did.
+	ToolReport []ToolReport `json:"tool_report,omitempty"`
+	// Error says why the job failed or was canceled.
+	Error *Error `json:"error,omitempty"`
+	// Metadata is the request's metadata, copied (batch_id, custom_id, …)
+	// so that batch output can be matched to its input.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Attempt is the delivery attempt that produced the result, from 1.
+	Attempt int `json:"attempt"`
+	// FinishedAt is when the job ended (RFC 3339, UTC).
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// Validate checks the fields every result needs and that the status has its
+// companions: stop_reason for completed, error for failed and canceled.
+func (r *Result) Validate() error {
+	if err := ValidateJobID(r.JobID); err != nil {
+		return err
+	}
+	if err := ValidateTenant(r.Tenant); err != nil {
+		return err
+	}
+	if r.Attempt < 1 {
+		return NewError(CodeInvalidRequest, "result attempt starts at 1, got %d", r.Attempt)
+	}
+	if r.FinishedAt.IsZero() {
+		return NewError(CodeInvalidRequest, "result finished_at is not set")
+	}
+	switch r.Status {
+	case StatusCompleted:
+		if r.StopReason == "" {
+			return NewError(CodeInvalidRequest, "completed result has no stop_reason")
+		}
+	case StatusFailed, StatusCanceled:
+		if r.Error == nil {
+			return NewError(CodeInvalidRequest, "%s result has no error", r.Status)
+		}
+	default:
+		return NewError(CodeInvalidRequest, "result status %q is not one of completed, failed, canceled", r.Status)
+	}
+	return nil
+}

@@ -1,0 +1,411 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// The JSON Schemas in schema/ are generated from the Go types by reflection,
+// with descriptions taken from the Go doc comments. TestSchemasMatchGoTypes
+// fails when a committed schema differs from what the Go types give; run
+//
+//	go test ./contracts -run TestSchemasMatchGoTypes -update
+//
+// to rewrite them.
+
+// schemaRoot is one generated schema file.
+type schemaRoot struct {
+	file     string
+	typ      reflect.Type
+	nullable bool // optional fields also accept null (messages clients write)
+	extra    func(s map[string]any)
+}
+
+var schemaRoots = []schemaRoot{
+	{"job_request.json", reflect.TypeFor[JobRequest](), true, nil},
+	{"event.json", reflect.TypeFor[Event](), false, eventConditions},
+	{"result.json", reflect.TypeFor[Result](), false, resultConditions},
+	{"usage.json", reflect.TypeFor[Usage](), false, nil},
+	{"dlq_record.json", reflect.TypeFor[DLQRecord](), false, nil},
+}
+
+// enumValues lists the closed sets of values. Open sets (Code, ToolCode,
+// ToolAction) stay plain strings so that readers accept values added
+// later.
+var enumValues = map[reflect.Type][]string{
+	reflect.TypeFor[Priority]():           strs(Priorities()),
+	reflect.TypeFor[Bucket]():             strs(AllBuckets()),
+	reflect.TypeFor[Role]():               {string(RoleUser), string(RoleAssistant)},
+	reflect.TypeFor[Preset]():             strs(Presets()),
+	reflect.TypeFor[ResponseFormatType](): {string(FormatJSONSchema), string(FormatRegex)},
+	reflect.TypeFor[ToolName]():           strs(ToolNames()),
+	reflect.TypeFor[ToolMode]():           {string(ToolModeStrict), string(ToolModeSoft)},
+	reflect.TypeFor[OnToolFailure]():      {string(OnToolFailureFail), string(OnToolFailureRetryWithoutTool)},
+	reflect.TypeFor[EventType]():          strs(EventTypes()),
+	reflect.TypeFor[StopReason]():         {string(StopEndTurn), string(StopMaxTokens), string(StopSequence), string(StopMemoryLimit), string(StopConstraint)},
+	reflect.TypeFor[ResultStatus]():       strs(ResultStatuses()),
+	reflect.TypeFor[ToolStatus]():         {string(ToolStatusOK), string(ToolStatusViolated), string(ToolStatusFailed), string(ToolStatusDropped)},
+}
+
+func strs[S ~string](in []S) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// eventConditions adds the per-type requirements of eventRequired, and the
+// delta rule of Event.Validate.
+func eventConditions(s map[string]any) {
+	var all []any
+	for _, typ := range EventTypes() {
+		var then map[string]any
+		switch req := eventRequired[typ]; {
+		case typ == EventDelta:
+			then = map[string]any{"anyOf": []any{
+				map[string]any{"required": []string{"text"}},
+				map[string]any{"required": []string{"token_ids"}},
+			}}
+		case len(req) > 0:
+			then = map[string]any{"required": req}
+		default:
+			continue
+		}
+		all = append(all, map[string]any{
+			"if":   map[string]any{"properties": map[string]any{"type": map[string]any{"const": string(typ)}}},
+			"then": then,
+		})
+	}
+	s["allOf"] = all
+}
+
+// resultConditions mirrors Result.Validate's per-status rules.
+func resultConditions(s map[string]any) {
+	cond := func(statuses []string, required string) map[string]any {
+		return map[string]any{
+			"if":   map[string]any{"properties": map[string]any{"status": map[string]any{"enum": statuses}}},
+			"then": map[string]any{"required": []string{required}},
+		}
+	}
+	s["allOf"] = []any{
+		cond([]string{string(StatusCompleted)}, "stop_reason"),
+		cond([]string{string(StatusFailed), string(StatusCanceled)}, "error"),
+	}
+}
+
+// schemaGen builds one schema document.
+type schemaGen struct {
+	docs     map[string]string
+	defs     map[string]any
+	nullable bool
+}
+
+func (g *schemaGen) root(r schemaRoot) map[string]any {
+	s := g.object(r.typ)
+	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	s["$id"] = schemaID(r.file)
+	s["title"] = r.typ.Name()
+	if len(g.defs) > 0 {
+		s["$defs"] = g.defs
+	}
+	if r.extra != nil {
+		r.extra(s)
+	}
+	return s
+}
+
+func schemaID(file string) string {
+	return "urn:zerolayer:contract:" + ContractVersion + ":" + strings.TrimSuffix(file, ".json")
+}
+
+// object returns the schema of struct type t.
+func (g *schemaGen) object(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	required := []string{}
+	for _, f := range jsonFields(t) {
+		p := g.of(f.typ)
+		if f.omitempty && g.nullable {
+			p = nullable(p)
+		}
+		if d := g.docs[t.Name()+"."+f.goName]; d != "" {
+			p["description"] = d
+		}
+		props[f.name] = p
+		if !f.omitempty {
+			required = append(required, f.name)
+		}
+	}
+	s := map[string]any{
+		"type":                 "object",
+		"properties":           props,
+		"additionalProperties": false,
+	}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	if d := g.docs[t.Name()]; d != "" {
+		s["description"] = d
+	}
+	return s
+}
+
+// of returns the schema of any contract type.
+func (g *schemaGen) of(t reflect.Type) map[string]any {
+	switch {
+	case t == rawMessageType:
+		return map[string]any{}
+	case t == timeType:
+		return map[string]any{"type": "string", "format": "date-time"}
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+		return map[string]any{"type": "string", "contentEncoding": "base64"}
+	}
+	if vals, ok := enumValues[t]; ok {
+		return map[string]any{"type": "string", "enum": vals}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return g.of(t.Elem())
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return map[string]any{"type": "integer"}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return map[string]any{"type": "integer", "minimum": 0}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": g.of(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": g.of(t.Elem())}
+	case reflect.Struct:
+		if _, done := g.defs[t.Name()]; !done {
+			g.defs[t.Name()] = nil // reserve the name before recursing
+			g.defs[t.Name()] = g.object(t)
+		}
+		return map[string]any{"$ref": "#/$defs/" + t.Name()}
+	}
+	panic("schema: no JSON Schema for " + t.String())
+}
+
+// nullable lets a schema also accept null.
+func nullable(s map[string]any) map[string]any {
+	if typ, ok := s["type"].(string); ok {
+		s["type"] = []string{typ, "null"}
+		if enum, ok := s["enum"].([]string); ok {
+			vals := make([]any, 0, len(enum)+1)
+			for _, v := range enum {
+				vals = append(vals, v)
+			}
+			s["enum"] = append(vals, nil)
+		}
+		return s
+	}
+	if len(s) == 0 { // any value, null included
+		return s
+	}
+	return map[string]any{"anyOf": []any{s, map[string]any{"type": "null"}}}
+}
+
+var docLink = regexp.MustCompile(`\[\*?([A-Za-z][A-Za-z0-9_.]*)\]`)
+
+// goDocs reads the doc comments of the package's types and struct fields:
+// "Type" and "Type.Field" to one line of text.
+func goDocs(t *testing.T) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]string{}
+	clean := func(s string) string {
+		s = strings.Join(strings.Fields(s), " ")
+		return docLink.ReplaceAllString(s, "$1")
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				ts := spec.(*ast.TypeSpec)
+				doc := ts.Doc
+				if doc == nil && len(gd.Specs) == 1 {
+					doc = gd.Doc
+				}
+				if doc != nil {
+					docs[ts.Name.Name] = clean(doc.Text())
+				}
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					continue
+				}
+				for _, field := range st.Fields.List {
+					if field.Doc == nil {
+						continue
+					}
+					for _, n := range field.Names {
+						docs[ts.Name.Name+"."+n.Name] = clean(field.Doc.Text())
+					}
+				}
+			}
+		}
+	}
+	return docs
+}
+
+func generateSchema(t *testing.T, r schemaRoot, docs map[string]string) []byte {
+	t.Helper()
+	g := &schemaGen{docs: docs, defs: map[string]any{}, nullable: r.nullable}
+	b, err := json.MarshalIndent(g.root(r), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+func TestSchemasMatchGoTypes(t *testing.T) {
+	docs := goDocs(t)
+	for _, r := range schemaRoots {
+		path := filepath.Join("schema", r.file)
+		got := generateSchema(t, r, docs)
+		if *update {
+			if err := os.WriteFile(path, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to create it)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: the Go types give a different schema; run go test ./contracts -run TestSchemasMatchGoTypes -update and review the diff", path)
+		}
+	}
+}
+
+// compileSchemas compiles the committed schemas with no loader, so that a
+// schema that refers outside itself fails.
+func compileSchemas(t *testing.T) map[string]*jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	c.AssertFormat()
+	out := map[string]*jsonschema.Schema{}
+	for _, r := range schemaRoots {
+		f, err := os.Open(filepath.Join("schema", r.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", r.file, err)
+		}
+		if err := c.AddResource(schemaID(r.file), doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range schemaRoots {
+		s, err := c.Compile(schemaID(r.file))
+		if err != nil {
+			t.Fatalf("compile %s: %v", r.file, err)
+		}
+		out[r.file] = s
+	}
+	return out
+}
+
+func validateJSON(t *testing.T, s *jsonschema.Schema, b []byte) error {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Validate(doc)
+}
+
+func TestSchemasAcceptFixtures(t *testing.T) {
+	t.Parallel()
+	schemas := compileSchemas(t)
+	for _, fx := range fixtures {
+		if err := validateJSON(t, schemas[fx.schema], readFixture(t, fx.file)); err != nil {
+			t.Errorf("%s does not match schema/%s: %v", fx.file, fx.schema, err)
+		}
+	}
+}
+
+func TestSchemasRejectBrokenMessages(t *testing.T) {
+	t.Parallel()
+	schemas := compileSchemas(t)
+	tests := []struct {
+		name, schema, json string
+	}{
+		{"unknown request field", "job_request.json", `{"model":"m","messages":[{"role":"user","content":"x"}],"temprature":1}`},
+		{"request without messages", "job_request.json", `{"model":"m"}`},
+		{"bad priority", "job_request.json", `{"model":"m","messages":[{"role":"user","content":"x"}],"priority":"urgent"}`},
+		{"bad tool name", "job_request.json", `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"name":"shell"}]}`},
+		{"string max_tokens", "job_request.json", `{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":"10"}`},
+		{"final without usage", "event.json", `{"type":"final","job_id":"j","tenant":"t","seq":2,"attempt":1,"time":"2026-01-01T00:00:00Z","stop_reason":"end_turn"}`},
+		{"delta without payload", "event.json", `{"type":"delta","job_id":"j","tenant":"t","seq":2,"attempt":1,"time":"2026-01-01T00:00:00Z"}`},
+		{"event bad time", "event.json", `{"type":"started","job_id":"j","tenant":"t","seq":1,"attempt":1,"time":"yesterday"}`},
+		{"failed result without error", "result.json", `{"job_id":"j","tenant":"t","status":"failed","attempt":1,"finished_at":"2026-01-01T00:00:00Z"}`},
+		{"usage missing field", "usage.json", `{"job_id":"j"}`},
+		{"dlq record renamed field", "dlq_record.json", `{"job_id":"j","tenant":"t","priority":"low","bucket":"long","reason":"internal","message":"","deliveries":5,"time":"2026-01-01T00:00:00Z"}`},
+	}
+	for _, tt := range tests {
+		if err := validateJSON(t, schemas[tt.schema], []byte(tt.json)); err == nil {
+			t.Errorf("%s: schema/%s accepted %s", tt.name, tt.schema, tt.json)
+		}
+	}
+}
+
+// TestSchemaAgreesWithDecoder checks that requests the schema accepts for
+// their shape are not rejected by DecodeJobRequest for their shape, and the
+// other way round, on a few edge cases (nulls, nested unknown fields).
+func TestSchemaAgreesWithDecoder(t *testing.T) {
+	t.Parallel()
+	schema := compileSchemas(t)["job_request.json"]
+	tests := []struct {
+		json string
+		ok   bool
+	}{
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":null,"tools":null,"memory":null,"priority":null}`, true},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"memory":{"max_memory_mb":1,"extra":true}}`, false},
+		{`{"model":"m","messages":[{"role":"user","content":"x","name":"bob"}]}`, false},
+		{`{"model":"m","messages":[null]}`, false},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"seed":-1}`, false},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"metadata":{"k":1}}`, false},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"name":"suffix","params":{"text":"!"},"mode":null}]}`, true},
+	}
+	for _, tt := range tests {
+		schemaErr := validateJSON(t, schema, []byte(tt.json))
+		_, decErr := DecodeJobRequest([]byte(tt.json), Limits{})
+		if (schemaErr == nil) != tt.ok || (decErr == nil) != tt.ok {
+			t.Errorf("%s: schema error %v, decode error %v; want ok=%v", tt.json, schemaErr, decErr, tt.ok)
+		}
+	}
+}

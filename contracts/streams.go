@@ -1,0 +1,259 @@
+package contracts
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names.
+const (
+	// StreamJobs is the intake: work-queue retention, deduplicated on
+	// Nats-Msg-Id (the job id), messages expire after the job TTL.
+	StreamJobs = "ZL_JOBS"
+	// StreamEvents holds each job's events for late subscribers.
+	StreamEvents = "ZL_EVENTS"
+	// StreamResults holds the last result of each job.
+	StreamResults = "ZL_RESULTS"
+	// StreamUsage holds usage records until billing has stored them.
+	StreamUsage = "ZL_USAGE"
+	// StreamDLQ holds dead-lettered jobs with the reason.
+	StreamDLQ = "ZL_DLQ"
+)
+
+// CancelBucket is the JetStream key-value bucket of cancel markers: the key
+// is the job id, set by whoever cancels the job, next to a core NATS message
+// on zl.cancel.<job_id>. A worker checks it on intake so that a job canceled
+// while queued is never run. Entries expire after the job TTL.
+const CancelBucket = "ZL_CANCEL"
+
+// ConsumerName returns the durable name of the pull consumer for one
+// priority and bucket: jobs-<priority>-<bucket>.
+func ConsumerName(p Priority, b Bucket) string {
+	return "jobs-" + string(p) + "-" + string(b)
+}
+
+// MinDuplicateWindow is the shortest ZL_JOBS duplicate window the contract
+// allows: a client retrying a submission within it is deduplicated.
+const MinDuplicateWindow = 10 * time.Minute
+
+// MinResultsMaxAge is the shortest time results are kept.
+const MinResultsMaxAge = 7 * 24 * time.Hour
+
+// StreamsConfig configures EnsureStreams. The zero value is the development
+// setup; production sets Replicas to 3.
+type StreamsConfig struct {
+	// Replicas is the replication factor of every stream, consumer and the
+	// cancel bucket: 1 for a single server, 3 for a production cluster.
+	// Defaults to 1.
+	Replicas int
+	// Storage is where streams keep their messages. Defaults to
+	// jetstream.FileStorage.
+	Storage jetstream.StorageType
+	// JobTTL is ZL_JOBS's MaxAge: a job not taken within it is dropped,
+	// and cancel markers live as long. Defaults to 24 hours.
+	JobTTL time.Duration
+	// DuplicateWindow is the Nats-Msg-Id dedupe window of ZL_JOBS,
+	// ZL_RESULTS and ZL_USAGE; at least MinDuplicateWindow and at most
+	// JobTTL. Defaults to 15 minutes.
+	DuplicateWindow time.Duration
+	// EventsMaxAge is how long events are kept for late subscribers.
+	// Defaults to 1 hour.
+	EventsMaxAge time.Duration
+	// ResultsMaxAge is how long results are kept; at least
+	// MinResultsMaxAge. Defaults to 30 days.
+	ResultsMaxAge time.Duration
+	// UsageMaxAge is how long usage records are kept after billing acked
+	// them (they are the audit trail of the billing ingest). Defaults to
+	// 400 days.
+	UsageMaxAge time.Duration
+	// DLQMaxAge is how long dead-lettered jobs are kept. Defaults to 30
+	// days.
+	DLQMaxAge time.Duration
+	// AckWait is how long a worker may hold a job without acking or
+	// sending InProgress before JetStream redelivers it. Defaults to 30
+	// seconds.
+	AckWait time.Duration
+	// MaxDeliver is how many times a job is delivered before JetStream
+	// gives up on it (the worker then dead-letters it). Defaults to 5.
+	MaxDeliver int
+	// BackOff, when set, replaces AckWait for successive redeliveries
+	// after an ack timeout (not after a Nak); at most MaxDeliver entries.
+	// Defaults to none: every redelivery waits AckWait.
+	BackOff []time.Duration
+	// MaxAckPending caps the jobs of one consumer held unacked by all
+	// workers together. Defaults to 1,000.
+	MaxAckPending int
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c StreamsConfig) WithDefaults() StreamsConfig {
+	setD := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setI := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setI(&c.Replicas, 1)
+	setD(&c.JobTTL, 24*time.Hour)
+	setD(&c.DuplicateWindow, 15*time.Minute)
+	setD(&c.EventsMaxAge, time.Hour)
+	setD(&c.ResultsMaxAge, 30*24*time.Hour)
+	setD(&c.UsageMaxAge, 400*24*time.Hour)
+	setD(&c.DLQMaxAge, 30*24*time.Hour)
+	setD(&c.AckWait, 30*time.Second)
+	setI(&c.MaxDeliver, 5)
+	setI(&c.MaxAckPending, 1000)
+	return c
+}
+
+// Validate reports a configuration the contract does not allow, saying how
+// to fix it.
+func (c StreamsConfig) Validate() error {
+	switch {
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("contracts: Replicas %d is outside [1, 5]; use 1 for a single server and 3 for a cluster", c.Replicas)
+	case c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage:
+		return fmt.Errorf("contracts: Storage %v is neither file nor memory", c.Storage)
+	case c.DuplicateWindow < MinDuplicateWindow:
+		return fmt.Errorf("contracts: DuplicateWindow %v is below the contract's minimum of %v", c.DuplicateWindow, MinDuplicateWindow)
+	case c.JobTTL < c.DuplicateWindow:
+		return fmt.Errorf("contracts: JobTTL %v is shorter than DuplicateWindow %v; raise JobTTL", c.JobTTL, c.DuplicateWindow)
+	case c.ResultsMaxAge < MinResultsMaxAge:
+		return fmt.Errorf("contracts: ResultsMaxAge %v is below the contract's minimum of %v", c.ResultsMaxAge, MinResultsMaxAge)
+	case c.UsageMaxAge < c.DuplicateWindow:
+		return fmt.Errorf("contracts: UsageMaxAge %v is shorter than DuplicateWindow %v", c.UsageMaxAge, c.DuplicateWindow)
+	case c.EventsMaxAge < time.Second || c.DLQMaxAge < time.Second:
+		return fmt.Errorf("contracts: EventsMaxAge %v and DLQMaxAge %v must be at least a second", c.EventsMaxAge, c.DLQMaxAge)
+	case c.AckWait < time.Second:
+		return fmt.Errorf("contracts: AckWait %v is below a second; workers send InProgress before it ends", c.AckWait)
+	case c.MaxDeliver < 1:
+		return fmt.Errorf("contracts: MaxDeliver %d must be at least 1", c.MaxDeliver)
+	case len(c.BackOff) > c.MaxDeliver:
+		return fmt.Errorf("contracts: BackOff has %d entries, more than MaxDeliver %d", len(c.BackOff), c.MaxDeliver)
+	case c.MaxAckPending < 1:
+		return fmt.Errorf("contracts: MaxAckPending %d must be at least 1", c.MaxAckPending)
+	}
+	for i, d := range c.BackOff {
+		if d < time.Second {
+			return fmt.Errorf("contracts: BackOff[%d] %v is below a second", i, d)
+		}
+	}
+	return nil
+}
+
+// StreamConfigs returns the configuration of every stream, in the order
+// EnsureStreams applies them. c must already have its defaults.
+func (c StreamsConfig) StreamConfigs() []jetstream.StreamConfig {
+	base := func(name, desc string, subjects ...string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:        name,
+			Description: desc,
+			Subjects:    subjects,
+			Retention:   jetstream.LimitsPolicy,
+			Discard:     jetstream.DiscardOld,
+			Storage:     c.Storage,
+			Replicas:    c.Replicas,
+			MaxMsgs:     -1,
+			MaxBytes:    -1,
+			Metadata:    map[string]string{"zl_contract": ContractVersion},
+		}
+	}
+	jobs := base(StreamJobs, "zerolayer job intake: zl.jobs.<priority>.<bucket>.<tenant>", SubjectJobsAll)
+	jobs.Retention = jetstream.WorkQueuePolicy
+	jobs.MaxAge = c.JobTTL
+	jobs.Duplicates = c.DuplicateWindow
+
+	events := base(StreamEvents, "zerolayer job events: zl.events.<job_id>", SubjectEventsAll)
+	events.MaxAge = c.EventsMaxAge
+	events.Duplicates = min(2*time.Minute, c.EventsMaxAge)
+	events.AllowDirect = true
+
+	results := base(StreamResults, "zerolayer final results: zl.results.<job_id>", SubjectResultsAll)
+	results.MaxAge = c.ResultsMaxAge
+	results.MaxMsgsPerSubject = 1
+	results.Duplicates = c.DuplicateWindow
+	results.AllowDirect = true
+
+	usage := base(StreamUsage, "zerolayer usage records: zl.usage.<tenant>", SubjectUsageAll)
+	usage.MaxAge = c.UsageMaxAge
+	usage.Duplicates = c.DuplicateWindow
+
+	dlq := base(StreamDLQ, "zerolayer dead-lettered jobs: zl.dlq.<priority>.<bucket>.<tenant>", SubjectDLQAll)
+	dlq.MaxAge = c.DLQMaxAge
+	dlq.Duplicates = min(2*time.Minute, c.DLQMaxAge)
+
+	return []jetstream.StreamConfig{jobs, events, results, usage, dlq}
+}
+
+// ConsumerConfigs returns the durable pull consumers on ZL_JOBS, one per
+// priority and bucket, highest priority and shortest bucket first. Their
+// filters partition the stream, as a work-queue stream requires. c must
+// already have its defaults.
+func (c StreamsConfig) ConsumerConfigs() []jetstream.ConsumerConfig {
+	var out []jetstream.ConsumerConfig
+	for _, p := range Priorities() {
+		for _, b := range AllBuckets() {
+			out = append(out, jetstream.ConsumerConfig{
+				Durable:       ConsumerName(p, b),
+				Description:   fmt.Sprintf("zerolayer workers pulling %s-priority %s jobs", p, b),
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       c.AckWait,
+				MaxDeliver:    c.MaxDeliver,
+				BackOff:       c.BackOff,
+				FilterSubject: JobsFilter(p, b),
+				MaxAckPending: c.MaxAckPending,
+				Replicas:      c.Replicas,
+			})
+		}
+	}
+	return out
+}
+
+// CancelBucketConfig returns the configuration of the cancel-marker bucket.
+// c must already have its defaults.
+func (c StreamsConfig) CancelBucketConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      CancelBucket,
+		Description: "zerolayer cancel markers, keyed by job id",
+		TTL:         c.JobTTL,
+		Storage:     c.Storage,
+		Replicas:    c.Replicas,
+		History:     1,
+	}
+}
+
+// EnsureStreams creates or updates the five streams, the nine durable pull
+// consumers on ZL_JOBS and the cancel bucket, so that they match cfg (zero
+// fields take their defaults). It is idempotent: running it again, from any
+// number of processes, converges on the same state. It does not delete
+// streams or consumers it does not know. Changing a setting JetStream
+// cannot update in place (such as a stream's retention or storage) fails
+// with the server's error.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamsConfig) error {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	for _, sc := range cfg.StreamConfigs() {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("contracts: ensure stream %s: %w", sc.Name, err)
+		}
+	}
+	for _, cc := range cfg.ConsumerConfigs() {
+		if _, err := js.CreateOrUpdateConsumer(ctx, StreamJobs, cc); err != nil {
+			return fmt.Errorf("contracts: ensure consumer %s on %s: %w", cc.Durable, StreamJobs, err)
+		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, cfg.CancelBucketConfig()); err != nil {
+		return fmt.Errorf("contracts: ensure key-value bucket %s: %w", CancelBucket, err)
+	}
+	return nil
+}

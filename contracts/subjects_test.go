@@ -1,0 +1,136 @@
+package contracts
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestSubjectBuilders(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ got, want string }{
+		{JobSubject(PriorityLow, BucketLong, "acme"), "zl.jobs.low.long.acme"},
+		{JobsFilter(PriorityNormal, BucketShort), "zl.jobs.normal.short.*"},
+		{EventsSubject("j1"), "zl.events.j1"},
+		{ResultsSubject("j1"), "zl.results.j1"},
+		{UsageSubject("acme"), "zl.usage.acme"},
+		{DLQSubject(PriorityHigh, BucketMedium, "acme"), "zl.dlq.high.medium.acme"},
+		{CancelSubject("j1"), "zl.cancel.j1"},
+		{ConsumerName(PriorityLow, BucketShort), "jobs-low-short"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
+
+func TestParseSubjects(t *testing.T) {
+	t.Parallel()
+	r, err := ParseJobSubject("zl.jobs.high.short.acme-1")
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1"}) {
+		t.Errorf("ParseJobSubject = %+v, %v", r, err)
+	}
+	r, err = ParseDLQSubject(DLQSubject(PriorityLow, BucketLong, "t"))
+	if err != nil || r != (JobRoute{PriorityLow, BucketLong, "t"}) {
+		t.Errorf("ParseDLQSubject = %+v, %v", r, err)
+	}
+	for _, bad := range []string{
+		"zl.jobs.high.short", "zl.jobs.high.short.a.b", "zl.jobs.urgent.short.a", "zl.jobs.high.tiny.a",
+		"zl.jobs.high.short.*", "zl.jobs.high.short.>", "zl.dlq.high.short.a", "jobs.high.short.a",
+	} {
+		if _, err := ParseJobSubject(bad); !errors.Is(err, CodeInvalidRequest) {
+			t.Errorf("ParseJobSubject(%q) = %v, want invalid_request", bad, err)
+		}
+	}
+	for _, s := range []string{EventsSubject("j_1"), ResultsSubject("j_1"), CancelSubject("j_1")} {
+		if id, err := JobIDFromSubject(s); err != nil || id != "j_1" {
+			t.Errorf("JobIDFromSubject(%q) = %q, %v", s, id, err)
+		}
+	}
+	for _, bad := range []string{"zl.events.a.b", "zl.events.", "zl.usage.j", "zl.results.*"} {
+		if _, err := JobIDFromSubject(bad); err == nil {
+			t.Errorf("JobIDFromSubject(%q) accepted", bad)
+		}
+	}
+	if ten, err := TenantFromUsageSubject("zl.usage.acme"); err != nil || ten != "acme" {
+		t.Errorf("TenantFromUsageSubject = %q, %v", ten, err)
+	}
+	if _, err := TenantFromUsageSubject("zl.usage.a.b"); err == nil {
+		t.Error("TenantFromUsageSubject accepted a dotted tenant")
+	}
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	good := []string{"a", "acme", "ACME_corp-2", "01J9Z8Q4W6K2M3N4P5R6S7T8V9", "123e4567-e89b-12d3-a456-426614174000"}
+	bad := []string{"", "a.b", "a*", "a>", ">", "a b", "a\tb", "a\nb", "tenant/x", "é", "a\x00", strings.Repeat("x", MaxJobIDLen+1)}
+	for _, s := range good {
+		if err := ValidateTenant(s); err != nil {
+			t.Errorf("ValidateTenant(%q) = %v", s, err)
+		}
+		if err := ValidateJobID(s); err != nil {
+			t.Errorf("ValidateJobID(%q) = %v", s, err)
+		}
+	}
+	for _, s := range bad {
+		if err := ValidateTenant(s); !errors.Is(err, CodeInvalidRequest) {
+			t.Errorf("ValidateTenant(%q) = %v", s, err)
+		}
+		if err := ValidateJobID(s); !errors.Is(err, CodeInvalidRequest) {
+			t.Errorf("ValidateJobID(%q) = %v", s, err)
+		}
+	}
+	if err := ValidateTenant(strings.Repeat("x", MaxTenantLen+1)); err == nil {
+		t.Error("ValidateTenant accepted a tenant above MaxTenantLen")
+	}
+	if err := ValidateJobID(strings.Repeat("x", MaxJobIDLen)); err != nil {
+		t.Errorf("ValidateJobID rejected MaxJobIDLen characters: %v", err)
+	}
+}
+
+func TestPriorityAndBucket(t *testing.T) {
+	t.Parallel()
+	for i, p := range Priorities() {
+		if got, err := ParsePriority(string(p)); err != nil || got != p || p.Rank() != i {
+			t.Errorf("priority %q: parse %q, %v, rank %d", p, got, err, p.Rank())
+		}
+	}
+	for _, s := range []string{"", "HIGH", "urgent"} {
+		if _, err := ParsePriority(s); err == nil {
+			t.Errorf("ParsePriority(%q) accepted", s)
+		}
+		if _, err := ParseBucket(s); err == nil {
+			t.Errorf("ParseBucket(%q) accepted", s)
+		}
+	}
+	if Priority("x").Rank() != 3 || !PriorityLow.Valid() || Priority("x").Valid() {
+		t.Error("Rank/Valid wrong for unknown priority")
+	}
+	for _, b := range AllBuckets() {
+		if got, err := ParseBucket(string(b)); err != nil || got != b {
+			t.Errorf("ParseBucket(%q) = %q, %v", b, got, err)
+		}
+	}
+	custom := Buckets{ShortMax: 10, MediumMax: 20}
+	tests := []struct {
+		b    Buckets
+		n    int
+		want Bucket
+	}{
+		{Buckets{}, 0, BucketShort}, {Buckets{}, 63, BucketShort}, {Buckets{}, 64, BucketMedium},
+		{Buckets{}, 512, BucketMedium}, {Buckets{}, 513, BucketLong},
+		{custom, 9, BucketShort}, {custom, 10, BucketMedium}, {custom, 20, BucketMedium}, {custom, 21, BucketLong},
+	}
+	for _, tt := range tests {
+		if got := tt.b.Bucket(tt.n); got != tt.want {
+			t.Errorf("%+v.Bucket(%d) = %s, want %s", tt.b, tt.n, got, tt.want)
+		}
+	}
+	if err := (Buckets{ShortMax: 10, MediumMax: 5}).Validate(); err == nil {
+		t.Error("Validate accepted MediumMax < ShortMax")
+	}
+	if err := DefaultBuckets().Validate(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,94 @@
+package contracts
+
+// ToolName names an inline tool.
+type ToolName string
+
+// The inline tools. Each runs inside the decode loop under the job's budget;
+// see the worker's tools package for what each does.
+const (
+	// ToolJSONValidator constrains the output to a JSON Schema.
+	// Params: schema (required).
+	ToolJSONValidator ToolName = "json_validator"
+	// ToolRegexMatcher constrains the output to an RE2 pattern.
+	// Params: pattern (required).
+	ToolRegexMatcher ToolName = "regex_matcher"
+	// ToolXMLValidator allows only the listed tags, balanced.
+	// Params: allowed_tags (required).
+	ToolXMLValidator ToolName = "xml_validator"
+	// ToolPIIRedactor redacts personal data from the stream.
+	// Params: patterns, entities.
+	ToolPIIRedactor ToolName = "pii_redactor"
+	// ToolToxicityFilter masks banned words at the logits.
+	// Params: words (required), mode.
+	ToolToxicityFilter ToolName = "toxicity_filter"
+	// ToolRetryOnFail regenerates when the output contains a marker.
+	// Params: output_contains (required), max_retries.
+	ToolRetryOnFail ToolName = "retry_on_fail"
+	// ToolSuffix appends a mandatory suffix after generation.
+	// Params: text (required).
+	ToolSuffix ToolName = "suffix"
+)
+
+// MaxToolRetries bounds retry_on_fail's max_retries.
+const MaxToolRetries = 16
+
+// paramKind is the JSON shape a tool parameter must have.
+type paramKind int
+
+const (
+	paramString  paramKind = iota // a string
+	paramStrings                  // an array of strings
+	paramInt                      // an integer in [0, max]
+	paramSchema                   // a JSON Schema (object or boolean) that compiles
+	paramRegex                    // an RE2 pattern that compiles
+	paramRegexes                  // an array of RE2 patterns
+)
+
+// toolParam describes one parameter of a tool.
+type toolParam struct {
+	name     string
+	kind     paramKind
+	required bool
+	max      int // for paramInt
+}
+
+// toolSpecs is the table of inline tools and their parameters. The order of
+// the tools is the order ToolNames returns.
+var toolSpecs = []struct {
+	name   ToolName
+	params []toolParam
+}{
+	{ToolJSONValidator, []toolParam{{name: "schema", kind: paramSchema, required: true}}},
+	{ToolRegexMatcher, []toolParam{{name: "pattern", kind: paramRegex, required: true}}},
+	{ToolXMLValidator, []toolParam{{name: "allowed_tags", kind: paramStrings, required: true}}},
+	{ToolPIIRedactor, []toolParam{{name: "patterns", kind: paramRegexes}, {name: "entities", kind: paramStrings}}},
+	{ToolToxicityFilter, []toolParam{{name: "words", kind: paramStrings, required: true}, {name: "mode", kind: paramString}}},
+	{ToolRetryOnFail, []toolParam{{name: "output_contains", kind: paramStrings, required: true}, {name: "max_retries", kind: paramInt, max: MaxToolRetries}}},
+	{ToolSuffix, []toolParam{{name: "text", kind: paramString, required: true}}},
+}
+
+// ToolNames returns the name of every inline tool.
+func ToolNames() []ToolName {
+	out := make([]ToolName, len(toolSpecs))
+	for i, s := range toolSpecs {
+		out[i] = s.name
+	}
+	return out
+}
+
+// Valid reports whether n names an inline tool.
+func (n ToolName) Valid() bool {
+	_, ok := toolParams(n)
+	return ok
+}
+
+// toolParams returns the parameter table of tool n, and whether n is a
+// tool.
+func toolParams(n ToolName) ([]toolParam, bool) {
+	for _, s := range toolSpecs {
+		if s.name == n {
+			return s.params, true
+		}
+	}
+	return nil, false
+}

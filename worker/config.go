@@ -1,0 +1,105 @@
+package worker
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// Config configures a Worker.
+type Config struct {
+	// ID names the worker in usage records and logs. Defaults to
+	// "<hostname>-<pid>".
+	ID string
+	// Priorities are the classes this worker pulls, in the order it
+	// prefers them. Defaults to high, normal, low.
+	Priorities []contracts.Priority
+	// Buckets are the prompt-length buckets this worker pulls. Defaults to
+	// all three.
+	Buckets []contracts.Bucket
+	// Concurrency is how many jobs the worker holds at once. Defaults to 1.
+	Concurrency int
+	// Limits bound what a job may ask for. Zero fields take the contract
+	// defaults.
+	Limits contracts.Limits
+	// Streams describes the streams and consumers (AckWait, MaxDeliver).
+	// Zero fields take the contract defaults.
+	Streams contracts.StreamsConfig
+	// Provision creates or updates the streams and consumers at Start.
+	// Defaults to false (an operator provisions them).
+	Provision bool
+	// InProgressInterval is how often a running job's lease is extended.
+	// Defaults to a third of Streams.AckWait.
+	InProgressInterval time.Duration
+	// RetryDelay is the delay of a Nak after a retryable failure. Defaults
+	// to 2 seconds.
+	RetryDelay time.Duration
+	// IdlePoll is how long the intake waits for a new-job notification
+	// before polling the consumers again (redeliveries publish none).
+	// Defaults to 500 milliseconds.
+	IdlePoll time.Duration
+	// DeltaTokens coalesces delta events of jobs that did not ask to
+	// stream: one event per DeltaTokens tokens. Streaming jobs get one
+	// event per token. Defaults to 16.
+	DeltaTokens int
+	// Logger receives the worker's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.ID == "" {
+		h, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	if len(c.Priorities) == 0 {
+		c.Priorities = contracts.Priorities()
+	}
+	if len(c.Buckets) == 0 {
+		c.Buckets = contracts.AllBuckets()
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 1
+	}
+	c.Limits = c.Limits.WithDefaults()
+	c.Streams = c.Streams.WithDefaults()
+	if c.InProgressInterval == 0 {
+		c.InProgressInterval = c.Streams.AckWait / 3
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = 2 * time.Second
+	}
+	if c.IdlePoll == 0 {
+		c.IdlePoll = 500 * time.Millisecond
+	}
+	if c.DeltaTokens == 0 {
+		c.DeltaTokens = 16
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	for _, p := range c.Priorities {
+		if !p.Valid() {
+			return fmt.Errorf("worker: priority %q: want one of %v", p, contracts.Priorities())
+		}
+	}
+	for _, b := range c.Buckets {
+		if !b.Valid() {
+			return fmt.Errorf("worker: bucket %q: want one of %v", b, contracts.AllBuckets())
+		}
+	}
+	if c.Concurrency < 1 {
+		return fmt.Errorf("worker: concurrency %d: must be at least 1", c.Concurrency)
+	}
+	if c.InProgressInterval >= c.Streams.AckWait {
+		return fmt.Errorf("worker: in-progress interval %v must be shorter than the ack wait %v", c.InProgressInterval, c.Streams.AckWait)
+	}
+	return nil
+}

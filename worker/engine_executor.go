@@ -1,0 +1,184 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/chat"
+	"github.com/zerolayer/zerolayer/worker/sample"
+)
+
+// ServedModel is a model the worker serves under a name.
+type ServedModel struct {
+	Name   string
+	Loaded *engine.Loaded
+	Engine *engine.Engine
+}
+
+// InOrderExecutor runs jobs one at a time, each alone on its model's
+// engine. It is the executor the scheduler replaces; it runs the real model.
+type InOrderExecutor struct {
+	mu     sync.Mutex
+	models map[string]*ServedModel
+	device string
+}
+
+// NewInOrderExecutor returns an executor serving the given models.
+func NewInOrderExecutor(device string, models ...*ServedModel) *InOrderExecutor {
+	m := map[string]*ServedModel{}
+	for _, sm := range models {
+		m[sm.Name] = sm
+	}
+	return &InOrderExecutor{models: m, device: device}
+}
+
+// Device names the device jobs run on.
+func (x *InOrderExecutor) Device() string { return x.device }
+
+// Models lists the served model names.
+func (x *InOrderExecutor) Models() []string {
+	var names []string
+	for n := range x.models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Execute runs the job on its model.
+func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outcome, error) {
+	r := job.Request
+	sm, ok := x.models[r.Model]
+	if !ok {
+		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.Models())
+	}
+	if len(r.Tools) > 0 || r.ResponseFormat != nil {
+		return nil, contracts.NewError(contracts.CodeUnknownTool, "inline tools and response_format are not available on this worker yet")
+	}
+	req, err := buildRequest(sm, r)
+	if err != nil {
+		return nil, err
+	}
+	req.OnToken = func(t engine.Token) error {
+		var lps []contracts.TokenLogprob
+		if r.Logprobs {
+			lp := contracts.TokenLogprob{TokenID: t.ID, Token: t.Text, Logprob: float64(t.Logprob)}
+			for _, alt := range t.Top {
+				lp.TopLogprobs = append(lp.TopLogprobs, contracts.TopLogprob{TokenID: alt.ID, Logprob: float64(alt.Logprob)})
+			}
+			lps = []contracts.TokenLogprob{lp}
+		}
+		sink.Delta(t.Text, []int32{t.ID}, lps)
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	res, err := sm.Engine.Generate(ctx, req)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	out := &Outcome{Text: res.Text, TokenIDs: res.OutputIDs}
+	switch res.StopReason {
+	case engine.StopEndTurn:
+		out.StopReason = contracts.StopEndTurn
+	case engine.StopSequence:
+		out.StopReason = contracts.StopSequence
+	case engine.StopMaxTokens, engine.StopContextLimit:
+		out.StopReason = contracts.StopMaxTokens
+	case engine.StopCanceled:
+		out.Canceled = true
+	}
+	u := &out.Usage
+	u.InputTokens = res.Usage.InputTokens
+	u.OutputTokens = res.Usage.OutputTokens
+	u.TimeToFirstTokenMs = res.Usage.TimeToFirstTokenMs
+	u.TimePerTokenMs = res.Usage.TimePerTokenMs
+	u.InterTokenMsP50 = percentile(res.Usage.GapsMs, 0.50)
+	u.InterTokenMsP99 = percentile(res.Usage.GapsMs, 0.99)
+	u.TotalMs = res.Usage.TotalMs
+	u.MemoryAllocatedMB = float64(res.Usage.KVBytes) / (1 << 20)
+	u.Confidence = res.Usage.Confidence
+	return out, nil
+}
+
+// buildRequest turns a job request into an engine request.
+func buildRequest(sm *ServedModel, r *contracts.JobRequest) (engine.Request, error) {
+	msgs := make([]chat.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		msgs[i] = chat.Message{Role: string(m.Role), Content: m.Content}
+	}
+	ids, err := sm.Loaded.Conversation(r.System, msgs, nil)
+	if err != nil {
+		return engine.Request{}, contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
+	}
+	var p sample.Params
+	if r.Preset != "" {
+		pp, _, err := sample.Preset(string(r.Preset))
+		if err != nil {
+			return engine.Request{}, contracts.NewError(contracts.CodeUnknownPreset, "%v", err)
+		}
+		p = pp
+	}
+	if r.Temperature != nil {
+		p.Temperature = float32(*r.Temperature)
+	}
+	if r.TopP != nil {
+		p.TopP = float32(*r.TopP)
+	}
+	if r.TopK != nil {
+		p.TopK = *r.TopK
+	}
+	if r.MinP != nil {
+		p.MinP = float32(*r.MinP)
+	}
+	if r.RepetitionPenalty != nil {
+		p.RepetitionPenalty = float32(*r.RepetitionPenalty)
+	}
+	if r.Seed != nil {
+		p.Seed = *r.Seed
+	}
+	if err := p.Validate(); err != nil {
+		return engine.Request{}, contracts.NewError(contracts.CodeInvalidSampling, "%v", err)
+	}
+	if ctxLen := sm.Loaded.Model.Context; len(ids) >= ctxLen {
+		return engine.Request{}, contracts.NewError(contracts.CodePromptTooLong, "the prompt is %d tokens; model %s has a context of %d", len(ids), sm.Name, ctxLen)
+	}
+	top := 0
+	if r.Logprobs {
+		top = r.TopLogprobs
+	}
+	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top}, nil
+}
+
+// engineError maps an engine error to a contract error.
+func engineError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrPromptTooLong):
+		return contracts.NewError(contracts.CodePromptTooLong, "%v", err)
+	case errors.Is(err, engine.ErrEmptyPrompt), errors.Is(err, engine.ErrBadRequest):
+		return contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
+	case errors.Is(err, sample.ErrInvalidParams):
+		return contracts.NewError(contracts.CodeInvalidSampling, "%v", err)
+	case errors.Is(err, engine.ErrNoMemory):
+		return contracts.NewError(contracts.CodeMemoryLimit, "%v", err)
+	}
+	return fmt.Errorf("worker: engine: %w", err)
+}
+
+// percentile returns the q-quantile of xs (nearest rank), 0 for none.
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+

@@ -1,0 +1,61 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// Job is a decoded, validated job handed to an Executor.
+type Job struct {
+	ID       string
+	Tenant   string
+	Priority contracts.Priority
+	Bucket   contracts.Bucket
+	Attempt  int
+	Request  *contracts.JobRequest
+	// Trace is the job's W3C trace context (zero when the producer sent
+	// none).
+	Trace contracts.Traceparent
+	// EnqueuedAt is when JetStream stored the job.
+	EnqueuedAt time.Time
+}
+
+// Sink receives a running job's output as it is produced. Calls come from
+// the executor's goroutine, in order.
+type Sink interface {
+	// Delta reports new output: the text that became complete, the token
+	// ids behind it, and their logprobs when the request asked for them.
+	Delta(text string, ids []int32, logprobs []contracts.TokenLogprob)
+}
+
+// Outcome is what an executor reports for a job that ran: the output and
+// the usage fields the executor measures (token counts, timings, memory,
+// preemptions, confidence). The worker fills in identity, queue time and
+// status.
+type Outcome struct {
+	Text       string
+	TokenIDs   []int32
+	StopReason contracts.StopReason
+	// Canceled is set when the job stopped because its context was
+	// canceled (by the submitter, or a passed deadline); the output is
+	// what ran before.
+	Canceled bool
+	Usage    contracts.Usage
+}
+
+// Executor runs jobs on a model. The worker calls Execute from several
+// goroutines at once, up to its concurrency; an executor admits what it can
+// and queues the rest (the in-order executor runs one job at a time, the
+// scheduler batches them).
+//
+// Execute returns an error only when the job produced no usable outcome:
+// a *contracts.Error for a bad job (unknown model, prompt too long, …), or
+// another error, retried when it reports Retryable. When ctx is canceled
+// mid-job, Execute returns the partial Outcome with Canceled set.
+type Executor interface {
+	Execute(ctx context.Context, job *Job, sink Sink) (*Outcome, error)
+	// Device names where jobs run, for usage records ("cpu", "cuda:0 …").
+	Device() string
+}

@@ -1,0 +1,354 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// publishTimeout bounds the wait for the acks of a job's final messages.
+const publishTimeout = 30 * time.Second
+
+// handle runs one delivered job message to its end: ack, nak or term.
+func (w *Worker) handle(msg jetstream.Msg) {
+	start := time.Now()
+	meta, err := msg.Metadata()
+	if err != nil {
+		w.log.Error("message without metadata", "subject", msg.Subject(), "err", err)
+		msg.Term()
+		return
+	}
+	attempt := int(meta.NumDelivered)
+	h := msg.Headers()
+	route, rerr := contracts.ParseJobSubject(msg.Subject())
+	jobID := h.Get(contracts.HeaderMsgID)
+	req, derr := contracts.DecodeJobRequest(msg.Data(), w.cfg.Limits)
+	if jobID == "" && req != nil {
+		jobID = req.ID
+	}
+	if jobID == "" || contracts.ValidateJobID(jobID) != nil {
+		jobID = fmt.Sprintf("seq%d", meta.Sequence.Stream)
+	}
+	tp, _ := contracts.TraceparentFromHeader(h)
+	stream := req != nil && req.Stream
+	em := &emitter{w: w, jobID: jobID, tenant: route.Tenant, attempt: attempt, trace: tp, stream: stream}
+	log := w.log.With("job", jobID, "tenant", route.Tenant, "attempt", attempt)
+	if rerr != nil {
+		// Without a valid subject there is no tenant to answer to.
+		log.Error("job on a malformed subject", "subject", msg.Subject(), "err", rerr)
+		msg.TermWithReason("malformed subject")
+		return
+	}
+	if err := contracts.CheckContract(h); err != nil {
+		w.reject(em, msg, route, nil, contracts.ErrorFrom(err), log)
+		return
+	}
+	if derr != nil {
+		w.reject(em, msg, route, nil, contracts.ErrorFrom(derr), log)
+		return
+	}
+	job := &Job{ID: jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket, Attempt: attempt, Request: req, Trace: tp, EnqueuedAt: meta.Timestamp}
+	usage := contracts.Usage{JobID: jobID, Tenant: route.Tenant, Model: req.Model, Priority: route.Priority, Bucket: route.Bucket,
+		Attempt: attempt, TraceID: traceID(tp), WorkerID: w.cfg.ID, Device: w.exec.Device(), CreatedAt: meta.Timestamp.UTC()}
+	ctx, cancel := context.WithCancelCause(w.runCtx)
+	defer cancel(nil)
+	// Register before looking for a cancel marker: a cancel message that
+	// arrives after the look-up then finds the job.
+	w.mu.Lock()
+	w.running[jobID] = cancel
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, jobID)
+		w.mu.Unlock()
+	}()
+	if w.canceledBefore(jobID) {
+		log.Info("job canceled before it ran")
+		em.finish(msg, job, &Outcome{}, usage, contracts.NewError(contracts.CodeCanceled, "canceled before it started"), log, false)
+		return
+	}
+	if req.Deadline != nil {
+		if !req.Deadline.After(start) {
+			w.fail(em, msg, job, contracts.NewError(contracts.CodeDeadlineExceeded, "the deadline %s passed before the job started", req.Deadline.Format(time.RFC3339)), log)
+			return
+		}
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, *req.Deadline)
+		defer stop()
+	}
+	stopLease := w.keepLease(msg)
+	em.publish(&contracts.Event{Type: contracts.EventStarted})
+	usage.QueueMs = ms(time.Since(meta.Timestamp))
+	out, err := w.exec.Execute(ctx, job, em)
+	stopLease()
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errShutdown):
+		log.Info("handing the job back: worker shutting down")
+		msg.Nak()
+	case err != nil:
+		e := contracts.ErrorFrom(err)
+		if e.Retryable() && attempt < w.cfg.Streams.MaxDeliver {
+			log.Warn("retryable failure; the job will be redelivered", "err", err)
+			msg.NakWithDelay(w.cfg.RetryDelay)
+			return
+		}
+		w.fail(em, msg, job, e, log)
+	default:
+		var jobErr *contracts.Error
+		if out.Canceled {
+			if errors.Is(cause, context.DeadlineExceeded) {
+				jobErr = contracts.NewError(contracts.CodeDeadlineExceeded, "the deadline passed after %d tokens", len(out.TokenIDs))
+			} else {
+				jobErr = contracts.NewError(contracts.CodeCanceled, "canceled by the submitter after %d tokens", len(out.TokenIDs))
+			}
+		}
+		em.finish(msg, job, out, usage, jobErr, log, true)
+	}
+}
+
+// keepLease sends InProgress while the job runs; the returned func stops it.
+func (w *Worker) keepLease(msg jetstream.Msg) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(w.cfg.InProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				msg.InProgress()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// canceledBefore reports whether a cancel marker exists for the job.
+func (w *Worker) canceledBefore(jobID string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := w.cancelKV.Get(ctx, jobID)
+	return err == nil
+}
+
+// reject answers a job that cannot run (bad input): error event, failed
+// result, DLQ record, Term.
+func (w *Worker) reject(em *emitter, msg jetstream.Msg, route contracts.JobRoute, job *Job, e *contracts.Error, log interface{ Warn(string, ...any) }) {
+	log.Warn("job rejected", "code", e.Code, "err", e.Message)
+	w.terminal(em, msg, route, job, e)
+}
+
+// fail ends a job that ran into a permanent error.
+func (w *Worker) fail(em *emitter, msg jetstream.Msg, job *Job, e *contracts.Error, log interface{ Warn(string, ...any) }) {
+	log.Warn("job failed", "code", e.Code, "err", e.Message)
+	w.terminal(em, msg, contracts.JobRoute{Priority: job.Priority, Bucket: job.Bucket, Tenant: job.Tenant}, job, e)
+}
+
+func (w *Worker) terminal(em *emitter, msg jetstream.Msg, route contracts.JobRoute, job *Job, e *contracts.Error) {
+	em.publish(&contracts.Event{Type: contracts.EventError, Error: e})
+	res := &contracts.Result{JobID: em.jobID, Tenant: em.tenant, Status: contracts.StatusFailed, Error: e, Attempt: em.attempt, FinishedAt: time.Now().UTC()}
+	if job != nil {
+		res.Metadata = job.Request.Metadata
+	}
+	em.publishJSON(contracts.ResultsSubject(em.jobID), em.jobID, res)
+	meta, _ := msg.Metadata()
+	deliveries := 0
+	if meta != nil {
+		deliveries = int(meta.NumDelivered)
+	}
+	d := &contracts.DLQRecord{JobID: em.jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket,
+		Code: e.Code, Message: e.Message, Deliveries: deliveries, Time: time.Now().UTC()}
+	if meta != nil {
+		d.StreamSequence = meta.Sequence.Stream
+	}
+	d.SetRequest(msg.Data())
+	em.publishJSON(contracts.DLQSubject(route.Priority, route.Bucket, route.Tenant), em.jobID, d)
+	if err := em.wait(); err != nil {
+		w.log.Error("publishing a failed job's records", "job", em.jobID, "err", err)
+		msg.NakWithDelay(w.cfg.RetryDelay)
+		return
+	}
+	msg.TermWithReason(string(e.Code))
+}
+
+// emitter publishes one attempt's events in order and collects the
+// publish acks.
+type emitter struct {
+	w       *Worker
+	jobID   string
+	tenant  string
+	attempt int
+	trace   contracts.Traceparent
+	stream  bool
+
+	mu      sync.Mutex
+	seq     uint64
+	futures []jetstream.PubAckFuture
+	err     error
+	// pending delta, when coalescing
+	text string
+	ids  []int32
+	lps  []contracts.TokenLogprob
+}
+
+// Delta implements Sink.
+func (e *emitter) Delta(text string, ids []int32, lps []contracts.TokenLogprob) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.text += text
+	e.ids = append(e.ids, ids...)
+	e.lps = append(e.lps, lps...)
+	if e.stream || len(e.ids) >= e.w.cfg.DeltaTokens {
+		e.flushLocked()
+	}
+}
+
+func (e *emitter) flushLocked() {
+	if len(e.ids) == 0 && e.text == "" {
+		return
+	}
+	ev := &contracts.Event{Type: contracts.EventDelta, Text: e.text, TokenIDs: e.ids, Logprobs: e.lps}
+	e.text, e.ids, e.lps = "", nil, nil
+	e.publishLocked(ev)
+}
+
+func (e *emitter) publish(ev *contracts.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.publishLocked(ev)
+}
+
+func (e *emitter) publishLocked(ev *contracts.Event) {
+	e.seq++
+	ev.JobID, ev.Tenant, ev.Seq, ev.Attempt, ev.Time = e.jobID, e.tenant, e.seq, e.attempt, time.Now().UTC()
+	e.publishJSONLocked(contracts.EventsSubject(e.jobID), contracts.EventMsgID(e.jobID, e.attempt, e.seq), ev)
+}
+
+func (e *emitter) publishJSON(subject, msgID string, v any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.publishJSONLocked(subject, msgID, v)
+}
+
+func (e *emitter) publishJSONLocked(subject, msgID string, v any) {
+	if e.err != nil {
+		return
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		e.err = err
+		return
+	}
+	m := &nats.Msg{Subject: subject, Data: data, Header: contracts.NewHeader(e.jobID, e.tenant, e.trace)}
+	m.Header.Set(contracts.HeaderMsgID, msgID)
+	f, err := e.w.js.PublishMsgAsync(m)
+	if err != nil {
+		e.err = fmt.Errorf("publish %s: %w", subject, err)
+		return
+	}
+	e.futures = append(e.futures, f)
+}
+
+// wait returns the first publish failure of the messages sent so far.
+func (e *emitter) wait() error {
+	e.mu.Lock()
+	fs := e.futures
+	e.futures = nil
+	err := e.err
+	e.mu.Unlock()
+	if len(fs) > 0 && e.w.nc.IsClosed() {
+		return nats.ErrConnectionClosed
+	}
+	timeout := time.After(publishTimeout)
+	for _, f := range fs {
+		select {
+		case <-f.Ok():
+		case perr := <-f.Err():
+			if err == nil {
+				err = perr
+			}
+		case <-timeout:
+			return errors.New("timed out waiting for publish acks")
+		}
+	}
+	return err
+}
+
+// finish publishes a job's final event, result and usage record, then acks.
+// ran says whether the job used the model (and is billed).
+func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.Usage, jobErr *contracts.Error, log interface {
+	Info(string, ...any)
+	Error(string, ...any)
+}, ran bool) {
+	e.mu.Lock()
+	e.flushLocked()
+	e.mu.Unlock()
+	now := time.Now().UTC()
+	status := contracts.StatusCompleted
+	switch {
+	case jobErr != nil && jobErr.Code == contracts.CodeCanceled:
+		status = contracts.StatusCanceled
+	case jobErr != nil:
+		status = contracts.StatusFailed
+	}
+	var usage *contracts.Usage
+	if ran {
+		x := out.Usage
+		x.JobID, x.Tenant, x.Model, x.Priority, x.Bucket = u.JobID, u.Tenant, u.Model, u.Priority, u.Bucket
+		x.Status, x.QueueMs, x.Attempt, x.TraceID, x.WorkerID, x.Device = status, u.QueueMs, u.Attempt, u.TraceID, u.WorkerID, u.Device
+		x.CreatedAt, x.FinishedAt = u.CreatedAt, now
+		usage = &x
+	}
+	stop := out.StopReason
+	if status == contracts.StatusCanceled {
+		stop = contracts.StopCanceled
+	}
+	if jobErr != nil && status == contracts.StatusFailed {
+		e.publish(&contracts.Event{Type: contracts.EventError, Error: jobErr})
+	} else {
+		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, Usage: usage, Text: out.Text})
+	}
+	res := &contracts.Result{JobID: e.jobID, Tenant: e.tenant, Status: status, Text: out.Text, TokenIDs: out.TokenIDs,
+		Usage: usage, Error: jobErr, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now}
+	if status == contracts.StatusCompleted {
+		res.StopReason = out.StopReason
+	}
+	e.publishJSON(contracts.ResultsSubject(e.jobID), e.jobID, res)
+	if usage != nil {
+		e.publishJSON(contracts.UsageSubject(e.tenant), e.jobID, usage)
+	}
+	if err := e.wait(); err != nil {
+		log.Error("publishing the job's results; it will be redelivered", "err", err)
+		msg.NakWithDelay(e.w.cfg.RetryDelay)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	if err := msg.DoubleAck(ctx); err != nil {
+		log.Error("ack failed; the job may be redelivered (billing dedupes on the job id)", "err", err)
+		return
+	}
+	log.Info("job done", "status", status, "output_tokens", len(out.TokenIDs))
+}
+
+func traceID(tp contracts.Traceparent) string {
+	if tp.IsZero() {
+		return ""
+	}
+	return tp.TraceIDString()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,238 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// Causes of a job context's cancellation.
+var (
+	errCanceledByClient = errors.New("worker: canceled by the submitter")
+	errShutdown         = errors.New("worker: shutting down")
+)
+
+// Worker pulls jobs from the ZL_JOBS consumers it is configured for, runs
+// them on an Executor, and publishes their events, results and usage.
+//
+// Lifecycle: Start begins pulling; Stop stops pulling, lets running jobs
+// finish until its context ends, then hands the rest back to JetStream
+// (Nak) so another worker runs them. Both are idempotent.
+type Worker struct {
+	cfg  Config
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	exec Executor
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	consumers []pullSource // highest priority first
+	aged      []pullSource // the same, lowest priority first
+	cancelKV  jetstream.KeyValue
+	subs      []*nats.Subscription
+	wake      chan struct{}
+	quit      chan struct{} // closed by Stop: no new pulls
+	loopDone  chan struct{}
+	jobs      sync.WaitGroup
+	running   map[string]context.CancelCauseFunc
+	runCtx    context.Context // parent of job contexts; canceled to hand jobs back
+	cancelRun context.CancelCauseFunc
+}
+
+type pullSource struct {
+	prio contracts.Priority
+	cons jetstream.Consumer
+}
+
+// New returns a worker; it does nothing until Start.
+func New(nc *nats.Conn, exec Executor, cfg Config) (*Worker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID),
+		wake: make(chan struct{}, 1), running: map[string]context.CancelCauseFunc{}}, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Start provisions the streams when configured to, binds the consumers and
+// starts pulling. It returns once the worker is pulling.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return nil
+	}
+	if w.cfg.Provision {
+		if err := contracts.EnsureStreams(ctx, w.js, w.cfg.Streams); err != nil {
+			return err
+		}
+	}
+	for _, p := range w.cfg.Priorities {
+		for _, b := range w.cfg.Buckets {
+			c, err := w.js.Consumer(ctx, contracts.StreamJobs, contracts.ConsumerName(p, b))
+			if err != nil {
+				return fmt.Errorf("worker: consumer %s: %w (are the streams provisioned? run with provisioning on)", contracts.ConsumerName(p, b), err)
+			}
+			w.consumers = append(w.consumers, pullSource{p, c})
+		}
+	}
+	for i := len(w.consumers) - 1; i >= 0; i-- {
+		w.aged = append(w.aged, w.consumers[i])
+	}
+	kv, err := w.js.KeyValue(ctx, contracts.CancelBucket)
+	if err != nil {
+		return fmt.Errorf("worker: cancel bucket: %w", err)
+	}
+	w.cancelKV = kv
+	// A new job's publish also reaches core subscribers: use it to wake
+	// the intake instead of polling tightly.
+	s1, err := w.nc.Subscribe(contracts.SubjectJobsPrefix+">", func(*nats.Msg) { w.poke() })
+	if err != nil {
+		return err
+	}
+	s2, err := w.nc.Subscribe(contracts.SubjectCancelPrefix+"*", func(m *nats.Msg) {
+		id, err := contracts.JobIDFromSubject(m.Subject)
+		if err == nil {
+			w.cancelJob(id)
+		}
+	})
+	if err != nil {
+		s1.Unsubscribe()
+		return err
+	}
+	w.subs = []*nats.Subscription{s1, s2}
+	w.runCtx, w.cancelRun = context.WithCancelCause(context.Background())
+	w.quit, w.loopDone = make(chan struct{}), make(chan struct{})
+	w.started = true
+	go w.loop()
+	w.log.Info("worker started", "priorities", w.cfg.Priorities, "buckets", w.cfg.Buckets, "concurrency", w.cfg.Concurrency, "device", w.exec.Device())
+	return nil
+}
+
+// Stop stops pulling and waits for running jobs until ctx ends; jobs still
+// running then are canceled and handed back to JetStream for another
+// worker. It returns ctx.Err() when it had to hand jobs back.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.started || w.stopped {
+		w.mu.Unlock()
+		return nil
+	}
+	w.stopped = true
+	close(w.quit)
+	for _, s := range w.subs {
+		if s.Subject != contracts.SubjectCancelPrefix+"*" {
+			s.Unsubscribe()
+		}
+	}
+	w.mu.Unlock()
+	<-w.loopDone
+	done := make(chan struct{})
+	go func() { w.jobs.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		w.cancelRun(errShutdown)
+		<-done
+	}
+	w.cancelRun(errShutdown)
+	for _, s := range w.subs {
+		s.Unsubscribe()
+	}
+	w.log.Info("worker stopped", "handed_back", err != nil)
+	return err
+}
+
+func (w *Worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) cancelJob(id string) {
+	w.mu.Lock()
+	cancel := w.running[id]
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel(errCanceledByClient)
+	}
+}
+
+// loop pulls one job per free slot.
+func (w *Worker) loop() {
+	defer close(w.loopDone)
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	for pulls := 0; ; pulls++ {
+		select {
+		case slots <- struct{}{}:
+		case <-w.quit:
+			return
+		}
+		msg := w.next(pulls)
+		if msg == nil {
+			return
+		}
+		w.jobs.Add(1)
+		go func() {
+			defer w.jobs.Done()
+			defer func() { <-slots }()
+			w.handle(msg)
+		}()
+	}
+}
+
+// agingEvery makes every n-th pull start from a lower class, so low
+// priority jobs are taken even under a steady stream of high ones.
+const agingEvery = 8
+
+// next returns the next message, preferring higher priorities, or nil when
+// the worker is stopping.
+func (w *Worker) next(pulls int) jetstream.Msg {
+	for {
+		order := w.consumers
+		if pulls%agingEvery == agingEvery-1 {
+			order = w.aged // lowest class first this time
+		}
+		for _, src := range order {
+			select {
+			case <-w.quit:
+				return nil
+			default:
+			}
+			batch, err := src.cons.FetchNoWait(1)
+			if err != nil {
+				w.log.Warn("fetch failed", "priority", src.prio, "err", err)
+				continue
+			}
+			for m := range batch.Messages() {
+				return m
+			}
+		}
+		select {
+		case <-w.wake:
+		case <-time.After(w.cfg.IdlePoll):
+		case <-w.quit:
+			return nil
+		}
+	}
+}
