@@ -181,4 +181,3 @@ func percentile(xs []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[max(0, min(i, len(s)-1))]
 }
-

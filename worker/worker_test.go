@@ -448,4 +448,3 @@ func (w testWriter) Write(p []byte) (int, error) {
 type sinkFunc func(string, []int32, []contracts.TokenLogprob)
 
 func (f sinkFunc) Delta(text string, ids []int32, lps []contracts.TokenLogprob) { f(text, ids, lps) }
-
