@@ -1,0 +1,32 @@
+// Package worker is the zerolayer worker: it pulls generation jobs from
+// NATS JetStream, runs them on a real model, and publishes what they
+// produce.
+//
+// Data flow for one job:
+//
+//  1. The intake pulls from the durable consumers of ZL_JOBS it is
+//     configured for (one per priority and prompt-length bucket), higher
+//     priorities first, with every eighth pull starting from the lowest
+//     class so low-priority jobs always progress. It pulls only when it has
+//     a free slot, so a busy worker leaves jobs to idle ones.
+//  2. The job is decoded and validated (contracts.DecodeJobRequest). A bad
+//     job is answered, never dropped: an error event, a failed result and a
+//     DLQ record, then Term.
+//  3. A cancel marker in the ZL_CANCEL bucket ends the job before it runs;
+//     a message on zl.cancel.<job_id> cancels it while it runs.
+//  4. The Executor runs it (the in-order executor here; the scheduler
+//     batches). Tokens stream out as delta events on zl.events.<job_id>;
+//     InProgress keeps the lease while it runs.
+//  5. The final event, the result (zl.results.<job_id>) and the usage
+//     record (zl.usage.<tenant>, Nats-Msg-Id = job id) are published and
+//     acknowledged by JetStream, then the job is acked. A crash before the
+//     ack means redelivery: the job runs again with attempt+1, and billing
+//     stores its usage once.
+//
+// Retryable failures Nak with a delay; on Stop, jobs that do not finish in
+// time are handed back with Nak for another worker.
+//
+//	w, _ := worker.New(nc, worker.NewInOrderExecutor("cpu", served), worker.Config{Provision: true})
+//	_ = w.Start(ctx)
+//	defer w.Stop(shutdownCtx)
+package worker
