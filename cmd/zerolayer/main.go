@@ -28,6 +28,8 @@ var commands = []command{
 	{"gen", "generate text locally with a model, without the queue", runGen},
 	{"models", "list or pull models (models list | models pull NAME)", runModels},
 	{"bench", "measure prompt processing and generation speed", runBench},
+	{"worker", "pull jobs from NATS JetStream and run them", runWorker},
+	{"submit", "submit a job and stream its output (or --async)", runSubmit},
 }
 
 func usage() {

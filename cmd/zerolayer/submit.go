@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer"
+	"github.com/zerolayer/zerolayer/worker/model/store"
+)
+
+func runSubmit(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
+	tenant := fs.String("tenant", os.Getenv("ZEROLAYER_TENANT"), "tenant to submit as (env ZEROLAYER_TENANT)")
+	modelName := fs.String("model", "", "model name")
+	prompt := fs.String("prompt", "", "user message")
+	system := fs.String("system", "", "system prompt")
+	file := fs.String("request", "", "a JSON job request file ('-' for stdin) instead of --prompt")
+	prio := fs.String("priority", "", "high, normal or low")
+	maxTokens := fs.Int("max-tokens", 0, "max tokens (default: the contract default)")
+	id := fs.String("id", "", "job id (idempotency key; default: random)")
+	async := fs.Bool("async", false, "print the job id and return without waiting")
+	format := fs.String("format", "text", "text (stream the output) or json (events, then the result)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var req contracts.JobRequest
+	switch {
+	case *file != "":
+		var data []byte
+		var err error
+		if *file == "-" {
+			data, err = io.ReadAll(os.Stdin)
+		} else {
+			data, err = os.ReadFile(*file)
+		}
+		if err != nil {
+			return err
+		}
+		r, err := contracts.DecodeJobRequest(data, contracts.Limits{})
+		if err != nil {
+			return err
+		}
+		req = *r
+	case *prompt != "":
+		req = contracts.JobRequest{Model: *modelName, System: *system, Messages: []contracts.Message{{Role: "user", Content: *prompt}}}
+	default:
+		return usagef("give --prompt or --request")
+	}
+	if *modelName != "" {
+		req.Model = *modelName
+	}
+	if *prio != "" {
+		p, err := contracts.ParsePriority(*prio)
+		if err != nil {
+			return usagef("--priority: %v", err)
+		}
+		req.Priority = p
+	}
+	if *maxTokens != 0 {
+		req.MaxTokens = *maxTokens
+	}
+	if *id != "" {
+		req.ID = *id
+	}
+	req.Stream = !*async
+	models := map[string]string{}
+	if p, err := store.Resolve(req.Model, modelDirs()); err == nil {
+		models[req.Model] = p
+	}
+	nc, err := nats.Connect(*url, nats.Name("zerolayer submit"))
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
+	}
+	defer nc.Close()
+	c, err := producer.New(nc, producer.Config{Tenant: *tenant, Models: models})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	jobID, err := c.Submit(ctx, &req, nil)
+	if err != nil {
+		return err
+	}
+	if *async {
+		fmt.Fprintln(stdout, jobID)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "job %s submitted\n", jobID)
+	events, done, err := c.Events(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	for ev := range events {
+		switch {
+		case *format == "json":
+			enc.Encode(ev)
+		case ev.Type == contracts.EventDelta:
+			fmt.Fprint(stdout, ev.Text)
+		case ev.Type == contracts.EventError:
+			fmt.Fprintln(stdout)
+			return fmt.Errorf("job %s failed: %s: %s", jobID, ev.Error.Code, ev.Error.Message)
+		case ev.Type == contracts.EventFinal:
+			fmt.Fprintln(stdout)
+			if u := ev.Usage; u != nil {
+				fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d output tokens, queue %.1f ms, first token %.1f ms, %.2f ms/token\n",
+					ev.StopReason, u.InputTokens, u.OutputTokens, u.QueueMs, u.TimeToFirstTokenMs, u.TimePerTokenMs)
+			}
+		}
+	}
+	if err := done(); err != nil {
+		return err
+	}
+	if *format == "json" {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		res, err := c.Wait(wctx, jobID)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(res)
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker"
+)
+
+func runWorker(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
+	var models stringList
+	fs.Var(&models, "model", "model to serve, by path or name (repeatable)")
+	id := fs.String("id", "", "worker id (default host-pid)")
+	prios := fs.String("priorities", "high,normal,low", "priorities to pull, in order")
+	buckets := fs.String("buckets", "short,medium,long", "prompt-length buckets to pull")
+	conc := fs.Int("concurrency", 1, "jobs held at once")
+	threads := fs.Int("threads", 0, "CPU threads (default: all)")
+	provision := fs.Bool("provision", true, "create or update the streams and consumers at start")
+	replicas := fs.Int("replicas", 1, "stream replicas when provisioning (3 in production)")
+	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are handed back")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := worker.Config{ID: *id, Concurrency: *conc, Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	for _, p := range strings.Split(*prios, ",") {
+		pr, err := contracts.ParsePriority(strings.TrimSpace(p))
+		if err != nil {
+			return usagef("--priorities: %v", err)
+		}
+		cfg.Priorities = append(cfg.Priorities, pr)
+	}
+	for _, b := range strings.Split(*buckets, ",") {
+		bk, err := contracts.ParseBucket(strings.TrimSpace(b))
+		if err != nil {
+			return usagef("--buckets: %v", err)
+		}
+		cfg.Buckets = append(cfg.Buckets, bk)
+	}
+	s, err := loadModels(models, *threads, 0)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	nc, err := nats.Connect(*url, nats.Name("zerolayer worker"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
+	}
+	defer nc.Close()
+	w, err := worker.New(nc, s.executor(), cfg)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "worker %s serving %s from %s\n", w.ID(), describe(s), *url)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+	defer cancel()
+	if err := w.Stop(sctx); err != nil {
+		fmt.Fprintf(os.Stderr, "shutdown: running jobs handed back after %v\n", *shutdown)
+	}
+	return nil
+}
