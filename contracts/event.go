@@ -228,6 +228,11 @@ const (
 	StopCanceled StopReason = "canceled"
 )
 
+// StopReasons returns every stop reason.
+func StopReasons() []StopReason {
+	return []StopReason{StopEndTurn, StopMaxTokens, StopSequence, StopMemoryLimit, StopConstraint, StopCanceled}
+}
+
 // ToolReport sums up one inline tool's work on a job.
 type ToolReport struct {
 	// Tool is the tool's name.

@@ -62,9 +62,9 @@ type JobRequest struct {
 	// Deadline is when the job stops being useful (RFC 3339); a job still
 	// queued or running then fails with deadline_exceeded.
 	Deadline *time.Time `json:"deadline,omitempty"`
-	// Stream asks for delta events on zl.events.<job_id>. Events are
-	// published either way for started, tool, final and error; without
-	// stream the deltas may be coalesced.
+	// Stream asks for delta events on zl.events.<job_id> as tokens are
+	// generated. Without it a worker may coalesce or skip deltas; started,
+	// final and error events are published either way.
 	Stream bool `json:"stream,omitempty"`
 	// ResponseFormat constrains the whole output to a JSON Schema or a
 	// regular expression.
@@ -75,8 +75,8 @@ type JobRequest struct {
 	OnToolFailure OnToolFailure `json:"on_tool_failure,omitempty"`
 	// Memory holds the job's memory and latency requirements.
 	Memory *MemoryOptions `json:"memory,omitempty"`
-	// Metadata is a free map carried to the result and the usage record's
-	// job (batch_id, custom_id, …).
+	// Metadata is a free map of strings (batch_id, custom_id, …), copied
+	// into the job's Result.
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 

@@ -20,14 +20,15 @@ const DefaultPriority = PriorityNormal
 // Priorities returns every priority, highest first.
 func Priorities() []Priority { return []Priority{PriorityHigh, PriorityNormal, PriorityLow} }
 
-// ParsePriority returns the priority named s. The empty string is not
-// accepted: use [DefaultPriority] for a request that names none.
+// ParsePriority returns the priority named s, or an *Error with
+// CodeInvalidRequest. The empty string is not accepted: use
+// [DefaultPriority] for a request that names none.
 func ParsePriority(s string) (Priority, error) {
 	switch p := Priority(s); p {
 	case PriorityHigh, PriorityNormal, PriorityLow:
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: priority %q is not one of high, normal, low", CodeInvalidRequest, s)
+	return "", fieldError(CodeInvalidRequest, "priority", "priority %q is not one of high, normal, low", s)
 }
 
 // Valid reports whether p is one of the three priorities.
@@ -65,13 +66,14 @@ const (
 // AllBuckets returns every bucket, shortest first.
 func AllBuckets() []Bucket { return []Bucket{BucketShort, BucketMedium, BucketLong} }
 
-// ParseBucket returns the bucket named s.
+// ParseBucket returns the bucket named s, or an *Error with
+// CodeInvalidRequest.
 func ParseBucket(s string) (Bucket, error) {
 	switch b := Bucket(s); b {
 	case BucketShort, BucketMedium, BucketLong:
 		return b, nil
 	}
-	return "", fmt.Errorf("%w: bucket %q is not one of short, medium, long", CodeInvalidRequest, s)
+	return "", fieldError(CodeInvalidRequest, "bucket", "bucket %q is not one of short, medium, long", s)
 }
 
 // Valid reports whether b is one of the three buckets.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,22 +42,24 @@ var schemaRoots = []schemaRoot{
 	{"dlq_record.json", reflect.TypeFor[DLQRecord](), false, nil},
 }
 
-// enumValues lists the closed sets of values. Open sets (Code, ToolCode,
-// ToolAction) stay plain strings so that readers accept values added
-// later.
-var enumValues = map[reflect.Type][]string{
-	reflect.TypeFor[Priority]():           strs(Priorities()),
-	reflect.TypeFor[Bucket]():             strs(AllBuckets()),
-	reflect.TypeFor[Role]():               {string(RoleUser), string(RoleAssistant)},
-	reflect.TypeFor[Preset]():             strs(Presets()),
-	reflect.TypeFor[ResponseFormatType](): {string(FormatJSONSchema), string(FormatRegex)},
-	reflect.TypeFor[ToolName]():           strs(ToolNames()),
-	reflect.TypeFor[ToolMode]():           {string(ToolModeStrict), string(ToolModeSoft)},
-	reflect.TypeFor[OnToolFailure]():      {string(OnToolFailureFail), string(OnToolFailureRetryWithoutTool)},
-	reflect.TypeFor[EventType]():          strs(EventTypes()),
-	reflect.TypeFor[StopReason]():         {string(StopEndTurn), string(StopMaxTokens), string(StopSequence), string(StopMemoryLimit), string(StopConstraint)},
-	reflect.TypeFor[ResultStatus]():       strs(ResultStatuses()),
-	reflect.TypeFor[ToolStatus]():         {string(ToolStatusOK), string(ToolStatusViolated), string(ToolStatusFailed), string(ToolStatusDropped)},
+// enumTypes are the closed sets of values; their values are the string
+// constants of each type declared in the package (read from the source by
+// goConsts), so a constant added in Go reaches the schema. Open sets (Code,
+// ToolCode, ToolAction) stay plain strings so that readers accept values
+// added later.
+var enumTypes = []reflect.Type{
+	reflect.TypeFor[Priority](),
+	reflect.TypeFor[Bucket](),
+	reflect.TypeFor[Role](),
+	reflect.TypeFor[Preset](),
+	reflect.TypeFor[ResponseFormatType](),
+	reflect.TypeFor[ToolName](),
+	reflect.TypeFor[ToolMode](),
+	reflect.TypeFor[OnToolFailure](),
+	reflect.TypeFor[EventType](),
+	reflect.TypeFor[StopReason](),
+	reflect.TypeFor[ResultStatus](),
+	reflect.TypeFor[ToolStatus](),
 }
 
 func strs[S ~string](in []S) []string {
@@ -108,6 +112,7 @@ func resultConditions(s map[string]any) {
 // schemaGen builds one schema document.
 type schemaGen struct {
 	docs     map[string]string
+	enums    map[reflect.Type][]string
 	defs     map[string]any
 	nullable bool
 }
@@ -171,7 +176,7 @@ func (g *schemaGen) of(t reflect.Type) map[string]any {
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
 		return map[string]any{"type": "string", "contentEncoding": "base64"}
 	}
-	if vals, ok := enumValues[t]; ok {
+	if vals, ok := g.enums[t]; ok {
 		return map[string]any{"type": "string", "enum": vals}
 	}
 	switch t.Kind() {
@@ -222,21 +227,17 @@ func nullable(s map[string]any) map[string]any {
 
 var docLink = regexp.MustCompile(`\[\*?([A-Za-z][A-Za-z0-9_.]*)\]`)
 
-// goDocs reads the doc comments of the package's types and struct fields:
-// "Type" and "Type.Field" to one line of text.
-func goDocs(t *testing.T) map[string]string {
+// parseSources parses the package's non-test Go files.
+func parseSources(t *testing.T) []*ast.File {
 	t.Helper()
 	fset := token.NewFileSet()
-	files, err := filepath.Glob("*.go")
+	names, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs := map[string]string{}
-	clean := func(s string) string {
-		s = strings.Join(strings.Fields(s), " ")
-		return docLink.ReplaceAllString(s, "$1")
-	}
-	for _, name := range files {
+	slices.Sort(names)
+	var files []*ast.File
+	for _, name := range names {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
 		}
@@ -244,6 +245,100 @@ func goDocs(t *testing.T) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// goConsts returns, per type name, the values of the string constants
+// declared with that type, in declaration order.
+func goConsts(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, f := range parseSources(t) {
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				typ, ok := vs.Type.(*ast.Ident)
+				if !ok {
+					continue
+				}
+				for _, v := range vs.Values {
+					lit, ok := v.(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
+					}
+					s, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[typ.Name] = append(out[typ.Name], s)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// goEnums maps each enum type to its constants' values.
+func goEnums(t *testing.T) map[reflect.Type][]string {
+	t.Helper()
+	consts := goConsts(t)
+	out := map[reflect.Type][]string{}
+	for _, typ := range enumTypes {
+		vals := consts[typ.Name()]
+		if len(vals) == 0 {
+			t.Fatalf("no constants of enum type %s", typ.Name())
+		}
+		out[typ] = vals
+	}
+	return out
+}
+
+// TestEnumListsMatchConstants checks that the functions listing a type's
+// values return every constant of the type, in declaration order.
+func TestEnumListsMatchConstants(t *testing.T) {
+	t.Parallel()
+	consts := goConsts(t)
+	lists := map[string][]string{
+		"Priority":     strs(Priorities()),
+		"Bucket":       strs(AllBuckets()),
+		"Preset":       strs(Presets()),
+		"ToolName":     strs(ToolNames()),
+		"EventType":    strs(EventTypes()),
+		"ResultStatus": strs(ResultStatuses()),
+		"StopReason":   strs(StopReasons()),
+		"Code":         strs(codes()),
+	}
+	for name, list := range lists {
+		if !slices.Equal(list, consts[name]) {
+			t.Errorf("%s: list %v, constants %v", name, list, consts[name])
+		}
+	}
+}
+
+func codes() []Code {
+	var out []Code
+	for _, c := range Codes() {
+		out = append(out, c.Code)
+	}
+	return out
+}
+
+// goDocs reads the doc comments of the package's types and struct fields:
+// "Type" and "Type.Field" to one line of text.
+func goDocs(t *testing.T) map[string]string {
+	t.Helper()
+	docs := map[string]string{}
+	clean := func(s string) string {
+		s = strings.Join(strings.Fields(s), " ")
+		return docLink.ReplaceAllString(s, "$1")
+	}
+	for _, f := range parseSources(t) {
 		for _, decl := range f.Decls {
 			gd, ok := decl.(*ast.GenDecl)
 			if !ok || gd.Tok != token.TYPE {
@@ -276,21 +371,24 @@ func goDocs(t *testing.T) map[string]string {
 	return docs
 }
 
-func generateSchema(t *testing.T, r schemaRoot, docs map[string]string) []byte {
+func generateSchema(t *testing.T, r schemaRoot, docs map[string]string, enums map[reflect.Type][]string) []byte {
 	t.Helper()
-	g := &schemaGen{docs: docs, defs: map[string]any{}, nullable: r.nullable}
-	b, err := json.MarshalIndent(g.root(r), "", "  ")
-	if err != nil {
+	g := &schemaGen{docs: docs, enums: enums, defs: map[string]any{}, nullable: r.nullable}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // keep <job_id> readable in descriptions
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(g.root(r)); err != nil {
 		t.Fatal(err)
 	}
-	return append(b, '\n')
+	return b.Bytes()
 }
 
 func TestSchemasMatchGoTypes(t *testing.T) {
-	docs := goDocs(t)
+	docs, enums := goDocs(t), goEnums(t)
 	for _, r := range schemaRoots {
 		path := filepath.Join("schema", r.file)
-		got := generateSchema(t, r, docs)
+		got := generateSchema(t, r, docs, enums)
 		if *update {
 			if err := os.WriteFile(path, got, 0o644); err != nil {
 				t.Fatal(err)

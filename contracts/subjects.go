@@ -93,7 +93,7 @@ type JobRoute struct {
 }
 
 // ParseJobSubject splits zl.jobs.<priority>.<bucket>.<tenant>, checking
-// every token.
+// every token. Errors are *Error values with CodeInvalidRequest.
 func ParseJobSubject(subject string) (JobRoute, error) {
 	return parseRoute(subject, SubjectJobsPrefix)
 }
@@ -107,11 +107,11 @@ func ParseDLQSubject(subject string) (JobRoute, error) {
 func parseRoute(subject, prefix string) (JobRoute, error) {
 	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok {
-		return JobRoute{}, fmt.Errorf("%w: subject %q does not start with %q", CodeInvalidRequest, subject, prefix)
+		return JobRoute{}, NewError(CodeInvalidRequest, "subject %q does not start with %q", subject, prefix)
 	}
 	parts := strings.Split(rest, ".")
 	if len(parts) != 3 {
-		return JobRoute{}, fmt.Errorf("%w: subject %q is not %s<priority>.<bucket>.<tenant>", CodeInvalidRequest, subject, prefix)
+		return JobRoute{}, NewError(CodeInvalidRequest, "subject %q is not %s<priority>.<bucket>.<tenant>", subject, prefix)
 	}
 	p, err := ParsePriority(parts[0])
 	if err != nil {
@@ -138,7 +138,7 @@ func JobIDFromSubject(subject string) (string, error) {
 			return id, nil
 		}
 	}
-	return "", fmt.Errorf("%w: subject %q carries no job id", CodeInvalidRequest, subject)
+	return "", NewError(CodeInvalidRequest, "subject %q carries no job id", subject)
 }
 
 // TenantFromUsageSubject returns the tenant of zl.usage.<tenant>, checking
@@ -146,7 +146,7 @@ func JobIDFromSubject(subject string) (string, error) {
 func TenantFromUsageSubject(subject string) (string, error) {
 	t, ok := strings.CutPrefix(subject, SubjectUsagePrefix)
 	if !ok {
-		return "", fmt.Errorf("%w: subject %q is not %s<tenant>", CodeInvalidRequest, subject, SubjectUsagePrefix)
+		return "", NewError(CodeInvalidRequest, "subject %q is not %s<tenant>", subject, SubjectUsagePrefix)
 	}
 	if err := ValidateTenant(t); err != nil {
 		return "", err

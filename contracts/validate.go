@@ -29,8 +29,8 @@ type Limits struct {
 	MaxMessages int
 	// MaxTokensCeiling caps max_tokens. Defaults to 32,768.
 	MaxTokensCeiling int
-	// DefaultMaxTokens is the max_tokens of a request that sets none.
-	// Defaults to 1,024 (or MaxTokensCeiling when that is lower).
+	// DefaultMaxTokens is the max_tokens of a request that sets none; it
+	// is lowered to MaxTokensCeiling when above it. Defaults to 1,024.
 	DefaultMaxTokens int
 	// MaxStopSequences caps len(stop_sequences). Defaults to 16.
 	MaxStopSequences int
@@ -76,7 +76,8 @@ func (l Limits) WithDefaults() Limits {
 	set(&l.MaxRequestBytes, 1_000_000)
 	set(&l.MaxMessages, 1000)
 	set(&l.MaxTokensCeiling, 32768)
-	set(&l.DefaultMaxTokens, min(1024, l.MaxTokensCeiling))
+	set(&l.DefaultMaxTokens, 1024)
+	l.DefaultMaxTokens = min(l.DefaultMaxTokens, l.MaxTokensCeiling)
 	set(&l.MaxStopSequences, 16)
 	set(&l.MaxTopLogprobs, 20)
 	set(&l.MaxTools, 16)
@@ -372,6 +373,7 @@ const schemaURL = "urn:zerolayer:request-schema"
 // self-contained, and compiling it must never read files or the network.
 type noLoader struct{}
 
+// Load refuses url.
 func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external reference %q is not allowed; inline it under $defs", url)
 }
