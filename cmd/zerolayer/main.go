@@ -25,6 +25,7 @@ type command struct {
 }
 
 var commands = []command{
+	{"dev", "the whole system in one process (--demo: submit a batch and print the reports)", runDev},
 	{"gen", "generate text locally with a model, without the queue", runGen},
 	{"models", "list or pull models (models list | models pull NAME)", runModels},
 	{"bench", "measure prompt processing and generation speed", runBench},

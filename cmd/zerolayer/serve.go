@@ -88,7 +88,6 @@ func loadModels(names []string, threads, kvBlocks int) (*served, error) {
 	return s, nil
 }
 
-
 func describe(s *served) string {
 	var parts []string
 	for _, m := range s.models {

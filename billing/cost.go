@@ -1,0 +1,152 @@
+package billing
+
+import (
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// PriceBook is one version of a price list. A book applies to one tenant
+// or, with Tenant empty, to every tenant without a book of its own (a
+// default book); to one model or, with Model empty, to every model. Within
+// one (Tenant, Model) scope versions count up from 1, and each takes effect
+// at EffectiveAt: usage created from then on is priced by it, until a later
+// version takes over.
+type PriceBook struct {
+	// ID is the book's row id; 0 for a book that is not stored.
+	ID int64 `json:"id"`
+	// Tenant is the tenant the book is for; empty for a default book.
+	Tenant string `json:"tenant,omitempty"`
+	// Model is the model the book is for; empty for any model.
+	Model string `json:"model,omitempty"`
+	// Version is the book's version within its scope, from 1.
+	Version int `json:"version"`
+	// EffectiveAt is when the book starts to apply, compared with the
+	// usage record's CreatedAt (submission time).
+	EffectiveAt time.Time `json:"effective_at"`
+	// Currency is the ISO 4217 code of the prices (e.g. "USD").
+	Currency string `json:"currency"`
+	// PIn is the price of one input token.
+	PIn decimal.Decimal `json:"p_in"`
+	// POut is the price of one output token.
+	POut decimal.Decimal `json:"p_out"`
+	// PTTFT is the price of one millisecond of time to first token.
+	PTTFT decimal.Decimal `json:"p_ttft"`
+	// PTool is the price of one millisecond of inline tool execution.
+	PTool decimal.Decimal `json:"p_tool"`
+	// Note is free text for people (why the version exists).
+	Note string `json:"note,omitempty"`
+}
+
+// DefaultPriceBook returns DESIGN.md's default prices, in USD: 0.000003
+// per input token, 0.000015 per output token, 0.0000002 per millisecond to
+// first token and 0.0000001 per millisecond of tool execution. It is
+// version 1 of the default book the migrations seed, effective since the
+// Unix epoch; its ID is 0 because it is not read from the database.
+func DefaultPriceBook() PriceBook {
+	return PriceBook{
+		Version:     1,
+		EffectiveAt: time.Unix(0, 0).UTC(),
+		Currency:    "USD",
+		PIn:         decimal.RequireFromString("0.000003"),
+		POut:        decimal.RequireFromString("0.000015"),
+		PTTFT:       decimal.RequireFromString("0.0000002"),
+		PTool:       decimal.RequireFromString("0.0000001"),
+		Note:        "DESIGN.md defaults",
+	}
+}
+
+// Breakdown is a job's cost per dimension, unrounded, in the price book's
+// currency. Total is the sum of the four others.
+type Breakdown struct {
+	// Input is input_tokens × p_in.
+	Input decimal.Decimal `json:"input"`
+	// Output is output_tokens × p_out.
+	Output decimal.Decimal `json:"output"`
+	// TTFT is time_to_first_token_ms × p_ttft.
+	TTFT decimal.Decimal `json:"ttft"`
+	// Tool is tool_execution_time_ms × p_tool.
+	Tool decimal.Decimal `json:"tool"`
+	// Total is Input + Output + TTFT + Tool.
+	Total decimal.Decimal `json:"total"`
+}
+
+// Add returns the dimension-wise sum of b and o.
+func (b Breakdown) Add(o Breakdown) Breakdown {
+	return Breakdown{
+		Input:  b.Input.Add(o.Input),
+		Output: b.Output.Add(o.Output),
+		TTFT:   b.TTFT.Add(o.TTFT),
+		Tool:   b.Tool.Add(o.Tool),
+		Total:  b.Total.Add(o.Total),
+	}
+}
+
+// Equal reports whether every dimension of b equals o's, as numbers
+// (0.10 equals 0.1).
+func (b Breakdown) Equal(o Breakdown) bool {
+	return b.Input.Equal(o.Input) && b.Output.Equal(o.Output) && b.TTFT.Equal(o.TTFT) &&
+		b.Tool.Equal(o.Tool) && b.Total.Equal(o.Total)
+}
+
+// Cost prices u with pb:
+//
+//	cost = input_tokens × p_in + output_tokens × p_out
+//	     + time_to_first_token_ms × p_ttft + tool_execution_time_ms × p_tool
+//
+// in exact decimal arithmetic, unrounded (round only on invoices, with
+// RoundInvoice). The millisecond timings arrive as JSON numbers decoded
+// into float64; each is converted with FloatDecimal, which yields the
+// shortest decimal that reads back as the same float64. For any timing a
+// Go encoder wrote, that is exactly the digits of the JSON text (31.25
+// stays 31.25, 0.1 stays 0.1, never 0.1000000000000000055…), so the price
+// of a record is the price of what was on the wire.
+//
+// Cost panics if a timing is NaN or infinite, which no JSON record can
+// carry; DecodeUsage and ValidateUsage reject such records.
+func Cost(u contracts.Usage, pb PriceBook) Breakdown {
+	b := Breakdown{
+		Input:  decimal.NewFromInt(int64(u.InputTokens)).Mul(pb.PIn),
+		Output: decimal.NewFromInt(int64(u.OutputTokens)).Mul(pb.POut),
+		TTFT:   FloatDecimal(u.TimeToFirstTokenMs).Mul(pb.PTTFT),
+		Tool:   FloatDecimal(u.ToolExecutionTimeMs).Mul(pb.PTool),
+	}
+	b.Total = b.Input.Add(b.Output).Add(b.TTFT).Add(b.Tool)
+	return b
+}
+
+// FloatDecimal converts a measured float64 (milliseconds, MiB, a
+// probability) to a decimal: the shortest decimal that parses back to the
+// same float64, which is the text encoding/json writes for it (see Cost).
+// It panics on NaN and infinities.
+func FloatDecimal(f float64) decimal.Decimal { return decimal.NewFromFloat(f) }
+
+// minorUnits lists the ISO 4217 currencies whose minor unit is not the
+// hundredth.
+var minorUnits = map[string]int32{
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0,
+	"KRW": 0, "PYG": 0, "RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0,
+	"XAF": 0, "XOF": 0, "XPF": 0,
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+	"CLF": 4, "UYW": 4,
+}
+
+// MinorUnits returns the number of decimal places of currency's minor
+// unit under ISO 4217: 0 for JPY, 3 for KWD, 2 for USD, EUR and every code
+// not listed as different.
+func MinorUnits(currency string) int32 {
+	if n, ok := minorUnits[currency]; ok {
+		return n
+	}
+	return 2
+}
+
+// RoundInvoice rounds an amount for an invoice line: half to even (banker's
+// rounding) at currency's minor unit, so 0.125 USD is 0.12 and 0.135 USD is
+// 0.14. Charges and reports keep unrounded amounts; round only what is
+// billed, and round the sum rather than summing rounded lines.
+func RoundInvoice(d decimal.Decimal, currency string) decimal.Decimal {
+	return d.RoundBank(MinorUnits(currency))
+}

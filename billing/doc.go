@@ -1,0 +1,56 @@
+// Package billing turns usage records into money: it stores every job's
+// usage once, prices it with a versioned price book, tags its value, rolls
+// it up per tenant and day, and reports on it.
+//
+// Data flows like this:
+//
+//	worker ── zl.usage.<tenant> (ZL_USAGE) ──▶ Ingester
+//	    one transaction: usage row (unique on job id) + River RateArgs job
+//	    then ack the message
+//	River ──▶ rate: price book in force at created_at, Cost, Tags → charges
+//	      ──▶ rollup: per tenant and UTC day → usage_daily
+//	      ──▶ rerate (on request): a new price-book version → charges,
+//	          the previous charge kept in charge_history
+//	BuildReport ◀── charges + usage: totals, cost per dimension, by model,
+//	    priority, bucket and tag; written as a table, CSV or JSON
+//
+// The cost of a job is
+//
+//	input_tokens × p_in + output_tokens × p_out
+//	  + time_to_first_token_ms × p_ttft + tool_execution_time_ms × p_tool
+//
+// in shopspring/decimal and Postgres numeric, never floating point, and
+// unrounded until an invoice (RoundInvoice: half to even at the currency's
+// minor unit). Price books are versioned per tenant and model with an
+// effective time (EffectivePriceBook); a charge records the book and
+// version it used, so it can be re-rated (RerateArgs). Value tags are rules
+// over usage fields, with DESIGN.md's defaults (DefaultTagRules) that a
+// tenant may override per tag (value_tag_rules).
+//
+// A usage record is billed once whatever the redeliveries: the usage table
+// is unique on the job id, the rating job is inserted only with a new row,
+// and a charge is unique on the job id.
+//
+// The tables come from package migrations; tests get a migrated schema of
+// their own from migrations/dbtest.
+//
+// Example: price a record without a database.
+//
+//	u, err := billing.DecodeUsage(body)
+//	if err != nil {
+//		return err
+//	}
+//	b := billing.Cost(u, billing.DefaultPriceBook())
+//	fmt.Println(b.Total, billing.RoundInvoice(b.Total, "USD"))
+//
+// Example: run the billing service.
+//
+//	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: js})
+//	if err != nil {
+//		return err
+//	}
+//	if err := svc.Start(ctx); err != nil {
+//		return err
+//	}
+//	defer svc.Stop(context.WithoutCancel(ctx))
+package billing

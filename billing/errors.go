@@ -1,0 +1,28 @@
+package billing
+
+import "errors"
+
+var (
+	// ErrInvalidUsage reports a usage record that cannot be billed: not
+	// JSON, a field missing or of the wrong type, or a value out of range.
+	ErrInvalidUsage = errors.New("billing: invalid usage record")
+	// ErrNoPriceBook reports that no price book applies to a usage record.
+	ErrNoPriceBook = errors.New("billing: no price book applies")
+	// ErrInvalidPriceBook reports a price book that cannot be stored.
+	ErrInvalidPriceBook = errors.New("billing: invalid price book")
+	// ErrPriceBookMismatch reports a re-rating asked to use a price book
+	// of another tenant or model than the job's.
+	ErrPriceBookMismatch = errors.New("billing: price book does not apply to the job")
+	// ErrInvalidTagRule reports a value-tag rule that cannot be used.
+	ErrInvalidTagRule = errors.New("billing: invalid value-tag rule")
+	// ErrNotFound reports a usage record or charge that is not stored.
+	ErrNotFound = errors.New("billing: not found")
+	// ErrMixedCurrency reports a report period whose charges are in more
+	// than one currency.
+	ErrMixedCurrency = errors.New("billing: charges in more than one currency")
+	// ErrInvalidConfig reports a configuration that cannot work; the
+	// message says how to fix it.
+	ErrInvalidConfig = errors.New("billing: invalid configuration")
+	// ErrInvalidFormat reports an unknown report format.
+	ErrInvalidFormat = errors.New("billing: unknown report format")
+)

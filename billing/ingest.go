@@ -1,0 +1,337 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/riverqueue/river"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// DefaultDurable is the name of the ingester's durable consumer on
+// ZL_USAGE.
+const DefaultDurable = "billing-ingest"
+
+// maxTermReason bounds the reason sent with a terminated message (it goes
+// into a JetStream advisory).
+const maxTermReason = 256
+
+// IngesterConfig configures NewIngester.
+type IngesterConfig struct {
+	// JetStream is the connection to consume ZL_USAGE with; the stream
+	// must exist (contracts.EnsureStreams). Required.
+	JetStream jetstream.JetStream
+	// DB is the billing database, migrated. Required.
+	DB *pgxpool.Pool
+	// River inserts the rating jobs; any client from NewRiver on DB will
+	// do, an InsertOnly one included. Required.
+	River *river.Client[pgx.Tx]
+	// Durable is the durable consumer's name, shared by every ingester
+	// process of one billing deployment. Defaults to DefaultDurable.
+	Durable string
+	// AckWait is how long JetStream waits for an ack before it delivers a
+	// message again. Defaults to 30 seconds.
+	AckWait time.Duration
+	// MaxAckPending caps the messages delivered and not yet acked, for all
+	// ingester processes together. Defaults to 256.
+	MaxAckPending int
+	// BatchSize is how many messages a process buffers ahead of the one it
+	// stores; Stop drains them. Defaults to 32.
+	BatchSize int
+	// RetryDelay is how long a message waits for redelivery after a
+	// database error. Defaults to 5 seconds.
+	RetryDelay time.Duration
+	// Logger receives the ingester's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c IngesterConfig) WithDefaults() IngesterConfig {
+	if c.Durable == "" {
+		c.Durable = DefaultDurable
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 256
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 32
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c IngesterConfig) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.JetStream == nil:
+		return bad("IngesterConfig.JetStream is nil; pass a jetstream.JetStream on the NATS connection")
+	case c.DB == nil:
+		return bad("IngesterConfig.DB is nil; pass the billing database pool")
+	case c.River == nil:
+		return bad("IngesterConfig.River is nil; pass a client from billing.NewRiver")
+	case c.AckWait < 100*time.Millisecond:
+		return bad("IngesterConfig.AckWait %v is below 100ms; storing a record takes a database transaction", c.AckWait)
+	case c.MaxAckPending < 1:
+		return bad("IngesterConfig.MaxAckPending %d must be at least 1", c.MaxAckPending)
+	case c.BatchSize < 1 || c.BatchSize > c.MaxAckPending:
+		return bad("IngesterConfig.BatchSize %d must be in [1, MaxAckPending %d]", c.BatchSize, c.MaxAckPending)
+	case c.RetryDelay < 0:
+		return bad("IngesterConfig.RetryDelay %v is negative", c.RetryDelay)
+	}
+	return nil
+}
+
+// ConsumerConfig returns the durable pull consumer the ingester creates
+// (or updates) on ZL_USAGE. It has no MaxDeliver: a record that cannot be
+// stored because the database is down waits, RetryDelay apart, for as long
+// as it takes; a record that can never be stored is terminated instead.
+func (c IngesterConfig) ConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.Durable,
+		Description:   "zerolayer billing: usage records into Postgres",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    -1,
+		FilterSubject: contracts.SubjectUsageAll,
+		MaxAckPending: c.MaxAckPending,
+	}
+}
+
+// IngestStats counts what an Ingester did with the messages it was given.
+type IngestStats struct {
+	// Stored counts records stored, each with its rating job.
+	Stored uint64
+	// Duplicates counts messages whose job was stored already (a
+	// redelivery, or a second record of one job): acked, not billed again.
+	Duplicates uint64
+	// Terminated counts messages that can never be stored.
+	Terminated uint64
+	// Retried counts messages left for redelivery after a database error.
+	Retried uint64
+}
+
+// Ingester moves usage records from ZL_USAGE into Postgres. For each
+// message it decodes and validates the record, then in one transaction
+// stores it (unique on the job id) and, only if it was not stored before,
+// inserts its RateArgs job; after the commit it acks the message. So a
+// record is billed once however often it is delivered, and a record is
+// acked only once it is safe. A message that can never be stored
+// (malformed, of an unsupported contract version, rejected by the
+// database's checks) is terminated with the reason and logged; it stays
+// in the stream, which keeps usage for months, for replay after a fix.
+//
+// Messages are handled one at a time per process; run several processes
+// (they share the durable consumer) to go faster.
+type Ingester struct {
+	cfg IngesterConfig
+
+	mu      sync.Mutex
+	running bool
+	cc      jetstream.ConsumeContext
+	cancel  context.CancelFunc
+
+	stored, duplicates, terminated, retried atomic.Uint64
+
+	// afterCommit, when set (by tests), runs after a record's transaction
+	// committed; returning false skips the ack, as a crash at that point
+	// would.
+	afterCommit func(jobID string, inserted bool, numDelivered uint64) bool
+}
+
+// NewIngester checks cfg and returns an ingester; Start starts it.
+func NewIngester(cfg IngesterConfig) (*Ingester, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Ingester{cfg: cfg}, nil
+}
+
+// Stats returns the counts so far.
+func (in *Ingester) Stats() IngestStats {
+	return IngestStats{
+		Stored:     in.stored.Load(),
+		Duplicates: in.duplicates.Load(),
+		Terminated: in.terminated.Load(),
+		Retried:    in.retried.Load(),
+	}
+}
+
+// Start creates or updates the durable consumer and starts consuming. ctx
+// bounds only the start: the ingester runs until Stop. Starting a running
+// ingester does nothing; a stopped one can be started again.
+func (in *Ingester) Start(ctx context.Context) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.running {
+		return nil
+	}
+	cons, err := in.cfg.JetStream.CreateOrUpdateConsumer(ctx, contracts.StreamUsage, in.cfg.ConsumerConfig())
+	if err != nil {
+		return fmt.Errorf("billing: consumer %s on %s (does the stream exist? contracts.EnsureStreams creates it): %w",
+			in.cfg.Durable, contracts.StreamUsage, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cc, err := cons.Consume(
+		func(msg jetstream.Msg) { in.handle(runCtx, msg) },
+		jetstream.PullMaxMessages(in.cfg.BatchSize),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			in.cfg.Logger.Warn("billing: consuming usage records", "consumer", in.cfg.Durable, "error", err)
+		}),
+	)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("billing: consume %s: %w", contracts.StreamUsage, err)
+	}
+	in.cc, in.cancel, in.running = cc, cancel, true
+	return nil
+}
+
+// Stop stops consuming and waits until the messages already received are
+// handled. If ctx ends first, the record being stored is abandoned (its
+// transaction rolls back and the message is redelivered later) and Stop
+// returns ctx.Err(). Stopping a stopped ingester does nothing.
+func (in *Ingester) Stop(ctx context.Context) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.running {
+		return nil
+	}
+	in.running = false
+	cc, cancel := in.cc, in.cancel
+	in.cc, in.cancel = nil, nil
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+		cancel()
+		return nil
+	case <-ctx.Done():
+		cancel()
+		cc.Stop()
+		<-cc.Closed()
+		return ctx.Err()
+	}
+}
+
+// handle stores one message's record and settles the message.
+func (in *Ingester) handle(ctx context.Context, msg jetstream.Msg) {
+	log := in.cfg.Logger.With("subject", msg.Subject())
+	var seq, delivered uint64
+	if md, err := msg.Metadata(); err == nil {
+		seq, delivered = md.Sequence.Stream, md.NumDelivered
+		log = log.With("stream_seq", seq, "delivered", delivered)
+	}
+
+	u, err := decodeMessage(msg)
+	if err != nil {
+		in.terminate(log, msg, err)
+		return
+	}
+	log = log.With("job_id", u.JobID)
+
+	var inserted bool
+	err = pgx.BeginFunc(ctx, in.cfg.DB, func(tx pgx.Tx) error {
+		var err error
+		inserted, err = insertUsage(ctx, tx, u, msg.Data(), seq)
+		if err != nil || !inserted {
+			return err
+		}
+		if _, err := in.cfg.River.InsertTx(ctx, tx, RateArgs{JobID: u.JobID}, nil); err != nil {
+			return fmt.Errorf("billing: enqueue the rating of job %s: %w", u.JobID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if permanent(err) {
+			in.terminate(log, msg, err)
+			return
+		}
+		in.retried.Add(1)
+		log.Warn("billing: usage record not stored; it will be delivered again", "retry_in", in.cfg.RetryDelay, "error", err)
+		if err := msg.NakWithDelay(in.cfg.RetryDelay); err != nil {
+			log.Warn("billing: nak failed; the message comes back after AckWait", "error", err)
+		}
+		return
+	}
+	if inserted {
+		in.stored.Add(1)
+	} else {
+		in.duplicates.Add(1)
+		log.Info("billing: usage record of this job is stored already; not billing it again")
+	}
+	if in.afterCommit != nil && !in.afterCommit(u.JobID, inserted, delivered) {
+		return
+	}
+	if err := msg.Ack(); err != nil {
+		// The record is stored; a redelivery will be recognized.
+		log.Warn("billing: ack failed; the message will be delivered again and deduplicated", "error", err)
+	}
+}
+
+// terminate gives up on a message for good.
+func (in *Ingester) terminate(log *slog.Logger, msg jetstream.Msg, cause error) {
+	in.terminated.Add(1)
+	reason := cause.Error()
+	if len(reason) > maxTermReason {
+		reason = reason[:maxTermReason]
+	}
+	log.Error("billing: usage record cannot be stored; terminating the message (it stays in the stream)", "error", cause)
+	if err := msg.TermWithReason(reason); err != nil {
+		log.Warn("billing: term failed", "error", err)
+	}
+}
+
+// decodeMessage checks a message's contract version, subject and body.
+func decodeMessage(msg jetstream.Msg) (contracts.Usage, error) {
+	if err := contracts.CheckContract(msg.Headers()); err != nil {
+		return contracts.Usage{}, fmt.Errorf("%w: %v", ErrInvalidUsage, err)
+	}
+	tenant, err := contracts.TenantFromUsageSubject(msg.Subject())
+	if err != nil {
+		return contracts.Usage{}, fmt.Errorf("%w: %v", ErrInvalidUsage, err)
+	}
+	u, err := DecodeUsage(msg.Data())
+	if err != nil {
+		return contracts.Usage{}, err
+	}
+	if u.Tenant != tenant {
+		return contracts.Usage{}, fmt.Errorf("%w: record of tenant %q published on %s", ErrInvalidUsage, u.Tenant, msg.Subject())
+	}
+	return u, nil
+}
+
+// permanent reports a database error that retrying cannot fix: the record
+// breaks a check of the schema (class 22, data exception, or 23, integrity
+// constraint violation).
+func permanent(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) < 2 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "22", "23":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,240 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+func date(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
+
+func TestEffectivePriceBook(t *testing.T) {
+	t.Parallel()
+	pool := setupDB(t).pool
+	ctx := t.Context()
+	create := func(pb PriceBook) PriceBook {
+		t.Helper()
+		pb.Currency = "USD"
+		pb.PIn, pb.POut, pb.PTTFT, pb.PTool = dec("1"), dec("2"), dec("3"), dec("4")
+		got, err := CreatePriceBook(ctx, pool, pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	acmeV1 := create(PriceBook{Tenant: "acme", EffectiveAt: date(2026, 1, 1)})
+	acmeV2 := create(PriceBook{Tenant: "acme", EffectiveAt: date(2026, 6, 1)})
+	acmeM2 := create(PriceBook{Tenant: "acme", Model: "m2", EffectiveAt: date(2026, 2, 1)})
+	defaultM3 := create(PriceBook{Model: "m3", EffectiveAt: date(2026, 1, 1)})
+	if acmeV1.Version != 1 || acmeV2.Version != 2 || acmeM2.Version != 1 || defaultM3.Version != 1 {
+		t.Fatalf("versions %d %d %d %d", acmeV1.Version, acmeV2.Version, acmeM2.Version, defaultM3.Version)
+	}
+	seeded, err := EffectivePriceBook(ctx, pool, "nobody", "m1", date(2026, 3, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := DefaultPriceBook()
+	if seeded.Tenant != "" || seeded.Model != "" || seeded.Version != 1 || !seeded.PIn.Equal(def.PIn) || !seeded.PTool.Equal(def.PTool) || !seeded.EffectiveAt.Equal(def.EffectiveAt) {
+		t.Fatalf("seeded default book %+v", seeded)
+	}
+
+	for _, tc := range []struct {
+		tenant, model string
+		at            time.Time
+		want          int64
+	}{
+		{"acme", "m1", date(2025, 12, 31), seeded.ID},                     // before acme's first book
+		{"acme", "m1", date(2026, 1, 1), acmeV1.ID},                       // at its effective time
+		{"acme", "m1", date(2026, 5, 31), acmeV1.ID},                      // v2 not yet in force
+		{"acme", "m1", date(2026, 6, 1), acmeV2.ID},                       // v2 from then on
+		{"acme", "m2", date(2026, 1, 15), acmeV1.ID},                      // the model's book not yet in force
+		{"acme", "m2", date(2026, 7, 1), acmeM2.ID},                       // tenant+model beats tenant-any-model
+		{"acme", "m3", date(2026, 7, 1), acmeV2.ID},                       // tenant-any-model beats default+model
+		{"beta", "m3", date(2026, 7, 1), defaultM3.ID},                    // default+model beats default
+		{"beta", "m1", date(2026, 7, 1), seeded.ID},                       // the default book
+		{"beta", "m3", date(2025, 7, 1), seeded.ID},                       // default+model not yet in force
+		{"acme", "m1", date(2026, 6, 1).Add(-time.Nanosecond), acmeV1.ID}, // just before v2
+	} {
+		got, err := EffectivePriceBook(ctx, pool, tc.tenant, tc.model, tc.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != tc.want {
+			t.Errorf("%s/%s at %s: book %d (%s/%s v%d), want %d", tc.tenant, tc.model, tc.at, got.ID, got.Tenant, got.Model, got.Version, tc.want)
+		}
+	}
+	if _, err := EffectivePriceBook(ctx, pool, "acme", "m1", date(1969, 1, 1)); !errors.Is(err, ErrNoPriceBook) {
+		t.Errorf("before every book: %v, want ErrNoPriceBook", err)
+	}
+	for _, bad := range []PriceBook{
+		{Currency: "usd", EffectiveAt: date(2026, 1, 1)},
+		{Currency: "USD"},
+		{Currency: "USD", EffectiveAt: date(2026, 1, 1), PIn: dec("-1")},
+		{Tenant: "a b", Currency: "USD", EffectiveAt: date(2026, 1, 1)},
+	} {
+		if _, err := CreatePriceBook(ctx, pool, bad); !errors.Is(err, ErrInvalidPriceBook) {
+			t.Errorf("CreatePriceBook(%+v): %v", bad, err)
+		}
+	}
+	if _, err := GetPriceBook(ctx, pool, 424242); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetPriceBook: %v", err)
+	}
+}
+
+// waitJob waits for a River job to reach a final state and returns it.
+func waitJob(t *testing.T, b *dbBundle, id int64) *rivertype.JobRow {
+	t.Helper()
+	var row *rivertype.JobRow
+	eventually(t, 20*time.Second, func() (bool, string) {
+		var err error
+		row, err = b.river.JobGet(context.Background(), id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return row.FinalizedAt != nil, fmt.Sprintf("job %d is %s (errors %v)", id, row.State, row.Errors)
+	})
+	return row
+}
+
+func TestPriceBookVersionsAndRerate(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := t.Context()
+	v1, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 1, 1), Currency: "USD",
+		PIn: dec("0.00001"), POut: dec("0.00003"), PTTFT: dec("0.000001"), PTool: dec("0.000002")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Usage before and after a new version takes effect.
+	early := usage("early", "acme", "m1", date(2026, 3, 15), 1000, 200, 40, 2.5, 0.9)
+	b.store(t, early)
+	b.waitCharged(t, 1)
+
+	v2, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 6, 1), Currency: "USD",
+		PIn: dec("0.00002"), POut: dec("0.00004"), PTTFT: dec("0.0000005"), PTool: dec("0"), Note: "summer prices"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := usage("late", "acme", "m1", date(2026, 7, 1), 1000, 200, 40, 2.5, 0.9)
+	other := usage("other", "beta", "m1", date(2026, 7, 1), 1000, 200, 40, 2.5, 0.9)
+	b.store(t, late)
+	b.store(t, other)
+	b.waitCharged(t, 3)
+
+	check := func(jobID string, book PriceBook, revision int, want Breakdown) {
+		t.Helper()
+		c, err := GetCharge(ctx, b.pool, jobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.PriceBookID != book.ID || c.PriceBookVersion != book.Version || c.Revision != revision || !c.Cost.Equal(want) {
+			t.Errorf("%s: charge book %d v%d rev %d cost %+v\nwant book %d v%d rev %d cost %+v",
+				jobID, c.PriceBookID, c.PriceBookVersion, c.Revision, c.Cost, book.ID, book.Version, revision, want)
+		}
+	}
+	// 1000 × 0.00001 + 200 × 0.00003 + 40 × 0.000001 + 2.5 × 0.000002 = 0.01 + 0.006 + 0.00004 + 0.000005
+	check("early", v1, 1, Breakdown{Input: dec("0.01"), Output: dec("0.006"), TTFT: dec("0.00004"), Tool: dec("0.000005"), Total: dec("0.016045")})
+	// 1000 × 0.00002 + 200 × 0.00004 + 40 × 0.0000005 + 2.5 × 0 = 0.02 + 0.008 + 0.00002
+	check("late", v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	seeded, err := EffectivePriceBook(ctx, b.pool, "beta", "m1", other.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("other", seeded, 1, defaultHandCost(other))
+
+	// Re-rate the early job under v2 explicitly.
+	res, err := b.river.Insert(ctx, RerateArgs{JobID: "early", PriceBookID: v2.ID}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := waitJob(t, b, res.Job.ID); row.State != rivertype.JobStateCompleted {
+		t.Fatalf("rerate job %s: %v", row.State, row.Errors)
+	}
+	check("early", v2, 2, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+
+	// A retroactive correction: v3 effective from March; re-rating by
+	// lookup picks it for the early job.
+	v3, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 3, 1), Currency: "USD",
+		PIn: dec("0.000005"), POut: dec("0.00001"), PTTFT: dec("0"), PTool: dec("0.0000001"), Note: "March correction"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = b.river.Insert(ctx, RerateArgs{JobID: "early"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, b, res.Job.ID)
+	// 1000 × 0.000005 + 200 × 0.00001 + 0 + 2.5 × 0.0000001 = 0.005 + 0.002 + 0.00000025
+	check("early", v3, 3, Breakdown{Input: dec("0.005"), Output: dec("0.002"), TTFT: dec("0"), Tool: dec("0.00000025"), Total: dec("0.00700025")})
+	// The late job still uses v2: v3 is in force from March but v2 from June.
+	check("late", v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+
+	// Both previous charges of the early job are kept.
+	rows, err := b.pool.Query(ctx, `SELECT revision, price_book_version, total FROM charge_history WHERE job_id = 'early' ORDER BY revision`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []string
+	for rows.Next() {
+		var rev, ver int
+		var total string
+		if err := rows.Scan(&rev, &ver, &total); err != nil {
+			t.Fatal(err)
+		}
+		hist = append(hist, fmt.Sprintf("r%d v%d %s", rev, ver, total))
+	}
+	if fmt.Sprint(hist) != "[r1 v1 0.016045 r2 v2 0.02802]" {
+		t.Errorf("charge history %v", hist)
+	}
+
+	// A book of another tenant cannot re-rate beta's job: the job is
+	// cancelled and the charge left alone.
+	res, err = b.river.Insert(ctx, RerateArgs{JobID: "other", PriceBookID: v1.ID}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := waitJob(t, b, res.Job.ID); row.State != rivertype.JobStateCancelled {
+		t.Errorf("mismatched rerate ended %s", row.State)
+	}
+	check("other", seeded, 1, defaultHandCost(other))
+
+	// The rollup of the early job's day follows the re-ratings.
+	eventually(t, 20*time.Second, func() (bool, string) {
+		totals, err := DailyTotals(ctx, b.pool, "acme", "2026-03-15", "2026-03-16")
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(totals) == 1 && totals[0].Cost.Total.Equal(dec("0.00700025")), fmt.Sprintf("%+v", totals)
+	})
+}
+
+func TestRateWithoutPriceBookRetries(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := t.Context()
+	if _, err := b.pool.Exec(ctx, `DELETE FROM price_books`); err != nil {
+		t.Fatal(err)
+	}
+	b.store(t, usage("orphan", "acme", "m1", date(2026, 3, 1), 1, 1, 1, 1, 0.5))
+	eventually(t, 20*time.Second, func() (bool, string) {
+		jobs, err := b.river.JobList(ctx, river.NewJobListParams().Kinds(RateArgs{}.Kind()))
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(jobs.Jobs) != 1 || len(jobs.Jobs[0].Errors) == 0 {
+			return false, "no failed attempt yet"
+		}
+		j := jobs.Jobs[0]
+		return j.State == rivertype.JobStateRetryable && strings.Contains(j.Errors[0].Error, ErrNoPriceBook.Error()),
+			fmt.Sprintf("%s: %+v", j.State, j.Errors)
+	})
+	if _, err := GetCharge(ctx, b.pool, "orphan"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("charge without a price book: %v", err)
+	}
+}

@@ -1,0 +1,75 @@
+package billing
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// RiverConfig configures NewRiver.
+type RiverConfig struct {
+	// MaxWorkers is how many billing jobs one client runs at once.
+	// Defaults to 10.
+	MaxWorkers int
+	// RollupDelay is how long a day's rollup waits after the rating that
+	// asked for it, so that one rollup covers a burst of ratings. Negative
+	// means no wait (tests use it). Defaults to 10 seconds.
+	RollupDelay time.Duration
+	// InsertOnly makes a client that only inserts jobs (for a process
+	// that ingests or asks for re-ratings while others rate). Defaults to
+	// false: the client works the billing queue once started.
+	InsertOnly bool
+	// Logger receives River's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c RiverConfig) WithDefaults() RiverConfig {
+	if c.MaxWorkers == 0 {
+		c.MaxWorkers = 10
+	}
+	if c.RollupDelay == 0 {
+		c.RollupDelay = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c RiverConfig) validate() error {
+	if c.MaxWorkers < 1 || c.MaxWorkers > 10_000 {
+		return fmt.Errorf("%w: RiverConfig.MaxWorkers %d is outside [1, 10000]", ErrInvalidConfig, c.MaxWorkers)
+	}
+	return nil
+}
+
+// NewRiver returns a River client on pool with billing's workers
+// registered: RateArgs, RerateArgs and RollupArgs, all on Queue. The
+// pool's schema (search_path) must have the migrations applied. Start the
+// client to work the queue (or run a Service, which does); any client may
+// insert.
+func NewRiver(pool *pgxpool.Pool, cfg RiverConfig) (*river.Client[pgx.Tx], error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &rateWorker{db: pool, rollupDelay: cfg.RollupDelay})
+	river.AddWorker(workers, &rerateWorker{db: pool, rollupDelay: cfg.RollupDelay})
+	river.AddWorker(workers, &rollupWorker{db: pool})
+	rc := &river.Config{Workers: workers, Logger: cfg.Logger}
+	if !cfg.InsertOnly {
+		rc.Queues = map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.MaxWorkers}}
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("billing: River client: %w", err)
+	}
+	return client, nil
+}

@@ -1,0 +1,125 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// RollupArgs is the River job that recomputes one tenant's totals of one
+// UTC day in usage_daily from its charges. Rating and re-rating insert it
+// (at most one waiting per tenant and day); inserting it by hand repairs a
+// day.
+type RollupArgs struct {
+	// Tenant is the tenant.
+	Tenant string `json:"tenant"`
+	// Day is the UTC day of the usage records' created_at, as 2006-01-02.
+	Day string `json:"day"`
+}
+
+// Kind implements river.JobArgs.
+func (RollupArgs) Kind() string { return "zl_billing_rollup" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RollupArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: Queue, Priority: 2, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: activeStates}}
+}
+
+// insertRollup asks, within tx, for the rollup of (tenant, day) after
+// delay. While one is waiting or running another is not inserted: the
+// waiting one will see this transaction's charge, and a running one holds
+// the day's lock, so tx (which holds the shared side) only gets here after
+// it committed (see rollupWorker).
+func insertRollup(ctx context.Context, tx pgx.Tx, tenant, day string, delay time.Duration) error {
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	var opts *river.InsertOpts
+	if delay > 0 {
+		opts = &river.InsertOpts{ScheduledAt: time.Now().Add(delay)}
+	}
+	if _, err := client.InsertTx(ctx, tx, RollupArgs{Tenant: tenant, Day: day}, opts); err != nil {
+		return fmt.Errorf("billing: enqueue the rollup of %s on %s: %w", tenant, day, err)
+	}
+	return nil
+}
+
+// DailyTotal is one row of usage_daily: a tenant's rated jobs of one UTC
+// day, in one currency.
+type DailyTotal struct {
+	Tenant            string    `json:"tenant"`
+	Day               string    `json:"day"`
+	Currency          string    `json:"currency"`
+	Jobs              int64     `json:"jobs"`
+	InputTokens       int64     `json:"input_tokens"`
+	OutputTokens      int64     `json:"output_tokens"`
+	CachedInputTokens int64     `json:"cached_input_tokens"`
+	Cost              Breakdown `json:"cost"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// DailyTotals returns tenant's usage_daily rows with from <= day < to (days
+// as 2006-01-02), oldest first.
+func DailyTotals(ctx context.Context, db DB, tenant, from, to string) ([]DailyTotal, error) {
+	rows, err := db.Query(ctx, `
+		SELECT tenant_id, to_char(day, 'YYYY-MM-DD'), currency, jobs, input_tokens, output_tokens, cached_input_tokens,
+			cost_input, cost_output, cost_ttft, cost_tool, total, updated_at
+		FROM usage_daily
+		WHERE tenant_id = $1 AND day >= $2::date AND day < $3::date
+		ORDER BY day, currency`, tenant, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("billing: read daily totals: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyTotal, error) {
+		var d DailyTotal
+		err := row.Scan(&d.Tenant, &d.Day, &d.Currency, &d.Jobs, &d.InputTokens, &d.OutputTokens, &d.CachedInputTokens,
+			&d.Cost.Input, &d.Cost.Output, &d.Cost.TTFT, &d.Cost.Tool, &d.Cost.Total, &d.UpdatedAt)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("billing: read daily totals: %w", err)
+	}
+	return out, nil
+}
+
+// rollupWorker recomputes a day. It takes the exclusive side of the day's
+// lock and completes its River job in the same transaction, so that a
+// rating transaction either commits before the rollup reads the charges,
+// or finds the rollup job completed and inserts a new one.
+type rollupWorker struct {
+	river.WorkerDefaults[RollupArgs]
+	db *pgxpool.Pool
+}
+
+func (w *rollupWorker) Work(ctx context.Context, job *river.Job[RollupArgs]) error {
+	day, err := time.Parse(time.DateOnly, job.Args.Day)
+	if err != nil {
+		return river.JobCancel(fmt.Errorf("billing: rollup day %q is not 2006-01-02: %w", job.Args.Day, err))
+	}
+	from, to := day.UTC(), day.UTC().AddDate(0, 0, 1)
+	return pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('zl_usage_daily'), hashtext(current_schema() || '/' || $1 || '/' || $2))`,
+			job.Args.Tenant, job.Args.Day); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM usage_daily WHERE tenant_id = $1 AND day = $2::date`, job.Args.Tenant, job.Args.Day); err != nil {
+			return fmt.Errorf("billing: rollup: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO usage_daily (tenant_id, day, currency, jobs, input_tokens, output_tokens, cached_input_tokens,
+				cost_input, cost_output, cost_ttft, cost_tool, total)
+			SELECT u.tenant_id, $2::date, c.currency, count(*), sum(u.input_tokens), sum(u.output_tokens), sum(u.cached_input_tokens),
+				sum(c.cost_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total)
+			FROM charges c JOIN usage u USING (job_id)
+			WHERE u.tenant_id = $1 AND u.created_at >= $3 AND u.created_at < $4
+			GROUP BY u.tenant_id, c.currency`,
+			job.Args.Tenant, job.Args.Day, from, to); err != nil {
+			return fmt.Errorf("billing: rollup: %w", err)
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+}

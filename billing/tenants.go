@@ -1,0 +1,51 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// DB is what billing's queries need: a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx. Functions taking a DB run their statements on it as they are, so
+// passing a transaction makes them part of it.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Beginner starts transactions: a *pgxpool.Pool, a *pgx.Conn, or a pgx.Tx
+// (which nests with a savepoint).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// EnsureTenant stores tenant if it is not stored yet, named name (the id
+// when name is empty). An existing tenant keeps its name. The ingester
+// calls it for every usage record, so tenants need no registration before
+// their first job.
+func EnsureTenant(ctx context.Context, db DB, tenant, name string) error {
+	if err := contracts.ValidateTenant(tenant); err != nil {
+		return err
+	}
+	if name == "" {
+		name = tenant
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, tenant, name); err != nil {
+		return fmt.Errorf("billing: store tenant %s: %w", tenant, err)
+	}
+	return nil
+}
+
+// nullIfEmpty maps "" (default book, default rule, any model) to SQL NULL.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

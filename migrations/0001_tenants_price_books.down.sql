@@ -1,0 +1,2 @@
+DROP TABLE price_books;
+DROP TABLE tenants;

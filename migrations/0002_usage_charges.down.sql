@@ -1,0 +1,3 @@
+DROP TABLE charge_history;
+DROP TABLE charges;
+DROP TABLE usage;

@@ -1,0 +1,221 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
+
+	"github.com/zerolayer/zerolayer/migrations"
+	"github.com/zerolayer/zerolayer/migrations/dbtest"
+)
+
+// ourTables are the tables the zerolayer migrations create.
+var ourTables = []string{"tenants", "price_books", "usage", "charges", "charge_history", "value_tag_rules", "usage_daily"}
+
+func tables(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestAllEmbedded(t *testing.T) {
+	t.Parallel()
+	ms := migrations.All()
+	if len(ms) == 0 {
+		t.Fatal("no embedded migrations")
+	}
+	for i, m := range ms {
+		if m.Version != i+1 || m.Name == "" || m.Up == "" || m.Down == "" {
+			t.Errorf("migration %d: %+v", i, m)
+		}
+	}
+}
+
+func TestUpDownUpRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.EmptyPool(t)
+
+	st, err := migrations.Status(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pending()) != len(migrations.All()) || len(st.RiverApplied) != 0 || st.UpToDate() {
+		t.Fatalf("empty schema: status %+v", st)
+	}
+
+	up := func() []migrations.Change {
+		t.Helper()
+		changes, err := migrations.Up(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return changes
+	}
+	changes := up()
+	var ours, river int
+	for _, c := range changes {
+		if c.Direction != migrations.DirectionUp {
+			t.Errorf("change %+v is not up", c)
+		}
+		switch c.Line {
+		case migrations.LineZerolayer:
+			ours++
+		case migrations.LineRiver:
+			river++
+		}
+	}
+	if ours != len(migrations.All()) || river == 0 {
+		t.Fatalf("first Up applied %d of ours and %d of River's: %+v", ours, river, changes)
+	}
+	got := tables(t, pool)
+	for _, want := range append(slices.Clone(ourTables), migrations.Table, "river_job", "river_migration") {
+		if !slices.Contains(got, want) {
+			t.Errorf("after Up, table %s is missing from %v", want, got)
+		}
+	}
+	if again := up(); len(again) != 0 {
+		t.Errorf("second Up applied %+v", again)
+	}
+	st, err = migrations.Status(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.UpToDate() {
+		t.Errorf("after Up, status %+v is not up to date", st)
+	}
+
+	// One step down reverts the newest migration only.
+	last := migrations.All()[len(migrations.All())-1]
+	changes, err = migrations.Down(ctx, pool, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || changes[0].Version != last.Version || changes[0].Direction != migrations.DirectionDown {
+		t.Fatalf("Down 1: %+v", changes)
+	}
+	st, err = migrations.Status(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.Pending(); len(p) != 1 || p[0].Version != last.Version {
+		t.Errorf("after Down 1, pending %+v", p)
+	}
+
+	// All the way down leaves nothing behind, River's tables included.
+	if _, err := migrations.Down(ctx, pool, migrations.AllSteps); err != nil {
+		t.Fatal(err)
+	}
+	if got := tables(t, pool); len(got) != 0 {
+		t.Fatalf("after Down AllSteps, tables remain: %v", got)
+	}
+	if _, err := migrations.Down(ctx, pool, 0); !errors.Is(err, migrations.ErrSteps) {
+		t.Errorf("Down 0: %v, want ErrSteps", err)
+	}
+
+	// And up again, with the seeds in place.
+	up()
+	var pIn, pOut, pTTFT, pTool decimal.Decimal
+	var currency string
+	err = pool.QueryRow(ctx, "SELECT currency, p_in, p_out, p_ttft, p_tool FROM price_books WHERE tenant_id IS NULL AND model IS NULL AND version = 1").
+		Scan(&currency, &pIn, &pOut, &pTTFT, &pTool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		got  decimal.Decimal
+		want string
+	}{{"p_in", pIn, "0.000003"}, {"p_out", pOut, "0.000015"}, {"p_ttft", pTTFT, "0.0000002"}, {"p_tool", pTool, "0.0000001"}} {
+		if !c.got.Equal(decimal.RequireFromString(c.want)) {
+			t.Errorf("default %s = %s, want %s", c.name, c.got, c.want)
+		}
+	}
+	if currency != "USD" {
+		t.Errorf("default currency %q", currency)
+	}
+	var rules int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM value_tag_rules WHERE tenant_id IS NULL").Scan(&rules); err != nil {
+		t.Fatal(err)
+	}
+	if rules != 4 {
+		t.Errorf("%d default tag rules, want 4", rules)
+	}
+}
+
+func TestConcurrentUp(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.EmptyPool(t)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := migrations.Up(context.Background(), pool)
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	st, err := migrations.Status(t.Context(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.UpToDate() {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestUnknownAppliedMigration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.Pool(t)
+	if _, err := pool.Exec(ctx, "INSERT INTO "+migrations.Table+" (version, name) VALUES (9999, 'from_the_future')"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := migrations.Status(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastState := st.Migrations[len(st.Migrations)-1]
+	if lastState.Version != 9999 || lastState.Known || !lastState.Applied {
+		t.Errorf("status of the unknown migration: %+v", lastState)
+	}
+	if _, err := migrations.Down(ctx, pool, 1); !errors.Is(err, migrations.ErrUnknownMigration) {
+		t.Errorf("Down over an unknown migration: %v, want ErrUnknownMigration", err)
+	}
+}
+
+func TestDBTestSchemasAreIsolated(t *testing.T) {
+	t.Parallel()
+	a, b := dbtest.Pool(t), dbtest.Pool(t)
+	if _, err := a.Exec(t.Context(), "INSERT INTO tenants (id, name) VALUES ('only-in-a', 'A')"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.QueryRow(t.Context(), "SELECT count(*) FROM tenants").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("schema b sees %d tenants of schema a", n)
+	}
+}
