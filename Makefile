@@ -39,15 +39,16 @@ bench: build
 	$(BIN) bench --synthetic 134m --type f32,q8_0,q4_0 --threads 1,2 --pp 512 --tg 64
 	$(BIN) bench --synthetic 134m --type q8_0 --threads 2 --pp 0 --tg 32 --batch 1,4,16
 
-# The main job end to end: generate a story with the real TinyStories model.
+# The main job end to end: the whole system in one process (embedded NATS,
+# PostgreSQL, migrations, a worker on the real TinyStories model, billing),
+# a mixed batch from two tenants, one job streamed, and the reports.
 demo: build
 	@if [ -f $(SHARED)/models/stories260K/stories260K.gguf ]; then \
-		export ZEROLAYER_MODEL_PATH=$(SHARED)/models/stories260K; \
+		export ZEROLAYER_MODEL_PATH="$(SHARED)/models/stories260K$${ZEROLAYER_MODEL_PATH:+:$$ZEROLAYER_MODEL_PATH}"; \
 	else \
-		$(BIN) models pull stories260k; \
+		$(BIN) models pull stories260k || exit 1; \
 	fi; \
-	$(BIN) gen --model stories260K --prompt "Once upon a time" --max-tokens 120 && \
-	$(BIN) gen --model stories260K --prompt "Tom and Sue" --max-tokens 24 --temperature 0.8 --seed 7 --top-logprobs 2 --format json
+	$(BIN) dev --demo
 
 clean:
 	rm -rf bin

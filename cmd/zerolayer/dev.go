@@ -68,12 +68,11 @@ func runDev(ctx context.Context, args []string) error {
 	return nil
 }
 
-func startDev(ctx context.Context, dir string, natsPort int, dbURL string, models []string, threads int, log *slog.Logger) (st *devStack, err error) {
-	st = &devStack{}
+func startDev(ctx context.Context, dir string, natsPort int, dbURL string, models []string, threads int, log *slog.Logger) (_ *devStack, err error) {
+	st := &devStack{}
 	defer func() {
 		if err != nil {
 			st.stop()
-			st = nil
 		}
 	}()
 	if err := os.MkdirAll(dir, 0o755); err != nil {

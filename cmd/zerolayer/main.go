@@ -29,6 +29,8 @@ var commands = []command{
 	{"gen", "generate text locally with a model, without the queue", runGen},
 	{"models", "list or pull models (models list | models pull NAME)", runModels},
 	{"bench", "measure prompt processing and generation speed", runBench},
+	{"migrate", "apply, revert or list database migrations (migrate up|down|status)", runMigrate},
+	{"report", "a tenant's usage and cost over a period (table, CSV or JSON)", runReport},
 	{"worker", "pull jobs from NATS JetStream and run them", runWorker},
 	{"submit", "submit a job and stream its output (or --async)", runSubmit},
 }

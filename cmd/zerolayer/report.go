@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/zerolayer/zerolayer/billing"
+)
+
+// runReport is `zerolayer report`: one tenant's billing over a period.
+func runReport(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: zerolayer report --tenant T --from DATE --to DATE [--format table|csv|json] [--database-url URL]")
+		fs.PrintDefaults()
+	}
+	tenant := fs.String("tenant", "", "tenant to report on (required)")
+	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required)")
+	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required)")
+	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv or json")
+	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("report: unexpected argument %q", fs.Arg(0))
+	}
+	if *tenant == "" || *fromS == "" || *toS == "" {
+		return usagef("report: --tenant, --from and --to are required")
+	}
+	from, err := parseReportTime(*fromS)
+	if err != nil {
+		return usagef("report: --from: %v", err)
+	}
+	to, err := parseReportTime(*toS)
+	if err != nil {
+		return usagef("report: --to: %v", err)
+	}
+	if !from.Before(to) {
+		return usagef("report: --from %s is not before --to %s", *fromS, *toS)
+	}
+	format, err := billing.ParseFormat(*formatS)
+	if err != nil {
+		return usagef("report: --format: %v", err)
+	}
+	pool, err := openDB(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	// One snapshot, so that every figure covers the same charges.
+	var r *billing.Report
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		r, err = billing.BuildReport(ctx, tx, *tenant, from, to)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.Write(stdout, format)
+}
+
+// parseReportTime reads a date (midnight UTC) or an RFC 3339 time.
+func parseReportTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither a date such as 2026-11-01 nor an RFC 3339 time", s)
+	}
+	return t, nil
+}
