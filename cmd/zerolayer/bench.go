@@ -44,8 +44,20 @@ func runBench(ctx context.Context, args []string) error {
 	batches := fs.String("batch", "", "batch sizes for aggregate decode throughput, e.g. 1,4,16")
 	reps := fs.Int("reps", 3, "repetitions per test; the best is reported")
 	format := fs.String("format", "table", "output: table or json")
+	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *pipeline > 0 {
+		th := 0
+		if ts, err := intList(*threadList); err == nil && len(ts) > 0 {
+			th = ts[0]
+		}
+		m := *modelName
+		if m == "" {
+			m = "stories260k"
+		}
+		return benchPipeline(ctx, *pipeline, m, th, stdout)
 	}
 	threads, err := intList(*threadList)
 	if err != nil {

@@ -104,7 +104,7 @@ func startDev(ctx context.Context, dir string, natsPort int, dbURL string, model
 	if st.models, err = loadModels(models, threads, 0); err != nil {
 		return nil, err
 	}
-	if st.worker, err = worker.New(st.nc, st.models.executor(), worker.Config{ID: "dev-worker", Logger: log}); err != nil {
+	if st.worker, err = worker.New(st.nc, st.models.executor(), worker.Config{ID: "dev-worker", Concurrency: 4, Logger: log}); err != nil {
 		return nil, err
 	}
 	if err := st.worker.Start(ctx); err != nil {

@@ -27,15 +27,15 @@ func runMigrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if sub != "down" && (*all || flagSet(fs, "steps")) {
-		return usagef("migrate %s: --steps and --all apply to down only", sub)
-	}
 	switch sub {
 	case "up", "down", "status":
 	case "":
-		return usagef("migrate: want up, down or status")
+		return usagef("want up, down or status")
 	default:
-		return usagef("migrate: unknown subcommand %q; want up, down or status", sub)
+		return usagef("unknown subcommand %q; want up, down or status", sub)
+	}
+	if sub != "down" && (*all || flagSet(fs, "steps")) {
+		return usagef("%s: --steps and --all apply to down only", sub)
 	}
 	pool, err := openDB(ctx, *dbURL)
 	if err != nil {
@@ -53,7 +53,7 @@ func runMigrate(ctx context.Context, args []string) error {
 		if *all {
 			n = migrations.AllSteps
 		} else if n < 1 {
-			return usagef("migrate down: --steps %d must be at least 1 (or use --all)", n)
+			return usagef("down: --steps %d must be at least 1 (or use --all)", n)
 		}
 		changes, err := migrations.Down(ctx, pool, n)
 		printChanges(changes, "nothing to revert")
@@ -119,7 +119,7 @@ func parseWithSubcommand(fs *flag.FlagSet, args []string) (string, error) {
 		return "", err
 	}
 	if fs.NArg() > 0 {
-		return "", usagef("%s %s: unexpected argument %q", fs.Name(), sub, fs.Arg(0))
+		return "", usagef("%s: unexpected argument %q", sub, fs.Arg(0))
 	}
 	return sub, nil
 }

@@ -28,25 +28,25 @@ func runReport(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("report: unexpected argument %q", fs.Arg(0))
+		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if *tenant == "" || *fromS == "" || *toS == "" {
-		return usagef("report: --tenant, --from and --to are required")
+		return usagef("--tenant, --from and --to are required")
 	}
 	from, err := parseReportTime(*fromS)
 	if err != nil {
-		return usagef("report: --from: %v", err)
+		return usagef("--from: %v", err)
 	}
 	to, err := parseReportTime(*toS)
 	if err != nil {
-		return usagef("report: --to: %v", err)
+		return usagef("--to: %v", err)
 	}
 	if !from.Before(to) {
-		return usagef("report: --from %s is not before --to %s", *fromS, *toS)
+		return usagef("--from %s is not before --to %s", *fromS, *toS)
 	}
 	format, err := billing.ParseFormat(*formatS)
 	if err != nil {
-		return usagef("report: --format: %v", err)
+		return usagef("--format: %v", err)
 	}
 	pool, err := openDB(ctx, *dbURL)
 	if err != nil {
