@@ -86,7 +86,9 @@ func runSubmit(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	jobID, err := c.Submit(ctx, &req, nil)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	jobID, err := c.Submit(sctx, &req, nil)
 	if err != nil {
 		return err
 	}

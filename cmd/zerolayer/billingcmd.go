@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/billing"
+)
+
+func runBilling(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("billing", flag.ContinueOnError)
+	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
+	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL), migrated with `zerolayer migrate up`")
+	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long in-flight work may finish")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	nc, err := nats.Connect(*url, nats.Name("zerolayer billing"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	if err != nil {
+		return err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "billing: ingesting usage from %s into %s\n", *url, redact(*dbURL))
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+	defer cancel()
+	return svc.Stop(sctx)
+}
