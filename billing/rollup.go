@@ -50,15 +50,22 @@ func insertRollup(ctx context.Context, tx pgx.Tx, tenant, day string, delay time
 // DailyTotal is one row of usage_daily: a tenant's rated jobs of one UTC
 // day, in one currency.
 type DailyTotal struct {
-	Tenant            string    `json:"tenant"`
-	Day               string    `json:"day"`
-	Currency          string    `json:"currency"`
-	Jobs              int64     `json:"jobs"`
-	InputTokens       int64     `json:"input_tokens"`
-	OutputTokens      int64     `json:"output_tokens"`
-	CachedInputTokens int64     `json:"cached_input_tokens"`
-	Cost              Breakdown `json:"cost"`
-	UpdatedAt         time.Time `json:"updated_at"`
+	// Tenant is the tenant.
+	Tenant string `json:"tenant"`
+	// Day is the UTC day of the usage's created_at, as 2006-01-02.
+	Day string `json:"day"`
+	// Currency is the charges' currency.
+	Currency string `json:"currency"`
+	// Jobs counts the rated jobs.
+	Jobs int64 `json:"jobs"`
+	// InputTokens, OutputTokens and CachedInputTokens add up the jobs'.
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	// Cost adds up the jobs' charges per dimension, unrounded.
+	Cost Breakdown `json:"cost"`
+	// UpdatedAt is when the row was last recomputed.
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // DailyTotals returns tenant's usage_daily rows with from <= day < to (days

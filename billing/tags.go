@@ -84,6 +84,15 @@ const (
 	OpEqual        Op = "="
 )
 
+// valid reports whether o is one of the comparisons.
+func (o Op) valid() bool {
+	switch o {
+	case OpGreater, OpGreaterEqual, OpLess, OpLessEqual, OpEqual:
+		return true
+	}
+	return false
+}
+
 // holds reports whether cmp, the result of value.Cmp(threshold), satisfies
 // o.
 func (o Op) holds(cmp int) bool {
@@ -129,7 +138,7 @@ func (r TagRule) Validate() error {
 	if _, ok := r.Metric.Value(contracts.Usage{}); !ok {
 		return fmt.Errorf("%w: tag %s: unknown metric %q; use a numeric contracts.Usage field name such as %q", ErrInvalidTagRule, r.Tag, r.Metric, MetricTimeToFirstTokenMs)
 	}
-	if !r.Op.holds(0) && !r.Op.holds(1) && !r.Op.holds(-1) {
+	if !r.Op.valid() {
 		return fmt.Errorf("%w: tag %s: unknown op %q; use >, >=, <, <= or =", ErrInvalidTagRule, r.Tag, r.Op)
 	}
 	if r.Tenant != "" {

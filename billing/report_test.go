@@ -1,0 +1,221 @@
+package billing
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+func TestReport(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := t.Context()
+	from, to := date(2026, 11, 1), date(2026, 12, 1)
+
+	// In the period: eight jobs over two models, the three priorities and
+	// buckets, with and without tags.
+	var in []contracts.Usage
+	for i := range 8 {
+		u := usage(fmt.Sprintf("nov-%d", i), "acme", []string{"m1", "m2"}[i%2], from.Add(time.Duration(i)*73*time.Hour),
+			50+i*111, 120+i*29, 20+float64(i)*9.5, float64(i)*0.25, 0.93+float64(i)*0.007)
+		u.Priority = contracts.Priorities()[i%3]
+		u.Bucket = contracts.AllBuckets()[(i/2)%3]
+		in = append(in, u)
+	}
+	// Outside it: just before, at the end (excluded), another tenant.
+	out := []contracts.Usage{
+		usage("oct", "acme", "m1", from.Add(-time.Millisecond), 999, 999, 99, 9, 0.99),
+		usage("dec", "acme", "m1", to, 999, 999, 99, 9, 0.99),
+		usage("beta-nov", "beta", "m1", from.Add(time.Hour), 999, 999, 99, 9, 0.99),
+	}
+	for _, u := range append(slices.Clone(in), out...) {
+		b.store(t, u)
+	}
+	b.waitCharged(t, len(in)+len(out))
+	// One record stored but not rated (no rating job).
+	unrated := usage("nov-unrated", "acme", "m1", from.Add(48*time.Hour), 5, 5, 5, 5, 0.5)
+	if _, err := insertUsage(ctx, b.pool, unrated, mustJSON(t, unrated), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := BuildReport(ctx, b.pool, "acme", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The totals, computed here from the records.
+	var want Group
+	byTag := map[string]int64{}
+	var untagged int64
+	for _, u := range in {
+		want.Jobs++
+		want.InputTokens += int64(u.InputTokens)
+		want.OutputTokens += int64(u.OutputTokens)
+		want.CachedInputTokens += int64(u.CachedInputTokens)
+		want.Cost = want.Cost.Add(defaultHandCost(u))
+		tags := Tags(u, DefaultTagRules())
+		for _, tag := range tags {
+			byTag[tag]++
+		}
+		if len(tags) == 0 {
+			untagged++
+		}
+	}
+	if r.Total.Jobs != want.Jobs || r.Total.InputTokens != want.InputTokens || r.Total.OutputTokens != want.OutputTokens ||
+		r.Total.CachedInputTokens != want.CachedInputTokens || !r.Total.Cost.Equal(want.Cost) {
+		t.Errorf("total %+v\nwant  %+v", r.Total, want)
+	}
+	// … and from the charges table.
+	var sum decimal.Decimal
+	if err := b.pool.QueryRow(ctx, `SELECT sum(c.total) FROM charges c JOIN usage u USING (job_id)
+		WHERE u.tenant_id = 'acme' AND u.created_at >= $1 AND u.created_at < $2`, from, to).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Total.Cost.Total.Equal(sum) {
+		t.Errorf("report total %s, sum of charges %s", r.Total.Cost.Total, sum)
+	}
+	if r.Currency != "USD" || r.Unrated != 1 || r.InvoiceTotal != RoundInvoice(sum, "USD").StringFixed(2) {
+		t.Errorf("currency %q, unrated %d, invoice total %s", r.Currency, r.Unrated, r.InvoiceTotal)
+	}
+
+	// Each split adds up to the total.
+	for name, groups := range map[string][]Group{"model": r.ByModel, "priority": r.ByPriority, "bucket": r.ByBucket} {
+		var s Group
+		for _, g := range groups {
+			s.Jobs += g.Jobs
+			s.OutputTokens += g.OutputTokens
+			s.Cost = s.Cost.Add(g.Cost)
+		}
+		if s.Jobs != want.Jobs || s.OutputTokens != want.OutputTokens || !s.Cost.Equal(want.Cost) {
+			t.Errorf("by %s adds up to %+v, want %+v", name, s, want)
+		}
+		if len(groups) < 2 {
+			t.Errorf("by %s: %+v", name, groups)
+		}
+		for i := 1; i < len(groups); i++ {
+			if groups[i].Cost.Total.GreaterThan(groups[i-1].Cost.Total) {
+				t.Errorf("by %s not sorted by cost", name)
+			}
+		}
+	}
+	gotTags := map[string]int64{}
+	for _, g := range r.ByTag {
+		gotTags[g.Key] = g.Jobs
+	}
+	if fmt.Sprint(gotTags) != fmt.Sprint(byTag) || r.Untagged.Jobs != untagged {
+		t.Errorf("tags %v untagged %d, want %v and %d", gotTags, r.Untagged.Jobs, byTag, untagged)
+	}
+	if len(byTag) == 0 || untagged == 0 {
+		t.Fatalf("test data has tags %v and %d untagged jobs; want both", byTag, untagged)
+	}
+
+	// JSON: amounts are exact strings, and the report reads back whole.
+	var js bytes.Buffer
+	if err := r.Write(&js, FormatJSON); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), fmt.Sprintf(`"total": "%s"`, r.Total.Cost.Total)) {
+		t.Errorf("JSON does not carry the total as a string:\n%s", js.String())
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.Total.Cost.Equal(r.Total.Cost) || len(back.ByModel) != len(r.ByModel) || !back.From.Equal(from) || back.Tenant != "acme" {
+		t.Errorf("JSON round trip: %+v", back)
+	}
+
+	// CSV: the header, then one row per group with exact amounts.
+	var cs bytes.Buffer
+	if err := r.Write(&cs, FormatCSV); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&cs).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(recs[0], CSVHeader) {
+		t.Errorf("CSV header %v", recs[0])
+	}
+	wantRows := 1 + len(r.ByModel) + len(r.ByPriority) + len(r.ByBucket) + len(r.ByTag) + 1
+	if len(recs)-1 != wantRows {
+		t.Errorf("CSV has %d rows, want %d", len(recs)-1, wantRows)
+	}
+	col := func(name string) int { return slices.Index(CSVHeader, name) }
+	total := recs[1]
+	if total[col("section")] != "total" || total[col("jobs")] != "8" || total[col("cost_total")] != r.Total.Cost.Total.String() ||
+		total[col("currency")] != "USD" || total[col("from")] != "2026-11-01T00:00:00Z" {
+		t.Errorf("CSV total row %v", total)
+	}
+	var csvSum decimal.Decimal
+	for _, rec := range recs[1:] {
+		if rec[col("section")] == "model" {
+			csvSum = csvSum.Add(decimal.RequireFromString(rec[col("cost_total")]))
+		}
+	}
+	if !csvSum.Equal(sum) {
+		t.Errorf("CSV model rows add up to %s, want %s", csvSum, sum)
+	}
+
+	// Table: readable, with the invoice total.
+	var tb bytes.Buffer
+	if err := r.Write(&tb, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tenant acme", "invoice total " + r.InvoiceTotal + " USD", "m1", "m2", "(no tag)", "high", "not yet rated 1"} {
+		if !strings.Contains(tb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tb.String())
+		}
+	}
+
+	// An empty period is an empty report, not an error.
+	empty, err := BuildReport(ctx, b.pool, "acme", date(2020, 1, 1), date(2020, 2, 1))
+	if err != nil || empty.Total.Jobs != 0 || !empty.Total.Cost.Total.IsZero() || empty.Currency != "" {
+		t.Errorf("empty report %+v, %v", empty, err)
+	}
+	if _, err := BuildReport(ctx, b.pool, "acme", to, from); err == nil {
+		t.Error("reversed period accepted")
+	}
+
+	// A period with charges in two currencies is refused.
+	if _, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 11, 20), Currency: "EUR",
+		PIn: dec("0.000002"), POut: dec("0.00001"), PTTFT: dec("0"), PTool: dec("0")}); err != nil {
+		t.Fatal(err)
+	}
+	b.store(t, usage("nov-eur", "acme", "m1", date(2026, 11, 25), 10, 10, 1, 0, 0.5))
+	b.waitCharged(t, len(in)+len(out)+1)
+	// In a REPEATABLE READ transaction the report is one snapshot.
+	err = pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		_, err := BuildReport(ctx, tx, "acme", from, to)
+		return err
+	})
+	if !errors.Is(err, ErrMixedCurrency) {
+		t.Errorf("two currencies: %v, want ErrMixedCurrency", err)
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"table", "csv", "json"} {
+		if f, err := ParseFormat(s); err != nil || string(f) != s {
+			t.Errorf("ParseFormat(%q) = %q, %v", s, f, err)
+		}
+	}
+	if _, err := ParseFormat("html"); !errors.Is(err, ErrInvalidFormat) {
+		t.Errorf("ParseFormat(html): %v", err)
+	}
+	if err := (&Report{}).Write(&bytes.Buffer{}, "xml"); !errors.Is(err, ErrInvalidFormat) {
+		t.Errorf("Write(xml): %v", err)
+	}
+}
