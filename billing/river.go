@@ -14,8 +14,13 @@ import (
 // RiverConfig configures NewRiver.
 type RiverConfig struct {
 	// MaxWorkers is how many billing jobs one client runs at once.
-	// Defaults to 10.
+	// Defaults to 20.
 	MaxWorkers int
+	// FetchCooldown is the shortest time between two fetches of available
+	// jobs; with MaxWorkers it bounds the rating rate (River's own default
+	// of 100ms would cap it near MaxWorkers×10 jobs/s). Defaults to 10
+	// milliseconds.
+	FetchCooldown time.Duration
 	// RollupDelay is how long a day's rollup waits after the rating that
 	// asked for it, so that one rollup covers a burst of ratings. Negative
 	// means no wait (tests use it). Defaults to 10 seconds.
@@ -31,7 +36,10 @@ type RiverConfig struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c RiverConfig) WithDefaults() RiverConfig {
 	if c.MaxWorkers == 0 {
-		c.MaxWorkers = 10
+		c.MaxWorkers = 20
+	}
+	if c.FetchCooldown == 0 {
+		c.FetchCooldown = 10 * time.Millisecond
 	}
 	if c.RollupDelay == 0 {
 		c.RollupDelay = 10 * time.Second
@@ -63,7 +71,7 @@ func NewRiver(pool *pgxpool.Pool, cfg RiverConfig) (*river.Client[pgx.Tx], error
 	river.AddWorker(workers, &rateWorker{db: pool, rollupDelay: cfg.RollupDelay})
 	river.AddWorker(workers, &rerateWorker{db: pool, rollupDelay: cfg.RollupDelay})
 	river.AddWorker(workers, &rollupWorker{db: pool})
-	rc := &river.Config{Workers: workers, Logger: cfg.Logger}
+	rc := &river.Config{Workers: workers, Logger: cfg.Logger, FetchCooldown: cfg.FetchCooldown}
 	if !cfg.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.MaxWorkers}}
 	}

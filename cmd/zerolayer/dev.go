@@ -81,7 +81,12 @@ func startDev(ctx context.Context, dir string, natsPort int, dbURL string, model
 	if st.pg, err = findPostgres(ctx, dbURL, dir); err != nil {
 		return nil, err
 	}
-	if st.pool, err = pgxpool.New(ctx, st.pg.url); err != nil {
+	pcfg, err := pgxpool.ParseConfig(st.pg.url)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.MaxConns = max(pcfg.MaxConns, 16) // ingest + River workers + reports
+	if st.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, err
 	}
 	if _, err := migrations.Up(ctx, st.pool); err != nil {
