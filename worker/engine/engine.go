@@ -119,26 +119,6 @@ type Result struct {
 	TopLogprobs [][]sample.TokenLogprob
 }
 
-// seq is one request in flight.
-type seq struct {
-	req     *Request
-	res     *Result
-	sampler *sample.Sampler
-	dec     *tokenizer.StreamDecoder
-	stop    *sample.StopMatcher
-	history []int32
-	feed    []int32 // tokens to run next step
-	pos     int32   // position of feed[0]
-	blocks  []int32
-	max     int
-	done    bool
-	err     error
-	start   time.Time
-	first   time.Time
-	last    time.Time
-	probSum float64 // sum of the chosen tokens' probabilities
-}
-
 // Generate runs one request.
 func (e *Engine) Generate(ctx context.Context, req Request) (*Result, error) {
 	res, err := e.GenerateBatch(ctx, []Request{req})
@@ -152,22 +132,28 @@ func (e *Engine) Generate(ctx context.Context, req Request) (*Result, error) {
 // order. A request that fails validation fails the call before anything
 // runs; a canceled context ends every request with StopCanceled.
 func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, error) {
-	seqs := make([]*seq, len(reqs))
+	type run struct {
+		g      *Generation
+		feed   []int32 // tokens to run next step
+		pos    int32   // position of feed[0]
+		blocks []int32
+	}
+	runs := make([]*run, len(reqs))
 	needBlocks := 0
 	for i := range reqs {
-		s, err := e.newSeq(&reqs[i])
+		g, err := NewGeneration(e.m, e.tok, &reqs[i])
 		if err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
-		seqs[i] = s
-		needBlocks += e.blocksFor(len(s.feed) + s.max)
+		runs[i] = &run{g: g, feed: reqs[i].PromptIDs}
+		needBlocks += e.blocksFor(len(reqs[i].PromptIDs) + g.MaxNew())
 	}
 	if needBlocks > e.kv.capacity() {
 		return nil, fmt.Errorf("%w: the batch needs up to %d blocks of %d tokens, the arena has %d", ErrNoMemory, needBlocks, e.cfg.BlockTokens, e.kv.capacity())
 	}
 	defer func() {
-		for _, s := range seqs {
-			e.kv.release(s.blocks)
+		for _, r := range runs {
+			e.kv.release(r.blocks)
 		}
 	}()
 	vocab := e.m.Vocab
@@ -176,28 +162,28 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 	var logits []float32
 	for {
 		toks, pos, seqIdx, rows, tables = toks[:0], pos[:0], seqIdx[:0], rows[:0], tables[:0]
-		var live []*seq
-		for _, s := range seqs {
-			if s.done {
+		var live []*run
+		for _, r := range runs {
+			if r.g.Done() {
 				continue
 			}
 			if err := ctx.Err(); err != nil {
-				s.finish(StopCanceled)
+				r.g.Finish(StopCanceled)
 				continue
 			}
-			need := e.blocksFor(int(s.pos) + len(s.feed))
-			for len(s.blocks) < need {
-				s.blocks = append(s.blocks, e.kv.take())
+			need := e.blocksFor(int(r.pos) + len(r.feed))
+			for len(r.blocks) < need {
+				r.blocks = append(r.blocks, e.kv.take())
 			}
-			s.res.Usage.KVBytes = max(s.res.Usage.KVBytes, int64(len(s.blocks))*e.blockBytes())
-			for j, id := range s.feed {
+			r.g.NoteKVBytes(int64(len(r.blocks)) * e.blockBytes())
+			for j, id := range r.feed {
 				toks = append(toks, id)
-				pos = append(pos, s.pos+int32(j))
+				pos = append(pos, r.pos+int32(j))
 				seqIdx = append(seqIdx, int32(len(live)))
 			}
 			rows = append(rows, int32(len(toks)-1))
-			tables = append(tables, s.blocks)
-			live = append(live, s)
+			tables = append(tables, r.blocks)
+			live = append(live, r)
 		}
 		if len(live) == 0 {
 			break
@@ -210,17 +196,16 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 			return nil, err
 		}
 		now := time.Now()
-		for i, s := range live {
-			s.pos += int32(len(s.feed))
-			s.step(logits[i*vocab:(i+1)*vocab], now, e)
+		for i, r := range live {
+			r.pos += int32(len(r.feed))
+			if next, ok := r.g.Observe(logits[i*vocab:(i+1)*vocab], now); ok {
+				r.feed = []int32{next}
+			}
 		}
 	}
-	out := make([]*Result, len(seqs))
-	for i, s := range seqs {
-		out[i] = s.res
-		if s.err != nil {
-			return nil, s.err
-		}
+	out := make([]*Result, len(runs))
+	for i, r := range runs {
+		out[i] = r.g.Result()
 	}
 	return out, nil
 }
@@ -230,117 +215,6 @@ func (e *Engine) blockBytes() int64 { return int64(e.kv.arena.Config().BlockFloa
 
 func (e *Engine) blocksFor(tokens int) int {
 	return (tokens + e.cfg.BlockTokens - 1) / e.cfg.BlockTokens
-}
-
-func (e *Engine) newSeq(r *Request) (*seq, error) {
-	if len(r.PromptIDs) == 0 {
-		return nil, ErrEmptyPrompt
-	}
-	for _, id := range r.PromptIDs {
-		if id < 0 || int(id) >= e.m.Vocab {
-			return nil, fmt.Errorf("%w: prompt token id %d is outside the vocabulary [0,%d)", ErrBadRequest, id, e.m.Vocab)
-		}
-	}
-	ctxLen := e.m.Context
-	if len(r.PromptIDs) >= ctxLen {
-		return nil, fmt.Errorf("%w: %d prompt tokens, the context holds %d (with room for at least one generated token)", ErrPromptTooLong, len(r.PromptIDs), ctxLen)
-	}
-	if r.MaxTokens < 0 {
-		return nil, fmt.Errorf("%w: max_tokens %d is negative", ErrBadRequest, r.MaxTokens)
-	}
-	if r.TopLogprobs < 0 || r.TopLogprobs > 20 {
-		return nil, fmt.Errorf("%w: top_logprobs %d is outside [0, 20]", ErrBadRequest, r.TopLogprobs)
-	}
-	sm, err := sample.New(r.Sampling)
-	if err != nil {
-		return nil, err
-	}
-	room := ctxLen - len(r.PromptIDs)
-	mx := r.MaxTokens
-	if mx == 0 || mx > room {
-		mx = room
-	}
-	s := &seq{
-		req:     r,
-		res:     &Result{PromptIDs: r.PromptIDs},
-		sampler: sm,
-		dec:     e.tok.NewDecoderAfter(r.PromptIDs[len(r.PromptIDs)-1]),
-		stop:    sample.NewStopMatcher(r.Stop),
-		history: append([]int32(nil), r.PromptIDs...),
-		feed:    r.PromptIDs,
-		max:     mx,
-		start:   time.Now(),
-	}
-	s.res.Usage.InputTokens = len(r.PromptIDs)
-	return s, nil
-}
-
-// step consumes the logits of the sequence's last row.
-func (s *seq) step(logits []float32, now time.Time, e *Engine) {
-	ch := s.sampler.Sample(logits, s.history, s.req.TopLogprobs)
-	if s.first.IsZero() {
-		s.first = now
-	} else {
-		s.res.Usage.GapsMs = append(s.res.Usage.GapsMs, ms(now.Sub(s.last)))
-	}
-	s.last = now
-	s.probSum += float64(ch.Prob)
-	if !s.req.IgnoreEOS && e.tok.IsEOG(ch.ID) {
-		s.finish(StopEndTurn)
-		return
-	}
-	r := s.res
-	r.OutputIDs = append(r.OutputIDs, ch.ID)
-	r.Logprobs = append(r.Logprobs, ch.Logprob)
-	if s.req.TopLogprobs > 0 {
-		r.TopLogprobs = append(r.TopLogprobs, ch.Top)
-	}
-	s.history = append(s.history, ch.ID)
-	text, stopped := s.stop.Push(s.dec.Add(ch.ID))
-	r.Text += text
-	if s.req.OnToken != nil {
-		if err := s.req.OnToken(Token{ID: ch.ID, Text: text, Logprob: ch.Logprob, Top: ch.Top}); err != nil {
-			s.finish(StopCanceled)
-			return
-		}
-	}
-	switch {
-	case stopped:
-		s.finish(StopSequence)
-	case len(r.OutputIDs) >= s.max:
-		if int(s.pos)+1 >= e.m.Context && s.max < s.req.MaxTokens {
-			s.finish(StopContextLimit)
-		} else {
-			s.finish(StopMaxTokens)
-		}
-	default:
-		s.feed = []int32{ch.ID}
-	}
-}
-
-func (s *seq) finish(reason string) {
-	if s.done {
-		return
-	}
-	s.done = true
-	r := s.res
-	if reason != StopSequence && reason != StopCanceled {
-		tail, _ := s.stop.Push(s.dec.Flush())
-		r.Text += tail + s.stop.Flush()
-	}
-	r.StopReason = reason
-	u := &r.Usage
-	u.OutputTokens = len(r.OutputIDs)
-	u.TotalMs = ms(time.Since(s.start))
-	if n := len(u.GapsMs) + 1; !s.first.IsZero() {
-		u.Confidence = s.probSum / float64(n)
-	}
-	if !s.first.IsZero() {
-		u.TimeToFirstTokenMs = ms(s.first.Sub(s.start))
-		if u.OutputTokens > 1 {
-			u.TimePerTokenMs = ms(s.last.Sub(s.first)) / float64(u.OutputTokens-1)
-		}
-	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

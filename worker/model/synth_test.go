@@ -171,3 +171,9 @@ func TestLoadErrors(t *testing.T) {
 		t.Errorf("truncated model: %v", err)
 	}
 }
+
+func synthTiny(dt gpu.DType) synth.Config {
+	c := synth.Tiny(dt)
+	c.Seed = 7
+	return c
+}

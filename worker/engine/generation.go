@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/zerolayer/zerolayer/worker/model"
+	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/sample"
+)
+
+// Generation is the decoding state of one request: sampling, streaming
+// text, stop conditions and usage. It does not run the model: the Engine,
+// or the scheduler, feeds it the logits of the request's last row after
+// each forward pass. A Generation is used by one goroutine at a time.
+type Generation struct {
+	req     *Request
+	res     *Result
+	sampler *sample.Sampler
+	dec     *tokenizer.StreamDecoder
+	stop    *sample.StopMatcher
+	tok     *tokenizer.Tokenizer
+	history []int32 // prompt and generated tokens
+	max     int     // generated tokens allowed
+	context int
+	done    bool
+	start   time.Time
+	first   time.Time
+	last    time.Time
+	probSum float64 // sum of the chosen tokens' probabilities
+}
+
+// NewGeneration validates r against the model and starts its clock.
+func NewGeneration(m *model.Model, tok *tokenizer.Tokenizer, r *Request) (*Generation, error) {
+	if len(r.PromptIDs) == 0 {
+		return nil, ErrEmptyPrompt
+	}
+	for _, id := range r.PromptIDs {
+		if id < 0 || int(id) >= m.Vocab {
+			return nil, fmt.Errorf("%w: prompt token id %d is outside the vocabulary [0,%d)", ErrBadRequest, id, m.Vocab)
+		}
+	}
+	if len(r.PromptIDs) >= m.Context {
+		return nil, fmt.Errorf("%w: %d prompt tokens, the context holds %d (with room for at least one generated token)", ErrPromptTooLong, len(r.PromptIDs), m.Context)
+	}
+	if r.MaxTokens < 0 {
+		return nil, fmt.Errorf("%w: max_tokens %d is negative", ErrBadRequest, r.MaxTokens)
+	}
+	if r.TopLogprobs < 0 || r.TopLogprobs > 20 {
+		return nil, fmt.Errorf("%w: top_logprobs %d is outside [0, 20]", ErrBadRequest, r.TopLogprobs)
+	}
+	sm, err := sample.New(r.Sampling)
+	if err != nil {
+		return nil, err
+	}
+	room := m.Context - len(r.PromptIDs)
+	mx := r.MaxTokens
+	if mx == 0 || mx > room {
+		mx = room
+	}
+	g := &Generation{
+		req:     r,
+		res:     &Result{PromptIDs: r.PromptIDs},
+		sampler: sm,
+		dec:     tok.NewDecoderAfter(r.PromptIDs[len(r.PromptIDs)-1]),
+		stop:    sample.NewStopMatcher(r.Stop),
+		tok:     tok,
+		history: append([]int32(nil), r.PromptIDs...),
+		max:     mx,
+		context: m.Context,
+		start:   time.Now(),
+	}
+	g.res.Usage.InputTokens = len(r.PromptIDs)
+	return g, nil
+}
+
+// MaxNew is the most tokens the generation may still produce in all.
+func (g *Generation) MaxNew() int { return g.max }
+
+// Tokens returns the prompt and the tokens generated so far (not to be
+// modified).
+func (g *Generation) Tokens() []int32 { return g.history }
+
+// Done reports whether the generation has finished.
+func (g *Generation) Done() bool { return g.done }
+
+// Request returns the request.
+func (g *Generation) Request() *Request { return g.req }
+
+// NoteKVBytes records the KV memory the request holds now; usage reports
+// the peak.
+func (g *Generation) NoteKVBytes(n int64) {
+	g.res.Usage.KVBytes = max(g.res.Usage.KVBytes, n)
+}
+
+// Observe consumes the logits of the request's last row: it samples the
+// next token, streams its text, and checks the stop conditions. It returns
+// the token to feed next and true, or false when the generation finished.
+func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
+	if g.done {
+		return 0, false
+	}
+	ch := g.sampler.Sample(logits, g.history, g.req.TopLogprobs)
+	if g.first.IsZero() {
+		g.first = now
+	} else {
+		g.res.Usage.GapsMs = append(g.res.Usage.GapsMs, ms(now.Sub(g.last)))
+	}
+	g.last = now
+	g.probSum += float64(ch.Prob)
+	if !g.req.IgnoreEOS && g.tok.IsEOG(ch.ID) {
+		g.Finish(StopEndTurn)
+		return 0, false
+	}
+	r := g.res
+	r.OutputIDs = append(r.OutputIDs, ch.ID)
+	r.Logprobs = append(r.Logprobs, ch.Logprob)
+	if g.req.TopLogprobs > 0 {
+		r.TopLogprobs = append(r.TopLogprobs, ch.Top)
+	}
+	g.history = append(g.history, ch.ID)
+	text, stopped := g.stop.Push(g.dec.Add(ch.ID))
+	r.Text += text
+	if g.req.OnToken != nil {
+		if err := g.req.OnToken(Token{ID: ch.ID, Text: text, Logprob: ch.Logprob, Top: ch.Top}); err != nil {
+			g.Finish(StopCanceled)
+			return 0, false
+		}
+	}
+	switch {
+	case stopped:
+		g.Finish(StopSequence)
+	case len(r.OutputIDs) >= g.max:
+		if len(g.history) >= g.context && (g.req.MaxTokens == 0 || g.max < g.req.MaxTokens) {
+			g.Finish(StopContextLimit)
+		} else {
+			g.Finish(StopMaxTokens)
+		}
+	default:
+		return ch.ID, true
+	}
+	return 0, false
+}
+
+// Finish ends the generation with reason (one of the Stop constants); it
+// is a no-op once finished.
+func (g *Generation) Finish(reason string) {
+	if g.done {
+		return
+	}
+	g.done = true
+	r := g.res
+	if reason != StopSequence && reason != StopCanceled {
+		tail, _ := g.stop.Push(g.dec.Flush())
+		r.Text += tail + g.stop.Flush()
+	}
+	r.StopReason = reason
+	u := &r.Usage
+	u.OutputTokens = len(r.OutputIDs)
+	u.TotalMs = ms(time.Since(g.start))
+	if n := len(u.GapsMs) + 1; !g.first.IsZero() {
+		u.Confidence = g.probSum / float64(n)
+		u.TimeToFirstTokenMs = ms(g.first.Sub(g.start))
+		if u.OutputTokens > 1 {
+			u.TimePerTokenMs = ms(g.last.Sub(g.first)) / float64(u.OutputTokens-1)
+		}
+	}
+}
+
+// Result returns the result; complete once Done.
+func (g *Generation) Result() *Result { return g.res }

@@ -1,0 +1,56 @@
+package model_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/worker/model"
+)
+
+// TestBatchInvariance checks that a row's logits do not depend on how the
+// rows are batched: one prefill of n tokens, token-by-token decoding, and
+// the same sequence batched beside others give bit-identical logits. The
+// scheduler relies on this to resume a preempted sequence (recompute) and
+// to batch jobs without changing their greedy output.
+func TestBatchInvariance(t *testing.T) {
+	t.Parallel()
+	for _, dt := range gpu.DTypes {
+		f := build(t, synthTiny(dt))
+		be := cpu.New(cpu.Config{Threads: 2})
+		m, err := model.New(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := []int32{1, 40, 7, 290, 3, 100, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+		n := len(ids)
+		// Prefill: all rows at once, logits for every row.
+		kv, _ := m.NewKV(8, 16)
+		pos := make([]int32, n)
+		rows := make([]int32, n)
+		for i := range pos {
+			pos[i], rows[i] = int32(i), int32(i)
+		}
+		all := make([]float32, n*m.Vocab)
+		if err := m.Forward(kv, ids, &gpu.Batch{Pos: pos, Seq: make([]int32, n), Tables: [][]int32{{0, 1}}}, rows, all); err != nil {
+			t.Fatal(err)
+		}
+		// Decode: one token per step, with two other sequences beside it.
+		kv2, _ := m.NewKV(8, 16)
+		one := make([]float32, 3*m.Vocab)
+		for i := 0; i < n; i++ {
+			b := &gpu.Batch{Pos: []int32{int32(i), int32(i), 0}, Seq: []int32{0, 1, 2}, Tables: [][]int32{{4, 5}, {0, 1}, {6}}}
+			if err := m.Forward(kv2, []int32{ids[(i+3)%n], ids[i], 9}, b, []int32{0, 1, 2}, one); err != nil {
+				t.Fatal(err)
+			}
+			got, want := one[m.Vocab:2*m.Vocab], all[i*m.Vocab:(i+1)*m.Vocab]
+			for j := range got {
+				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+					t.Fatalf("%v: position %d logit %d: decoded %v, prefilled %v", dt, i, j, got[j], want[j])
+				}
+			}
+		}
+		be.Close()
+	}
+}
