@@ -3,164 +3,178 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
 )
 
+// attnRows is the most query rows of one sequence (at consecutive
+// positions, as in a prompt) that share one pass over the K and V rows;
+// fewer when their scores would take more than attnScoreFloats.
+var attnRows = 8
+
+const attnScoreFloats = 32 << 10
+
+// attnCall is the Attention call in progress, read by its tasks; the task
+// function is made once so that a parallel call allocates nothing.
+type attnCall struct {
+	d, q    *tensor
+	kv      *kvArena
+	bt      *gpu.Batch
+	layer   int
+	hd      int
+	group   int
+	kvHeads int
+	scale   float32
+	chunks  []int // first row of each chunk of rows, then the row count
+	need    int   // scratch floats per task
+
+	mu   sync.Mutex
+	free [][]float32 // scratch buffers
+	task func(lo, hi int)
+}
+
+func (a *attnCall) get() []float32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := len(a.free) - 1; i >= 0; i-- {
+		if s := a.free[i]; cap(s) >= a.need {
+			a.free[i] = a.free[len(a.free)-1]
+			a.free = a.free[:len(a.free)-1]
+			return s[:a.need]
+		}
+	}
+	return make([]float32, a.need, a.need+a.need/4)
+}
+
+func (a *attnCall) put(s []float32) {
+	a.mu.Lock()
+	a.free = append(a.free, s)
+	a.mu.Unlock()
+}
+
+// run computes the (chunk, kv head) pairs lo..hi-1.
+func (a *attnCall) run(lo, hi int) {
+	scratch := a.get()
+	for job := lo; job < hi; job++ {
+		c, g := job/a.kvHeads, job%a.kvHeads
+		a.attend(a.chunks[c], a.chunks[c+1], g, scratch)
+	}
+	a.put(scratch)
+}
+
 // Attention computes causal grouped-query attention over the paged cache.
 //
-// Work is split over (row, kv head) pairs. For each pair the sequence's
-// blocks are walked in order; every K row is loaded once and scored against
-// all query heads of its group (GQA), then the softmax-weighted V rows are
-// accumulated the same way.
+// Rows are cut into chunks: up to attnRows rows of one sequence at
+// consecutive positions, or a single row. Work is split over (chunk, kv
+// head) pairs. For each pair the sequence's blocks are walked in order, and
+// every block's K rows are scored against each query head of the chunk's
+// rows that shares the kv head (GQA); each row's scores past its own
+// position are dropped, the rest exponentiated, and the V rows weighted by
+// them the same way. Each head's sum is normalised at the end.
 func (b *Backend) Attention(dst, q gpu.Tensor, kvc gpu.KV, layer, heads int, bt *gpu.Batch) {
 	d, qt, kv := dst.(*tensor), q.(*tensor), kvc.(*kvArena)
 	same("attention", d, qt)
 	c := &kv.cfg
-	if heads <= 0 || qt.cols%heads != 0 || len(bt.Pos) != qt.rows || layer < 0 || layer >= c.Layers {
+	if heads <= 0 || qt.cols%heads != 0 || len(bt.Pos) != qt.rows || len(bt.Seq) != qt.rows || layer < 0 || layer >= c.Layers {
 		panic(fmt.Sprintf("cpu: attention on %d×%d with %d heads at layer %d", qt.rows, qt.cols, heads, layer))
 	}
 	hd := qt.cols / heads
-	if c.KVDim%hd != 0 || heads%(c.KVDim/hd) != 0 {
+	if hd == 0 || c.KVDim%hd != 0 || heads%(c.KVDim/hd) != 0 {
 		panic(fmt.Sprintf("cpu: attention: %d heads of %d do not group over kv dim %d", heads, hd, c.KVDim))
 	}
 	kvHeads := c.KVDim / hd
 	group := heads / kvHeads
+	a := &b.att
+	a.chunks = a.chunks[:0]
 	maxPos := int32(0)
-	for i, p := range bt.Pos {
+	for _, p := range bt.Pos {
 		maxPos = max(maxPos, p)
+	}
+	chunk := max(1, min(attnRows, attnScoreFloats/(group*(int(maxPos)+1))))
+	var total int
+	for i, p := range bt.Pos {
 		s := int(bt.Seq[i])
-		if s < 0 || s >= len(bt.Tables) || int(p)/c.BlockTokens >= len(bt.Tables[s]) {
+		if p < 0 || s < 0 || s >= len(bt.Tables) || int(p)/c.BlockTokens >= len(bt.Tables[s]) {
 			panic(fmt.Sprintf("cpu: attention: row %d (sequence %d, position %d) has no block", i, s, p))
 		}
+		total += int(p) + 1
 		for _, blk := range bt.Tables[s][:int(p)/c.BlockTokens+1] {
 			if blk < 0 || int(blk) >= c.Blocks {
 				panic(fmt.Sprintf("cpu: attention: block %d out of range [0,%d)", blk, c.Blocks))
 			}
 		}
-	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	work := qt.rows * kvHeads
-	run := func(lo, hi int) {
-		scores := make([]float32, group*int(maxPos+1))
-		for job := lo; job < hi; job++ {
-			i, g := job/kvHeads, job%kvHeads
-			attendOne(kv, layer, bt.Tables[bt.Seq[i]], bt.Pos[i], g, hd, group,
-				qt.data[i*qt.cols+g*group*hd:i*qt.cols+(g+1)*group*hd],
-				d.data[i*d.cols+g*group*hd:i*d.cols+(g+1)*group*hd], scale, scores)
+		if n := len(a.chunks); n == 0 || i-a.chunks[n-1] == chunk || bt.Seq[i-1] != bt.Seq[i] || bt.Pos[i-1]+1 != p {
+			a.chunks = append(a.chunks, i)
 		}
 	}
-	if work*int(maxPos+1)*hd < 1<<13 {
-		run(0, work)
-		return
+	a.chunks = append(a.chunks, qt.rows)
+	a.d, a.q, a.kv, a.bt = d, qt, kv, bt
+	a.layer, a.hd, a.group, a.kvHeads = layer, hd, group, kvHeads
+	a.scale = float32(1 / math.Sqrt(float64(hd)))
+	nq := chunk * group
+	a.need = 2*nq*hd + nq*(int(maxPos)+1) + nq
+	work := (len(a.chunks) - 1) * kvHeads
+	// Below about 128k multiply-adds (of K and again of V) a hand-off to
+	// the pool costs more than it saves.
+	if b.cfg.Threads == 1 || work == 1 || total*heads*hd < 1<<17 {
+		a.run(0, work)
+	} else {
+		b.pool.For(work, a.task)
 	}
-	b.pool.For(work, run)
+	a.d, a.q, a.kv, a.bt = nil, nil, nil, nil
 }
 
-// attendOne computes the outputs of the group query heads q (group×hd) that
-// share kv head g, at position pos, over the sequence's blocks.
-func attendOne(kv *kvArena, layer int, table []int32, pos int32, g, hd, group int, q, out []float32, scale float32, scores []float32) {
+// attend computes the outputs of rows i0..i1-1 (one sequence, consecutive
+// positions) for the query heads that share kv head g.
+func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
+	qt, d, kv := a.q, a.d, a.kv
 	c := &kv.cfg
-	n := int(pos) + 1
-	layerOff := layer * 2 * c.BlockTokens * c.KVDim
-	vOff := c.BlockTokens * c.KVDim
-	kd := c.KVDim
-	// Scores: one K row at a time against every head of the group.
-	for p0 := 0; p0 < n; p0 += c.BlockTokens {
-		base := int(table[p0/c.BlockTokens])*kv.bf + layerOff + g*hd
-		cnt := min(c.BlockTokens, n-p0)
-		for t := 0; t < cnt; t++ {
-			k := kv.data[base+t*kd : base+t*kd+hd]
-			for h := 0; h < group; h++ {
-				scores[h*n+p0+t] = dot(q[h*hd:h*hd+hd], k) * scale
-			}
+	hd, group := a.hd, a.group
+	gw := group * hd
+	R := i1 - i0
+	nq := R * group
+	n := int(a.bt.Pos[i1-1]) + 1
+	// The rows' query heads for kv head g, contiguous, and their outputs.
+	var qv, ov []float32
+	if R == 1 {
+		qv = qt.data[i0*qt.cols+g*gw : i0*qt.cols+(g+1)*gw]
+		ov = d.data[i0*d.cols+g*gw : i0*d.cols+(g+1)*gw]
+	} else {
+		qv, ov = scratch[:nq*hd], scratch[nq*hd:2*nq*hd]
+		for r := 0; r < R; r++ {
+			copy(qv[r*gw:(r+1)*gw], qt.data[(i0+r)*qt.cols+g*gw:])
 		}
 	}
-	for h := 0; h < group; h++ {
-		softmaxFast(scores[h*n : h*n+n])
+	scratch = scratch[2*nq*hd:]
+	scores, sums := scratch[:nq*n], scratch[nq*n:nq*n+nq]
+	rows := kernels.Paged{
+		Data:        kv.data,
+		Tab:         a.bt.Tables[a.bt.Seq[i0]],
+		BlockFloats: kv.bf,
+		Off:         a.layer*2*c.BlockTokens*c.KVDim + g*hd,
+		BT:          c.BlockTokens,
+		Stride:      c.KVDim,
 	}
-	clear(out)
-	for p0 := 0; p0 < n; p0 += c.BlockTokens {
-		base := int(table[p0/c.BlockTokens])*kv.bf + layerOff + vOff + g*hd
-		cnt := min(c.BlockTokens, n-p0)
-		for t := 0; t < cnt; t++ {
-			v := kv.data[base+t*kd : base+t*kd+hd]
-			for h := 0; h < group; h++ {
-				axpySmall(scores[h*n+p0+t], v, out[h*hd:h*hd+hd])
-			}
+	kernels.AttnScores(qv, nq, hd, &rows, n, a.scale, scores)
+	for r := 0; r < R; r++ {
+		nr := int(a.bt.Pos[i0+r]) + 1
+		for h := r * group; h < (r+1)*group; h++ {
+			s := scores[h*n : h*n+nr]
+			sums[h] = kernels.ExpShift(s, kernels.Max(s))
+			clear(scores[h*n+nr : (h+1)*n]) // positions after row r's
 		}
 	}
-}
-
-// dot uses the vector kernel for long heads and an inline loop for short
-// ones, where the call would cost more than the work.
-func dot(a, b []float32) float32 {
-	if len(a) >= 32 {
-		return kernels.Dot(a, b)
+	clear(ov)
+	rows.Off += c.BlockTokens * c.KVDim // V follows K in each layer of a block
+	kernels.AttnValues(scores, nq, hd, &rows, n, ov)
+	for h := 0; h < nq; h++ {
+		kernels.Scale(ov[h*hd:h*hd+hd], 1/sums[h])
 	}
-	return dotSmall(a, b)
-}
-
-// dotSmall is a dot product for short vectors, with four accumulators so the
-// loop does not serialise on one add.
-func dotSmall(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	if R > 1 {
+		for r := 0; r < R; r++ {
+			copy(d.data[(i0+r)*d.cols+g*gw:(i0+r)*d.cols+(g+1)*gw], ov[r*gw:(r+1)*gw])
+		}
 	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-func axpySmall(alpha float32, x, y []float32) {
-	y = y[:len(x)]
-	for i, v := range x {
-		y[i] += alpha * v
-	}
-}
-
-// softmaxFast replaces v by its softmax using expf.
-func softmaxFast(v []float32) {
-	mx := float32(math.Inf(-1))
-	for _, x := range v {
-		mx = max(mx, x)
-	}
-	var sum float32
-	for i, x := range v {
-		e := expf(x - mx)
-		v[i] = e
-		sum += e
-	}
-	inv := 1 / sum
-	for i := range v {
-		v[i] *= inv
-	}
-}
-
-// expf returns e**x for x <= 0 in float32 with a relative error of about
-// 2e-7: x = k·ln2 + r with |r| <= ln2/2, e**r by a degree-6 polynomial,
-// and k added to the exponent bits.
-func expf(x float32) float32 {
-	if x < -87 {
-		return 0
-	}
-	const ln2hi, ln2lo = 0.693145751953125, 1.428606765330187e-06
-	k := float32(math.Floor(float64(x*1.442695040888963 + 0.5)))
-	r := x - k*ln2hi - k*ln2lo
-	p := float32(1.0 / 720)
-	p = p*r + 1.0/120
-	p = p*r + 1.0/24
-	p = p*r + 1.0/6
-	p = p*r + 0.5
-	p = p*r + 1
-	p = p*r + 1
-	return math.Float32frombits(math.Float32bits(p) + uint32(int32(k))<<23)
 }

@@ -30,6 +30,8 @@ type Backend struct {
 	cfg  Config
 	pool *kernels.Pool
 	mm   *kernels.MatMul
+	att  attnCall
+	rope ropeCache
 }
 
 var _ gpu.Backend = (*Backend)(nil)
@@ -38,7 +40,9 @@ var _ gpu.Backend = (*Backend)(nil)
 func New(cfg Config) *Backend {
 	cfg = cfg.WithDefaults()
 	p := kernels.NewPool(cfg.Threads)
-	return &Backend{cfg: cfg, pool: p, mm: kernels.NewMatMul(p)}
+	b := &Backend{cfg: cfg, pool: p, mm: kernels.NewMatMul(p)}
+	b.att.task = b.att.run
+	return b
 }
 
 // Name returns "cpu".
@@ -59,6 +63,9 @@ func (b *Backend) Close() error {
 type tensor struct {
 	rows, cols int
 	data       []float32
+	// view is the last view made of this tensor; View returns it again
+	// for the same rows, so that steady-state steps allocate nothing.
+	view *tensor
 }
 
 func (t *tensor) Rows() int { return t.rows }
@@ -93,7 +100,7 @@ func (b *Backend) NewTensor(rows, cols int) (gpu.Tensor, error) {
 	if rows < 0 || cols < 0 {
 		return nil, fmt.Errorf("%w: tensor %d×%d", gpu.ErrShape, rows, cols)
 	}
-	return &tensor{rows, cols, make([]float32, rows*cols)}, nil
+	return &tensor{rows: rows, cols: cols, data: make([]float32, rows*cols)}, nil
 }
 
 // NewMatrix wraps data without copying it.
@@ -127,11 +134,21 @@ func (b *Backend) View(x gpu.Tensor, from, n int) gpu.Tensor {
 	if from < 0 || n < 0 || from+n > t.rows {
 		panic(fmt.Sprintf("cpu: view [%d,+%d) of %d rows", from, n, t.rows))
 	}
-	return &tensor{n, t.cols, t.data[from*t.cols : (from+n)*t.cols : (from+n)*t.cols]}
+	data := t.data[from*t.cols : (from+n)*t.cols : (from+n)*t.cols]
+	if v := t.view; v != nil && v.rows == n && v.cols == t.cols && len(v.data) == len(data) &&
+		cap(v.data) == cap(data) && unsafe.SliceData(v.data) == unsafe.SliceData(data) {
+		return v
+	}
+	v := &tensor{rows: n, cols: t.cols, data: data}
+	t.view = v
+	return v
 }
 
 // Free drops the tensor's storage.
-func (b *Backend) Free(x gpu.Tensor) { x.(*tensor).data = nil }
+func (b *Backend) Free(x gpu.Tensor) {
+	t := x.(*tensor)
+	t.data, t.view = nil, nil
+}
 
 // Write copies src into dst.
 func (b *Backend) Write(dst gpu.Tensor, src []float32) {

@@ -59,33 +59,89 @@ func (b *Backend) RMSNorm(dst, x, w gpu.Tensor, eps float32) {
 		panic(fmt.Sprintf("cpu: rmsnorm weight %d×%d for width %d", wt.rows, wt.cols, xt.cols))
 	}
 	n := xt.cols
-	b.rows(xt.rows, n, func(r int) {
-		src, out := xt.data[r*n:(r+1)*n], d.data[r*n:(r+1)*n]
-		var ss float32
-		for _, v := range src {
-			ss += v * v
-		}
-		scale := float32(1 / math.Sqrt(float64(ss/float32(n)+eps)))
-		for i, v := range src {
-			out[i] = wt.data[i] * (scale * v)
-		}
+	if b.serial(xt.rows, n) {
+		rmsNormRows(d.data, xt.data, wt.data, n, eps)
+		return
+	}
+	b.pool.For(xt.rows, func(lo, hi int) {
+		rmsNormRows(d.data[lo*n:hi*n], xt.data[lo*n:hi*n], wt.data, n, eps)
 	})
 }
 
-// rows runs fn for every row, in parallel when the work is large enough to
-// pay for the hand-off.
-func (b *Backend) rows(rows, cols int, fn func(r int)) {
-	if rows*cols < 1<<14 || rows == 1 {
-		for r := 0; r < rows; r++ {
-			fn(r)
+func rmsNormRows(dst, x, w []float32, n int, eps float32) {
+	w = w[:n]
+	for r := 0; r+n <= len(x); r += n {
+		src, out := x[r:r+n], dst[r:r+n]
+		ss := kernels.Dot(src, src)
+		scale := float32(1 / math.Sqrt(float64(ss/float32(n)+eps)))
+		for i, v := range src {
+			out[i] = w[i] * (scale * v)
 		}
-		return
 	}
-	b.pool.For(rows, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			fn(r)
+}
+
+// serial reports whether a row-wise operation is too small to pay for a
+// hand-off to the pool.
+func (b *Backend) serial(rows, cols int) bool {
+	return rows*cols < 1<<15 || rows == 1 || b.cfg.Threads == 1
+}
+
+// ropeCache keeps the cosines and sines of the positions seen so far for
+// one RoPE configuration: cs[(p·half + j)·2 : +2] = cos, sin of p·θ_j.
+type ropeCache struct {
+	dims    int
+	base    float32
+	scale   float32
+	factors []float32
+	inv     []float64
+	cs      []float32
+}
+
+// ropeCacheFloats bounds the table; positions past it are computed per
+// call.
+const ropeCacheFloats = 4 << 20
+
+func (c *ropeCache) matches(r gpu.RoPE) bool {
+	if c.inv == nil || c.dims != r.Dims || c.base != r.Base || c.scale != r.Scale || len(c.factors) != len(r.Factors) {
+		return false
+	}
+	for i, f := range r.Factors {
+		if math.Float32bits(f) != math.Float32bits(c.factors[i]) {
+			return false
 		}
-	})
+	}
+	return true
+}
+
+// table returns the cached cosines and sines for positions 0..maxPos, or
+// nil when they would not fit.
+func (c *ropeCache) table(r gpu.RoPE, maxPos int32) []float32 {
+	if !c.matches(r) {
+		*c = ropeCache{dims: r.Dims, base: r.Base, scale: r.Scale, factors: append([]float32(nil), r.Factors...), inv: ropeFreqs(r)}
+	}
+	half := r.Dims / 2
+	need := (int(maxPos) + 1) * 2 * half
+	if need > ropeCacheFloats {
+		return nil
+	}
+	for p := len(c.cs) / (2 * half); p <= int(maxPos); p++ {
+		c.cs = ropeAngles(c.cs, p, r.Scale, c.inv)
+	}
+	return c.cs
+}
+
+// ropeAngles appends the cosines and sines of position p.
+func ropeAngles(cs []float32, p int, scale float32, inv []float64) []float32 {
+	s64 := float64(scale)
+	if s64 == 0 {
+		s64 = 1
+	}
+	x := float64(p) * s64
+	for _, f := range inv {
+		s, c := math.Sincos(x * f)
+		cs = append(cs, float32(c), float32(s))
+	}
+	return cs
 }
 
 // RoPE rotates the first r.Dims dimensions of every head in place.
@@ -98,38 +154,54 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 	if r.Dims <= 0 || r.Dims > hd || r.Dims%2 != 0 {
 		panic(fmt.Sprintf("cpu: rope dims %d for head size %d", r.Dims, hd))
 	}
-	half := r.Dims / 2
-	inv := ropeFreqs(r)
-	scale := float64(r.Scale)
-	if scale == 0 {
-		scale = 1
-	}
-	b.rows(xt.rows, xt.cols, func(i int) {
-		var buf [256]float32
-		cs := buf[:]
-		if 2*half > len(buf) {
-			cs = make([]float32, 2*half)
+	maxPos := int32(0)
+	for _, p := range bt.Pos {
+		if p < 0 {
+			panic(fmt.Sprintf("cpu: rope at position %d", p))
 		}
-		p := float64(bt.Pos[i]) * scale
-		for j := 0; j < half; j++ {
-			s, c := math.Sincos(p * inv[j])
-			cs[2*j], cs[2*j+1] = float32(c), float32(s)
+		maxPos = max(maxPos, p)
+	}
+	tab := b.rope.table(r, maxPos)
+	if b.serial(xt.rows, xt.cols) {
+		b.ropeRows(xt, heads, bt, r, tab, 0, xt.rows)
+		return
+	}
+	b.pool.For(xt.rows, func(lo, hi int) { b.ropeRows(xt, heads, bt, r, tab, lo, hi) })
+}
+
+func (b *Backend) ropeRows(xt *tensor, heads int, bt *gpu.Batch, r gpu.RoPE, tab []float32, lo, hi int) {
+	hd := xt.cols / heads
+	half := r.Dims / 2
+	var buf []float32
+	for i := lo; i < hi; i++ {
+		var cs []float32
+		if tab != nil {
+			p := int(bt.Pos[i])
+			cs = tab[p*2*half : (p+1)*2*half]
+		} else {
+			buf = ropeAngles(buf[:0], int(bt.Pos[i]), r.Scale, b.rope.inv)
+			cs = buf
 		}
 		row := xt.data[i*xt.cols : (i+1)*xt.cols]
 		for h := 0; h < heads; h++ {
 			v := row[h*hd : h*hd+hd]
+			if r.NeoX {
+				for j := 0; j < half; j++ {
+					c, s := cs[2*j], cs[2*j+1]
+					x0, x1 := v[j], v[j+half]
+					v[j] = x0*c - x1*s
+					v[j+half] = x0*s + x1*c
+				}
+				continue
+			}
 			for j := 0; j < half; j++ {
 				c, s := cs[2*j], cs[2*j+1]
-				a, bb := 2*j, 2*j+1
-				if r.NeoX {
-					a, bb = j, j+half
-				}
-				x0, x1 := v[a], v[bb]
-				v[a] = x0*c - x1*s
-				v[bb] = x0*s + x1*c
+				x0, x1 := v[2*j], v[2*j+1]
+				v[2*j] = x0*c - x1*s
+				v[2*j+1] = x0*s + x1*c
 			}
 		}
-	})
+	}
 }
 
 // ropeFreqs returns the angular frequency of each rotated pair.
@@ -182,12 +254,13 @@ func (b *Backend) SwiGLU(dst, gate, up gpu.Tensor) {
 	d, g, u := dst.(*tensor), gate.(*tensor), up.(*tensor)
 	same("swiglu", d, g)
 	same("swiglu", d, u)
-	b.rows(d.rows, d.cols, func(r int) {
-		lo, hi := r*d.cols, (r+1)*d.cols
-		gr, ur, dr := g.data[lo:hi], u.data[lo:hi], d.data[lo:hi]
-		for i, x := range gr {
-			dr[i] = x / (1 + float32(math.Exp(float64(-x)))) * ur[i]
-		}
+	if b.serial(d.rows, d.cols) {
+		kernels.SiLUMul(d.data, g.data, u.data)
+		return
+	}
+	c := d.cols
+	b.pool.For(d.rows, func(lo, hi int) {
+		kernels.SiLUMul(d.data[lo*c:hi*c], g.data[lo*c:hi*c], u.data[lo*c:hi*c])
 	})
 }
 

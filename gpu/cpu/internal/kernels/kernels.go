@@ -108,6 +108,62 @@ func dotBF16x4(x []float32, xs int, w []uint16, out *[4]float32) {
 	}
 }
 
+// dotF32x4x3 sets out[3i+j] = dot(x[i·xs : i·xs+n], w[j·ws : j·ws+n]) for
+// i < 4, j < 3: a tile of four activation rows by three weight rows.
+// The F32 assembly takes any n > 0.
+func dotF32x4x3(x []float32, xs int, w []float32, ws, n int, out *[12]float32) {
+	if n <= 0 {
+		*out = [12]float32{}
+		return
+	}
+	_, _ = x[3*xs+n-1], w[2*ws+n-1]
+	if useAsm {
+		dotF32x4x3AVX2(&x[0], 4*xs, &w[0], 4*ws, n, out)
+		return
+	}
+	for i := 0; i < 4; i++ {
+		for j := 0; j < 3; j++ {
+			out[3*i+j] = dotF32Go(x[i*xs:i*xs+n], w[j*ws:j*ws+n])
+		}
+	}
+}
+
+func dotF16x4x3(x []float32, xs int, w []uint16, ws, n int, out *[12]float32) {
+	_, _ = x[3*xs+n-1], w[2*ws+n-1]
+	m := 0
+	if useAsm && n >= 8 {
+		m = n &^ 7
+		dotF16x4x3AVX2(&x[0], 4*xs, &w[0], 2*ws, m, out)
+	} else {
+		*out = [12]float32{}
+	}
+	if m < n {
+		for i := 0; i < 4; i++ {
+			for j := 0; j < 3; j++ {
+				out[3*i+j] += dotF16Go(x[i*xs+m:i*xs+n], w[j*ws+m:j*ws+n])
+			}
+		}
+	}
+}
+
+func dotBF16x4x3(x []float32, xs int, w []uint16, ws, n int, out *[12]float32) {
+	_, _ = x[3*xs+n-1], w[2*ws+n-1]
+	m := 0
+	if useAsm && n >= 8 {
+		m = n &^ 7
+		dotBF16x4x3AVX2(&x[0], 4*xs, &w[0], 2*ws, m, out)
+	} else {
+		*out = [12]float32{}
+	}
+	if m < n {
+		for i := 0; i < 4; i++ {
+			for j := 0; j < 3; j++ {
+				out[3*i+j] += dotBF16Go(x[i*xs+m:i*xs+n], w[j*ws+m:j*ws+n])
+			}
+		}
+	}
+}
+
 // dotQ8_0 is the dot product of nb Q8_0 blocks with activations xq, xd.
 func dotQ8_0(w []byte, xq []int8, xd []float32, nb int) float32 {
 	if nb == 0 {

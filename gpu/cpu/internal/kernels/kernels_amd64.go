@@ -57,3 +57,42 @@ func dotQ6_KAVX2(w *byte, x *blockQ8K, nb int) float32
 
 //go:noescape
 func dotQ6_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
+
+// Row kernels (attn_amd64.s): k is a multiple of 8 and > 0, strides are in
+// bytes.
+
+//go:noescape
+func dotRowsF32AVX2(x, w *float32, wstride, k, n int, out *float32, scale float32)
+
+//go:noescape
+func axpyRowsF32AVX2(p, v *float32, vstride, k, n int, out *float32)
+
+//go:noescape
+func maxF32AVX2(x *float32, n int) float32
+
+//go:noescape
+func expShiftAVX2(x *float32, n int, m float32) float32
+
+//go:noescape
+func siluMulAVX2(dst, gate, up *float32, n int)
+
+// Attention kernels over the paged cache (attn_amd64.s); hd is a multiple
+// of 8, bbytes and kstride are bytes.
+
+//go:noescape
+func attnScoresAVX2(q *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32, scale float32)
+
+//go:noescape
+func attnValuesAVX2(p *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32)
+
+// The 4×3 tile kernels: four activation rows (stride xstride bytes) by
+// three weight rows (stride wstride bytes); out[3i+j] is x row i · w row j.
+
+//go:noescape
+func dotF32x4x3AVX2(x *float32, xstride int, w *float32, wstride, n int, out *[12]float32)
+
+//go:noescape
+func dotF16x4x3AVX2(x *float32, xstride int, w *uint16, wstride, n int, out *[12]float32)
+
+//go:noescape
+func dotBF16x4x3AVX2(x *float32, xstride int, w *uint16, wstride, n int, out *[12]float32)

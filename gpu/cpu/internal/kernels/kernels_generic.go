@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"math"
 	"unsafe"
 
 	"github.com/zerolayer/zerolayer/gpu/quant"
@@ -204,3 +205,74 @@ func f32s(b []byte) []float32 {
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
+
+func dotRowsGo(x, w []float32, stride int, scale float32, out []float32) {
+	for r := range out {
+		out[r] = scale * dotF32Go(x, w[r*stride:])
+	}
+}
+
+func axpyRowsGo(p, v []float32, stride int, out []float32) {
+	for r, a := range p {
+		row := v[r*stride : r*stride+len(out)]
+		for i, x := range row {
+			out[i] += a * x
+		}
+	}
+}
+
+func maxF32Go(x []float32, m float32) float32 {
+	for _, v := range x {
+		m = max(m, v)
+	}
+	return m
+}
+
+func expShiftGo(x []float32, m float32) float32 {
+	var s float32
+	for i, v := range x {
+		e := expNeg(v - m)
+		x[i] = e
+		s += e
+	}
+	return s
+}
+
+// expNeg returns e**x for x ≤ 0 in float32 with a relative error of about
+// 2e-7 (0 below −87): x = k·ln2 + r with k = round(x·log2e) and
+// |r| ≤ ln2/2, e**r by a degree-6 polynomial, and k added to the exponent
+// bits. The assembly computes the same steps with fused multiply-adds.
+func expNeg(x float32) float32 {
+	if !(x >= -87) {
+		return 0
+	}
+	const log2e, ln2hi, ln2lo = 1.442695040888963, 0.693145751953125, 1.428606765330187e-06
+	k := float32(math.RoundToEven(float64(x * log2e)))
+	r := x - k*ln2hi
+	r -= k * ln2lo
+	p := float32(1.0 / 720)
+	p = p*r + 1.0/120
+	p = p*r + 1.0/24
+	p = p*r + 1.0/6
+	p = p*r + 0.5
+	p = p*r + 1
+	p = p*r + 1
+	return math.Float32frombits(math.Float32bits(p) + uint32(int32(k))<<23)
+}
+
+// siluMulGo computes silu(g)·u from e = e**−|g|: silu(x) is x/(1+e) for
+// x ≥ 0 and x·e/(1+e) for x < 0.
+func siluMulGo(dst, g, u []float32) {
+	u = u[:len(dst)]
+	g = g[:len(dst)]
+	for i, x := range g {
+		e := expNeg(-abs32(x))
+		num := x
+		if math.Signbit(float64(x)) {
+			num = x * e
+		}
+		dst[i] = num / (1 + e) * u[i]
+	}
+}
+
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }

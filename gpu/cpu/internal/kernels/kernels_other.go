@@ -31,3 +31,29 @@ func dotQ4_0x4AVX2(w *byte, x *pairQ4, np, xstride int, tab *float32, out *[4]fl
 
 func dotQ4_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32) { panic(noAsm) }
 func dotQ6_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32) { panic(noAsm) }
+
+func dotRowsF32AVX2(x, w *float32, wstride, k, n int, out *float32, scale float32) { panic(noAsm) }
+func axpyRowsF32AVX2(p, v *float32, vstride, k, n int, out *float32)               { panic(noAsm) }
+func maxF32AVX2(x *float32, n int) float32                                         { panic(noAsm) }
+func expShiftAVX2(x *float32, n int, m float32) float32                            { panic(noAsm) }
+func siluMulAVX2(dst, gate, up *float32, n int)                                    { panic(noAsm) }
+
+func attnScoresAVX2(q *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32, scale float32) {
+	panic(noAsm)
+}
+
+func attnValuesAVX2(p *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32) {
+	panic(noAsm)
+}
+
+func dotF32x4x3AVX2(x *float32, xstride int, w *float32, wstride, n int, out *[12]float32) {
+	panic(noAsm)
+}
+
+func dotF16x4x3AVX2(x *float32, xstride int, w *uint16, wstride, n int, out *[12]float32) {
+	panic(noAsm)
+}
+
+func dotBF16x4x3AVX2(x *float32, xstride int, w *uint16, wstride, n int, out *[12]float32) {
+	panic(noAsm)
+}

@@ -103,7 +103,11 @@ func mBucket(m int) int {
 
 const (
 	l2Bytes     = 256 << 10 // what we assume stays in a core's L2
-	serialBytes = 48 << 10  // weight bytes × rows below which one thread runs it
+	serialBytes = 256 << 10 // weight bytes × rows below which one thread runs it
+
+	// Waking a parked worker takes several microseconds (10 or more on a
+	// busy machine), about what a thread needs for 256 KiB of weights from
+	// L2 or L3, so smaller products run on the calling thread.
 )
 
 func choosePlan(k planKey, threads int) plan {
@@ -128,6 +132,9 @@ func choosePlan(k planKey, threads int) plan {
 	if lim := max(4, l2Bytes/2/max(rb, 1)); nxb > 1 && p.rowBlock > lim {
 		p.rowBlock = lim
 	}
+	if p.x4 && isFloat(k.t) && p.rowBlock > 3 {
+		p.rowBlock -= p.rowBlock % 3 // whole 4×3 tiles
+	}
 	p.serial = threads == 1 || k.rows*rb*m < serialBytes
 	return p
 }
@@ -136,9 +143,14 @@ func choosePlan(k planKey, threads int) plan {
 // per-shape plans and scratch buffers, so one MatMul serves one caller at a
 // time.
 type MatMul struct {
-	pool  *Pool
-	mu    sync.Mutex
-	plans map[planKey]plan
+	pool   *Pool
+	mu     sync.Mutex
+	plans  map[planKey]plan
+	recent [32]struct {
+		key planKey
+		p   plan
+		ok  bool
+	}
 
 	// The current call, read by the tasks.
 	t          gpu.DType
@@ -183,11 +195,7 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
 	key := planKey{w.Type, w.Rows, w.Cols, mBucket(M)}
-	p, ok := mm.plans[key]
-	if !ok {
-		p = choosePlan(key, mm.pool.Threads())
-		mm.plans[key] = p
-	}
+	p := mm.plan(key)
 	mm.t, mm.dst, mm.x, mm.m = w.Type, dst, x, M
 	mm.rows, mm.cols, mm.rb, mm.w, mm.p = w.Rows, w.Cols, rb, w.Data, p
 	if w.Cols == 0 {
@@ -206,6 +214,24 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 		mm.pool.For(nwb*mm.nxb, mm.task)
 	}
 	mm.dst, mm.x, mm.w = nil, nil, nil
+}
+
+// plan returns the plan for key: from a small direct-mapped cache in front
+// of the map, since a decode step looks up a few dozen plans and hashing
+// the key costs more than the lookup it saves.
+func (mm *MatMul) plan(key planKey) plan {
+	h := uint(key.rows)*0x9e3779b1 ^ uint(key.cols)*0x85ebca6b ^ uint(key.bucket)*0xc2b2ae35 ^ uint(key.t)
+	e := &mm.recent[(h^h>>15)%uint(len(mm.recent))]
+	if e.ok && e.key == key {
+		return e.p
+	}
+	p, ok := mm.plans[key]
+	if !ok {
+		p = choosePlan(key, mm.pool.Threads())
+		mm.plans[key] = p
+	}
+	e.key, e.p, e.ok = key, p, true
+	return p
 }
 
 // quantize fills the activation scratch for the current call.
@@ -273,24 +299,54 @@ func (mm *MatMul) tile(r0, r1, m0, m1 int) {
 	var out [4]float32
 	K, N, rb := mm.cols, mm.rows, mm.rb
 	dst := mm.dst
-	for r := r0; r < r1; r++ {
-		wr := mm.w[r*rb : (r+1)*rb]
-		m := m0
-		if mm.p.x4 {
-			for ; m+4 <= m1; m += 4 {
-				mm.dot4(wr, m, &out)
-				dst[m*N+r] = out[0]
-				dst[(m+1)*N+r] = out[1]
-				dst[(m+2)*N+r] = out[2]
-				dst[(m+3)*N+r] = out[3]
+	m4 := m0
+	if mm.p.x4 {
+		m4 = m0 + (m1-m0)&^3
+	}
+	r := r0
+	if m4 > m0 && isFloat(mm.t) {
+		// Float weights: tiles of 4 activation rows × 3 weight rows.
+		var o [12]float32
+		for ; r+3 <= r1; r += 3 {
+			for m := m0; m < m4; m += 4 {
+				mm.dot4x3(r, m, &o)
+				for i := 0; i < 4; i++ {
+					d := dst[(m+i)*N+r : (m+i)*N+r+3]
+					d[0], d[1], d[2] = o[3*i], o[3*i+1], o[3*i+2]
+				}
 			}
 		}
-		for ; m < m1; m++ {
+	}
+	for ; r < r1 && m4 > m0; r++ {
+		wr := mm.w[r*rb : (r+1)*rb]
+		for m := m0; m < m4; m += 4 {
+			mm.dot4(wr, m, &out)
+			dst[m*N+r] = out[0]
+			dst[(m+1)*N+r] = out[1]
+			dst[(m+2)*N+r] = out[2]
+			dst[(m+3)*N+r] = out[3]
+		}
+	}
+	if m4 == m1 {
+		return
+	}
+	if mm.t == gpu.F32 && useAsm {
+		// One call per activation row for the whole block of weight rows.
+		w := f32s(mm.w[r0*rb : r1*rb])
+		for m := m4; m < m1; m++ {
+			DotRows(mm.x[m*K:(m+1)*K], w, K, 1, dst[m*N+r0:m*N+r1])
+		}
+		return
+	}
+	for r := r0; r < r1; r++ {
+		wr := mm.w[r*rb : (r+1)*rb]
+		for m := m4; m < m1; m++ {
 			dst[m*N+r] = mm.dot1(wr, m)
 		}
 	}
-	_ = K
 }
+
+var rowsKernel = false
 
 func (mm *MatMul) dot1(wr []byte, m int) float32 {
 	K := mm.cols
@@ -312,6 +368,26 @@ func (mm *MatMul) dot1(wr []byte, m int) float32 {
 		return dotQ6_K(wr, mm.akb[m*K/qkK:], K/qkK)
 	}
 	panic("kernels: unsupported type " + mm.t.String())
+}
+
+func isFloat(t gpu.DType) bool { return t == gpu.F32 || t == gpu.F16 || t == gpu.BF16 }
+
+// dot4x3 computes the tile of activation rows m..m+3 by weight rows r..r+2
+// of a float matrix.
+func (mm *MatMul) dot4x3(r, m int, out *[12]float32) {
+	K, rb := mm.cols, mm.rb
+	wr := mm.w[r*rb : (r+3)*rb]
+	x := mm.x[m*K:]
+	switch mm.t {
+	case gpu.F32:
+		dotF32x4x3(x, K, f32s(wr), K, K, out)
+	case gpu.F16:
+		dotF16x4x3(x, K, u16s(wr), K, K, out)
+	case gpu.BF16:
+		dotBF16x4x3(x, K, u16s(wr), K, K, out)
+	default:
+		panic("kernels: unsupported type " + mm.t.String())
+	}
 }
 
 func (mm *MatMul) dot4(wr []byte, m int, out *[4]float32) {

@@ -637,3 +637,90 @@ DATA mask30<>+8(SB)/8, $0x3030303030303030
 DATA mask30<>+16(SB)/8, $0x3030303030303030
 DATA mask30<>+24(SB)/8, $0x3030303030303030
 GLOBL mask30<>(SB), RODATA|NOPTR, $32
+
+// Experimental: scales through VCVTPH2PS instead of the table.
+#define PAIRQ4WB \
+	VPBROADCASTW 0(DI), X4           \
+	VPBROADCASTW 18(DI), X5          \
+	VPBLENDD     $0x0c, X5, X4, X4   \
+	VCVTPH2PS    X4, Y4              \
+	VMOVDQU      2(DI), X6           \
+	VINSERTI128  $1, 20(DI), Y6, Y6  \
+	VPSRLW       $4, Y6, Y7          \
+	VPAND        Y14, Y6, Y6         \
+	VPAND        Y14, Y7, Y7
+
+// func dotQ4_0AVX2b(w *byte, x *pairQ4, np int, tab *float32) float32
+TEXT ·dotQ4_0AVX2b(SB), NOSPLIT, $0-36
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   np+16(FP), CX
+	BCAST32($0x0f0f0f0f, Y14, X14)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	ONES16(Y15)
+	CMPQ   CX, $2
+	JLT    one
+
+loop2:
+	PAIRQ4WB
+	ROWQ4(0(SI), 32(SI), 64(SI), 96(SI), Y0)
+	ADDQ       $36, DI
+	PAIRQ4WB
+	ROWQ4(128(SI), 160(SI), 192(SI), 224(SI), Y1)
+	ADDQ       $36, DI
+	ADDQ       $256, SI
+	SUBQ       $2, CX
+	CMPQ       CX, $2
+	JGE        loop2
+
+one:
+	TESTQ CX, CX
+	JZ    done
+	PAIRQ4WB
+	ROWQ4(0(SI), 32(SI), 64(SI), 96(SI), Y0)
+
+done:
+	VADDPS Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// Experimental: the current kernel without the prefetch.
+TEXT ·dotQ4_0AVX2c(SB), NOSPLIT, $0-36
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   np+16(FP), CX
+	MOVQ   tab+24(FP), R11
+	BCAST32($0x0f0f0f0f, Y14, X14)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	ONES16(Y15)
+	CMPQ   CX, $2
+	JLT    one
+
+loop2:
+	PAIRQ4W
+	ROWQ4(0(SI), 32(SI), 64(SI), 96(SI), Y0)
+	ADDQ       $36, DI
+	PAIRQ4W
+	ROWQ4(128(SI), 160(SI), 192(SI), 224(SI), Y1)
+	ADDQ       $36, DI
+	ADDQ       $256, SI
+	SUBQ       $2, CX
+	CMPQ       CX, $2
+	JGE        loop2
+
+one:
+	TESTQ CX, CX
+	JZ    done
+	PAIRQ4W
+	ROWQ4(0(SI), 32(SI), 64(SI), 96(SI), Y0)
+
+done:
+	VADDPS Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
