@@ -18,6 +18,7 @@ const (
 	StopSequence     = "stop_sequence"  // a stop sequence matched
 	StopContextLimit = "context_length" // the context window is full
 	StopCanceled     = "canceled"       // the context was canceled
+	StopMemoryLimit  = "memory_limit"   // the request reached its KV memory cap
 )
 
 // Config configures an Engine.

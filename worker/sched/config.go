@@ -1,0 +1,87 @@
+package sched
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config configures a Scheduler.
+type Config struct {
+	// KVMemoryMB sizes the KV arena on the CPU. Defaults to 64.
+	KVMemoryMB int
+	// KVBlocks, when set, is the exact number of blocks in the arena and
+	// overrides KVMemoryMB (tests use it). Defaults to 0.
+	KVBlocks int
+	// BlockTokens is the number of positions per KV block. Defaults to 16.
+	BlockTokens int
+	// MaxBatchTokens bounds the prompt (prefill) tokens run in one step,
+	// beside one decode token per running sequence, so a long prompt is
+	// cut into chunks and never stalls running decodes. Defaults to 256.
+	MaxBatchTokens int
+	// MaxRunning caps the sequences in a batch. Defaults to 64.
+	MaxRunning int
+	// HostSwapMB sizes the host tier preempted sequences' blocks are
+	// copied to; when it is full they are dropped and recomputed on
+	// resume. Negative disables swapping. Defaults to 256.
+	HostSwapMB int
+	// EvictionGCInterval is how long swapped blocks are kept for a
+	// sequence that has not resumed; after it they are released and the
+	// sequence recomputes. Defaults to 30 seconds.
+	EvictionGCInterval time.Duration
+	// ReserveHighPriority admits high-priority jobs with their worst case
+	// reserved (as low_latency jobs always are). Defaults to false.
+	ReserveHighPriority bool
+	// WeightRemaining and WeightTemperature weigh a victim's
+	// priority_score = w_r × remaining_tokens + w_t × temperature; the
+	// lowest score is evicted first. Default 0.7 and 0.3.
+	WeightRemaining, WeightTemperature float64
+	// AgingAfter raises a waiting job by one class for every AgingAfter it
+	// has waited, so low-priority jobs always finish. Defaults to 5 seconds.
+	AgingAfter time.Duration
+	// DisablePrefixCache turns off sharing of identical prompt prefixes.
+	DisablePrefixCache bool
+	// Metrics, if set, receives the scheduler's measurements.
+	Metrics *Metrics
+	// Logger receives the scheduler's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	setI := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setI(&c.KVMemoryMB, 64)
+	setI(&c.BlockTokens, 16)
+	setI(&c.MaxBatchTokens, 256)
+	setI(&c.MaxRunning, 64)
+	setI(&c.HostSwapMB, 256)
+	if c.EvictionGCInterval == 0 {
+		c.EvictionGCInterval = 30 * time.Second
+	}
+	if c.WeightRemaining == 0 && c.WeightTemperature == 0 {
+		c.WeightRemaining, c.WeightTemperature = 0.7, 0.3
+	}
+	if c.AgingAfter == 0 {
+		c.AgingAfter = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.KVMemoryMB < 1:
+		return fmt.Errorf("sched: KVMemoryMB %d: must be at least 1", c.KVMemoryMB)
+	case c.BlockTokens < 1:
+		return fmt.Errorf("sched: BlockTokens %d: must be at least 1", c.BlockTokens)
+	case c.MaxBatchTokens < 1 || c.MaxRunning < 1:
+		return fmt.Errorf("sched: MaxBatchTokens and MaxRunning must be at least 1")
+	}
+	return nil
+}

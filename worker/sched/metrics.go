@@ -1,0 +1,79 @@
+package sched
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the scheduler's Prometheus metrics, named after vLLM's
+// (zerolayer_ instead of vllm:). Register them with Register.
+type Metrics struct {
+	running         prometheus.Gauge
+	waiting         prometheus.Gauge
+	kvUsed          prometheus.Gauge
+	kvFree          prometheus.Gauge
+	kvCached        prometheus.Gauge
+	kvUsage         prometheus.Gauge
+	hostUsed        prometheus.Gauge
+	prefixQueries   prometheus.Counter
+	prefixHits      prometheus.Counter
+	preemptions     *prometheus.CounterVec
+	swappedBytes    prometheus.Counter
+	swapIns         prometheus.Counter
+	swapGC          prometheus.Counter
+	rejections      prometheus.Counter
+	stepTokens      prometheus.Histogram
+	lastHits, lastQ uint64
+}
+
+// NewMetrics returns unregistered metrics.
+func NewMetrics() *Metrics {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: "zerolayer_" + name, Help: help})
+	}
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_" + name, Help: help})
+	}
+	return &Metrics{
+		running:       g("num_requests_running", "Sequences in the running batch."),
+		waiting:       g("num_requests_waiting", "Sequences admitted to the scheduler but waiting for memory or a slot (preempted ones included)."),
+		kvUsed:        g("kv_cache_blocks_used", "KV blocks referenced by sequences."),
+		kvFree:        g("kv_cache_blocks_free", "KV blocks free or held only by the prefix cache."),
+		kvCached:      g("kv_cache_blocks_cached", "KV blocks in the prefix cache."),
+		kvUsage:       g("kv_cache_usage_perc", "Fraction of KV blocks referenced by sequences."),
+		hostUsed:      g("kv_host_swap_blocks", "Blocks held in the host swap tier."),
+		prefixQueries: c("prefix_cache_queries_total", "Prefix-cache block look-ups."),
+		prefixHits:    c("prefix_cache_hits_total", "Prefix-cache block look-ups that hit."),
+		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_num_preemptions_total",
+			Help: "Sequences evicted, by mode (swap or recompute)."}, []string{"mode"}),
+		swappedBytes: c("kv_swapped_bytes_total", "Bytes of KV blocks copied to the host tier."),
+		swapIns:      c("kv_swap_ins_total", "Sequences resumed from the host tier."),
+		swapGC:       c("kv_swap_gc_total", "Swapped sequences whose host copy expired (they recompute)."),
+		rejections:   c("admission_rejections_total", "Jobs rejected because they can never fit in KV memory."),
+		stepTokens: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zerolayer_step_tokens",
+			Help: "Tokens per forward step (decode rows plus prefill chunks).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+	}
+}
+
+// Register registers every metric with r.
+func (m *Metrics) Register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsed, m.kvFree, m.kvCached, m.kvUsage, m.hostUsed,
+		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.stepTokens} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// observe refreshes the gauges; called by the step loop.
+func (m *Metrics) observe(s *Scheduler) {
+	m.running.Set(float64(len(s.running)))
+	m.waiting.Set(float64(len(s.waiting)))
+	used := s.bm.used()
+	m.kvUsed.Set(float64(used))
+	m.kvFree.Set(float64(s.bm.available()))
+	m.kvCached.Set(float64(s.bm.cached()))
+	m.kvUsage.Set(float64(used) / float64(s.bm.n))
+	m.hostUsed.Set(float64(s.host.used))
+	m.prefixQueries.Add(float64(s.bm.lookups - m.lastQ))
+	m.prefixHits.Add(float64(s.bm.hits - m.lastHits))
+	m.lastQ, m.lastHits = s.bm.lookups, s.bm.hits
+}

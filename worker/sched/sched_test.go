@@ -1,0 +1,424 @@
+package sched
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/worker/engine"
+)
+
+func storiesPath(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join("..", "..", "..", "shared", "models", "stories260K", "stories260K.gguf")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared model not present: %v", err)
+	}
+	return p
+}
+
+// load opens stories260K on a one-thread CPU backend.
+func load(t testing.TB) *engine.Loaded {
+	t.Helper()
+	be := cpu.New(cpu.Config{Threads: 1})
+	t.Cleanup(func() { be.Close() })
+	l, err := engine.Load(storiesPath(t), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func newSched(t testing.TB, l *engine.Loaded, cfg Config) *Scheduler {
+	t.Helper()
+	s, err := New(l.Model, l.Tokenizer, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+type refCase struct {
+	Name         string  `json:"name"`
+	PromptIDs    []int32 `json:"prompt_ids"`
+	GeneratedIDs []int32 `json:"generated_ids"`
+}
+
+func reference(t testing.TB) []refCase {
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(storiesPath(t)), "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Cases []refCase `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	return ref.Cases
+}
+
+// job is one generation to run through a scheduler.
+type job struct {
+	prompt []int32
+	max    int
+	opts   JobOpts
+	delay  time.Duration // submitted after this long
+	cancel time.Duration // canceled after this long (0: never)
+}
+
+type outcome struct {
+	res   *engine.Result
+	stats Stats
+	err   error
+}
+
+// run submits jobs concurrently and collects their outcomes.
+func run(s *Scheduler, jobs []job) []outcome {
+	out := make([]outcome, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(j.delay)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if j.cancel > 0 {
+				time.AfterFunc(j.cancel, cancel)
+			}
+			r, st, err := s.Generate(ctx, &engine.Request{PromptIDs: j.prompt, MaxTokens: j.max}, j.opts)
+			out[i] = outcome{r, st, err}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// checkIdle verifies the accounting once every job is done.
+func checkIdle(t *testing.T, s *Scheduler) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.snapRunning.Load() != 0 || s.snapWaiting.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("scheduler not idle")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Stop() // the loop has exited: its state is ours to read
+	if err := s.bm.check(); err != nil {
+		t.Fatal(err)
+	}
+	if s.bm.used() != 0 || s.host.used != 0 {
+		t.Fatalf("at idle %d blocks are still referenced and %d host blocks held", s.bm.used(), s.host.used)
+	}
+}
+
+func TestReferenceThroughScheduler(t *testing.T) {
+	t.Parallel()
+	l := load(t)
+	cases := reference(t)
+	// Small prefill chunks, so prompts are cut and mixed with decodes.
+	s := newSched(t, l, Config{MaxBatchTokens: 7})
+	var jobs []job
+	for _, c := range cases {
+		jobs = append(jobs, job{prompt: c.PromptIDs, max: len(c.GeneratedIDs)})
+	}
+	for i, o := range run(s, jobs) {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if !slices.Equal(o.res.OutputIDs, cases[i].GeneratedIDs) {
+			t.Errorf("%s: %v\nreference %v", cases[i].Name, o.res.OutputIDs, cases[i].GeneratedIDs)
+		}
+	}
+	checkIdle(t, s)
+}
+
+// prompts makes n prompts of assorted lengths from the reference ones.
+func prompts(t testing.TB, n int, r *rand.Rand) [][]int32 {
+	cases := reference(t)
+	var out [][]int32
+	for i := 0; i < n; i++ {
+		p := slices.Clone(cases[i%len(cases)].PromptIDs)
+		// Extend some with tokens of another case to vary lengths.
+		extra := cases[(i+1)%len(cases)].PromptIDs[1:]
+		p = append(p, extra[:r.IntN(len(extra)+1)]...)
+		out = append(out, p)
+	}
+	return out
+}
+
+// alone runs each job by itself, one after another.
+func alone(t *testing.T, l *engine.Loaded, jobs []job) [][]int32 {
+	s := newSched(t, l, Config{DisablePrefixCache: true})
+	var out [][]int32
+	for _, j := range jobs {
+		j.delay, j.cancel = 0, 0
+		o := run(s, []job{j})[0]
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		out = append(out, o.res.OutputIDs)
+	}
+	return out
+}
+
+func TestEquivalence(t *testing.T) {
+	t.Parallel()
+	l := load(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	var short, long []job
+	for i, p := range prompts(t, 16, r) {
+		d := time.Duration(i%5) * 3 * time.Millisecond
+		short = append(short, job{prompt: p, max: 20 + r.IntN(60), delay: d})
+		long = append(long, job{prompt: p, max: 120 + r.IntN(60), delay: d})
+	}
+	wantShort, wantLong := alone(t, l, short), alone(t, l, long)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		jobs []job
+		want [][]int32
+	}{
+		{"batch of 16, prefix cache", Config{MaxBatchTokens: 32}, short, wantShort},
+		{"batch of 16, no prefix cache", Config{MaxBatchTokens: 32, DisablePrefixCache: true}, short, wantShort},
+		// 24 blocks hold one or two of these jobs: the rest are preempted.
+		{"swap out and in", Config{KVBlocks: 24, MaxBatchTokens: 64, HostSwapMB: 64}, long, wantLong},
+		{"drop and recompute", Config{KVBlocks: 24, MaxBatchTokens: 64, HostSwapMB: -1}, long, wantLong},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSched(t, l, tc.cfg)
+			outs := run(s, tc.jobs)
+			pre, recomputed, cached := 0, 0, 0
+			for i, o := range outs {
+				if o.err != nil {
+					t.Fatal(o.err)
+				}
+				if !slices.Equal(o.res.OutputIDs, tc.want[i]) {
+					t.Errorf("job %d: %v\nalone:  %v", i, o.res.OutputIDs, tc.want[i])
+				}
+				pre += o.stats.Preemptions
+				recomputed += o.stats.RecomputedTokens
+				cached += o.stats.CachedInputTokens
+			}
+			t.Logf("preemptions %d, recomputed tokens %d, cached input tokens %d, steps %d", pre, recomputed, cached, s.stepCount.Load())
+			switch tc.name {
+			case "swap out and in":
+				if pre == 0 || recomputed != 0 {
+					t.Errorf("want swaps without recompute: %d preemptions, %d recomputed", pre, recomputed)
+				}
+			case "drop and recompute":
+				if pre == 0 || recomputed == 0 {
+					t.Errorf("want recomputes: %d preemptions, %d recomputed", pre, recomputed)
+				}
+			}
+			checkIdle(t, s)
+		})
+	}
+}
+
+func TestPrefixSharing(t *testing.T) {
+	t.Parallel()
+	l := load(t)
+	s := newSched(t, l, Config{})
+	// 40 shared tokens (two full blocks and a half), then distinct tails.
+	shared := reference(t)[3].PromptIDs[:40]
+	var jobs []job
+	for i := 0; i < 6; i++ {
+		// Tails that differ at their first token, so no third block is
+		// shared by accident (greedy continuations can coincide).
+		p := append(slices.Clone(shared), int32(300+i), 400, 401, 402, 403)
+		jobs = append(jobs, job{prompt: p, max: 8, delay: time.Duration(i) * 20 * time.Millisecond})
+	}
+	outs := run(s, jobs)
+	if outs[0].stats.CachedInputTokens != 0 {
+		t.Errorf("first job found %d cached tokens", outs[0].stats.CachedInputTokens)
+	}
+	for i, o := range outs[1:] {
+		if o.stats.CachedInputTokens != 32 {
+			t.Errorf("job %d: %d cached input tokens, want 32 (two full blocks)", i+1, o.stats.CachedInputTokens)
+		}
+	}
+	checkIdle(t, s)
+}
+
+func TestMemoryCap(t *testing.T) {
+	t.Parallel()
+	l := load(t)
+	s := newSched(t, l, Config{})
+	bb := float64(s.BlockBytes()) / (1 << 20)
+	// A prompt needing 3 blocks under a 2-block cap is rejected.
+	long := append(slices.Clone(reference(t)[3].PromptIDs), reference(t)[5].PromptIDs...)
+	o := run(s, []job{{prompt: long, max: 4, opts: JobOpts{MaxMemoryMB: 2 * bb}}})[0]
+	if o.err == nil {
+		t.Fatal("a prompt over its memory cap was admitted")
+	}
+	// A generation reaching a 3-block cap stops with memory_limit.
+	o = run(s, []job{{prompt: reference(t)[0].PromptIDs, max: 200, opts: JobOpts{MaxMemoryMB: 3 * bb}}})[0]
+	// 48 positions hold the 5 prompt tokens and 43 fed-back ones; the 44th
+	// generated token is sampled but never needs a slot.
+	if o.err != nil || o.res.StopReason != engine.StopMemoryLimit || len(o.res.OutputIDs) != 3*16-5+1 {
+		t.Fatalf("capped generation: %v %+v", o.err, o.res)
+	}
+	checkIdle(t, s)
+}
+
+// TestRandomizedInvariants runs hundreds of jobs with random lengths,
+// priorities, reservations and cancels under tight memory, then checks the
+// accounting.
+func TestRandomizedInvariants(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("long")
+	}
+	l := load(t)
+	s := newSched(t, l, Config{KVBlocks: 40, MaxBatchTokens: 48, HostSwapMB: 1, MaxRunning: 12})
+	r := rand.New(rand.NewPCG(7, 8))
+	ps := prompts(t, 200, r)
+	var jobs []job
+	for i, p := range ps {
+		j := job{prompt: p, max: 1 + r.IntN(80), delay: time.Duration(r.IntN(400)) * time.Millisecond,
+			opts: JobOpts{Tenant: fmt.Sprint("t", i%3), Class: r.IntN(3), LowLatency: r.IntN(8) == 0, Temperature: r.Float64()}}
+		if r.IntN(6) == 0 {
+			j.cancel = time.Duration(r.IntN(300)) * time.Millisecond
+		}
+		jobs = append(jobs, j)
+	}
+	outs := run(s, jobs)
+	finished := 0
+	for i, o := range outs {
+		if o.err != nil {
+			t.Fatalf("job %d: %v", i, o.err)
+		}
+		finished++
+		if jobs[i].opts.LowLatency && o.stats.Preemptions != 0 {
+			t.Errorf("reserved job %d was preempted %d times", i, o.stats.Preemptions)
+		}
+		if jobs[i].cancel == 0 && o.res.StopReason != engine.StopMaxTokens && o.res.StopReason != engine.StopEndTurn {
+			t.Errorf("job %d stopped with %s", i, o.res.StopReason)
+		}
+	}
+	if finished != len(jobs) {
+		t.Fatalf("%d of %d jobs finished", finished, len(jobs))
+	}
+	checkIdle(t, s)
+}
+
+// TestHighPriorityPreempts saturates the arena with low-priority jobs and
+// checks that a high-priority job is admitted at once by preempting.
+func TestHighPriorityPreempts(t *testing.T) {
+	t.Parallel()
+	l := load(t)
+	s := newSched(t, l, Config{KVBlocks: 40, HostSwapMB: 8})
+	var lows []job
+	for _, p := range prompts(t, 8, rand.New(rand.NewPCG(3, 4))) {
+		lows = append(lows, job{prompt: p, max: 400, opts: JobOpts{Class: 2, Tenant: "bulk"}})
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var lowOuts []outcome
+	go func() { defer wg.Done(); lowOuts = run(s, lows) }()
+	// Wait until the arena is full.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.snapAvail.Load() > 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the low-priority jobs never filled the arena")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := s.stepCount.Load()
+	o := run(s, []job{{prompt: reference(t)[0].PromptIDs, max: 10, opts: JobOpts{Class: 0, Tenant: "vip"}}})[0]
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	t.Logf("queue %.2f ms, %d steps; %d steps in all; %d preemptions", o.stats.QueueMs, o.stats.QueueSteps, s.stepCount.Load()-before, o.stats.Preemptions)
+	if o.stats.QueueSteps > 1 {
+		t.Errorf("the high-priority job waited %d steps for admission", o.stats.QueueSteps)
+	}
+	wg.Wait()
+	pre := 0
+	for _, lo := range lowOuts {
+		if lo.err != nil {
+			t.Fatal(lo.err)
+		}
+		pre += lo.stats.Preemptions
+	}
+	if pre == 0 {
+		t.Error("no low-priority job was preempted")
+	}
+	checkIdle(t, s)
+}
+
+// TestFairness runs two tenants at a 10:1 submission ratio in one class
+// and checks that, while both have work, each gets half the decode tokens
+// (within 10%).
+func TestFairness(t *testing.T) {
+	t.Parallel()
+	l := load(t)
+	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	const max = 40
+	var jobs []job
+	for i := 0; i < 44; i++ {
+		tenant := "big"
+		if i%11 == 10 {
+			tenant = "small"
+		}
+		jobs = append(jobs, job{prompt: reference(t)[0].PromptIDs, max: max, opts: JobOpts{Class: 1, Tenant: tenant}})
+	}
+	// Submit everything before the loop starts, so admission order is the
+	// scheduler's choice alone.
+	var outs []outcome
+	done := make(chan struct{})
+	go func() { outs = run(s, jobs); close(done) }()
+	for len(s.submit) < len(jobs) {
+		time.Sleep(time.Millisecond)
+	}
+	s.Start()
+	<-done
+	// Each job decodes one token per step from its admission step: count
+	// the tokens each tenant got up to the step the small tenant's last job
+	// finished.
+	end := int64(0)
+	for i, o := range outs {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if jobs[i].opts.Tenant == "small" {
+			end = max64(end, o.stats.QueueSteps+int64(len(o.res.OutputIDs)))
+		}
+	}
+	got := map[string]int64{}
+	for i, o := range outs {
+		n := end - o.stats.QueueSteps
+		got[jobs[i].opts.Tenant] += min(max64(n, 0), int64(len(o.res.OutputIDs)))
+	}
+	ratio := float64(got["small"]) / float64(got["big"])
+	t.Logf("tokens while both had work: small %d, big %d (ratio %.2f)", got["small"], got["big"], ratio)
+	if ratio < 0.9 || ratio > 1.1 {
+		t.Errorf("small/big token ratio %.2f, want 1 ± 10%%", ratio)
+	}
+	checkIdle(t, s)
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
