@@ -61,11 +61,23 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	if len(r.Tools) > 0 || r.ResponseFormat != nil {
 		return nil, contracts.NewError(contracts.CodeUnknownTool, "inline tools and response_format are not available on this worker yet")
 	}
-	req, err := buildRequest(sm, r)
+	req, err := buildRequest(sm.Loaded, sm.Name, r)
 	if err != nil {
 		return nil, err
 	}
-	req.OnToken = func(t engine.Token) error {
+	req.OnToken = tokenSink(r, sink)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	res, err := sm.Engine.Generate(ctx, req)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	return outcomeFrom(res), nil
+}
+
+// tokenSink streams generated tokens to the sink, with logprobs when asked.
+func tokenSink(r *contracts.JobRequest, sink Sink) func(engine.Token) error {
+	return func(t engine.Token) error {
 		var lps []contracts.TokenLogprob
 		if r.Logprobs {
 			lp := contracts.TokenLogprob{TokenID: t.ID, Token: t.Text, Logprob: float64(t.Logprob)}
@@ -77,12 +89,11 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 		sink.Delta(t.Text, []int32{t.ID}, lps)
 		return nil
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	res, err := sm.Engine.Generate(ctx, req)
-	if err != nil {
-		return nil, engineError(err)
-	}
+}
+
+// outcomeFrom maps an engine result to an outcome with the usage the
+// engine measured.
+func outcomeFrom(res *engine.Result) *Outcome {
 	out := &Outcome{Text: res.Text, TokenIDs: res.OutputIDs}
 	switch res.StopReason {
 	case engine.StopEndTurn:
@@ -91,6 +102,8 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 		out.StopReason = contracts.StopSequence
 	case engine.StopMaxTokens, engine.StopContextLimit:
 		out.StopReason = contracts.StopMaxTokens
+	case engine.StopMemoryLimit:
+		out.StopReason = contracts.StopMemoryLimit
 	case engine.StopCanceled:
 		out.Canceled = true
 	}
@@ -104,16 +117,16 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	u.TotalMs = res.Usage.TotalMs
 	u.MemoryAllocatedMB = float64(res.Usage.KVBytes) / (1 << 20)
 	u.Confidence = res.Usage.Confidence
-	return out, nil
+	return out
 }
 
 // buildRequest turns a job request into an engine request.
-func buildRequest(sm *ServedModel, r *contracts.JobRequest) (engine.Request, error) {
+func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest) (engine.Request, error) {
 	msgs := make([]chat.Message, len(r.Messages))
 	for i, m := range r.Messages {
 		msgs[i] = chat.Message{Role: string(m.Role), Content: m.Content}
 	}
-	ids, err := sm.Loaded.Conversation(r.System, msgs, nil)
+	ids, err := l.Conversation(r.System, msgs, nil)
 	if err != nil {
 		return engine.Request{}, contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
 	}
@@ -146,8 +159,8 @@ func buildRequest(sm *ServedModel, r *contracts.JobRequest) (engine.Request, err
 	if err := p.Validate(); err != nil {
 		return engine.Request{}, contracts.NewError(contracts.CodeInvalidSampling, "%v", err)
 	}
-	if ctxLen := sm.Loaded.Model.Context; len(ids) >= ctxLen {
-		return engine.Request{}, contracts.NewError(contracts.CodePromptTooLong, "the prompt is %d tokens; model %s has a context of %d", len(ids), sm.Name, ctxLen)
+	if ctxLen := l.Model.Context; len(ids) >= ctxLen {
+		return engine.Request{}, contracts.NewError(contracts.CodePromptTooLong, "the prompt is %d tokens; model %s has a context of %d", len(ids), name, ctxLen)
 	}
 	top := 0
 	if r.Logprobs {

@@ -28,6 +28,16 @@ type Sink interface {
 	// Delta reports new output: the text that became complete, the token
 	// ids behind it, and their logprobs when the request asked for them.
 	Delta(text string, ids []int32, logprobs []contracts.TokenLogprob)
+	// Event reports a scheduling event: kind "preempted" or "resumed".
+	Event(kind, detail string)
+}
+
+// Admitter is implemented by executors that admit jobs by memory: the
+// intake pulls from a (priority, bucket) consumer only when CanAdmit says
+// a job from it would be admitted, so jobs stay in JetStream for workers
+// with room.
+type Admitter interface {
+	CanAdmit(p contracts.Priority, b contracts.Bucket) bool
 }
 
 // Outcome is what an executor reports for a job that ran: the output and

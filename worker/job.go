@@ -216,6 +216,18 @@ func (e *emitter) Delta(text string, ids []int32, lps []contracts.TokenLogprob) 
 	}
 }
 
+// Event implements Sink: a preempted or resumed event.
+func (e *emitter) Event(kind, detail string) {
+	t := contracts.EventPreempted
+	if kind == "resumed" {
+		t = contracts.EventResumed
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.flushLocked()
+	e.publishLocked(&contracts.Event{Type: t, Detail: detail})
+}
+
 func (e *emitter) flushLocked() {
 	if len(e.ids) == 0 && e.text == "" {
 		return
@@ -308,7 +320,9 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	if ran {
 		x := out.Usage
 		x.JobID, x.Tenant, x.Model, x.Priority, x.Bucket = u.JobID, u.Tenant, u.Model, u.Priority, u.Bucket
-		x.Status, x.QueueMs, x.Attempt, x.TraceID, x.WorkerID, x.Device = status, u.QueueMs, u.Attempt, u.TraceID, u.WorkerID, u.Device
+		// Queue time: JetStream to the worker, plus any wait inside the
+		// executor (the scheduler's admission queue).
+		x.Status, x.QueueMs, x.Attempt, x.TraceID, x.WorkerID, x.Device = status, u.QueueMs+out.Usage.QueueMs, u.Attempt, u.TraceID, u.WorkerID, u.Device
 		x.CreatedAt, x.FinishedAt = u.CreatedAt, now
 		usage = &x
 	}

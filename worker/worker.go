@@ -50,8 +50,9 @@ type Worker struct {
 }
 
 type pullSource struct {
-	prio contracts.Priority
-	cons jetstream.Consumer
+	prio   contracts.Priority
+	bucket contracts.Bucket
+	cons   jetstream.Consumer
 }
 
 // New returns a worker; it does nothing until Start.
@@ -90,7 +91,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("worker: consumer %s: %w (are the streams provisioned? run with provisioning on)", contracts.ConsumerName(p, b), err)
 			}
-			w.consumers = append(w.consumers, pullSource{p, c})
+			w.consumers = append(w.consumers, pullSource{p, b, c})
 		}
 	}
 	for i := len(w.consumers) - 1; i >= 0; i-- {
@@ -213,11 +214,15 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 		if pulls%agingEvery == agingEvery-1 {
 			order = w.aged // lowest class first this time
 		}
+		adm, _ := w.exec.(Admitter)
 		for _, src := range order {
 			select {
 			case <-w.quit:
 				return nil
 			default:
+			}
+			if adm != nil && !adm.CanAdmit(src.prio, src.bucket) {
+				continue // leave it for a worker with room
 			}
 			batch, err := src.cons.FetchNoWait(1)
 			if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 const modelName = "stories260k"
@@ -448,3 +449,69 @@ func (w testWriter) Write(p []byte) (int, error) {
 type sinkFunc func(string, []int32, []contracts.TokenLogprob)
 
 func (f sinkFunc) Delta(text string, ids []int32, lps []contracts.TokenLogprob) { f(text, ids, lps) }
+
+func (f sinkFunc) Event(kind, detail string) {}
+
+// newSchedExecutor serves stories260K through a scheduler.
+func newSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
+	t.Helper()
+	be := cpu.New(cpu.Config{Threads: 1})
+	t.Cleanup(func() { be.Close() })
+	l, err := engine.Load(storiesPath(t), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	s, err := sched.New(l.Model, l.Tokenizer, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return worker.NewSchedExecutor(be.Name(), contracts.Buckets{}, &worker.ScheduledModel{Name: modelName, Loaded: l, Scheduler: s})
+}
+
+// TestSchedulerExecutor runs concurrent jobs through the scheduler and
+// checks each output against the same job run alone, in order.
+func TestSchedulerExecutor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, contracts.StreamsConfig{})
+	nc, _ := b.srv.Connect(t)
+	w, err := worker.New(nc, newSchedExecutor(t, sched.Config{KVBlocks: 40, MaxBatchTokens: 32}),
+		worker.Config{ID: "sched", Concurrency: 16, Streams: b.cfg, IdlePoll: 20 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	prompts := []string{"Once upon a time", "The little dog", "Tom and Sue", strings.Repeat("Lily saw a big red ball. ", 10)}
+	var ids []string
+	for i := 0; i < 12; i++ {
+		req := request(prompts[i%4], 30+10*(i%5), contracts.Priorities()[i%3])
+		id, err := b.client.Submit(context.Background(), req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	inorder := newExecutor(t)
+	for i, id := range ids {
+		res := wait(t, b.client, id)
+		if res.Status != contracts.StatusCompleted {
+			t.Fatalf("job %d: %+v", i, res)
+		}
+		text, _ := checkEvents(t, events(t, b.client, id))
+		if text != res.Text {
+			t.Fatalf("job %d: deltas %q vs result %q", i, text, res.Text)
+		}
+		want, err := inorder.Execute(context.Background(), &worker.Job{Request: request(prompts[i%4], 30+10*(i%5), contracts.PriorityNormal)}, sinkFunc(func(string, []int32, []contracts.TokenLogprob) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Text != want.Text {
+			t.Errorf("job %d through the scheduler: %q\nalone: %q", i, res.Text, want.Text)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package worker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/sched"
+)
+
+// ScheduledModel is a model served through a scheduler.
+type ScheduledModel struct {
+	Name      string
+	Loaded    *engine.Loaded
+	Scheduler *sched.Scheduler
+}
+
+// SchedExecutor runs jobs through each model's scheduler: continuous
+// batching, admission by memory, preemption, priorities and fairness. It
+// implements Admitter, so the intake pulls only what it can admit.
+type SchedExecutor struct {
+	models  map[string]*ScheduledModel
+	names   []string
+	device  string
+	buckets contracts.Buckets
+}
+
+// NewSchedExecutor returns an executor over the given scheduled models.
+// buckets are the prompt-length thresholds the producers use.
+func NewSchedExecutor(device string, buckets contracts.Buckets, models ...*ScheduledModel) *SchedExecutor {
+	x := &SchedExecutor{models: map[string]*ScheduledModel{}, device: device, buckets: buckets.WithDefaults()}
+	for _, m := range models {
+		x.models[m.Name] = m
+		x.names = append(x.names, m.Name)
+	}
+	return x
+}
+
+// Device names the device jobs run on.
+func (x *SchedExecutor) Device() string { return x.device }
+
+// CanAdmit reports whether some model could admit a job of this priority
+// with a prompt of the bucket's largest size now.
+func (x *SchedExecutor) CanAdmit(p contracts.Priority, b contracts.Bucket) bool {
+	tokens := x.buckets.ShortMax
+	switch b {
+	case contracts.BucketMedium:
+		tokens = x.buckets.MediumMax
+	case contracts.BucketLong:
+		tokens = 1 << 30 // capped at the model's context
+	}
+	for _, m := range x.models {
+		if m.Scheduler.CanAdmit(p.Rank(), tokens) {
+			return true
+		}
+	}
+	return false
+}
+
+// Execute runs the job through its model's scheduler.
+func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outcome, error) {
+	r := job.Request
+	sm, ok := x.models[r.Model]
+	if !ok {
+		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.names)
+	}
+	if len(r.Tools) > 0 || r.ResponseFormat != nil {
+		return nil, contracts.NewError(contracts.CodeUnknownTool, "inline tools and response_format are not available on this worker yet")
+	}
+	req, err := buildRequest(sm.Loaded, sm.Name, r)
+	if err != nil {
+		return nil, err
+	}
+	req.OnToken = tokenSink(r, sink)
+	opts := sched.JobOpts{Tenant: job.Tenant, Class: job.Priority.Rank(), OnEvent: func(kind, detail string) { sink.Event(kind, detail) }}
+	if r.Temperature != nil {
+		opts.Temperature = *r.Temperature
+	}
+	if m := r.Memory; m != nil {
+		opts.LowLatency = m.LowLatency
+		opts.NotPreemptible = !r.Preemptible()
+		if m.MaxMemoryMB > 0 {
+			opts.MaxMemoryMB = float64(m.MaxMemoryMB)
+		}
+	}
+	res, st, err := sm.Scheduler.Generate(ctx, &req, opts)
+	if err != nil {
+		if errors.Is(err, sched.ErrTooLarge) {
+			return nil, contracts.NewError(contracts.CodeMemoryLimit, "%v", err)
+		}
+		if errors.Is(err, sched.ErrStopped) {
+			return nil, contracts.NewError(contracts.CodeWorkerShutdown, "%v", err)
+		}
+		return nil, engineError(err)
+	}
+	out := outcomeFrom(res)
+	u := &out.Usage
+	u.CachedInputTokens = st.CachedInputTokens
+	u.Preemptions = st.Preemptions
+	u.RecomputedTokens = st.RecomputedTokens
+	u.QueueMs = st.QueueMs // the worker adds the time before the scheduler
+	return out, nil
+}
