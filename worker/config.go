@@ -45,6 +45,8 @@ type Config struct {
 	// stream: one event per DeltaTokens tokens. Streaming jobs get one
 	// event per token. Defaults to 16.
 	DeltaTokens int
+	// Metrics, if set, records every finished job.
+	Metrics *Metrics
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }

@@ -181,6 +181,7 @@ func (w *Worker) terminal(em *emitter, msg jetstream.Msg, route contracts.JobRou
 		msg.NakWithDelay(w.cfg.RetryDelay)
 		return
 	}
+	w.cfg.Metrics.observe(contracts.StatusFailed, e, nil)
 	msg.TermWithReason(string(e.Code))
 }
 
@@ -355,6 +356,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 		log.Error("ack failed; the job may be redelivered (billing dedupes on the job id)", "err", err)
 		return
 	}
+	e.w.cfg.Metrics.observe(status, jobErr, usage)
 	log.Info("job done", "status", status, "output_tokens", len(out.TokenIDs))
 }
 

@@ -45,6 +45,8 @@ func runBench(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 3, "repetitions per test; the best is reported")
 	format := fs.String("format", "table", "output: table or json")
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
+	var sf schedFlags
+	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +59,11 @@ func runBench(ctx context.Context, args []string) error {
 		if m == "" {
 			m = "stories260k"
 		}
-		return benchPipeline(ctx, *pipeline, m, th, stdout)
+		sc, err := sf.config(nil)
+		if err != nil {
+			return err
+		}
+		return benchPipeline(ctx, *pipeline, m, th, sc, stdout)
 	}
 	threads, err := intList(*threadList)
 	if err != nil {

@@ -12,19 +12,20 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
+	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 // benchPipeline pushes n one-token jobs through the whole dev stack (submit
 // → JetStream → worker → usage → Postgres → River rating) and reports jobs
 // per second end to end and the queue's share of time to first token.
-func benchPipeline(ctx context.Context, n int, model string, threads int, out io.Writer) error {
+func benchPipeline(ctx context.Context, n int, model string, threads int, sc *sched.Config, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "zerolayer-bench-pipeline-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	st, err := startDev(ctx, dir, 0, os.Getenv("DATABASE_URL"), []string{model}, threads, log)
+	st, err := startDev(ctx, dir, 0, os.Getenv("DATABASE_URL"), []string{model}, threads, sc, nil, log)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -12,11 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/billing"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/migrations"
 	"github.com/zerolayer/zerolayer/worker"
+	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 // devStack is the whole system in one process.
@@ -42,6 +45,9 @@ func runDev(ctx context.Context, args []string) error {
 	threads := fs.Int("threads", 0, "CPU threads (default: all)")
 	demo := fs.Bool("demo", false, "submit a mixed batch from two tenants, stream one job, wait for all, print the reports, and exit")
 	verbose := fs.Bool("v", false, "log every job")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9400)")
+	var sf schedFlags
+	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,11 +59,27 @@ func runDev(ctx context.Context, args []string) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	st, err := startDev(ctx, *dataDir, *natsPort, *dbURL, models, *threads, log)
+	reg := prometheus.NewRegistry()
+	sm, wm := sched.NewMetrics(), worker.NewMetrics()
+	if err := errors.Join(sm.Register(reg), wm.Register(reg)); err != nil {
+		return err
+	}
+	sc, err := sf.config(sm)
+	if err != nil {
+		return err
+	}
+	st, err := startDev(ctx, *dataDir, *natsPort, *dbURL, models, *threads, sc, wm, log)
 	if err != nil {
 		return err
 	}
 	defer st.stop()
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	fmt.Fprintf(os.Stderr, "zerolayer dev: NATS %s, PostgreSQL (%s), serving %s\n", st.natsURL, st.pg.note, describe(st.models))
 	if *demo {
 		return runDemo(ctx, st, stdout)
@@ -68,7 +90,7 @@ func runDev(ctx context.Context, args []string) error {
 	return nil
 }
 
-func startDev(ctx context.Context, dir string, natsPort int, dbURL string, models []string, threads int, log *slog.Logger) (_ *devStack, err error) {
+func startDev(ctx context.Context, dir string, natsPort int, dbURL string, models []string, threads int, sc *sched.Config, wm *worker.Metrics, log *slog.Logger) (_ *devStack, err error) {
 	st := &devStack{}
 	defer func() {
 		if err != nil {
@@ -106,10 +128,14 @@ func startDev(ctx context.Context, dir string, natsPort int, dbURL string, model
 	if err := contracts.EnsureStreams(ctx, st.js, contracts.StreamsConfig{}); err != nil {
 		return nil, err
 	}
-	if st.models, err = loadModels(models, threads, 0); err != nil {
+	if st.models, err = loadModels(models, threads, 0, sc); err != nil {
 		return nil, err
 	}
-	if st.worker, err = worker.New(st.nc, st.models.executor(), worker.Config{ID: "dev-worker", Concurrency: 4, Logger: log}); err != nil {
+	conc := 4
+	if sc != nil {
+		conc = sc.WithDefaults().MaxRunning + 8
+	}
+	if st.worker, err = worker.New(st.nc, st.models.executor(), worker.Config{ID: "dev-worker", Concurrency: conc, Metrics: wm, Logger: log}); err != nil {
 		return nil, err
 	}
 	if err := st.worker.Start(ctx); err != nil {

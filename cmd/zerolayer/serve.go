@@ -1,17 +1,21 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/store"
+	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 // natsURL is the default NATS URL: NATS_URL, else the local server.
@@ -34,23 +38,71 @@ func servedName(arg string) string {
 // served is a set of loaded models and the backend they run on.
 type served struct {
 	models []*worker.ServedModel
-	paths  map[string]string // served name → file
+	sched  []*worker.ScheduledModel // when scheduling
+	paths  map[string]string        // served name → file
 	be     *cpu.Backend
 }
 
 func (s *served) Close() {
+	for _, m := range s.sched {
+		m.Scheduler.Stop()
+	}
 	for _, m := range s.models {
 		m.Loaded.Close()
 	}
 	s.be.Close()
 }
 
-func (s *served) executor() *worker.InOrderExecutor {
+// executor returns the scheduler executor when the models are scheduled,
+// else the in-order one.
+func (s *served) executor() worker.Executor {
+	if len(s.sched) > 0 {
+		return worker.NewSchedExecutor(s.be.Name(), contracts.Buckets{}, s.sched...)
+	}
 	return worker.NewInOrderExecutor(s.be.Name(), s.models...)
 }
 
-// loadModels resolves and loads the named models on a CPU backend.
-func loadModels(names []string, threads, kvBlocks int) (*served, error) {
+// schedFlags are the scheduler's command-line settings.
+type schedFlags struct {
+	executor       string
+	kvMemoryMB     int
+	hostSwapMB     int
+	maxBatchTokens int
+	maxRunning     int
+	gcInterval     time.Duration
+	reserveHigh    bool
+}
+
+func (f *schedFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.executor, "executor", "sched", "sched (continuous batching, paged KV, preemption) or inorder (one job at a time)")
+	fs.IntVar(&f.kvMemoryMB, "kv-memory-mb", 256, "KV cache memory per model")
+	fs.IntVar(&f.hostSwapMB, "host-swap-mb", 256, "host tier for preempted KV blocks (0 or less: recompute only)")
+	fs.IntVar(&f.maxBatchTokens, "max-batch-tokens", 256, "prefill tokens per step beside the decodes")
+	fs.IntVar(&f.maxRunning, "max-running", 64, "sequences per batch")
+	fs.DurationVar(&f.gcInterval, "eviction-gc-interval", 30*time.Second, "how long swapped KV blocks are kept for a preempted job")
+	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
+}
+
+// config returns the scheduler config, or nil for the in-order executor.
+func (f *schedFlags) config(metrics *sched.Metrics) (*sched.Config, error) {
+	switch f.executor {
+	case "inorder":
+		return nil, nil
+	case "sched":
+	default:
+		return nil, usagef("--executor %q: want sched or inorder", f.executor)
+	}
+	swap := f.hostSwapMB
+	if swap <= 0 {
+		swap = -1
+	}
+	return &sched.Config{KVMemoryMB: f.kvMemoryMB, HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
+		EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, Metrics: metrics}, nil
+}
+
+// loadModels resolves and loads the named models on a CPU backend, each
+// behind a scheduler when sc is set.
+func loadModels(names []string, threads, kvBlocks int, sc ...*sched.Config) (*served, error) {
 	if len(names) == 0 {
 		return nil, usagef("give at least one --model")
 	}
@@ -66,15 +118,17 @@ func loadModels(names []string, threads, kvBlocks int) (*served, error) {
 			s.Close()
 			return nil, err
 		}
-		blocks := kvBlocks
-		if blocks == 0 {
-			blocks = 2 * ((l.Model.Context + 15) / 16)
-		}
-		e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: blocks})
-		if err != nil {
-			l.Close()
-			s.Close()
-			return nil, err
+		var e *engine.Engine
+		if len(sc) == 0 || sc[0] == nil {
+			blocks := kvBlocks
+			if blocks == 0 {
+				blocks = 2 * ((l.Model.Context + 15) / 16)
+			}
+			if e, err = engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: blocks}); err != nil {
+				l.Close()
+				s.Close()
+				return nil, err
+			}
 		}
 		name := servedName(n)
 		if _, dup := s.paths[name]; dup {
@@ -84,6 +138,19 @@ func loadModels(names []string, threads, kvBlocks int) (*served, error) {
 		}
 		s.paths[name] = path
 		s.models = append(s.models, &worker.ServedModel{Name: name, Loaded: l, Engine: e})
+		if len(sc) > 0 && sc[0] != nil {
+			cfg := *sc[0]
+			if len(s.sched) > 0 {
+				cfg.Metrics = nil // one set of scheduler metrics per process
+			}
+			sch, err := sched.New(l.Model, l.Tokenizer, cfg)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			sch.Start()
+			s.sched = append(s.sched, &worker.ScheduledModel{Name: name, Loaded: l, Scheduler: sch})
+		}
 	}
 	return s, nil
 }

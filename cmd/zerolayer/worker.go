@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -10,9 +11,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker"
+	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 func runWorker(ctx context.Context, args []string) error {
@@ -28,6 +31,9 @@ func runWorker(ctx context.Context, args []string) error {
 	provision := fs.Bool("provision", true, "create or update the streams and consumers at start")
 	replicas := fs.Int("replicas", 1, "stream replicas when provisioning (3 in production)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are handed back")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9400)")
+	var sf schedFlags
+	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,11 +53,32 @@ func runWorker(ctx context.Context, args []string) error {
 		}
 		cfg.Buckets = append(cfg.Buckets, bk)
 	}
-	s, err := loadModels(models, *threads, 0)
+	reg := prometheus.NewRegistry()
+	sm := sched.NewMetrics()
+	wm := worker.NewMetrics()
+	if err := errors.Join(sm.Register(reg), wm.Register(reg)); err != nil {
+		return err
+	}
+	sc, err := sf.config(sm)
+	if err != nil {
+		return err
+	}
+	if sc != nil && *conc == 1 {
+		*conc = sc.MaxRunning + 8 // the scheduler admits; the intake only feeds it
+	}
+	cfg.Concurrency, cfg.Metrics = *conc, wm
+	s, err := loadModels(models, *threads, 0, sc)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	nc, err := nats.Connect(*url, nats.Name("zerolayer worker"), nats.MaxReconnects(-1))
 	if err != nil {
 		return fmt.Errorf("connect to NATS at %s: %w", *url, err)

@@ -1,0 +1,71 @@
+package worker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// Metrics are the worker's per-job Prometheus metrics, named after vLLM's.
+type Metrics struct {
+	ttft      *prometheus.HistogramVec
+	tpot      *prometheus.HistogramVec
+	queue     *prometheus.HistogramVec
+	e2e       *prometheus.HistogramVec
+	jobs      *prometheus.CounterVec
+	tokensIn  prometheus.Counter
+	tokensOut prometheus.Counter
+}
+
+// NewMetrics returns unregistered metrics.
+func NewMetrics() *Metrics {
+	lat := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	labels := []string{"priority", "bucket"}
+	h := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "zerolayer_" + name, Help: help, Buckets: lat}, labels)
+	}
+	return &Metrics{
+		ttft:  h("time_to_first_token_seconds", "Time from admission to the first output token."),
+		tpot:  h("time_per_output_token_seconds", "Mean time per output token after the first, per job."),
+		queue: h("request_queue_time_seconds", "Time from JetStream storing the job to its admission."),
+		e2e:   h("e2e_request_latency_seconds", "Time from JetStream storing the job to its end."),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_jobs_total",
+			Help: "Jobs finished, by status and error code."}, []string{"status", "code"}),
+		tokensIn:  prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_prompt_tokens_total", Help: "Prompt tokens of finished jobs."}),
+		tokensOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_generation_tokens_total", Help: "Generated tokens of finished jobs."}),
+	}
+}
+
+// Register registers every metric with r.
+func (m *Metrics) Register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// observe records a finished job.
+func (m *Metrics) observe(status contracts.ResultStatus, e *contracts.Error, u *contracts.Usage) {
+	if m == nil {
+		return
+	}
+	code := ""
+	if e != nil {
+		code = string(e.Code)
+	}
+	m.jobs.WithLabelValues(string(status), code).Inc()
+	if u == nil {
+		return
+	}
+	l := prometheus.Labels{"priority": string(u.Priority), "bucket": string(u.Bucket)}
+	m.ttft.With(l).Observe(u.TimeToFirstTokenMs / 1000)
+	if u.OutputTokens > 1 {
+		m.tpot.With(l).Observe(u.TimePerTokenMs / 1000)
+	}
+	m.queue.With(l).Observe(u.QueueMs / 1000)
+	m.e2e.With(l).Observe((u.QueueMs + u.TotalMs) / 1000)
+	m.tokensIn.Add(float64(u.InputTokens))
+	m.tokensOut.Add(float64(u.OutputTokens))
+}
