@@ -45,10 +45,26 @@ func runBench(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 3, "repetitions per test; the best is reported")
 	format := fs.String("format", "table", "output: table or json")
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
+	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")
 	var sf schedFlags
 	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *schedBench {
+		th := 0
+		if ts, err := intList(*threadList); err == nil && len(ts) > 0 {
+			th = ts[0]
+		}
+		path := ""
+		if *modelName != "" {
+			p, err := store.Resolve(*modelName, modelDirs())
+			if err != nil {
+				return err
+			}
+			path = p
+		}
+		return benchScheduler(ctx, path, th, stdout)
 	}
 	if *pipeline > 0 {
 		th := 0

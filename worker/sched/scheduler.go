@@ -92,8 +92,10 @@ type Scheduler struct {
 	snapWaiting atomic.Int64
 	snapRunning atomic.Int64
 
-	// Totals for tests and metrics.
-	stepCount atomic.Int64
+	// Totals for tests, metrics and benchmarks.
+	stepCount  atomic.Int64
+	utilTokens atomic.Int64 // Σ over steps of tokens held in running sequences' blocks
+	utilSlots  atomic.Int64 // Σ over steps of those blocks' capacity in tokens
 }
 
 // seq is one job inside the scheduler.
@@ -227,6 +229,17 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		return nil, q.stats, q.err
 	}
 	return q.g.Result(), q.stats, nil
+}
+
+// Utilization is the mean, over the steps run so far, of the fraction of
+// running sequences' KV block capacity holding tokens (1 − internal
+// fragmentation), and the number of steps.
+func (s *Scheduler) Utilization() (float64, int64) {
+	slots := s.utilSlots.Load()
+	if slots == 0 {
+		return 0, s.stepCount.Load()
+	}
+	return float64(s.utilTokens.Load()) / float64(slots), s.stepCount.Load()
 }
 
 // CanAdmit reports whether a job of class with a prompt of up to
@@ -699,10 +712,23 @@ type stepRow struct {
 func (s *Scheduler) step() {
 	now := time.Now()
 	budget := s.cfg.MaxBatchTokens
+	// A high-priority job waiting for its first token gets a step of its
+	// class alone: lower classes skip one step rather than lengthen the
+	// high-priority job's time to first token.
+	onlyHigh := false
+	for _, q := range s.running {
+		if q.opts.Class == 0 && len(q.g.Result().OutputIDs) == 0 && !q.g.Done() {
+			onlyHigh = true
+			break
+		}
+	}
 	var plan []stepRow
 	for _, q := range slices.Clone(s.running) {
 		if !q.running {
 			continue // preempted while planning this step
+		}
+		if onlyHigh && q.opts.Class != 0 {
+			continue
 		}
 		toks := q.g.Tokens()
 		rem := len(toks) - q.computed
@@ -754,6 +780,13 @@ func (s *Scheduler) step() {
 		return
 	}
 	s.stepCount.Add(1)
+	var held, slots int64
+	for _, q := range s.running {
+		held += int64(q.computed)
+		slots += int64(len(q.blocks) * s.bt)
+	}
+	s.utilTokens.Add(held)
+	s.utilSlots.Add(slots)
 	done := time.Now()
 	li := 0
 	for _, r := range plan {
