@@ -12,7 +12,7 @@ import (
 // attnRows is the most query rows of one sequence (at consecutive
 // positions, as in a prompt) that share one pass over the K and V rows;
 // fewer when their scores would take more than attnScoreFloats.
-var attnRows = 8
+const attnRows = 8
 
 const attnScoreFloats = 32 << 10
 
@@ -35,17 +35,20 @@ type attnCall struct {
 	task func(lo, hi int)
 }
 
+// get returns a scratch buffer of a.need floats, reusing a free one; one
+// that has become too small is dropped.
 func (a *attnCall) get() []float32 {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	for i := len(a.free) - 1; i >= 0; i-- {
-		if s := a.free[i]; cap(s) >= a.need {
-			a.free[i] = a.free[len(a.free)-1]
-			a.free = a.free[:len(a.free)-1]
-			return s[:a.need]
-		}
+	var s []float32
+	if n := len(a.free); n > 0 {
+		s = a.free[n-1]
+		a.free = a.free[:n-1]
 	}
-	return make([]float32, a.need, a.need+a.need/4)
+	a.mu.Unlock()
+	if cap(s) < a.need {
+		s = make([]float32, a.need, a.need+a.need/4)
+	}
+	return s[:a.need]
 }
 
 func (a *attnCall) put(s []float32) {

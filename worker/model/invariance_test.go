@@ -16,9 +16,6 @@ import (
 // to batch jobs without changing their greedy output.
 func TestBatchInvariance(t *testing.T) {
 	t.Parallel()
-	if !batchInvariantKernels {
-		t.Skip("the CPU matmul kernels are not batch-invariant yet (x4 kernels sum in another order)")
-	}
 	for _, dt := range gpu.DTypes {
 		f := build(t, synthTiny(dt))
 		be := cpu.New(cpu.Config{Threads: 2})
@@ -58,6 +55,3 @@ func TestBatchInvariance(t *testing.T) {
 	}
 }
 
-// batchInvariantKernels is switched on once the kernels are made
-// batch-invariant.
-const batchInvariantKernels = false

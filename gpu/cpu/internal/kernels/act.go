@@ -43,10 +43,23 @@ type pairQ4 struct {
 // (len ⌈blocks/2⌉); a missing last B block is zero.
 func quantizeQ4Pairs(x []float32, pairs []pairQ4) {
 	nb := len(x) / qk8
+	if nb == 0 {
+		return
+	}
+	_ = pairs[(nb-1)/2]
+	if useAsm {
+		quantizeQ4PairsAVX2(&x[0], nb, &pairs[0])
+		return
+	}
+	quantizeQ4PairsGo(x, pairs)
+}
+
+func quantizeQ4PairsGo(x []float32, pairs []pairQ4) {
+	nb := len(x) / qk8
 	var q [qk8]int8
 	var d [1]float32
 	for b := 0; b < nb; b++ {
-		quantizeQ8_0(x[b*qk8:(b+1)*qk8], q[:], d[:])
+		quantizeQ8_0Go(x[b*qk8:(b+1)*qk8], q[:], d[:])
 		p := &pairs[b/2]
 		h := b % 2
 		var s int32
@@ -82,6 +95,19 @@ func nearestInt(f float32) int32 {
 
 // quantizeQ8_0 quantizes x (len a multiple of 32) into qs and d.
 func quantizeQ8_0(x []float32, qs []int8, d []float32) {
+	nb := len(x) / qk8
+	if nb == 0 {
+		return
+	}
+	qs, d = qs[:nb*qk8], d[:nb]
+	if useAsm {
+		quantizeQ8_0AVX2(&x[0], nb, &qs[0], &d[0])
+		return
+	}
+	quantizeQ8_0Go(x, qs, d)
+}
+
+func quantizeQ8_0Go(x []float32, qs []int8, d []float32) {
 	nb := len(x) / qk8
 	qs, d = qs[:nb*qk8], d[:nb]
 	for b := 0; b < nb; b++ {

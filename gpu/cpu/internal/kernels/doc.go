@@ -19,12 +19,29 @@
 // integer dot products (VPMADDUBSW/VPMADDWD) with one float multiply-add
 // per block. F16 and BF16 weights convert to float32 in registers.
 //
+// At M = 1 (decode) there are no x4 groups: each activation row goes to a
+// kernel that walks a run of weight rows itself (DotRows for F32, eight
+// rows at a time reduced in one tree; the Rows kernels for F16, BF16, Q8_0
+// and Q4_0), so there is no call per weight row. Float weights at larger M
+// use 4×3 register tiles (four activation rows by three weight rows).
+//
+// Every path sums a given dot product in the same order: one accumulator
+// per (activation row, weight row), blocks in order, and the same lane
+// reduction tree. A row's result therefore does not depend on the batch
+// size or on the rows beside it (TestMatMulBatchInvariant).
+//
+// The package also holds the pieces of attention over the paged KV cache
+// (AttnScores, AttnValues, Max, ExpShift; attn.go, rows.go), the SwiGLU
+// activation and the activation quantizers, with the same asm/Go-twin
+// arrangement.
+//
 // # Kernels
 //
 // Every kernel has an AVX2+FMA+F16C assembly version (float_amd64.s,
-// quant_amd64.s) and a pure Go twin (kernels_generic.go) that defines its
-// result; the assembly is used when golang.org/x/sys/cpu reports the
-// features, and the twins run everywhere else (or with the purego build
-// tag). Tests compare the two on random data and require identical results
-// where the arithmetic is exact.
+// quant_amd64.s, attn_amd64.s, quantize_amd64.s) and a pure Go twin
+// (kernels_generic.go, act.go) that defines its result; the assembly is
+// used when golang.org/x/sys/cpu reports the features, and the twins run
+// everywhere else (or with the purego build tag). Tests compare the two on
+// random data and require identical results where the arithmetic is exact
+// (the integer parts, and the activation quantizers bit for bit).
 package kernels

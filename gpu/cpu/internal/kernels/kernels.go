@@ -166,14 +166,29 @@ func dotBF16x4x3(x []float32, xs int, w []uint16, ws, n int, out *[12]float32) {
 
 // dotQ8_0 is the dot product of nb Q8_0 blocks with activations xq, xd.
 func dotQ8_0(w []byte, xq []int8, xd []float32, nb int) float32 {
+	var out [1]float32
+	dotQ8_0Rows(w, 0, xq, xd, nb, out[:])
+	return out[0]
+}
+
+// dotQ8_0Rows sets out[r] = dotQ8_0(w[r·rb:], xq, xd, nb) for r < len(out).
+func dotQ8_0Rows(w []byte, rb int, xq []int8, xd []float32, nb int, out []float32) {
+	n := len(out)
+	if n == 0 {
+		return
+	}
 	if nb == 0 {
-		return 0
+		clear(out)
+		return
 	}
-	_, _, _ = w[nb*bytesQ8_0-1], xq[nb*qk8-1], xd[nb-1]
+	_, _, _ = w[(n-1)*rb+nb*bytesQ8_0-1], xq[nb*qk8-1], xd[nb-1]
 	if useAsm {
-		return dotQ8_0AVX2(&w[0], &xq[0], &xd[0], nb)
+		dotQ8_0RowsAVX2(&w[0], rb, n, &xq[0], &xd[0], nb, &out[0])
+		return
 	}
-	return dotQ8_0Go(w, xq, xd, nb)
+	for r := range out {
+		out[r] = dotQ8_0Go(w[r*rb:], xq, xd, nb)
+	}
 }
 
 // dotQ8_0x4: four activation rows, qs at stride qs elements and scales at
@@ -201,13 +216,30 @@ func dotQ4_0(w []byte, x []pairQ4, nb int) float32 {
 	}
 	_, _ = w[nb*bytesQ4_0-1], x[(nb-1)/2]
 	if useAsm && nb >= 2 {
-		s := dotQ4_0AVX2(&w[0], &x[0], nb/2, &f16Table[0])
+		var s float32
+		dotQ4_0RowsAVX2(&w[0], 0, 1, &x[0], nb/2, &f16Table[0], &s)
 		if nb%2 == 1 {
 			s += dotQ4_0Go(w[(nb-1)*bytesQ4_0:], x[nb/2:], 1)
 		}
 		return s
 	}
 	return dotQ4_0Go(w, x, nb)
+}
+
+// dotQ4_0Rows sets out[r] = dotQ4_0(w[r·rb:], x, nb) for r < len(out).
+func dotQ4_0Rows(w []byte, rb int, x []pairQ4, nb int, out []float32) {
+	n := len(out)
+	if n == 0 {
+		return
+	}
+	if useAsm && nb >= 2 && nb%2 == 0 {
+		_, _ = w[(n-1)*rb+nb*bytesQ4_0-1], x[nb/2-1]
+		dotQ4_0RowsAVX2(&w[0], rb, n, &x[0], nb/2, &f16Table[0], &out[0])
+		return
+	}
+	for r := range out {
+		out[r] = dotQ4_0(w[r*rb:], x, nb)
+	}
 }
 
 // dotQ4_0x4: four activation rows at a stride of xs pairs.

@@ -31,8 +31,11 @@ func dotF16x4AVX2(x *float32, xstride int, w *uint16, n int, out *[4]float32)
 //go:noescape
 func dotBF16x4AVX2(x *float32, xstride int, w *uint16, n int, out *[4]float32)
 
+// The Rows kernels take n ≥ 1 weight rows rb bytes apart and store one
+// result per row.
+//
 //go:noescape
-func dotQ8_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+func dotQ8_0RowsAVX2(w *byte, rb, n int, xq *int8, xd *float32, nb int, out *float32)
 
 //go:noescape
 func dotQ8_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out *[4]float32)
@@ -41,7 +44,7 @@ func dotQ8_0x4AVX2(w *byte, xq *int8, xd *float32, nb, qstride, dstride int, out
 // scale lookup is cheaper than VCVTPH2PS here).
 //
 //go:noescape
-func dotQ4_0AVX2(w *byte, x *pairQ4, np int, tab *float32) float32
+func dotQ4_0RowsAVX2(w *byte, rb, n int, x *pairQ4, np int, tab *float32, out *float32)
 
 //go:noescape
 func dotQ4_0x4AVX2(w *byte, x *pairQ4, np, xstride int, tab *float32, out *[4]float32)
@@ -96,3 +99,19 @@ func dotF16x4x3AVX2(x *float32, xstride int, w *uint16, wstride, n int, out *[12
 
 //go:noescape
 func dotBF16x4x3AVX2(x *float32, xstride int, w *uint16, wstride, n int, out *[12]float32)
+
+// Activation quantizers (quantize_amd64.s), nb ≥ 1 blocks of 32.
+
+//go:noescape
+func quantizeQ8_0AVX2(x *float32, nb int, qs *int8, d *float32)
+
+//go:noescape
+func quantizeQ4PairsAVX2(x *float32, nb int, p *pairQ4)
+
+// F16 and BF16 weight rows (k a multiple of 8, > 0), unscaled.
+//
+//go:noescape
+func dotRowsF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32)
+
+//go:noescape
+func dotRowsBF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32)

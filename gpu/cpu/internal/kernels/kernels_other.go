@@ -8,14 +8,12 @@ var useAsm = false
 
 const noAsm = "kernels: assembly kernel called without assembly support"
 
-func sumF32AVX2(x *float32, n int) float32                         { panic(noAsm) }
-func dotF32AVX2(x, w *float32, n int) float32                      { panic(noAsm) }
-func dotF16AVX2(x *float32, w *uint16, n int) float32              { panic(noAsm) }
-func dotBF16AVX2(x *float32, w *uint16, n int) float32             { panic(noAsm) }
-func dotQ8_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32   { panic(noAsm) }
-func dotQ4_0AVX2(w *byte, x *pairQ4, np int, tab *float32) float32 { panic(noAsm) }
-func dotQ4_KAVX2(w *byte, x *blockQ8K, nb int) float32             { panic(noAsm) }
-func dotQ6_KAVX2(w *byte, x *blockQ8K, nb int) float32             { panic(noAsm) }
+func sumF32AVX2(x *float32, n int) float32             { panic(noAsm) }
+func dotF32AVX2(x, w *float32, n int) float32          { panic(noAsm) }
+func dotF16AVX2(x *float32, w *uint16, n int) float32  { panic(noAsm) }
+func dotBF16AVX2(x *float32, w *uint16, n int) float32 { panic(noAsm) }
+func dotQ4_KAVX2(w *byte, x *blockQ8K, nb int) float32 { panic(noAsm) }
+func dotQ6_KAVX2(w *byte, x *blockQ8K, nb int) float32 { panic(noAsm) }
 
 func dotF32x4AVX2(x *float32, xstride int, w *float32, n int, out *[4]float32) { panic(noAsm) }
 func dotF16x4AVX2(x *float32, xstride int, w *uint16, n int, out *[4]float32)  { panic(noAsm) }
@@ -57,3 +55,17 @@ func dotF16x4x3AVX2(x *float32, xstride int, w *uint16, wstride, n int, out *[12
 func dotBF16x4x3AVX2(x *float32, xstride int, w *uint16, wstride, n int, out *[12]float32) {
 	panic(noAsm)
 }
+
+func dotQ8_0RowsAVX2(w *byte, rb, n int, xq *int8, xd *float32, nb int, out *float32) {
+	panic(noAsm)
+}
+
+func dotQ4_0RowsAVX2(w *byte, rb, n int, x *pairQ4, np int, tab *float32, out *float32) {
+	panic(noAsm)
+}
+
+func quantizeQ8_0AVX2(x *float32, nb int, qs *int8, d *float32) { panic(noAsm) }
+func quantizeQ4PairsAVX2(x *float32, nb int, p *pairQ4)         { panic(noAsm) }
+
+func dotRowsF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32)  { panic(noAsm) }
+func dotRowsBF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32) { panic(noAsm) }

@@ -132,10 +132,15 @@ func choosePlan(k planKey, threads int) plan {
 	if lim := max(4, l2Bytes/2/max(rb, 1)); nxb > 1 && p.rowBlock > lim {
 		p.rowBlock = lim
 	}
-	if p.x4 && isFloat(k.t) && p.rowBlock > 3 {
+	p.serial = threads == 1 || k.rows*rb*m < serialBytes
+	if p.serial && nxb == 1 {
+		// Nothing to balance and no blocking to do: one task, so that the
+		// kernels see long runs of weight rows.
+		p.rowBlock = k.rows
+	}
+	if p.x4 && isFloat(k.t) && p.rowBlock > 3 && p.rowBlock < k.rows {
 		p.rowBlock -= p.rowBlock % 3 // whole 4×3 tiles
 	}
-	p.serial = threads == 1 || k.rows*rb*m < serialBytes
 	return p
 }
 
@@ -295,18 +300,23 @@ func (mm *MatMul) runTasks(lo, hi int) {
 }
 
 // tile computes dst rows m0..m1, columns r0..r1.
+//
+// Groups of four activation rows go through the x4 kernels (float weights:
+// 4×3 tiles), the rest through kernels that take one activation row and a
+// run of weight rows (or the single-row kernels). They sum each dot
+// product in the same order, so that a row's result does not depend on the
+// batch around it.
 func (mm *MatMul) tile(r0, r1, m0, m1 int) {
 	var out [4]float32
-	K, N, rb := mm.cols, mm.rows, mm.rb
+	N, rb := mm.rows, mm.rb
 	dst := mm.dst
 	m4 := m0
 	if mm.p.x4 {
 		m4 = m0 + (m1-m0)&^3
 	}
-	r := r0
 	if m4 > m0 && isFloat(mm.t) {
-		// Float weights: tiles of 4 activation rows × 3 weight rows.
 		var o [12]float32
+		r := r0
 		for ; r+3 <= r1; r += 3 {
 			for m := m0; m < m4; m += 4 {
 				mm.dot4x3(r, m, &o)
@@ -316,52 +326,56 @@ func (mm *MatMul) tile(r0, r1, m0, m1 int) {
 				}
 			}
 		}
-	}
-	for ; r < r1 && m4 > m0; r++ {
-		wr := mm.w[r*rb : (r+1)*rb]
-		for m := m0; m < m4; m += 4 {
-			mm.dot4(wr, m, &out)
-			dst[m*N+r] = out[0]
-			dst[(m+1)*N+r] = out[1]
-			dst[(m+2)*N+r] = out[2]
-			dst[(m+3)*N+r] = out[3]
+		if r < r1 {
+			mm.rowsOf(r, r1, m0, m4)
+		}
+	} else if m4 > m0 {
+		for r := r0; r < r1; r++ {
+			wr := mm.w[r*rb : (r+1)*rb]
+			for m := m0; m < m4; m += 4 {
+				mm.dot4(wr, m, &out)
+				dst[m*N+r] = out[0]
+				dst[(m+1)*N+r] = out[1]
+				dst[(m+2)*N+r] = out[2]
+				dst[(m+3)*N+r] = out[3]
+			}
 		}
 	}
-	if m4 == m1 {
-		return
-	}
-	if mm.t == gpu.F32 && useAsm {
-		// One call per activation row for the whole block of weight rows.
-		w := f32s(mm.w[r0*rb : r1*rb])
-		for m := m4; m < m1; m++ {
-			DotRows(mm.x[m*K:(m+1)*K], w, K, 1, dst[m*N+r0:m*N+r1])
-		}
-		return
-	}
-	for r := r0; r < r1; r++ {
-		wr := mm.w[r*rb : (r+1)*rb]
-		for m := m4; m < m1; m++ {
-			dst[m*N+r] = mm.dot1(wr, m)
+	mm.rowsOf(r0, r1, m4, m1)
+}
+
+// rowsOf computes dst rows m0..m1, columns r0..r1, one activation row at a
+// time against the run of weight rows.
+func (mm *MatMul) rowsOf(r0, r1, m0, m1 int) {
+	K, N, rb := mm.cols, mm.rows, mm.rb
+	dst := mm.dst
+	w := mm.w[r0*rb : r1*rb]
+	for m := m0; m < m1; m++ {
+		out := dst[m*N+r0 : m*N+r1]
+		switch mm.t {
+		case gpu.F32:
+			DotRows(mm.x[m*K:(m+1)*K], f32s(w), K, 1, out)
+		case gpu.F16:
+			dotRowsF16(mm.x[m*K:(m+1)*K], u16s(w), K, out)
+		case gpu.BF16:
+			dotRowsBF16(mm.x[m*K:(m+1)*K], u16s(w), K, out)
+		case gpu.Q8_0:
+			dotQ8_0Rows(w, rb, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8, out)
+		case gpu.Q4_0:
+			np := q4Pairs(K)
+			dotQ4_0Rows(w, rb, mm.ap[m*np:(m+1)*np], K/qk8, out)
+		default:
+			for r := r0; r < r1; r++ {
+				out[r-r0] = mm.dot1(mm.w[r*rb:(r+1)*rb], m)
+			}
 		}
 	}
 }
 
-var rowsKernel = false
-
+// dot1 is one dot product for the types that have no run-of-rows kernel.
 func (mm *MatMul) dot1(wr []byte, m int) float32 {
 	K := mm.cols
 	switch mm.t {
-	case gpu.F32:
-		return dotF32(mm.x[m*K:(m+1)*K], f32s(wr))
-	case gpu.F16:
-		return dotF16(mm.x[m*K:(m+1)*K], u16s(wr))
-	case gpu.BF16:
-		return dotBF16(mm.x[m*K:(m+1)*K], u16s(wr))
-	case gpu.Q8_0:
-		return dotQ8_0(wr, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8)
-	case gpu.Q4_0:
-		np := q4Pairs(K)
-		return dotQ4_0(wr, mm.ap[m*np:(m+1)*np], K/qk8)
 	case gpu.Q4_K:
 		return dotQ4_K(wr, mm.akb[m*K/qkK:], K/qkK)
 	case gpu.Q6_K:
@@ -390,15 +404,11 @@ func (mm *MatMul) dot4x3(r, m int, out *[12]float32) {
 	}
 }
 
+// dot4 is the x4 product of the quantized types: one weight row against
+// activation rows m..m+3.
 func (mm *MatMul) dot4(wr []byte, m int, out *[4]float32) {
 	K := mm.cols
 	switch mm.t {
-	case gpu.F32:
-		dotF32x4(mm.x[m*K:], K, f32s(wr), out)
-	case gpu.F16:
-		dotF16x4(mm.x[m*K:], K, u16s(wr), out)
-	case gpu.BF16:
-		dotBF16x4(mm.x[m*K:], K, u16s(wr), out)
 	case gpu.Q8_0:
 		dotQ8_0x4(wr, mm.aq[m*K:], K, mm.ad[m*K/qk8:], K/qk8, K/qk8, out)
 	case gpu.Q4_0:

@@ -249,3 +249,47 @@ func TestDequantizeRow(t *testing.T) {
 		}
 	}
 }
+
+// A row's result does not depend on the batch around it: every row of a
+// batched Run matches, bit for bit, a Run of that row alone, for every
+// batch size, thread count and weight type.
+func TestMatMulBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	pools := []*Pool{NewPool(1), NewPool(3)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for _, ty := range gpu.DTypes {
+		for _, shape := range append(testShapes(ty), [2]int{70, 768}) {
+			N, K := shape[0], shape[1]
+			w := &Weights{Type: ty, Rows: N, Cols: K, Data: mustQuantize(t, ty, randFloats(r, N*K))}
+			x := randFloats(r, 23*K)
+			for _, asm := range []bool{true, false} {
+				if asm && !useAsm {
+					continue
+				}
+				one := make([]float32, 23*N)
+				withAsm(asm, func() {
+					mm := NewMatMul(pools[0])
+					for m := 0; m < 23; m++ {
+						mm.Run(one[m*N:(m+1)*N], x[m*K:(m+1)*K], 1, w)
+					}
+				})
+				for _, p := range pools {
+					for _, M := range []int{2, 4, 5, 8, 23} {
+						got := make([]float32, M*N)
+						withAsm(asm, func() { NewMatMul(p).Run(got, x, M, w) })
+						for i := range got {
+							if math.Float32bits(got[i]) != math.Float32bits(one[i]) {
+								t.Fatalf("%v %dx%d asm=%v threads=%d M=%d: out[%d] = %g, alone %g",
+									ty, N, K, asm, p.Threads(), M, i, got[i], one[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package kernels
+
+import "math"
+
+// Row kernels: the pieces of attention (scores of one query against rows of
+// K, the softmax exponentials, the weighted sum of rows of V) and the
+// single-row matrix product, which is the scores kernel with a unit scale.
+// Rows lie at a stride in a larger slice (the KV cache interleaves the kv
+// heads). The assembly takes rows whose length is a multiple of 8; other
+// lengths run the Go twins, except in DotRows, whose assembly loads the
+// last k mod 8 elements under a mask.
+
+// DotRows sets out[r] = scale · Σ_i x[i]·w[r·stride+i] for r < len(out).
+func DotRows(x, w []float32, stride int, scale float32, out []float32) {
+	k, n := len(x), len(out)
+	if n == 0 || k == 0 {
+		clear(out)
+		return
+	}
+	_ = w[(n-1)*stride+k-1]
+	if useAsm && k > 0 {
+		dotRowsF32AVX2(&x[0], &w[0], 4*stride, k, n, &out[0], scale)
+		return
+	}
+	dotRowsGo(x, w, stride, scale, out)
+}
+
+// dotRowsF16 sets out[r] = Σ_i x[i]·w[r·stride+i] for r < len(out), f16
+// weights: the assembly over the first len(x) &^ 7 elements, then the
+// rest in Go, as dotF16x4x3 does.
+func dotRowsF16(x []float32, w []uint16, stride int, out []float32) {
+	k, n := len(x), len(out)
+	if n == 0 || k == 0 {
+		clear(out)
+		return
+	}
+	_ = w[(n-1)*stride+k-1]
+	m := 0
+	if useAsm && k >= 8 {
+		m = k &^ 7
+		dotRowsF16AVX2(&x[0], &w[0], 2*stride, m, n, &out[0])
+	} else {
+		clear(out)
+	}
+	if m < k {
+		for r := range out {
+			out[r] += dotF16Go(x[m:], w[r*stride+m:r*stride+k])
+		}
+	}
+}
+
+// dotRowsBF16 is dotRowsF16 for bf16 weights.
+func dotRowsBF16(x []float32, w []uint16, stride int, out []float32) {
+	k, n := len(x), len(out)
+	if n == 0 || k == 0 {
+		clear(out)
+		return
+	}
+	_ = w[(n-1)*stride+k-1]
+	m := 0
+	if useAsm && k >= 8 {
+		m = k &^ 7
+		dotRowsBF16AVX2(&x[0], &w[0], 2*stride, m, n, &out[0])
+	} else {
+		clear(out)
+	}
+	if m < k {
+		for r := range out {
+			out[r] += dotBF16Go(x[m:], w[r*stride+m:r*stride+k])
+		}
+	}
+}
+
+// AxpyRows adds Σ_r p[r]·v[r·stride+i] to out[i] for r < len(p).
+func AxpyRows(p, v []float32, stride int, out []float32) {
+	k, n := len(out), len(p)
+	if n == 0 || k == 0 {
+		return
+	}
+	_ = v[(n-1)*stride+k-1]
+	if useAsm && k%8 == 0 {
+		axpyRowsF32AVX2(&p[0], &v[0], 4*stride, k, n, &out[0])
+		return
+	}
+	axpyRowsGo(p, v, stride, out)
+}
+
+// Max returns the largest element of x, or −Inf if x is empty.
+func Max(x []float32) float32 {
+	n := len(x)
+	if useAsm && n >= 8 {
+		return maxF32AVX2(&x[0], n)
+	}
+	return maxF32Go(x, float32(math.Inf(-1)))
+}
+
+// ExpShift replaces each x[i] by e**(x[i]−m), which must be ≤ 0, and
+// returns their sum. The relative error is about 2e-7; results below e**−87
+// are 0.
+func ExpShift(x []float32, m float32) float32 {
+	n := len(x)
+	if useAsm && n > 0 {
+		return expShiftAVX2(&x[0], n, m)
+	}
+	return expShiftGo(x, m)
+}
+
+// Scale multiplies x by s.
+func Scale(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
+}
+
+// SiLUMul sets dst[i] = silu(g[i])·u[i] = g[i]/(1+e**−g[i])·u[i] for
+// i < len(dst). dst may be g or u.
+func SiLUMul(dst, g, u []float32) {
+	n := len(dst)
+	g, u = g[:n], u[:n]
+	if useAsm && n > 0 {
+		siluMulAVX2(&dst[0], &g[0], &u[0], n)
+		return
+	}
+	siluMulGo(dst, g, u)
+}

@@ -1,0 +1,342 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zerolayer/zerolayer/gpu/quant"
+)
+
+// The row kernels agree with their Go twins, for row counts that exercise
+// the 8-, 4- and 1-row steps and lengths with and without a Go tail.
+func TestRowKernelsMatchGo(t *testing.T) {
+	needAsm(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, k := range []int{1, 5, 8, 12, 16, 19, 24, 64, 128, 172, 200} {
+		for _, n := range []int{1, 3, 4, 5, 7, 8, 9, 13, 16, 31, 40} {
+			stride := k + r.IntN(3)*8 + r.IntN(2)
+			x := randFloats(r, k)
+			w := randFloats(r, (n-1)*stride+k)
+			var got, want []float32
+			for _, asm := range []bool{true, false} {
+				out := make([]float32, n)
+				withAsm(asm, func() { DotRows(x, w, stride, 0.37, out) })
+				if asm {
+					got = out
+				} else {
+					want = out
+				}
+			}
+			for i := range got {
+				if !closeTo(got[i], want[i], 0.37*absDot(x, w[i*stride:i*stride+k]), 1e-6) {
+					t.Fatalf("DotRows k=%d n=%d stride %d row %d: asm %g, go %g", k, n, stride, i, got[i], want[i])
+				}
+			}
+
+			p := randFloats(r, n)
+			base := randFloats(r, k)
+			var ga, wa []float32
+			for _, asm := range []bool{true, false} {
+				out := append([]float32(nil), base...)
+				withAsm(asm, func() { AxpyRows(p, w, stride, out) })
+				if asm {
+					ga = out
+				} else {
+					wa = out
+				}
+			}
+			for i := range ga {
+				s := math.Abs(float64(base[i]))
+				for j := range p {
+					s += math.Abs(float64(p[j]) * float64(w[j*stride+i]))
+				}
+				if !closeTo(ga[i], wa[i], s, 1e-6) {
+					t.Fatalf("AxpyRows k=%d n=%d stride %d elem %d: asm %g, go %g", k, n, stride, i, ga[i], wa[i])
+				}
+			}
+		}
+	}
+}
+
+func TestMaxAndExpShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 23, 24, 33, 100, 257} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 20)
+		}
+		if n > 2 {
+			x[n/2] = -200 // below the cutoff
+			x[1] = -86.9
+		}
+		want := float32(math.Inf(-1))
+		for _, v := range x {
+			want = max(want, v)
+		}
+		for _, asm := range []bool{true, false} {
+			if asm && !useAsm {
+				continue
+			}
+			var m, sum float32
+			y := append(append([]float32(nil), x...), 42)
+			withAsm(asm, func() {
+				m = Max(y[:n])
+				sum = ExpShift(y[:n], m)
+			})
+			if y[n] != 42 {
+				t.Fatalf("n=%d asm=%v: wrote past the end", n, asm)
+			}
+			if m != want {
+				t.Fatalf("n=%d asm=%v: max %g, want %g", n, asm, m, want)
+			}
+			var ref float64
+			for i, v := range x {
+				z := float64(v - m) // the subtraction rounds in float32
+				e := math.Exp(z)
+				if z < -87 {
+					e = 0
+				}
+				ref += e
+				if d := math.Abs(float64(y[i]) - e); d > 4e-7*e && d > 1e-37 {
+					t.Fatalf("n=%d asm=%v: exp(%g) = %g, want %g (rel %g)", n, asm, v-m, y[i], e, d/e)
+				}
+			}
+			if d := math.Abs(float64(sum) - ref); d > 1e-6*ref {
+				t.Fatalf("n=%d asm=%v: sum %g, want %g", n, asm, sum, ref)
+			}
+		}
+	}
+}
+
+// ExpShift over the whole useful range, against float64.
+func TestExpShiftAccuracy(t *testing.T) {
+	const n = 1 << 16
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = -87 * float32(i) / n
+	}
+	for _, asm := range []bool{true, false} {
+		if asm && !useAsm {
+			continue
+		}
+		y := append([]float32(nil), x...)
+		withAsm(asm, func() { ExpShift(y, 0) })
+		worst := 0.0
+		for i, v := range x {
+			e := math.Exp(float64(v))
+			if e < 1e-37 {
+				continue
+			}
+			worst = max(worst, math.Abs(float64(y[i])-e)/e)
+		}
+		if worst > 2.5e-7 {
+			t.Errorf("asm=%v: worst relative error %g", asm, worst)
+		}
+	}
+}
+
+func TestSiLUMul(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 7, 8, 9, 31, 64, 172, 2048} {
+		g := make([]float32, n)
+		for i := range g {
+			g[i] = float32(r.NormFloat64() * 8)
+		}
+		g[0] = 0
+		if n > 4 {
+			g[1], g[2], g[3] = -100, 100, float32(math.Copysign(0, -1))
+		}
+		u := randFloats(r, n)
+		for _, asm := range []bool{true, false} {
+			if asm && !useAsm {
+				continue
+			}
+			dst := make([]float32, n)
+			withAsm(asm, func() { SiLUMul(dst, g, u) })
+			for i := range dst {
+				x := float64(g[i])
+				want := x / (1 + math.Exp(-x)) * float64(u[i])
+				if d := math.Abs(float64(dst[i]) - want); d > 1e-6*math.Abs(want)+1e-30 {
+					t.Fatalf("n=%d asm=%v: silu(%g)·%g = %g, want %g", n, asm, g[i], u[i], dst[i], want)
+				}
+			}
+			// In place.
+			y := append([]float32(nil), g...)
+			withAsm(asm, func() { SiLUMul(y, y, u) })
+			for i := range y {
+				if y[i] != dst[i] {
+					t.Fatalf("n=%d asm=%v: in place %g, want %g", n, asm, y[i], dst[i])
+				}
+			}
+		}
+	}
+}
+
+// The paged attention kernels agree with the row kernels walked block by
+// block in Go.
+func TestAttnPagedMatchesRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, hd := range []int{8, 16, 64, 12} {
+		for _, bt := range []int{1, 5, 16} {
+			for _, n := range []int{1, 4, 7, 8, 9, 16, 17, 33, 100} {
+				for _, nq := range []int{1, 2, 3} {
+					const kvHeads = 3
+					stride := kvHeads * hd
+					nb := (n + bt - 1) / bt
+					blocks := nb + 3
+					bf := 2*bt*stride + 8
+					data := randFloats(r, blocks*bf)
+					tab := make([]int32, nb)
+					for i, j := range r.Perm(blocks)[:nb] {
+						tab[i] = int32(j)
+					}
+					pg := &Paged{Data: data, Tab: tab, BlockFloats: bf, Off: 5 + hd, BT: bt, Stride: stride}
+					q := randFloats(r, nq*hd)
+					row := func(t int) []float32 {
+						o := int(tab[t/bt])*bf + pg.Off + (t%bt)*stride
+						return data[o : o+hd]
+					}
+					for _, asm := range []bool{true, false} {
+						if asm && !useAsm {
+							continue
+						}
+						sc := make([]float32, nq*n)
+						withAsm(asm, func() { AttnScores(q, nq, hd, pg, n, 0.5, sc) })
+						for h := 0; h < nq; h++ {
+							for tt := 0; tt < n; tt++ {
+								k := row(tt)
+								want := 0.5 * dotF32Go(q[h*hd:(h+1)*hd], k)
+								if !closeTo(sc[h*n+tt], want, 0.5*absDot(q[h*hd:(h+1)*hd], k), 1e-6) {
+									t.Fatalf("scores hd=%d bt=%d n=%d nq=%d asm=%v: [%d,%d] = %g, want %g", hd, bt, n, nq, asm, h, tt, sc[h*n+tt], want)
+								}
+							}
+						}
+						out := randFloats(r, nq*hd)
+						base := append([]float32(nil), out...)
+						withAsm(asm, func() { AttnValues(sc, nq, hd, pg, n, out) })
+						for h := 0; h < nq; h++ {
+							for i := 0; i < hd; i++ {
+								want, s := float64(base[h*hd+i]), math.Abs(float64(base[h*hd+i]))
+								for tt := 0; tt < n; tt++ {
+									v := float64(sc[h*n+tt]) * float64(row(tt)[i])
+									want += v
+									s += math.Abs(v)
+								}
+								if math.Abs(float64(out[h*hd+i])-want) > 1e-6*s {
+									t.Fatalf("values hd=%d bt=%d n=%d nq=%d asm=%v: [%d,%d] = %g, want %g", hd, bt, n, nq, asm, h, i, out[h*hd+i], want)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// The 4×3 tile kernels agree with their Go twins.
+func TestTileKernelsMatchGo(t *testing.T) {
+	needAsm(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 7, 8, 16, 24, 63, 64, 100, 768} {
+		xs, ws := n+3, n+5
+		x := randFloats(r, 4*xs)
+		w := randFloats(r, 3*ws)
+		f16 := make([]uint16, len(w))
+		bf16 := make([]uint16, len(w))
+		for i, v := range w {
+			f16[i] = quant.Float32ToFP16(v)
+			bf16[i] = quant.Float32ToBF16(v)
+		}
+		for _, kind := range []string{"f32", "f16", "bf16"} {
+			var got, want [12]float32
+			run := func(out *[12]float32) {
+				switch kind {
+				case "f32":
+					dotF32x4x3(x, xs, w, ws, n, out)
+				case "f16":
+					dotF16x4x3(x, xs, f16, ws, n, out)
+				case "bf16":
+					dotBF16x4x3(x, xs, bf16, ws, n, out)
+				}
+			}
+			withAsm(true, func() { run(&got) })
+			withAsm(false, func() { run(&want) })
+			for i := 0; i < 4; i++ {
+				for j := 0; j < 3; j++ {
+					scale := absDot(x[i*xs:i*xs+n], w[j*ws:j*ws+n])
+					if !closeTo(got[3*i+j], want[3*i+j], scale, 1e-6) {
+						t.Fatalf("%s n=%d [%d,%d]: asm %g, go %g", kind, n, i, j, got[3*i+j], want[3*i+j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// The assembly quantizers produce exactly the Go twins' bytes.
+func TestQuantizeMatchesGo(t *testing.T) {
+	needAsm(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, nb := range []int{1, 2, 3, 8, 24, 65} {
+		x := randFloats(r, nb*qk8)
+		for i := range x {
+			switch r.IntN(20) {
+			case 0:
+				x[i] = 0
+			case 1:
+				x[i] *= 1e-40 // denormal
+			case 2:
+				x[i] = float32(r.IntN(255)-127) / 2 // halves
+			}
+		}
+		for j := 0; j < qk8; j++ {
+			x[j] = 0 // an all-zero block
+		}
+		if nb > 1 {
+			for j := qk8; j < 2*qk8; j++ {
+				x[j] = 1e-44 // amax/127 underflows to 0
+			}
+		}
+		q1, q2 := make([]int8, len(x)), make([]int8, len(x))
+		d1, d2 := make([]float32, nb), make([]float32, nb)
+		withAsm(true, func() { quantizeQ8_0(x, q1, d1) })
+		quantizeQ8_0Go(x, q2, d2)
+		for i := range q1 {
+			if q1[i] != q2[i] {
+				t.Fatalf("nb=%d: q[%d] = %d, want %d (x %g, d %g)", nb, i, q1[i], q2[i], x[i], d2[i/qk8])
+			}
+		}
+		for i := range d1 {
+			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) {
+				t.Fatalf("nb=%d: d[%d] = %g, want %g", nb, i, d1[i], d2[i])
+			}
+		}
+		p1, p2 := make([]pairQ4, (nb+1)/2), make([]pairQ4, (nb+1)/2)
+		for i := range p1 {
+			p1[i].lo[31], p1[i].corr[7] = 5, 5 // stale data must be overwritten
+		}
+		withAsm(true, func() { quantizeQ4Pairs(x, p1) })
+		quantizeQ4PairsGo(x, p2)
+		for i := range p1 {
+			if p1[i] != p2[i] {
+				t.Fatalf("nb=%d: pair %d = %+v, want %+v", nb, i, p1[i], p2[i])
+			}
+		}
+	}
+}
+
+func TestRowKernelsEmpty(t *testing.T) {
+	out := []float32{1, 2}
+	DotRows(nil, nil, 0, 1, out)
+	dotRowsF16(nil, nil, 0, out[:1])
+	if out[0] != 0 || out[1] != 0 {
+		t.Fatalf("empty rows: %v", out)
+	}
+	AxpyRows(nil, nil, 0, out)
+	AttnScores(nil, 0, 8, &Paged{}, 0, 1, nil)
+	if Max(nil) != float32(math.Inf(-1)) || ExpShift(nil, 0) != 0 {
+		t.Fatal("empty max or exp")
+	}
+}
