@@ -54,4 +54,3 @@ func TestBatchInvariance(t *testing.T) {
 		be.Close()
 	}
 }
-
