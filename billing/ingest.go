@@ -45,9 +45,13 @@ type IngesterConfig struct {
 	// MaxAckPending caps the messages delivered and not yet acked, for all
 	// ingester processes together. Defaults to 256.
 	MaxAckPending int
-	// BatchSize is how many messages a process buffers ahead of the one it
-	// stores; Stop drains them. Defaults to 32.
+	// BatchSize is how many messages a process buffers ahead of the ones
+	// it stores; Stop drains them. Defaults to 32.
 	BatchSize int
+	// Workers is how many records are stored at once, each in its own
+	// transaction (records are independent: unique on the job id). Keep it
+	// within the pool's connections. Defaults to 8.
+	Workers int
 	// RetryDelay is how long a message waits for redelivery after a
 	// database error. Defaults to 5 seconds.
 	RetryDelay time.Duration
@@ -68,6 +72,9 @@ func (c IngesterConfig) WithDefaults() IngesterConfig {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 32
+	}
+	if c.Workers == 0 {
+		c.Workers = 8
 	}
 	if c.RetryDelay == 0 {
 		c.RetryDelay = 5 * time.Second
@@ -95,6 +102,8 @@ func (c IngesterConfig) validate() error {
 		return bad("IngesterConfig.MaxAckPending %d must be at least 1", c.MaxAckPending)
 	case c.BatchSize < 1 || c.BatchSize > c.MaxAckPending:
 		return bad("IngesterConfig.BatchSize %d must be in [1, MaxAckPending %d]", c.BatchSize, c.MaxAckPending)
+	case c.Workers < 1 || c.Workers > 1024:
+		return bad("IngesterConfig.Workers %d must be in [1, 1024]", c.Workers)
 	case c.RetryDelay < 0:
 		return bad("IngesterConfig.RetryDelay %v is negative", c.RetryDelay)
 	}
@@ -150,6 +159,8 @@ type Ingester struct {
 	running bool
 	cc      jetstream.ConsumeContext
 	cancel  context.CancelFunc
+	work    chan jetstream.Msg // to the workers
+	wg      sync.WaitGroup     // the workers
 
 	stored, duplicates, terminated, retried atomic.Uint64
 
@@ -193,18 +204,30 @@ func (in *Ingester) Start(ctx context.Context) error {
 			in.cfg.Durable, contracts.StreamUsage, err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	work := make(chan jetstream.Msg)
+	for i := 0; i < in.cfg.Workers; i++ {
+		in.wg.Add(1)
+		go func() {
+			defer in.wg.Done()
+			for msg := range work {
+				in.handle(runCtx, msg)
+			}
+		}()
+	}
 	cc, err := cons.Consume(
-		func(msg jetstream.Msg) { in.handle(runCtx, msg) },
+		func(msg jetstream.Msg) { work <- msg },
 		jetstream.PullMaxMessages(in.cfg.BatchSize),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			in.cfg.Logger.Warn("billing: consuming usage records", "consumer", in.cfg.Durable, "error", err)
 		}),
 	)
 	if err != nil {
+		close(work)
+		in.wg.Wait()
 		cancel()
 		return fmt.Errorf("billing: consume %s: %w", contracts.StreamUsage, err)
 	}
-	in.cc, in.cancel, in.running = cc, cancel, true
+	in.cc, in.cancel, in.work, in.running = cc, cancel, work, true
 	return nil
 }
 
@@ -219,19 +242,23 @@ func (in *Ingester) Stop(ctx context.Context) error {
 		return nil
 	}
 	in.running = false
-	cc, cancel := in.cc, in.cancel
-	in.cc, in.cancel = nil, nil
+	cc, cancel, work := in.cc, in.cancel, in.work
+	in.cc, in.cancel, in.work = nil, nil, nil
 	cc.Drain()
+	var err error
 	select {
 	case <-cc.Closed():
-		cancel()
-		return nil
 	case <-ctx.Done():
 		cancel()
 		cc.Stop()
 		<-cc.Closed()
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	// The consume callback has returned for good: no more sends on work.
+	close(work)
+	in.wg.Wait()
+	cancel()
+	return err
 }
 
 // handle stores one message's record and settles the message.
