@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -517,29 +518,11 @@ func (s *Scheduler) admit(now time.Time) {
 	if len(s.waiting) == 0 {
 		return
 	}
-	cands := slices.Clone(s.waiting)
-	slices.SortStableFunc(cands, func(a, b *seq) int {
-		ca, cb := s.effClass(a, now), s.effClass(b, now)
-		if ca != cb {
-			return ca - cb
-		}
-		sa, sb := s.served[a.opts.Tenant], s.served[b.opts.Tenant]
-		switch {
-		case sa < sb:
-			return -1
-		case sa > sb:
-			return 1
-		}
-		return a.enq.Compare(b.enq)
-	})
-	picked := map[string]bool{} // one admission per tenant per pass keeps it fair
+	cands := s.admissionOrder(now)
 	for _, q := range cands {
-		if picked[q.opts.Tenant] && len(cands) > 1 {
-			continue
-		}
 		need := s.admissionNeed(q)
 		avail := s.bm.available() - s.reservedOutstanding()
-		if !q.reserved && len(cands) > 0 {
+		if !q.reserved {
 			// Keep a block of headroom per running sequence, so admitting
 			// this job does not force an eviction at the next step
 			// (admission without headroom thrashes under tight memory).
@@ -570,8 +553,53 @@ func (s *Scheduler) admit(now time.Time) {
 			}
 		}
 		s.startSeq(q, now)
-		picked[q.opts.Tenant] = true
 	}
+}
+
+// admissionOrder lists the waiting jobs in the order admission considers
+// them: by class after aging; within a class the tenants' queues are
+// interleaved, least-served tenant first, each tenant's jobs oldest first,
+// so a batch fills fairly in one pass.
+func (s *Scheduler) admissionOrder(now time.Time) []*seq {
+	byClass := make([]map[string][]*seq, numClasses)
+	for _, q := range s.waiting {
+		c := s.effClass(q, now)
+		if byClass[c] == nil {
+			byClass[c] = map[string][]*seq{}
+		}
+		byClass[c][q.opts.Tenant] = append(byClass[c][q.opts.Tenant], q)
+	}
+	out := make([]*seq, 0, len(s.waiting))
+	for _, tenants := range byClass {
+		names := make([]string, 0, len(tenants))
+		for t, qs := range tenants {
+			slices.SortStableFunc(qs, func(a, b *seq) int { return a.enq.Compare(b.enq) })
+			names = append(names, t)
+		}
+		slices.SortFunc(names, func(a, b string) int {
+			sa, sb := s.served[a], s.served[b]
+			switch {
+			case sa < sb:
+				return -1
+			case sa > sb:
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
+		for i := 0; ; i++ {
+			added := false
+			for _, t := range names {
+				if i < len(tenants[t]) {
+					out = append(out, tenants[t][i])
+					added = true
+				}
+			}
+			if !added {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // growingSoon counts running non-reserved sequences that will need a new
