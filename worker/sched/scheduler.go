@@ -97,6 +97,8 @@ type Scheduler struct {
 	stepCount  atomic.Int64
 	utilTokens atomic.Int64 // Σ over steps of tokens held in running sequences' blocks
 	utilSlots  atomic.Int64 // Σ over steps of those blocks' capacity in tokens
+	occUsed    atomic.Int64 // Σ over steps with jobs waiting of the blocks in use
+	occSteps   atomic.Int64 // steps with jobs waiting
 }
 
 // seq is one job inside the scheduler.
@@ -232,15 +234,19 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	return q.g.Result(), q.stats, nil
 }
 
-// Utilization is the mean, over the steps run so far, of the fraction of
-// running sequences' KV block capacity holding tokens (1 − internal
-// fragmentation), and the number of steps.
-func (s *Scheduler) Utilization() (float64, int64) {
-	slots := s.utilSlots.Load()
-	if slots == 0 {
-		return 0, s.stepCount.Load()
+// Utilization reports, over the steps run so far: fill, the fraction of
+// the running sequences' block capacity holding tokens (1 − internal
+// fragmentation); occupancy, the fraction of the arena's blocks in use
+// during steps when jobs were waiting for memory or a slot (how fully
+// admission packs the arena under load); and the number of steps.
+func (s *Scheduler) Utilization() (fill, occupancy float64, steps int64) {
+	if slots := s.utilSlots.Load(); slots > 0 {
+		fill = float64(s.utilTokens.Load()) / float64(slots)
 	}
-	return float64(s.utilTokens.Load()) / float64(slots), s.stepCount.Load()
+	if n := s.occSteps.Load(); n > 0 {
+		occupancy = float64(s.occUsed.Load()) / float64(n*int64(s.bm.n))
+	}
+	return fill, occupancy, s.stepCount.Load()
 }
 
 // CanAdmit reports whether a job of class with a prompt of up to
@@ -815,6 +821,10 @@ func (s *Scheduler) step() {
 	}
 	s.utilTokens.Add(held)
 	s.utilSlots.Add(slots)
+	if len(s.waiting) > 0 {
+		s.occUsed.Add(int64(s.bm.used()))
+		s.occSteps.Add(1)
+	}
 	done := time.Now()
 	li := 0
 	for _, r := range plan {
