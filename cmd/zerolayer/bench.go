@@ -275,7 +275,8 @@ func benchModel(ctx context.Context, name, path string, threads, pp, tg int, bat
 		r := base
 		r.Test, r.Batch, r.TokensPerS = fmt.Sprintf("tg%d", tg), 1, float64(tg)/d.Seconds()
 		r.WeightGBps = wb * r.TokensPerS / 1e9
-		if bandwidth > 0 {
+		// A model that fits in the caches is not bound by DRAM: no ratio.
+		if bandwidth > 0 && wb > 32<<20 {
 			r.BandwidthOf = wb * r.TokensPerS / bandwidth
 		}
 		rows = append(rows, r)
