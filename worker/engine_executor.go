@@ -12,6 +12,7 @@ import (
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/chat"
 	"github.com/zerolayer/zerolayer/worker/sample"
+	"github.com/zerolayer/zerolayer/worker/tools"
 )
 
 // ServedModel is a model the worker serves under a name.
@@ -58,21 +59,19 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	if !ok {
 		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.Models())
 	}
-	if len(r.Tools) > 0 || r.ResponseFormat != nil {
-		return nil, contracts.NewError(contracts.CodeUnknownTool, "inline tools and response_format are not available on this worker yet")
-	}
 	req, err := buildRequest(sm.Loaded, sm.Name, r)
 	if err != nil {
 		return nil, err
 	}
 	req.OnToken = tokenSink(r, sink)
+	req.OnToolEvent = toolSink(sink)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	res, err := sm.Engine.Generate(ctx, req)
 	if err != nil {
 		return nil, engineError(err)
 	}
-	return outcomeFrom(res), nil
+	return outcomeFrom(res, req.Tools), nil
 }
 
 // tokenSink streams generated tokens to the sink, with logprobs when asked.
@@ -86,15 +85,30 @@ func tokenSink(r *contracts.JobRequest, sink Sink) func(engine.Token) error {
 			}
 			lps = []contracts.TokenLogprob{lp}
 		}
-		sink.Delta(t.Text, []int32{t.ID}, lps)
+		var ids []int32
+		if t.ID >= 0 {
+			ids = []int32{t.ID}
+		}
+		sink.Delta(t.Text, ids, lps)
 		return nil
 	}
 }
 
+// toolSink forwards tool actions as tool events.
+func toolSink(sink Sink) func(tools.ToolEvent) {
+	return func(ev tools.ToolEvent) { sink.Tool(ev.Tool, ev.Action, ev.Detail) }
+}
+
 // outcomeFrom maps an engine result to an outcome with the usage the
 // engine measured.
-func outcomeFrom(res *engine.Result) *Outcome {
+func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 	out := &Outcome{Text: res.Text, TokenIDs: res.OutputIDs}
+	if run != nil {
+		out.ToolReport = run.Report()
+	}
+	if res.Err != nil {
+		out.Err = contracts.ErrorFrom(res.Err)
+	}
 	switch res.StopReason {
 	case engine.StopEndTurn:
 		out.StopReason = contracts.StopEndTurn
@@ -104,6 +118,8 @@ func outcomeFrom(res *engine.Result) *Outcome {
 		out.StopReason = contracts.StopMaxTokens
 	case engine.StopMemoryLimit:
 		out.StopReason = contracts.StopMemoryLimit
+	case engine.StopConstraint:
+		out.StopReason = contracts.StopConstraint
 	case engine.StopCanceled:
 		out.Canceled = true
 	}
@@ -117,6 +133,7 @@ func outcomeFrom(res *engine.Result) *Outcome {
 	u.TotalMs = res.Usage.TotalMs
 	u.MemoryAllocatedMB = float64(res.Usage.KVBytes) / (1 << 20)
 	u.Confidence = res.Usage.Confidence
+	u.ToolExecutionTimeMs = res.Usage.ToolMs
 	return out
 }
 
@@ -126,7 +143,21 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest) (engin
 	for i, m := range r.Messages {
 		msgs[i] = chat.Message{Role: string(m.Role), Content: m.Content}
 	}
-	ids, err := l.Conversation(r.System, msgs, nil)
+	// Inline tool blocks in the system prompt are tools, not prompt text.
+	system, inline, err := tools.ParseSystem(r.System)
+	if err != nil {
+		return engine.Request{}, contracts.ErrorFrom(err)
+	}
+	specs := append(append([]contracts.Tool(nil), r.Tools...), inline...)
+	var run *tools.Run
+	if len(specs) > 0 || r.ResponseFormat != nil {
+		set, err := tools.Compile(specs, r.ResponseFormat, l.Tokenizer, tools.Budget{})
+		if err != nil {
+			return engine.Request{}, contracts.ErrorFrom(err)
+		}
+		run = set.NewRun()
+	}
+	ids, err := l.Conversation(system, msgs, nil)
 	if err != nil {
 		return engine.Request{}, contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
 	}
@@ -166,7 +197,8 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest) (engin
 	if r.Logprobs {
 		top = r.TopLogprobs
 	}
-	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top}, nil
+	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top,
+		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool}, nil
 }
 
 // engineError maps an engine error to a contract error.

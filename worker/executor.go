@@ -30,6 +30,8 @@ type Sink interface {
 	Delta(text string, ids []int32, logprobs []contracts.TokenLogprob)
 	// Event reports a scheduling event: kind "preempted" or "resumed".
 	Event(kind, detail string)
+	// Tool reports an inline tool's action.
+	Tool(tool string, action contracts.ToolAction, detail string)
 }
 
 // Admitter is implemented by executors that admit jobs by memory: the
@@ -52,7 +54,12 @@ type Outcome struct {
 	// canceled (by the submitter, or a passed deadline); the output is
 	// what ran before.
 	Canceled bool
-	Usage    contracts.Usage
+	// Err is set when the job ran but failed (an inline tool failed): it
+	// is billed for what ran and answered with this error.
+	Err *contracts.Error
+	// ToolReport sums up the inline tools' work.
+	ToolReport []contracts.ToolReport
+	Usage      contracts.Usage
 }
 
 // Executor runs jobs on a model. The worker calls Execute from several

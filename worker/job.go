@@ -103,7 +103,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		}
 		w.fail(em, msg, job, e, log)
 	default:
-		var jobErr *contracts.Error
+		jobErr := out.Err
 		if out.Canceled {
 			if errors.Is(cause, context.DeadlineExceeded) {
 				jobErr = contracts.NewError(contracts.CodeDeadlineExceeded, "the deadline passed after %d tokens", len(out.TokenIDs))
@@ -215,6 +215,14 @@ func (e *emitter) Delta(text string, ids []int32, lps []contracts.TokenLogprob) 
 	if e.stream || len(e.ids) >= e.w.cfg.DeltaTokens {
 		e.flushLocked()
 	}
+}
+
+// Tool implements Sink: a tool event.
+func (e *emitter) Tool(tool string, action contracts.ToolAction, detail string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.flushLocked()
+	e.publishLocked(&contracts.Event{Type: contracts.EventTool, Tool: tool, Action: action, Detail: detail})
 }
 
 // Event implements Sink: a preempted or resumed event.
@@ -334,10 +342,10 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	if jobErr != nil && status == contracts.StatusFailed {
 		e.publish(&contracts.Event{Type: contracts.EventError, Error: jobErr})
 	} else {
-		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, Usage: usage, Text: out.Text})
+		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, Usage: usage, Text: out.Text, ToolReport: out.ToolReport})
 	}
 	res := &contracts.Result{JobID: e.jobID, Tenant: e.tenant, Status: status, Text: out.Text, TokenIDs: out.TokenIDs,
-		Usage: usage, Error: jobErr, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now}
+		Usage: usage, Error: jobErr, ToolReport: out.ToolReport, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now}
 	if status == contracts.StatusCompleted {
 		res.StopReason = out.StopReason
 	}

@@ -65,15 +65,17 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 	if !ok {
 		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.names)
 	}
-	if len(r.Tools) > 0 || r.ResponseFormat != nil {
-		return nil, contracts.NewError(contracts.CodeUnknownTool, "inline tools and response_format are not available on this worker yet")
-	}
 	req, err := buildRequest(sm.Loaded, sm.Name, r)
 	if err != nil {
 		return nil, err
 	}
 	req.OnToken = tokenSink(r, sink)
-	opts := sched.JobOpts{Tenant: job.Tenant, Class: job.Priority.Rank(), OnEvent: func(kind, detail string) { sink.Event(kind, detail) }}
+	req.OnToolEvent = toolSink(sink)
+	prio := job.Priority
+	if !prio.Valid() {
+		prio = r.EffectivePriority()
+	}
+	opts := sched.JobOpts{Tenant: job.Tenant, Class: prio.Rank(), OnEvent: func(kind, detail string) { sink.Event(kind, detail) }}
 	if r.Temperature != nil {
 		opts.Temperature = *r.Temperature
 	}
@@ -94,7 +96,7 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 		}
 		return nil, engineError(err)
 	}
-	out := outcomeFrom(res)
+	out := outcomeFrom(res, req.Tools)
 	u := &out.Usage
 	u.CachedInputTokens = st.CachedInputTokens
 	u.Preemptions = st.Preemptions

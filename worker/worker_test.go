@@ -452,6 +452,8 @@ func (f sinkFunc) Delta(text string, ids []int32, lps []contracts.TokenLogprob) 
 
 func (f sinkFunc) Event(kind, detail string) {}
 
+func (f sinkFunc) Tool(string, contracts.ToolAction, string) {}
+
 // newSchedExecutor serves stories260K through a scheduler.
 func newSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
 	t.Helper()

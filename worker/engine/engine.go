@@ -9,6 +9,7 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 	"github.com/zerolayer/zerolayer/worker/sample"
+	"github.com/zerolayer/zerolayer/worker/tools"
 )
 
 // Stop reasons reported in Result.StopReason.
@@ -19,6 +20,8 @@ const (
 	StopContextLimit = "context_length" // the context window is full
 	StopCanceled     = "canceled"       // the context was canceled
 	StopMemoryLimit  = "memory_limit"   // the request reached its KV memory cap
+	StopConstraint   = "constraint"     // an output constraint admits nothing longer
+	StopToolError    = "tool_error"     // an inline tool failed (Result.Err says why)
 )
 
 // Config configures an Engine.
@@ -79,8 +82,21 @@ type Request struct {
 	// IgnoreEOS keeps generating past end-of-generation tokens.
 	IgnoreEOS bool
 	// OnToken, if set, is called with each token as it is produced;
-	// returning an error cancels this request.
+	// returning an error cancels this request. Text the inline tools add
+	// at the end (a suffix, released hold-back) comes as a Token with ID
+	// -1.
 	OnToken func(Token) error
+	// Tools, if set, are the request's inline tools: they mask the logits,
+	// filter the streamed text, validate the output and may ask for a
+	// retry.
+	Tools *tools.Run
+	// RetryWithoutFailedTools implements on_tool_failure
+	// retry_without_tool: a failing tool is dropped and the output
+	// generated again without it.
+	RetryWithoutFailedTools bool
+	// OnToolEvent, if set, receives the tools' actions (redacted, masked,
+	// retried, appended, violated, failed).
+	OnToolEvent func(tools.ToolEvent)
 }
 
 // Token is one generated token.
@@ -107,6 +123,8 @@ type Usage struct {
 	KVBytes int64 `json:"-"`
 	// Confidence is the mean probability of the chosen tokens.
 	Confidence float64 `json:"-"`
+	// ToolMs is the time spent in inline tools.
+	ToolMs float64 `json:"tool_execution_time_ms,omitempty"`
 }
 
 // Result is a finished generation.
@@ -118,6 +136,11 @@ type Result struct {
 	Usage       Usage
 	Logprobs    []float32
 	TopLogprobs [][]sample.TokenLogprob
+	// Err is set when an inline tool failed (StopToolError): a
+	// *contracts.Error naming the tool.
+	Err error
+	// Retries counts regenerations asked for by the tools.
+	Retries int
 }
 
 // Generate runs one request.
@@ -201,6 +224,11 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 			r.pos += int32(len(r.feed))
 			if next, ok := r.g.Observe(logits[i*vocab:(i+1)*vocab], now); ok {
 				r.feed = []int32{next}
+			} else if !r.g.Done() {
+				// The tools asked for a retry: feed the last prompt token
+				// again (its K/V is rewritten identically).
+				p := r.g.Request().PromptIDs
+				r.pos, r.feed = int32(len(p)-1), p[len(p)-1:]
 			}
 		}
 	}

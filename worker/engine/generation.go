@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/zerolayer/zerolayer/worker/model"
@@ -28,6 +29,7 @@ type Generation struct {
 	first   time.Time
 	last    time.Time
 	probSum float64 // sum of the chosen tokens' probabilities
+	mask    []uint64
 }
 
 // NewGeneration validates r against the model and starts its clock.
@@ -100,6 +102,19 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	if g.done {
 		return 0, false
 	}
+	t := g.req.Tools
+	if t != nil {
+		if g.mask == nil {
+			g.mask = make([]uint64, (len(logits)+63)/64)
+		}
+		constrained, err := t.Mask(g.mask)
+		if err != nil {
+			return g.toolFailed(err)
+		}
+		if constrained {
+			applyMask(logits, g.mask)
+		}
+	}
 	ch := g.sampler.Sample(logits, g.history, g.req.TopLogprobs)
 	if g.first.IsZero() {
 		g.first = now
@@ -112,6 +127,11 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 		g.Finish(StopEndTurn)
 		return 0, false
 	}
+	if t != nil {
+		if err := t.Accept(ch.ID); err != nil {
+			return g.toolFailed(err)
+		}
+	}
 	r := g.res
 	r.OutputIDs = append(r.OutputIDs, ch.ID)
 	r.Logprobs = append(r.Logprobs, ch.Logprob)
@@ -119,7 +139,15 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 		r.TopLogprobs = append(r.TopLogprobs, ch.Top)
 	}
 	g.history = append(g.history, ch.ID)
-	text, stopped := g.stop.Push(g.dec.Add(ch.ID))
+	piece := g.dec.Add(ch.ID)
+	if t != nil {
+		var err error
+		if piece, err = t.Text(piece); err != nil {
+			return g.toolFailed(err)
+		}
+		g.toolEvents()
+	}
+	text, stopped := g.stop.Push(piece)
 	r.Text += text
 	if g.req.OnToken != nil {
 		if err := g.req.OnToken(Token{ID: ch.ID, Text: text, Logprob: ch.Logprob, Top: ch.Top}); err != nil {
@@ -130,6 +158,8 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	switch {
 	case stopped:
 		g.Finish(StopSequence)
+	case t != nil && t.Complete():
+		g.Finish(StopConstraint)
 	case len(r.OutputIDs) >= g.max:
 		if len(g.history) >= g.context && (g.req.MaxTokens == 0 || g.max < g.req.MaxTokens) {
 			g.Finish(StopContextLimit)
@@ -139,8 +169,68 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	default:
 		return ch.ID, true
 	}
+	if !g.done {
+		return 0, false // restarting: see Observe
+	}
 	return 0, false
 }
+
+// applyMask sets the logits of tokens not in the packed bitset to -Inf.
+func applyMask(logits []float32, mask []uint64) {
+	inf := float32(math.Inf(-1))
+	for w, bits := range mask {
+		if bits == ^uint64(0) {
+			continue
+		}
+		base := w * 64
+		for b := 0; b < 64 && base+b < len(logits); b++ {
+			if bits&(1<<b) == 0 {
+				logits[base+b] = inf
+			}
+		}
+	}
+}
+
+// toolFailed handles a tool error: with on_tool_failure
+// retry_without_tool the failed tools are dropped and generation restarts;
+// otherwise the request ends with StopToolError.
+func (g *Generation) toolFailed(err error) (int32, bool) {
+	t := g.req.Tools
+	g.toolEvents()
+	if g.req.RetryWithoutFailedTools && len(t.DropFailed()) > 0 {
+		g.restart()
+		return 0, false
+	}
+	g.res.Err = err
+	g.Finish(StopToolError)
+	return 0, false
+}
+
+// toolEvents forwards the tools' actions.
+func (g *Generation) toolEvents() {
+	if g.req.Tools == nil || g.req.OnToolEvent == nil {
+		return
+	}
+	for _, ev := range g.req.Tools.Events() {
+		g.req.OnToolEvent(ev)
+	}
+}
+
+// restart discards the output and starts again from the prompt (a retry
+// asked for by the tools). The runner feeds the last prompt token again.
+func (g *Generation) restart() {
+	r := g.res
+	r.OutputIDs, r.Logprobs, r.TopLogprobs, r.Text = nil, nil, nil, ""
+	r.Retries++
+	g.history = g.history[:len(g.req.PromptIDs)]
+	g.dec = g.tok.NewDecoderAfter(g.req.PromptIDs[len(g.req.PromptIDs)-1])
+	g.stop = sample.NewStopMatcher(g.req.Stop)
+	g.req.Tools.Reset()
+}
+
+// Restarting reports whether the last Observe restarted the generation
+// (Done is false and the runner must feed the last prompt token again).
+func (g *Generation) Restarting() bool { return !g.done && len(g.history) == len(g.req.PromptIDs) }
 
 // Finish ends the generation with reason (one of the Stop constants); it
 // is a no-op once finished.
@@ -148,13 +238,45 @@ func (g *Generation) Finish(reason string) {
 	if g.done {
 		return
 	}
-	g.done = true
 	r := g.res
-	if reason != StopSequence && reason != StopCanceled {
-		tail, _ := g.stop.Push(g.dec.Flush())
-		r.Text += tail + g.stop.Flush()
+	t := g.req.Tools
+	if reason != StopSequence && reason != StopCanceled && reason != StopToolError {
+		rest := g.dec.Flush()
+		if t != nil {
+			var err error
+			if rest, err = t.Text(rest); err != nil {
+				g.toolFailed(err)
+				return
+			}
+		}
+		tail, _ := g.stop.Push(rest)
+		g.emitTail(tail + g.stop.Flush())
 	}
+	natural := reason == StopEndTurn || reason == StopMaxTokens || reason == StopSequence || reason == StopConstraint
+	if t != nil && reason != StopCanceled && reason != StopToolError {
+		if natural && t.Retry(r.Text) {
+			g.toolEvents()
+			g.restart()
+			return
+		}
+		suffix, err := t.Finish()
+		g.toolEvents()
+		if err != nil {
+			if natural {
+				g.toolFailed(err)
+			} else {
+				g.res.Err = err
+				g.Finish(StopToolError)
+			}
+			return
+		}
+		g.emitTail(suffix)
+	}
+	g.done = true
 	r.StopReason = reason
+	if t != nil {
+		r.Usage.ToolMs = t.TimeMs()
+	}
 	u := &r.Usage
 	u.OutputTokens = len(r.OutputIDs)
 	u.TotalMs = ms(time.Since(g.start))
@@ -164,6 +286,17 @@ func (g *Generation) Finish(reason string) {
 		if u.OutputTokens > 1 {
 			u.TimePerTokenMs = ms(g.last.Sub(g.first)) / float64(u.OutputTokens-1)
 		}
+	}
+}
+
+// emitTail adds text produced at the end (flushed hold-back, a suffix).
+func (g *Generation) emitTail(s string) {
+	if s == "" {
+		return
+	}
+	g.res.Text += s
+	if g.req.OnToken != nil {
+		g.req.OnToken(Token{ID: -1, Text: s})
 	}
 }
 

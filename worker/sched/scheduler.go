@@ -839,12 +839,31 @@ func (s *Scheduler) step() {
 		l := logits[li*s.m.Vocab : (li+1)*s.m.Vocab]
 		li++
 		if _, ok := q.g.Observe(l, done); !ok {
-			s.finish(q, "", nil)
+			if q.g.Done() {
+				s.finish(q, "", nil)
+			} else {
+				s.restart(q)
+			}
 		}
 	}
 	if m := s.cfg.Metrics; m != nil {
 		m.stepTokens.Observe(float64(len(toks)))
 	}
+}
+
+// restart rewinds q to its prompt after its tools asked for a retry: the
+// blocks past the last full prompt block are released (they may be in the
+// prefix cache and must not be overwritten), and the rest of the prompt is
+// computed again.
+func (s *Scheduler) restart(q *seq) {
+	keep := (len(q.g.Request().PromptIDs) - 1) / s.bt
+	for _, b := range q.blocks[keep:] {
+		s.bm.release(b)
+	}
+	q.blocks = q.blocks[:keep]
+	q.hashes = q.hashes[:min(len(q.hashes), keep)]
+	q.registered = min(q.registered, keep)
+	q.computed = keep * s.bt
 }
 
 // registerFull puts q's newly completed blocks in the prefix cache.

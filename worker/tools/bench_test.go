@@ -1,0 +1,277 @@
+package tools
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+)
+
+type benchFile struct {
+	path   string
+	Schema json.RawMessage `json:"schema"`
+	Tests  []struct {
+		Description string          `json:"description"`
+		Valid       bool            `json:"valid"`
+		Data        json.RawMessage `json:"data"`
+	} `json:"tests"`
+}
+
+// loadBench reads the jsonschemabench subset listed in index.tsv.
+func loadBench(t testing.TB) []benchFile {
+	t.Helper()
+	dir := filepath.Join(sharedDir(t), "testdata", "jsonschemabench")
+	f, err := os.Open(filepath.Join(dir, "index.tsv"))
+	if err != nil {
+		t.Skip("jsonschemabench not present:", err)
+	}
+	defer f.Close()
+	var out []benchFile
+	s := bufio.NewScanner(f)
+	s.Scan() // header
+	for s.Scan() {
+		path, _, _ := strings.Cut(s.Text(), "\t")
+		b, err := os.ReadFile(filepath.Join(dir, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bf benchFile
+		if err := json.Unmarshal(b, &bf); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		bf.path = path
+		out = append(out, bf)
+	}
+	return out
+}
+
+// durStats summarises durations.
+type durStats []time.Duration
+
+func (d durStats) pct(p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append(durStats(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+// timedFeed feeds ids into a fresh run, timing every Mask; it reports
+// whether every token was allowed and the end allowed.
+func timedFeed(t testing.TB, set *Set, ids []int32, times *durStats) bool {
+	return timedFeedCPU(t, set, ids, times, nil)
+}
+
+// timedFeedCPU is timedFeed that also records the thread CPU time of every
+// Mask in cpu (when not nil).
+func timedFeedCPU(t testing.TB, set *Set, ids []int32, times, cpu *durStats) bool {
+	r := set.NewRun()
+	mask := make([]uint64, set.vi.words)
+	// Under the race detector masks are checked on a prefix only (they are
+	// ten times slower); the rest is accepted token by token.
+	limit := len(ids)
+	if timeSlack > 1 && limit > 40 {
+		limit = 40
+	}
+	for i := 0; i <= len(ids); i++ {
+		if i > limit && i < len(ids) {
+			if r.Accept(ids[i]) != nil {
+				return false
+			}
+			continue
+		}
+		c0 := threadCPU()
+		t0 := time.Now()
+		_, err := r.Mask(mask)
+		*times = append(*times, time.Since(t0))
+		if cpu != nil {
+			*cpu = append(*cpu, threadCPU()-c0)
+		}
+		if err != nil {
+			t.Errorf("mask: %v", err)
+			return false
+		}
+		if i == len(ids) {
+			return maskHas(mask, set.vi.eog[0]) && r.CanEnd()
+		}
+		if !maskHas(mask, ids[i]) {
+			return false
+		}
+		if r.Accept(ids[i]) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// TestJSONSchemaBench compiles the jsonschemabench subset and feeds its
+// instances token by token (masks checked at every token): at least 80%
+// of the schemas compile; of those, every valid instance is accepted and
+// at least 99% of the invalid ones are rejected; no crash or timeout.
+// Mask and compile times are logged (-v).
+func TestJSONSchemaBench(t *testing.T) {
+	tok := llamaVocab(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	files := loadBench(t)
+	rat := loadRatchet(t, "jsonschemabench_unsupported.tsv")
+	var compiled, softCompiled, validAcc, validTotal, invalidRej, invalidTotal int
+	var compileTimes, maskTimes, maskCPU, warmCPU durStats
+	for _, bf := range files {
+		t0 := time.Now()
+		set, err := compileSchema(bf.Schema, tok)
+		compileTimes = append(compileTimes, time.Since(t0))
+		if err != nil {
+			var ce *contracts.Error
+			if !errors.As(err, &ce) || ce.Code != contracts.CodeInvalidSchema {
+				t.Errorf("%s: compile failed without a schema error (budget?): %v", bf.path, err)
+				continue
+			}
+			if !rat.note(bf.path, ce.Message) && !*update {
+				t.Errorf("%s: unexpected compile error: %v", bf.path, err)
+			}
+			soft := contracts.Tool{Name: contracts.ToolJSONValidator, Mode: contracts.ToolModeSoft,
+				Params: map[string]json.RawMessage{"schema": bf.Schema}}
+			if _, err := Compile([]contracts.Tool{soft}, nil, tok, Budget{}); err == nil {
+				softCompiled++
+			}
+			continue
+		}
+		compiled++
+		for _, tc := range bf.Tests {
+			text := encodeInstance(t, tc.Data)
+			ids := tok.Encode(text, tokenizer.EncodeOptions{})
+			ok := timedFeedCPU(t, set, ids, &maskTimes, &maskCPU)
+			if tc.Valid && timeSlack == 1 {
+				// The same instance again: caches warm.
+				timedFeedCPU(t, set, ids, new(durStats), &warmCPU)
+			}
+			if tc.Valid {
+				validTotal++
+				if ok {
+					validAcc++
+				} else {
+					t.Errorf("%s: valid instance rejected: %.300s", bf.path, text)
+				}
+			} else {
+				invalidTotal++
+				if !ok {
+					invalidRej++
+				} else {
+					t.Logf("%s: invalid instance accepted (%s): %.200s", bf.path, tc.Description, text)
+				}
+			}
+		}
+	}
+	pct := func(a, b int) float64 {
+		if b == 0 {
+			return 100
+		}
+		return 100 * float64(a) / float64(b)
+	}
+	t.Logf("jsonschemabench: %d/%d schemas compile (%.1f%%); valid accepted %d/%d; invalid rejected %d/%d (%.2f%%)",
+		compiled, len(files), pct(compiled, len(files)), validAcc, validTotal, invalidRej, invalidTotal, pct(invalidRej, invalidTotal))
+	t.Logf("of the %d that do not compile, %d compile in soft mode", len(files)-compiled, softCompiled)
+	t.Logf("compile time p50 %v p99 %v max %v", compileTimes.pct(0.5), compileTimes.pct(0.99), compileTimes.pct(1))
+	t.Logf("mask wall time (%d masks, first pass, cold caches): p50 %v p99 %v max %v",
+		len(maskTimes), maskTimes.pct(0.5), maskTimes.pct(0.99), maskTimes.pct(1))
+	t.Logf("mask thread CPU time (same masks):             p50 %v p99 %v max %v",
+		maskCPU.pct(0.5), maskCPU.pct(0.99), maskCPU.pct(1))
+	t.Logf("mask thread CPU time, valid instances again (%d masks, warm): p50 %v p99 %v max %v",
+		len(warmCPU), warmCPU.pct(0.5), warmCPU.pct(0.99), warmCPU.pct(1))
+	if pct(compiled, len(files)) < 80 {
+		t.Errorf("compile coverage %.1f%% < 80%%", pct(compiled, len(files)))
+	}
+	if pct(invalidRej, invalidTotal) < 99 {
+		t.Errorf("invalid rejected %.2f%% < 99%%", pct(invalidRej, invalidTotal))
+	}
+	if *update {
+		rat.save(t, "# jsonschemabench subset schemas json_validator does not compile (strict mode).\n"+
+			"# Regenerate with: go test ./worker/tools -run TestJSONSchemaBench -update\n"+
+			"# path<TAB>error\n")
+	}
+}
+
+// TestJSONSchemaBenchSampling samples outputs from the compiled bench
+// schemas with the llama vocabulary, picking tokens at random under the
+// masks: every finished output passes the final validation.
+func TestJSONSchemaBenchSampling(t *testing.T) {
+	tok := llamaVocab(t)
+	files := loadBench(t)
+	rng := rand.New(rand.NewSource(7))
+	every := 5
+	if testing.Short() || timeSlack > 1 {
+		every = 15
+	}
+	finished, tried := 0, 0
+	for i, bf := range files {
+		if i%every != 0 {
+			continue
+		}
+		set, err := compileSchema(bf.Schema, tok)
+		if err != nil {
+			continue
+		}
+		tried++
+		out, r := generate(t, set, rng, 300, `"}],0123456789`)
+		if !r.CanEnd() {
+			continue
+		}
+		finished++
+		if _, err := r.Finish(); err != nil {
+			t.Errorf("%s: sampled output fails validation: %v\n%s", bf.path, err, out)
+		}
+	}
+	t.Logf("sampled %d schemas, %d outputs finished and validated", tried, finished)
+}
+
+// BenchmarkMask measures warm masks along one instance of a bench schema
+// (every step of the instance, caches filled by a first pass).
+func BenchmarkMask(b *testing.B) {
+	tok := llamaVocab(b)
+	schema := `{"type":"object","properties":{"id":{"type":"integer","minimum":0},"email":{"type":"string","format":"email"},` +
+		`"tags":{"type":"array","items":{"type":"string","maxLength":20}},"note":{"type":"string"}},"required":["id"]}`
+	set, err := compileSchema([]byte(schema), tok)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := tok.Encode(`{"id":42,"email":"john.doe@example.com","tags":["a","bb"],"note":"Hello there, this is a note."}`, tokenizer.EncodeOptions{})
+	timedFeed(b, set, ids, new(durStats))
+	mask := make([]uint64, set.vi.words)
+	b.ResetTimer()
+	steps := 0
+	for i := 0; i < b.N; i++ {
+		r := set.NewRun()
+		for _, id := range ids {
+			r.Mask(mask)
+			r.Accept(id)
+			steps++
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(steps), "ns/mask")
+}
+
+// BenchmarkCompileBench compiles the bench schemas (no cache hits).
+func BenchmarkCompileBench(b *testing.B) {
+	tok := llamaVocab(b)
+	files := loadBench(b)
+	for i := 0; i < b.N; i++ {
+		budget := Budget{CompileTimeout: time.Second + time.Duration(i)} // a fresh cache key
+		for _, bf := range files {
+			Compile([]contracts.Tool{{Name: contracts.ToolJSONValidator, Params: map[string]json.RawMessage{"schema": bf.Schema}}}, nil, tok, budget)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(files)), "ns/schema")
+}

@@ -1,0 +1,171 @@
+package tools
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Budget bounds what one job's tools may spend. The zero value means "all
+// defaults"; call WithDefaults to see them. A job may lower any field; the
+// worker caps what a job may raise.
+type Budget struct {
+	// MaxMemoryBytes caps the memory a job's tools hold: compiled automata,
+	// cached masks, parser threads and held-back text. Going over fails the
+	// job with TOOL_MEMORY_EXHAUSTED. Defaults to 64 MiB.
+	MaxMemoryBytes int64
+	// MaxStepFuel caps the primitive steps (trie nodes visited, automaton
+	// transitions, parser-thread steps) of one Mask, Accept, Text or Finish
+	// call. Going over fails the job with TOOL_STEP_BUDGET. Defaults to
+	// 4,000,000 (roughly 20–60 ms of one core).
+	MaxStepFuel int64
+	// CompileTimeout caps the time one Compile may take per tool. Going over
+	// fails with TOOL_TIMEOUT. Defaults to 1 second.
+	CompileTimeout time.Duration
+	// MaxRegexInsts caps the estimated size of a regular expression's
+	// program, computed after parsing and before compiling. Defaults to
+	// 50,000.
+	MaxRegexInsts int
+	// MaxPatternBytes caps the length of a regular expression's source text,
+	// checked before parsing. Defaults to 32 KiB.
+	MaxPatternBytes int
+	// MaxDFAStates caps the states a lazy DFA keeps cached; past it the
+	// automaton keeps working without caching new states (slower, bounded
+	// memory). Defaults to 10,000.
+	MaxDFAStates int
+	// MaxThreads caps the parser threads a JSON grammar may follow at once
+	// (anyOf branches still alive). Defaults to 2,048.
+	MaxThreads int
+	// MaxSchemaNodes caps the grammar nodes a JSON Schema compiles to.
+	// Defaults to 20,000.
+	MaxSchemaNodes int
+	// MaxHoldBack caps the bytes a streaming text tool (pii_redactor,
+	// toxicity_filter in redact mode) may hold back. Defaults to 256.
+	MaxHoldBack int
+}
+
+// Defaults of Budget.
+const (
+	DefaultMaxMemoryBytes  = 64 << 20
+	DefaultMaxStepFuel     = 4_000_000
+	DefaultCompileTimeout  = time.Second
+	DefaultMaxRegexInsts   = 50_000
+	DefaultMaxPatternBytes = 32 << 10
+	DefaultMaxDFAStates    = 10_000
+	DefaultMaxThreads      = 2048
+	DefaultMaxSchemaNodes  = 20_000
+	DefaultMaxHoldBack     = 256
+)
+
+// WithDefaults returns b with every unset (zero or negative) field set to
+// its default.
+func (b Budget) WithDefaults() Budget {
+	if b.MaxMemoryBytes <= 0 {
+		b.MaxMemoryBytes = DefaultMaxMemoryBytes
+	}
+	if b.MaxStepFuel <= 0 {
+		b.MaxStepFuel = DefaultMaxStepFuel
+	}
+	if b.CompileTimeout <= 0 {
+		b.CompileTimeout = DefaultCompileTimeout
+	}
+	if b.MaxRegexInsts <= 0 {
+		b.MaxRegexInsts = DefaultMaxRegexInsts
+	}
+	if b.MaxPatternBytes <= 0 {
+		b.MaxPatternBytes = DefaultMaxPatternBytes
+	}
+	if b.MaxDFAStates <= 0 {
+		b.MaxDFAStates = DefaultMaxDFAStates
+	}
+	if b.MaxThreads <= 0 {
+		b.MaxThreads = DefaultMaxThreads
+	}
+	if b.MaxSchemaNodes <= 0 {
+		b.MaxSchemaNodes = DefaultMaxSchemaNodes
+	}
+	if b.MaxHoldBack <= 0 {
+		b.MaxHoldBack = DefaultMaxHoldBack
+	}
+	return b
+}
+
+// fuel counts the steps of one call against Budget.MaxStepFuel.
+type fuel struct {
+	left int64
+}
+
+func newFuel(n int64) *fuel { return &fuel{left: n} }
+
+// spend takes n steps and reports errStepBudget once the fuel is gone.
+func (f *fuel) spend(n int64) error {
+	if f == nil {
+		return nil
+	}
+	f.left -= n
+	if f.left < 0 {
+		return errStepBudget
+	}
+	return nil
+}
+
+// meter counts bytes held against Budget.MaxMemoryBytes. It is shared by
+// the lazily grown structures of one compiled tool, so it is safe for
+// concurrent use.
+type meter struct {
+	used  atomic.Int64
+	limit int64
+}
+
+func newMeter(limit int64) *meter { return &meter{limit: limit} }
+
+// charge adds n bytes; it reports errMemory (and takes nothing) when that
+// would go over the limit.
+func (m *meter) charge(n int64) error {
+	if m == nil {
+		return nil
+	}
+	if m.used.Add(n) > m.limit {
+		m.used.Add(-n)
+		return errMemory
+	}
+	return nil
+}
+
+// compileClock enforces Budget.CompileTimeout at checkpoints.
+type compileClock struct {
+	deadline time.Time
+	n        int
+}
+
+func newCompileClock(d time.Duration) *compileClock {
+	return &compileClock{deadline: time.Now().Add(d)}
+}
+
+// check reports errCompileTimeout once the deadline has passed; it reads
+// the clock only every 64 calls.
+func (c *compileClock) check() error {
+	if c == nil {
+		return nil
+	}
+	c.n++
+	if c.n&63 == 0 && time.Now().After(c.deadline) {
+		return errCompileTimeout
+	}
+	return nil
+}
+
+// checkNow reads the clock.
+func (c *compileClock) checkNow() error {
+	if c != nil && time.Now().After(c.deadline) {
+		return errCompileTimeout
+	}
+	return nil
+}
+
+// String lists the budget's fields, for logs.
+func (b Budget) String() string {
+	return fmt.Sprintf("mem=%d fuel=%d compile=%s insts=%d pat=%d dfa=%d threads=%d nodes=%d hold=%d",
+		b.MaxMemoryBytes, b.MaxStepFuel, b.CompileTimeout, b.MaxRegexInsts, b.MaxPatternBytes,
+		b.MaxDFAStates, b.MaxThreads, b.MaxSchemaNodes, b.MaxHoldBack)
+}

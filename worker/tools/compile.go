@@ -1,0 +1,490 @@
+package tools
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// Set is a job's compiled tools for one vocabulary. It is immutable and
+// safe to share; each generation takes its own state with NewRun.
+type Set struct {
+	tools       []*compiledTool
+	vi          *vocabIndex
+	budget      Budget
+	compileTime time.Duration
+	cacheHits   int
+	masks       bool // some tool masks tokens
+	texts       bool // some tool filters the text stream
+}
+
+// compiledTool is one tool, compiled; shared through the compile cache.
+type compiledTool struct {
+	name  contracts.ToolName
+	field string // where it was declared: tools[2], response_format, system
+	soft  bool
+	notes []string // soft mode: what is left unconstrained
+
+	json   *jsonTool
+	regex  *regexTool
+	xml    *xmlMachine
+	pii    *piiSpec
+	tox    *toxSpec
+	retry  *retrySpec
+	suffix string
+}
+
+type jsonTool struct {
+	m   *jsonMachine
+	val *schemaValidator
+}
+
+type regexTool struct {
+	m  *regexMachine
+	re *regexp.Regexp // the second check (leftmost-longest)
+}
+
+// masks reports whether the tool constrains tokens.
+func (t *compiledTool) masks() bool { return t.json != nil || t.regex != nil || t.xml != nil }
+
+// Tools returns the names of the set's tools, in order.
+func (s *Set) Tools() []contracts.ToolName {
+	out := make([]contracts.ToolName, len(s.tools))
+	for i, t := range s.tools {
+		out[i] = t.name
+	}
+	return out
+}
+
+// Constrained reports whether some tool masks tokens (Mask can return
+// true).
+func (s *Set) Constrained() bool { return s.masks }
+
+// CompileTime returns how long Compile took for this set (cache hits are
+// nearly free).
+func (s *Set) CompileTime() time.Duration { return s.compileTime }
+
+// CacheHits returns how many of the set's tools came from the compile
+// cache.
+func (s *Set) CacheHits() int { return s.cacheHits }
+
+// Metrics counts compile-cache activity since the process started.
+type Metrics struct {
+	// CacheHits and CacheMisses count tools found in, and compiled for,
+	// the compile cache.
+	CacheHits, CacheMisses int64
+	// CompileNanos is the total time spent compiling (misses only).
+	CompileNanos int64
+	// CachedTools is the number of compiled tools the cache holds now.
+	CachedTools int
+}
+
+var metrics struct {
+	hits, misses, nanos atomic.Int64
+}
+
+// ReadMetrics returns the compile-cache counters.
+func ReadMetrics() Metrics {
+	toolCache.mu.Lock()
+	n := len(toolCache.m)
+	toolCache.mu.Unlock()
+	return Metrics{
+		CacheHits:    metrics.hits.Load(),
+		CacheMisses:  metrics.misses.Load(),
+		CompileNanos: metrics.nanos.Load(),
+		CachedTools:  n,
+	}
+}
+
+// toolCache holds compiled tools by (tool, params hash, vocabulary,
+// budget), least recently used out first.
+var toolCache struct {
+	mu    sync.Mutex
+	m     map[toolKey]*cacheEntry
+	clock uint64
+}
+
+type toolKey struct {
+	hash   string
+	vi     *vocabIndex
+	budget Budget
+}
+
+type cacheEntry struct {
+	t    *compiledTool
+	used uint64
+}
+
+// maxCachedTools bounds the compile cache.
+const maxCachedTools = 512
+
+func cacheGet(k toolKey) *compiledTool {
+	toolCache.mu.Lock()
+	defer toolCache.mu.Unlock()
+	e, ok := toolCache.m[k]
+	if !ok {
+		return nil
+	}
+	toolCache.clock++
+	e.used = toolCache.clock
+	return e.t
+}
+
+func cachePut(k toolKey, t *compiledTool) {
+	toolCache.mu.Lock()
+	defer toolCache.mu.Unlock()
+	if toolCache.m == nil {
+		toolCache.m = map[toolKey]*cacheEntry{}
+	}
+	if len(toolCache.m) >= maxCachedTools {
+		var oldest toolKey
+		var at uint64 = ^uint64(0)
+		for k, e := range toolCache.m {
+			if e.used < at {
+				oldest, at = k, e.used
+			}
+		}
+		delete(toolCache.m, oldest)
+	}
+	toolCache.clock++
+	toolCache.m[k] = &cacheEntry{t: t, used: toolCache.clock}
+}
+
+// specHash hashes a tool's name, mode and parameters.
+func specHash(spec contracts.Tool) string {
+	h := sha256.New()
+	h.Write([]byte(spec.Name))
+	h.Write([]byte{0})
+	h.Write([]byte(spec.Mode))
+	keys := make([]string, 0, len(spec.Params))
+	for k := range spec.Params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write(spec.Params[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Compile parses and compiles a job's tools for a vocabulary: specs (the
+// request's tools[] and the blocks ParseSystem extracted), then rf
+// (response_format, the same as a json_validator or regex_matcher tool).
+// Compiled tools are cached by (tool and parameters hash, vocabulary,
+// budget), so the same schema compiles once per tokenizer.
+//
+// Errors are *contracts.Error: unknown_tool, invalid_request (a missing or
+// malformed parameter), invalid_schema (naming the unsupported keyword and
+// where), invalid_regex, or tool_execution_failed with ToolTimeout or
+// ToolMemoryExhausted when compiling goes over the budget; Tool and
+// ToolCode are set.
+func Compile(specs []contracts.Tool, rf *contracts.ResponseFormat, v Vocab, b Budget) (*Set, error) {
+	start := time.Now()
+	b = b.WithDefaults()
+	vi := indexVocab(v)
+	s := &Set{vi: vi, budget: b}
+	type decl struct {
+		spec  contracts.Tool
+		field string
+	}
+	var decls []decl
+	for i, t := range specs {
+		decls = append(decls, decl{t, fmt.Sprintf("tools[%d]", i)})
+	}
+	if rf != nil {
+		switch rf.Type {
+		case contracts.FormatJSONSchema:
+			decls = append(decls, decl{contracts.Tool{Name: contracts.ToolJSONValidator,
+				Params: map[string]json.RawMessage{"schema": rf.Schema}}, "response_format"})
+		case contracts.FormatRegex:
+			p, _ := json.Marshal(rf.Pattern)
+			decls = append(decls, decl{contracts.Tool{Name: contracts.ToolRegexMatcher,
+				Params: map[string]json.RawMessage{"pattern": p}}, "response_format"})
+		default:
+			return nil, &contracts.Error{Code: contracts.CodeInvalidRequest, Field: "response_format.type",
+				Message: fmt.Sprintf("type %q is not json_schema or regex", rf.Type)}
+		}
+	}
+	for _, d := range decls {
+		if !d.spec.Name.Valid() {
+			return nil, &contracts.Error{Code: contracts.CodeUnknownTool, Tool: string(d.spec.Name), Field: d.field + ".name",
+				ToolCode: ToolCompileFailed, Message: fmt.Sprintf("tool %q is not an inline tool", d.spec.Name)}
+		}
+		switch d.spec.Mode {
+		case "", contracts.ToolModeStrict, contracts.ToolModeSoft:
+		default:
+			return nil, requestError(d.spec.Name, d.field+".mode", "mode %q is not strict or soft", d.spec.Mode)
+		}
+		if err := paramsTooLarge(d.spec, d.field, b); err != nil {
+			return nil, err
+		}
+		key := toolKey{hash: specHash(d.spec), vi: vi, budget: b}
+		t := cacheGet(key)
+		if t != nil {
+			metrics.hits.Add(1)
+			s.cacheHits++
+		} else {
+			t0 := time.Now()
+			var err error
+			t, err = compileTool(d.spec, d.field, vi, b)
+			metrics.nanos.Add(int64(time.Since(t0)))
+			if err != nil {
+				return nil, err
+			}
+			metrics.misses.Add(1)
+			cachePut(key, t)
+		}
+		// The field is per declaration; share everything else.
+		if t.field != d.field {
+			cp := *t
+			cp.field = d.field
+			t = &cp
+		}
+		s.tools = append(s.tools, t)
+		if t.masks() || t.tox != nil && t.tox.mode != toxRedact {
+			s.masks = true
+		}
+		if t.pii != nil || t.tox != nil && t.tox.mode == toxRedact {
+			s.texts = true
+		}
+	}
+	s.compileTime = time.Since(start)
+	return s, nil
+}
+
+// maxSchemaBytes bounds a schema's JSON text.
+const maxSchemaBytes = 4 << 20
+
+// paramsTooLarge rejects oversized parameters before they are hashed or
+// parsed: a pattern longer than the budget allows, a huge schema.
+func paramsTooLarge(spec contracts.Tool, field string, b Budget) error {
+	for k, raw := range spec.Params {
+		limit := maxSchemaBytes
+		switch k {
+		case "pattern", "patterns":
+			// JSON escaping at most sextuples a byte.
+			limit = 6*b.MaxPatternBytes + 16
+		}
+		if len(raw) > limit {
+			e := requestError(spec.Name, field+".params."+k, "param is %d bytes, more than the %d allowed", len(raw), limit)
+			if k == "pattern" || k == "patterns" {
+				e.Code = contracts.CodeInvalidRegex
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// compileTool compiles one declaration.
+func compileTool(spec contracts.Tool, field string, vi *vocabIndex, b Budget) (*compiledTool, error) {
+	t := &compiledTool{name: spec.Name, field: field, soft: spec.Mode == contracts.ToolModeSoft}
+	clock := newCompileClock(b.CompileTimeout)
+	pf := func(p string) string { return field + ".params." + p }
+	var err error
+	switch spec.Name {
+	case contracts.ToolJSONValidator:
+		raw, ok := spec.Params["schema"]
+		if !ok || isNull(raw) {
+			return nil, requestError(spec.Name, pf("schema"), "json_validator needs param schema")
+		}
+		t.json, t.notes, err = compileJSONTool(raw, t.soft, vi, b, clock)
+		if err != nil {
+			return nil, toolError(spec.Name, pf("schema"), err)
+		}
+	case contracts.ToolRegexMatcher:
+		p, err := stringParam(spec, "pattern", true, pf)
+		if err != nil {
+			return nil, err
+		}
+		if t.regex, err = compileRegexTool(p, vi, b, clock); err != nil {
+			return nil, toolError(spec.Name, pf("pattern"), err)
+		}
+	case contracts.ToolXMLValidator:
+		tags, err := stringsParam(spec, "allowed_tags", true, pf)
+		if err != nil {
+			return nil, err
+		}
+		if t.xml, err = newXMLMachine(tags, vi, b); err != nil {
+			return nil, paramError(spec.Name, pf("allowed_tags"), err)
+		}
+	case contracts.ToolPIIRedactor:
+		ents, err := stringsParam(spec, "entities", false, pf)
+		if err != nil {
+			return nil, err
+		}
+		pats, err := stringsParam(spec, "patterns", false, pf)
+		if err != nil {
+			return nil, err
+		}
+		if t.pii, err = compilePII(ents, pats, b, clock); err != nil {
+			field := pf("entities")
+			var re *regexError
+			if errors.As(err, &re) {
+				field = pf("patterns")
+			}
+			return nil, paramError(spec.Name, field, err)
+		}
+	case contracts.ToolToxicityFilter:
+		words, err := stringsParam(spec, "words", true, pf)
+		if err != nil {
+			return nil, err
+		}
+		mode, err := stringParam(spec, "mode", false, pf)
+		if err != nil {
+			return nil, err
+		}
+		if t.tox, err = compileTox(words, mode, vi, b); err != nil {
+			return nil, paramError(spec.Name, pf("words"), err)
+		}
+	case contracts.ToolRetryOnFail:
+		markers, err := stringsParam(spec, "output_contains", true, pf)
+		if err != nil {
+			return nil, err
+		}
+		n := 1
+		if raw, ok := spec.Params["max_retries"]; ok && !isNull(raw) {
+			if json.Unmarshal(raw, &n) != nil || n < 0 || n > contracts.MaxToolRetries {
+				return nil, requestError(spec.Name, pf("max_retries"), "must be an integer in [0, %d]", contracts.MaxToolRetries)
+			}
+		}
+		t.retry = &retrySpec{markers: markers, max: n}
+	case contracts.ToolSuffix:
+		if t.suffix, err = stringParam(spec, "text", true, pf); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// paramError is a parameter that does not compile: regex and budget
+// errors keep their codes, anything else is a bad request.
+func paramError(name contracts.ToolName, field string, err error) *contracts.Error {
+	var re *regexError
+	if errors.As(err, &re) || errors.Is(err, errMemory) || errors.Is(err, errCompileTimeout) {
+		return toolError(name, field, err)
+	}
+	return requestError(name, field, "%v", err)
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+func stringParam(spec contracts.Tool, name string, required bool, pf func(string) string) (string, error) {
+	raw, ok := spec.Params[name]
+	if !ok || isNull(raw) {
+		if required {
+			return "", requestError(spec.Name, pf(name), "%s needs param %s", spec.Name, name)
+		}
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", requestError(spec.Name, pf(name), "must be a string")
+	}
+	if required && s == "" {
+		return "", requestError(spec.Name, pf(name), "must not be empty")
+	}
+	return s, nil
+}
+
+func stringsParam(spec contracts.Tool, name string, required bool, pf func(string) string) ([]string, error) {
+	raw, ok := spec.Params[name]
+	if !ok || isNull(raw) {
+		if required {
+			return nil, requestError(spec.Name, pf(name), "%s needs param %s", spec.Name, name)
+		}
+		return nil, nil
+	}
+	var ss []string
+	if json.Unmarshal(raw, &ss) != nil {
+		return nil, requestError(spec.Name, pf(name), "must be an array of strings")
+	}
+	for i, s := range ss {
+		if s == "" {
+			return nil, requestError(spec.Name, fmt.Sprintf("%s[%d]", pf(name), i), "must not be empty")
+		}
+	}
+	if required && len(ss) == 0 {
+		return nil, requestError(spec.Name, pf(name), "must not be empty")
+	}
+	return ss, nil
+}
+
+// compileJSONTool compiles a JSON Schema to a grammar machine.
+func compileJSONTool(raw json.RawMessage, soft bool, vi *vocabIndex, b Budget, clock *compileClock) (*jsonTool, []string, error) {
+	root, err := decodeJSON(raw)
+	if err != nil {
+		return nil, nil, &schemaError{Msg: "schema is not valid JSON: " + err.Error()}
+	}
+	switch root.(type) {
+	case *jsonObject, bool:
+	default:
+		return nil, nil, &schemaError{Msg: "schema must be a JSON object or a boolean"}
+	}
+	doc, err := newSchemaDoc(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	val, err := newSchemaValidator(raw, doc.rootURL, nil, false)
+	if err != nil {
+		return nil, nil, &schemaError{Msg: "schema cannot be loaded: " + err.Error()}
+	}
+	if _, err := val.at(""); err != nil {
+		return nil, nil, &schemaError{Msg: "schema does not compile: " + err.Error()}
+	}
+	mem := newMeter(b.MaxMemoryBytes)
+	c := newSchemaCompiler(doc, val, soft, b, clock, mem)
+	n, err := c.compile([]*sloc{doc.byPtr[""]})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := clock.checkNow(); err != nil {
+		return nil, nil, err
+	}
+	if c.memErr != nil {
+		return nil, nil, c.memErr
+	}
+	c.finish()
+	return &jsonTool{m: newJSONMachine(n, c.all, vi, mem, b), val: val}, c.notes, nil
+}
+
+// compileRegexTool compiles a regex_matcher pattern (whole-output match).
+func compileRegexTool(pattern string, vi *vocabIndex, b Budget, clock *compileClock) (*regexTool, error) {
+	lim := regexLimits{maxBytes: b.MaxPatternBytes, maxInsts: b.MaxRegexInsts}
+	re, err := parseRegex(pattern, lim)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := compileRegexes([]*syntaxRegexp{re}, []regexMode{modeFull}, lim, clock)
+	if err != nil {
+		return nil, &regexError{Pattern: pattern, Msg: err.Error()}
+	}
+	mem := newMeter(b.MaxMemoryBytes)
+	if err := mem.charge(int64(len(prog.p.insts)) * 48); err != nil {
+		return nil, err
+	}
+	d := newDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/2, mem)
+	// The second check: Go's own engine, leftmost-longest, so a match of
+	// the whole output is found when there is one. Compiling is bounded by
+	// the estimate above.
+	full, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, &regexError{Pattern: pattern, Msg: err.Error()}
+	}
+	full.Longest()
+	return &regexTool{m: newRegexMachine(d, vi, mem), re: full}, nil
+}

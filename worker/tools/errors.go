@@ -1,0 +1,122 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// Tool failure codes this package adds to the ones in contracts. They ride
+// in contracts.Error.ToolCode like the others; the contracts table should
+// list them.
+const (
+	// ToolStepBudget: a tool used up its step fuel in one call.
+	ToolStepBudget = contracts.ToolCode("TOOL_STEP_BUDGET")
+	// ToolCompileFailed: a tool's parameters (schema, pattern, word list)
+	// could not be compiled: an unsupported keyword, an invalid or
+	// oversized pattern.
+	ToolCompileFailed = contracts.ToolCode("TOOL_COMPILE_FAILED")
+)
+
+// Internal sentinels; toolError turns them into contract errors.
+var (
+	// errStepBudget: the call ran out of step fuel.
+	errStepBudget = errors.New("step budget exhausted")
+	// errMemory: the tool went over its memory budget.
+	errMemory = errors.New("memory budget exhausted")
+	// errCompileTimeout: compiling took longer than the budget allows.
+	errCompileTimeout = errors.New("compile time budget exhausted")
+	// errTooManyThreads: a grammar followed too many alternatives at once.
+	errTooManyThreads = errors.New("too many parser threads")
+)
+
+// schemaError is a JSON Schema that cannot be compiled: an unsupported
+// keyword, or a construct outside what the grammar can express, at a JSON
+// pointer into the schema.
+type schemaError struct {
+	Keyword string // the keyword at fault, e.g. "uniqueItems"
+	Path    string // JSON pointer of the subschema holding it
+	Msg     string
+}
+
+func (e *schemaError) Error() string {
+	p := e.Path
+	if p == "" {
+		p = "/"
+	}
+	if e.Keyword == "" {
+		return fmt.Sprintf("at %s: %s", p, e.Msg)
+	}
+	return fmt.Sprintf("keyword %q at %s: %s", e.Keyword, p, e.Msg)
+}
+
+// regexError is a pattern that cannot be compiled.
+type regexError struct {
+	Pattern string
+	Msg     string
+}
+
+func (e *regexError) Error() string {
+	p := e.Pattern
+	if len(p) > 80 {
+		p = p[:77] + "..."
+	}
+	return fmt.Sprintf("pattern %q: %s", p, e.Msg)
+}
+
+// toolError turns err, raised by tool name while doing phase, into the
+// contract error a job fails with. Errors that already are contract errors
+// pass through with the tool filled in.
+func toolError(name contracts.ToolName, field string, err error) *contracts.Error {
+	var ce *contracts.Error
+	if errors.As(err, &ce) {
+		out := *ce
+		if out.Tool == "" {
+			out.Tool = string(name)
+		}
+		if out.Field == "" {
+			out.Field = field
+		}
+		return &out
+	}
+	e := &contracts.Error{Tool: string(name), Field: field, Message: err.Error()}
+	var se *schemaError
+	var re *regexError
+	switch {
+	case errors.As(err, &se):
+		e.Code, e.ToolCode = contracts.CodeInvalidSchema, ToolCompileFailed
+	case errors.As(err, &re):
+		e.Code, e.ToolCode = contracts.CodeInvalidRegex, ToolCompileFailed
+	case errors.Is(err, errStepBudget):
+		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, ToolStepBudget
+	case errors.Is(err, errMemory), errors.Is(err, errTooManyThreads):
+		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolMemoryExhausted
+	case errors.Is(err, errCompileTimeout):
+		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolTimeout
+	default:
+		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolInternal
+	}
+	return e
+}
+
+// runError is a failure inside the decode loop with an explicit tool code.
+func runError(name contracts.ToolName, code contracts.ToolCode, format string, args ...any) *contracts.Error {
+	return &contracts.Error{
+		Code:     contracts.CodeToolExecutionFailed,
+		Tool:     string(name),
+		ToolCode: code,
+		Message:  fmt.Sprintf(format, args...),
+	}
+}
+
+// requestError is a bad tool declaration (missing or malformed param).
+func requestError(name contracts.ToolName, field, format string, args ...any) *contracts.Error {
+	return &contracts.Error{
+		Code:     contracts.CodeInvalidRequest,
+		Tool:     string(name),
+		ToolCode: ToolCompileFailed,
+		Field:    field,
+		Message:  fmt.Sprintf(format, args...),
+	}
+}

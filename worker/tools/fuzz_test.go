@@ -1,0 +1,124 @@
+package tools
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// FuzzRegexSearch compares the lazy DFA with Go's regexp on patterns both
+// accept: MatchString and the DFA's search must agree on valid UTF-8 (the
+// DFA matches characters as UTF-8 byte sequences, so a stray byte matches
+// nothing, where Go reads it as U+FFFD).
+func FuzzRegexSearch(f *testing.F) {
+	for _, s := range [][2]string{
+		{`a+b`, "xaab"}, {`^(a|ab)*$`, "abab"}, {`(?m)^x$`, "a\nx"}, {`[^a-c]{2,3}`, "dd"},
+		{`(?i)straße`, "STRASSE"}, {`\pL+\d`, "é1"}, {`a$`, "a\n"}, {`(?s).`, "\n"}, {`\A\z`, ""},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, input string) {
+		if len(pattern) > 64 || len(input) > 256 || !utf8.ValidString(input) {
+			return
+		}
+		re, err := regexp.Compile(pattern)
+		if err != nil {
+			return
+		}
+		got, err := regexSearch(pattern, input, Budget{MaxStepFuel: 1 << 30})
+		if err != nil {
+			if strings.Contains(err.Error(), "word-boundary") {
+				return
+			}
+			t.Fatalf("%q on %q: %v", pattern, input, err)
+		}
+		if want := re.MatchString(input); got != want {
+			t.Fatalf("%q on %q: DFA %v, regexp %v", pattern, input, got, want)
+		}
+	})
+}
+
+// FuzzCompileSchema compiles arbitrary schemas: no panic, errors are
+// contract errors, and a compiled schema never accepts a document the
+// validator rejects.
+func FuzzCompileSchema(f *testing.F) {
+	for _, s := range []string{`{"type":"object","properties":{"a":{"type":"integer","minimum":3}}}`,
+		`{"anyOf":[{"type":"string","maxLength":2},{"enum":[1,"x",null]}]}`, `true`, `false`,
+		`{"items":{"$ref":"#"},"maxItems":2}`, `{"oneOf":[{"type":"null"},{"type":"boolean"}]}`,
+		`{"type":"number","multipleOf":0.5,"exclusiveMaximum":3}`} {
+		f.Add(s, `{"a":4}`)
+	}
+	f.Fuzz(func(t *testing.T, schema, doc string) {
+		if len(schema) > 2000 || len(doc) > 200 {
+			return
+		}
+		set, err := Compile([]contracts.Tool{{Name: contracts.ToolJSONValidator,
+			Params: map[string]json.RawMessage{"schema": json.RawMessage(schema)}}}, nil, fake, Budget{CompileTimeout: 1e9})
+		if err != nil {
+			if _, ok := err.(*contracts.Error); !ok {
+				t.Fatalf("not a contract error: %v", err)
+			}
+			return
+		}
+		r := set.NewRun()
+		for i := 0; i < len(doc); i++ {
+			if r.Accept(int32(doc[i])+1) != nil {
+				return
+			}
+		}
+		if !r.CanEnd() {
+			return
+		}
+		if _, err := r.Finish(); err != nil && utf8.ValidString(doc) {
+			t.Fatalf("schema %s accepted %q, which fails: %v", schema, doc, err)
+		}
+	})
+}
+
+// FuzzParseSystem: no panic; what is returned compiles or is a contract
+// error.
+func FuzzParseSystem(f *testing.F) {
+	f.Add(`hi <tool name="suffix"><param name="text">x</param></tool>`)
+	f.Add(`<tool name="json_validator" mode="soft"><param name="schema"><![CDATA[{"type":"string"}]]></param></tool>`)
+	f.Fuzz(func(t *testing.T, sys string) {
+		rest, tools, err := ParseSystem(sys)
+		if err != nil {
+			if _, ok := err.(*contracts.Error); !ok {
+				t.Fatalf("not a contract error: %v", err)
+			}
+			return
+		}
+		if len(rest) > len(sys) {
+			t.Fatal("prompt grew")
+		}
+		if _, err := Compile(tools, nil, fake, Budget{}); err != nil {
+			if _, ok := err.(*contracts.Error); !ok {
+				t.Fatalf("not a contract error: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzPIIStream: whatever the cuts, streaming gives the same text as one
+// chunk.
+func FuzzPIIStream(f *testing.F) {
+	f.Add("mail a.b@example.com now", 3, 11)
+	f.Add("card 4111111111111111!", 7, 9)
+	set, err := Compile([]contracts.Tool{{Name: contracts.ToolPIIRedactor}}, nil, fake, Budget{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, text string, i, j int) {
+		if len(text) > 300 || i < 0 || j < i || j > len(text) {
+			return
+		}
+		want := piiRedact(t, set, []string{text})
+		if got := piiRedact(t, set, []string{text[:i], text[i:j], text[j:]}); got != want {
+			t.Fatalf("cut %d,%d: %q, want %q", i, j, got, want)
+		}
+	})
+}

@@ -1,0 +1,973 @@
+package tools
+
+import "math/bits"
+
+// The JSON grammar at run time: a pushdown automaton over bytes, run as a
+// set of threads (one per anyOf branch still alive). A thread is its top
+// frame, held by value and changed in place, over an immutable linked
+// stack of the frames below it, shared between threads; a byte changes the
+// top frame, pushes a child (a value, a key) or pops a finished one.
+// Threads that end up identical are merged.
+
+// Frame kinds.
+const (
+	fRoot   uint8 = iota // bottom of the stack; ph 1 once the value is done
+	fValue               // before a value of node n (whitespace allowed)
+	fString              // inside a string value (after the opening quote)
+	fKey                 // inside an object key (after the opening quote)
+	fNumber              // inside a number
+	fObject              // inside an object
+	fArray               // inside an array
+	fLit                 // inside a literal (enum, const, true, null, ...)
+)
+
+// Object phases.
+const (
+	oOpen     uint8 = iota // after '{'
+	oNeedKey               // after ','
+	oKeyWait               // a key frame is on top
+	oColon                 // after a key, before ':'
+	oValWait               // a value is on top
+	oAfterVal              // after a value
+)
+
+// Array phases.
+const (
+	aOpen      uint8 = iota // after '['
+	aNeedItem               // after ','
+	aItemWait               // an item is on top
+	aAfterItem              // after an item
+)
+
+// Key frame flags.
+const (
+	kfSawEsc uint8 = 1 << iota // an escape was read on the known-key trie
+	kfOff                      // off the known-key trie
+	// lfUniq marks a literal (or the value frame before it) whose seen
+	// field lists the values a uniqueItems array already holds.
+	lfUniq
+	// afContains marks an array frame whose item on top is counted by
+	// "contains".
+	afContains
+)
+
+// Leaf step results.
+const (
+	rDead = iota
+	rCont
+	rDone     // the byte ends the frame (consumed)
+	rDoneNext // the frame ended before the byte (re-read it above)
+)
+
+// lexState is the part of a frame that strings, keys and numbers change on
+// every byte; a string walk keeps only this per trie depth.
+type lexState struct {
+	ds   *dstate
+	cnt  int32 // code points, items or properties so far
+	aux  int32 // trie node, property, hex accumulator
+	ph   uint8
+	u8   uint8 // continuation bytes still expected
+	u8lo uint8 // range of the next continuation byte
+	u8hi uint8
+}
+
+type frame struct {
+	n *node
+	lexState
+	kind  uint8
+	ws    uint8 // whitespace run length
+	flag  uint8
+	seen  uint64
+	seenX *[]uint64 // seen properties when an object has more than 64
+	txt   string    // text of a constrained number
+}
+
+type stackNode struct {
+	f    frame
+	next *stackNode
+}
+
+type thread struct {
+	f    frame
+	rest *stackNode
+}
+
+// jsonMachine is a compiled schema, shared by every run.
+type jsonMachine struct {
+	root       *node
+	vi         *vocabIndex
+	cache      leafCache
+	mem        *meter
+	maxWS      uint8
+	maxThreads int
+	allowed    map[*objSpec][]uint64 // props whose value can be valid
+}
+
+// maxWhitespace bounds a run of whitespace between JSON tokens, so that a
+// model cannot pad forever; pretty-printing stays possible.
+const maxWhitespace = 64
+
+func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+func newJSONMachine(root *node, all []*node, vi *vocabIndex, mem *meter, b Budget) *jsonMachine {
+	m := &jsonMachine{root: root, vi: vi, mem: mem, maxWS: maxWhitespace, maxThreads: b.MaxThreads,
+		allowed: map[*objSpec][]uint64{}}
+	m.cache.init(4096)
+	for _, n := range all {
+		if n.kind == kObject {
+			a := make([]uint64, n.obj.words)
+			for i, p := range n.obj.props {
+				if p.node.kind != kNever {
+					a[i>>6] |= 1 << (uint(i) & 63)
+				}
+			}
+			m.allowed[n.obj] = a
+		}
+	}
+	return m
+}
+
+// start returns the initial threads.
+func (m *jsonMachine) start() []thread {
+	return []thread{{f: frame{kind: fValue, n: m.root}, rest: &stackNode{f: frame{kind: fRoot}}}}
+}
+
+// push puts child on top of th.
+func push(th thread, child frame) thread {
+	return thread{f: child, rest: &stackNode{f: th.f, next: th.rest}}
+}
+
+// seenHas reports whether property i of the object frame f was seen.
+func (f *frame) seenHas(i int) bool {
+	if f.seenX != nil {
+		return (*f.seenX)[i>>6]&(1<<(uint(i)&63)) != 0
+	}
+	return i < 64 && f.seen&(1<<uint(i)) != 0
+}
+
+func (f *frame) seenSet(i int, nprops int) {
+	if nprops <= 64 {
+		f.seen |= 1 << uint(i)
+		return
+	}
+	var cp []uint64
+	if f.seenX != nil {
+		cp = append([]uint64(nil), (*f.seenX)...)
+	} else {
+		cp = make([]uint64, (nprops+63)/64)
+	}
+	cp[i>>6] |= 1 << (uint(i) & 63)
+	f.seenX = &cp
+}
+
+// missingRequired counts required properties not yet seen.
+func (f *frame) missingRequired(os *objSpec) int {
+	n := 0
+	for w, r := range os.required {
+		var s uint64
+		if f.seenX != nil {
+			s = (*f.seenX)[w]
+		} else if w == 0 {
+			s = f.seen
+		}
+		n += bits.OnesCount64(r &^ s)
+	}
+	return n
+}
+
+// canAddKey reports whether the object frame f may still take a property.
+func (m *jsonMachine) canAddKey(f *frame) bool {
+	os := f.n.obj
+	if f.cnt >= os.maxProps {
+		return false
+	}
+	if os.freeKey {
+		return true
+	}
+	return m.unseenAllowed(f, m.allowed[os])
+}
+
+// unseenAllowed reports whether set (a prop bitset) holds an allowed
+// property that object or key frame f has not seen.
+func (m *jsonMachine) unseenAllowed(f *frame, set []uint64) bool {
+	allowed := m.allowed[f.n.obj]
+	for w := range set {
+		s := f.seen
+		if f.seenX != nil {
+			s = (*f.seenX)[w]
+		} else if w > 0 {
+			s = 0
+		}
+		if set[w]&allowed[w]&^s != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// canClose reports whether the object frame f may end now.
+func (m *jsonMachine) canClose(f *frame) bool {
+	os := f.n.obj
+	if f.cnt < os.minProps || f.missingRequired(os) > 0 {
+		return false
+	}
+	for _, d := range os.deps {
+		if f.seenHas(d.if_) {
+			for _, t := range d.then {
+				if !f.seenHas(t) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// valueNode returns the node of the value after the key recorded in aux.
+func valueNode(os *objSpec, aux int32) *node {
+	if aux >= 0 {
+		return os.props[aux].node
+	}
+	return os.combos[-(aux + 1)]
+}
+
+// finish pops th's top frame, which produced payload, into its parent.
+func (m *jsonMachine) finish(th thread, payload int32) (thread, bool) {
+	if th.rest == nil {
+		return th, false
+	}
+	p := th.rest.f
+	th.rest = th.rest.next
+	switch p.kind {
+	case fRoot:
+		p.ph = 1
+	case fObject:
+		os := p.n.obj
+		switch p.ph {
+		case oKeyWait:
+			if payload >= 0 {
+				i := int(payload)
+				if p.seenHas(i) || os.props[i].node.kind == kNever {
+					return th, false
+				}
+				p.seenSet(i, len(os.props))
+			}
+			p.aux = payload
+			p.cnt++
+			if p.cnt > os.maxProps || int32(p.missingRequired(os)) > os.maxProps-p.cnt {
+				return th, false
+			}
+			p.ph = oColon
+		case oValWait:
+			p.ph = oAfterVal
+		default:
+			return th, false
+		}
+	case fArray:
+		as := p.n.arr
+		if p.flag&afContains != 0 {
+			p.flag &^= afContains
+			if p.aux < as.minContains {
+				p.aux++
+			}
+		}
+		if as.unique {
+			item := as.itemNode(p.cnt - 1)
+			if ids, ok := as.uniq[item]; ok && payload >= 0 && int(payload) < len(ids) {
+				bit := uint64(1) << uint(ids[payload])
+				if p.seen&bit != 0 {
+					return th, false
+				}
+				p.seen |= bit
+			}
+		}
+		p.ph = aAfterItem
+	default:
+		return th, false
+	}
+	p.ws = 0
+	th.f = p
+	return th, true
+}
+
+// step feeds byte c to th and appends the resulting threads to out.
+func (m *jsonMachine) step(th thread, c byte, out []thread, work *int64) []thread {
+	for {
+		f := &th.f
+		switch f.kind {
+		case fRoot:
+			return out
+		case fValue:
+			if isWS(c) {
+				if f.ws >= m.maxWS {
+					return out
+				}
+				f.ws++
+				return append(out, th)
+			}
+			return m.dispatch(th, f.n, c, out, work)
+		case fString:
+			res, payload := strStep(f, c, work)
+			return m.leafResult(th, res, payload, out)
+		case fKey:
+			res, payload := m.keyStep(f, c, work)
+			return m.leafResult(th, res, payload, out)
+		case fNumber:
+			res := numStep(f, c)
+			if res == rDoneNext {
+				var ok bool
+				if th, ok = m.finish(th, 0); !ok {
+					return out
+				}
+				continue
+			}
+			if res == rCont {
+				return append(out, th)
+			}
+			return out
+		case fLit:
+			res, payload := litStep(f, c)
+			switch res {
+			case rCont:
+				return append(out, th)
+			case rDone:
+				if th, ok := m.finish(th, payload); ok {
+					return append(out, th)
+				}
+				return out
+			case rDoneNext:
+				var ok bool
+				if th, ok = m.finish(th, payload); !ok {
+					return out
+				}
+				continue
+			}
+			return out
+		case fObject:
+			return m.objStep(th, c, out)
+		case fArray:
+			return m.arrStep(th, c, out, work)
+		}
+		return out
+	}
+}
+
+func (m *jsonMachine) leafResult(th thread, res int, payload int32, out []thread) []thread {
+	switch res {
+	case rCont:
+		return append(out, th)
+	case rDone:
+		if th, ok := m.finish(th, payload); ok {
+			return append(out, th)
+		}
+	}
+	return out
+}
+
+// dispatch starts a value of node n on its first byte c.
+func (m *jsonMachine) dispatch(th thread, n *node, c byte, out []thread, work *int64) []thread {
+	if !n.firstHas(c) {
+		return out
+	}
+	switch n.kind {
+	case kAlt:
+		for _, a := range n.alts {
+			if a.firstHas(c) {
+				out = m.dispatch(th, a, c, out, work)
+			}
+		}
+		return out
+	case kString:
+		th.f = frame{kind: fString, n: n}
+		if n.str.dfa != nil {
+			th.f.ds = n.str.dfa.start
+		}
+		return append(out, th)
+	case kObject:
+		th.f = frame{kind: fObject, n: n}
+		th.f.ph = oOpen
+		return append(out, th)
+	case kArray:
+		th.f = frame{kind: fArray, n: n}
+		th.f.ph = aOpen
+		return append(out, th)
+	case kNumber:
+		th.f = frame{kind: fNumber, n: n}
+		return m.step(th, c, out, work)
+	case kLit:
+		th.f = frame{kind: fLit, n: n, seen: th.f.seen, flag: th.f.flag & lfUniq}
+		return m.step(th, c, out, work)
+	}
+	return out
+}
+
+// objStep feeds c to an object frame.
+func (m *jsonMachine) objStep(th thread, c byte, out []thread) []thread {
+	f := &th.f
+	os := f.n.obj
+	if isWS(c) && f.ph != oKeyWait && f.ph != oValWait {
+		if f.ws >= m.maxWS {
+			return out
+		}
+		f.ws++
+		return append(out, th)
+	}
+	f.ws = 0
+	switch f.ph {
+	case oOpen, oNeedKey:
+		if c == '}' && f.ph == oOpen {
+			if !m.canClose(f) {
+				return out
+			}
+			if th, ok := m.finish(th, 0); ok {
+				return append(out, th)
+			}
+			return out
+		}
+		if c != '"' || !m.canAddKey(f) {
+			return out
+		}
+		f.ph = oKeyWait
+		k := frame{kind: fKey, n: f.n}
+		if os.keyDFA != nil {
+			k.ds = os.keyDFA.start
+		}
+		if !os.freeKey {
+			k.seen, k.seenX = f.seen, f.seenX
+		}
+		return append(out, push(th, k))
+	case oColon:
+		if c != ':' {
+			return out
+		}
+		vn := valueNode(os, f.aux)
+		if vn.kind == kNever {
+			return out
+		}
+		f.ph = oValWait
+		return append(out, push(th, frame{kind: fValue, n: vn}))
+	case oAfterVal:
+		switch c {
+		case ',':
+			if !m.canAddKey(f) {
+				return out
+			}
+			f.ph = oNeedKey
+			return append(out, th)
+		case '}':
+			if !m.canClose(f) {
+				return out
+			}
+			if th, ok := m.finish(th, 0); ok {
+				return append(out, th)
+			}
+		}
+	}
+	return out
+}
+
+// arrStep feeds c to an array frame and appends the resulting threads
+// (two when an item may or may not be one that "contains" counts).
+func (m *jsonMachine) arrStep(th thread, c byte, out []thread, work *int64) []thread {
+	f := &th.f
+	as := f.n.arr
+	if isWS(c) {
+		if f.ws >= m.maxWS {
+			return out
+		}
+		f.ws++
+		return append(out, th)
+	}
+	f.ws = 0
+	switch f.ph {
+	case aOpen, aNeedItem:
+		if c == ']' && f.ph == aOpen {
+			if f.cnt < as.minItems || f.aux < as.minContains {
+				return out
+			}
+			if t, ok := m.finish(th, 0); ok {
+				return append(out, t)
+			}
+			return out
+		}
+		if f.cnt >= as.maxItems {
+			return out
+		}
+		item := as.itemNode(f.cnt)
+		f.cnt++
+		f.ph = aItemWait
+		// The item as one that "contains" counts, while more are needed.
+		if f.aux < as.minContains {
+			if cn := as.containsNode(f.cnt - 1); cn.kind != kNever && cn.firstHas(c) {
+				tc := th
+				tc.f.flag |= afContains
+				out = m.step(push(tc, frame{kind: fValue, n: cn}), c, out, work)
+			}
+			// Without counting it, enough items must remain.
+			if as.maxItems-f.cnt < as.minContains-f.aux {
+				return out
+			}
+		}
+		if item.kind == kNever || !item.firstHas(c) {
+			return out
+		}
+		child := frame{kind: fValue, n: item}
+		if as.unique {
+			if ids, ok := as.uniq[item]; ok && item.kind == kLit {
+				for i, id := range ids {
+					if f.seen&(1<<uint(id)) != 0 {
+						child.seen |= 1 << uint(i)
+					}
+				}
+				child.flag |= lfUniq
+			}
+		}
+		return m.step(push(th, child), c, out, work)
+	case aAfterItem:
+		switch c {
+		case ',':
+			if f.cnt >= as.maxItems || as.itemNode(f.cnt).kind == kNever {
+				return out
+			}
+			f.ph = aNeedItem
+			return append(out, th)
+		case ']':
+			if f.cnt < as.minItems || f.aux < as.minContains {
+				return out
+			}
+			if t, ok := m.finish(th, 0); ok {
+				return append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// utf8Lead sets the continuation state after lead byte c; false when c
+// cannot start a UTF-8 sequence.
+func utf8Lead(f *lexState, c byte) bool {
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		f.u8, f.u8lo, f.u8hi = 1, 0x80, 0xBF
+	case c == 0xE0:
+		f.u8, f.u8lo, f.u8hi = 2, 0xA0, 0xBF
+	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
+		f.u8, f.u8lo, f.u8hi = 2, 0x80, 0xBF
+	case c == 0xED:
+		f.u8, f.u8lo, f.u8hi = 2, 0x80, 0x9F
+	case c == 0xF0:
+		f.u8, f.u8lo, f.u8hi = 3, 0x90, 0xBF
+	case c >= 0xF1 && c <= 0xF3:
+		f.u8, f.u8lo, f.u8hi = 3, 0x80, 0xBF
+	case c == 0xF4:
+		f.u8, f.u8lo, f.u8hi = 3, 0x80, 0x8F
+	default:
+		return false
+	}
+	return true
+}
+
+func hexVal(c byte) int32 {
+	switch {
+	case c >= '0' && c <= '9':
+		return int32(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int32(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int32(c-'A') + 10
+	}
+	return -1
+}
+
+// escByte returns the byte a short escape \c stands for.
+func escByte(c byte) (byte, bool) {
+	switch c {
+	case '"', '\\', '/':
+		return c, true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	}
+	return 0, false
+}
+
+// escapeLive reports whether some short escape can follow in state ds.
+func escapeLive(d *dfa, ds *dstate) bool {
+	for _, b := range []byte{'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'} {
+		if d.liveAll(d.step(ds, b, nil)) {
+			return true
+		}
+	}
+	return false
+}
+
+// dfaByte steps ds by b; false when a component dies.
+func dfaByte(d *dfa, ds **dstate, b byte, work *int64) bool {
+	*ds = d.step(*ds, b, work)
+	return d.liveAll(*ds)
+}
+
+// dfaBytes steps ds by the bytes of b; false when a component dies.
+func dfaBytes(d *dfa, ds **dstate, b []byte, work *int64) bool {
+	for _, x := range b {
+		*ds = d.step(*ds, x, work)
+		if !d.liveAll(*ds) {
+			return false
+		}
+	}
+	return true
+}
+
+// strStep feeds c to a string-value frame.
+func strStep(f *frame, c byte, work *int64) (int, int32) {
+	return strLex(&f.lexState, f.n.str, c, work)
+}
+
+// strLex feeds c to the lexical state of a string with spec s.
+func strLex(f *lexState, s *strSpec, c byte, work *int64) (int, int32) {
+	if f.u8 > 0 {
+		if c < f.u8lo || c > f.u8hi {
+			return rDead, 0
+		}
+		f.u8--
+		f.u8lo, f.u8hi = 0x80, 0xBF
+		if s.dfa != nil && !dfaByte(s.dfa, &f.ds, c, work) {
+			return rDead, 0
+		}
+		return rCont, 0
+	}
+	switch f.ph {
+	case 0:
+		switch {
+		case c == '"':
+			if f.cnt < s.minLen || s.dfa != nil && !s.dfa.accAll(f.ds) {
+				return rDead, 0
+			}
+			return rDone, 0
+		case c == '\\':
+			if f.cnt >= s.maxLen || s.dfa != nil && !escapeLive(s.dfa, f.ds) {
+				return rDead, 0
+			}
+			f.ph = 1
+			return rCont, 0
+		case c < 0x20:
+			return rDead, 0
+		case c >= 0x80 && !utf8Lead(f, c):
+			return rDead, 0
+		}
+		if f.cnt >= s.maxLen {
+			return rDead, 0
+		}
+		f.cnt++
+		if s.dfa != nil && !dfaByte(s.dfa, &f.ds, c, work) {
+			return rDead, 0
+		}
+		return rCont, 0
+	case 1:
+		if c == 'u' {
+			if s.dfa != nil {
+				// \u in a pattern-constrained string could run into a
+				// dead end at its last digit; such strings write characters
+				// as they are.
+				return rDead, 0
+			}
+			f.ph, f.aux = 2, 0
+			return rCont, 0
+		}
+		d, ok := escByte(c)
+		if !ok {
+			return rDead, 0
+		}
+		f.ph = 0
+		f.cnt++
+		if s.dfa != nil && !dfaByte(s.dfa, &f.ds, d, work) {
+			return rDead, 0
+		}
+		return rCont, 0
+	default: // 2..5: hex digits of \u
+		v := hexVal(c)
+		if v < 0 {
+			return rDead, 0
+		}
+		f.aux = f.aux<<4 | v
+		if f.ph == 3 && f.aux >= 0xD8 && f.aux <= 0xDF {
+			return rDead, 0 // no surrogates: one escape is one code point
+		}
+		if f.ph < 5 {
+			f.ph++
+			return rCont, 0
+		}
+		f.ph = 0
+		f.cnt++
+		if s.dfa != nil {
+			var buf [4]byte
+			n := encodeRune(buf[:], f.aux)
+			if !dfaBytes(s.dfa, &f.ds, buf[:n], work) {
+				return rDead, 0
+			}
+		}
+		f.aux = 0
+		return rCont, 0
+	}
+}
+
+// encodeRune writes the UTF-8 of r (no surrogates) and returns its length.
+func encodeRune(p []byte, r int32) int {
+	switch {
+	case r < 0x80:
+		p[0] = byte(r)
+		return 1
+	case r < 0x800:
+		p[0] = 0xC0 | byte(r>>6)
+		p[1] = 0x80 | byte(r)&0x3F
+		return 2
+	default:
+		p[0] = 0xE0 | byte(r>>12)
+		p[1] = 0x80 | byte(r>>6)&0x3F
+		p[2] = 0x80 | byte(r)&0x3F
+		return 3
+	}
+}
+
+// keyStep feeds c to an object-key frame.
+func (m *jsonMachine) keyStep(f *frame, c byte, work *int64) (int, int32) {
+	os := f.n.obj
+	t := os.keys
+	// On the trie, follow the canonical bytes of the known keys (escapes
+	// included); a '"' outside an escape ends the key.
+	if f.flag&kfOff == 0 && f.u8 == 0 && f.ph == 0 && c == '"' {
+		return m.keyEnd(f)
+	}
+	if f.flag&kfOff != 0 && f.u8 == 0 && c == '"' {
+		return m.keyEnd(f)
+	}
+	// UTF-8 and escape state, wherever we are.
+	if f.u8 > 0 {
+		if c < f.u8lo || c > f.u8hi {
+			return rDead, 0
+		}
+		f.u8--
+		f.u8lo, f.u8hi = 0x80, 0xBF
+	} else {
+		switch f.ph {
+		case 0:
+			switch {
+			case c == '\\':
+				if f.flag&kfOff != 0 {
+					return rDead, 0 // additional keys are written without escapes
+				}
+				f.ph = 1
+				f.flag |= kfSawEsc
+			case c < 0x20:
+				return rDead, 0
+			case c >= 0x80 && !utf8Lead(&f.lexState, c):
+				return rDead, 0
+			default:
+				f.cnt++
+			}
+		case 1:
+			if c == 'u' {
+				f.ph = 2
+			} else {
+				f.ph = 0
+				f.cnt++
+			}
+		default:
+			if hexVal(c) < 0 {
+				return rDead, 0
+			}
+			if f.ph < 5 {
+				f.ph++
+			} else {
+				f.ph = 0
+				f.cnt++
+			}
+		}
+	}
+	if os.keyDFA != nil && f.ds != nil {
+		f.ds = os.keyDFA.step(f.ds, c, work)
+	}
+	onTrie := false
+	if f.flag&kfOff == 0 {
+		if nx := t.child(f.aux, c); nx >= 0 {
+			f.aux = nx
+			onTrie = true
+			if !os.freeKey && !m.unseenAllowed(f, os.under[int(nx)*os.words:int(nx+1)*os.words]) {
+				onTrie = false
+			}
+		} else {
+			f.flag |= kfOff
+			f.aux = -1
+		}
+	}
+	if onTrie || m.additionalLive(f) {
+		return rCont, 0
+	}
+	return rDead, 0
+}
+
+// additionalLive reports whether the key read so far can still become an
+// allowed additional key.
+func (m *jsonMachine) additionalLive(f *frame) bool {
+	os := f.n.obj
+	if !os.freeKey || f.flag&kfSawEsc != 0 || f.cnt > os.pnMax {
+		return false
+	}
+	if os.keyDFA != nil {
+		// propertyNames components (after the patterns) must stay live.
+		need := os.keyDFA.all &^ (uint64(1)<<uint(os.npat) - 1)
+		if f.ds.live&need != need {
+			return false
+		}
+	}
+	return true
+}
+
+// keyEnd handles the closing quote of a key.
+func (m *jsonMachine) keyEnd(f *frame) (int, int32) {
+	os := f.n.obj
+	if f.flag&kfOff == 0 {
+		if v := os.keys.nodes[f.aux].term; v >= 0 {
+			if os.props[v].node.kind == kNever {
+				return rDead, 0
+			}
+			return rDone, v
+		}
+	}
+	if !m.additionalLive(f) || f.cnt < os.pnMin || f.ph != 0 || f.u8 != 0 {
+		return rDead, 0
+	}
+	mask := 0
+	if os.keyDFA != nil {
+		need := os.keyDFA.all &^ (uint64(1)<<uint(os.npat) - 1)
+		if f.ds.acc&need != need {
+			return rDead, 0
+		}
+		mask = int(f.ds.acc & (uint64(1)<<uint(os.npat) - 1))
+	}
+	if os.combos[mask].kind == kNever {
+		return rDead, 0
+	}
+	return rDone, -int32(mask) - 1
+}
+
+// numStep feeds c to a number frame.
+func numStep(f *frame, c byte) int {
+	s := f.n.num
+	nph := numNext(f.ph, c, s.free)
+	if nph == 255 {
+		if numComplete(f.ph) && (s.free || s.intOnly || s.accepts(f.txt)) {
+			return rDoneNext
+		}
+		return rDead
+	}
+	f.cnt++
+	limit := int32(maxFreeNumLen)
+	if !s.free {
+		limit = maxNumLen
+	}
+	if f.cnt > limit {
+		return rDead
+	}
+	switch {
+	case s.free:
+	case s.intOnly:
+		if nph == nFrac && c != '0' {
+			return rDead
+		}
+	default:
+		f.txt += string(c)
+		if !s.live(f.txt, nph) {
+			return rDead
+		}
+	}
+	f.ph = nph
+	return rCont
+}
+
+// litStep feeds c to a literal frame.
+func litStep(f *frame, c byte) (int, int32) {
+	ls := f.n.lit
+	t := ls.trie
+	if nx := t.child(f.aux, c); nx >= 0 {
+		if f.flag&lfUniq != 0 && ls.under != nil && ls.under[nx]&^f.seen == 0 {
+			return rDead, 0 // only values the array already holds
+		}
+		f.aux = nx
+		if len(t.nodes[nx].kids) == 0 {
+			return rDone, t.nodes[nx].term
+		}
+		return rCont, 0
+	}
+	if v := t.nodes[f.aux].term; v >= 0 {
+		return rDoneNext, v
+	}
+	return rDead, 0
+}
+
+// canEnd reports whether th accepts the end of the input.
+func (m *jsonMachine) canEnd(th thread) bool {
+	for {
+		switch th.f.kind {
+		case fRoot:
+			return th.f.ph == 1
+		case fNumber:
+			s := th.f.n.num
+			if !numComplete(th.f.ph) || !(s.free || s.intOnly || s.accepts(th.f.txt)) {
+				return false
+			}
+			var ok bool
+			if th, ok = m.finish(th, 0); !ok {
+				return false
+			}
+		case fLit:
+			v := th.f.n.lit.trie.nodes[th.f.aux].term
+			if v < 0 {
+				return false
+			}
+			var ok bool
+			if th, ok = m.finish(th, v); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+}
+
+// dedupe removes repeated threads, keeping order.
+func dedupe(ts []thread) []thread {
+	if len(ts) < 2 {
+		return ts
+	}
+	if len(ts) <= 16 {
+		out := ts[:1]
+	outer:
+		for _, t := range ts[1:] {
+			for _, u := range out {
+				if t == u {
+					continue outer
+				}
+			}
+			out = append(out, t)
+		}
+		return out
+	}
+	seen := make(map[thread]struct{}, len(ts))
+	out := ts[:0]
+	for _, t := range ts {
+		if _, ok := seen[t]; ok {
+			continue
+		}
+		seen[t] = struct{}{}
+		out = append(out, t)
+	}
+	return out
+}

@@ -1,0 +1,287 @@
+package tools
+
+import (
+	"math/big"
+	"strings"
+)
+
+// JSON numbers under bounds (minimum, maximum, exclusive*) and multipleOf
+// (integer is multipleOf 1). The grammar follows the number text a byte at
+// a time; after each byte it asks whether some completion of the text can
+// still satisfy the constraints, so the mask never lets a number run into a
+// dead end, and when the number ends it checks the value exactly. Numbers
+// with constraints have no exponent (a completion set with exponents is not
+// an interval), and are at most maxNumLen bytes long.
+
+// maxNumLen bounds the text of a constrained number; maxFreeNumLen of any
+// number.
+const (
+	maxNumLen     = 40
+	maxFreeNumLen = 64
+)
+
+// Number phases.
+const (
+	nStart uint8 = iota
+	nMinus
+	nZero
+	nInt
+	nDot
+	nFrac
+	nE
+	nESign
+	nExp
+)
+
+// numSpec constrains a number.
+type numSpec struct {
+	lo, hi     *big.Rat // nil: unbounded
+	loEx, hiEx bool
+	mult       *big.Rat // nil: any; integer is 1
+	// free means no constraint at all: no text is tracked.
+	free bool
+	// intOnly means the only constraint is being an integer: the text is
+	// not tracked, fraction digits must be zeros.
+	intOnly bool
+}
+
+// numComplete reports whether phase ph ends a number.
+func numComplete(ph uint8) bool {
+	return ph == nZero || ph == nInt || ph == nFrac || ph == nExp
+}
+
+// numNext returns the phase after byte c, or 255 when c cannot continue a
+// number in phase ph (allowExp: exponents allowed).
+func numNext(ph uint8, c byte, allowExp bool) uint8 {
+	digit := c >= '0' && c <= '9'
+	switch ph {
+	case nStart:
+		switch {
+		case c == '-':
+			return nMinus
+		case c == '0':
+			return nZero
+		case digit:
+			return nInt
+		}
+	case nMinus:
+		switch {
+		case c == '0':
+			return nZero
+		case digit:
+			return nInt
+		}
+	case nZero, nInt:
+		switch {
+		case digit && ph == nInt:
+			return nInt
+		case c == '.':
+			return nDot
+		case (c == 'e' || c == 'E') && allowExp:
+			return nE
+		}
+	case nDot:
+		if digit {
+			return nFrac
+		}
+	case nFrac:
+		switch {
+		case digit:
+			return nFrac
+		case (c == 'e' || c == 'E') && allowExp:
+			return nE
+		}
+	case nE:
+		switch {
+		case c == '+' || c == '-':
+			return nESign
+		case digit:
+			return nExp
+		}
+	case nESign, nExp:
+		if digit {
+			return nExp
+		}
+	}
+	return 255
+}
+
+// ratInterval is an interval of rationals; a nil end is infinite.
+type ratInterval struct {
+	lo, hi     *big.Rat
+	loEx, hiEx bool
+}
+
+var ratTen = big.NewRat(10, 1)
+
+// completions returns the intervals that completions of the number text txt
+// (in phase ph, no exponent) cover, or nil with all=true when any number
+// is possible. The union may be long for an integer prefix: it stops once
+// the intervals start past hi, and after maxNumLen digits.
+func (s *numSpec) completions(txt string, ph uint8) (iv []ratInterval, all bool) {
+	neg := strings.HasPrefix(txt, "-")
+	body := strings.TrimPrefix(txt, "-")
+	mirror := func(in []ratInterval) []ratInterval {
+		if !neg {
+			return in
+		}
+		out := make([]ratInterval, len(in))
+		for i, x := range in {
+			var lo, hi *big.Rat
+			if x.hi != nil {
+				lo = new(big.Rat).Neg(x.hi)
+			}
+			if x.lo != nil {
+				hi = new(big.Rat).Neg(x.lo)
+			}
+			out[i] = ratInterval{lo: lo, hi: hi, loEx: x.hiEx, hiEx: x.loEx}
+		}
+		return out
+	}
+	switch ph {
+	case nStart:
+		return nil, true
+	case nMinus:
+		return []ratInterval{{lo: nil, hi: new(big.Rat)}}, false
+	case nZero:
+		// 0, or 0.xxx: [0, 1) (mirrored for -0).
+		return mirror([]ratInterval{{lo: new(big.Rat), hi: big.NewRat(1, 1), hiEx: true}}), false
+	case nDot, nFrac:
+		dot := strings.IndexByte(body, '.')
+		base, _ := new(big.Rat).SetString(body[:len(body)-boolInt(ph == nDot)])
+		if base == nil {
+			base = new(big.Rat)
+		}
+		k := len(body) - dot - 1
+		width := new(big.Rat).SetFrac(big.NewInt(1), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(k)), nil))
+		return mirror([]ratInterval{{lo: base, hi: new(big.Rat).Add(base, width), hiEx: true}}), false
+	case nInt:
+		d, _ := new(big.Rat).SetString(body)
+		d1 := new(big.Rat).Add(d, big.NewRat(1, 1))
+		var bound *big.Rat // largest magnitude worth considering
+		if neg {
+			if s.lo != nil {
+				bound = new(big.Rat).Abs(s.lo)
+			}
+		} else if s.hi != nil {
+			bound = new(big.Rat).Abs(s.hi)
+		}
+		if bound == nil {
+			// The union grows without limit on the side nothing bounds:
+			// large enough completions satisfy every other constraint.
+			return nil, true
+		}
+		for j := 0; len(body)+j <= maxNumLen && d.Cmp(bound) <= 0; j++ {
+			iv = append(iv, ratInterval{lo: new(big.Rat).Set(d), hi: new(big.Rat).Set(d1), hiEx: true})
+			d.Mul(d, ratTen)
+			d1.Mul(d1, ratTen)
+		}
+		return mirror(iv), false
+	}
+	return nil, true
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// live reports whether some completion of txt (phase ph) satisfies s.
+func (s *numSpec) live(txt string, ph uint8) bool {
+	if s.free {
+		return true
+	}
+	iv, all := s.completions(txt, ph)
+	if all {
+		return true
+	}
+	for _, x := range iv {
+		if s.intervalHas(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// intervalHas reports whether x, cut to s's bounds, holds a number that is
+// a multiple of s.mult (when set).
+func (s *numSpec) intervalHas(x ratInterval) bool {
+	lo, loEx := x.lo, x.loEx
+	if s.lo != nil && (lo == nil || s.lo.Cmp(lo) > 0 || s.lo.Cmp(lo) == 0 && s.loEx) {
+		lo, loEx = s.lo, s.loEx
+	}
+	hi, hiEx := x.hi, x.hiEx
+	if s.hi != nil && (hi == nil || s.hi.Cmp(hi) < 0 || s.hi.Cmp(hi) == 0 && s.hiEx) {
+		hi, hiEx = s.hi, s.hiEx
+	}
+	if lo != nil && hi != nil {
+		c := lo.Cmp(hi)
+		if c > 0 || c == 0 && (loEx || hiEx) {
+			return false
+		}
+	}
+	if s.mult == nil {
+		return true
+	}
+	if lo == nil || hi == nil {
+		return true
+	}
+	// The least multiple k*m at or after lo.
+	q := new(big.Rat).Quo(lo, s.mult)
+	k := new(big.Int).Quo(q.Num(), q.Denom()) // truncates toward zero
+	kr := new(big.Rat).SetInt(k)
+	if kr.Cmp(q) < 0 || kr.Cmp(q) == 0 && loEx {
+		k.Add(k, big.NewInt(1))
+	}
+	x0 := new(big.Rat).Mul(new(big.Rat).SetInt(k), s.mult)
+	c := x0.Cmp(hi)
+	return c < 0 || c == 0 && !hiEx
+}
+
+// accepts reports whether the complete number text txt satisfies s.
+func (s *numSpec) accepts(txt string) bool {
+	if s.free {
+		return true
+	}
+	v, ok := new(big.Rat).SetString(txt)
+	if !ok {
+		return false
+	}
+	if s.lo != nil {
+		c := v.Cmp(s.lo)
+		if c < 0 || c == 0 && s.loEx {
+			return false
+		}
+	}
+	if s.hi != nil {
+		c := v.Cmp(s.hi)
+		if c > 0 || c == 0 && s.hiEx {
+			return false
+		}
+	}
+	if s.mult != nil {
+		q := new(big.Rat).Quo(v, s.mult)
+		if !q.IsInt() {
+			return false
+		}
+	}
+	return true
+}
+
+// satisfiable reports whether some number satisfies s.
+func (s *numSpec) satisfiable() bool {
+	return s.intervalHas(ratInterval{})
+}
+
+// ratLCM returns the least positive rational that is a multiple of a and b
+// (both positive).
+func ratLCM(a, b *big.Rat) *big.Rat {
+	// lcm(p/q, r/s) = lcm(p, r) / gcd(q, s) for fractions in lowest terms.
+	num := new(big.Int).Mul(a.Num(), b.Num())
+	g := new(big.Int).GCD(nil, nil, a.Num(), b.Num())
+	num.Quo(num, g)
+	den := new(big.Int).GCD(nil, nil, a.Denom(), b.Denom())
+	return new(big.Rat).SetFrac(num, den)
+}

@@ -1,0 +1,555 @@
+package tools
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// Run is one generation's tool state. A Run is used by one goroutine (the
+// job's decode loop); its Set may be shared by many.
+type Run struct {
+	set      *Set
+	st       []*toolState
+	raw      []byte // bytes of the accepted tokens
+	text     []byte // text passed to Text
+	accepted bool
+	err      *contracts.Error
+	events   []ToolEvent
+	tmp      []uint64
+	nanos    int64
+}
+
+// ToolEvent is one tool action, for a `tool` event on the job's stream.
+type ToolEvent struct {
+	// Tool names the tool that acted.
+	Tool string
+	// Action says what it did (redacted, masked, retried, appended,
+	// violated, failed).
+	Action contracts.ToolAction
+	// Detail explains the action.
+	Detail string
+}
+
+// constraint is a tool that masks tokens.
+type constraint interface {
+	mask(dst []uint64, f *fuel) (eog bool, err error)
+	accept(p []byte, f *fuel) (bool, error)
+	canEnd() bool
+	complete() bool
+	reset()
+}
+
+// textFilter is a tool that rewrites the decoded text stream.
+type textFilter interface {
+	write(chunk string, f *fuel) (string, error)
+	flush(f *fuel) (string, error)
+	reset()
+	// redactions returns (and clears) what was redacted since last asked.
+	redactions() []string
+}
+
+type toolState struct {
+	t        *compiledTool
+	c        constraint
+	tox      *toxRun // masking toxicity filter
+	text     textFilter
+	status   contracts.ToolStatus
+	detail   string
+	actions  int
+	nanos    int64
+	retries  int
+	violated bool
+	noted    bool // the masked event was sent
+}
+
+// off reports whether the tool no longer acts (dropped, or a violated soft
+// constraint).
+func (s *toolState) off() bool {
+	return s.status == contracts.ToolStatusDropped || s.status == contracts.ToolStatusFailed || s.violated
+}
+
+// NewRun returns a fresh generation state.
+func (s *Set) NewRun() *Run {
+	r := &Run{set: s, tmp: make([]uint64, s.vi.words)}
+	for _, t := range s.tools {
+		st := &toolState{t: t, status: contracts.ToolStatusOK}
+		switch {
+		case t.json != nil:
+			st.c = newJSONRun(t.json.m)
+		case t.regex != nil:
+			st.c = newRegexRun(t.regex.m)
+		case t.xml != nil:
+			st.c = newXMLRun(t.xml)
+		case t.tox != nil && t.tox.mode == toxRedact:
+			st.text = newWordRedactor(t.tox, s.budget.MaxHoldBack)
+		case t.tox != nil:
+			st.tox = newToxRun(t.tox)
+		case t.pii != nil:
+			st.text = newPIIRun(t.pii, s.budget.MaxHoldBack)
+		}
+		if t.soft && len(t.notes) > 0 {
+			st.detail = "constraint: soft; unconstrained: " + strings.Join(t.notes, ", ")
+		}
+		r.st = append(r.st, st)
+	}
+	return r
+}
+
+func (r *Run) timed(s *toolState, t0 time.Time) {
+	d := time.Since(t0).Nanoseconds()
+	s.nanos += d
+	r.nanos += d
+}
+
+// fail records err from tool s and returns the contract error.
+func (r *Run) fail(s *toolState, err error) error {
+	ce := toolError(s.t.name, s.t.field, err)
+	if ce.Code != contracts.CodeToolExecutionFailed {
+		ce.Code = contracts.CodeToolExecutionFailed
+	}
+	s.status = contracts.ToolStatusFailed
+	s.detail = ce.Message
+	r.err = ce
+	r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionFailed, Detail: ce.Message})
+	return ce
+}
+
+// failCode records a failure with an explicit tool code.
+func (r *Run) failCode(s *toolState, code contracts.ToolCode, format string, args ...any) error {
+	ce := runError(s.t.name, code, format, args...)
+	s.status = contracts.ToolStatusFailed
+	s.detail = ce.Message
+	r.err = ce
+	r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionFailed, Detail: ce.Message})
+	return ce
+}
+
+// violate records a soft violation of tool s.
+func (r *Run) violate(s *toolState, detail string) {
+	if s.violated {
+		return
+	}
+	s.violated = true
+	s.detail = strings.TrimPrefix(s.detail+"; "+detail, "; ")
+	r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionViolated, Detail: detail})
+}
+
+// Mask fills allowed, a packed bitset of (VocabSize+63)/64 words, with the
+// tokens allowed next, and reports whether any constraint applies. When it
+// returns false, no tool masks tokens and allowed is untouched: every token
+// is allowed. End-of-generation tokens are allowed only where every
+// constraint may end.
+//
+// An error is a *contracts.Error (tool_execution_failed with ToolStepBudget,
+// ToolMemoryExhausted, or ToolConstraintUnsatisfiable when no token is left);
+// the job fails alone.
+func (r *Run) Mask(allowed []uint64) (bool, error) {
+	if r.err != nil {
+		return false, r.err
+	}
+	if !r.set.masks {
+		return false, nil
+	}
+	vi := r.set.vi
+	if len(allowed) < vi.words {
+		return false, &contracts.Error{Code: contracts.CodeInternal, Message: fmt.Sprintf("mask has %d words, want %d", len(allowed), vi.words)}
+	}
+	allowed = allowed[:vi.words]
+	f := newFuel(r.set.budget.MaxStepFuel)
+	first, eog := true, true
+	var firstTool *toolState
+	for _, s := range r.st {
+		if s.c == nil || s.off() {
+			continue
+		}
+		t0 := time.Now()
+		var e bool
+		var err error
+		if first {
+			e, err = s.c.mask(allowed, f)
+			first, firstTool = false, s
+		} else {
+			e, err = s.c.mask(r.tmp, f)
+			andMask(allowed, r.tmp)
+		}
+		r.timed(s, t0)
+		s.actions++
+		if err != nil {
+			return false, r.fail(s, err)
+		}
+		eog = eog && e
+	}
+	if first {
+		vi.fillAll(allowed)
+	}
+	for _, s := range r.st {
+		if s.tox == nil || s.off() {
+			continue
+		}
+		t0 := time.Now()
+		banned, err := s.tox.mask(r.tmp, f)
+		r.timed(s, t0)
+		if err != nil {
+			return false, r.fail(s, err)
+		}
+		andMask(allowed, r.tmp)
+		if banned {
+			s.actions++
+			if !s.noted {
+				s.noted = true
+				r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionMasked, Detail: "banned words masked at the logits"})
+			}
+		}
+		eog = eog && s.tox.canEnd()
+		if firstTool == nil {
+			firstTool = s
+		}
+	}
+	vi.clearEOG(allowed)
+	if eog {
+		vi.setEOG(allowed)
+	}
+	if maskEmpty(allowed) {
+		s := firstTool
+		if s == nil {
+			s = r.st[0]
+		}
+		return false, r.failCode(s, contracts.ToolConstraintUnsatisfiable, "no token can continue the output under the constraints")
+	}
+	return true, nil
+}
+
+// Accept advances every tool's state by the sampled token. An error is a
+// *contracts.Error: tool_execution_failed with ToolConstraintUnsatisfiable
+// when a strict constraint does not allow the token (the engine sampled
+// outside the mask) or the output ends before a constraint is satisfied,
+// ToolStepBudget or ToolMemoryExhausted when a tool runs out of budget. The
+// job fails alone.
+func (r *Run) Accept(token int32) error {
+	if r.err != nil {
+		return r.err
+	}
+	vi := r.set.vi
+	if token < 0 || int(token) >= vi.size {
+		return &contracts.Error{Code: contracts.CodeInternal, Message: fmt.Sprintf("token %d is out of the vocabulary", token)}
+	}
+	r.accepted = true
+	if vi.isEOG(token) {
+		for _, s := range r.st {
+			if s.off() {
+				continue
+			}
+			end := true
+			switch {
+			case s.c != nil:
+				end = s.c.canEnd()
+			case s.tox != nil:
+				end = s.tox.canEnd()
+			}
+			if end {
+				continue
+			}
+			if s.t.soft {
+				r.violate(s, "the output ended before the constraint was satisfied")
+				continue
+			}
+			return r.failCode(s, contracts.ToolConstraintUnsatisfiable, "the output ended before the constraint was satisfied")
+		}
+		return nil
+	}
+	p := vi.pieces[token]
+	f := newFuel(r.set.budget.MaxStepFuel)
+	for _, s := range r.st {
+		if s.off() || s.c == nil && s.tox == nil {
+			continue
+		}
+		t0 := time.Now()
+		var ok bool
+		var err error
+		if s.c != nil {
+			if p == nil {
+				ok = false
+			} else {
+				ok, err = s.c.accept(p, f)
+			}
+		} else {
+			ok = s.tox.accept(p)
+		}
+		r.timed(s, t0)
+		if err != nil {
+			return r.fail(s, err)
+		}
+		if !ok {
+			if s.t.soft {
+				r.violate(s, fmt.Sprintf("token %d (%q) breaks the constraint", token, p))
+				continue
+			}
+			return r.failCode(s, contracts.ToolConstraintUnsatisfiable, "token %d (%q) is not allowed by the constraint", token, p)
+		}
+	}
+	r.raw = append(r.raw, p...)
+	return nil
+}
+
+// Complete reports that a constraint admits no longer output: generation
+// must stop (stop_reason "constraint").
+func (r *Run) Complete() bool {
+	for _, s := range r.st {
+		if s.c != nil && !s.off() && s.c.complete() {
+			return true
+		}
+	}
+	return false
+}
+
+// CanEnd reports whether every constraint accepts the output as it stands
+// (an end-of-generation token would be allowed).
+func (r *Run) CanEnd() bool {
+	for _, s := range r.st {
+		if s.off() {
+			continue
+		}
+		if s.c != nil && !s.c.canEnd() || s.tox != nil && !s.tox.canEnd() {
+			return false
+		}
+	}
+	return true
+}
+
+// Text passes newly decoded output text through the streaming text tools
+// (pii_redactor, toxicity_filter in redact mode) and returns what may be
+// emitted now; text that could still become a match is held back until it
+// is decided or Finish flushes it. On an error nothing more is emitted: the
+// tools fail closed.
+func (r *Run) Text(chunk string) (string, error) {
+	if r.err != nil {
+		return "", r.err
+	}
+	r.text = append(r.text, chunk...)
+	if !r.set.texts {
+		return chunk, nil
+	}
+	f := newFuel(r.set.budget.MaxStepFuel)
+	out := chunk
+	for _, s := range r.st {
+		if s.text == nil || s.off() {
+			continue
+		}
+		t0 := time.Now()
+		var err error
+		out, err = s.text.write(out, f)
+		r.timed(s, t0)
+		r.noteRedactions(s)
+		if err != nil {
+			return "", r.fail(s, err)
+		}
+	}
+	return out, nil
+}
+
+func (r *Run) noteRedactions(s *toolState) {
+	for _, d := range s.text.redactions() {
+		s.actions++
+		r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionRedacted, Detail: d})
+	}
+}
+
+// Finish flushes held-back text through the text tools, runs the final
+// validation of every constraint (the JSON Schema with
+// santhosh-tekuri/jsonschema, the regex as a full match with Go's regexp,
+// XML balance, banned words) and appends the mandatory suffixes. It
+// returns the tail to emit after everything Text returned; the suffix is
+// always last. A failed strict validation is an error
+// (tool_execution_failed, ToolValidationFailed); a soft one is reported.
+func (r *Run) Finish() (string, error) {
+	if r.err != nil {
+		return "", r.err
+	}
+	f := newFuel(r.set.budget.MaxStepFuel)
+	var tail string
+	for _, s := range r.st {
+		if s.text == nil || s.off() {
+			continue
+		}
+		t0 := time.Now()
+		out, err := s.text.write(tail, f)
+		if err == nil {
+			var rest string
+			rest, err = s.text.flush(f)
+			out += rest
+		}
+		r.timed(s, t0)
+		r.noteRedactions(s)
+		if err != nil {
+			return "", r.fail(s, err)
+		}
+		tail = out
+	}
+	output := r.text
+	if r.accepted {
+		output = r.raw
+	}
+	var firstErr error
+	for _, s := range r.st {
+		if s.off() {
+			continue
+		}
+		t0 := time.Now()
+		problem := r.finalCheck(s, output)
+		r.timed(s, t0)
+		if problem == "" {
+			continue
+		}
+		if s.t.soft {
+			r.violate(s, problem)
+			continue
+		}
+		if err := r.failCode(s, contracts.ToolValidationFailed, "%s", problem); firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return tail, firstErr
+	}
+	for _, s := range r.st {
+		if s.t.suffix == "" || s.off() {
+			continue
+		}
+		tail += s.t.suffix
+		s.actions++
+		r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionAppended, Detail: fmt.Sprintf("%d bytes", len(s.t.suffix))})
+	}
+	return tail, nil
+}
+
+// finalCheck returns why output fails tool s's final check, or "".
+func (r *Run) finalCheck(s *toolState, output []byte) string {
+	t := s.t
+	switch {
+	case t.json != nil:
+		if err := t.json.val.validateText(output); err != nil {
+			return "output does not validate: " + validationSummary(err)
+		}
+	case t.regex != nil:
+		if loc := t.regex.re.FindIndex(output); loc == nil || loc[0] != 0 || loc[1] != len(output) {
+			return "output does not match the pattern"
+		}
+	case t.xml != nil:
+		if msg := xmlCheck(t.xml, output); msg != "" {
+			return msg
+		}
+	case t.tox != nil && t.tox.mode != toxRedact:
+		if w := t.tox.find(output); w != "" {
+			return fmt.Sprintf("output contains the banned word %q", w)
+		}
+	}
+	return ""
+}
+
+// Retry reports whether retry_on_fail wants output regenerated: it
+// contains one of the markers and retries remain. Each true counts one
+// retry; the engine then calls Reset and generates again, within the job's
+// budget. When the markers match and no retry remains, a strict tool fails
+// the job at Finish (ToolValidationFailed) and a soft one is reported.
+func (r *Run) Retry(output string) bool {
+	for _, s := range r.st {
+		t := s.t.retry
+		if t == nil || s.off() {
+			continue
+		}
+		m := t.match(output)
+		if m == "" {
+			continue
+		}
+		if s.retries < t.max {
+			s.retries++
+			s.actions++
+			r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionRetried,
+				Detail: fmt.Sprintf("output contains %q; retry %d of %d", m, s.retries, t.max)})
+			return true
+		}
+		if s.t.soft {
+			r.violate(s, fmt.Sprintf("output still contains %q after %d retries", m, t.max))
+		} else {
+			r.failCode(s, contracts.ToolValidationFailed, "output still contains %q after %d retries", m, t.max)
+		}
+	}
+	return false
+}
+
+// Reset clears the generation state for a new attempt (after Retry, or
+// after DropFailed). Retry counts, actions and time carry over: retries
+// share the job's budget and are counted in its usage.
+func (r *Run) Reset() {
+	r.raw = r.raw[:0]
+	r.text = r.text[:0]
+	r.accepted = false
+	r.err = nil
+	for _, s := range r.st {
+		if s.c != nil {
+			s.c.reset()
+		}
+		if s.tox != nil {
+			s.tox.reset()
+		}
+		if s.text != nil {
+			s.text.reset()
+		}
+		if s.t.retry == nil {
+			s.violated = false
+		}
+	}
+}
+
+// DropFailed implements on_tool_failure retry_without_tool: failed tools
+// are dropped (status "dropped") and the job's error cleared, so the
+// engine can Reset and generate again without them. It returns the names
+// of the dropped tools.
+func (r *Run) DropFailed() []string {
+	var out []string
+	for _, s := range r.st {
+		if s.status == contracts.ToolStatusFailed {
+			s.status = contracts.ToolStatusDropped
+			out = append(out, string(s.t.name))
+		}
+	}
+	r.err = nil
+	return out
+}
+
+// Report returns per-tool status, action counts and time.
+func (r *Run) Report() []contracts.ToolReport {
+	out := make([]contracts.ToolReport, len(r.st))
+	for i, s := range r.st {
+		status := s.status
+		if status == contracts.ToolStatusOK && s.violated {
+			status = contracts.ToolStatusViolated
+		}
+		detail := s.detail
+		if s.t.soft && detail == "" {
+			detail = "constraint: soft"
+		}
+		out[i] = contracts.ToolReport{
+			Tool:    string(s.t.name),
+			Status:  status,
+			Actions: s.actions,
+			TimeMs:  float64(s.nanos) / 1e6,
+			Detail:  detail,
+		}
+	}
+	return out
+}
+
+// TimeMs returns the total measured tool time, for usage
+// tool_execution_time_ms.
+func (r *Run) TimeMs() float64 { return float64(r.nanos) / 1e6 }
+
+// Events returns the tool actions since the last call.
+func (r *Run) Events() []ToolEvent {
+	ev := r.events
+	r.events = nil
+	return ev
+}
