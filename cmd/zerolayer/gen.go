@@ -10,11 +10,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/chat"
 	"github.com/zerolayer/zerolayer/worker/model/store"
 	"github.com/zerolayer/zerolayer/worker/sample"
+	"github.com/zerolayer/zerolayer/worker/tools"
 )
 
 type stringList []string
@@ -30,6 +32,10 @@ type genOutput struct {
 	StopReason  string           `json:"stop_reason"`
 	Usage       engine.Usage     `json:"usage"`
 	TopLogprobs [][]logprobEntry `json:"top_logprobs,omitempty"`
+	// With inline tools: what they did, their time, and a failure.
+	ToolReport []contracts.ToolReport `json:"tool_report,omitempty"`
+	ToolTimeMs float64                `json:"tool_execution_time_ms,omitempty"`
+	Error      *contracts.Error       `json:"error,omitempty"`
 }
 
 type logprobEntry struct {
@@ -59,6 +65,9 @@ func runGen(ctx context.Context, args []string) error {
 	threads := fs.Int("threads", 0, "CPU threads (default: all)")
 	var stops stringList
 	fs.Var(&stops, "stop", "stop sequence (repeatable)")
+	schemaFile := fs.String("schema", "", "constrain the output to the JSON Schema in this file")
+	regex := fs.String("regex", "", "constrain the output to this RE2 pattern")
+	toolsJSON := fs.String("tools", "", `inline tools as a JSON array, e.g. '[{"name":"suffix","params":{"text":" END"}}]'`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -140,6 +149,9 @@ func runGen(ctx context.Context, args []string) error {
 		return err
 	}
 	req := engine.Request{PromptIDs: ids, MaxTokens: *maxTokens, Sampling: params, Stop: stops, TopLogprobs: *topLogprobs, IgnoreEOS: *ignoreEOS}
+	if req.Tools, err = genTools(*schemaFile, *regex, *toolsJSON, l); err != nil {
+		return err
+	}
 	if *format == "text" {
 		req.OnToken = func(t engine.Token) error {
 			_, err := io.WriteString(stdout, t.Text)
@@ -152,12 +164,21 @@ func runGen(ctx context.Context, args []string) error {
 	}
 	if *format == "text" {
 		fmt.Fprintln(stdout)
+		if res.Err != nil {
+			return res.Err
+		}
 		u := res.Usage
 		fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d generated tokens, first token %.1f ms, %.2f ms/token (%.0f tok/s)\n",
 			res.StopReason, u.InputTokens, u.OutputTokens, u.TimeToFirstTokenMs, u.TimePerTokenMs, 1000/max(u.TimePerTokenMs, 1e-9))
 		return nil
 	}
 	out := genOutput{PromptIDs: res.PromptIDs, OutputIDs: res.OutputIDs, Text: res.Text, StopReason: res.StopReason, Usage: res.Usage}
+	if req.Tools != nil {
+		out.ToolReport, out.ToolTimeMs = req.Tools.Report(), req.Tools.TimeMs()
+	}
+	if res.Err != nil {
+		out.Error = contracts.ErrorFrom(res.Err)
+	}
 	if out.OutputIDs == nil {
 		out.OutputIDs = []int32{}
 	}
@@ -171,4 +192,36 @@ func runGen(ctx context.Context, args []string) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// genTools compiles the constrained-decoding and tool flags into a tool run
+// (nil when none is given).
+func genTools(schemaFile, regex, toolsJSON string, l *engine.Loaded) (*tools.Run, error) {
+	var rf *contracts.ResponseFormat
+	switch {
+	case schemaFile != "" && regex != "":
+		return nil, usagef("give --schema or --regex, not both")
+	case schemaFile != "":
+		b, err := os.ReadFile(schemaFile)
+		if err != nil {
+			return nil, err
+		}
+		rf = &contracts.ResponseFormat{Type: contracts.FormatJSONSchema, Schema: b}
+	case regex != "":
+		rf = &contracts.ResponseFormat{Type: contracts.FormatRegex, Pattern: regex}
+	}
+	var specs []contracts.Tool
+	if toolsJSON != "" {
+		if err := json.Unmarshal([]byte(toolsJSON), &specs); err != nil {
+			return nil, usagef("--tools: %v", err)
+		}
+	}
+	if rf == nil && len(specs) == 0 {
+		return nil, nil
+	}
+	set, err := tools.Compile(specs, rf, l.Tokenizer, tools.Budget{})
+	if err != nil {
+		return nil, err
+	}
+	return set.NewRun(), nil
 }
