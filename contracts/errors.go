@@ -147,6 +147,12 @@ const (
 	ToolValidationFailed ToolCode = "TOOL_VALIDATION_FAILED"
 	// ToolInternal: the tool failed for a reason of its own.
 	ToolInternal ToolCode = "TOOL_INTERNAL"
+	// ToolStepBudget: a tool used up its step budget (fuel) in one call.
+	ToolStepBudget ToolCode = "TOOL_STEP_BUDGET"
+	// ToolCompileFailed: a tool's parameters (schema, pattern, word list)
+	// could not be compiled: an unsupported keyword, an invalid or
+	// oversized pattern.
+	ToolCompileFailed ToolCode = "TOOL_COMPILE_FAILED"
 )
 
 // toolCodeDocs lists every ToolCode with its meaning, for errors.md.
@@ -159,6 +165,8 @@ var toolCodeDocs = []struct {
 	{ToolConstraintUnsatisfiable, "A constraint left no token to choose (the grammar or pattern cannot be completed)."},
 	{ToolValidationFailed, "The final output failed the tool's check after its retries."},
 	{ToolInternal, "The tool failed for a reason of its own."},
+	{ToolStepBudget, "The tool used up its step budget (fuel) in one call."},
+	{ToolCompileFailed, "The tool's parameters could not be compiled (unsupported keyword, invalid or oversized pattern)."},
 }
 
 // Error is a contract error: the wire form of every failure a client sees,

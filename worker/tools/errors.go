@@ -7,16 +7,10 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
-// Tool failure codes this package adds to the ones in contracts. They ride
-// in contracts.Error.ToolCode like the others; the contracts table should
-// list them.
+// Tool failure codes this package reports, from the contracts table.
 const (
-	// ToolStepBudget: a tool used up its step fuel in one call.
-	ToolStepBudget = contracts.ToolCode("TOOL_STEP_BUDGET")
-	// ToolCompileFailed: a tool's parameters (schema, pattern, word list)
-	// could not be compiled: an unsupported keyword, an invalid or
-	// oversized pattern.
-	ToolCompileFailed = contracts.ToolCode("TOOL_COMPILE_FAILED")
+	ToolStepBudget    = contracts.ToolStepBudget
+	ToolCompileFailed = contracts.ToolCompileFailed
 )
 
 // Internal sentinels; toolError turns them into contract errors.
