@@ -2,8 +2,10 @@ package billing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -159,8 +161,8 @@ type Ingester struct {
 	running bool
 	cc      jetstream.ConsumeContext
 	cancel  context.CancelFunc
-	work    chan jetstream.Msg // to the workers
-	wg      sync.WaitGroup     // the workers
+	work    []chan jetstream.Msg // to the workers, by job id
+	wg      sync.WaitGroup       // the workers
 
 	stored, duplicates, terminated, retried atomic.Uint64
 
@@ -204,25 +206,30 @@ func (in *Ingester) Start(ctx context.Context) error {
 			in.cfg.Durable, contracts.StreamUsage, err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	work := make(chan jetstream.Msg)
-	for i := 0; i < in.cfg.Workers; i++ {
+	// Records of one job always go to the same worker, in stream order,
+	// so the first record of a job is the one stored, as with one worker.
+	work := make([]chan jetstream.Msg, in.cfg.Workers)
+	for i := range work {
+		work[i] = make(chan jetstream.Msg)
 		in.wg.Add(1)
-		go func() {
+		go func(ch chan jetstream.Msg) {
 			defer in.wg.Done()
-			for msg := range work {
+			for msg := range ch {
 				in.handle(runCtx, msg)
 			}
-		}()
+		}(work[i])
 	}
 	cc, err := cons.Consume(
-		func(msg jetstream.Msg) { work <- msg },
+		func(msg jetstream.Msg) { work[shard(msg, len(work))] <- msg },
 		jetstream.PullMaxMessages(in.cfg.BatchSize),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			in.cfg.Logger.Warn("billing: consuming usage records", "consumer", in.cfg.Durable, "error", err)
 		}),
 	)
 	if err != nil {
-		close(work)
+		for _, ch := range work {
+			close(ch)
+		}
 		in.wg.Wait()
 		cancel()
 		return fmt.Errorf("billing: consume %s: %w", contracts.StreamUsage, err)
@@ -255,10 +262,28 @@ func (in *Ingester) Stop(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	// The consume callback has returned for good: no more sends on work.
-	close(work)
+	for _, ch := range work {
+		close(ch)
+	}
 	in.wg.Wait()
 	cancel()
 	return err
+}
+
+// shard picks the worker of a message by the job id in its body (two
+// records of one job may carry different message ids), falling back to
+// the subject for bodies that do not decode (they are terminated anyway).
+func shard(msg jetstream.Msg, n int) int {
+	var head struct {
+		JobID string `json:"job_id"`
+	}
+	key := msg.Subject()
+	if json.Unmarshal(msg.Data(), &head) == nil && head.JobID != "" {
+		key = head.JobID
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
 }
 
 // handle stores one message's record and settles the message.
