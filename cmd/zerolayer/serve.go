@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/gpu/cuda"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/store"
@@ -40,7 +42,7 @@ type served struct {
 	models []*worker.ServedModel
 	sched  []*worker.ScheduledModel // when scheduling
 	paths  map[string]string        // served name → file
-	be     *cpu.Backend
+	be     gpu.Backend
 }
 
 func (s *served) Close() {
@@ -71,11 +73,15 @@ type schedFlags struct {
 	maxRunning     int
 	gcInterval     time.Duration
 	reserveHigh    bool
+	device         string
+	gpuFraction    float64
 }
 
 func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.executor, "executor", "sched", "sched (continuous batching, paged KV, preemption) or inorder (one job at a time)")
-	fs.IntVar(&f.kvMemoryMB, "kv-memory-mb", 256, "KV cache memory per model")
+	fs.IntVar(&f.kvMemoryMB, "kv-memory-mb", 0, "KV cache memory per model (0: 256 on the CPU; on CUDA free device memory × --gpu-memory-fraction)")
+	fs.StringVar(&f.device, "device", "cpu", "cpu, cuda (fail without a GPU), or auto (CUDA when a device is present, else the CPU)")
+	fs.Float64Var(&f.gpuFraction, "gpu-memory-fraction", 0.9, "share of the device's free memory (after the weights) given to the KV cache")
 	fs.IntVar(&f.hostSwapMB, "host-swap-mb", 256, "host tier for preempted KV blocks (0 or less: recompute only)")
 	fs.IntVar(&f.maxBatchTokens, "max-batch-tokens", 256, "prefill tokens per step beside the decodes")
 	fs.IntVar(&f.maxRunning, "max-running", 64, "sequences per batch")
@@ -96,17 +102,44 @@ func (f *schedFlags) config(metrics *sched.Metrics) (*sched.Config, error) {
 	if swap <= 0 {
 		swap = -1
 	}
-	return &sched.Config{KVMemoryMB: f.kvMemoryMB, HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
-		EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, Metrics: metrics}, nil
+	return &sched.Config{KVMemoryMB: max(f.kvMemoryMB, 0), HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
+		EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, Metrics: metrics, Device: f.device, GPUMemoryFraction: f.gpuFraction}, nil
 }
 
-// loadModels resolves and loads the named models on a CPU backend, each
-// behind a scheduler when sc is set.
+// newBackend opens the backend for device: cpu, cuda, or auto.
+func newBackend(device string, threads int) (gpu.Backend, error) {
+	switch device {
+	case "", "cpu":
+		return cpu.New(cpu.Config{Threads: threads}), nil
+	case "cuda", "auto":
+		be, err := cuda.New(cuda.Config{})
+		if err == nil {
+			return be, nil
+		}
+		if device == "cuda" {
+			return nil, fmt.Errorf("--device cuda: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "no CUDA device (%v); running on the CPU\n", err)
+		return cpu.New(cpu.Config{Threads: threads}), nil
+	}
+	return nil, usagef("--device %q: want cpu, cuda or auto", device)
+}
+
+// loadModels resolves and loads the named models, each behind a scheduler
+// when sc is set, on the device it names (the CPU otherwise).
 func loadModels(names []string, threads, kvBlocks int, sc ...*sched.Config) (*served, error) {
 	if len(names) == 0 {
 		return nil, usagef("give at least one --model")
 	}
-	s := &served{be: cpu.New(cpu.Config{Threads: threads}), paths: map[string]string{}}
+	device, fraction := "cpu", 0.9
+	if len(sc) > 0 && sc[0] != nil {
+		device, fraction = sc[0].Device, sc[0].GPUMemoryFraction
+	}
+	be, err := newBackend(device, threads)
+	if err != nil {
+		return nil, err
+	}
+	s := &served{be: be, paths: map[string]string{}}
 	for _, n := range names {
 		path, err := store.Resolve(n, modelDirs())
 		if err != nil {
@@ -142,6 +175,18 @@ func loadModels(names []string, threads, kvBlocks int, sc ...*sched.Config) (*se
 			cfg := *sc[0]
 			if len(s.sched) > 0 {
 				cfg.Metrics = nil // one set of scheduler metrics per process
+			}
+			if cfg.KVMemoryMB == 0 && cfg.KVBlocks == 0 {
+				cfg.KVMemoryMB = 256
+				if cb, ok := be.(*cuda.Backend); ok {
+					cfg.KVMemoryMB = 0
+					// On the GPU the arena takes a share of the memory left
+					// after the weights.
+					if cfg.KVBlocks, err = cb.KVBlocks(gpu.KVConfig{Layers: l.Model.Layers, KVDim: l.Model.KVDim(), BlockTokens: 16}, fraction/float64(len(names))); err != nil {
+						s.Close()
+						return nil, err
+					}
+				}
 			}
 			sch, err := sched.New(l.Model, l.Tokenizer, cfg)
 			if err != nil {

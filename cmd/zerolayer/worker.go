@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/gpu/cuda"
+	"github.com/zerolayer/zerolayer/gpu/nvml"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
@@ -72,6 +74,16 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.Close()
+	if _, onGPU := s.be.(*cuda.Backend); onGPU {
+		// Device memory, utilization, temperature and power, when NVML
+		// answers.
+		if mon, err := nvml.Open(); err != nil {
+			fmt.Fprintf(os.Stderr, "GPU telemetry unavailable: %v\n", err)
+		} else {
+			defer mon.Close()
+			reg.MustRegister(nvml.NewCollector(mon))
+		}
+	}
 	if *metricsAddr != "" {
 		stopMetrics, err := serveMetrics(*metricsAddr, reg)
 		if err != nil {

@@ -41,6 +41,10 @@ type Config struct {
 	AgingAfter time.Duration
 	// DisablePrefixCache turns off sharing of identical prompt prefixes.
 	DisablePrefixCache bool
+	// Device and GPUMemoryFraction are read by the command line to choose
+	// the backend and size a GPU arena; the scheduler itself ignores them.
+	Device            string
+	GPUMemoryFraction float64
 	// Metrics, if set, receives the scheduler's measurements.
 	Metrics *Metrics
 	// Logger receives the scheduler's logs. Defaults to slog.Default().
