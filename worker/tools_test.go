@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/sched"
@@ -48,14 +50,33 @@ func TestInlineTools(t *testing.T) {
 		if out.Err != nil || !regexp.MustCompile(`^(?:`+re+`)$`).MatchString(out.Text) {
 			t.Errorf("%s regex: %q (%v, stop %s)", name, out.Text, out.Err, out.StopReason)
 		}
-		// JSON Schema: the output parses and has the required field.
-		r = request("Once upon a time", 200, contracts.PriorityNormal)
-		r.ResponseFormat = &contracts.ResponseFormat{Type: contracts.FormatJSONSchema,
-			Schema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","maxLength":12}},"required":["name"],"additionalProperties":false}`)}
-		out = run(r)
-		var v struct{ Name *string }
-		if out.Err != nil || json.Unmarshal([]byte(out.Text), &v) != nil || v.Name == nil {
-			t.Errorf("%s json: %q (%v, stop %s)", name, out.Text, out.Err, out.StopReason)
+		// JSON Schemas: every output parses and validates.
+		for i, schema := range []string{
+			`{"type":"object","properties":{"name":{"type":"string","maxLength":12}},"required":["name"],"additionalProperties":false}`,
+			`{"type":"object","properties":{"age":{"type":"integer","minimum":0,"maximum":120},"happy":{"type":"boolean"}},"required":["age","happy"],"additionalProperties":false}`,
+			`{"type":"array","items":{"enum":["cat","dog","bird"]},"minItems":1,"maxItems":3}`,
+			`{"type":"object","properties":{"day":{"type":"string","format":"date"},"tags":{"type":"array","items":{"type":"string","maxLength":6},"maxItems":2}},"required":["day"],"additionalProperties":false}`,
+		} {
+			r = request("Once upon a time", 200, contracts.PriorityNormal)
+			r.ResponseFormat = &contracts.ResponseFormat{Type: contracts.FormatJSONSchema, Schema: json.RawMessage(schema)}
+			out = run(r)
+			sch, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := jsonschema.NewCompiler()
+			c.AssertFormat()
+			if err := c.AddResource("s.json", sch); err != nil {
+				t.Fatal(err)
+			}
+			compiled, err := c.Compile("s.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, perr := jsonschema.UnmarshalJSON(strings.NewReader(out.Text))
+			if out.Err != nil || perr != nil || compiled.Validate(doc) != nil {
+				t.Errorf("%s json schema %d: %q (%v, stop %s)", name, i, out.Text, out.Err, out.StopReason)
+			}
 		}
 		// Banned words never appear, even sampling hot; the suffix is last.
 		for seed := uint64(0); seed < 4; seed++ {
