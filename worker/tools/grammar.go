@@ -105,7 +105,7 @@ type jsonMachine struct {
 
 // maxWhitespace bounds a run of whitespace between JSON tokens, so that a
 // model cannot pad forever; pretty-printing stays possible.
-const maxWhitespace = 16
+const maxWhitespace = 4
 
 func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
