@@ -83,10 +83,11 @@ type Scheduler struct {
 	stop     sync.Once
 
 	// Step-loop state.
-	waiting []*seq
-	running []*seq
-	served  map[string]float64 // virtual token counters per tenant
-	active  map[string]int     // tenant → its waiting+running sequences
+	waiting  []*seq
+	running  []*seq
+	lastHigh time.Time          // last high-priority submission
+	served   map[string]float64 // virtual token counters per tenant
+	active   map[string]int     // tenant → its waiting+running sequences
 
 	// Snapshot for other goroutines.
 	snapAvail   atomic.Int64
@@ -338,6 +339,9 @@ func (s *Scheduler) enqueue(q *seq) {
 		}
 	}
 	s.active[t]++
+	if q.opts.Class == 0 {
+		s.lastHigh = time.Now()
+	}
 	s.waiting = append(s.waiting, q)
 }
 
@@ -735,6 +739,10 @@ func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
 	return true
 }
 
+// highTrafficWindow is how long after a high-priority submission lower
+// classes prefill in small chunks.
+const highTrafficWindow = 10 * time.Second
+
 // stepRow is one sequence's share of a step.
 type stepRow struct {
 	q *seq
@@ -756,6 +764,13 @@ func (s *Scheduler) step() {
 			break
 		}
 	}
+	// While high-priority traffic is about, lower classes prefill in
+	// small chunks, so a step in flight when a high-priority job arrives
+	// is short (steps are not interruptible).
+	lowBudget := budget
+	if now.Sub(s.lastHigh) < highTrafficWindow {
+		lowBudget = max(1, s.cfg.MaxBatchTokens/8)
+	}
 	var plan []stepRow
 	for _, q := range slices.Clone(s.running) {
 		if !q.running {
@@ -763,6 +778,9 @@ func (s *Scheduler) step() {
 		}
 		if onlyHigh && q.opts.Class != 0 {
 			continue
+		}
+		if q.opts.Class != 0 {
+			budget = min(budget, lowBudget)
 		}
 		toks := q.g.Tokens()
 		rem := len(toks) - q.computed
