@@ -30,6 +30,10 @@ type Generation struct {
 	last    time.Time
 	probSum float64 // sum of the chosen tokens' probabilities
 	mask    []uint64
+	// A mask computed ahead by PrefetchMask, while the forward pass ran.
+	maskReady       bool
+	maskConstrained bool
+	maskErr         error
 }
 
 // NewGeneration validates r against the model and starts its clock.
@@ -104,10 +108,11 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	}
 	t := g.req.Tools
 	if t != nil {
-		if g.mask == nil {
-			g.mask = make([]uint64, (len(logits)+63)/64)
+		if !g.maskReady {
+			g.PrefetchMask(len(logits))
 		}
-		constrained, err := t.Mask(g.mask)
+		constrained, err := g.maskConstrained, g.maskErr
+		g.maskReady = false
 		if err != nil {
 			return g.toolFailed(err)
 		}
@@ -174,6 +179,26 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	}
 	return 0, false
 }
+
+// PrefetchMask computes the token mask for the next sampling step of a
+// request with tools (vocab entries). The tools' state depends only on the
+// tokens already accepted, so a runner may call it on another goroutine
+// while the forward pass that produces the logits runs; Observe then uses
+// it. It does nothing without tools.
+func (g *Generation) PrefetchMask(vocab int) {
+	t := g.req.Tools
+	if t == nil || g.done {
+		return
+	}
+	if g.mask == nil {
+		g.mask = make([]uint64, (vocab+63)/64)
+	}
+	g.maskConstrained, g.maskErr = t.Mask(g.mask)
+	g.maskReady = true
+}
+
+// HasTools reports whether the request has inline tools.
+func (g *Generation) HasTools() bool { return g.req.Tools != nil }
 
 // applyMask sets the logits of tokens not in the packed bitset to -Inf.
 func applyMask(logits []float32, mask []uint64) {

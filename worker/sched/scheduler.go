@@ -825,7 +825,21 @@ func (s *Scheduler) step() {
 		}
 	}
 	logits := make([]float32, len(rows)*s.m.Vocab)
-	if err := s.m.Forward(s.kv, toks, &gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}, rows, logits); err != nil {
+	// The sequences sampling this step compute their tool masks while the
+	// forward pass runs.
+	var masks sync.WaitGroup
+	for _, r := range plan {
+		if r.q.g.HasTools() && r.q.computed+r.n == len(r.q.g.Tokens()) {
+			masks.Add(1)
+			go func(g *engine.Generation) {
+				defer masks.Done()
+				g.PrefetchMask(s.m.Vocab)
+			}(r.q.g)
+		}
+	}
+	err := s.m.Forward(s.kv, toks, &gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}, rows, logits)
+	masks.Wait()
+	if err != nil {
 		for _, r := range plan {
 			s.finish(r.q, "", fmt.Errorf("sched: forward pass: %w", err))
 		}
