@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/shopspring/decimal"
 
@@ -24,19 +25,8 @@ func TestPipelineEndToEnd(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	b := setup(t, contracts.StreamsConfig{})
-	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: b.srv.JS, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	startBilling(t, pool, b)
 	ctx := context.Background()
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		svc.Stop(sctx)
-	})
 	b.startWorker(t, newExecutor(t), "w1")
 
 	prompts := map[contracts.Bucket]string{
@@ -156,19 +146,8 @@ func TestBilledOnce(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	b := setup(t, contracts.StreamsConfig{AckWait: 2 * time.Second})
-	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: b.srv.JS, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := startBilling(t, pool, b)
 	ctx := context.Background()
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		svc.Stop(sctx)
-	})
 	// A worker that dies mid-job (connection closed, no ack).
 	gate := &gatedExecutor{Executor: newExecutor(t), after: 2, release: make(chan struct{}), reached: make(chan struct{})}
 	_, nc1 := b.startWorker(t, gate, "doomed")
@@ -224,6 +203,24 @@ func TestBilledOnce(t *testing.T) {
 	if rows != 2 || charges != 2 {
 		t.Fatalf("after a replay: %d usage rows and %d charges, want 2 and 2", rows, charges)
 	}
+}
+
+// startBilling runs the billing service (ingester and River) for a test.
+func startBilling(t *testing.T, pool *pgxpool.Pool, b *bundle) *billing.Service {
+	t.Helper()
+	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: b.srv.JS, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		svc.Stop(sctx)
+	})
+	return svc
 }
 
 // waitFor polls cond until it holds or 30 seconds pass.

@@ -34,8 +34,8 @@ func storiesPath(t testing.TB) string {
 	return p
 }
 
-// newExecutor loads stories260K on the CPU.
-func newExecutor(t testing.TB) *worker.InOrderExecutor {
+// loadStories loads stories260K on a one-thread CPU backend.
+func loadStories(t testing.TB) (*engine.Loaded, string) {
 	t.Helper()
 	be := cpu.New(cpu.Config{Threads: 1})
 	t.Cleanup(func() { be.Close() })
@@ -44,11 +44,18 @@ func newExecutor(t testing.TB) *worker.InOrderExecutor {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	return l, be.Name()
+}
+
+// newExecutor serves stories260K one job at a time.
+func newExecutor(t testing.TB) *worker.InOrderExecutor {
+	t.Helper()
+	l, device := loadStories(t)
 	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return worker.NewInOrderExecutor(be.Name(), &worker.ServedModel{Name: modelName, Loaded: l, Engine: e})
+	return worker.NewInOrderExecutor(device, &worker.ServedModel{Name: modelName, Loaded: l, Engine: e})
 }
 
 type bundle struct {
@@ -457,20 +464,14 @@ func (f sinkFunc) Tool(string, contracts.ToolAction, string) {}
 // newSchedExecutor serves stories260K through a scheduler.
 func newSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
 	t.Helper()
-	be := cpu.New(cpu.Config{Threads: 1})
-	t.Cleanup(func() { be.Close() })
-	l, err := engine.Load(storiesPath(t), be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l, device := loadStories(t)
 	s, err := sched.New(l.Model, l.Tokenizer, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Start()
 	t.Cleanup(s.Stop)
-	return worker.NewSchedExecutor(be.Name(), contracts.Buckets{}, &worker.ScheduledModel{Name: modelName, Loaded: l, Scheduler: s})
+	return worker.NewSchedExecutor(device, contracts.Buckets{}, &worker.ScheduledModel{Name: modelName, Loaded: l, Scheduler: s})
 }
 
 // TestSchedulerExecutor runs concurrent jobs through the scheduler and
