@@ -19,7 +19,6 @@ import (
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/gpu/cuda"
 	"github.com/zerolayer/zerolayer/gpu/gputest"
-	"github.com/zerolayer/zerolayer/gpu/quant"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
 	"github.com/zerolayer/zerolayer/worker/model/synth"
@@ -106,33 +105,7 @@ func quantTolerance(t gpu.DType) float64 {
 // dequantized returns a copy of f with every tensor stored as F32.
 func dequantized(t testing.TB, f *gguf.File) *gguf.File {
 	t.Helper()
-	w := gguf.NewWriter()
-	for _, k := range f.Keys {
-		w.Set(k, f.Metadata[k])
-	}
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		data, err := f.Data(ti)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals := make([]float32, ti.Elements())
-		if err := quant.Dequantize(ti.Type, data, vals); err != nil {
-			t.Fatal(err)
-		}
-		raw, err := quant.Quantize(gpu.F32, vals)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.AddTensor(ti.Name, gpu.F32, ti.Dims, raw); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	g, err := gguf.Parse(buf.Bytes())
+	g, err := synth.Dequantized(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
-	"github.com/zerolayer/zerolayer/gpu/quant"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
 	"github.com/zerolayer/zerolayer/worker/model/synth"
@@ -92,27 +91,7 @@ func TestEveryType(t *testing.T) {
 // dequantizedCopy rebuilds f with every tensor converted to F32.
 func dequantizedCopy(t *testing.T, f *gguf.File, be gpu.Backend) *model.Model {
 	t.Helper()
-	w := gguf.NewWriter()
-	for _, k := range f.Keys {
-		w.Set(k, f.Metadata[k])
-	}
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		data, err := f.Data(ti)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals := make([]float32, ti.Elements())
-		if err := quant.Dequantize(ti.Type, data, vals); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.AddTensor(ti.Name, gpu.F32, ti.Dims, f32Bytes(vals)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var buf bytes.Buffer
-	w.WriteTo(&buf)
-	g, err := gguf.Parse(buf.Bytes())
+	g, err := synth.Dequantized(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,15 +100,6 @@ func dequantizedCopy(t *testing.T, f *gguf.File, be gpu.Backend) *model.Model {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		u := math.Float32bits(x)
-		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
-	}
-	return b
 }
 
 func TestLoadErrors(t *testing.T) {

@@ -7,6 +7,7 @@
 package synth
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -198,4 +199,37 @@ func setVocab(w *gguf.Writer, n int) {
 	w.Set("tokenizer.ggml.bos_token_id", uint32(1))
 	w.Set("tokenizer.ggml.eos_token_id", uint32(2))
 	w.Set("tokenizer.ggml.unknown_token_id", uint32(0))
+}
+
+// Dequantized returns a copy of f with every tensor stored as F32 (the
+// values its quantized tensors decode to), for comparing kernels of a type
+// against plain float32 arithmetic on the same numbers.
+func Dequantized(f *gguf.File) (*gguf.File, error) {
+	w := gguf.NewWriter()
+	for _, k := range f.Keys {
+		w.Set(k, f.Metadata[k])
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		data, err := f.Data(ti)
+		if err != nil {
+			return nil, err
+		}
+		vals := make([]float32, ti.Elements())
+		if err := quant.Dequantize(ti.Type, data, vals); err != nil {
+			return nil, fmt.Errorf("synth: %s: %w", ti.Name, err)
+		}
+		raw, err := quant.Quantize(gpu.F32, vals)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.AddTensor(ti.Name, gpu.F32, ti.Dims, raw); err != nil {
+			return nil, err
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return gguf.Parse(buf.Bytes())
 }
