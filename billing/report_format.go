@@ -27,10 +27,10 @@ const (
 // ErrInvalidFormat.
 func ParseFormat(s string) (Format, error) {
 	switch f := Format(s); f {
-	case FormatTable, FormatCSV, FormatJSON:
+	case FormatTable, FormatCSV, FormatJSON, FormatHTML:
 		return f, nil
 	}
-	return "", fmt.Errorf("%w %q; use table, csv or json", ErrInvalidFormat, s)
+	return "", fmt.Errorf("%w %q; use table, csv, json or html", ErrInvalidFormat, s)
 }
 
 // Write writes r to w in format f.
@@ -42,8 +42,10 @@ func (r *Report) Write(w io.Writer, f Format) error {
 		return r.WriteCSV(w)
 	case FormatJSON:
 		return r.WriteJSON(w)
+	case FormatHTML:
+		return r.WriteHTML(w)
 	}
-	return fmt.Errorf("%w %q; use table, csv or json", ErrInvalidFormat, f)
+	return fmt.Errorf("%w %q; use table, csv, json or html", ErrInvalidFormat, f)
 }
 
 // WriteJSON writes r as indented JSON. Amounts are strings holding exact

@@ -179,6 +179,23 @@ func TestReport(t *testing.T) {
 		}
 	}
 
+	// HTML: a page with every model and tag, the exact total, and one
+	// chart per section.
+	var hb bytes.Buffer
+	if err := r.Write(&hb, FormatHTML); err != nil {
+		t.Fatal(err)
+	}
+	page := hb.String()
+	for _, want := range []string{"<title>zerolayer billing report: acme</title>", r.Total.Cost.Total.String() + " USD", ">m1<", ">m2<",
+		"Cost by dimension", "Cost by tag", `class="bar" style="width:100.0%"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	if strings.Count(page, "<h2>") != 5 {
+		t.Errorf("HTML has %d charts, want 5 (dimension, model, priority, bucket, tag)", strings.Count(page, "<h2>"))
+	}
+
 	// An empty period is an empty report, not an error.
 	empty, err := BuildReport(ctx, b.pool, "acme", date(2020, 1, 1), date(2020, 2, 1))
 	if err != nil || empty.Total.Jobs != 0 || !empty.Total.Cost.Total.IsZero() || empty.Currency != "" {
@@ -207,13 +224,13 @@ func TestReport(t *testing.T) {
 
 func TestParseFormat(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"table", "csv", "json"} {
+	for _, s := range []string{"table", "csv", "json", "html"} {
 		if f, err := ParseFormat(s); err != nil || string(f) != s {
 			t.Errorf("ParseFormat(%q) = %q, %v", s, f, err)
 		}
 	}
-	if _, err := ParseFormat("html"); !errors.Is(err, ErrInvalidFormat) {
-		t.Errorf("ParseFormat(html): %v", err)
+	if _, err := ParseFormat("pdf"); !errors.Is(err, ErrInvalidFormat) {
+		t.Errorf("ParseFormat(pdf): %v", err)
 	}
 	if err := (&Report{}).Write(&bytes.Buffer{}, "xml"); !errors.Is(err, ErrInvalidFormat) {
 		t.Errorf("Write(xml): %v", err)

@@ -16,13 +16,13 @@ import (
 func runReport(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: zerolayer report --tenant T --from DATE --to DATE [--format table|csv|json] [--database-url URL]")
+		fmt.Fprintln(fs.Output(), "usage: zerolayer report --tenant T --from DATE --to DATE [--format table|csv|json|html] [--database-url URL]")
 		fs.PrintDefaults()
 	}
 	tenant := fs.String("tenant", "", "tenant to report on (required)")
 	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required)")
 	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required)")
-	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv or json")
+	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts)")
 	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
 	if err := fs.Parse(args); err != nil {
 		return err
