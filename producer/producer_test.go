@@ -1,0 +1,160 @@
+package producer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/natstest"
+	"github.com/zerolayer/zerolayer/producer"
+)
+
+func setup(t *testing.T) (*natstest.Server, *producer.Client) {
+	t.Helper()
+	srv := natstest.Run(t)
+	if err := contracts.EnsureStreams(context.Background(), srv.JS, contracts.StreamsConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	models := map[string]string{}
+	if p := filepath.Join("..", "..", "shared", "models", "stories260K", "stories260K.gguf"); fileExists(p) {
+		models["stories260k"] = p
+	}
+	c, err := producer.New(srv.Conn, producer.Config{Tenant: "acme", Models: models})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return srv, c
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func TestNewRejectsBadTenant(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Run(t)
+	for _, tenant := range []string{"", "a.b", "a b", "*", strings.Repeat("x", 65)} {
+		if _, err := producer.New(srv.Conn, producer.Config{Tenant: tenant}); err == nil {
+			t.Errorf("tenant %q accepted", tenant)
+		}
+	}
+}
+
+// TestSubmitRoutes checks ids, subjects (priority, bucket by token count,
+// tenant) and headers of submitted jobs.
+func TestSubmitRoutes(t *testing.T) {
+	t.Parallel()
+	srv, c := setup(t)
+	if !fileExists(filepath.Join("..", "..", "shared", "models", "stories260K", "stories260K.gguf")) {
+		t.Skip("shared model not present")
+	}
+	ctx := context.Background()
+	cases := []struct {
+		prompt string
+		prio   contracts.Priority
+		want   string
+	}{
+		{"Once upon a time", contracts.PriorityHigh, "zl.jobs.high.short.acme"},
+		{strings.Repeat("The dog ran. ", 20), "", "zl.jobs.normal.medium.acme"},
+		{strings.Repeat("The dog ran to the big red ball in the park. ", 60), contracts.PriorityLow, "zl.jobs.low.long.acme"},
+	}
+	for _, tc := range cases {
+		req := &contracts.JobRequest{Model: "stories260k", Priority: tc.prio, Messages: []contracts.Message{{Role: "user", Content: tc.prompt}}}
+		id, err := c.Submit(ctx, req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contracts.ValidateJobID(id) != nil || req.ID != "" {
+			t.Fatalf("id %q (the caller's request must not be modified: %q)", id, req.ID)
+		}
+		m, err := srv.JS.Stream(ctx, contracts.StreamJobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := m.GetLastMsgForSubject(ctx, tc.want)
+		if err != nil {
+			t.Fatalf("%q: nothing on %s: %v", tc.prompt[:10], tc.want, err)
+		}
+		if raw.Header.Get(contracts.HeaderMsgID) != id || raw.Header.Get(contracts.HeaderTraceparent) == "" {
+			t.Errorf("headers %v", raw.Header)
+		}
+	}
+}
+
+func TestSubmitIsIdempotentAndValidates(t *testing.T) {
+	t.Parallel()
+	srv, c := setup(t)
+	ctx := context.Background()
+	req := &contracts.JobRequest{ID: "same-id", Model: "other-model", Messages: []contracts.Message{{Role: "user", Content: "hi"}}}
+	for i := 0; i < 3; i++ {
+		if id, err := c.Submit(ctx, req, nil); err != nil || id != "same-id" {
+			t.Fatalf("%q %v", id, err)
+		}
+	}
+	info, err := srv.JS.Stream(ctx, contracts.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := info.Info(ctx)
+	if st.State.Msgs != 1 {
+		t.Fatalf("%d jobs stored for one id", st.State.Msgs)
+	}
+	_, err = c.Submit(ctx, &contracts.JobRequest{Model: "m"}, nil)
+	var ve *contracts.ValidationError
+	if !errors.As(err, &ve) || !errors.Is(err, contracts.CodeMissingMessages) {
+		t.Fatalf("no messages: %v", err)
+	}
+}
+
+func TestCancelAndWait(t *testing.T) {
+	t.Parallel()
+	srv, c := setup(t)
+	ctx := context.Background()
+	sub, err := srv.Conn.SubscribeSync(contracts.CancelSubject("job-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cancel(ctx, "job-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(2 * time.Second); err != nil {
+		t.Fatalf("no cancel message: %v", err)
+	}
+	kv, err := srv.JS.KeyValue(ctx, contracts.CancelBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "job-1"); err != nil {
+		t.Fatalf("no cancel marker: %v", err)
+	}
+	// Wait returns a result published after it started waiting.
+	done := make(chan *contracts.Result)
+	go func() {
+		r, err := c.Wait(ctx, "job-2")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	time.Sleep(100 * time.Millisecond)
+	res := contracts.Result{JobID: "job-2", Tenant: "acme", Status: contracts.StatusCompleted, StopReason: contracts.StopEndTurn, Attempt: 1, FinishedAt: time.Now()}
+	b, _ := json.Marshal(res)
+	if _, err := srv.JS.PublishMsg(ctx, &nats.Msg{Subject: contracts.ResultsSubject("job-2"), Data: b}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r == nil || r.JobID != "job-2" || r.Status != contracts.StatusCompleted {
+		t.Fatalf("result %+v", r)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Wait(wctx, "never"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting for a job that never ends: %v", err)
+	}
+}
