@@ -85,9 +85,14 @@ type Scheduler struct {
 	// Step-loop state.
 	waiting  []*seq
 	running  []*seq
-	lastHigh time.Time          // last high-priority submission
-	served   map[string]float64 // virtual token counters per tenant
-	active   map[string]int     // tenant → its waiting+running sequences
+	lastHigh time.Time // last high-priority submission
+	buf      struct {  // step buffers, reused: decode allocates nothing per step
+		toks, pos, seq, rows []int32
+		tables               [][]int32
+		logits               []float32
+	}
+	served map[string]float64 // virtual token counters per tenant
+	active map[string]int     // tenant → its waiting+running sequences
 
 	// Snapshot for other goroutines.
 	snapAvail   atomic.Int64
@@ -810,8 +815,12 @@ func (s *Scheduler) step() {
 	if len(plan) == 0 {
 		return
 	}
-	var toks, pos, seqIdx, rows []int32
-	tables := make([][]int32, len(plan))
+	// Step buffers are reused: the decode path allocates nothing per step.
+	toks, pos, seqIdx, rows := s.buf.toks[:0], s.buf.pos[:0], s.buf.seq[:0], s.buf.rows[:0]
+	tables := s.buf.tables[:0]
+	for range plan {
+		tables = append(tables, nil)
+	}
 	for i, r := range plan {
 		all := r.q.g.Tokens()
 		for j := 0; j < r.n; j++ {
@@ -824,7 +833,11 @@ func (s *Scheduler) step() {
 			rows = append(rows, int32(len(toks)-1))
 		}
 	}
-	logits := make([]float32, len(rows)*s.m.Vocab)
+	s.buf.toks, s.buf.pos, s.buf.seq, s.buf.rows, s.buf.tables = toks, pos, seqIdx, rows, tables
+	if need := len(rows) * s.m.Vocab; cap(s.buf.logits) < need {
+		s.buf.logits = make([]float32, need)
+	}
+	logits := s.buf.logits[:len(rows)*s.m.Vocab]
 	// The sequences sampling this step compute their tool masks while the
 	// forward pass runs.
 	var masks sync.WaitGroup
