@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/tools"
 )
 
 // Metrics are the worker's per-job Prometheus metrics, named after vLLM's.
@@ -36,9 +37,21 @@ func NewMetrics() *Metrics {
 	}
 }
 
-// Register registers every metric with r.
+// Register registers every metric with r, and the inline tools' compile
+// cache counters.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut} {
+	toolMetrics := []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerolayer_tool_compile_cache_hits_total",
+			Help: "Inline tools found compiled in the cache (by schema hash and tokenizer)."},
+			func() float64 { return float64(tools.ReadMetrics().CacheHits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerolayer_tool_compile_cache_misses_total",
+			Help: "Inline tools compiled (cache misses)."},
+			func() float64 { return float64(tools.ReadMetrics().CacheMisses) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerolayer_tool_compile_seconds_total",
+			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
+			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
+	}
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
