@@ -139,6 +139,20 @@ func lockDayShared(ctx context.Context, tx pgx.Tx, tenant, day string) error {
 	return err
 }
 
+// usageToRate loads a job's usage record and takes the shared lock of its
+// day for the rest of tx. A missing record (only a deleted usage row gets
+// here) cancels the River job: there is nothing to bill.
+func usageToRate(ctx context.Context, tx pgx.Tx, jobID string) (contracts.Usage, error) {
+	u, err := GetUsage(ctx, tx, jobID)
+	if errors.Is(err, ErrNotFound) {
+		return u, river.JobCancel(err)
+	}
+	if err != nil {
+		return u, err
+	}
+	return u, lockDayShared(ctx, tx, u.Tenant, usageDay(u))
+}
+
 // rateWorker prices a newly stored usage record.
 type rateWorker struct {
 	river.WorkerDefaults[RateArgs]
@@ -148,15 +162,8 @@ type rateWorker struct {
 
 func (w *rateWorker) Work(ctx context.Context, job *river.Job[RateArgs]) error {
 	return pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-		u, err := GetUsage(ctx, tx, job.Args.JobID)
-		if errors.Is(err, ErrNotFound) {
-			// Only a deleted usage row gets here; there is nothing to bill.
-			return river.JobCancel(err)
-		}
+		u, err := usageToRate(ctx, tx, job.Args.JobID)
 		if err != nil {
-			return err
-		}
-		if err := lockDayShared(ctx, tx, u.Tenant, usageDay(u)); err != nil {
 			return err
 		}
 		pb, err := EffectivePriceBook(ctx, tx, u.Tenant, u.Model, u.CreatedAt)
@@ -196,14 +203,8 @@ type rerateWorker struct {
 
 func (w *rerateWorker) Work(ctx context.Context, job *river.Job[RerateArgs]) error {
 	return pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-		u, err := GetUsage(ctx, tx, job.Args.JobID)
-		if errors.Is(err, ErrNotFound) {
-			return river.JobCancel(err)
-		}
+		u, err := usageToRate(ctx, tx, job.Args.JobID)
 		if err != nil {
-			return err
-		}
-		if err := lockDayShared(ctx, tx, u.Tenant, usageDay(u)); err != nil {
 			return err
 		}
 		var pb PriceBook

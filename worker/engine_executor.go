@@ -59,12 +59,10 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	if !ok {
 		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.Models())
 	}
-	req, err := buildRequest(sm.Loaded, sm.Name, r)
+	req, err := buildRequest(sm.Loaded, sm.Name, r, sink)
 	if err != nil {
 		return nil, err
 	}
-	req.OnToken = tokenSink(r, sink)
-	req.OnToolEvent = toolSink(sink)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	res, err := sm.Engine.Generate(ctx, req)
@@ -137,8 +135,9 @@ func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 	return out
 }
 
-// buildRequest turns a job request into an engine request.
-func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest) (engine.Request, error) {
+// buildRequest turns a job request into an engine request whose tokens and
+// tool actions stream to sink.
+func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink Sink) (engine.Request, error) {
 	msgs := make([]chat.Message, len(r.Messages))
 	for i, m := range r.Messages {
 		msgs[i] = chat.Message{Role: string(m.Role), Content: m.Content}
@@ -198,7 +197,8 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest) (engin
 		top = r.TopLogprobs
 	}
 	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top,
-		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool}, nil
+		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool,
+		OnToken: tokenSink(r, sink), OnToolEvent: toolSink(sink)}, nil
 }
 
 // engineError maps an engine error to a contract error.

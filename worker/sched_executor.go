@@ -65,12 +65,10 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 	if !ok {
 		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.names)
 	}
-	req, err := buildRequest(sm.Loaded, sm.Name, r)
+	req, err := buildRequest(sm.Loaded, sm.Name, r, sink)
 	if err != nil {
 		return nil, err
 	}
-	req.OnToken = tokenSink(r, sink)
-	req.OnToolEvent = toolSink(sink)
 	prio := job.Priority
 	if !prio.Valid() {
 		prio = r.EffectivePriority()

@@ -51,26 +51,20 @@ func runBench(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	threads, err := intList(*threadList)
+	if err != nil || len(threads) == 0 {
+		return usagef("--threads: want at least one positive number (%v)", err)
+	}
 	if *schedBench {
-		th := 0
-		if ts, err := intList(*threadList); err == nil && len(ts) > 0 {
-			th = ts[0]
-		}
 		path := ""
 		if *modelName != "" {
-			p, err := store.Resolve(*modelName, modelDirs())
-			if err != nil {
+			if path, err = store.Resolve(*modelName, modelDirs()); err != nil {
 				return err
 			}
-			path = p
 		}
-		return benchScheduler(ctx, path, th, stdout)
+		return benchScheduler(ctx, path, threads[0], stdout)
 	}
 	if *pipeline > 0 {
-		th := 0
-		if ts, err := intList(*threadList); err == nil && len(ts) > 0 {
-			th = ts[0]
-		}
 		m := *modelName
 		if m == "" {
 			m = "stories260k"
@@ -79,11 +73,7 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return benchPipeline(ctx, *pipeline, m, th, sc, stdout)
-	}
-	threads, err := intList(*threadList)
-	if err != nil {
-		return usagef("--threads: %v", err)
+		return benchPipeline(ctx, *pipeline, m, threads[0], sc, stdout)
 	}
 	bs, err := intList(*batches)
 	if err != nil {

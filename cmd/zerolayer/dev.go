@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/billing"
 	"github.com/zerolayer/zerolayer/contracts"
@@ -59,22 +57,17 @@ func runDev(ctx context.Context, args []string) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	reg := prometheus.NewRegistry()
-	sm, wm := sched.NewMetrics(), worker.NewMetrics()
-	if err := errors.Join(sm.Register(reg), wm.Register(reg)); err != nil {
-		return err
-	}
-	sc, err := sf.config(sm)
+	o, err := sf.setup()
 	if err != nil {
 		return err
 	}
-	st, err := startDev(ctx, *dataDir, *natsPort, *dbURL, models, *threads, sc, wm, log)
+	st, err := startDev(ctx, *dataDir, *natsPort, *dbURL, models, *threads, o.sched, o.metrics, log)
 	if err != nil {
 		return err
 	}
 	defer st.stop()
 	if *metricsAddr != "" {
-		stopMetrics, err := serveMetrics(*metricsAddr, reg)
+		stopMetrics, err := serveMetrics(*metricsAddr, o.reg)
 		if err != nil {
 			return err
 		}
@@ -131,9 +124,9 @@ func startDev(ctx context.Context, dir string, natsPort int, dbURL string, model
 	if st.models, err = loadModels(models, threads, 0, sc); err != nil {
 		return nil, err
 	}
-	conc := 4
-	if sc != nil {
-		conc = sc.WithDefaults().MaxRunning + 8
+	conc := (&observed{sched: sc}).concurrency()
+	if sc == nil {
+		conc = 4 // the in-order executor overlaps publishing with the next job
 	}
 	if st.worker, err = worker.New(st.nc, st.models.executor(), worker.Config{ID: "dev-worker", Concurrency: conc, Metrics: wm, Logger: log}); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/gpu"
@@ -123,6 +126,39 @@ func newBackend(device string, threads int) (gpu.Backend, error) {
 		return cpu.New(cpu.Config{Threads: threads}), nil
 	}
 	return nil, usagef("--device %q: want cpu, cuda or auto", device)
+}
+
+// observed is the metrics of a worker process and the scheduler config
+// (nil for the in-order executor) that feeds the scheduler's metrics.
+type observed struct {
+	reg     *prometheus.Registry
+	sched   *sched.Config
+	metrics *worker.Metrics
+}
+
+// setup registers the scheduler's and the worker's metrics and returns the
+// scheduler config.
+func (f *schedFlags) setup() (*observed, error) {
+	reg := prometheus.NewRegistry()
+	sm, wm := sched.NewMetrics(), worker.NewMetrics()
+	if err := errors.Join(sm.Register(reg), wm.Register(reg)); err != nil {
+		return nil, err
+	}
+	sc, err := f.config(sm)
+	if err != nil {
+		return nil, err
+	}
+	return &observed{reg: reg, sched: sc, metrics: wm}, nil
+}
+
+// concurrency is how many jobs the intake should hold: with the scheduler
+// it admits, so the intake feeds it a batch plus a few; one at a time
+// otherwise.
+func (o *observed) concurrency() int {
+	if o.sched != nil {
+		return o.sched.WithDefaults().MaxRunning + 8
+	}
+	return 1
 }
 
 // loadModels resolves and loads the named models, each behind a scheduler

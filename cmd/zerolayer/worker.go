@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -11,13 +10,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/gpu/cuda"
 	"github.com/zerolayer/zerolayer/gpu/nvml"
 	"github.com/zerolayer/zerolayer/worker"
-	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 func runWorker(ctx context.Context, args []string) error {
@@ -28,7 +25,7 @@ func runWorker(ctx context.Context, args []string) error {
 	id := fs.String("id", "", "worker id (default host-pid)")
 	prios := fs.String("priorities", "high,normal,low", "priorities to pull, in order")
 	buckets := fs.String("buckets", "short,medium,long", "prompt-length buckets to pull")
-	conc := fs.Int("concurrency", 1, "jobs held at once")
+	conc := fs.Int("concurrency", 0, "jobs held at once (default: one, or a batch's worth with the scheduler)")
 	threads := fs.Int("threads", 0, "CPU threads (default: all)")
 	provision := fs.Bool("provision", true, "create or update the streams and consumers at start")
 	replicas := fs.Int("replicas", 1, "stream replicas when provisioning (3 in production)")
@@ -55,19 +52,14 @@ func runWorker(ctx context.Context, args []string) error {
 		}
 		cfg.Buckets = append(cfg.Buckets, bk)
 	}
-	reg := prometheus.NewRegistry()
-	sm := sched.NewMetrics()
-	wm := worker.NewMetrics()
-	if err := errors.Join(sm.Register(reg), wm.Register(reg)); err != nil {
-		return err
-	}
-	sc, err := sf.config(sm)
+	o, err := sf.setup()
 	if err != nil {
 		return err
 	}
-	if sc != nil && *conc == 1 {
-		*conc = sc.MaxRunning + 8 // the scheduler admits; the intake only feeds it
+	if *conc == 0 {
+		*conc = o.concurrency()
 	}
+	reg, sc, wm := o.reg, o.sched, o.metrics
 	cfg.Concurrency, cfg.Metrics = *conc, wm
 	s, err := loadModels(models, *threads, 0, sc)
 	if err != nil {

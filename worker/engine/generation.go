@@ -174,9 +174,8 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	default:
 		return ch.ID, true
 	}
-	if !g.done {
-		return 0, false // restarting: see Observe
-	}
+	// Done, or restarting after a retry (Done false): the runner feeds the
+	// last prompt token again.
 	return 0, false
 }
 
@@ -252,10 +251,6 @@ func (g *Generation) restart() {
 	g.stop = sample.NewStopMatcher(g.req.Stop)
 	g.req.Tools.Reset()
 }
-
-// Restarting reports whether the last Observe restarted the generation
-// (Done is false and the runner must feed the last prompt token again).
-func (g *Generation) Restarting() bool { return !g.done && len(g.history) == len(g.req.PromptIDs) }
 
 // Finish ends the generation with reason (one of the Stop constants); it
 // is a no-op once finished.

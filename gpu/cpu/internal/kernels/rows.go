@@ -29,28 +29,18 @@ func DotRows(x, w []float32, stride int, scale float32, out []float32) {
 // weights: the assembly over the first len(x) &^ 7 elements, then the
 // rest in Go, as dotF16x4x3 does.
 func dotRowsF16(x []float32, w []uint16, stride int, out []float32) {
-	k, n := len(x), len(out)
-	if n == 0 || k == 0 {
-		clear(out)
-		return
-	}
-	_ = w[(n-1)*stride+k-1]
-	m := 0
-	if useAsm && k >= 8 {
-		m = k &^ 7
-		dotRowsF16AVX2(&x[0], &w[0], 2*stride, m, n, &out[0])
-	} else {
-		clear(out)
-	}
-	if m < k {
-		for r := range out {
-			out[r] += dotF16Go(x[m:], w[r*stride+m:r*stride+k])
-		}
-	}
+	dotRows16(x, w, stride, out, dotRowsF16AVX2, dotF16Go)
 }
 
 // dotRowsBF16 is dotRowsF16 for bf16 weights.
 func dotRowsBF16(x []float32, w []uint16, stride int, out []float32) {
+	dotRows16(x, w, stride, out, dotRowsBF16AVX2, dotBF16Go)
+}
+
+// dotRows16 is the body of dotRowsF16 and dotRowsBF16: asm covers the
+// first len(x) &^ 7 elements of every row, tail (the Go twin) the rest.
+func dotRows16(x []float32, w []uint16, stride int, out []float32,
+	asm func(x *float32, w *uint16, strideBytes, m, n int, out *float32), tail func([]float32, []uint16) float32) {
 	k, n := len(x), len(out)
 	if n == 0 || k == 0 {
 		clear(out)
@@ -60,13 +50,13 @@ func dotRowsBF16(x []float32, w []uint16, stride int, out []float32) {
 	m := 0
 	if useAsm && k >= 8 {
 		m = k &^ 7
-		dotRowsBF16AVX2(&x[0], &w[0], 2*stride, m, n, &out[0])
+		asm(&x[0], &w[0], 2*stride, m, n, &out[0])
 	} else {
 		clear(out)
 	}
 	if m < k {
 		for r := range out {
-			out[r] += dotBF16Go(x[m:], w[r*stride+m:r*stride+k])
+			out[r] += tail(x[m:], w[r*stride+m:r*stride+k])
 		}
 	}
 }
