@@ -196,17 +196,32 @@ func benchScheduler(ctx context.Context, modelPath string, threads int, out io.W
 			return err
 		}
 		recompute := time.Since(t0)
-		host := make([][]float32, len(tab))
-		bf := kv.Config().BlockFloats()
-		for i := range host {
-			host[i] = make([]float32, bf)
-			kv.ReadBlock(i, host[i])
+		// Through the backend's host tier, as the scheduler swaps: out,
+		// then in (timed, until the device has the blocks).
+		be := l.Model.Backend()
+		tier, err := gpu.NewHostTier(be, kv, len(tab))
+		if err != nil {
+			return err
+		}
+		moves := make([]gpu.BlockMove, len(tab))
+		for i := range moves {
+			moves[i] = gpu.BlockMove{From: i, To: i}
+		}
+		if err := tier.Out(moves); err != nil {
+			return err
+		}
+		if err := be.Sync(); err != nil {
+			return err
 		}
 		t0 = time.Now()
-		for i := range host {
-			kv.WriteBlock(i, host[i])
+		if err := tier.In(moves); err != nil {
+			return err
+		}
+		if err := be.Sync(); err != nil {
+			return err
 		}
 		swap := time.Since(t0)
+		bf := kv.Config().BlockFloats()
 		fmt.Fprintf(out, "   %4d tokens (%d blocks, %.1f MiB): swap in %8.3f ms, recompute %9.1f ms  (×%.0f)\n",
 			n, len(tab), float64(len(tab)*bf*4)/(1<<20), float64(swap.Microseconds())/1000, float64(recompute.Microseconds())/1000, recompute.Seconds()/swap.Seconds())
 	}

@@ -1,6 +1,10 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/zerolayer/zerolayer/gpu"
+)
 
 // Config configures the CUDA backend.
 type Config struct {
@@ -34,9 +38,7 @@ func (c Config) validate() error {
 // BlockMove moves one KV block between the device arena and a HostPool:
 // From is the source block (device block for SwapOut, host slot for
 // SwapIn), To the destination.
-type BlockMove struct {
-	From, To int
-}
+type BlockMove = gpu.BlockMove
 
 // Stats counts the work a backend's engine did (Backend.Stats).
 type Stats struct {

@@ -265,22 +265,32 @@ type refCase struct {
 	LogitsStep0  []float32 `json:"logits_step0"`
 }
 
-// TestStories260KReference decodes the reference prompts of stories260K
-// greedily, one at a time and all together, and compares the tokens with
-// reference.json (llama2.c run.c) and the step-0 logits within 1e-3.
-func TestStories260KReference(t *testing.T) {
+type storiesRef struct {
+	Cases     []refCase `json:"cases"`
+	LongCases []refCase `json:"long_cases"`
+}
+
+// storiesReference returns the stories260K folder and its reference.json,
+// skipping the test when the shared fixtures are absent.
+func storiesReference(t *testing.T) (string, storiesRef) {
+	t.Helper()
 	dir := filepath.Join(*sharedDir, "models", "stories260K")
 	raw, err := os.ReadFile(filepath.Join(dir, "reference.json"))
 	if err != nil {
 		t.Skipf("shared fixtures not present: %v", err)
 	}
-	var ref struct {
-		Cases     []refCase `json:"cases"`
-		LongCases []refCase `json:"long_cases"`
-	}
+	var ref storiesRef
 	if err := json.Unmarshal(raw, &ref); err != nil {
 		t.Fatal(err)
 	}
+	return dir, ref
+}
+
+// TestStories260KReference decodes the reference prompts of stories260K
+// greedily, one at a time and all together, and compares the tokens with
+// reference.json (llama2.c run.c) and the step-0 logits within 1e-3.
+func TestStories260KReference(t *testing.T) {
+	dir, ref := storiesReference(t)
 	be := newBackend(t)
 	defer be.Close()
 	f, err := gguf.Open(filepath.Join(dir, "stories260K.gguf"))

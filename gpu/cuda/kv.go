@@ -202,8 +202,9 @@ func (f *Fence) Release() {
 }
 
 // SwapOut copies device blocks m.From of kv to host slots m.To of pool,
-// after the work queued so far. The device blocks may be reused, and the
-// host slots read, once the returned Fence is done.
+// after the work queued so far. Work queued later may overwrite the device
+// blocks at once (it waits for the copies on the device); the host slots
+// may be read once the returned Fence is done.
 func (b *Backend) SwapOut(kv gpu.KV, pool *HostPool, moves []BlockMove) (*Fence, error) {
 	k := b.kv(kv)
 	if pool.b != b || pool.bf != k.bf {
@@ -230,8 +231,12 @@ func (b *Backend) SwapOut(kv gpu.KV, pool *HostPool, moves []BlockMove) (*Fence,
 			}
 		}
 		var err error
-		fe.f, err = d.fence()
-		return err
+		if fe.f, err = d.fence(); err != nil {
+			return err
+		}
+		// Kernels queued later may overwrite the blocks (they are free
+		// once swapped out): they run after the copies.
+		return d.computeWaitsCopy()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cuda: swapping out %d blocks: %w", len(moves), err)
@@ -303,4 +308,43 @@ func (b *Backend) Time(f func()) (time.Duration, error) {
 		return err
 	})
 	return time.Duration(ms * float64(time.Millisecond)), err
+}
+
+// cudaTier is the gpu.HostTier of a CUDA arena: a HostPool, with copies on
+// the copy stream. Both directions go through that one stream, so copies
+// run in the order they were queued, as the interface requires.
+type cudaTier struct {
+	b    *Backend
+	kv   gpu.KV
+	pool *HostPool
+}
+
+// NewHostTier returns a tier of blocks pinned slots for the arena kv: the
+// scheduler's swap tier on this backend (gpu.Swapper).
+func (b *Backend) NewHostTier(kv gpu.KV, blocks int) (gpu.HostTier, error) {
+	pool, err := b.NewHostPool(kv, blocks)
+	if err != nil {
+		return nil, err
+	}
+	return &cudaTier{b: b, kv: kv, pool: pool}, nil
+}
+
+func (t *cudaTier) Blocks() int { return t.pool.Blocks() }
+
+func (t *cudaTier) Out(moves []gpu.BlockMove) error {
+	f, err := t.b.SwapOut(t.kv, t.pool, moves)
+	if err != nil {
+		return err
+	}
+	f.Release()
+	return nil
+}
+
+func (t *cudaTier) In(moves []gpu.BlockMove) error {
+	f, err := t.b.SwapIn(t.kv, t.pool, moves)
+	if err != nil {
+		return err
+	}
+	f.Release()
+	return nil
 }

@@ -84,3 +84,6 @@ func (b *Backend) SwapOut(kv gpu.KV, pool *HostPool, moves []BlockMove) (*Fence,
 func (b *Backend) SwapIn(kv gpu.KV, pool *HostPool, moves []BlockMove) (*Fence, error) {
 	return nil, ErrNotBuilt
 }
+
+// NewHostTier is unavailable in this build.
+func (b *Backend) NewHostTier(kv gpu.KV, blocks int) (gpu.HostTier, error) { return nil, ErrNotBuilt }

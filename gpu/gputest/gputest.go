@@ -37,6 +37,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) gpu.Backend) {
 	h("RoPE", testRoPE)
 	h("Attention", testAttention)
 	h("KVBlockCopy", testKVBlockCopy)
+	h("HostTier", testHostTier)
 	h("SwiGLU", testSwiGLU)
 	h("Softmax", testSoftmax)
 	h("GatherView", testGatherView)
@@ -376,6 +377,85 @@ func testKVBlockCopy(t *testing.T, be gpu.Backend) {
 	kv.WriteBlock(1, make([]float32, cfg.BlockFloats()))
 	kv.WriteBlock(3, host)
 	closeTo(t, "attention after block move", attend(3), before, 0)
+}
+
+// testHostTier moves blocks through the backend's host tier with kernels
+// queued between the copies, as the scheduler does: a block overwritten
+// right after it is swapped out, a slot reused right after it is swapped in.
+func testHostTier(t *testing.T, be gpu.Backend) {
+	r := rand.New(rand.NewPCG(29, 30))
+	const kvDim, layers, bt = 8, 2, 16
+	kv, err := be.NewKV(gpu.KVConfig{Layers: layers, KVDim: kvDim, Blocks: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gpu.NewHostTier(be, kv, 0); err == nil {
+		t.Fatal("a host tier of 0 blocks was accepted")
+	}
+	tier, err := gpu.NewHostTier(be, kv, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tier.Blocks() != 3 {
+		t.Fatalf("tier has %d slots, want 3", tier.Blocks())
+	}
+	pos := make([]int32, bt)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	fill := func(blk int32) {
+		b := &gpu.Batch{Pos: pos, Seq: make([]int32, bt), Tables: [][]int32{{blk}}}
+		for l := 0; l < layers; l++ {
+			be.StoreKV(kv, l, tensor(t, be, bt, kvDim, randVec(r, bt*kvDim, 1)), tensor(t, be, bt, kvDim, randVec(r, bt*kvDim, 1)), b)
+		}
+	}
+	q := randVec(r, 2*kvDim, 1)
+	attend := func(blk int32) []float32 {
+		bq := &gpu.Batch{Pos: []int32{bt - 1}, Seq: []int32{0}, Tables: [][]int32{{blk}}}
+		dst := tensor(t, be, 1, 2*kvDim, nil)
+		be.Attention(dst, tensor(t, be, 1, 2*kvDim, q), kv, 1, 2, bq)
+		return read(t, be, dst)
+	}
+	block := func(blk int) []float32 {
+		x := make([]float32, kv.Config().BlockFloats())
+		kv.ReadBlock(blk, x)
+		return x
+	}
+	for blk := int32(0); blk < 4; blk++ {
+		fill(blk)
+	}
+	want := [][]float32{block(0), block(1), block(2), block(3)}
+	att := [][]float32{attend(0), attend(1), attend(2), attend(3)}
+
+	// Swap blocks 1 and 3 out and overwrite them at once.
+	if err := tier.Out([]gpu.BlockMove{{From: 1, To: 0}, {From: 3, To: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	fill(1)
+	fill(3)
+	// Bring them back into blocks 4 and 5; attention queued next reads them.
+	if err := tier.In([]gpu.BlockMove{{From: 0, To: 4}, {From: 2, To: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "attention over swapped-in block 4", attend(4), att[1], 0)
+	closeTo(t, "attention over swapped-in block 5", attend(5), att[3], 0)
+	closeTo(t, "block 4 after the round trip", block(4), want[1], 0)
+	closeTo(t, "block 5 after the round trip", block(5), want[3], 0)
+
+	// Reuse slot 0 right after the In that read it was queued.
+	if err := tier.In([]gpu.BlockMove{{From: 2, To: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tier.Out([]gpu.BlockMove{{From: 0, To: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	fill(0)
+	if err := tier.In([]gpu.BlockMove{{From: 2, To: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "block 1 from a slot then reused", block(1), want[3], 0)
+	closeTo(t, "block 3 from the reused slot", block(3), want[0], 0)
+	closeTo(t, "attention over block 3", attend(3), att[0], 0)
 }
 
 func testSwiGLU(t *testing.T, be gpu.Backend) {

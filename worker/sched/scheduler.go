@@ -73,7 +73,9 @@ type Scheduler struct {
 	bm   *blockManager
 	bt   int // block tokens
 	host struct {
-		cap, used int // in blocks
+		tier      gpu.HostTier // nil: no swapping
+		free      []int        // free slots of tier
+		cap, used int          // in blocks
 	}
 
 	submit   chan *seq
@@ -127,7 +129,7 @@ type seq struct {
 	submitStep int64    // the step count at submission
 	running    bool
 
-	swap       [][]float32 // host copies of the blocks while swapped out
+	swap       []int // host tier slots holding the blocks while swapped out
 	swapTokens int
 	swapAt     time.Time
 
@@ -161,7 +163,19 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 		submit: make(chan *seq, 64), quit: make(chan struct{}), loopDone: make(chan struct{}),
 		served: map[string]float64{}, active: map[string]int{}}
 	if cfg.HostSwapMB > 0 {
-		s.host.cap = int(int64(cfg.HostSwapMB) << 20 / blockBytes)
+		if n := int(int64(cfg.HostSwapMB) << 20 / blockBytes); n > 0 {
+			// The backend's own tier where it has one (pinned memory and
+			// asynchronous copies on a GPU).
+			tier, err := gpu.NewHostTier(m.Backend(), kv, n)
+			if err != nil {
+				return nil, fmt.Errorf("sched: host swap tier of %d MB: %w", cfg.HostSwapMB, err)
+			}
+			s.host.tier, s.host.cap = tier, n
+			s.host.free = make([]int, n)
+			for i := range s.host.free {
+				s.host.free[i] = n - 1 - i
+			}
+		}
 	}
 	s.publishSnapshot()
 	return s, nil
@@ -402,8 +416,11 @@ func (s *Scheduler) releaseBlocks(q *seq) {
 	q.blocks = q.blocks[:0]
 }
 
+// dropSwap returns q's host slots. The tier runs its copies in order, so
+// a slot may be reused as soon as the copy reading it is queued.
 func (s *Scheduler) dropSwap(q *seq) {
 	if q.swap != nil {
+		s.host.free = append(s.host.free, q.swap...)
 		s.host.used -= len(q.swap)
 		q.swap = nil
 	}
@@ -643,19 +660,10 @@ func (s *Scheduler) privateBlocks(v *seq) int {
 // startSeq moves q from waiting to running, restoring swapped blocks or
 // taking cached prefix blocks.
 func (s *Scheduler) startSeq(q *seq, now time.Time) {
+	var swapErr error
 	s.waiting = slices.DeleteFunc(s.waiting, func(x *seq) bool { return x == q })
 	switch {
-	case q.swap != nil:
-		for _, data := range q.swap {
-			b, ok := s.bm.alloc()
-			if !ok {
-				panic("sched: admitted a swapped sequence without blocks")
-			}
-			s.kv.WriteBlock(int(b), data)
-			q.blocks = append(q.blocks, b)
-		}
-		q.computed = q.swapTokens
-		s.dropSwap(q)
+	case q.swap != nil && s.swapIn(q, &swapErr):
 		s.event(q, "resumed", fmt.Sprintf("swapped in %d blocks", len(q.blocks)))
 		if m := s.cfg.Metrics; m != nil {
 			m.swapIns.Inc()
@@ -668,7 +676,11 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 		}
 		if q.admitted {
 			q.stats.RecomputedTokens += max(0, min(q.highWater, len(q.g.Tokens()))-q.computed)
-			s.event(q, "resumed", fmt.Sprintf("recomputing %d tokens (%d from the prefix cache)", len(q.g.Tokens())-q.computed, q.computed))
+			detail := fmt.Sprintf("recomputing %d tokens (%d from the prefix cache)", len(q.g.Tokens())-q.computed, q.computed)
+			if swapErr != nil {
+				detail += "; swap-in failed: " + swapErr.Error()
+			}
+			s.event(q, "resumed", detail)
 		}
 	}
 	if !q.admitted {
@@ -685,14 +697,10 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 // otherwise they are dropped and recomputed on resume.
 func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
 	mode := "recompute"
-	if s.host.cap > 0 && s.host.used+len(q.blocks) <= s.host.cap && len(q.blocks) > 0 {
-		bf := s.kv.Config().BlockFloats()
-		q.swap = make([][]float32, len(q.blocks))
-		for i, b := range q.blocks {
-			q.swap[i] = make([]float32, bf)
-			s.kv.ReadBlock(int(b), q.swap[i])
-		}
-		s.host.used += len(q.swap)
+	if err := s.swapOut(q); err != nil {
+		mode = "recompute; swap-out failed: " + err.Error()
+		s.cfg.Logger.Warn("sched: swap-out failed; the job will recompute", "err", err)
+	} else if q.swap != nil {
 		q.swapTokens, q.swapAt = q.computed, now
 		mode = "swap"
 	}
@@ -705,11 +713,60 @@ func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
 	s.waiting = append(s.waiting, q)
 	s.event(q, "preempted", fmt.Sprintf("%s (%s)", why, mode))
 	if m := s.cfg.Metrics; m != nil {
-		m.preemptions.WithLabelValues(mode).Inc()
-		if mode == "swap" {
+		if q.swap != nil {
+			m.preemptions.WithLabelValues("swap").Inc()
 			m.swappedBytes.Add(float64(int64(len(q.swap)) * s.BlockBytes()))
+		} else {
+			m.preemptions.WithLabelValues("recompute").Inc()
 		}
 	}
+}
+
+// swapOut queues copies of q's blocks to free host slots and sets q.swap,
+// unless the tier is off or too full, or the copies could not be queued
+// (the error; q then recomputes). The blocks may be reused at once.
+func (s *Scheduler) swapOut(q *seq) error {
+	n := len(q.blocks)
+	if s.host.tier == nil || n == 0 || len(s.host.free) < n {
+		return nil
+	}
+	slots := s.host.free[len(s.host.free)-n:]
+	moves := make([]gpu.BlockMove, n)
+	for i, b := range q.blocks {
+		moves[i] = gpu.BlockMove{From: int(b), To: slots[i]}
+	}
+	if err := s.host.tier.Out(moves); err != nil {
+		return err
+	}
+	q.swap = slices.Clone(slots)
+	s.host.free = s.host.free[:len(s.host.free)-n]
+	s.host.used += n
+	return nil
+}
+
+// swapIn gives q fresh blocks and queues the copies of its host slots into
+// them; the next step's kernels see them. When the copies cannot be queued
+// the blocks go back, *failed is set and q recomputes (it reports false).
+func (s *Scheduler) swapIn(q *seq, failed *error) bool {
+	moves := make([]gpu.BlockMove, len(q.swap))
+	for i, slot := range q.swap {
+		b, ok := s.bm.alloc()
+		if !ok {
+			panic("sched: admitted a swapped sequence without blocks")
+		}
+		q.blocks = append(q.blocks, b)
+		moves[i] = gpu.BlockMove{From: slot, To: int(b)}
+	}
+	err := s.host.tier.In(moves)
+	s.dropSwap(q)
+	if err != nil {
+		s.releaseBlocks(q)
+		*failed = err
+		s.cfg.Logger.Warn("sched: swap-in failed; the job recomputes", "err", err)
+		return false
+	}
+	q.computed = q.swapTokens
+	return true
 }
 
 func (s *Scheduler) event(q *seq, kind, detail string) {
