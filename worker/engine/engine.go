@@ -121,6 +121,9 @@ type Usage struct {
 	TotalMs float64 `json:"-"`
 	// KVBytes is the peak KV cache memory the request held.
 	KVBytes int64 `json:"-"`
+	// ToolBytes is the memory its inline tools held at the end
+	// (tools.Run.MemoryBytes).
+	ToolBytes int64 `json:"-"`
 	// Confidence is the mean probability of the chosen tokens.
 	Confidence float64 `json:"-"`
 	// ToolMs is the time spent in inline tools.

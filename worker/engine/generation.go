@@ -296,6 +296,7 @@ func (g *Generation) Finish(reason string) {
 	r.StopReason = reason
 	if t != nil {
 		r.Usage.ToolMs = t.TimeMs()
+		r.Usage.ToolBytes = t.MemoryBytes()
 	}
 	u := &r.Usage
 	u.OutputTokens = len(r.OutputIDs)

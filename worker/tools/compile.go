@@ -53,6 +53,29 @@ type regexTool struct {
 	re *regexp.Regexp // the second check (leftmost-longest)
 }
 
+// memBytes is the memory the compiled tool holds now: automata, states
+// and mask caches, which grow as jobs use it (and are shared by the jobs
+// that use the same compiled tool).
+func (t *compiledTool) memBytes() int64 {
+	var m *meter
+	switch {
+	case t.json != nil:
+		m = t.json.m.mem
+	case t.regex != nil:
+		m = t.regex.m.mem
+	case t.xml != nil:
+		m = t.xml.mem
+	case t.pii != nil:
+		m = t.pii.mem
+	case t.tox != nil:
+		m = t.tox.mem
+	}
+	if m == nil {
+		return 0
+	}
+	return m.used.Load()
+}
+
 // masks reports whether the tool constrains tokens.
 func (t *compiledTool) masks() bool { return t.json != nil || t.regex != nil || t.xml != nil }
 

@@ -32,6 +32,7 @@ type detectorDef struct {
 type piiSpec struct {
 	defs []detectorDef
 	dfas []*dfa
+	mem  *meter
 }
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
@@ -200,9 +201,9 @@ func compilePII(entities, patterns []string, b Budget, clock *compileClock) (*pi
 }
 
 func compileDetectors(defs []detectorDef, b Budget, clock *compileClock) (*piiSpec, error) {
-	s := &piiSpec{}
-	lim := regexLimits{maxBytes: b.MaxPatternBytes, maxInsts: b.MaxRegexInsts}
 	mem := newMeter(b.MaxMemoryBytes)
+	s := &piiSpec{mem: mem}
+	lim := regexLimits{maxBytes: b.MaxPatternBytes, maxInsts: b.MaxRegexInsts}
 	for _, d := range defs {
 		if len(d.pattern) > lim.maxBytes && lim.maxBytes < len(d.pattern) {
 			lim.maxBytes = len(d.pattern) // word lists are bounded by their own limits

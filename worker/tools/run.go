@@ -547,6 +547,17 @@ func (r *Run) Report() []contracts.ToolReport {
 // tool_execution_time_ms.
 func (r *Run) TimeMs() float64 { return float64(r.nanos) / 1e6 }
 
+// MemoryBytes is the memory the generation's tools hold: the compiled
+// tools' automata and mask caches (counted in full, though jobs using the
+// same compiled tool share them) and this run's own buffers.
+func (r *Run) MemoryBytes() int64 {
+	n := int64(8*cap(r.tmp) + cap(r.raw) + cap(r.text))
+	for _, st := range r.st {
+		n += st.t.memBytes()
+	}
+	return n
+}
+
 // Events returns the tool actions since the last call.
 func (r *Run) Events() []ToolEvent {
 	ev := r.events

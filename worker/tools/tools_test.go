@@ -633,6 +633,35 @@ func TestUnconstrained(t *testing.T) {
 	}
 }
 
+// TestMemoryBytes: a run reports the memory its tools hold, and it grows
+// as a regex's lazy DFA and mask cache fill in.
+func TestMemoryBytes(t *testing.T) {
+	t.Parallel()
+	set := mustCompile(t, fake, Budget{}, tool(contracts.ToolRegexMatcher, map[string]any{"pattern": "(ab|cd)*e[0-9]{3,9}"}))
+	r := set.NewRun()
+	own := func(r *Run) int64 { return int64(8*cap(r.tmp) + cap(r.raw) + cap(r.text)) }
+	compiled := r.MemoryBytes() - own(r)
+	if compiled <= 0 || own(r) < int64(8*set.vi.words) {
+		t.Fatalf("a fresh run reports %d bytes of compiled tools and %d of its own", compiled, own(r))
+	}
+	mask := make([]uint64, set.vi.words)
+	for _, s := range []string{"ab", "c", "d", "e", "1", "2", "3"} {
+		if _, err := r.Mask(mask); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Accept(fake.id(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grown := r.MemoryBytes() - own(r)
+	if grown <= compiled {
+		t.Fatalf("compiled tools hold %d bytes after decoding through the DFA, %d before: the states it built are not counted", grown, compiled)
+	}
+	if r2 := set.NewRun(); r2.MemoryBytes()-own(r2) != grown {
+		t.Fatal("the compiled tool's memory is shared by every run of the set")
+	}
+}
+
 // TestCompileCache: the same schema compiles once per vocabulary.
 func TestCompileCache(t *testing.T) {
 	t.Parallel()
