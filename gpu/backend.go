@@ -80,6 +80,13 @@ type RoPE struct {
 	Factors []float32
 }
 
+// Synchronous is implemented by backends whose operations are complete
+// when they return (the CPU backend), so a caller may abandon a step
+// between two operations and no queued work is left behind.
+type Synchronous interface {
+	Synchronous() bool
+}
+
 // Backend is the device seam: everything the model runner needs from a
 // device, and nothing else.
 //

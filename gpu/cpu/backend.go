@@ -172,6 +172,10 @@ func (b *Backend) Read(src gpu.Tensor, dst []float32) error {
 // Sync returns nil: CPU operations complete before they return.
 func (b *Backend) Sync() error { return nil }
 
+// Synchronous reports true: every operation is done when it returns
+// (gpu.Synchronous).
+func (b *Backend) Synchronous() bool { return true }
+
 // Data exposes a tensor's storage, for tests and host-side consumers that
 // want to avoid a copy.
 func Data(x gpu.Tensor) []float32 { return x.(*tensor).data }

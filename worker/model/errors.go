@@ -16,3 +16,7 @@ var ErrBadConfig = errors.New("model: bad hyper-parameters")
 // ErrContextOverflow is returned when a sequence would exceed the model's
 // context length.
 var ErrContextOverflow = errors.New("model: context length exceeded")
+
+// ErrInterrupted is returned by ForwardInterruptible when its stop function
+// ended the step early; nothing of the step is to be used.
+var ErrInterrupted = errors.New("model: step interrupted")

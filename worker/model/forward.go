@@ -74,6 +74,20 @@ func (m *Model) ensure(rows, logitRows int) error {
 // consecutive and in position order, and each sequence's earlier positions
 // must already be in kv.
 func (m *Model) Forward(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int32, out []float32) error {
+	return m.ForwardInterruptible(kv, tokens, b, logitRows, out, nil)
+}
+
+// ForwardInterruptible is Forward that, on a synchronous backend
+// (gpu.Synchronous), asks stop before each layer and before the output
+// head, and abandons the step with ErrInterrupted when it says so. The
+// rows' K and V may then be partly written, which is harmless: running
+// the same rows again writes the same values. On a backend that queues
+// work, stop is not asked (the step is queued in microseconds).
+func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int32, out []float32, stop func() bool) error {
+	if s, ok := m.be.(gpu.Synchronous); !ok || !s.Synchronous() {
+		stop = nil
+	}
+	stopped := func() bool { return stop != nil && stop() }
 	n := len(tokens)
 	if n == 0 || len(b.Pos) != n || len(b.Seq) != n {
 		return fmt.Errorf("%w: %d tokens, %d positions, %d sequence ids", errBatch, n, len(b.Pos), len(b.Seq))
@@ -112,6 +126,9 @@ func (m *Model) Forward(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int
 
 	be.Embed(x, m.embed, tokens)
 	for li := range m.layers {
+		if stopped() {
+			return ErrInterrupted
+		}
 		l := &m.layers[li]
 		be.RMSNorm(xb, x, l.attnNorm, m.NormEps)
 		be.MatMul(q, xb, l.wq)
@@ -138,6 +155,9 @@ func (m *Model) Forward(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int
 	}
 	if len(logitRows) == 0 {
 		return be.Sync()
+	}
+	if stopped() {
+		return ErrInterrupted
 	}
 	sel := be.View(s.sel, 0, len(logitRows))
 	logits := be.View(s.logits, 0, len(logitRows))

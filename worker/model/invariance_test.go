@@ -54,3 +54,47 @@ func TestBatchInvariance(t *testing.T) {
 		be.Close()
 	}
 }
+
+// TestForwardInterruptible stops a step at every layer boundary in turn,
+// then runs it again: the logits must equal those of an uninterrupted run
+// (the partial K/V writes of the abandoned step are overwritten with the
+// same values).
+func TestForwardInterruptible(t *testing.T) {
+	t.Parallel()
+	f := build(t, synthTiny(gpu.Q8_0))
+	be := cpu.New(cpu.Config{Threads: 1})
+	defer be.Close()
+	m, err := model.New(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []int32{1, 40, 7, 290, 3}
+	b := &gpu.Batch{Pos: []int32{0, 1, 2, 3, 4}, Seq: make([]int32, 5), Tables: [][]int32{{0}}}
+	run := func(kv gpu.KV, stopAt int) ([]float32, error) {
+		out := make([]float32, m.Vocab)
+		asked := 0
+		stop := func() bool { asked++; return asked == stopAt }
+		return out, m.ForwardInterruptible(kv, ids, b, []int32{4}, out, stop)
+	}
+	fresh, _ := m.NewKV(1, 16)
+	want, err := run(fresh, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Layers ask before each layer and once before the output head.
+	for at := 1; at <= m.Layers+1; at++ {
+		kv, _ := m.NewKV(1, 16)
+		if _, err := run(kv, at); err != model.ErrInterrupted {
+			t.Fatalf("stop at check %d: err %v, want ErrInterrupted", at, err)
+		}
+		got, err := run(kv, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range got {
+			if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+				t.Fatalf("after a stop at check %d: logit %d = %v, want %v", at, j, got[j], want[j])
+			}
+		}
+	}
+}

@@ -41,6 +41,11 @@ type Config struct {
 	AgingAfter time.Duration
 	// DisablePrefixCache turns off sharing of identical prompt prefixes.
 	DisablePrefixCache bool
+	// NoInterrupt keeps a step without high-priority rows running when a
+	// high-priority job arrives, instead of abandoning it at the next
+	// layer (only synchronous backends, the CPU, can abandon a step).
+	// Defaults to false.
+	NoInterrupt bool
 	// Device and GPUMemoryFraction are read by the command line to choose
 	// the backend and size a GPU arena; the scheduler itself ignores them.
 	Device            string

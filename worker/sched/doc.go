@@ -24,9 +24,20 @@
 // skipped rather than waited on, so nothing blocks the head of the line. A
 // higher class that cannot fit preempts lower ones.
 //
+// Latency: a high-priority job that arrives while a step without
+// high-priority rows runs stops that step at its next layer (on a
+// synchronous backend, the CPU; the step runs again after admission, and
+// batch-invariant kernels make the rerun write the same K and V), and its
+// first token gets a step of its own class. For a while after
+// high-priority traffic, lower classes prefill in small chunks, so the
+// layer (or, where steps cannot be interrupted, as on a GPU that queues a
+// whole step at once, the step) in flight at an arrival is short.
+//
 // Preemption: victims are taken lowest class first, then lowest
 // priority_score = w_r × remaining_tokens + w_t × temperature. Their blocks
 // are copied to the host tier while it has room (resumed by copying back),
 // else dropped and recomputed on resume (recomputed_tokens; never billed).
-// Host copies older than EvictionGCInterval are released.
+// The tier is the backend's (gpu.NewHostTier): pinned memory and copies on
+// the copy stream on CUDA, ordered with the kernels. Host copies older
+// than EvictionGCInterval are released.
 package sched

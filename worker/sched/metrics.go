@@ -19,6 +19,7 @@ type Metrics struct {
 	swapIns         prometheus.Counter
 	swapGC          prometheus.Counter
 	rejections      prometheus.Counter
+	interrupted     prometheus.Counter
 	stepTokens      prometheus.Histogram
 	lastHits, lastQ uint64
 }
@@ -47,6 +48,7 @@ func NewMetrics() *Metrics {
 		swapIns:      c("kv_swap_ins_total", "Sequences resumed from the host tier."),
 		swapGC:       c("kv_swap_gc_total", "Swapped sequences whose host copy expired (they recompute)."),
 		rejections:   c("admission_rejections_total", "Jobs rejected because they can never fit in KV memory."),
+		interrupted:  c("steps_interrupted_total", "Forward steps abandoned mid-way for an arriving high-priority job (run again after it is admitted)."),
 		stepTokens: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zerolayer_step_tokens",
 			Help: "Tokens per forward step (decode rows plus prefill chunks).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 	}
@@ -55,7 +57,7 @@ func NewMetrics() *Metrics {
 // Register registers every metric with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsed, m.kvFree, m.kvCached, m.kvUsage, m.hostUsed,
-		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.stepTokens} {
+		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.stepTokens} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

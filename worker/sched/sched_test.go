@@ -186,6 +186,10 @@ func TestEquivalence(t *testing.T) {
 		long = append(long, job{prompt: p, max: 120 + r.IntN(60), delay: d})
 	}
 	wantShort, wantLong := alone(t, l, short), alone(t, l, long)
+	normal := slices.Clone(short) // class 1: their steps give way to class 0
+	for i := range normal {
+		normal[i].opts.Class = 1
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -197,10 +201,27 @@ func TestEquivalence(t *testing.T) {
 		// 24 blocks hold one or two of these jobs: the rest are preempted.
 		{"swap out and in", Config{KVBlocks: 24, MaxBatchTokens: 64, HostSwapMB: 64}, long, wantLong},
 		{"drop and recompute", Config{KVBlocks: 24, MaxBatchTokens: 64, HostSwapMB: -1}, long, wantLong},
+		// Steps abandoned mid-way, as for a high-priority arrival, and run
+		// again.
+		{"interrupted steps", Config{MaxBatchTokens: 32}, normal, wantShort},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSched(t, l, tc.cfg)
+			stopPoking := make(chan struct{})
+			if tc.name == "interrupted steps" {
+				go func() {
+					for {
+						select {
+						case <-stopPoking:
+							return
+						case <-time.After(20 * time.Microsecond):
+							s.highPending.Store(true)
+						}
+					}
+				}()
+			}
 			outs := run(s, tc.jobs)
+			close(stopPoking)
 			pre, recomputed, cached := 0, 0, 0
 			for i, o := range outs {
 				if o.err != nil {
@@ -222,6 +243,11 @@ func TestEquivalence(t *testing.T) {
 			case "drop and recompute":
 				if pre == 0 || recomputed == 0 {
 					t.Errorf("want recomputes: %d preemptions, %d recomputed", pre, recomputed)
+				}
+			case "interrupted steps":
+				t.Logf("%d steps interrupted", s.interrupted.Load())
+				if s.interrupted.Load() == 0 {
+					t.Error("no step was interrupted")
 				}
 			}
 			checkIdle(t, s)

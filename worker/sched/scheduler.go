@@ -100,13 +100,18 @@ type Scheduler struct {
 	snapAvail   atomic.Int64
 	snapWaiting atomic.Int64
 	snapRunning atomic.Int64
+	highPending atomic.Bool // a high-priority job is on its way to intake
+	// interruptible: a step may be abandoned for a high-priority arrival
+	// (a synchronous backend, and not NoInterrupt).
+	interruptible bool
 
 	// Totals for tests, metrics and benchmarks.
-	stepCount  atomic.Int64
-	utilTokens atomic.Int64 // Σ over steps of tokens held in running sequences' blocks
-	utilSlots  atomic.Int64 // Σ over steps of those blocks' capacity in tokens
-	occUsed    atomic.Int64 // Σ over steps with jobs waiting of the blocks in use
-	occSteps   atomic.Int64 // steps with jobs waiting
+	stepCount   atomic.Int64
+	utilTokens  atomic.Int64 // Σ over steps of tokens held in running sequences' blocks
+	utilSlots   atomic.Int64 // Σ over steps of those blocks' capacity in tokens
+	occUsed     atomic.Int64 // Σ over steps with jobs waiting of the blocks in use
+	occSteps    atomic.Int64 // steps with jobs waiting
+	interrupted atomic.Int64 // steps abandoned for a high-priority arrival
 }
 
 // seq is one job inside the scheduler.
@@ -177,6 +182,9 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 			}
 		}
 	}
+	if sy, ok := m.Backend().(gpu.Synchronous); ok && sy.Synchronous() && !cfg.NoInterrupt {
+		s.interruptible = true
+	}
 	s.publishSnapshot()
 	return s, nil
 }
@@ -241,6 +249,12 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	}
 	if need > s.Blocks() {
 		return nil, Stats{}, fmt.Errorf("%w: the job needs %d KV blocks, the arena has %d", ErrTooLarge, need, s.Blocks())
+	}
+	if opts.Class == 0 {
+		// Before the send: a step in flight without high-priority rows
+		// stops at its next layer (see step), and intake clears the flag
+		// once it has the job.
+		s.highPending.Store(true)
 	}
 	select {
 	case s.submit <- q:
@@ -360,6 +374,7 @@ func (s *Scheduler) enqueue(q *seq) {
 	s.active[t]++
 	if q.opts.Class == 0 {
 		s.lastHigh = time.Now()
+		s.highPending.Store(false)
 	}
 	s.waiting = append(s.waiting, q)
 }
@@ -828,7 +843,8 @@ func (s *Scheduler) step() {
 	}
 	// While high-priority traffic is about, lower classes prefill in
 	// small chunks, so a step in flight when a high-priority job arrives
-	// is short (steps are not interruptible).
+	// is short: where steps cannot be interrupted it is waited for whole,
+	// and where they can, one of its layers is.
 	lowBudget := budget
 	if now.Sub(s.lastHigh) < highTrafficWindow {
 		lowBudget = max(1, s.cfg.MaxBatchTokens/8)
@@ -907,8 +923,24 @@ func (s *Scheduler) step() {
 			}(r.q.g)
 		}
 	}
-	err := s.m.Forward(s.kv, toks, &gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}, rows, logits)
+	// A step without high-priority rows gives way to a high-priority job
+	// that arrives while it runs: it stops at the next layer and is run
+	// again, with the new job, after admission. Nothing is lost but the
+	// layers already done (the rerun writes the same K and V). Taking the
+	// flag means one arrival stops at most one step.
+	var stop func() bool
+	if s.interruptible && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.opts.Class == 0 }) {
+		stop = func() bool { return s.highPending.Swap(false) }
+	}
+	err := s.m.ForwardInterruptible(s.kv, toks, &gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}, rows, logits, stop)
 	masks.Wait()
+	if errors.Is(err, model.ErrInterrupted) {
+		s.interrupted.Add(1)
+		if m := s.cfg.Metrics; m != nil {
+			m.interrupted.Inc()
+		}
+		return
+	}
 	if err != nil {
 		for _, r := range plan {
 			s.finish(r.q, "", fmt.Errorf("sched: forward pass: %w", err))
