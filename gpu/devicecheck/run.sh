@@ -18,8 +18,8 @@
 #	bench-torch.json the PyTorch bf16 peer on the same shape (and its log)
 #	report.json     all of it summarised, with pass/fail per part
 #
-# Each part has its own time limit, so a hang in one still leaves the
-# others' results. Exit status: 0 when the tests passed.
+# Each part has its own time limit (20 + 100 + 180 + 100 s, inside the
+# call's 420), so a hang in one still leaves the others' results. Exit status: 0 when the tests passed.
 set -u
 cd "$(dirname "$0")/../.."
 B=${BUNDLE:-bin/devicecheck}
@@ -53,18 +53,18 @@ fi
 } >"$O/env.txt" 2>&1
 
 # The tests, device required (a missing device fails instead of skipping).
-timeout 200 "$B/cuda.test" -test.v -test.count=1 -test.timeout=190s -cuda.required \
+timeout 100 "$B/cuda.test" -test.v -test.count=1 -test.timeout=90s -cuda.required \
 	-cuda.shared="$B/shared" >"$O/tests.txt" 2>&1
 tests_rc=$?
 echo "rc=$tests_rc" >>"$O/tests.txt"
 
 # The Go decode benchmark.
-timeout 240 "$B/cuda.test" -test.v -test.count=1 -test.run '^TestDecodeBench$' -test.timeout=230s \
+timeout 180 "$B/cuda.test" -test.v -test.count=1 -test.run '^TestDecodeBench$' -test.timeout=170s \
 	-cuda.required -cuda.bench="$O/bench-go.json" >"$O/bench-go.txt" 2>&1
 echo "rc=$?" >>"$O/bench-go.txt"
 
 # The PyTorch peer.
-PYTHONUNBUFFERED=1 timeout 200 python3 gpu/devicecheck/peer.py --out "$O/bench-torch.json" >"$O/bench-torch.txt" 2>&1
+PYTHONUNBUFFERED=1 timeout 100 python3 gpu/devicecheck/peer.py --out "$O/bench-torch.json" >"$O/bench-torch.txt" 2>&1
 echo "rc=$?" >>"$O/bench-torch.txt"
 
 python3 gpu/devicecheck/report.py "$O" >"$O/report.json" 2>"$O/report.err" || cat "$O/report.err"
