@@ -76,6 +76,7 @@ type schedFlags struct {
 	maxRunning     int
 	gcInterval     time.Duration
 	reserveHigh    bool
+	noInterrupt    bool
 	device         string
 	gpuFraction    float64
 }
@@ -90,6 +91,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxRunning, "max-running", 64, "sequences per batch")
 	fs.DurationVar(&f.gcInterval, "eviction-gc-interval", 30*time.Second, "how long swapped KV blocks are kept for a preempted job")
 	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
+	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it at its next layer (CPU)")
 }
 
 // config returns the scheduler config, or nil for the in-order executor.
@@ -106,7 +108,7 @@ func (f *schedFlags) config(metrics *sched.Metrics) (*sched.Config, error) {
 		swap = -1
 	}
 	return &sched.Config{KVMemoryMB: max(f.kvMemoryMB, 0), HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
-		EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, Metrics: metrics, Device: f.device, GPUMemoryFraction: f.gpuFraction}, nil
+		EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, NoInterrupt: f.noInterrupt, Metrics: metrics, Device: f.device, GPUMemoryFraction: f.gpuFraction}, nil
 }
 
 // newBackend opens the backend for device: cpu, cuda, or auto.
