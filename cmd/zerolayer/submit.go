@@ -16,6 +16,21 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model/store"
 )
 
+// connectProducer connects to NATS and returns a producer for tenant;
+// closeAll closes both.
+func connectProducer(url, name, tenant string, models map[string]string) (_ *producer.Client, closeAll func(), _ error) {
+	nc, err := nats.Connect(url, nats.Name(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	c, err := producer.New(nc, producer.Config{Tenant: tenant, Models: models})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); nc.Close() }, nil
+}
+
 func runSubmit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
 	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
@@ -76,16 +91,11 @@ func runSubmit(ctx context.Context, args []string) error {
 	if p, err := store.Resolve(req.Model, modelDirs()); err == nil {
 		models[req.Model] = p
 	}
-	nc, err := nats.Connect(*url, nats.Name("zerolayer submit"))
-	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
-	}
-	defer nc.Close()
-	c, err := producer.New(nc, producer.Config{Tenant: *tenant, Models: models})
+	c, closeAll, err := connectProducer(*url, "zerolayer submit", *tenant, models)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeAll()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	jobID, err := c.Submit(sctx, &req, nil)

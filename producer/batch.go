@@ -1,0 +1,291 @@
+package producer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// BatchLine is one line of a batch input file (JSONL): a job request and
+// the caller's name for it, unique within the batch.
+type BatchLine struct {
+	CustomID string          `json:"custom_id"`
+	Request  json.RawMessage `json:"request"`
+}
+
+// BatchRecord is one line of a batch output file, in input order: the
+// job's result, or the error that kept the line from becoming a job.
+type BatchRecord struct {
+	CustomID string            `json:"custom_id"`
+	JobID    string            `json:"job_id,omitempty"`
+	Result   *contracts.Result `json:"result,omitempty"`
+	Error    *contracts.Error  `json:"error,omitempty"`
+}
+
+// BatchCounts counts a batch's lines by outcome.
+type BatchCounts struct {
+	// Total is the lines read so far.
+	Total int `json:"total"`
+	// Completed, Failed and Canceled count the jobs that ended so;
+	// Invalid counts lines that were not submitted (bad JSON, a missing
+	// or repeated custom_id, a request the contract rejects).
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Canceled  int `json:"canceled"`
+	Invalid   int `json:"invalid"`
+}
+
+// Done is the number of lines with a record written.
+func (c BatchCounts) Done() int { return c.Completed + c.Failed + c.Canceled + c.Invalid }
+
+// BatchOpts configures RunBatch.
+type BatchOpts struct {
+	// ID names the batch. Line custom_id runs as job ID-custom_id, so
+	// running the same input with the same ID again resumes it: jobs
+	// already stored are not submitted twice (within the duplicate
+	// window) and finished ones are answered from their stored results.
+	// Required.
+	ID string
+	// Window is how many lines may be between the oldest one without a
+	// record and the newest submitted. Defaults to 256.
+	Window int
+	// Progress, if set, is called after each record is written.
+	Progress func(BatchCounts)
+	// MaxLineBytes bounds one input line. Defaults to 4 MiB.
+	MaxLineBytes int
+}
+
+// BatchJobID is the job id of line customID of batch batchID.
+func BatchJobID(batchID, customID string) string { return batchID + "-" + customID }
+
+// RunBatch submits every line of in as a job, waits for each, and writes
+// one BatchRecord per line to out in input order. A bad line gets an error
+// record and does not stop the batch; the batch stops early only when ctx
+// ends or in or out fails. Each request's metadata gets batch_id and
+// custom_id.
+func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts BatchOpts) (BatchCounts, error) {
+	if err := contracts.ValidateJobID(opts.ID); err != nil {
+		return BatchCounts{}, fmt.Errorf("producer: batch id: %w", err)
+	}
+	if opts.Window <= 0 {
+		opts.Window = 256
+	}
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = 4 << 20
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type slot struct {
+		rec  BatchRecord
+		done chan struct{}
+	}
+	// The writer takes slots in input order; the window bounds how many
+	// are outstanding (and so the records held for the ordered write).
+	slots := make(chan *slot, opts.Window)
+	var counts BatchCounts
+	var mu sync.Mutex // counts
+	writeErr := make(chan error, 1)
+	go func() {
+		enc := json.NewEncoder(out)
+		for s := range slots {
+			select {
+			case <-s.done:
+			case <-ctx.Done():
+				writeErr <- ctx.Err()
+				return
+			}
+			if err := enc.Encode(&s.rec); err != nil {
+				writeErr <- fmt.Errorf("producer: writing the batch output: %w", err)
+				cancel()
+				return
+			}
+			mu.Lock()
+			switch {
+			case s.rec.Error != nil && s.rec.Result == nil:
+				counts.Invalid++
+			case s.rec.Result.Status == contracts.StatusCompleted:
+				counts.Completed++
+			case s.rec.Result.Status == contracts.StatusCanceled:
+				counts.Canceled++
+			default:
+				counts.Failed++
+			}
+			cnt := counts
+			mu.Unlock()
+			if opts.Progress != nil {
+				opts.Progress(cnt)
+			}
+		}
+		writeErr <- nil
+	}()
+
+	var wg sync.WaitGroup
+	seen := map[string]int{}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), opts.MaxLineBytes)
+	var readErr error
+	line := 0
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		line++
+		s := &slot{done: make(chan struct{})}
+		mu.Lock()
+		counts.Total++
+		mu.Unlock()
+		select {
+		case slots <- s:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		req, e := c.batchRequest(sc.Bytes(), line, opts.ID, seen, &s.rec)
+		if e != nil {
+			s.rec.Error = e
+			close(s.done)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(s.done)
+			s.rec.Result, s.rec.Error = c.submitAndWait(ctx, req)
+		}()
+	}
+	if err := sc.Err(); err != nil {
+		readErr = fmt.Errorf("producer: reading the batch input at line %d: %w", line+1, err)
+		cancel()
+	}
+	close(slots)
+	wg.Wait()
+	err := <-writeErr
+	mu.Lock()
+	defer mu.Unlock()
+	return counts, errors.Join(readErr, err)
+}
+
+// batchRequest decodes and checks one input line, filling rec's ids.
+func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[string]int, rec *BatchRecord) (*contracts.JobRequest, *contracts.Error) {
+	var bl BatchLine
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&bl); err != nil {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: not a batch line {\"custom_id\", \"request\"}: %v", line, err)
+	}
+	rec.CustomID = bl.CustomID
+	if err := contracts.ValidateJobID(bl.CustomID); err != nil {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: custom_id: %v", line, err)
+	}
+	if first, dup := seen[bl.CustomID]; dup {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: custom_id %q repeats line %d", line, bl.CustomID, first)
+	}
+	seen[bl.CustomID] = line
+	id := BatchJobID(batchID, bl.CustomID)
+	if len(id) > contracts.MaxJobIDLen {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: job id %q is %d characters, above %d: shorten the batch id or custom_id", line, id, len(id), contracts.MaxJobIDLen)
+	}
+	rec.JobID = id
+	if len(bl.Request) == 0 {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: no request", line)
+	}
+	req, err := contracts.DecodeJobRequest(bl.Request, c.cfg.Limits)
+	if err != nil {
+		return nil, asContractError(err)
+	}
+	if req.ID != "" && req.ID != id {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: request id %q; in a batch the id is the batch id and custom_id (%s)", line, req.ID, id)
+	}
+	req.ID = id
+	if req.Metadata == nil {
+		req.Metadata = map[string]string{}
+	}
+	req.Metadata["batch_id"], req.Metadata["custom_id"] = batchID, bl.CustomID
+	return req, nil
+}
+
+// submitAndWait returns the stored result of req's job when there is one
+// (a batch run again), else submits req (a repeat within the duplicate
+// window is stored once) and waits for its result. A request the producer
+// rejects comes back as the error, with no result.
+func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (*contracts.Result, *contracts.Error) {
+	if res, err := c.storedResult(ctx, req.ID); err != nil {
+		return nil, contracts.NewError(contracts.CodeInternal, "looking up %s: %v", req.ID, err)
+	} else if res != nil {
+		return res, nil
+	}
+	if _, err := c.Submit(ctx, req, nil); err != nil {
+		return nil, asContractError(err)
+	}
+	res, err := c.Wait(ctx, req.ID)
+	if err != nil {
+		return nil, contracts.NewError(contracts.CodeInternal, "waiting for %s: %v", req.ID, err)
+	}
+	return res, nil
+}
+
+// storedResult returns the job's result from ZL_RESULTS, or nil when it
+// has none.
+func (c *Client) storedResult(ctx context.Context, jobID string) (*contracts.Result, error) {
+	s, err := c.js.Stream(ctx, contracts.StreamResults)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, contracts.ResultsSubject(jobID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r contracts.Result
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, fmt.Errorf("result of %s: %w", jobID, err)
+	}
+	return &r, nil
+}
+
+func asContractError(err error) *contracts.Error {
+	var ce *contracts.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return contracts.NewError(contracts.CodeInternal, "%v", err)
+}
+
+// CancelBatch cancels the job of every line of in (a batch input file) of
+// batch batchID, and returns how many it asked to stop. Lines whose
+// custom_id cannot be read are skipped; finished jobs are left as they
+// are. Results of canceled jobs say canceled, with what ran billed.
+func (c *Client) CancelBatch(ctx context.Context, in io.Reader, batchID string) (int, error) {
+	if err := contracts.ValidateJobID(batchID); err != nil {
+		return 0, fmt.Errorf("producer: batch id: %w", err)
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	n := 0
+	for sc.Scan() {
+		var bl struct {
+			CustomID string `json:"custom_id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &bl) != nil || contracts.ValidateJobID(bl.CustomID) != nil {
+			continue
+		}
+		if err := c.Cancel(ctx, BatchJobID(batchID, bl.CustomID)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, sc.Err()
+}
