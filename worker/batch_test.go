@@ -34,7 +34,7 @@ func TestBatch(t *testing.T) {
 		line(fmt.Sprintf("doc-%02d", i), request(fmt.Sprintf("Once upon a time there was a cat number %d", i), 4+i%5, contracts.PriorityLow))
 	}
 	in.WriteString("{not json\n")
-	line("doc-03", request("again", 4, contracts.PriorityLow))                             // repeated custom_id
+	line("doc-03", request("again", 4, contracts.PriorityLow))                                // repeated custom_id
 	line("bad-max", map[string]any{"model": modelName, "messages": []any{}, "max_tokens": 4}) // no messages
 	line("no-model", &contracts.JobRequest{Model: "no-such-model", Messages: []contracts.Message{{Role: "user", Content: "hi"}}})
 	line("doc-last", request("The end", 3, contracts.PriorityHigh))
