@@ -33,6 +33,7 @@ const (
 	CodeInvalidRegex        Code = "invalid_regex"
 	CodeRequestTooLarge     Code = "request_too_large"
 	CodeUnsupportedContract Code = "unsupported_contract"
+	CodeUnauthenticated     Code = "unauthenticated"
 	CodeMemoryLimit         Code = "memory_limit"
 	CodeToolExecutionFailed Code = "tool_execution_failed"
 	CodeDeadlineExceeded    Code = "deadline_exceeded"
@@ -73,6 +74,7 @@ var codeTable = []CodeInfo{
 	{CodeInvalidRegex, 400, false, "A regular expression is not valid RE2 syntax."},
 	{CodeRequestTooLarge, 413, false, "The request body is larger than the configured byte limit."},
 	{CodeUnsupportedContract, 400, false, "The Zl-Contract header names a contract version this component does not speak."},
+	{CodeUnauthenticated, 401, false, "The HTTP request carries no API key, or one the gateway does not know."},
 	{CodeMemoryLimit, 422, false, "The job cannot fit its memory cap (max_memory_mb), or asks for more than a worker allows."},
 	{CodeToolExecutionFailed, 422, false, "An inline tool failed inside the decode loop; tool and tool_code say which and why."},
 	{CodeDeadlineExceeded, 504, false, "The job's deadline passed before it finished."},

@@ -220,7 +220,7 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 // window is stored once) and waits for its result. A request the producer
 // rejects comes back as the error, with no result.
 func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (*contracts.Result, *contracts.Error) {
-	if res, err := c.storedResult(ctx, req.ID); err != nil {
+	if res, err := c.Result(ctx, req.ID); err != nil {
 		return nil, contracts.NewError(contracts.CodeInternal, "looking up %s: %v", req.ID, err)
 	} else if res != nil {
 		return res, nil
@@ -235,9 +235,9 @@ func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (
 	return res, nil
 }
 
-// storedResult returns the job's result from ZL_RESULTS, or nil when it
-// has none.
-func (c *Client) storedResult(ctx context.Context, jobID string) (*contracts.Result, error) {
+// Result returns the job's stored result, or nil when it has none (it has
+// not finished, or is unknown or expired), without waiting.
+func (c *Client) Result(ctx context.Context, jobID string) (*contracts.Result, error) {
 	s, err := c.js.Stream(ctx, contracts.StreamResults)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// messagesRequest is the part of an Anthropic Messages request the gateway
+// maps to a job.
+type messagesRequest struct {
+	Model     string          `json:"model"`
+	MaxTokens *int            `json:"max_tokens"`
+	System    json.RawMessage `json:"system"`
+	Messages  []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	StopSequences []string        `json:"stop_sequences"`
+	Temperature   *float64        `json:"temperature"`
+	TopP          *float64        `json:"top_p"`
+	TopK          *int            `json:"top_k"`
+	Stream        bool            `json:"stream"`
+	Tools         json.RawMessage `json:"tools"`
+	Metadata      *struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata"`
+}
+
+func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
+	if mr.MaxTokens == nil {
+		return nil, contracts.NewError(contracts.CodeMaxTokensOutOfRange, "max_tokens is required")
+	}
+	if len(mr.Tools) > 0 && string(mr.Tools) != "null" && string(mr.Tools) != "[]" {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "tools (tool use) are not supported; use the jobs API's inline tools")
+	}
+	var turns []turn
+	if len(mr.System) > 0 && string(mr.System) != "null" {
+		text, e := textContent(mr.System, "system")
+		if e != nil {
+			return nil, e
+		}
+		turns = append(turns, turn{"system", text})
+	}
+	for i, m := range mr.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return nil, contracts.NewError(contracts.CodeInvalidRequest, "messages[%d].role %q: want user or assistant", i, m.Role)
+		}
+		text, e := textContent(m.Content, fmt.Sprintf("messages[%d].content", i))
+		if e != nil {
+			return nil, e
+		}
+		turns = append(turns, turn{m.Role, text})
+	}
+	system, msgs, e := messagesFrom(turns)
+	if e != nil {
+		return nil, e
+	}
+	req := &contracts.JobRequest{Model: mr.Model, System: system, Messages: msgs, MaxTokens: *mr.MaxTokens,
+		StopSequences: mr.StopSequences, Temperature: mr.Temperature, TopP: mr.TopP, TopK: mr.TopK, Stream: mr.Stream}
+	if mr.Metadata != nil && mr.Metadata.UserID != "" {
+		req.Metadata = map[string]string{"user_id": mr.Metadata.UserID}
+	}
+	return req, nil
+}
+
+// stopReason maps a stop reason to the Messages API's.
+func stopReason(s contracts.StopReason) string {
+	switch s {
+	case contracts.StopMaxTokens, contracts.StopMemoryLimit:
+		return "max_tokens"
+	case contracts.StopSequence:
+		return "stop_sequence"
+	default:
+		return "end_turn"
+	}
+}
+
+// anthropicError answers the Messages API's error shape.
+func anthropicError(w http.ResponseWriter, e *contracts.Error) {
+	writeJSON(w, e.HTTPStatus(), anthropicErrorBody(e))
+}
+
+func anthropicErrorBody(e *contracts.Error) map[string]any {
+	return map[string]any{"type": "error", "error": map[string]any{"type": errorType(e, "api_error"), "message": e.Error(), "code": e.Code}}
+}
+
+type messageUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// messages: POST /v1/messages.
+func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
+	var mr messagesRequest
+	s := g.startSync(w, r, &mr, anthropicError)
+	if s == nil {
+		return
+	}
+	req, c := s.req, s.c
+	message := func(text string, stop any, u messageUsage) map[string]any {
+		content := []map[string]any{}
+		if text != "" || stop != nil {
+			content = append(content, map[string]any{"type": "text", "text": text})
+		}
+		return map[string]any{"id": s.id, "type": "message", "role": "assistant", "model": req.Model,
+			"content": content, "stop_reason": stop, "stop_sequence": nil, "usage": u}
+	}
+	if !mr.Stream {
+		res, e := s.wait()
+		if e != nil {
+			anthropicError(w, e)
+			return
+		}
+		var u messageUsage
+		if res.Usage != nil {
+			u = messageUsage{res.Usage.InputTokens, res.Usage.OutputTokens}
+		}
+		writeJSON(w, http.StatusOK, message(res.Text, stopReason(res.StopReason), u))
+		return
+	}
+	out := newSSE(w)
+	inTokens, _ := c.PromptTokens(req)
+	send := func(name string, v map[string]any) error {
+		v["type"] = name
+		return out.send("", name, v)
+	}
+	if err := send("message_start", map[string]any{"message": message("", nil, messageUsage{InputTokens: inTokens})}); err != nil {
+		s.abandon()
+		return
+	}
+	send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+	final, e := s.stream(func(text string) error {
+		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": text}})
+	})
+	if e != nil {
+		out.send("", "error", anthropicErrorBody(e))
+		return
+	}
+	send("content_block_stop", map[string]any{"index": 0})
+	var u messageUsage
+	if final.Usage != nil {
+		u = messageUsage{final.Usage.InputTokens, final.Usage.OutputTokens}
+	}
+	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stopReason(final.StopReason), "stop_sequence": nil}, "usage": u})
+	send("message_stop", map[string]any{})
+}

@@ -1,0 +1,390 @@
+// Package gateway is the HTTP face of the queue: a jobs API (submit, fetch
+// the result, follow the events as server-sent events, cancel) and two
+// compatible synchronous APIs, OpenAI's chat completions and Anthropic's
+// Messages, each of which submits a job and answers with its output
+// (streamed as SSE when asked).
+//
+// Tenants come from API keys ("Authorization: Bearer KEY" or "x-api-key:
+// KEY"), never from a request body. Errors carry the contract's stable
+// codes and HTTP statuses (contracts/errors.md).
+//
+// A synchronous call whose client goes away cancels its job; a job
+// submitted through /v1/jobs runs whatever the client does, and its events
+// can be followed again from the start or from Last-Event-ID.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer"
+)
+
+// TenantHeader carries the tenant when the gateway runs without keys
+// (Config.TenantHeader, for development).
+const TenantHeader = "X-Zerolayer-Tenant"
+
+// PriorityHeader sets the priority of jobs submitted through the
+// compatible APIs, whose bodies have no such field.
+const PriorityHeader = "X-Zerolayer-Priority"
+
+// JobIDHeader names the job behind every answer that made one.
+const JobIDHeader = "X-Zerolayer-Job-Id"
+
+// Config configures a Gateway.
+type Config struct {
+	// Keys maps API keys to tenants.
+	Keys map[string]string
+	// TenantHeader, when Keys is empty, takes the tenant from the
+	// X-Zerolayer-Tenant header: anyone can act as any tenant, so use it
+	// only in development. Without keys and without it every request is
+	// refused.
+	TenantHeader bool
+	// Models maps model names to GGUF files, for bucketing prompts by
+	// their token counts (see producer.Config).
+	Models map[string]string
+	// Limits are the request limits. Zero fields take the contract's.
+	Limits contracts.Limits
+	// SyncTimeout bounds how long a synchronous call waits for its job.
+	// Defaults to 10 minutes.
+	SyncTimeout time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Gateway serves the HTTP APIs. It is an http.Handler.
+type Gateway struct {
+	nc  *nats.Conn
+	cfg Config
+	mux *http.ServeMux
+
+	mu      sync.Mutex
+	clients map[string]*producer.Client // by tenant
+}
+
+// New returns a gateway submitting on nc. The streams must exist.
+func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
+	if cfg.SyncTimeout <= 0 {
+		cfg.SyncTimeout = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	for k, t := range cfg.Keys {
+		if k == "" {
+			return nil, errors.New("gateway: an empty API key")
+		}
+		if err := contracts.ValidateTenant(t); err != nil {
+			return nil, fmt.Errorf("gateway: tenant of a key: %w", err)
+		}
+	}
+	g := &Gateway{nc: nc, cfg: cfg, mux: http.NewServeMux(), clients: map[string]*producer.Client{}}
+	g.mux.HandleFunc("POST /v1/jobs", g.submitJob)
+	g.mux.HandleFunc("GET /v1/jobs/{id}", g.getJob)
+	g.mux.HandleFunc("GET /v1/jobs/{id}/events", g.jobEvents)
+	g.mux.HandleFunc("POST /v1/jobs/{id}/cancel", g.cancelJob)
+	g.mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
+	g.mux.HandleFunc("POST /v1/messages", g.messages)
+	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !nc.IsConnected() {
+			http.Error(w, "NATS is not connected", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	return g, nil
+}
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+
+// Close closes the per-tenant clients (not the connection).
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var errs []error
+	for _, c := range g.clients {
+		errs = append(errs, c.Close())
+	}
+	g.clients = map[string]*producer.Client{}
+	return errors.Join(errs...)
+}
+
+// client authenticates r and returns its tenant's producer.
+func (g *Gateway) client(r *http.Request) (*producer.Client, *contracts.Error) {
+	tenant := ""
+	if len(g.cfg.Keys) > 0 {
+		key := r.Header.Get("x-api-key")
+		if a := r.Header.Get("Authorization"); key == "" && strings.HasPrefix(a, "Bearer ") {
+			key = strings.TrimSpace(strings.TrimPrefix(a, "Bearer "))
+		}
+		if key == "" {
+			return nil, contracts.NewError(contracts.CodeUnauthenticated, "no API key: send Authorization: Bearer KEY or x-api-key: KEY")
+		}
+		t, ok := g.cfg.Keys[key]
+		if !ok {
+			return nil, contracts.NewError(contracts.CodeUnauthenticated, "unknown API key")
+		}
+		tenant = t
+	} else if g.cfg.TenantHeader {
+		tenant = r.Header.Get(TenantHeader)
+		if err := contracts.ValidateTenant(tenant); err != nil {
+			return nil, contracts.NewError(contracts.CodeUnauthenticated, "%s header: %v", TenantHeader, err)
+		}
+	} else {
+		return nil, contracts.NewError(contracts.CodeUnauthenticated, "this gateway has no API keys configured")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c, ok := g.clients[tenant]; ok {
+		return c, nil
+	}
+	c, err := producer.New(g.nc, producer.Config{Tenant: tenant, Models: g.cfg.Models, Limits: g.cfg.Limits})
+	if err != nil {
+		return nil, contracts.NewError(contracts.CodeUnavailable, "%v", err)
+	}
+	g.clients[tenant] = c
+	return c, nil
+}
+
+// body reads a request body of at most the request byte limit.
+func (g *Gateway) body(w http.ResponseWriter, r *http.Request) ([]byte, *contracts.Error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(g.cfg.Limits.MaxRequestBytes)))
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return nil, contracts.NewError(contracts.CodeRequestTooLarge, "the body is larger than %d bytes", mb.Limit)
+	}
+	if err != nil {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "reading the body: %v", err)
+	}
+	return b, nil
+}
+
+// asError turns any error into a contract error.
+func asError(err error) *contracts.Error {
+	var ce *contracts.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var code contracts.Code
+	if errors.As(err, &code) {
+		return contracts.NewError(code, "%v", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return contracts.NewError(contracts.CodeDeadlineExceeded, "%v", err)
+	}
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) {
+		return contracts.NewError(contracts.CodeUnavailable, "%v", err)
+	}
+	return contracts.NewError(contracts.CodeInternal, "%v", err)
+}
+
+// submitOpts continues the caller's W3C trace when it sends one.
+func submitOpts(r *http.Request) *producer.SubmitOpts {
+	tp, err := contracts.ParseTraceparent(r.Header.Get("traceparent"))
+	if err != nil {
+		return nil
+	}
+	return &producer.SubmitOpts{Trace: tp}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// jobError answers the jobs API's error shape: {"error": {code, message, …}}.
+func jobError(w http.ResponseWriter, e *contracts.Error) {
+	writeJSON(w, e.HTTPStatus(), map[string]any{"error": e})
+}
+
+// submitJob: POST /v1/jobs with a job request; 202 with the job id.
+func (g *Gateway) submitJob(w http.ResponseWriter, r *http.Request) {
+	c, e := g.client(r)
+	if e != nil {
+		jobError(w, e)
+		return
+	}
+	raw, e := g.body(w, r)
+	if e != nil {
+		jobError(w, e)
+		return
+	}
+	req, err := contracts.DecodeJobRequest(raw, g.cfg.Limits)
+	if err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	id, err := c.Submit(r.Context(), req, submitOpts(r))
+	if err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	w.Header().Set("Location", "/v1/jobs/"+id)
+	w.Header().Set(JobIDHeader, id)
+	writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "status": "queued",
+		"result": "/v1/jobs/" + id, "events": "/v1/jobs/" + id + "/events"})
+}
+
+// jobCall authenticates a call on /v1/jobs/{id} and checks the id; on
+// failure it has answered.
+func (g *Gateway) jobCall(w http.ResponseWriter, r *http.Request) (*producer.Client, string, bool) {
+	c, e := g.client(r)
+	if e != nil {
+		jobError(w, e)
+		return nil, "", false
+	}
+	id := r.PathValue("id")
+	if err := contracts.ValidateJobID(id); err != nil {
+		jobError(w, asError(err))
+		return nil, "", false
+	}
+	return c, id, true
+}
+
+// getJob: GET /v1/jobs/{id}: 200 with the result once the job has ended,
+// 202 {"status": "pending"} before (or for an id never seen: job ids are
+// the caller's idempotency keys and may be submitted later).
+func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
+	c, id, ok := g.jobCall(w, r)
+	if !ok {
+		return
+	}
+	res, err := c.Result(r.Context(), id)
+	if err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	if res != nil && res.Tenant != c.Tenant() {
+		res = nil // another tenant's job: as if unknown
+	}
+	if res == nil {
+		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "status": "pending"})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// cancelJob: POST /v1/jobs/{id}/cancel: 202. A job already known to
+// belong to another tenant answers 404.
+func (g *Gateway) cancelJob(w http.ResponseWriter, r *http.Request) {
+	c, id, ok := g.jobCall(w, r)
+	if !ok {
+		return
+	}
+	if res, err := c.Result(r.Context(), id); err != nil {
+		jobError(w, asError(err))
+		return
+	} else if res != nil && res.Tenant != c.Tenant() {
+		jobError(w, contracts.NewError(contracts.CodeNotFound, "no job %s", id))
+		return
+	} else if res != nil {
+		writeJSON(w, http.StatusOK, map[string]string{"id": id, "status": string(res.Status)})
+		return
+	}
+	if err := c.Cancel(r.Context(), id); err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "status": "canceling"})
+}
+
+// jobEvents: GET /v1/jobs/{id}/events as server-sent events, from the
+// first or after Last-Event-ID ("attempt-seq"), until the terminal event.
+func (g *Gateway) jobEvents(w http.ResponseWriter, r *http.Request) {
+	c, id, ok := g.jobCall(w, r)
+	if !ok {
+		return
+	}
+	var lastAttempt int
+	var lastSeq uint64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if _, err := fmt.Sscanf(v, "%d-%d", &lastAttempt, &lastSeq); err != nil {
+			jobError(w, contracts.NewError(contracts.CodeInvalidRequest, "Last-Event-ID %q: want attempt-seq, as sent", v))
+			return
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	evs, errf, err := c.Events(ctx, id)
+	if err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	sse := newSSE(w)
+	for ev := range evs {
+		if ev.Tenant != c.Tenant() {
+			break // another tenant's job: nothing to see
+		}
+		if ev.Attempt < lastAttempt || ev.Attempt == lastAttempt && ev.Seq <= lastSeq {
+			continue
+		}
+		if err := sse.send(fmt.Sprintf("%d-%d", ev.Attempt, ev.Seq), string(ev.Type), ev); err != nil {
+			return
+		}
+	}
+	cancel()
+	if err := errf(); err != nil && r.Context().Err() == nil {
+		g.cfg.Logger.Warn("gateway: following events", "job", id, "err", err)
+	}
+}
+
+// sse writes server-sent events.
+type sse struct {
+	w       http.ResponseWriter
+	f       http.Flusher
+	started bool
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	f, _ := w.(http.Flusher)
+	return &sse{w: w, f: f}
+}
+
+// send writes one event (id and name may be empty) with v as JSON data,
+// or as is when v is a string.
+func (s *sse) send(id, name string, v any) error {
+	if !s.started {
+		h := s.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	data, ok := v.(string)
+	if !ok {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		data = string(b)
+	}
+	var sb strings.Builder
+	if id != "" {
+		sb.WriteString("id: " + id + "\n")
+	}
+	if name != "" {
+		sb.WriteString("event: " + name + "\n")
+	}
+	sb.WriteString("data: " + data + "\n\n")
+	if _, err := io.WriteString(s.w, sb.String()); err != nil {
+		return err
+	}
+	if s.f != nil {
+		s.f.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// textContent reads a message content that is a string or a list of text
+// parts ({"type": "text", "text": …}), as both compatible APIs allow.
+func textContent(raw json.RawMessage, where string) (string, *contracts.Error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", contracts.NewError(contracts.CodeInvalidRequest, "%s: want a string or a list of text parts", where)
+	}
+	var sb strings.Builder
+	for i, p := range parts {
+		if p.Type != "text" {
+			return "", contracts.NewError(contracts.CodeInvalidRequest, "%s[%d]: part type %q; only text is supported", where, i, p.Type)
+		}
+		sb.WriteString(p.Text)
+	}
+	return sb.String(), nil
+}
+
+// chatRequest is the part of an OpenAI chat completions request the
+// gateway maps to a job; other fields are ignored, except the ones that
+// would change the answer and are not supported, which are refused.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	ResponseFormat *struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+	N        *int              `json:"n"`
+	Tools    json.RawMessage   `json:"tools"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
+	if cr.N != nil && *cr.N != 1 {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "n %d: only one choice per request", *cr.N)
+	}
+	if len(cr.Tools) > 0 && string(cr.Tools) != "null" && string(cr.Tools) != "[]" {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "tools (function calling) are not supported; use response_format or the jobs API's inline tools")
+	}
+	var turns []turn
+	for i, m := range cr.Messages {
+		text, e := textContent(m.Content, fmt.Sprintf("messages[%d].content", i))
+		if e != nil {
+			return nil, e
+		}
+		turns = append(turns, turn{m.Role, text})
+	}
+	system, msgs, e := messagesFrom(turns)
+	if e != nil {
+		return nil, e
+	}
+	req := &contracts.JobRequest{Model: cr.Model, System: system, Messages: msgs, Temperature: cr.Temperature, TopP: cr.TopP,
+		Stream: cr.Stream, Metadata: cr.Metadata}
+	switch {
+	case cr.MaxCompletionTokens != nil:
+		req.MaxTokens = *cr.MaxCompletionTokens
+	case cr.MaxTokens != nil:
+		req.MaxTokens = *cr.MaxTokens
+	}
+	if cr.Seed != nil {
+		if *cr.Seed < 0 {
+			return nil, contracts.NewError(contracts.CodeInvalidSampling, "seed %d is negative", *cr.Seed)
+		}
+		s := uint64(*cr.Seed)
+		req.Seed = &s
+	}
+	if len(cr.Stop) > 0 && string(cr.Stop) != "null" {
+		var one string
+		if json.Unmarshal(cr.Stop, &one) == nil {
+			req.StopSequences = []string{one}
+		} else if json.Unmarshal(cr.Stop, &req.StopSequences) != nil {
+			return nil, contracts.NewError(contracts.CodeInvalidSampling, "stop: want a string or a list of strings")
+		}
+	}
+	if rf := cr.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "", "text":
+		case "json_schema":
+			if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 {
+				return nil, contracts.NewError(contracts.CodeInvalidSchema, "response_format.json_schema.schema is missing")
+			}
+			req.ResponseFormat = &contracts.ResponseFormat{Type: contracts.FormatJSONSchema, Schema: rf.JSONSchema.Schema}
+		case "json_object":
+			req.ResponseFormat = &contracts.ResponseFormat{Type: contracts.FormatJSONSchema, Schema: json.RawMessage(`{"type":"object"}`)}
+		default:
+			return nil, contracts.NewError(contracts.CodeInvalidRequest, "response_format.type %q: want text, json_object or json_schema", rf.Type)
+		}
+	}
+	return req, nil
+}
+
+// finishReason maps a stop reason to OpenAI's finish_reason.
+func finishReason(s contracts.StopReason) string {
+	switch s {
+	case contracts.StopMaxTokens, contracts.StopMemoryLimit:
+		return "length"
+	default:
+		return "stop"
+	}
+}
+
+// openAIError answers OpenAI's error shape, with our code.
+func openAIError(w http.ResponseWriter, e *contracts.Error) {
+	typ := errorType(e, "server_error")
+	switch typ {
+	case "request_too_large", "overloaded_error":
+		typ = "invalid_request_error"
+		if e.HTTPStatus() >= 500 {
+			typ = "server_error"
+		}
+	}
+	writeJSON(w, e.HTTPStatus(), map[string]any{"error": map[string]any{"message": e.Error(), "type": typ, "param": nil, "code": e.Code}})
+}
+
+// errorType names an error's class as the compatible APIs do, by its HTTP
+// status; serverError names the 5xx class.
+func errorType(e *contracts.Error, serverError string) string {
+	switch st := e.HTTPStatus(); {
+	case st == http.StatusUnauthorized:
+		return "authentication_error"
+	case st == http.StatusNotFound:
+		return "not_found_error"
+	case st == http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case st == http.StatusServiceUnavailable:
+		return "overloaded_error"
+	case st >= 500:
+		return serverError
+	}
+	return "invalid_request_error"
+}
+
+type chatUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func usageOf(u *contracts.Usage) *chatUsage {
+	if u == nil {
+		return nil
+	}
+	return &chatUsage{u.InputTokens, u.OutputTokens, u.InputTokens + u.OutputTokens}
+}
+
+// chatCompletions: POST /v1/chat/completions.
+func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var cr chatRequest
+	s := g.startSync(w, r, &cr, openAIError)
+	if s == nil {
+		return
+	}
+	req := s.req
+	created := time.Now().Unix()
+	if !cr.Stream {
+		res, e := s.wait()
+		if e != nil {
+			openAIError(w, e)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": s.id, "object": "chat.completion", "created": created, "model": req.Model,
+			"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": res.Text},
+				"logprobs": nil, "finish_reason": finishReason(res.StopReason)}},
+			"usage": usageOf(res.Usage)})
+		return
+	}
+	out := newSSE(w)
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"choices": []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}}
+	}
+	first := true
+	final, e := s.stream(func(text string) error {
+		d := map[string]any{"content": text}
+		if first {
+			d["role"], first = "assistant", false
+		}
+		return out.send("", "", chunk(d, nil))
+	})
+	if e != nil {
+		if !out.started {
+			openAIError(w, e)
+			return
+		}
+		// Headers are sent: the error goes in the stream.
+		out.send("", "", map[string]any{"error": map[string]any{"message": e.Error(), "type": "server_error", "code": e.Code}})
+		return
+	}
+	if first {
+		out.send("", "", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	}
+	out.send("", "", chunk(map[string]any{}, finishReason(final.StopReason)))
+	if cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage {
+		out.send("", "", map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"choices": []any{}, "usage": usageOf(final.Usage)})
+	}
+	out.send("", "", "[DONE]")
+}

@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer"
+)
+
+// syncCall is one job run for a synchronous API call.
+type syncCall struct {
+	g   *Gateway
+	c   *producer.Client
+	r   *http.Request
+	req *contracts.JobRequest
+	id  string
+}
+
+// compatRequest is a compatible API's request body.
+type compatRequest interface {
+	job() (*contracts.JobRequest, *contracts.Error)
+}
+
+// startSync authenticates r, decodes its body into body, maps it to a job
+// and submits it. On failure it has answered with fail and returns nil.
+func (g *Gateway) startSync(w http.ResponseWriter, r *http.Request, body compatRequest, fail func(http.ResponseWriter, *contracts.Error)) *syncCall {
+	c, e := g.client(r)
+	if e != nil {
+		fail(w, e)
+		return nil
+	}
+	raw, e := g.body(w, r)
+	if e != nil {
+		fail(w, e)
+		return nil
+	}
+	if err := json.Unmarshal(raw, body); err != nil {
+		fail(w, contracts.NewError(contracts.CodeMalformedJSON, "%v", err))
+		return nil
+	}
+	req, e := body.job()
+	if e != nil {
+		fail(w, e)
+		return nil
+	}
+	s := &syncCall{g: g, c: c, r: r, req: req}
+	if e := s.submit(w); e != nil {
+		fail(w, e)
+		return nil
+	}
+	return s
+}
+
+// priority applies the priority header to req.
+func priority(r *http.Request, req *contracts.JobRequest) *contracts.Error {
+	if v := r.Header.Get(PriorityHeader); v != "" {
+		p, err := contracts.ParsePriority(v)
+		if err != nil {
+			return contracts.NewError(contracts.CodeInvalidRequest, "%s: %v", PriorityHeader, err)
+		}
+		req.Priority = p
+	}
+	return nil
+}
+
+// submit validates and submits the job; the job id goes in the answer's
+// header.
+func (s *syncCall) submit(w http.ResponseWriter) *contracts.Error {
+	if e := priority(s.r, s.req); e != nil {
+		return e
+	}
+	id, err := s.c.Submit(s.r.Context(), s.req, submitOpts(s.r))
+	if err != nil {
+		return asError(err)
+	}
+	s.id = id
+	w.Header().Set(JobIDHeader, id)
+	return nil
+}
+
+// abandon cancels the job when the caller is gone or the wait timed out:
+// nobody will read its output.
+func (s *syncCall) abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.g.cfg.SyncTimeout)
+	defer cancel()
+	if err := s.c.Cancel(ctx, s.id); err != nil {
+		s.g.cfg.Logger.Warn("gateway: canceling an abandoned job", "job", s.id, "err", err)
+	}
+}
+
+// wait returns the job's result; a failed or canceled job is an error.
+func (s *syncCall) wait() (*contracts.Result, *contracts.Error) {
+	ctx, cancel := context.WithTimeout(s.r.Context(), s.g.cfg.SyncTimeout)
+	defer cancel()
+	res, err := s.c.Wait(ctx, s.id)
+	if err != nil {
+		s.abandon()
+		return nil, asError(err)
+	}
+	if res.Status != contracts.StatusCompleted {
+		if res.Error != nil {
+			return nil, res.Error
+		}
+		return nil, contracts.NewError(contracts.CodeInternal, "job %s ended %s", s.id, res.Status)
+	}
+	return res, nil
+}
+
+// stream follows the job's events, calling delta with each piece of new
+// text, and returns the final event. When a job is redelivered (a worker
+// stopped) its new attempt's text is checked against what was already
+// sent: only the part beyond it is passed on, and a different output is an
+// error (it cannot be taken back from the caller).
+func (s *syncCall) stream(delta func(text string) error) (*contracts.Event, *contracts.Error) {
+	ctx, cancel := context.WithTimeout(s.r.Context(), s.g.cfg.SyncTimeout)
+	defer cancel()
+	evs, errf, err := s.c.Events(ctx, s.id)
+	if err != nil {
+		s.abandon()
+		return nil, asError(err)
+	}
+	var sent string
+	var cur strings.Builder
+	attempt := 0
+	for ev := range evs {
+		if ev.Attempt != attempt {
+			attempt = ev.Attempt
+			cur.Reset()
+		}
+		switch ev.Type {
+		case contracts.EventDelta:
+			cur.WriteString(ev.Text)
+			now := cur.String()
+			switch {
+			case len(now) <= len(sent) && strings.HasPrefix(sent, now):
+				continue
+			case !strings.HasPrefix(now, sent):
+				cancel()
+				return nil, contracts.NewError(contracts.CodeWorkerShutdown,
+					"job %s was run again after a worker stopped, and its output differs from what was already streamed", s.id)
+			}
+			if err := delta(now[len(sent):]); err != nil {
+				cancel()
+				s.abandon() // the caller is gone
+				return nil, asError(err)
+			}
+			sent = now
+		case contracts.EventFinal:
+			return &ev, nil
+		case contracts.EventError:
+			if ev.Error != nil {
+				return nil, ev.Error
+			}
+			return nil, contracts.NewError(contracts.CodeInternal, "job %s failed", s.id)
+		}
+	}
+	err = errf()
+	s.abandon()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = contracts.NewError(contracts.CodeInternal, "the events of job %s ended without a final event", s.id)
+	}
+	return nil, asError(err)
+}
+
+// messagesFrom maps chat messages with system turns to the contract's
+// system prompt and messages.
+func messagesFrom(turns []turn) (string, []contracts.Message, *contracts.Error) {
+	var system []string
+	var msgs []contracts.Message
+	for i, t := range turns {
+		switch t.role {
+		case "system", "developer":
+			system = append(system, t.text)
+		case "user", "assistant":
+			msgs = append(msgs, contracts.Message{Role: contracts.Role(t.role), Content: t.text})
+		default:
+			return "", nil, contracts.NewError(contracts.CodeInvalidRequest, "messages[%d].role %q: want system, user or assistant", i, t.role)
+		}
+	}
+	return strings.Join(system, "\n\n"), msgs, nil
+}
+
+// turn is one message of a compatible API, its content flattened to text.
+type turn struct {
+	role, text string
+}

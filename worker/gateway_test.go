@@ -1,0 +1,324 @@
+package worker_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer/gateway"
+	"github.com/zerolayer/zerolayer/worker/sched"
+)
+
+// gatewayFixture is a gateway in front of a real worker on stories260K,
+// with keys for two tenants.
+type gatewayFixture struct {
+	t   *testing.T
+	url string
+}
+
+func newGateway(t *testing.T) *gatewayFixture {
+	t.Helper()
+	b := setup(t, contracts.StreamsConfig{})
+	b.startWorker(t, newSchedExecutor(t, sched.Config{}), "w1")
+	gw, err := gateway.New(b.srv.Conn, gateway.Config{Keys: map[string]string{"key-acme": "acme", "key-globex": "globex"},
+		Models: map[string]string{modelName: storiesPath(t)}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	return &gatewayFixture{t: t, url: srv.URL}
+}
+
+// do sends a request with key and returns the status and body.
+func (f *gatewayFixture) do(ctx context.Context, method, path, key, body string, hdr ...string) (*http.Response, []byte) {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, f.url+path, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct{ id, name, data string }
+
+func parseSSE(t *testing.T, body []byte) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			cur.name = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			cur.data = line[6:]
+		default:
+			t.Fatalf("unexpected SSE line %q", line)
+		}
+	}
+	return out
+}
+
+func errorCode(t *testing.T, body []byte) contracts.Code {
+	t.Helper()
+	var v struct {
+		Error struct {
+			Code contracts.Code `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("error body %s: %v", body, err)
+	}
+	return v.Error.Code
+}
+
+// TestGatewayJobs: submit, poll, follow events (and resume them), tenant
+// isolation, cancel, and the errors of bad calls.
+func TestGatewayJobs(t *testing.T) {
+	t.Parallel()
+	f := newGateway(t)
+	ctx := context.Background()
+	req := `{"model":"stories260k","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":12,"temperature":0}`
+
+	if resp, body := f.do(ctx, "POST", "/v1/jobs", "", req); resp.StatusCode != 401 || errorCode(t, body) != contracts.CodeUnauthenticated {
+		t.Fatalf("no key: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := f.do(ctx, "POST", "/v1/jobs", "nope", req); resp.StatusCode != 401 {
+		t.Fatalf("bad key: %d", resp.StatusCode)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/jobs", "key-acme", `{"model":"stories260k","messages":[]}`); resp.StatusCode != 400 || errorCode(t, body) != contracts.CodeMissingMessages {
+		t.Fatalf("no messages: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/jobs", "key-acme", `{"model":`); resp.StatusCode != 400 || errorCode(t, body) != contracts.CodeMalformedJSON {
+		t.Fatalf("bad JSON: %d %s", resp.StatusCode, body)
+	}
+
+	resp, body := f.do(ctx, "POST", "/v1/jobs", "key-acme", req)
+	if resp.StatusCode != 202 {
+		t.Fatalf("submit: %d %s", resp.StatusCode, body)
+	}
+	var sub struct{ ID string }
+	json.Unmarshal(body, &sub)
+	var res contracts.Result
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, body = f.do(ctx, "GET", "/v1/jobs/"+sub.ID, "key-acme", "")
+		if resp.StatusCode == 200 {
+			json.Unmarshal(body, &res)
+			break
+		}
+		if resp.StatusCode != 202 || time.Now().After(deadline) {
+			t.Fatalf("poll: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res.Status != contracts.StatusCompleted || res.Usage.OutputTokens != 12 || res.Tenant != "acme" {
+		t.Fatalf("result %+v", res)
+	}
+	// Another tenant sees nothing of it.
+	if resp, _ := f.do(ctx, "GET", "/v1/jobs/"+sub.ID, "key-globex", ""); resp.StatusCode != 202 {
+		t.Fatalf("another tenant's job: %d", resp.StatusCode)
+	}
+	if resp, body := f.do(ctx, "GET", "/v1/jobs/"+sub.ID+"/events", "key-globex", ""); len(parseSSE(t, body)) != 0 {
+		t.Fatalf("another tenant got events: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := f.do(ctx, "POST", "/v1/jobs/"+sub.ID+"/cancel", "key-globex", ""); resp.StatusCode != 404 {
+		t.Fatalf("canceling another tenant's job: %d", resp.StatusCode)
+	}
+
+	// Events: the deltas make the result's text; resuming from an id
+	// gives only what came after it.
+	_, body = f.do(ctx, "GET", "/v1/jobs/"+sub.ID+"/events", "key-acme", "")
+	evs := parseSSE(t, body)
+	var text strings.Builder
+	for _, e := range evs {
+		var ev contracts.Event
+		if err := json.Unmarshal([]byte(e.data), &ev); err != nil || string(ev.Type) != e.name {
+			t.Fatalf("event %+v: %v", e, err)
+		}
+		if ev.Type == contracts.EventDelta {
+			text.WriteString(ev.Text)
+		}
+	}
+	if len(evs) < 3 || evs[len(evs)-1].name != "final" || text.String() != res.Text {
+		t.Fatalf("%d events, last %+v; text %q, result %q", len(evs), evs[len(evs)-1], text.String(), res.Text)
+	}
+	_, body = f.do(ctx, "GET", "/v1/jobs/"+sub.ID+"/events", "key-acme", "", "Last-Event-ID", evs[1].id)
+	if rest := parseSSE(t, body); len(rest) != len(evs)-2 || rest[0].id != evs[2].id {
+		t.Fatalf("resumed after %s: %d events, want %d", evs[1].id, len(rest), len(evs)-2)
+	}
+
+	// Cancel a long job.
+	_, body = f.do(ctx, "POST", "/v1/jobs", "key-acme", `{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story"}],"max_tokens":2000,"priority":"low"}`)
+	json.Unmarshal(body, &sub)
+	if resp, body := f.do(ctx, "POST", "/v1/jobs/"+sub.ID+"/cancel", "key-acme", ""); resp.StatusCode != 202 && resp.StatusCode != 200 {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, body = f.do(ctx, "GET", "/v1/jobs/"+sub.ID, "key-acme", "")
+		if resp.StatusCode == 200 {
+			json.Unmarshal(body, &res)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the canceled job never ended")
+		}
+	}
+	if res.Status != contracts.StatusCanceled {
+		t.Fatalf("canceled job: %+v", res)
+	}
+}
+
+// TestGatewayCompatible: OpenAI chat completions and Anthropic messages,
+// plain and streamed, give the same greedy text as the job itself.
+func TestGatewayCompatible(t *testing.T) {
+	t.Parallel()
+	f := newGateway(t)
+	ctx := context.Background()
+
+	// OpenAI.
+	chat := `{"model":"stories260k","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Once upon a time"}]}],"max_tokens":10,"temperature":0`
+	resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", chat+`}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: %d %s", resp.StatusCode, body)
+	}
+	var cc struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Choices []struct {
+			Message      struct{ Role, Content string }
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+			TotalTokens      int `json:"total_tokens"`
+		}
+	}
+	if err := json.Unmarshal(body, &cc); err != nil {
+		t.Fatal(err)
+	}
+	want := cc.Choices[0].Message.Content
+	if cc.Object != "chat.completion" || cc.ID != resp.Header.Get(gateway.JobIDHeader) || want == "" || cc.Choices[0].Message.Role != "assistant" ||
+		cc.Choices[0].FinishReason != "length" || cc.Usage.CompletionTokens != 10 || cc.Usage.TotalTokens != cc.Usage.PromptTokens+10 {
+		t.Fatalf("chat completion %s", body)
+	}
+	resp, body = f.do(ctx, "POST", "/v1/chat/completions", "key-acme", chat+`,"stream":true,"stream_options":{"include_usage":true}}`)
+	evs := parseSSE(t, body)
+	if resp.StatusCode != 200 || len(evs) < 4 || evs[len(evs)-1].data != "[DONE]" {
+		t.Fatalf("chat stream: %d %s", resp.StatusCode, body)
+	}
+	var streamed strings.Builder
+	finish, usage := "", 0
+	for _, e := range evs[:len(evs)-1] {
+		var ch struct {
+			Object  string
+			Choices []struct {
+				Delta        struct{ Content string }
+				FinishReason *string `json:"finish_reason"`
+			}
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			}
+		}
+		if err := json.Unmarshal([]byte(e.data), &ch); err != nil || ch.Object != "chat.completion.chunk" {
+			t.Fatalf("chunk %s: %v", e.data, err)
+		}
+		for _, c := range ch.Choices {
+			streamed.WriteString(c.Delta.Content)
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+		if ch.Usage != nil {
+			usage = ch.Usage.CompletionTokens
+		}
+	}
+	if streamed.String() != want || finish != "length" || usage != 10 {
+		t.Fatalf("streamed %q (finish %q, usage %d), plain %q", streamed.String(), finish, usage, want)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", `{"model":"stories260k","messages":[{"role":"user","content":"hi"}],"n":2}`); resp.StatusCode != 400 || errorCode(t, body) != contracts.CodeInvalidRequest {
+		t.Fatalf("n=2: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", `{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 404 || errorCode(t, body) != contracts.CodeUnknownModel {
+		t.Fatalf("unknown model: %d %s", resp.StatusCode, body)
+	}
+
+	// Anthropic, with x-api-key.
+	msg := `{"model":"stories260k","system":"Be brief.","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":10,"temperature":0`
+	resp, body = f.do(ctx, "POST", "/v1/messages", "", msg+`}`, "x-api-key", "key-acme")
+	var m struct {
+		Type, Role string
+		Content    []struct{ Type, Text string }
+		StopReason string `json:"stop_reason"`
+		Usage      struct {
+			InputTokens  int `json:"input_tokens"`
+			OutputTokens int `json:"output_tokens"`
+		}
+	}
+	if err := json.Unmarshal(body, &m); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("messages: %d %s", resp.StatusCode, body)
+	}
+	if m.Type != "message" || m.Role != "assistant" || len(m.Content) != 1 || m.Content[0].Text != want || m.StopReason != "max_tokens" || m.Usage.OutputTokens != 10 || m.Usage.InputTokens == 0 {
+		t.Fatalf("message %s (chat gave %q)", body, want)
+	}
+	resp, body = f.do(ctx, "POST", "/v1/messages", "", msg+`,"stream":true}`, "x-api-key", "key-acme")
+	evs = parseSSE(t, body)
+	var names []string
+	streamed.Reset()
+	for _, e := range evs {
+		names = append(names, e.name)
+		var v struct {
+			Type  string
+			Delta struct {
+				Text       string
+				StopReason string `json:"stop_reason"`
+			}
+		}
+		if err := json.Unmarshal([]byte(e.data), &v); err != nil || v.Type != e.name {
+			t.Fatalf("event %+v: %v", e, err)
+		}
+		if e.name == "content_block_delta" {
+			streamed.WriteString(v.Delta.Text)
+		}
+		if e.name == "message_delta" && v.Delta.StopReason != "max_tokens" {
+			t.Fatalf("message_delta %s", e.data)
+		}
+	}
+	got := strings.Join(names, " ")
+	if !strings.HasPrefix(got, "message_start content_block_start content_block_delta") || !strings.HasSuffix(got, "content_block_stop message_delta message_stop") || streamed.String() != want {
+		t.Fatalf("message stream: %s; text %q, want %q", got, streamed.String(), want)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/messages", "key-acme", `{"model":"stories260k","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 400 || !strings.Contains(string(body), `"max_tokens_out_of_range"`) {
+		t.Fatalf("no max_tokens: %d %s", resp.StatusCode, body)
+	}
+}
