@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/zerolayer/zerolayer/producer"
-	"github.com/zerolayer/zerolayer/worker/model/store"
 )
 
 // runBatch submits a JSONL file of {"custom_id", "request"} lines as one
@@ -43,11 +40,7 @@ func runBatch(ctx context.Context, args []string) error {
 	}
 	// Every model on disk, so prompts are bucketed by their real token
 	// counts.
-	models := map[string]string{}
-	for _, p := range store.Files(modelDirs()) {
-		models[strings.ToLower(strings.TrimSuffix(filepath.Base(p), filepath.Ext(p)))] = p
-	}
-	c, closeAll, err := connectProducer(*url, "zerolayer batch", *tenant, models)
+	c, closeAll, err := connectProducer(*url, "zerolayer batch", *tenant, modelFiles())
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/zerolayer/zerolayer/billing"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/migrations"
+	"github.com/zerolayer/zerolayer/producer/gateway"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
@@ -44,6 +45,7 @@ func runDev(ctx context.Context, args []string) error {
 	demo := fs.Bool("demo", false, "submit a mixed batch from two tenants, stream one job, wait for all, print the reports, and exit")
 	verbose := fs.Bool("v", false, "log every job")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9400)")
+	httpAddr := fs.String("http", "", "serve the HTTP gateway on this address (e.g. :8080), tenant from the X-Zerolayer-Tenant header")
 	var sf schedFlags
 	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -74,6 +76,15 @@ func runDev(ctx context.Context, args []string) error {
 		defer stopMetrics()
 	}
 	fmt.Fprintf(os.Stderr, "zerolayer dev: NATS %s, PostgreSQL (%s), serving %s\n", st.natsURL, st.pg.note, describe(st.models))
+	if *httpAddr != "" {
+		stopGW, addr, err := serveGateway(st.nc, *httpAddr, gateway.Config{TenantHeader: true, Models: st.models.paths, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer stopGW(5 * time.Second)
+		fmt.Fprintf(os.Stderr, "HTTP gateway on http://%s: curl -H 'X-Zerolayer-Tenant: acme' http://%s/v1/chat/completions -d '{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}]}'\n",
+			addr, addr, st.models.models[0].Name)
+	}
 	if *demo {
 		return runDemo(ctx, st, stdout)
 	}

@@ -33,6 +33,7 @@ var commands = []command{
 	{"report", "a tenant's usage and cost over a period (table, CSV or JSON)", runReport},
 	{"worker", "pull jobs from NATS JetStream and run them", runWorker},
 	{"submit", "submit a job and stream its output (or --async)", runSubmit},
+	{"gateway", "serve the HTTP APIs: jobs, OpenAI chat completions, Anthropic messages", runGateway},
 	{"batch", "run a JSONL file of jobs as one batch: results in input order, resumable, cancelable", runBatch},
 	{"billing", "ingest usage from NATS into Postgres and rate it with River", runBilling},
 }
