@@ -77,6 +77,26 @@ func scanGroup(row pgx.Row, withKey bool) (Group, error) {
 	return g, err
 }
 
+// currencyOf returns the one currency of the charges selected by from
+// (FROM … WHERE …, with args), "" when there are none, or, when there are
+// several, all of them.
+func currencyOf(ctx context.Context, db DB, from string, args ...any) (string, []string, error) {
+	rows, err := db.Query(ctx, `SELECT DISTINCT c.currency `+from+` ORDER BY 1`, args...)
+	if err != nil {
+		return "", nil, err
+	}
+	currencies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	switch {
+	case err != nil:
+		return "", nil, err
+	case len(currencies) == 0:
+		return "", nil, nil
+	case len(currencies) == 1:
+		return currencies[0], nil, nil
+	}
+	return "", currencies, nil
+}
+
 // BuildReport reads tenant's report for [from, to) from db (a pool, or a
 // transaction for a consistent snapshot: use REPEATABLE READ). It returns
 // ErrMixedCurrency if the period's charges are in more than one currency.
@@ -93,22 +113,15 @@ func BuildReport(ctx context.Context, db DB, tenant string, from, to time.Time) 
 		return nil, fmt.Errorf("billing: report of %s: %w", tenant, err)
 	}
 
-	rows, err := db.Query(ctx, `SELECT DISTINCT c.currency `+chargesInPeriod+` ORDER BY 1`, args...)
+	cur, currencies, err := currencyOf(ctx, db, chargesInPeriod, args...)
 	if err != nil {
 		return fail(err)
 	}
-	currencies, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fail(err)
-	}
-	switch len(currencies) {
-	case 0:
-	case 1:
-		r.Currency = currencies[0]
-	default:
+	if currencies != nil {
 		return nil, fmt.Errorf("%w: %s has charges in %v between %s and %s; report a shorter period",
 			ErrMixedCurrency, tenant, currencies, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
+	r.Currency = cur
 
 	if r.Total, err = scanGroup(db.QueryRow(ctx, `SELECT `+groupColumns+` `+chargesInPeriod, args...), false); err != nil {
 		return fail(err)

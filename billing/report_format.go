@@ -50,10 +50,12 @@ func (r *Report) Write(w io.Writer, f Format) error {
 
 // WriteJSON writes r as indented JSON. Amounts are strings holding exact
 // decimals ("0.0001234"), so that no reader turns them into floats.
-func (r *Report) WriteJSON(w io.Writer) error {
+func (r *Report) WriteJSON(w io.Writer) error { return writeIndentedJSON(w, r) }
+
+func writeIndentedJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(v)
 }
 
 // CSVHeader is the header row WriteCSV writes. Section is total, model,

@@ -55,15 +55,10 @@ func TestReport(t *testing.T) {
 	}
 
 	// The totals, computed here from the records.
-	var want Group
+	want := handGroup(in)
 	byTag := map[string]int64{}
 	var untagged int64
 	for _, u := range in {
-		want.Jobs++
-		want.InputTokens += int64(u.InputTokens)
-		want.OutputTokens += int64(u.OutputTokens)
-		want.CachedInputTokens += int64(u.CachedInputTokens)
-		want.Cost = want.Cost.Add(defaultHandCost(u))
 		tags := Tags(u, DefaultTagRules())
 		for _, tag := range tags {
 			byTag[tag]++
@@ -235,4 +230,96 @@ func TestParseFormat(t *testing.T) {
 	if err := (&Report{}).Write(&bytes.Buffer{}, "xml"); !errors.Is(err, ErrInvalidFormat) {
 		t.Errorf("Write(xml): %v", err)
 	}
+}
+
+// TestBatchReport bills the jobs of one batch as one: totals and lines
+// computed here from the records, other batches and tenants left out, a
+// record stored before rating counted as unrated, and a record stored
+// before the batch columns existed (only in its raw body) found too.
+func TestBatchReport(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := t.Context()
+	at := date(2026, 11, 10)
+	var in []contracts.Usage
+	for i := range 5 {
+		u := usage(fmt.Sprintf("b1-doc-%d", i), "acme", "m1", at.Add(time.Duration(i)*time.Minute), 40+i*10, 100+i*7, 12+float64(i), 0.5, 0.97)
+		u.BatchID, u.CustomID = "b1", fmt.Sprintf("doc-%d", i)
+		if i == 3 {
+			u.Status = contracts.StatusCanceled
+		}
+		in = append(in, u)
+	}
+	other := usage("b2-doc-0", "acme", "m1", at, 999, 999, 99, 9, 0.99)
+	other.BatchID, other.CustomID = "b2", "doc-0"
+	loose := usage("no-batch", "acme", "m1", at, 999, 999, 99, 9, 0.99)
+	beta := usage("beta-b1-doc-0", "beta", "m1", at, 999, 999, 99, 9, 0.99)
+	beta.BatchID, beta.CustomID = "b1", "doc-0"
+	for _, u := range append(slices.Clone(in), other, loose, beta) {
+		b.store(t, u)
+	}
+	b.waitCharged(t, len(in)+3)
+	unrated := usage("b1-doc-9", "acme", "m1", at, 5, 5, 5, 5, 0.5)
+	unrated.BatchID, unrated.CustomID = "b1", "doc-9"
+	if _, err := insertUsage(ctx, b.pool, unrated, mustJSON(t, unrated), 0); err != nil {
+		t.Fatal(err)
+	}
+	// A record from before migration 0005: batch only in raw.
+	if _, err := b.pool.Exec(ctx, `UPDATE usage SET batch_id = NULL, custom_id = NULL WHERE job_id = 'b1-doc-4'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE usage SET batch_id = NULLIF(raw->>'batch_id', ''), custom_id = NULLIF(raw->>'custom_id', '') WHERE raw ? 'batch_id'`); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := BuildBatchReport(ctx, b.pool, "acme", "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := handGroup(in)
+	if r.Total.Jobs != want.Jobs || r.Total.InputTokens != want.InputTokens || r.Total.OutputTokens != want.OutputTokens || !r.Total.Cost.Equal(want.Cost) {
+		t.Errorf("total %+v\nwant  %+v", r.Total, want)
+	}
+	if r.Currency != "USD" || r.Unrated != 1 || len(r.Lines) != 6 {
+		t.Fatalf("currency %q, unrated %d, %d lines", r.Currency, r.Unrated, len(r.Lines))
+	}
+	if len(r.ByStatus) != 2 || r.ByStatus[0].Key != "canceled" || r.ByStatus[0].Jobs != 1 || r.ByStatus[1].Key != "completed" || r.ByStatus[1].Jobs != 4 {
+		t.Errorf("by status %+v", r.ByStatus)
+	}
+	var sum decimal.Decimal
+	for i, l := range r.Lines {
+		if i < 5 {
+			u := in[i]
+			if l.CustomID != u.CustomID || l.JobID != u.JobID || l.Cost == nil || !l.Cost.Equal(defaultHandCost(u)) || l.PriceBookVersion < 1 {
+				t.Errorf("line %d: %+v (cost %v), want %s costing %v", i, l, l.Cost, u.CustomID, defaultHandCost(u))
+				continue
+			}
+			sum = sum.Add(l.Cost.Total)
+		} else if l.CustomID != "doc-9" || l.Cost != nil {
+			t.Errorf("unrated line %+v", l)
+		}
+	}
+	if !sum.Equal(r.Total.Cost.Total) {
+		t.Errorf("lines add up to %s, total %s", sum, r.Total.Cost.Total)
+	}
+	if _, err := BuildBatchReport(ctx, b.pool, "acme", ""); err == nil {
+		t.Error("a report of no batch was built")
+	}
+	if e, err := BuildBatchReport(ctx, b.pool, "acme", "nope"); err != nil || e.Total.Jobs != 0 || len(e.Lines) != 0 {
+		t.Errorf("an unknown batch: %+v, %v", e, err)
+	}
+}
+
+// handGroup adds up records as a report group, costs by the default price
+// book computed by hand.
+func handGroup(us []contracts.Usage) Group {
+	var g Group
+	for _, u := range us {
+		g.Jobs++
+		g.InputTokens += int64(u.InputTokens)
+		g.OutputTokens += int64(u.OutputTokens)
+		g.CachedInputTokens += int64(u.CachedInputTokens)
+		g.Cost = g.Cost.Add(defaultHandCost(u))
+	}
+	return g
 }

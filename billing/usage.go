@@ -25,19 +25,21 @@ const maxModelLen = 256
 
 // usageField is one JSON field of contracts.Usage.
 type usageField struct {
-	name  string
-	index int
+	name     string
+	index    int
+	optional bool
 }
 
-// usageFields are the JSON fields of contracts.Usage, every one of which a
-// record must carry (the contract says every field is always present).
+// usageFields are the JSON fields of contracts.Usage. A record must carry
+// every one not marked omitempty (the contract says those are always
+// present); the omitempty ones (batch_id, custom_id) are optional.
 var usageFields = func() []usageField {
 	var out []usageField
 	t := reflect.TypeFor[contracts.Usage]()
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		if name != "" && name != "-" {
-			out = append(out, usageField{name, i})
+			out = append(out, usageField{name, i, opts == "omitempty"})
 		}
 	}
 	return out
@@ -73,7 +75,9 @@ func DecodeUsage(b []byte) (contracts.Usage, error) {
 	for _, f := range usageFields {
 		raw, ok := fields[f.name]
 		if !ok || string(raw) == "null" {
-			missing = append(missing, f.name)
+			if !f.optional {
+				missing = append(missing, f.name)
+			}
 			continue
 		}
 		// Field by field, so that an error names its field.
@@ -101,7 +105,8 @@ func DecodeUsage(b []byte) (contracts.Usage, error) {
 // ErrInvalidUsage: the job id and tenant are valid subject tokens; model
 // is set; priority, bucket and status are the contract's; counts and
 // timings are not negative and timings are finite; confidence is in [0, 1];
-// attempt is at least 1; created_at and finished_at are set.
+// attempt is at least 1; created_at and finished_at are set; batch_id and
+// custom_id are at most 256 bytes.
 func ValidateUsage(u contracts.Usage) error {
 	var problems []string
 	add := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
@@ -163,6 +168,9 @@ func ValidateUsage(u contracts.Usage) error {
 	if u.FinishedAt.IsZero() {
 		add("finished_at is not set")
 	}
+	if len(u.BatchID) > maxModelLen || len(u.CustomID) > maxModelLen {
+		add("batch_id and custom_id must be at most %d bytes", maxModelLen)
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidUsage, strings.Join(problems, "; "))
 	}
@@ -189,9 +197,10 @@ func insertUsage(ctx context.Context, db DB, u contracts.Usage, raw []byte, stre
 			tool_execution_time_ms, memory_allocated_mb,
 			preemptions, recomputed_tokens, attempt,
 			trace_id, worker_id, device, confidence,
-			created_at, finished_at, raw, stream_seq)
+			created_at, finished_at, raw, stream_seq, batch_id, custom_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-			$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+			$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28,
+			NULLIF($29, ''), NULLIF($30, ''))
 		ON CONFLICT (job_id) DO NOTHING`,
 		u.JobID, u.Tenant, u.Model, string(u.Priority), string(u.Bucket), string(u.Status),
 		u.InputTokens, u.OutputTokens, u.CachedInputTokens,
@@ -200,7 +209,7 @@ func insertUsage(ctx context.Context, db DB, u contracts.Usage, raw []byte, stre
 		FloatDecimal(u.ToolExecutionTimeMs), FloatDecimal(u.MemoryAllocatedMB),
 		u.Preemptions, u.RecomputedTokens, u.Attempt,
 		u.TraceID, u.WorkerID, u.Device, FloatDecimal(u.Confidence),
-		u.CreatedAt, u.FinishedAt, string(raw), seq,
+		u.CreatedAt, u.FinishedAt, string(raw), seq, u.BatchID, u.CustomID,
 	)
 	if err != nil {
 		return false, fmt.Errorf("billing: store usage of job %s: %w", u.JobID, err)

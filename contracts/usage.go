@@ -63,6 +63,10 @@ type Usage struct {
 	Device string `json:"device"`
 	// Confidence is the mean probability of the chosen tokens, in [0, 1].
 	Confidence float64 `json:"confidence"`
+	// BatchID and CustomID are the request's metadata batch_id and
+	// custom_id, when it has them, so that a batch can be billed as one.
+	BatchID  string `json:"batch_id,omitempty"`
+	CustomID string `json:"custom_id,omitempty"`
 
 	// CreatedAt is when the job was submitted (RFC 3339, UTC).
 	CreatedAt time.Time `json:"created_at"`

@@ -57,7 +57,8 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 	job := &Job{ID: jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket, Attempt: attempt, Request: req, Trace: tp, EnqueuedAt: meta.Timestamp}
 	usage := contracts.Usage{JobID: jobID, Tenant: route.Tenant, Model: req.Model, Priority: route.Priority, Bucket: route.Bucket,
-		Attempt: attempt, TraceID: traceID(tp), WorkerID: w.cfg.ID, Device: w.exec.Device(), CreatedAt: meta.Timestamp.UTC()}
+		Attempt: attempt, TraceID: traceID(tp), WorkerID: w.cfg.ID, Device: w.exec.Device(), CreatedAt: meta.Timestamp.UTC(),
+		BatchID: req.Metadata["batch_id"], CustomID: req.Metadata["custom_id"]}
 	ctx, cancel := context.WithCancelCause(w.runCtx)
 	defer cancel(nil)
 	// Register before looking for a cancel marker: a cancel message that
@@ -333,6 +334,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 		// executor (the scheduler's admission queue).
 		x.Status, x.QueueMs, x.Attempt, x.TraceID, x.WorkerID, x.Device = status, u.QueueMs+out.Usage.QueueMs, u.Attempt, u.TraceID, u.WorkerID, u.Device
 		x.CreatedAt, x.FinishedAt = u.CreatedAt, now
+		x.BatchID, x.CustomID = u.BatchID, u.CustomID
 		usage = &x
 	}
 	stop := out.StopReason

@@ -16,7 +16,7 @@ import (
 func runReport(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: zerolayer report --tenant T --from DATE --to DATE [--format table|csv|json|html] [--database-url URL]")
+		fmt.Fprintln(fs.Output(), "usage: zerolayer report --tenant T (--from DATE --to DATE | --batch ID) [--format table|csv|json|html] [--database-url URL]")
 		fs.PrintDefaults()
 	}
 	tenant := fs.String("tenant", "", "tenant to report on (required)")
@@ -24,11 +24,15 @@ func runReport(ctx context.Context, args []string) error {
 	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required)")
 	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts)")
 	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
+	batch := fs.String("batch", "", "instead of a period: the cost of one batch (the jobs whose metadata batch_id is this), one line per job")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *batch != "" {
+		return reportBatch(ctx, *dbURL, *tenant, *batch, *formatS)
 	}
 	if *tenant == "" || *fromS == "" || *toS == "" {
 		return usagef("--tenant, --from and --to are required")
@@ -59,6 +63,32 @@ func runReport(ctx context.Context, args []string) error {
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
 		r, err = billing.BuildReport(ctx, tx, *tenant, from, to)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.Write(stdout, format)
+}
+
+// reportBatch writes the report of one batch.
+func reportBatch(ctx context.Context, dbURL, tenant, batch, formatS string) error {
+	if tenant == "" {
+		return usagef("--tenant is required")
+	}
+	format, err := billing.ParseFormat(formatS)
+	if err != nil {
+		return usagef("--format: %v", err)
+	}
+	pool, err := openDB(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	var r *billing.BatchReport
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		r, err = billing.BuildBatchReport(ctx, tx, tenant, batch)
 		return err
 	})
 	if err != nil {
