@@ -322,3 +322,43 @@ func TestGatewayCompatible(t *testing.T) {
 		t.Fatalf("no max_tokens: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestGatewayDroppedCallerCancels: a streaming caller that goes away after
+// the first chunk leaves no job running on its behalf.
+func TestGatewayDroppedCallerCancels(t *testing.T) {
+	t.Parallel()
+	f := newGateway(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", f.url+"/v1/chat/completions", strings.NewReader(
+		`{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story"}],"max_tokens":4000,"stream":true}`))
+	req.Header.Set("Authorization", "Bearer key-acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get(gateway.JobIDHeader)
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("stream: %d, job %q", resp.StatusCode, id)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the caller goes away
+	resp.Body.Close()
+	var res contracts.Result
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r, body := f.do(context.Background(), "GET", "/v1/jobs/"+id, "key-acme", "")
+		if r.StatusCode == 200 {
+			json.Unmarshal(body, &res)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned job never ended")
+		}
+	}
+	if res.Status != contracts.StatusCanceled || res.Usage == nil || res.Usage.OutputTokens >= 4000 {
+		t.Fatalf("abandoned job: status %s, usage %+v", res.Status, res.Usage)
+	}
+	t.Logf("canceled after %d tokens", res.Usage.OutputTokens)
+}
