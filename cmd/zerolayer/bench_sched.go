@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zerolayer/zerolayer/gpu"
@@ -162,28 +163,47 @@ func benchScheduler(ctx context.Context, modelPath string, threads int, out io.W
 	// 3. KV utilization under a mixed workload.
 	fmt.Fprintf(out, "\n3. KV utilization, 50%% short (<64) / 30%% medium (256) / 20%% long (1024) prompts, 16 new tokens\n")
 	// 256 blocks hold about a third of the workload at once: memory, not
-	// slots, is what admission has to pack.
-	s, err = newS(sched.Config{KVBlocks: 256, MaxRunning: 32, MaxBatchTokens: 512})
-	if err != nil {
-		return err
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < 40; i++ {
-		n := 8 + r.IntN(56)
+	// slots, is what admission has to pack. The same jobs without the
+	// filler (a long prompt admitted by its first chunk) for comparison.
+	lengths := make([]int, 40)
+	for i := range lengths {
+		lengths[i] = 8 + r.IntN(56)
 		switch {
 		case i%10 >= 8:
-			n = 1024
+			lengths[i] = 1024
 		case i%10 >= 5:
-			n = 256
+			lengths[i] = 256
 		}
-		p := prompt(n)
-		wg.Add(1)
-		go func() { defer wg.Done(); gen(s, p, 16, sched.JobOpts{}) }()
 	}
-	wg.Wait()
-	fill, occ, steps := s.Utilization()
-	s.Stop()
-	fmt.Fprintf(out, "   arena blocks in use ÷ allocated while jobs waited: %.1f%%; tokens held ÷ capacity of the blocks in use: %.1f%% (%d steps)\n", 100*occ, 100*fill, steps)
+	for _, noFiller := range []bool{false, true} {
+		s, err = newS(sched.Config{KVBlocks: 256, MaxRunning: 32, MaxBatchTokens: 512, NoFiller: noFiller})
+		if err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		var preempted atomic.Int64
+		t0 := time.Now()
+		for _, n := range lengths {
+			p := prompt(n)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, st, err := gen(s, p, 16, sched.JobOpts{}); err == nil {
+					preempted.Add(int64(st.Preemptions))
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(t0)
+		fill, occ, steps := s.Utilization()
+		s.Stop()
+		name := "with the filler"
+		if noFiller {
+			name = "without (NoFiller)"
+		}
+		fmt.Fprintf(out, "   %-19s arena blocks in use ÷ allocated while jobs waited: %.1f%%; tokens held ÷ capacity of the blocks in use: %.1f%% (%d steps, %d preemptions, %.1f s)\n",
+			name, 100*occ, 100*fill, steps, preempted.Load(), took.Seconds())
+	}
 
 	// 4. Resume cost: copying a victim's blocks back against recomputing.
 	fmt.Fprintf(out, "\n4. resume cost of a preempted sequence\n")

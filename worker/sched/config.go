@@ -41,6 +41,10 @@ type Config struct {
 	AgingAfter time.Duration
 	// DisablePrefixCache turns off sharing of identical prompt prefixes.
 	DisablePrefixCache bool
+	// NoFiller turns off admitting one job that does not fit whole by its
+	// first prefill chunk when memory would otherwise sit idle. Defaults
+	// to false.
+	NoFiller bool
 	// NoInterrupt keeps a step without high-priority rows running when a
 	// high-priority job arrives, instead of abandoning it at the next
 	// layer (only synchronous backends, the CPU, can abandon a step).

@@ -15,8 +15,12 @@
 //
 // Admission: low_latency (and not-preemptible, and optionally high
 // priority) jobs are admitted only with their worst case reserved — the
-// banker's rule — and are never evicted; others are admitted on current
-// need with a little headroom and may be preempted. Candidates are taken in
+// banker's rule — and are never evicted; others are admitted when their
+// prompt fits in the blocks not already promised (reservations, and the
+// prompts of admitted jobs still prefilling) with a little headroom, and
+// may be preempted. When no waiting job fits whole, one (the filler) is
+// admitted with blocks for its first prefill chunk and prefills from
+// memory nobody else needs, never preempting for it. Candidates are taken in
 // class order (high, normal, low; a waiting job rises a class per
 // AgingAfter), the least-served tenant first within a class (virtual token
 // counters: each tenant's processed tokens, lifted to the least-served

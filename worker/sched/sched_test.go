@@ -448,3 +448,50 @@ func max64(a, b int64) int64 {
 	}
 	return b
 }
+
+// TestFiller: long prompts that never fit whole beside the running jobs are
+// admitted one at a time with blocks for their first chunk, prefill from
+// memory nobody else needs, and give the same greedy output as alone.
+func TestFiller(t *testing.T) {
+	t.Parallel()
+	l := load(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	var jobs []job
+	for i := 0; i < 4; i++ {
+		p := []int32{1}
+		for len(p) < 190+i*5 {
+			p = append(p, int32(2+r.IntN(400)))
+		}
+		jobs = append(jobs, job{prompt: p, max: 24})
+	}
+	want := alone(t, l, jobs)
+	// 12–13 blocks each in a 24-block arena: one fits whole at a time.
+	// All are queued before the step loop starts, so the admission
+	// sequence does not depend on goroutine timing.
+	s, err := New(l.Model, l.Tokenizer, Config{KVBlocks: 24, MaxBatchTokens: 48, HostSwapMB: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	var outs []outcome
+	done := make(chan struct{})
+	go func() { outs = run(s, jobs); close(done) }()
+	for len(s.submit) < len(jobs) {
+		time.Sleep(time.Millisecond)
+	}
+	s.Start()
+	<-done
+	for i, o := range outs {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if !slices.Equal(o.res.OutputIDs, want[i]) {
+			t.Errorf("job %d: %v\nalone:  %v", i, o.res.OutputIDs, want[i])
+		}
+	}
+	t.Logf("%d fillers, %d steps", s.fillers.Load(), s.stepCount.Load())
+	if s.fillers.Load() == 0 {
+		t.Error("no job was admitted as the filler")
+	}
+	checkIdle(t, s)
+}

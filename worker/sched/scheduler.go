@@ -85,8 +85,13 @@ type Scheduler struct {
 	stop     sync.Once
 
 	// Step-loop state.
-	waiting  []*seq
-	running  []*seq
+	waiting []*seq
+	running []*seq
+	// filler is the one job admitted with blocks for its first prefill
+	// chunk only, because memory that no waiting job fits whole would
+	// otherwise sit idle; it prefills from blocks nobody else needs and
+	// never preempts to do so. Nil when there is none.
+	filler   *seq
 	lastHigh time.Time // last high-priority submission
 	buf      struct {  // step buffers, reused: decode allocates nothing per step
 		toks, pos, seq, rows []int32
@@ -103,7 +108,8 @@ type Scheduler struct {
 	highPending atomic.Bool // a high-priority job is on its way to intake
 	// interruptible: a step may be abandoned for a high-priority arrival
 	// (a synchronous backend, and not NoInterrupt).
-	interruptible bool
+	interruptible   bool
+	lastInterrupted bool // the last step was interrupted
 
 	// Totals for tests, metrics and benchmarks.
 	stepCount   atomic.Int64
@@ -112,6 +118,7 @@ type Scheduler struct {
 	occUsed     atomic.Int64 // Σ over steps with jobs waiting of the blocks in use
 	occSteps    atomic.Int64 // steps with jobs waiting
 	interrupted atomic.Int64 // steps abandoned for a high-priority arrival
+	fillers     atomic.Int64 // jobs admitted as the filler
 }
 
 // seq is one job inside the scheduler.
@@ -295,7 +302,7 @@ func (s *Scheduler) CanAdmit(class, promptTokens int) bool {
 }
 
 func (s *Scheduler) publishSnapshot() {
-	s.snapAvail.Store(int64(s.bm.available() - s.reservedOutstanding()))
+	s.snapAvail.Store(int64(s.bm.available() - s.committed()))
 	s.snapWaiting.Store(int64(len(s.waiting)))
 	s.snapRunning.Store(int64(len(s.running)))
 }
@@ -412,6 +419,9 @@ func (s *Scheduler) finish(q *seq, reason string, err error) {
 	}
 	q.finished = true
 	s.releaseBlocks(q)
+	if s.filler == q {
+		s.filler = nil
+	}
 	s.dropSwap(q)
 	s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x == q })
 	s.waiting = slices.DeleteFunc(s.waiting, func(x *seq) bool { return x == q })
@@ -456,6 +466,20 @@ func (s *Scheduler) gcSwap(now time.Time) {
 }
 
 // reservedOutstanding is what reserved running jobs may still allocate.
+// committed is the free blocks already promised: the outstanding worst
+// case of reserved jobs, and the blocks admitted jobs still need for their
+// prompts (they get them chunk by chunk). The filler's prompt is not
+// promised: it takes only what is left.
+func (s *Scheduler) committed() int {
+	n := s.reservedOutstanding()
+	for _, q := range s.running {
+		if !q.reserved && q != s.filler {
+			n += max(0, s.blocksFor(len(q.g.Tokens()))-len(q.blocks))
+		}
+	}
+	return n
+}
+
 func (s *Scheduler) reservedOutstanding() int {
 	n := 0
 	for _, q := range s.running {
@@ -570,6 +594,7 @@ func (s *Scheduler) admit(now time.Time) {
 		need := s.admissionNeed(q)
 		avail := s.bm.available() - s.reservedOutstanding()
 		if !q.reserved {
+			avail = s.bm.available() - s.committed()
 			// Keep a block of headroom per running sequence, so admitting
 			// this job does not force an eviction at the next step
 			// (admission without headroom thrashes under tight memory).
@@ -600,6 +625,31 @@ func (s *Scheduler) admit(now time.Time) {
 			}
 		}
 		s.startSeq(q, now)
+	}
+	s.admitFiller(cands, now)
+}
+
+// admitFiller admits, when none is running, the first waiting job whose
+// prompt does not fit whole but whose first prefill chunk fits in memory
+// no one else is about to need.
+func (s *Scheduler) admitFiller(cands []*seq, now time.Time) {
+	if s.cfg.NoFiller || s.filler != nil || len(s.running) >= s.cfg.MaxRunning {
+		return
+	}
+	free := s.bm.available() - s.committed() - s.growingSoon()
+	for _, q := range cands {
+		if q.running || q.finished || q.reserved || q.swap != nil {
+			continue
+		}
+		hits := s.prefixHits(q, false)
+		first := s.blocksFor(min(len(q.g.Tokens()), hits*s.bt+s.cfg.MaxBatchTokens)) - hits
+		if first <= 0 || first > free || s.admissionNeed(q) <= free {
+			continue
+		}
+		s.startSeq(q, now)
+		s.filler = q
+		s.fillers.Add(1)
+		return
 	}
 }
 
@@ -721,6 +771,9 @@ func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
 	}
 	q.highWater = max(q.highWater, q.computed)
 	s.releaseBlocks(q)
+	if s.filler == q {
+		s.filler = nil
+	}
 	q.computed, q.registered = 0, 0
 	q.running = false
 	q.stats.Preemptions++
@@ -865,9 +918,16 @@ func (s *Scheduler) step() {
 		n := 1
 		if rem > 1 {
 			n = min(rem, budget)
+			if q == s.filler {
+				// Only blocks beyond the others' headroom; no preemption.
+				free := max(0, s.bm.available()-s.committed()-s.growingSoon())
+				n = min(n, (len(q.blocks)+free)*s.bt-q.computed)
+			}
 			if n <= 0 {
 				continue
 			}
+		} else if q == s.filler {
+			s.filler = nil // prefilled: an ordinary job from now on
 		}
 		need := s.blocksFor(q.computed + n)
 		if q.maxBlocks > 0 && need > q.maxBlocks {
@@ -927,14 +987,17 @@ func (s *Scheduler) step() {
 	// that arrives while it runs: it stops at the next layer and is run
 	// again, with the new job, after admission. Nothing is lost but the
 	// layers already done (the rerun writes the same K and V). Taking the
-	// flag means one arrival stops at most one step.
+	// flag means one arrival stops at most one step, and a step right
+	// after an interrupted one always completes, so arrivals faster than
+	// steps cannot starve the rest.
 	var stop func() bool
-	if s.interruptible && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.opts.Class == 0 }) {
+	if s.interruptible && !s.lastInterrupted && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.opts.Class == 0 }) {
 		stop = func() bool { return s.highPending.Swap(false) }
 	}
 	err := s.m.ForwardInterruptible(s.kv, toks, &gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}, rows, logits, stop)
 	masks.Wait()
-	if errors.Is(err, model.ErrInterrupted) {
+	s.lastInterrupted = errors.Is(err, model.ErrInterrupted)
+	if s.lastInterrupted {
 		s.interrupted.Add(1)
 		if m := s.cfg.Metrics; m != nil {
 			m.interrupted.Inc()
