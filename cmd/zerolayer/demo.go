@@ -67,11 +67,12 @@ func runDemo(ctx context.Context, st *devStack, out io.Writer) error {
 	}
 	var subs []submitted
 	perTenant := map[string]int64{}
+	batchID := "demo-" + time.Now().UTC().Format("20060102-150405")
 	for i, j := range demoJobs() {
 		req := &contracts.JobRequest{Model: model, System: j.system, Messages: []contracts.Message{{Role: "user", Content: j.prompt}},
 			MaxTokens: j.maxTokens, Priority: j.prio, Stream: j.stream, Metadata: map[string]string{"custom_id": fmt.Sprintf("doc-%02d", i)}}
 		if j.tenant == "acme" {
-			req.Metadata["batch_id"] = "demo-batch"
+			req.Metadata["batch_id"] = batchID
 		}
 		id, err := clients[j.tenant].Submit(ctx, req, nil)
 		if err != nil {
@@ -133,7 +134,13 @@ func runDemo(ctx context.Context, st *devStack, out io.Writer) error {
 		}
 		fmt.Fprintln(out)
 	}
-	return nil
+	// acme's jobs were one batch: its cost, line by line.
+	br, err := billing.BuildBatchReport(ctx, st.pool, "acme", batchID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "── batch report: acme %s (zerolayer report --tenant acme --batch %s) ──\n", batchID, batchID)
+	return br.Write(out, billing.FormatTable)
 }
 
 // waitRated polls the tenant's report until n jobs are rated.
