@@ -289,3 +289,58 @@ func (c *Client) CancelBatch(ctx context.Context, in io.Reader, batchID string) 
 	}
 	return n, sc.Err()
 }
+
+// BatchStatus counts the jobs of batch batchID (one per line of in, a
+// batch input file) by how far they got, from their stored results: lines
+// whose job has no result yet count as Pending. It submits nothing.
+func (c *Client) BatchStatus(ctx context.Context, in io.Reader, batchID string) (BatchProgress, error) {
+	var p BatchProgress
+	if err := contracts.ValidateJobID(batchID); err != nil {
+		return p, fmt.Errorf("producer: batch id: %w", err)
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	seen := map[string]bool{}
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		p.Lines++
+		var bl struct {
+			CustomID string `json:"custom_id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &bl) != nil || contracts.ValidateJobID(bl.CustomID) != nil || seen[bl.CustomID] {
+			p.Invalid++
+			continue
+		}
+		seen[bl.CustomID] = true
+		res, err := c.Result(ctx, BatchJobID(batchID, bl.CustomID))
+		if err != nil {
+			return p, err
+		}
+		switch {
+		case res == nil:
+			p.Pending++
+		case res.Status == contracts.StatusCompleted:
+			p.Completed++
+		case res.Status == contracts.StatusCanceled:
+			p.Canceled++
+		default:
+			p.Failed++
+		}
+	}
+	return p, sc.Err()
+}
+
+// BatchProgress is where a batch stands (BatchStatus).
+type BatchProgress struct {
+	Lines     int `json:"lines"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Canceled  int `json:"canceled"`
+	// Pending counts jobs without a result: queued, running, or never
+	// submitted (a line the contract rejects stays pending too).
+	Pending int `json:"pending"`
+	// Invalid counts lines without a readable custom_id, or repeating one.
+	Invalid int `json:"invalid"`
+}

@@ -98,6 +98,17 @@ func TestBatch(t *testing.T) {
 		t.Fatalf("last record %+v", r)
 	}
 
+	// Where it stands, from another process's point of view.
+	st, err := b.client.BatchStatus(context.Background(), strings.NewReader(input), "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bad-max line's job never ran (pending); the line without JSON and
+	// the repeated custom_id are invalid.
+	if st != (producer.BatchProgress{Lines: good + 5, Completed: good + 1, Failed: 1, Pending: 1, Invalid: 2}) {
+		t.Fatalf("status %+v", st)
+	}
+
 	// Run again: the same records, answered from the stored results.
 	usage := len(streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme")))
 	again, counts2 := run()

@@ -22,6 +22,7 @@ func runBatch(ctx context.Context, args []string) error {
 	id := fs.String("id", "", "batch id (required): line custom_id runs as job <id>-<custom_id>; run again with the same id to resume")
 	window := fs.Int("window", 256, "lines in flight between the oldest unanswered line and the newest submitted")
 	cancelBatch := fs.Bool("cancel", false, "cancel the batch's jobs (every custom_id of --input) instead of running it")
+	status := fs.Bool("status", false, "print where the batch stands (completed, failed, canceled, pending; from the stored results) instead of running it")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,6 +46,15 @@ func runBatch(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeAll()
+	if *status {
+		p, err := c.BatchStatus(ctx, in, *id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "batch %s: %d lines: %d completed, %d failed, %d canceled, %d pending, %d invalid\n",
+			*id, p.Lines, p.Completed, p.Failed, p.Canceled, p.Pending, p.Invalid)
+		return nil
+	}
 	if *cancelBatch {
 		n, err := c.CancelBatch(ctx, in, *id)
 		fmt.Fprintf(os.Stderr, "batch %s: cancel sent to %d jobs\n", *id, n)
