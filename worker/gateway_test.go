@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
@@ -361,4 +363,119 @@ func TestGatewayDroppedCallerCancels(t *testing.T) {
 		t.Fatalf("abandoned job: status %s, usage %+v", res.Status, res.Usage)
 	}
 	t.Logf("canceled after %d tokens", res.Usage.OutputTokens)
+}
+
+// TestGatewayBatches: a JSONL batch posted to the gateway runs to the end;
+// its state counts the lines, its output has one record per line in input
+// order; the same id again is the same batch; another tenant sees nothing.
+func TestGatewayBatches(t *testing.T) {
+	t.Parallel()
+	f := newGateway(t)
+	ctx := context.Background()
+	var in strings.Builder
+	for i := 0; i < 6; i++ {
+		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Once upon a time %d"}],"max_tokens":%d}}`+"\n", i, i, 4+i)
+	}
+	in.WriteString("not json\n")
+	resp, body := f.do(ctx, "POST", "/v1/batches?id=nightly-1", "key-acme", in.String())
+	if resp.StatusCode != 202 {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := f.do(ctx, "GET", "/v1/batches/nightly-1/output", "key-acme", ""); resp.StatusCode != 400 && resp.StatusCode != 200 {
+		t.Fatalf("output before the end: %d %s", resp.StatusCode, body)
+	}
+	var st gateway.BatchState
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, body = f.do(ctx, "GET", "/v1/batches/nightly-1", "key-acme", "")
+		if err := json.Unmarshal(body, &st); err != nil {
+			t.Fatalf("state %s: %v", body, err)
+		}
+		if st.Status == "ended" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the batch never ended: %s", body)
+		}
+	}
+	if st.Error != "" || st.Counts != (producer.BatchCounts{Total: 7, Completed: 6, Invalid: 1}) {
+		t.Fatalf("ended batch %+v", st)
+	}
+	resp, body = f.do(ctx, "GET", "/v1/batches/nightly-1/output", "key-acme", "")
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	if resp.StatusCode != 200 || len(lines) != 7 {
+		t.Fatalf("output: %d, %d lines\n%s", resp.StatusCode, len(lines), body)
+	}
+	for i, l := range lines[:6] {
+		var rec producer.BatchRecord
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.CustomID != fmt.Sprintf("doc-%d", i) || rec.Result == nil ||
+			rec.Result.Status != contracts.StatusCompleted || rec.Result.Usage.OutputTokens != 4+i {
+			t.Fatalf("output line %d: %s (%v)", i, l, err)
+		}
+	}
+	// The same id again: the same batch, nothing new.
+	if resp, body := f.do(ctx, "POST", "/v1/batches?id=nightly-1", "key-acme", in.String()); resp.StatusCode != 200 || !strings.Contains(string(body), `"ended"`) {
+		t.Fatalf("create again: %d %s", resp.StatusCode, body)
+	}
+	for _, path := range []string{"/v1/batches/nightly-1", "/v1/batches/nightly-1/output"} {
+		if resp, _ := f.do(ctx, "GET", path, "key-globex", ""); resp.StatusCode != 404 {
+			t.Fatalf("another tenant's %s: %d", path, resp.StatusCode)
+		}
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/batches?id=bad/id", "key-acme", in.String()); resp.StatusCode != 400 {
+		t.Fatalf("bad id: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestGatewayBatchResume: a batch whose gateway stops mid-run stays
+// in_progress; another gateway resumes it to the end, and no job runs
+// twice.
+func TestGatewayBatchResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t, contracts.StreamsConfig{})
+	b.startWorker(t, newSchedExecutor(t, sched.Config{MaxRunning: 2}), "w1")
+	cfg := gateway.Config{Keys: map[string]string{"key-acme": "acme"}, Models: map[string]string{modelName: storiesPath(t)}, Logger: testLogger(t)}
+	serve := func() (*gateway.Gateway, *gatewayFixture) {
+		gw, err := gateway.New(b.srv.Conn, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		t.Cleanup(srv.Close)
+		return gw, &gatewayFixture{t: t, url: srv.URL}
+	}
+	ctx := context.Background()
+	var in strings.Builder
+	for i := 0; i < 8; i++ {
+		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":300}}`+"\n", i, i)
+	}
+	gw1, f1 := serve()
+	if resp, body := f1.do(ctx, "POST", "/v1/batches?id=b-resume", "key-acme", in.String()); resp.StatusCode != 202 {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	gw1.Close() // the gateway stops mid-run
+	gw2, f2 := serve()
+	defer gw2.Close()
+	var st gateway.BatchState
+	_, body := f2.do(ctx, "GET", "/v1/batches/b-resume", "key-acme", "")
+	json.Unmarshal(body, &st)
+	if st.Status != "in_progress" {
+		t.Fatalf("after its gateway stopped: %s", body)
+	}
+	if resp, body := f2.do(ctx, "POST", "/v1/batches/b-resume/resume", "key-acme", ""); resp.StatusCode != 202 {
+		t.Fatalf("resume: %d %s", resp.StatusCode, body)
+	}
+	for deadline := time.Now().Add(60 * time.Second); st.Status != "ended"; time.Sleep(50 * time.Millisecond) {
+		_, body = f2.do(ctx, "GET", "/v1/batches/b-resume", "key-acme", "")
+		json.Unmarshal(body, &st)
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed batch never ended: %s", body)
+		}
+	}
+	if st.Error != "" || st.Counts.Completed != 8 {
+		t.Fatalf("resumed batch %+v", st)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 8 {
+		t.Fatalf("%d usage records for 8 jobs", n)
+	}
 }

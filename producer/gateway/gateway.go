@@ -1,5 +1,7 @@
 // Package gateway is the HTTP face of the queue: a jobs API (submit, fetch
-// the result, follow the events as server-sent events, cancel) and two
+// the result, follow the events as server-sent events, cancel), a batches
+// API (a JSONL file of requests in, run by producer.RunBatch, a JSONL file
+// of results out, kept in a JetStream object store), and two
 // compatible synchronous APIs, OpenAI's chat completions and Anthropic's
 // Messages, each of which submits a job and answers with its output
 // (streamed as SSE when asked).
@@ -59,6 +61,11 @@ type Config struct {
 	// SyncTimeout bounds how long a synchronous call waits for its job.
 	// Defaults to 10 minutes.
 	SyncTimeout time.Duration
+	// MaxBatchBytes bounds a batch input file. Defaults to 256 MiB.
+	MaxBatchBytes int64
+	// BatchRetention is how long batch files and states are kept.
+	// Defaults to 30 days.
+	BatchRetention time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -71,12 +78,24 @@ type Gateway struct {
 
 	mu      sync.Mutex
 	clients map[string]*producer.Client // by tenant
+	running map[string]bool             // batches this gateway runs
+
+	batches *batchStore
+	ctx     context.Context // ends at Close: stops the batch runs
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New returns a gateway submitting on nc. The streams must exist.
 func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	if cfg.SyncTimeout <= 0 {
 		cfg.SyncTimeout = 10 * time.Minute
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 256 << 20
+	}
+	if cfg.BatchRetention <= 0 {
+		cfg.BatchRetention = 30 * 24 * time.Hour
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -90,11 +109,23 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: tenant of a key: %w", err)
 		}
 	}
-	g := &Gateway{nc: nc, cfg: cfg, mux: http.NewServeMux(), clients: map[string]*producer.Client{}}
+	g := &Gateway{nc: nc, cfg: cfg, mux: http.NewServeMux(), clients: map[string]*producer.Client{}, running: map[string]bool{}}
+	g.ctx, g.stop = context.WithCancel(context.Background())
+	octx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
+	defer cancel()
+	if err := g.openBatches(octx); err != nil {
+		g.stop()
+		return nil, err
+	}
 	g.mux.HandleFunc("POST /v1/jobs", g.submitJob)
 	g.mux.HandleFunc("GET /v1/jobs/{id}", g.getJob)
 	g.mux.HandleFunc("GET /v1/jobs/{id}/events", g.jobEvents)
 	g.mux.HandleFunc("POST /v1/jobs/{id}/cancel", g.cancelJob)
+	g.mux.HandleFunc("POST /v1/batches", g.createBatch)
+	g.mux.HandleFunc("GET /v1/batches/{id}", g.getBatch)
+	g.mux.HandleFunc("GET /v1/batches/{id}/output", g.batchOutput)
+	g.mux.HandleFunc("POST /v1/batches/{id}/resume", g.resumeBatch)
+	g.mux.HandleFunc("POST /v1/batches/{id}/cancel", g.cancelBatch)
 	g.mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
 	g.mux.HandleFunc("POST /v1/messages", g.messages)
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -109,8 +140,11 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
-// Close closes the per-tenant clients (not the connection).
+// Close stops the batch runs (their batches stay in_progress, to be
+// resumed) and closes the per-tenant clients (not the connection).
 func (g *Gateway) Close() error {
+	g.stop()
+	g.wg.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var errs []error

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer/gateway"
+)
+
+// TestNATSConfigPermissions runs a server from ops/nats/nats.conf (port,
+// monitoring and store moved aside) and checks each role can do its work
+// and no more: the worker provisions the streams; the gateway creates its
+// batch buckets, submits for any tenant, stores a batch and looks results
+// up; a tenant publishes jobs on its own subject and not on another's.
+func TestNATSConfigPermissions(t *testing.T) {
+	for k, v := range map[string]string{"ZL_WORKER_PASSWORD": "w", "ZL_BILLING_PASSWORD": "b", "ZL_GATEWAY_PASSWORD": "g",
+		"ZL_TENANT_ACME_PASSWORD": "a", "ZL_SYS_PASSWORD": "s"} {
+		t.Setenv(k, v)
+	}
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "ops", "nats", "nats.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Host, opts.Port, opts.HTTPPort, opts.StoreDir, opts.NoLog, opts.NoSigs = "127.0.0.1", server.RANDOM_PORT, 0, t.TempDir(), true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	connect := func(user, pass string) *nats.Conn {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pass), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			t.Fatalf("connect as %s: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	wjs, _ := jetstream.New(connect("worker", "w"))
+	if err := contracts.EnsureStreams(ctx, wjs, contracts.StreamsConfig{}); err != nil {
+		t.Fatalf("the worker provisions the streams: %v", err)
+	}
+
+	gw, err := gateway.New(connect("gateway", "g"), gateway.Config{Keys: map[string]string{"k-globex": "globex"}})
+	if err != nil {
+		t.Fatalf("the gateway starts (and creates its buckets): %v", err)
+	}
+	defer gw.Close()
+	hs := httptest.NewServer(gw)
+	defer hs.Close()
+	post := func(path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer k-globex")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		json.NewDecoder(resp.Body).Decode(&v)
+		b, _ := json.Marshal(v)
+		return resp.StatusCode, string(b)
+	}
+	job := `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`
+	if code, body := post("/v1/jobs", job); code != 202 {
+		t.Fatalf("the gateway submits for globex: %d %s", code, body)
+	}
+	if code, body := post("/v1/batches?id=b1", `{"custom_id":"a","request":`+job+`}`+"\n"); code != 202 {
+		t.Fatalf("the gateway stores a batch: %d %s", code, body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+"/v1/jobs/some-job", nil)
+	req.Header.Set("Authorization", "Bearer k-globex")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 202 {
+		t.Fatalf("the gateway looks a result up: %v %v", resp, err)
+	}
+
+	tjs, _ := jetstream.New(connect("acme", "a"))
+	pub := func(subject string) error {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := tjs.Publish(pctx, subject, []byte(job))
+		return err
+	}
+	if err := pub(contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme")); err != nil {
+		t.Fatalf("acme publishes on its own subject: %v", err)
+	}
+	if err := pub(contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "globex")); err == nil {
+		t.Fatal("acme published a job as globex")
+	}
+}

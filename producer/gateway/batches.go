@@ -1,0 +1,302 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer"
+)
+
+// The JetStream buckets of batches run by gateways: the input and output
+// files (object store), and each batch's state (key-value), both keyed by
+// tenant and batch id so that tenants never see each other's.
+const (
+	BatchFiles  = "ZL_BATCH_FILES"
+	BatchStates = "ZL_BATCH_STATES"
+)
+
+// BatchState is a batch as GET /v1/batches/{id} reports it.
+type BatchState struct {
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	// Status is in_progress, canceling or ended. A batch whose gateway
+	// stopped stays in_progress until POST /v1/batches/{id}/resume.
+	Status string               `json:"status"`
+	Counts producer.BatchCounts `json:"request_counts"`
+	// Error says why a run stopped early (the output is then absent).
+	Error     string    `json:"error,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+}
+
+// batchStore holds the buckets and the runs this gateway is driving.
+type batchStore struct {
+	files  jetstream.ObjectStore
+	states jetstream.KeyValue
+}
+
+func (g *Gateway) openBatches(ctx context.Context) error {
+	js, err := jetstream.New(g.nc)
+	if err != nil {
+		return err
+	}
+	files, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BatchFiles,
+		Description: "zerolayer batch input and output files", TTL: g.cfg.BatchRetention, Storage: jetstream.FileStorage})
+	if err != nil {
+		return fmt.Errorf("gateway: batch files bucket: %w", err)
+	}
+	states, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BatchStates,
+		Description: "zerolayer batch states", TTL: g.cfg.BatchRetention, Storage: jetstream.FileStorage})
+	if err != nil {
+		return fmt.Errorf("gateway: batch states bucket: %w", err)
+	}
+	g.batches = &batchStore{files: files, states: states}
+	return nil
+}
+
+func batchKey(tenant, id string) string        { return tenant + "." + id }
+func batchFile(tenant, id, kind string) string { return tenant + "/" + id + "/" + kind + ".jsonl" }
+
+func (g *Gateway) batchState(ctx context.Context, tenant, id string) (*BatchState, error) {
+	e, err := g.batches.states.Get(ctx, batchKey(tenant, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st BatchState
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func (g *Gateway) putState(ctx context.Context, st *BatchState) error {
+	st.UpdatedAt = time.Now().UTC()
+	b, _ := json.Marshal(st)
+	_, err := g.batches.states.Put(ctx, batchKey(st.Tenant, st.ID), b)
+	return err
+}
+
+// createBatch: POST /v1/batches?id=ID with the JSONL input as the body:
+// 202 with the batch state. The same id again answers the batch as it is
+// (batch ids are idempotency keys).
+func (g *Gateway) createBatch(w http.ResponseWriter, r *http.Request) {
+	c, e := g.client(r)
+	if e != nil {
+		jobError(w, e)
+		return
+	}
+	id := r.URL.Query().Get("id")
+	if err := contracts.ValidateJobID(id); err != nil {
+		jobError(w, contracts.NewError(contracts.CodeInvalidRequest, "batch id (?id=): %v", err))
+		return
+	}
+	ctx := r.Context()
+	if st, err := g.batchState(ctx, c.Tenant(), id); err != nil {
+		jobError(w, asError(err))
+		return
+	} else if st != nil {
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, g.cfg.MaxBatchBytes)
+	if _, err := g.batches.files.Put(ctx, jetstream.ObjectMeta{Name: batchFile(c.Tenant(), id, "input")}, body); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			jobError(w, contracts.NewError(contracts.CodeRequestTooLarge, "the batch is larger than %d bytes", mb.Limit))
+			return
+		}
+		jobError(w, asError(err))
+		return
+	}
+	now := time.Now().UTC()
+	st := &BatchState{ID: id, Tenant: c.Tenant(), Status: "in_progress", CreatedAt: now}
+	if err := g.putState(ctx, st); err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	g.startBatch(c, id)
+	w.Header().Set("Location", "/v1/batches/"+id)
+	writeJSON(w, http.StatusAccepted, st)
+}
+
+// startBatch runs batch id in the background unless this gateway already
+// runs it.
+func (g *Gateway) startBatch(c *producer.Client, id string) {
+	key := batchKey(c.Tenant(), id)
+	g.mu.Lock()
+	if g.running[key] {
+		g.mu.Unlock()
+		return
+	}
+	g.running[key] = true
+	g.mu.Unlock()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer func() {
+			g.mu.Lock()
+			delete(g.running, key)
+			g.mu.Unlock()
+		}()
+		if err := g.runBatch(c, id); err != nil {
+			g.cfg.Logger.Warn("gateway: batch stopped", "tenant", c.Tenant(), "batch", id, "err", err)
+		}
+	}()
+}
+
+// runBatch runs the stored input through producer.RunBatch and stores the
+// output, updating the state as records are written.
+func (g *Gateway) runBatch(c *producer.Client, id string) error {
+	ctx := g.ctx
+	tenant := c.Tenant()
+	st, err := g.batchState(ctx, tenant, id)
+	if err != nil || st == nil {
+		return fmt.Errorf("state: %v", err)
+	}
+	in, err := g.batches.files.Get(ctx, batchFile(tenant, id, "input"))
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	pr, pw := io.Pipe()
+	stored := make(chan error, 1)
+	go func() {
+		_, err := g.batches.files.Put(ctx, jetstream.ObjectMeta{Name: batchFile(tenant, id, "output")}, pr)
+		pr.CloseWithError(err) // unblocks the writer if the store failed
+		stored <- err
+	}()
+	last := time.Time{}
+	counts, runErr := c.RunBatch(ctx, in, pw, producer.BatchOpts{ID: id, Progress: func(n producer.BatchCounts) {
+		if time.Since(last) < 500*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		if cur, err := g.batchState(ctx, tenant, id); err == nil && cur != nil {
+			cur.Counts = n
+			g.putState(ctx, cur)
+		}
+	}})
+	pw.CloseWithError(runErr)
+	storeErr := <-stored
+	if ctx.Err() != nil {
+		return ctx.Err() // the gateway is stopping: the batch stays in_progress, to be resumed
+	}
+	cur, err := g.batchState(ctx, tenant, id)
+	if err != nil || cur == nil {
+		return fmt.Errorf("state: %v", err)
+	}
+	cur.Counts, cur.Status, cur.EndedAt = counts, "ended", time.Now().UTC()
+	if err := errors.Join(runErr, storeErr); err != nil {
+		cur.Error = err.Error()
+	}
+	return g.putState(ctx, cur)
+}
+
+// batchCall authenticates a call on /v1/batches/{id} and reads the batch's
+// state; on failure (or an unknown batch: 404) it has answered.
+func (g *Gateway) batchCall(w http.ResponseWriter, r *http.Request) (*producer.Client, *BatchState, bool) {
+	c, id, ok := g.jobCall(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	st, err := g.batchState(r.Context(), c.Tenant(), id)
+	if err != nil {
+		jobError(w, asError(err))
+		return nil, nil, false
+	}
+	if st == nil {
+		jobError(w, contracts.NewError(contracts.CodeNotFound, "no batch %s", id))
+		return nil, nil, false
+	}
+	return c, st, true
+}
+
+// getBatch: GET /v1/batches/{id}.
+func (g *Gateway) getBatch(w http.ResponseWriter, r *http.Request) {
+	if _, st, ok := g.batchCall(w, r); ok {
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// batchOutput: GET /v1/batches/{id}/output: the output file once the batch
+// ended (409 before).
+func (g *Gateway) batchOutput(w http.ResponseWriter, r *http.Request) {
+	_, st, ok := g.batchCall(w, r)
+	if !ok {
+		return
+	}
+	if st.Status != "ended" || st.Error != "" {
+		jobError(w, contracts.NewError(contracts.CodeInvalidRequest, "batch %s is %s%s; its output is written when it ends", st.ID, st.Status, st.Error))
+		return
+	}
+	out, err := g.batches.files.Get(r.Context(), batchFile(st.Tenant, st.ID, "output"))
+	if err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	defer out.Close()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	io.Copy(w, out)
+}
+
+// resumeBatch: POST /v1/batches/{id}/resume runs a batch again whose
+// gateway stopped (or that ended with an error): finished lines are
+// answered from their results, nothing runs twice.
+func (g *Gateway) resumeBatch(w http.ResponseWriter, r *http.Request) {
+	c, st, ok := g.batchCall(w, r)
+	if !ok {
+		return
+	}
+	if st.Status == "ended" && st.Error == "" {
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
+	st.Status, st.Error = "in_progress", ""
+	if err := g.putState(r.Context(), st); err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	g.startBatch(c, st.ID)
+	writeJSON(w, http.StatusAccepted, st)
+}
+
+// cancelBatch: POST /v1/batches/{id}/cancel cancels the batch's jobs; the
+// run ends as they do, with what ran billed.
+func (g *Gateway) cancelBatch(w http.ResponseWriter, r *http.Request) {
+	c, st, ok := g.batchCall(w, r)
+	if !ok {
+		return
+	}
+	if st.Status == "ended" {
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
+	in, err := g.batches.files.Get(r.Context(), batchFile(st.Tenant, st.ID, "input"))
+	if err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	defer in.Close()
+	if _, err := c.CancelBatch(r.Context(), in, st.ID); err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	st.Status = "canceling"
+	if err := g.putState(r.Context(), st); err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, st)
+}
