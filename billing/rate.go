@@ -185,6 +185,9 @@ func (w *rateWorker) Work(ctx context.Context, job *river.Job[RateArgs]) error {
 			return fmt.Errorf("billing: store charge of job %s: %w", c.JobID, err)
 		}
 		if tag.RowsAffected() == 1 {
+			if err := noteBatchCharge(ctx, tx, u.Tenant, u.BatchID, w.rollupDelay); err != nil {
+				return err
+			}
 			if err := insertRollup(ctx, tx, u.Tenant, usageDay(u), w.rollupDelay); err != nil {
 				return err
 			}
@@ -254,6 +257,9 @@ func (w *rerateWorker) Work(ctx context.Context, job *river.Job[RerateArgs]) err
 			c.JobID, c.Tenant, c.Model, c.PriceBookID, c.PriceBookVersion, c.Currency,
 			c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Tags); err != nil {
 			return fmt.Errorf("billing: store charge of job %s: %w", c.JobID, err)
+		}
+		if err := noteBatchCharge(ctx, tx, u.Tenant, u.BatchID, w.rollupDelay); err != nil {
+			return err
 		}
 		if err := insertRollup(ctx, tx, u.Tenant, usageDay(u), w.rollupDelay); err != nil {
 			return err

@@ -302,6 +302,30 @@ func TestBatchReport(t *testing.T) {
 	if !sum.Equal(r.Total.Cost.Total) {
 		t.Errorf("lines add up to %s, total %s", sum, r.Total.Cost.Total)
 	}
+	// The batch rollup (River) keeps the same totals in usage_batches.
+	var bt []BatchTotal
+	eventually(t, 20*time.Second, func() (bool, string) {
+		var err error
+		if bt, err = BatchTotals(ctx, b.pool, "acme"); err != nil {
+			return false, err.Error()
+		}
+		return len(bt) == 2 && bt[0].Jobs+bt[1].Jobs == 6, fmt.Sprintf("batch totals %+v", bt)
+	})
+	for _, x := range bt {
+		switch x.Batch {
+		case "b1":
+			if x.Jobs != 5 || x.Completed != 4 || x.Canceled != 1 || x.InputTokens != want.InputTokens || !x.Cost.Equal(want.Cost) || x.Currency != "USD" ||
+				!x.FirstCreatedAt.Equal(in[0].CreatedAt) {
+				t.Errorf("b1 totals %+v\nwant %+v", x, want)
+			}
+		case "b2":
+			if x.Jobs != 1 || !x.Cost.Equal(defaultHandCost(other)) {
+				t.Errorf("b2 totals %+v", x)
+			}
+		default:
+			t.Errorf("unexpected batch %+v", x)
+		}
+	}
 	if _, err := BuildBatchReport(ctx, b.pool, "acme", ""); err == nil {
 		t.Error("a report of no batch was built")
 	}

@@ -58,7 +58,7 @@ func (c RiverConfig) validate() error {
 }
 
 // NewRiver returns a River client on pool with billing's workers
-// registered: RateArgs, RerateArgs and RollupArgs, all on Queue. The
+// registered: RateArgs, RerateArgs, RollupArgs and BatchRollupArgs, all on Queue. The
 // pool's schema (search_path) must have the migrations applied. Start the
 // client to work the queue (or run a Service, which does); any client may
 // insert.
@@ -71,6 +71,7 @@ func NewRiver(pool *pgxpool.Pool, cfg RiverConfig) (*river.Client[pgx.Tx], error
 	river.AddWorker(workers, &rateWorker{db: pool, rollupDelay: cfg.RollupDelay})
 	river.AddWorker(workers, &rerateWorker{db: pool, rollupDelay: cfg.RollupDelay})
 	river.AddWorker(workers, &rollupWorker{db: pool})
+	river.AddWorker(workers, &batchRollupWorker{db: pool})
 	rc := &river.Config{Workers: workers, Logger: cfg.Logger, FetchCooldown: cfg.FetchCooldown}
 	if !cfg.InsertOnly {
 		rc.Queues = map[string]river.QueueConfig{Queue: {MaxWorkers: cfg.MaxWorkers}}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/zerolayer/zerolayer/billing"
 )
@@ -25,6 +26,7 @@ func runReport(ctx context.Context, args []string) error {
 	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts)")
 	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
 	batch := fs.String("batch", "", "instead of a period: the cost of one batch (the jobs whose metadata batch_id is this), one line per job")
+	batches := fs.Bool("batches", false, "instead of a period: the tenant's batches with their totals, most recent first")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -33,6 +35,9 @@ func runReport(ctx context.Context, args []string) error {
 	}
 	if *batch != "" {
 		return reportBatch(ctx, *dbURL, *tenant, *batch, *formatS)
+	}
+	if *batches {
+		return reportBatches(ctx, *dbURL, *tenant, *formatS)
 	}
 	if *tenant == "" || *fromS == "" || *toS == "" {
 		return usagef("--tenant, --from and --to are required")
@@ -71,16 +76,23 @@ func runReport(ctx context.Context, args []string) error {
 	return r.Write(stdout, format)
 }
 
-// reportBatch writes the report of one batch.
-func reportBatch(ctx context.Context, dbURL, tenant, batch, formatS string) error {
+// openReport checks the tenant and format of a batch report and opens the
+// database.
+func openReport(ctx context.Context, dbURL, tenant, formatS string) (*pgxpool.Pool, billing.Format, error) {
 	if tenant == "" {
-		return usagef("--tenant is required")
+		return nil, "", usagef("--tenant is required")
 	}
 	format, err := billing.ParseFormat(formatS)
 	if err != nil {
-		return usagef("--format: %v", err)
+		return nil, "", usagef("--format: %v", err)
 	}
 	pool, err := openDB(ctx, dbURL)
+	return pool, format, err
+}
+
+// reportBatch writes the report of one batch.
+func reportBatch(ctx context.Context, dbURL, tenant, batch, formatS string) error {
+	pool, format, err := openReport(ctx, dbURL, tenant, formatS)
 	if err != nil {
 		return err
 	}
@@ -95,6 +107,20 @@ func reportBatch(ctx context.Context, dbURL, tenant, batch, formatS string) erro
 		return err
 	}
 	return r.Write(stdout, format)
+}
+
+// reportBatches lists the tenant's batch totals (usage_batches).
+func reportBatches(ctx context.Context, dbURL, tenant, formatS string) error {
+	pool, format, err := openReport(ctx, dbURL, tenant, formatS)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	totals, err := billing.BatchTotals(ctx, pool, tenant)
+	if err != nil {
+		return err
+	}
+	return billing.WriteBatchTotals(stdout, totals, format)
 }
 
 // parseReportTime reads a date (midnight UTC) or an RFC 3339 time.
