@@ -50,7 +50,7 @@ func setupIngest(t *testing.T, crashOnce ...string) *ingestBundle {
 		DB:        pool,
 		JetStream: b.ns.JS,
 		Logger:    slog.New(slog.NewTextHandler(b.logs, nil)),
-		Ingester:  IngesterConfig{AckWait: 500 * time.Millisecond, RetryDelay: 100 * time.Millisecond},
+		Ingester:  IngesterConfig{AckWait: 2 * time.Second, RetryDelay: 100 * time.Millisecond}, // long enough for a transaction under -race on a loaded machine
 		River:     RiverConfig{RollupDelay: -1},
 	})
 	if err != nil {
