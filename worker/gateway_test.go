@@ -268,6 +268,34 @@ func TestGatewayCompatible(t *testing.T) {
 	if streamed.String() != want || finish != "length" || usage != 10 {
 		t.Fatalf("streamed %q (finish %q, usage %d), plain %q", streamed.String(), finish, usage, want)
 	}
+	// Log-probabilities, plain: one per generated token, with the
+	// alternatives asked for, and the same text.
+	resp, body = f.do(ctx, "POST", "/v1/chat/completions", "key-acme", chat+`,"logprobs":true,"top_logprobs":2}`)
+	var lp struct {
+		Choices []struct {
+			Message  struct{ Content string }
+			Logprobs struct {
+				Content []struct {
+					Token       string
+					Logprob     float64
+					Bytes       []int
+					TopLogprobs []struct{ Logprob float64 } `json:"top_logprobs"`
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(body, &lp); err != nil || resp.StatusCode != 200 || len(lp.Choices) != 1 {
+		t.Fatalf("logprobs: %d %s", resp.StatusCode, body)
+	}
+	lpc := lp.Choices[0].Logprobs.Content
+	if lp.Choices[0].Message.Content != want || len(lpc) != 10 {
+		t.Fatalf("logprobs: text %q (want %q), %d entries\n%s", lp.Choices[0].Message.Content, want, len(lpc), body)
+	}
+	for i, c := range lpc {
+		if c.Logprob > 0 || len(c.TopLogprobs) != 2 || c.TopLogprobs[0].Logprob < c.TopLogprobs[1].Logprob || len(c.Bytes) != len(c.Token) {
+			t.Fatalf("logprob %d: %+v", i, c)
+		}
+	}
 	if resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", `{"model":"stories260k","messages":[{"role":"user","content":"hi"}],"n":2}`); resp.StatusCode != 400 || errorCode(t, body) != contracts.CodeInvalidRequest {
 		t.Fatalf("n=2: %d %s", resp.StatusCode, body)
 	}

@@ -132,7 +132,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
-	final, e := s.stream(func(text string) error {
+	final, e := s.stream(func(text string, _ []contracts.TokenLogprob) error {
 		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": text}})
 	})
 	if e != nil {

@@ -59,9 +59,11 @@ type chatRequest struct {
 			Schema json.RawMessage `json:"schema"`
 		} `json:"json_schema"`
 	} `json:"response_format"`
-	N        *int              `json:"n"`
-	Tools    json.RawMessage   `json:"tools"`
-	Metadata map[string]string `json:"metadata"`
+	Logprobs    bool              `json:"logprobs"`
+	TopLogprobs *int              `json:"top_logprobs"`
+	N           *int              `json:"n"`
+	Tools       json.RawMessage   `json:"tools"`
+	Metadata    map[string]string `json:"metadata"`
 }
 
 func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
@@ -90,6 +92,17 @@ func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 		req.MaxTokens = *cr.MaxCompletionTokens
 	case cr.MaxTokens != nil:
 		req.MaxTokens = *cr.MaxTokens
+	}
+	if cr.TopLogprobs != nil && !cr.Logprobs {
+		return nil, contracts.NewError(contracts.CodeInvalidSampling, "top_logprobs needs logprobs: true")
+	}
+	if cr.Logprobs {
+		// They travel on the delta events: the job streams even when the
+		// caller does not.
+		req.Logprobs, req.Stream = true, true
+		if cr.TopLogprobs != nil {
+			req.TopLogprobs = *cr.TopLogprobs
+		}
 	}
 	if cr.Seed != nil {
 		if *cr.Seed < 0 {
@@ -164,6 +177,29 @@ func errorType(e *contracts.Error, serverError string) string {
 	return "invalid_request_error"
 }
 
+// openAILogprobs maps token log-probabilities to the chat completions
+// shape: token, logprob, bytes and top_logprobs.
+func openAILogprobs(lps []contracts.TokenLogprob) []map[string]any {
+	out := make([]map[string]any, 0, len(lps))
+	for _, l := range lps {
+		top := make([]map[string]any, 0, len(l.TopLogprobs))
+		for _, t := range l.TopLogprobs {
+			top = append(top, map[string]any{"token": t.Token, "logprob": t.Logprob, "bytes": byteList(t.Token)})
+		}
+		out = append(out, map[string]any{"token": l.Token, "logprob": l.Logprob, "bytes": byteList(l.Token), "top_logprobs": top})
+	}
+	return out
+}
+
+// byteList is s's UTF-8 bytes as numbers, as the API writes them.
+func byteList(s string) []int {
+	out := make([]int, len(s))
+	for i := range len(s) {
+		out[i] = int(s[i])
+	}
+	return out
+}
+
 type chatUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
@@ -186,6 +222,27 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	req := s.req
 	created := time.Now().Unix()
+	if !cr.Stream && cr.Logprobs {
+		// Log-probabilities travel on the delta events only: follow them
+		// and answer in one piece.
+		var text strings.Builder
+		var lps []map[string]any
+		final, e := s.stream(func(t string, l []contracts.TokenLogprob) error {
+			text.WriteString(t)
+			lps = append(lps, openAILogprobs(l)...)
+			return nil
+		})
+		if e != nil {
+			openAIError(w, e)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": s.id, "object": "chat.completion", "created": created, "model": req.Model,
+			"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": text.String()},
+				"logprobs": map[string]any{"content": lps}, "finish_reason": finishReason(final.StopReason)}},
+			"usage": usageOf(final.Usage)})
+		return
+	}
 	if !cr.Stream {
 		res, e := s.wait()
 		if e != nil {
@@ -205,12 +262,16 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			"choices": []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}}
 	}
 	first := true
-	final, e := s.stream(func(text string) error {
+	final, e := s.stream(func(text string, l []contracts.TokenLogprob) error {
 		d := map[string]any{"content": text}
 		if first {
 			d["role"], first = "assistant", false
 		}
-		return out.send("", "", chunk(d, nil))
+		c := chunk(d, nil)
+		if cr.Logprobs {
+			c["choices"].([]map[string]any)[0]["logprobs"] = map[string]any{"content": openAILogprobs(l)}
+		}
+		return out.send("", "", c)
 	})
 	if e != nil {
 		if !out.started {

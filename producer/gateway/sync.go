@@ -114,7 +114,7 @@ func (s *syncCall) wait() (*contracts.Result, *contracts.Error) {
 // stopped) its new attempt's text is checked against what was already
 // sent: only the part beyond it is passed on, and a different output is an
 // error (it cannot be taken back from the caller).
-func (s *syncCall) stream(delta func(text string) error) (*contracts.Event, *contracts.Error) {
+func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) error) (*contracts.Event, *contracts.Error) {
 	ctx, cancel := context.WithTimeout(s.r.Context(), s.g.cfg.SyncTimeout)
 	defer cancel()
 	evs, errf, err := s.c.Events(ctx, s.id)
@@ -142,7 +142,7 @@ func (s *syncCall) stream(delta func(text string) error) (*contracts.Event, *con
 				return nil, contracts.NewError(contracts.CodeWorkerShutdown,
 					"job %s was run again after a worker stopped, and its output differs from what was already streamed", s.id)
 			}
-			if err := delta(now[len(sent):]); err != nil {
+			if err := delta(now[len(sent):], ev.Logprobs); err != nil {
 				cancel()
 				s.abandon() // the caller is gone
 				return nil, asError(err)
