@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
@@ -23,20 +25,26 @@ import (
 type gatewayFixture struct {
 	t   *testing.T
 	url string
+	reg *prometheus.Registry
 }
 
 func newGateway(t *testing.T) *gatewayFixture {
 	t.Helper()
 	b := setup(t, contracts.StreamsConfig{})
 	b.startWorker(t, newSchedExecutor(t, sched.Config{}), "w1")
+	reg := prometheus.NewRegistry()
+	gm := gateway.NewMetrics()
+	if err := gm.Register(reg); err != nil {
+		t.Fatal(err)
+	}
 	gw, err := gateway.New(b.srv.Conn, gateway.Config{Keys: map[string]string{"key-acme": "acme", "key-globex": "globex"},
-		Models: map[string]string{modelName: storiesPath(t)}, Logger: testLogger(t)})
+		Models: map[string]string{modelName: storiesPath(t)}, Logger: testLogger(t), Metrics: gm})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(func() { srv.Close(); gw.Close() })
-	return &gatewayFixture{t: t, url: srv.URL}
+	return &gatewayFixture{t: t, url: srv.URL, reg: reg}
 }
 
 // do sends a request with key and returns the status and body.
@@ -197,6 +205,31 @@ func TestGatewayJobs(t *testing.T) {
 	}
 	if res.Status != contracts.StatusCanceled {
 		t.Fatalf("canceled job: %+v", res)
+	}
+	// The metrics saw the calls, by route and status.
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "zerolayer_gateway_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var route, code string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "route" {
+					route = l.GetValue()
+				} else {
+					code = l.GetValue()
+				}
+			}
+			got[route+" "+code] = m.GetCounter().GetValue()
+		}
+	}
+	if got["POST /v1/jobs 401"] != 2 || got["POST /v1/jobs 202"] != 2 || got["GET /v1/jobs/{id}/events 200"] < 3 {
+		t.Fatalf("request metrics %v", got)
 	}
 }
 

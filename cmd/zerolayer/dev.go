@@ -77,7 +77,11 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "zerolayer dev: NATS %s, PostgreSQL (%s), serving %s\n", st.natsURL, st.pg.note, describe(st.models))
 	if *httpAddr != "" {
-		stopGW, addr, err := serveGateway(st.nc, *httpAddr, gateway.Config{TenantHeader: true, Models: st.models.paths, Logger: log})
+		gm := gateway.NewMetrics()
+		if err := gm.Register(o.reg); err != nil {
+			return err
+		}
+		stopGW, addr, err := serveGateway(st.nc, *httpAddr, gateway.Config{TenantHeader: true, Models: st.models.paths, Logger: log, Metrics: gm})
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/producer/gateway"
 	"github.com/zerolayer/zerolayer/worker/model/store"
@@ -29,6 +30,7 @@ func runGateway(ctx context.Context, args []string) error {
 	tenantHeader := fs.Bool("insecure-tenant-header", false, "without --keys, take the tenant from the X-Zerolayer-Tenant header (development only: anyone can act as any tenant)")
 	syncTimeout := fs.Duration("sync-timeout", 10*time.Minute, "how long a synchronous call (chat completions, messages) waits for its job")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long open requests may finish")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9401)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,8 +56,20 @@ func runGateway(ctx context.Context, args []string) error {
 		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
 	}
 	defer nc.Close()
+	gm := gateway.NewMetrics()
+	if *metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		if err := gm.Register(reg); err != nil {
+			return err
+		}
+		stopMetrics, err := serveMetrics(*metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	stop, addr, err := serveGateway(nc, *listen, gateway.Config{Keys: keys, TenantHeader: *tenantHeader, SyncTimeout: *syncTimeout,
-		Models: modelFiles(), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		Models: modelFiles(), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Metrics: gm})
 	if err != nil {
 		return err
 	}

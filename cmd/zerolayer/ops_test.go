@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/gpu/nvml"
+	"github.com/zerolayer/zerolayer/producer/gateway"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
@@ -83,6 +84,9 @@ func TestOpsMetricsExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	have.MustRegister(nvml.NewCollector(nil))
+	if err := gateway.NewMetrics().Register(have); err != nil {
+		t.Fatal(err)
+	}
 	if len(have) < 20 {
 		t.Fatalf("only %d metrics described: %v", len(have), have)
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
@@ -68,13 +69,16 @@ type Config struct {
 	BatchRetention time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Metrics, if set, records every request.
+	Metrics *Metrics
 }
 
 // Gateway serves the HTTP APIs. It is an http.Handler.
 type Gateway struct {
-	nc  *nats.Conn
-	cfg Config
-	mux *http.ServeMux
+	nc      *nats.Conn
+	cfg     Config
+	mux     *http.ServeMux
+	handler http.Handler
 
 	mu      sync.Mutex
 	clients map[string]*producer.Client // by tenant
@@ -135,10 +139,14 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 		}
 		io.WriteString(w, "ok\n")
 	})
+	g.handler = g.mux
+	if cfg.Metrics != nil {
+		g.handler = cfg.Metrics.observe(g.mux)
+	}
 	return g, nil
 }
 
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
 
 // Close stops the batch runs (their batches stay in_progress, to be
 // resumed) and closes the per-tenant clients (not the connection).
@@ -218,7 +226,8 @@ func asError(err error) *contracts.Error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return contracts.NewError(contracts.CodeDeadlineExceeded, "%v", err)
 	}
-	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) {
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
 		return contracts.NewError(contracts.CodeUnavailable, "%v", err)
 	}
 	return contracts.NewError(contracts.CodeInternal, "%v", err)
