@@ -540,3 +540,36 @@ func TestGatewayBatchResume(t *testing.T) {
 		t.Fatalf("%d usage records for 8 jobs", n)
 	}
 }
+
+// TestGatewayBatchCancel: canceling a running batch ends it with its jobs
+// canceled (billed for what ran) and its output written.
+func TestGatewayBatchCancel(t *testing.T) {
+	t.Parallel()
+	f := newGateway(t)
+	ctx := context.Background()
+	var in strings.Builder
+	for i := 0; i < 6; i++ {
+		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":400,"priority":"low"}}`+"\n", i, i)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/batches?id=to-cancel", "key-acme", in.String()); resp.StatusCode != 202 {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/batches/to-cancel/cancel", "key-acme", ""); resp.StatusCode != 202 && resp.StatusCode != 200 {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
+	}
+	var st gateway.BatchState
+	for deadline := time.Now().Add(60 * time.Second); st.Status != "ended"; time.Sleep(50 * time.Millisecond) {
+		_, body := f.do(ctx, "GET", "/v1/batches/to-cancel", "key-acme", "")
+		json.Unmarshal(body, &st)
+		if time.Now().After(deadline) {
+			t.Fatalf("the canceled batch never ended: %s", body)
+		}
+	}
+	if st.Counts.Total != 6 || st.Counts.Canceled == 0 || st.Counts.Completed+st.Counts.Canceled != 6 {
+		t.Fatalf("canceled batch %+v", st)
+	}
+	if resp, body := f.do(ctx, "GET", "/v1/batches/to-cancel/output", "key-acme", ""); resp.StatusCode != 200 || strings.Count(string(body), "\n") != 6 {
+		t.Fatalf("output of a canceled batch: %d %s", resp.StatusCode, body)
+	}
+	t.Logf("%d canceled, %d completed before the cancel", st.Counts.Canceled, st.Counts.Completed)
+}

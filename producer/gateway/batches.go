@@ -81,11 +81,31 @@ func (g *Gateway) batchState(ctx context.Context, tenant, id string) (*BatchStat
 	return &st, nil
 }
 
-func (g *Gateway) putState(ctx context.Context, st *BatchState) error {
-	st.UpdatedAt = time.Now().UTC()
-	b, _ := json.Marshal(st)
-	_, err := g.batches.states.Put(ctx, batchKey(st.Tenant, st.ID), b)
-	return err
+// updateState changes a batch's state with fn, as a compare-and-set on
+// the key's revision (retried on a conflict), so that a run's progress
+// and a cancel never overwrite each other. It returns the state written.
+func (g *Gateway) updateState(ctx context.Context, tenant, id string, fn func(*BatchState)) (*BatchState, error) {
+	key := batchKey(tenant, id)
+	for try := 0; ; try++ {
+		e, err := g.batches.states.Get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		var st BatchState
+		if err := json.Unmarshal(e.Value(), &st); err != nil {
+			return nil, err
+		}
+		fn(&st)
+		st.UpdatedAt = time.Now().UTC()
+		b, _ := json.Marshal(&st)
+		_, err = g.batches.states.Update(ctx, key, b, e.Revision())
+		if err == nil {
+			return &st, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || try == 10 {
+			return nil, err
+		}
+	}
 }
 
 // createBatch: POST /v1/batches?id=ID with the JSONL input as the body:
@@ -121,8 +141,18 @@ func (g *Gateway) createBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now().UTC()
-	st := &BatchState{ID: id, Tenant: c.Tenant(), Status: "in_progress", CreatedAt: now}
-	if err := g.putState(ctx, st); err != nil {
+	st := &BatchState{ID: id, Tenant: c.Tenant(), Status: "in_progress", CreatedAt: now, UpdatedAt: now}
+	b, _ := json.Marshal(st)
+	if _, err := g.batches.states.Create(ctx, batchKey(c.Tenant(), id), b); errors.Is(err, jetstream.ErrKeyExists) {
+		// The same id posted twice at once: the other post runs it.
+		cur, err := g.batchState(ctx, c.Tenant(), id)
+		if err != nil || cur == nil {
+			jobError(w, asError(fmt.Errorf("batch %s: %v", id, err)))
+			return
+		}
+		writeJSON(w, http.StatusOK, cur)
+		return
+	} else if err != nil {
 		jobError(w, asError(err))
 		return
 	}
@@ -183,25 +213,20 @@ func (g *Gateway) runBatch(c *producer.Client, id string) error {
 			return
 		}
 		last = time.Now()
-		if cur, err := g.batchState(ctx, tenant, id); err == nil && cur != nil {
-			cur.Counts = n
-			g.putState(ctx, cur)
-		}
+		g.updateState(ctx, tenant, id, func(st *BatchState) { st.Counts = n })
 	}})
 	pw.CloseWithError(runErr)
 	storeErr := <-stored
 	if ctx.Err() != nil {
 		return ctx.Err() // the gateway is stopping: the batch stays in_progress, to be resumed
 	}
-	cur, err := g.batchState(ctx, tenant, id)
-	if err != nil || cur == nil {
-		return fmt.Errorf("state: %v", err)
-	}
-	cur.Counts, cur.Status, cur.EndedAt = counts, "ended", time.Now().UTC()
-	if err := errors.Join(runErr, storeErr); err != nil {
-		cur.Error = err.Error()
-	}
-	return g.putState(ctx, cur)
+	_, err = g.updateState(ctx, tenant, id, func(st *BatchState) {
+		st.Counts, st.Status, st.EndedAt = counts, "ended", time.Now().UTC()
+		if err := errors.Join(runErr, storeErr); err != nil {
+			st.Error = err.Error()
+		}
+	})
+	return err
 }
 
 // batchCall authenticates a call on /v1/batches/{id} and reads the batch's
@@ -263,8 +288,8 @@ func (g *Gateway) resumeBatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, st)
 		return
 	}
-	st.Status, st.Error = "in_progress", ""
-	if err := g.putState(r.Context(), st); err != nil {
+	st, err := g.updateState(r.Context(), st.Tenant, st.ID, func(st *BatchState) { st.Status, st.Error = "in_progress", "" })
+	if err != nil {
 		jobError(w, asError(err))
 		return
 	}
@@ -293,8 +318,12 @@ func (g *Gateway) cancelBatch(w http.ResponseWriter, r *http.Request) {
 		jobError(w, asError(err))
 		return
 	}
-	st.Status = "canceling"
-	if err := g.putState(r.Context(), st); err != nil {
+	st, err = g.updateState(r.Context(), st.Tenant, st.ID, func(st *BatchState) {
+		if st.Status != "ended" {
+			st.Status = "canceling"
+		}
+	})
+	if err != nil {
 		jobError(w, asError(err))
 		return
 	}
