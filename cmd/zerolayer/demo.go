@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/zerolayer/zerolayer/billing"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
+	"github.com/zerolayer/zerolayer/producer/gateway"
 )
 
 // demoJob is one job of the demo batch.
@@ -107,6 +111,9 @@ func runDemo(ctx context.Context, st *devStack, out io.Writer) error {
 			return err
 		}
 	}
+	if err := demoHTTP(ctx, st, model, out); err != nil {
+		return err
+	}
 	counts := map[contracts.ResultStatus]int{}
 	tokens := 0
 	for _, s := range subs {
@@ -163,4 +170,41 @@ func waitRated(ctx context.Context, st *devStack, tenant string, from time.Time,
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// demoHTTP asks one question through the HTTP gateway's OpenAI-compatible
+// endpoint, as an application would.
+func demoHTTP(ctx context.Context, st *devStack, model string, out io.Writer) error {
+	stop, addr, err := serveGateway(st.nc, "127.0.0.1:0", gateway.Config{TenantHeader: true, Models: st.models.paths})
+	if err != nil {
+		return err
+	}
+	defer stop(5 * time.Second)
+	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"The little dog"}],"max_tokens":40}`, model)
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(gateway.TenantHeader, "globex")
+	req.Header.Set(gateway.PriorityHeader, "high")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var cc struct {
+		Choices []struct {
+			Message struct{ Content string }
+		}
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil || resp.StatusCode != http.StatusOK || len(cc.Choices) != 1 {
+		return fmt.Errorf("HTTP gateway: status %d, %v", resp.StatusCode, err)
+	}
+	fmt.Fprintf(out, "── POST /v1/chat/completions (OpenAI-compatible, tenant globex, job %s) ──\nThe little dog%s\n[%d prompt + %d completion tokens]\n\n",
+		resp.Header.Get(gateway.JobIDHeader), cc.Choices[0].Message.Content, cc.Usage.PromptTokens, cc.Usage.CompletionTokens)
+	return nil
 }
