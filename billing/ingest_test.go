@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -310,4 +311,39 @@ func TestPermanentErrors(t *testing.T) {
 	if permanent(context.Canceled) {
 		t.Error("a canceled context is permanent")
 	}
+}
+
+// TestCollector: the Prometheus collector reports the ingester's counts,
+// the unrated records and billing's River jobs.
+func TestCollector(t *testing.T) {
+	t.Parallel()
+	b := setupIngest(t)
+	day := time.Date(2026, 11, 6, 10, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		u := usage(fmt.Sprintf("col-%d", i), "acme", "stories260K", day, 10, 20, 5, 0, 0.9)
+		b.publish(t, "acme", u.JobID, mustJSON(t, u))
+	}
+	b.publish(t, "acme", "bad", []byte(`{}`))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(b.svc))
+	eventually(t, 20*time.Second, func() (bool, string) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			return false, err.Error()
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				key := mf.GetName()
+				for _, l := range m.GetLabel() {
+					key += "/" + l.GetValue()
+				}
+				got[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+		ok := got["zerolayer_billing_usage_messages_total/stored"] == 3 && got["zerolayer_billing_usage_messages_total/terminated"] == 1 &&
+			got["zerolayer_billing_unrated_usage"] == 0 && got["zerolayer_billing_scrape_errors_total"] == 0
+		_, hasQueue := got["zerolayer_billing_river_jobs/available"]
+		return ok && hasQueue, fmt.Sprintf("%v", got)
+	})
 }

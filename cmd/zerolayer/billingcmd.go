@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/billing"
 )
@@ -19,6 +20,7 @@ func runBilling(ctx context.Context, args []string) error {
 	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
 	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL), migrated with `zerolayer migrate up`")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long in-flight work may finish")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9402)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -42,6 +44,15 @@ func runBilling(ctx context.Context, args []string) error {
 	}
 	if err := svc.Start(ctx); err != nil {
 		return err
+	}
+	if *metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(billing.NewCollector(svc))
+		stopMetrics, err := serveMetrics(*metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	fmt.Fprintf(os.Stderr, "billing: ingesting usage from %s into %s\n", *url, redact(*dbURL))
 	<-ctx.Done()

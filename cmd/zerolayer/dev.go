@@ -68,6 +68,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.stop()
+	o.reg.MustRegister(billing.NewCollector(st.billing))
 	if *metricsAddr != "" {
 		stopMetrics, err := serveMetrics(*metricsAddr, o.reg)
 		if err != nil {
