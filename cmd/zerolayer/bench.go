@@ -45,6 +45,7 @@ func runBench(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 3, "repetitions per test; the best is reported")
 	format := fs.String("format", "table", "output: table or json")
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
+	gatewayN := fs.Int("gateway", 0, "instead: send this many 32-token chat completions through the HTTP gateway of a dev stack, and the same jobs through the Go producer as the baseline")
 	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")
 	var sf schedFlags
 	sf.register(fs)
@@ -63,6 +64,17 @@ func runBench(ctx context.Context, args []string) error {
 			}
 		}
 		return benchScheduler(ctx, path, threads[0], stdout)
+	}
+	if *gatewayN > 0 {
+		m := *modelName
+		if m == "" {
+			m = "stories260k"
+		}
+		sc, err := sf.config(nil)
+		if err != nil {
+			return err
+		}
+		return benchGateway(ctx, *gatewayN, m, threads[0], sc, stdout)
 	}
 	if *pipeline > 0 {
 		m := *modelName
