@@ -65,7 +65,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		return benchScheduler(ctx, path, threads[0], stdout)
 	}
-	if *gatewayN > 0 {
+	if *gatewayN > 0 || *pipeline > 0 {
 		m := *modelName
 		if m == "" {
 			m = "stories260k"
@@ -74,16 +74,8 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return benchGateway(ctx, *gatewayN, m, threads[0], sc, stdout)
-	}
-	if *pipeline > 0 {
-		m := *modelName
-		if m == "" {
-			m = "stories260k"
-		}
-		sc, err := sf.config(nil)
-		if err != nil {
-			return err
+		if *gatewayN > 0 {
+			return benchGateway(ctx, *gatewayN, m, threads[0], sc, stdout)
 		}
 		return benchPipeline(ctx, *pipeline, m, threads[0], sc, stdout)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
@@ -23,27 +22,17 @@ import (
 // baseline in the same process, the same jobs through the Go producer
 // (submit and wait), and reports requests per second and latencies.
 func benchGateway(ctx context.Context, n int, model string, threads int, sc *sched.Config, out io.Writer) error {
-	dir, err := os.MkdirTemp("", "zerolayer-bench-gateway-")
+	st, c, done, err := benchStack(ctx, "gateway", model, threads, sc)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer done()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	st, err := startDev(ctx, dir, 0, os.Getenv("DATABASE_URL"), []string{model}, threads, sc, nil, log)
-	if err != nil {
-		return err
-	}
-	defer st.stop()
 	stop, addr, err := serveGateway(st.nc, "127.0.0.1:0", gateway.Config{TenantHeader: true, Models: st.models.paths, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer stop(5 * time.Second)
-	c, err := producer.New(st.nc, producer.Config{Tenant: "bench", Models: st.models.paths})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	name := st.models.models[0].Name
 	const concurrency, tokens = 64, 32
 	run := func(label string, one func(i int) error) error {

@@ -15,26 +15,37 @@ import (
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
+// benchStack starts a dev stack in a temporary folder for a benchmark, with
+// a producer for tenant "bench"; done stops and removes it.
+func benchStack(ctx context.Context, name, model string, threads int, sc *sched.Config) (*devStack, *producer.Client, func(), error) {
+	dir, err := os.MkdirTemp("", "zerolayer-bench-"+name+"-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	st, err := startDev(ctx, dir, 0, os.Getenv("DATABASE_URL"), []string{model}, threads, sc, nil, log)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	c, err := producer.New(st.nc, producer.Config{Tenant: "bench", Models: st.models.paths})
+	if err != nil {
+		st.stop()
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	return st, c, func() { c.Close(); st.stop(); os.RemoveAll(dir) }, nil
+}
+
 // benchPipeline pushes n one-token jobs through the whole dev stack (submit
 // → JetStream → worker → usage → Postgres → River rating) and reports jobs
 // per second end to end and the queue's share of time to first token.
 func benchPipeline(ctx context.Context, n int, model string, threads int, sc *sched.Config, out io.Writer) error {
-	dir, err := os.MkdirTemp("", "zerolayer-bench-pipeline-")
+	st, c, done, err := benchStack(ctx, "pipeline", model, threads, sc)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	st, err := startDev(ctx, dir, 0, os.Getenv("DATABASE_URL"), []string{model}, threads, sc, nil, log)
-	if err != nil {
-		return err
-	}
-	defer st.stop()
-	c, err := producer.New(st.nc, producer.Config{Tenant: "bench", Models: st.models.paths})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer done()
 	name := st.models.models[0].Name
 	ids := make([]string, n)
 	start := time.Now()
