@@ -264,11 +264,25 @@ func TestBatchReport(t *testing.T) {
 	if _, err := insertUsage(ctx, b.pool, unrated, mustJSON(t, unrated), 0); err != nil {
 		t.Fatal(err)
 	}
+	// The rollups the ratings asked for have run (they were enqueued with
+	// the charges), so none races the changes below.
+	eventually(t, 20*time.Second, func() (bool, string) {
+		var n int
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'zl_billing_batch_rollup'
+			AND state IN ('available', 'pending', 'running', 'scheduled', 'retryable')`).Scan(&n); err != nil {
+			return false, err.Error()
+		}
+		return n == 0, fmt.Sprintf("%d batch rollups pending", n)
+	})
 	// A record from before migration 0005: batch only in raw.
 	if _, err := b.pool.Exec(ctx, `UPDATE usage SET batch_id = NULL, custom_id = NULL WHERE job_id = 'b1-doc-4'`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.pool.Exec(ctx, `UPDATE usage SET batch_id = NULLIF(raw->>'batch_id', ''), custom_id = NULLIF(raw->>'custom_id', '') WHERE raw ? 'batch_id'`); err != nil {
+		t.Fatal(err)
+	}
+	// Recompute b1 by hand, as an operator would after a backfill.
+	if _, err := b.river.Insert(ctx, BatchRollupArgs{Tenant: "acme", Batch: "b1"}, nil); err != nil {
 		t.Fatal(err)
 	}
 
