@@ -206,82 +206,71 @@ func (f *Fence) Release() {
 // blocks at once (it waits for the copies on the device); the host slots
 // may be read once the returned Fence is done.
 func (b *Backend) SwapOut(kv gpu.KV, pool *HostPool, moves []BlockMove) (*Fence, error) {
-	k := b.kv(kv)
-	if pool.b != b || pool.bf != k.bf {
-		return nil, fmt.Errorf("%w: host pool of %d-float blocks for an arena of %d", gpu.ErrShape, pool.bf, k.bf)
-	}
-	type mv struct {
-		d dptr
-		h unsafe.Pointer
-	}
-	ms := make([]mv, len(moves))
-	for i, m := range moves {
-		ms[i] = mv{k.block(m.From), pool.slot(m.To)}
-	}
-	n := int64(k.bf) * 4
-	fe := &Fence{b: b}
-	err := b.call(func() error {
-		d := b.eng.dev
-		if err := d.copyWaitsCompute(); err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if err := d.copyOut(m.h, m.d, n); err != nil {
-				return err
-			}
-		}
-		var err error
-		if fe.f, err = d.fence(); err != nil {
-			return err
-		}
-		// Kernels queued later may overwrite the blocks (they are free
-		// once swapped out): they run after the copies.
-		return d.computeWaitsCopy()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cuda: swapping out %d blocks: %w", len(moves), err)
-	}
-	return fe, nil
+	return b.swap(kv, pool, moves, true, true)
 }
 
 // SwapIn copies host slots m.From of pool to device blocks m.To of kv.
 // Work queued after SwapIn sees the blocks; the host slots may be reused
 // once the returned Fence is done.
 func (b *Backend) SwapIn(kv gpu.KV, pool *HostPool, moves []BlockMove) (*Fence, error) {
+	return b.swap(kv, pool, moves, false, true)
+}
+
+// swap queues the block copies of SwapOut (out) or SwapIn on the copy
+// stream, between the compute stream's work before and after them: the
+// copies wait for the kernels queued so far (which may still read or write
+// the blocks), and kernels queued later wait for the copies. With fenced
+// it returns a Fence for the copies.
+func (b *Backend) swap(kv gpu.KV, pool *HostPool, moves []BlockMove, out, fenced bool) (*Fence, error) {
 	k := b.kv(kv)
 	if pool.b != b || pool.bf != k.bf {
 		return nil, fmt.Errorf("%w: host pool of %d-float blocks for an arena of %d", gpu.ErrShape, pool.bf, k.bf)
 	}
 	type mv struct {
-		h unsafe.Pointer
 		d dptr
+		h unsafe.Pointer
 	}
 	ms := make([]mv, len(moves))
 	for i, m := range moves {
-		ms[i] = mv{pool.slot(m.From), k.block(m.To)}
+		if out {
+			ms[i] = mv{k.block(m.From), pool.slot(m.To)}
+		} else {
+			ms[i] = mv{k.block(m.To), pool.slot(m.From)}
+		}
 	}
 	n := int64(k.bf) * 4
-	fe := &Fence{b: b}
+	var fe *Fence
 	err := b.call(func() error {
 		d := b.eng.dev
-		// The blocks may still be read by queued kernels (a block being
-		// recycled): copy after them.
 		if err := d.copyWaitsCompute(); err != nil {
 			return err
 		}
 		for _, m := range ms {
-			if err := d.copyIn(m.d, m.h, n); err != nil {
+			var err error
+			if out {
+				err = d.copyOut(m.h, m.d, n)
+			} else {
+				err = d.copyIn(m.d, m.h, n)
+			}
+			if err != nil {
 				return err
 			}
 		}
-		var err error
-		if fe.f, err = d.fence(); err != nil {
-			return err
+		if fenced {
+			f, err := d.fence()
+			if err != nil {
+				return err
+			}
+			fe = &Fence{b: b, f: f}
 		}
 		return d.computeWaitsCopy()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cuda: swapping in %d blocks: %w", len(moves), err)
+		dir := "in"
+		if out {
+			dir = "out"
+		}
+		return nil, fmt.Errorf("cuda: swapping %s %d blocks: %w", dir, len(moves), err)
 	}
 	return fe, nil
 }
@@ -331,20 +320,13 @@ func (b *Backend) NewHostTier(kv gpu.KV, blocks int) (gpu.HostTier, error) {
 
 func (t *cudaTier) Blocks() int { return t.pool.Blocks() }
 
+// Out and In need no fence: the tier's copies are ordered by the streams.
 func (t *cudaTier) Out(moves []gpu.BlockMove) error {
-	f, err := t.b.SwapOut(t.kv, t.pool, moves)
-	if err != nil {
-		return err
-	}
-	f.Release()
-	return nil
+	_, err := t.b.swap(t.kv, t.pool, moves, true, false)
+	return err
 }
 
 func (t *cudaTier) In(moves []gpu.BlockMove) error {
-	f, err := t.b.SwapIn(t.kv, t.pool, moves)
-	if err != nil {
-		return err
-	}
-	f.Release()
-	return nil
+	_, err := t.b.swap(t.kv, t.pool, moves, false, false)
+	return err
 }
