@@ -86,8 +86,9 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 	defer cancel()
 
 	type slot struct {
-		rec  BatchRecord
-		done chan struct{}
+		rec     BatchRecord
+		invalid bool // the line never became a job
+		done    chan struct{}
 	}
 	// The writer takes slots in input order; the window bounds how many
 	// are outstanding (and so the records held for the ordered write).
@@ -110,15 +111,10 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 				return
 			}
 			mu.Lock()
-			switch {
-			case s.rec.Error != nil && s.rec.Result == nil:
+			if s.invalid {
 				counts.Invalid++
-			case s.rec.Result.Status == contracts.StatusCompleted:
-				counts.Completed++
-			case s.rec.Result.Status == contracts.StatusCanceled:
-				counts.Canceled++
-			default:
-				counts.Failed++
+			} else {
+				tally(s.rec.Result, &counts.Completed, &counts.Failed, &counts.Canceled)
 			}
 			cnt := counts
 			mu.Unlock()
@@ -131,42 +127,37 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 
 	var wg sync.WaitGroup
 	seen := map[string]int{}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), opts.MaxLineBytes)
-	var readErr error
 	line := 0
-	for sc.Scan() {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
+	readErr := eachLine(in, opts.MaxLineBytes, func(raw []byte) error {
 		line++
 		s := &slot{done: make(chan struct{})}
-		mu.Lock()
-		counts.Total++
-		mu.Unlock()
 		select {
 		case slots <- s:
 		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		req, e := c.batchRequest(sc.Bytes(), line, opts.ID, seen, &s.rec)
+		mu.Lock()
+		counts.Total++
+		mu.Unlock()
+		req, e := c.batchRequest(raw, line, opts.ID, seen, &s.rec)
 		if e != nil {
-			s.rec.Error = e
+			s.rec.Error, s.invalid = e, true
 			close(s.done)
-			continue
+			return nil
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer close(s.done)
-			s.rec.Result, s.rec.Error = c.submitAndWait(ctx, req)
+			s.rec.Result, s.rec.Error, s.invalid = c.submitAndWait(ctx, req)
 		}()
-	}
-	if err := sc.Err(); err != nil {
-		readErr = fmt.Errorf("producer: reading the batch input at line %d: %w", line+1, err)
+		return nil
+	})
+	if readErr != nil && ctx.Err() == nil {
+		readErr = fmt.Errorf("producer: reading the batch input at line %d: %w", line+1, readErr)
 		cancel()
+	} else {
+		readErr = nil // ended by ctx: the writer reports it
 	}
 	close(slots)
 	wg.Wait()
@@ -193,8 +184,8 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 	}
 	seen[bl.CustomID] = line
 	id := BatchJobID(batchID, bl.CustomID)
-	if len(id) > contracts.MaxJobIDLen {
-		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: job id %q is %d characters, above %d: shorten the batch id or custom_id", line, id, len(id), contracts.MaxJobIDLen)
+	if err := contracts.ValidateJobID(id); err != nil {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: job id %s: shorten the batch id or custom_id", line, err)
 	}
 	rec.JobID = id
 	if len(bl.Request) == 0 {
@@ -202,7 +193,7 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 	}
 	req, err := contracts.DecodeJobRequest(bl.Request, c.cfg.Limits)
 	if err != nil {
-		return nil, asContractError(err)
+		return nil, contracts.ErrorFrom(err)
 	}
 	if req.ID != "" && req.ID != id {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: request id %q; in a batch the id is the batch id and custom_id (%s)", line, req.ID, id)
@@ -217,22 +208,77 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 
 // submitAndWait returns the stored result of req's job when there is one
 // (a batch run again), else submits req (a repeat within the duplicate
-// window is stored once) and waits for its result. A request the producer
-// rejects comes back as the error, with no result.
-func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (*contracts.Result, *contracts.Error) {
+// window is stored once) and waits for its result. A request that never
+// becomes this tenant's job (the producer rejects it, or its id is another
+// tenant's job) comes back as the error with rejected set.
+func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (_ *contracts.Result, _ *contracts.Error, rejected bool) {
+	mine := func(res *contracts.Result) (*contracts.Result, *contracts.Error, bool) {
+		if res.Tenant != c.Tenant() {
+			return nil, contracts.NewError(contracts.CodeInvalidRequest, "job id %s is another tenant's job: choose another batch id", req.ID), true
+		}
+		return res, nil, false
+	}
 	if res, err := c.Result(ctx, req.ID); err != nil {
-		return nil, contracts.NewError(contracts.CodeInternal, "looking up %s: %v", req.ID, err)
+		return nil, contracts.ErrorFrom(fmt.Errorf("looking up %s: %w", req.ID, err)), false
 	} else if res != nil {
-		return res, nil
+		return mine(res)
 	}
 	if _, err := c.Submit(ctx, req, nil); err != nil {
-		return nil, asContractError(err)
+		return nil, contracts.ErrorFrom(err), true
 	}
 	res, err := c.Wait(ctx, req.ID)
 	if err != nil {
-		return nil, contracts.NewError(contracts.CodeInternal, "waiting for %s: %v", req.ID, err)
+		return nil, contracts.ErrorFrom(fmt.Errorf("waiting for %s: %w", req.ID, err)), false
 	}
-	return res, nil
+	return mine(res)
+}
+
+// tally counts a job's result by how it ended; a job without a result
+// counts as failed.
+func tally(res *contracts.Result, completed, failed, canceled *int) {
+	switch {
+	case res != nil && res.Status == contracts.StatusCompleted:
+		*completed++
+	case res != nil && res.Status == contracts.StatusCanceled:
+		*canceled++
+	default:
+		*failed++
+	}
+}
+
+// eachLine calls fn with every non-blank line of in (at most max bytes),
+// stopping at fn's first error.
+func eachLine(in io.Reader, max int, fn func(line []byte) error) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), max)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		if err := fn(sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// eachJob calls fn with the job id of every line of a batch input file
+// whose custom_id is readable and new, or "" for any other line.
+func eachJob(in io.Reader, batchID string, fn func(jobID string) error) error {
+	seen := map[string]bool{}
+	return eachLine(in, 64<<20, func(raw []byte) error {
+		var bl struct {
+			CustomID string `json:"custom_id"`
+		}
+		id := ""
+		if json.Unmarshal(raw, &bl) == nil && contracts.ValidateJobID(bl.CustomID) == nil && !seen[bl.CustomID] {
+			seen[bl.CustomID] = true
+			if jid := BatchJobID(batchID, bl.CustomID); contracts.ValidateJobID(jid) == nil {
+				id = jid
+			}
+		}
+		return fn(id)
+	})
 }
 
 // Result returns the job's stored result, or nil when it has none (it has
@@ -256,38 +302,27 @@ func (c *Client) Result(ctx context.Context, jobID string) (*contracts.Result, e
 	return &r, nil
 }
 
-func asContractError(err error) *contracts.Error {
-	var ce *contracts.Error
-	if errors.As(err, &ce) {
-		return ce
-	}
-	return contracts.NewError(contracts.CodeInternal, "%v", err)
-}
-
 // CancelBatch cancels the job of every line of in (a batch input file) of
-// batch batchID, and returns how many it asked to stop. Lines whose
-// custom_id cannot be read are skipped; finished jobs are left as they
+// batch batchID, and returns how many it asked to stop. Lines RunBatch
+// would not submit (no readable or a repeated custom_id, a job id too
+// long) are skipped; finished jobs are left as they
 // are. Results of canceled jobs say canceled, with what ran billed.
 func (c *Client) CancelBatch(ctx context.Context, in io.Reader, batchID string) (int, error) {
 	if err := contracts.ValidateJobID(batchID); err != nil {
 		return 0, fmt.Errorf("producer: batch id: %w", err)
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	n := 0
-	for sc.Scan() {
-		var bl struct {
-			CustomID string `json:"custom_id"`
+	err := eachJob(in, batchID, func(id string) error {
+		if id == "" {
+			return nil
 		}
-		if json.Unmarshal(sc.Bytes(), &bl) != nil || contracts.ValidateJobID(bl.CustomID) != nil {
-			continue
-		}
-		if err := c.Cancel(ctx, BatchJobID(batchID, bl.CustomID)); err != nil {
-			return n, err
+		if err := c.Cancel(ctx, id); err != nil {
+			return err
 		}
 		n++
-	}
-	return n, sc.Err()
+		return nil
+	})
+	return n, err
 }
 
 // BatchStatus counts the jobs of batch batchID (one per line of in, a
@@ -298,38 +333,24 @@ func (c *Client) BatchStatus(ctx context.Context, in io.Reader, batchID string) 
 	if err := contracts.ValidateJobID(batchID); err != nil {
 		return p, fmt.Errorf("producer: batch id: %w", err)
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	seen := map[string]bool{}
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
+	err := eachJob(in, batchID, func(id string) error {
 		p.Lines++
-		var bl struct {
-			CustomID string `json:"custom_id"`
-		}
-		if json.Unmarshal(sc.Bytes(), &bl) != nil || contracts.ValidateJobID(bl.CustomID) != nil || seen[bl.CustomID] {
+		if id == "" {
 			p.Invalid++
-			continue
+			return nil
 		}
-		seen[bl.CustomID] = true
-		res, err := c.Result(ctx, BatchJobID(batchID, bl.CustomID))
-		if err != nil {
-			return p, err
-		}
+		res, err := c.Result(ctx, id)
 		switch {
-		case res == nil:
+		case err != nil:
+			return err
+		case res == nil || res.Tenant != c.Tenant():
 			p.Pending++
-		case res.Status == contracts.StatusCompleted:
-			p.Completed++
-		case res.Status == contracts.StatusCanceled:
-			p.Canceled++
 		default:
-			p.Failed++
+			tally(res, &p.Completed, &p.Failed, &p.Canceled)
 		}
-	}
-	return p, sc.Err()
+		return nil
+	})
+	return p, err
 }
 
 // BatchProgress is where a batch stands (BatchStatus).

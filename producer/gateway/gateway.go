@@ -215,22 +215,11 @@ func (g *Gateway) body(w http.ResponseWriter, r *http.Request) ([]byte, *contrac
 
 // asError turns any error into a contract error.
 func asError(err error) *contracts.Error {
-	var ce *contracts.Error
-	if errors.As(err, &ce) {
-		return ce
-	}
-	var code contracts.Code
-	if errors.As(err, &code) {
-		return contracts.NewError(code, "%v", err)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return contracts.NewError(contracts.CodeDeadlineExceeded, "%v", err)
-	}
 	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
 		return contracts.NewError(contracts.CodeUnavailable, "%v", err)
 	}
-	return contracts.NewError(contracts.CodeInternal, "%v", err)
+	return contracts.ErrorFrom(err)
 }
 
 // submitOpts continues the caller's W3C trace when it sends one.
