@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/zerolayer/zerolayer/worker/model"
@@ -21,8 +22,9 @@ type Generation struct {
 	dec     *tokenizer.StreamDecoder
 	stop    *sample.StopMatcher
 	tok     *tokenizer.Tokenizer
-	history []int32 // prompt and generated tokens
-	max     int     // generated tokens allowed
+	history []int32         // prompt and generated tokens
+	text    strings.Builder // output text so far; Result().Text at the end
+	max     int             // generated tokens allowed
 	context int
 	done    bool
 	start   time.Time
@@ -153,7 +155,7 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 		g.toolEvents()
 	}
 	text, stopped := g.stop.Push(piece)
-	r.Text += text
+	g.text.WriteString(text)
 	if g.req.OnToken != nil {
 		if err := g.req.OnToken(Token{ID: ch.ID, Text: text, Logprob: ch.Logprob, Top: ch.Top}); err != nil {
 			g.Finish(StopCanceled)
@@ -186,8 +188,8 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 // it. It does nothing without tools.
 func (g *Generation) PrefetchMask(vocab int) {
 	t := g.req.Tools
-	if t == nil || g.done {
-		return
+	if t == nil || g.done || g.maskReady {
+		return // a mask still unused (its step was interrupted) stays valid
 	}
 	if g.mask == nil {
 		g.mask = make([]uint64, (vocab+63)/64)
@@ -244,7 +246,9 @@ func (g *Generation) toolEvents() {
 // asked for by the tools). The runner feeds the last prompt token again.
 func (g *Generation) restart() {
 	r := g.res
-	r.OutputIDs, r.Logprobs, r.TopLogprobs, r.Text = nil, nil, nil, ""
+	r.OutputIDs, r.Logprobs, r.TopLogprobs = nil, nil, nil
+	g.text.Reset()
+	g.maskReady = false // the tools start over
 	r.Retries++
 	g.history = g.history[:len(g.req.PromptIDs)]
 	g.dec = g.tok.NewDecoderAfter(g.req.PromptIDs[len(g.req.PromptIDs)-1])
@@ -274,7 +278,7 @@ func (g *Generation) Finish(reason string) {
 	}
 	natural := reason == StopEndTurn || reason == StopMaxTokens || reason == StopSequence || reason == StopConstraint
 	if t != nil && reason != StopCanceled && reason != StopToolError {
-		if natural && t.Retry(r.Text) {
+		if natural && t.Retry(g.text.String()) {
 			g.toolEvents()
 			g.restart()
 			return
@@ -293,6 +297,7 @@ func (g *Generation) Finish(reason string) {
 		g.emitTail(suffix)
 	}
 	g.done = true
+	r.Text = g.text.String()
 	r.StopReason = reason
 	if t != nil {
 		r.Usage.ToolMs = t.TimeMs()
@@ -315,7 +320,7 @@ func (g *Generation) emitTail(s string) {
 	if s == "" {
 		return
 	}
-	g.res.Text += s
+	g.text.WriteString(s)
 	if g.req.OnToken != nil {
 		g.req.OnToken(Token{ID: -1, Text: s})
 	}

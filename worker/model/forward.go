@@ -9,7 +9,6 @@ import (
 // scratch holds the activation tensors of one step, sized for cap rows.
 type scratch struct {
 	cap                    int
-	ids                    []int32
 	x, xb, q, k, v, att, o gpu.Tensor
 	g, u                   gpu.Tensor
 	sel                    gpu.Tensor // gathered rows that need logits

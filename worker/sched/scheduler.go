@@ -137,7 +137,6 @@ type seq struct {
 	blocks     []int32
 	hashes     []uint64 // chain hash of each full block of tokens, computed once
 	registered int      // leading blocks already offered to the prefix cache
-	admitStep  int64    // the step count at first admission
 	submitStep int64    // the step count at submission
 	running    bool
 
@@ -875,8 +874,9 @@ const highTrafficWindow = 10 * time.Second
 
 // stepRow is one sequence's share of a step.
 type stepRow struct {
-	q *seq
-	n int // tokens fed
+	q       *seq
+	n       int  // tokens fed
+	samples bool // the row reaches the end of q's tokens: it samples
 }
 
 // step runs one forward pass: a decode token for every running sequence
@@ -940,7 +940,7 @@ func (s *Scheduler) step() {
 		if rem > 1 {
 			budget -= n
 		}
-		plan = append(plan, stepRow{q, n})
+		plan = append(plan, stepRow{q, n, q.computed+n == len(toks)})
 	}
 	// A sequence planned early may have been preempted by a later one's
 	// growth: drop it from this step.
@@ -951,9 +951,6 @@ func (s *Scheduler) step() {
 	// Step buffers are reused: the decode path allocates nothing per step.
 	toks, pos, seqIdx, rows := s.buf.toks[:0], s.buf.pos[:0], s.buf.seq[:0], s.buf.rows[:0]
 	tables := s.buf.tables[:0]
-	for range plan {
-		tables = append(tables, nil)
-	}
 	for i, r := range plan {
 		all := r.q.g.Tokens()
 		for j := 0; j < r.n; j++ {
@@ -961,8 +958,8 @@ func (s *Scheduler) step() {
 			pos = append(pos, int32(r.q.computed+j))
 			seqIdx = append(seqIdx, int32(i))
 		}
-		tables[i] = r.q.blocks
-		if r.q.computed+r.n == len(all) {
+		tables = append(tables, r.q.blocks)
+		if r.samples {
 			rows = append(rows, int32(len(toks)-1))
 		}
 	}
@@ -975,7 +972,7 @@ func (s *Scheduler) step() {
 	// forward pass runs.
 	var masks sync.WaitGroup
 	for _, r := range plan {
-		if r.q.g.HasTools() && r.q.computed+r.n == len(r.q.g.Tokens()) {
+		if r.samples && r.q.g.HasTools() {
 			masks.Add(1)
 			go func(g *engine.Generation) {
 				defer masks.Done()
@@ -1030,7 +1027,7 @@ func (s *Scheduler) step() {
 		q.highWater = max(q.highWater, q.computed)
 		s.served[q.opts.Tenant] += float64(r.n)
 		s.registerFull(q)
-		if q.computed < len(q.g.Tokens()) {
+		if !r.samples {
 			continue // prefill chunk: no logits yet
 		}
 		l := logits[li*s.m.Vocab : (li+1)*s.m.Vocab]
