@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -11,13 +10,10 @@ import (
 // messagesRequest is the part of an Anthropic Messages request the gateway
 // maps to a job.
 type messagesRequest struct {
-	Model     string          `json:"model"`
-	MaxTokens *int            `json:"max_tokens"`
-	System    json.RawMessage `json:"system"`
-	Messages  []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
+	Model         string          `json:"model"`
+	MaxTokens     *int            `json:"max_tokens"`
+	System        json.RawMessage `json:"system"`
+	Messages      []compatMessage `json:"messages"`
 	StopSequences []string        `json:"stop_sequences"`
 	Temperature   *float64        `json:"temperature"`
 	TopP          *float64        `json:"top_p"`
@@ -36,29 +32,19 @@ func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	if len(mr.Tools) > 0 && string(mr.Tools) != "null" && string(mr.Tools) != "[]" {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "tools (tool use) are not supported; use the jobs API's inline tools")
 	}
-	var turns []turn
+	var system []string
 	if len(mr.System) > 0 && string(mr.System) != "null" {
 		text, e := textContent(mr.System, "system")
 		if e != nil {
 			return nil, e
 		}
-		turns = append(turns, turn{"system", text})
+		system = append(system, text)
 	}
-	for i, m := range mr.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
-			return nil, contracts.NewError(contracts.CodeInvalidRequest, "messages[%d].role %q: want user or assistant", i, m.Role)
-		}
-		text, e := textContent(m.Content, fmt.Sprintf("messages[%d].content", i))
-		if e != nil {
-			return nil, e
-		}
-		turns = append(turns, turn{m.Role, text})
-	}
-	system, msgs, e := messagesFrom(turns)
+	sys, msgs, e := jobMessages(system, mr.Messages)
 	if e != nil {
 		return nil, e
 	}
-	req := &contracts.JobRequest{Model: mr.Model, System: system, Messages: msgs, MaxTokens: *mr.MaxTokens,
+	req := &contracts.JobRequest{Model: mr.Model, System: sys, Messages: msgs, MaxTokens: *mr.MaxTokens,
 		StopSequences: mr.StopSequences, Temperature: mr.Temperature, TopP: mr.TopP, TopK: mr.TopK, Stream: mr.Stream}
 	if mr.Metadata != nil && mr.Metadata.UserID != "" {
 		req.Metadata = map[string]string{"user_id": mr.Metadata.UserID}
@@ -92,6 +78,13 @@ type messageUsage struct {
 	OutputTokens int `json:"output_tokens"`
 }
 
+func messageUsageOf(u *contracts.Usage) messageUsage {
+	if u == nil {
+		return messageUsage{}
+	}
+	return messageUsage{u.InputTokens, u.OutputTokens}
+}
+
 // messages: POST /v1/messages.
 func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	var mr messagesRequest
@@ -114,11 +107,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 			anthropicError(w, e)
 			return
 		}
-		var u messageUsage
-		if res.Usage != nil {
-			u = messageUsage{res.Usage.InputTokens, res.Usage.OutputTokens}
-		}
-		writeJSON(w, http.StatusOK, message(res.Text, stopReason(res.StopReason), u))
+		writeJSON(w, http.StatusOK, message(res.Text, stopReason(res.StopReason), messageUsageOf(res.Usage)))
 		return
 	}
 	out := newSSE(w)
@@ -140,10 +129,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send("content_block_stop", map[string]any{"index": 0})
-	var u messageUsage
-	if final.Usage != nil {
-		u = messageUsage{final.Usage.InputTokens, final.Usage.OutputTokens}
-	}
-	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stopReason(final.StopReason), "stop_sequence": nil}, "usage": u})
+	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stopReason(final.StopReason), "stop_sequence": nil},
+		"usage": messageUsageOf(final.Usage)})
 	send("message_stop", map[string]any{})
 }

@@ -38,7 +38,7 @@ type BatchState struct {
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
 
-// batchStore holds the buckets and the runs this gateway is driving.
+// batchStore holds the batch buckets.
 type batchStore struct {
 	files  jetstream.ObjectStore
 	states jetstream.KeyValue
@@ -122,29 +122,13 @@ func (g *Gateway) createBatch(w http.ResponseWriter, r *http.Request) {
 		jobError(w, contracts.NewError(contracts.CodeInvalidRequest, "batch id (?id=): %v", err))
 		return
 	}
+	// The state first: of two posts of one id, one creates it and runs
+	// the batch; the other answers the batch as it is.
 	ctx := r.Context()
-	if st, err := g.batchState(ctx, c.Tenant(), id); err != nil {
-		jobError(w, asError(err))
-		return
-	} else if st != nil {
-		writeJSON(w, http.StatusOK, st)
-		return
-	}
-	body := http.MaxBytesReader(w, r.Body, g.cfg.MaxBatchBytes)
-	if _, err := g.batches.files.Put(ctx, jetstream.ObjectMeta{Name: batchFile(c.Tenant(), id, "input")}, body); err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			jobError(w, contracts.NewError(contracts.CodeRequestTooLarge, "the batch is larger than %d bytes", mb.Limit))
-			return
-		}
-		jobError(w, asError(err))
-		return
-	}
 	now := time.Now().UTC()
 	st := &BatchState{ID: id, Tenant: c.Tenant(), Status: "in_progress", CreatedAt: now, UpdatedAt: now}
 	b, _ := json.Marshal(st)
 	if _, err := g.batches.states.Create(ctx, batchKey(c.Tenant(), id), b); errors.Is(err, jetstream.ErrKeyExists) {
-		// The same id posted twice at once: the other post runs it.
 		cur, err := g.batchState(ctx, c.Tenant(), id)
 		if err != nil || cur == nil {
 			jobError(w, asError(fmt.Errorf("batch %s: %v", id, err)))
@@ -153,6 +137,18 @@ func (g *Gateway) createBatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, cur)
 		return
 	} else if err != nil {
+		jobError(w, asError(err))
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, g.cfg.MaxBatchBytes)
+	if _, err := g.batches.files.Put(ctx, jetstream.ObjectMeta{Name: batchFile(c.Tenant(), id, "input")}, body); err != nil {
+		// Nothing was stored: the id is free again.
+		g.batches.states.Delete(context.WithoutCancel(ctx), batchKey(c.Tenant(), id))
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			jobError(w, contracts.NewError(contracts.CodeRequestTooLarge, "the batch is larger than %d bytes", mb.Limit))
+			return
+		}
 		jobError(w, asError(err))
 		return
 	}
@@ -191,10 +187,6 @@ func (g *Gateway) startBatch(c *producer.Client, id string) {
 func (g *Gateway) runBatch(c *producer.Client, id string) error {
 	ctx := g.ctx
 	tenant := c.Tenant()
-	st, err := g.batchState(ctx, tenant, id)
-	if err != nil || st == nil {
-		return fmt.Errorf("state: %v", err)
-	}
 	in, err := g.batches.files.Get(ctx, batchFile(tenant, id, "input"))
 	if err != nil {
 		return err
@@ -256,14 +248,18 @@ func (g *Gateway) getBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // batchOutput: GET /v1/batches/{id}/output: the output file once the batch
-// ended (409 before).
+// ended (400 invalid_request before).
 func (g *Gateway) batchOutput(w http.ResponseWriter, r *http.Request) {
 	_, st, ok := g.batchCall(w, r)
 	if !ok {
 		return
 	}
 	if st.Status != "ended" || st.Error != "" {
-		jobError(w, contracts.NewError(contracts.CodeInvalidRequest, "batch %s is %s%s; its output is written when it ends", st.ID, st.Status, st.Error))
+		msg := fmt.Sprintf("batch %s is %s; its output is written when it ends", st.ID, st.Status)
+		if st.Error != "" {
+			msg = fmt.Sprintf("batch %s stopped (%s); resume it to write its output", st.ID, st.Error)
+		}
+		jobError(w, contracts.NewError(contracts.CodeInvalidRequest, "%s", msg))
 		return
 	}
 	out, err := g.batches.files.Get(r.Context(), batchFile(st.Tenant, st.ID, "output"))

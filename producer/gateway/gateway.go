@@ -77,7 +77,6 @@ type Config struct {
 type Gateway struct {
 	nc      *nats.Conn
 	cfg     Config
-	mux     *http.ServeMux
 	handler http.Handler
 
 	mu      sync.Mutex
@@ -113,7 +112,7 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: tenant of a key: %w", err)
 		}
 	}
-	g := &Gateway{nc: nc, cfg: cfg, mux: http.NewServeMux(), clients: map[string]*producer.Client{}, running: map[string]bool{}}
+	g := &Gateway{nc: nc, cfg: cfg, clients: map[string]*producer.Client{}, running: map[string]bool{}}
 	g.ctx, g.stop = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
 	defer cancel()
@@ -121,27 +120,28 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 		g.stop()
 		return nil, err
 	}
-	g.mux.HandleFunc("POST /v1/jobs", g.submitJob)
-	g.mux.HandleFunc("GET /v1/jobs/{id}", g.getJob)
-	g.mux.HandleFunc("GET /v1/jobs/{id}/events", g.jobEvents)
-	g.mux.HandleFunc("POST /v1/jobs/{id}/cancel", g.cancelJob)
-	g.mux.HandleFunc("POST /v1/batches", g.createBatch)
-	g.mux.HandleFunc("GET /v1/batches/{id}", g.getBatch)
-	g.mux.HandleFunc("GET /v1/batches/{id}/output", g.batchOutput)
-	g.mux.HandleFunc("POST /v1/batches/{id}/resume", g.resumeBatch)
-	g.mux.HandleFunc("POST /v1/batches/{id}/cancel", g.cancelBatch)
-	g.mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
-	g.mux.HandleFunc("POST /v1/messages", g.messages)
-	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/jobs", g.submitJob)
+	mux.HandleFunc("GET /v1/jobs/{id}", g.getJob)
+	mux.HandleFunc("GET /v1/jobs/{id}/events", g.jobEvents)
+	mux.HandleFunc("POST /v1/jobs/{id}/cancel", g.cancelJob)
+	mux.HandleFunc("POST /v1/batches", g.createBatch)
+	mux.HandleFunc("GET /v1/batches/{id}", g.getBatch)
+	mux.HandleFunc("GET /v1/batches/{id}/output", g.batchOutput)
+	mux.HandleFunc("POST /v1/batches/{id}/resume", g.resumeBatch)
+	mux.HandleFunc("POST /v1/batches/{id}/cancel", g.cancelBatch)
+	mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
+	mux.HandleFunc("POST /v1/messages", g.messages)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !nc.IsConnected() {
 			http.Error(w, "NATS is not connected", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok\n")
 	})
-	g.handler = g.mux
+	g.handler = mux
 	if cfg.Metrics != nil {
-		g.handler = cfg.Metrics.observe(g.mux)
+		g.handler = cfg.Metrics.observe(mux)
 	}
 	return g, nil
 }

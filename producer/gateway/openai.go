@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -38,11 +37,8 @@ func textContent(raw json.RawMessage, where string) (string, *contracts.Error) {
 // gateway maps to a job; other fields are ignored, except the ones that
 // would change the answer and are not supported, which are refused.
 type chatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
+	Model               string          `json:"model"`
+	Messages            []compatMessage `json:"messages"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Temperature         *float64        `json:"temperature"`
@@ -73,15 +69,7 @@ func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	if len(cr.Tools) > 0 && string(cr.Tools) != "null" && string(cr.Tools) != "[]" {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "tools (function calling) are not supported; use response_format or the jobs API's inline tools")
 	}
-	var turns []turn
-	for i, m := range cr.Messages {
-		text, e := textContent(m.Content, fmt.Sprintf("messages[%d].content", i))
-		if e != nil {
-			return nil, e
-		}
-		turns = append(turns, turn{m.Role, text})
-	}
-	system, msgs, e := messagesFrom(turns)
+	system, msgs, e := jobMessages(nil, cr.Messages, "system", "developer")
 	if e != nil {
 		return nil, e
 	}
@@ -222,6 +210,13 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	req := s.req
 	created := time.Now().Unix()
+	completion := func(text string, stop contracts.StopReason, u *contracts.Usage, logprobs any) {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": s.id, "object": "chat.completion", "created": created, "model": req.Model,
+			"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": text},
+				"logprobs": logprobs, "finish_reason": finishReason(stop)}},
+			"usage": usageOf(u)})
+	}
 	if !cr.Stream && cr.Logprobs {
 		// Log-probabilities travel on the delta events only: follow them
 		// and answer in one piece.
@@ -236,11 +231,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			openAIError(w, e)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": s.id, "object": "chat.completion", "created": created, "model": req.Model,
-			"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": text.String()},
-				"logprobs": map[string]any{"content": lps}, "finish_reason": finishReason(final.StopReason)}},
-			"usage": usageOf(final.Usage)})
+		completion(text.String(), final.StopReason, final.Usage, map[string]any{"content": lps})
 		return
 	}
 	if !cr.Stream {
@@ -249,11 +240,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			openAIError(w, e)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": s.id, "object": "chat.completion", "created": created, "model": req.Model,
-			"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": res.Text},
-				"logprobs": nil, "finish_reason": finishReason(res.StopReason)}},
-			"usage": usageOf(res.Usage)})
+		completion(res.Text, res.StopReason, res.Usage, nil)
 		return
 	}
 	out := newSSE(w)

@@ -3,8 +3,11 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
@@ -84,7 +87,7 @@ func (s *syncCall) submit(w http.ResponseWriter) *contracts.Error {
 // abandon cancels the job when the caller is gone or the wait timed out:
 // nobody will read its output.
 func (s *syncCall) abandon() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.g.cfg.SyncTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.c.Cancel(ctx, s.id); err != nil {
 		s.g.cfg.Logger.Warn("gateway: canceling an abandoned job", "job", s.id, "err", err)
@@ -168,25 +171,31 @@ func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) 
 	return nil, asError(err)
 }
 
-// messagesFrom maps chat messages with system turns to the contract's
-// system prompt and messages.
-func messagesFrom(turns []turn) (string, []contracts.Message, *contracts.Error) {
-	var system []string
-	var msgs []contracts.Message
-	for i, t := range turns {
-		switch t.role {
-		case "system", "developer":
-			system = append(system, t.text)
-		case "user", "assistant":
-			msgs = append(msgs, contracts.Message{Role: contracts.Role(t.role), Content: t.text})
-		default:
-			return "", nil, contracts.NewError(contracts.CodeInvalidRequest, "messages[%d].role %q: want system, user or assistant", i, t.role)
-		}
-	}
-	return strings.Join(system, "\n\n"), msgs, nil
+// compatMessage is one message of a compatible API.
+type compatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
 }
 
-// turn is one message of a compatible API, its content flattened to text.
-type turn struct {
-	role, text string
+// jobMessages maps a compatible API's messages, contents flattened to
+// text, to the contract's system prompt and messages: system holds system
+// text given apart, and messages whose role is in systemRoles join it.
+func jobMessages(system []string, msgs []compatMessage, systemRoles ...string) (string, []contracts.Message, *contracts.Error) {
+	var out []contracts.Message
+	for i, m := range msgs {
+		text, e := textContent(m.Content, fmt.Sprintf("messages[%d].content", i))
+		if e != nil {
+			return "", nil, e
+		}
+		switch {
+		case slices.Contains(systemRoles, m.Role):
+			system = append(system, text)
+		case m.Role == "user" || m.Role == "assistant":
+			out = append(out, contracts.Message{Role: contracts.Role(m.Role), Content: text})
+		default:
+			return "", nil, contracts.NewError(contracts.CodeInvalidRequest, "messages[%d].role %q: want %s",
+				i, m.Role, strings.Join(append(slices.Clone(systemRoles), "user", "assistant"), ", "))
+		}
+	}
+	return strings.Join(system, "\n\n"), out, nil
 }
