@@ -58,22 +58,24 @@ type memTier struct {
 
 func (t *memTier) Blocks() int { return len(t.slots) }
 
-func (t *memTier) check(moves []BlockMove, out bool) error {
-	blocks := t.kv.Config().Blocks
+// CheckMoves reports an ErrShape error when a move of Out (out) or In
+// names a block outside an arena of blocks or a slot outside a tier of
+// slots; tiers check their moves with it before copying any.
+func CheckMoves(moves []BlockMove, out bool, blocks, slots int) error {
 	for _, m := range moves {
 		arena, slot := m.From, m.To
 		if !out {
 			arena, slot = m.To, m.From
 		}
-		if arena < 0 || arena >= blocks || slot < 0 || slot >= len(t.slots) {
-			return fmt.Errorf("%w: block move %d→%d outside the arena's %d blocks or the tier's %d slots", ErrShape, m.From, m.To, blocks, len(t.slots))
+		if arena < 0 || arena >= blocks || slot < 0 || slot >= slots {
+			return fmt.Errorf("%w: block move %d→%d outside the arena's %d blocks or the tier's %d slots", ErrShape, m.From, m.To, blocks, slots)
 		}
 	}
 	return nil
 }
 
 func (t *memTier) Out(moves []BlockMove) error {
-	if err := t.check(moves, true); err != nil {
+	if err := CheckMoves(moves, true, t.kv.Config().Blocks, len(t.slots)); err != nil {
 		return err
 	}
 	for _, m := range moves {
@@ -86,13 +88,15 @@ func (t *memTier) Out(moves []BlockMove) error {
 }
 
 func (t *memTier) In(moves []BlockMove) error {
-	if err := t.check(moves, false); err != nil {
+	if err := CheckMoves(moves, false, t.kv.Config().Blocks, len(t.slots)); err != nil {
 		return err
 	}
 	for _, m := range moves {
 		if t.slots[m.From] == nil {
 			return fmt.Errorf("gpu: host slot %d was never written", m.From)
 		}
+	}
+	for _, m := range moves {
 		t.kv.WriteBlock(m.To, t.slots[m.From])
 	}
 	return nil

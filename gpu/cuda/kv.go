@@ -125,7 +125,6 @@ func (b *Backend) onClose(fn func() error) { b.closers = append(b.closers, fn) }
 // blocks move; a Fence says when they are done.
 type HostPool struct {
 	b      *Backend
-	cfg    gpu.KVConfig
 	bf     int
 	blocks int
 	p      unsafe.Pointer
@@ -139,7 +138,7 @@ func (b *Backend) NewHostPool(kv gpu.KV, blocks int) (*HostPool, error) {
 	if blocks <= 0 {
 		return nil, fmt.Errorf("cuda: host pool of %d blocks; want at least 1", blocks)
 	}
-	hp := &HostPool{b: b, cfg: k.cfg, bf: k.bf, blocks: blocks}
+	hp := &HostPool{b: b, bf: k.bf, blocks: blocks}
 	err := b.call(func() (err error) {
 		hp.p, err = b.eng.dev.hostAlloc(int64(blocks) * int64(k.bf) * 4)
 		return err
@@ -157,12 +156,7 @@ func (h *HostPool) Blocks() int { return h.blocks }
 
 // Block returns slot i of the pool. Its contents are defined only when no
 // copy involving the slot is in flight (its Fence is done).
-func (h *HostPool) Block(i int) []float32 {
-	if i < 0 || i >= h.blocks {
-		panic(fmt.Sprintf("cuda: host block %d out of range [0,%d)", i, h.blocks))
-	}
-	return unsafe.Slice((*float32)(unsafe.Add(h.p, int64(i)*int64(h.bf)*4)), h.bf)
-}
+func (h *HostPool) Block(i int) []float32 { return unsafe.Slice((*float32)(h.slot(i)), h.bf) }
 
 func (h *HostPool) slot(i int) unsafe.Pointer {
 	if i < 0 || i >= h.blocks {
@@ -229,6 +223,9 @@ func (b *Backend) swap(kv gpu.KV, pool *HostPool, moves []BlockMove, out, fenced
 	type mv struct {
 		d dptr
 		h unsafe.Pointer
+	}
+	if err := gpu.CheckMoves(moves, out, k.cfg.Blocks, pool.blocks); err != nil {
+		return nil, err
 	}
 	ms := make([]mv, len(moves))
 	for i, m := range moves {
