@@ -44,11 +44,7 @@ func noteBatchCharge(ctx context.Context, tx pgx.Tx, tenant, batch string, delay
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+batchLock+`)`, tenant, batch); err != nil {
 		return err
 	}
-	var opts *river.InsertOpts
-	if delay > 0 {
-		opts = &river.InsertOpts{ScheduledAt: time.Now().Add(delay)}
-	}
-	if _, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx, BatchRollupArgs{Tenant: tenant, Batch: batch}, opts); err != nil {
+	if _, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx, BatchRollupArgs{Tenant: tenant, Batch: batch}, after(delay)); err != nil {
 		return fmt.Errorf("billing: enqueue the rollup of %s batch %s: %w", tenant, batch, err)
 	}
 	return nil

@@ -135,7 +135,7 @@ func usageDay(u contracts.Usage) string { return u.CreatedAt.UTC().Format(time.D
 // rollup of that day is computed under the exclusive one, so a rollup never
 // misses a charge committed while it runs (see rollupWorker).
 func lockDayShared(ctx context.Context, tx pgx.Tx, tenant, day string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtext('zl_usage_daily'), hashtext(current_schema() || '/' || $1 || '/' || $2))`, tenant, day)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+dayLock+`)`, tenant, day)
 	return err
 }
 
@@ -170,31 +170,68 @@ func (w *rateWorker) Work(ctx context.Context, job *river.Job[RateArgs]) error {
 		if err != nil {
 			return err
 		}
-		c, err := price(ctx, tx, u, pb)
-		if err != nil {
+		if err := storeCharge(ctx, tx, u, pb, false, w.rollupDelay); err != nil {
 			return err
-		}
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO charges (job_id, tenant_id, model, price_book_id, price_book_version, currency,
-				cost_input, cost_output, cost_ttft, cost_tool, total, tags)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-			ON CONFLICT (job_id) DO NOTHING`,
-			c.JobID, c.Tenant, c.Model, c.PriceBookID, c.PriceBookVersion, c.Currency,
-			c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Tags)
-		if err != nil {
-			return fmt.Errorf("billing: store charge of job %s: %w", c.JobID, err)
-		}
-		if tag.RowsAffected() == 1 {
-			if err := noteBatchCharge(ctx, tx, u.Tenant, u.BatchID, w.rollupDelay); err != nil {
-				return err
-			}
-			if err := insertRollup(ctx, tx, u.Tenant, usageDay(u), w.rollupDelay); err != nil {
-				return err
-			}
 		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
+}
+
+// chargeInsert stores a charge; with chargeReplace a re-rating replaces
+// the row and counts a revision.
+const (
+	chargeInsert = `
+		INSERT INTO charges (job_id, tenant_id, model, price_book_id, price_book_version, currency,
+			cost_input, cost_output, cost_ttft, cost_tool, total, tags)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	chargeReplace = `
+		ON CONFLICT (job_id) DO UPDATE SET
+			price_book_id = excluded.price_book_id,
+			price_book_version = excluded.price_book_version,
+			currency = excluded.currency,
+			cost_input = excluded.cost_input,
+			cost_output = excluded.cost_output,
+			cost_ttft = excluded.cost_ttft,
+			cost_tool = excluded.cost_tool,
+			total = excluded.total,
+			tags = excluded.tags,
+			revision = charges.revision + 1,
+			rated_at = now()`
+)
+
+// storeCharge prices u with pb and stores the charge within tx: a first
+// rating only when the job has none, a re-rating (rerate) in place of the
+// one it has. A charge stored asks for the rollups of its day and batch.
+func storeCharge(ctx context.Context, tx pgx.Tx, u contracts.Usage, pb PriceBook, rerate bool, rollupDelay time.Duration) error {
+	c, err := price(ctx, tx, u, pb)
+	if err != nil {
+		return err
+	}
+	query := chargeInsert + ` ON CONFLICT (job_id) DO NOTHING`
+	if rerate {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO charge_history (job_id, revision, price_book_id, price_book_version, currency,
+				cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
+			SELECT job_id, revision, price_book_id, price_book_version, currency,
+				cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at
+			FROM charges WHERE job_id = $1`, c.JobID); err != nil {
+			return fmt.Errorf("billing: keep the previous charge of job %s: %w", c.JobID, err)
+		}
+		query = chargeInsert + chargeReplace
+	}
+	tag, err := tx.Exec(ctx, query, c.JobID, c.Tenant, c.Model, c.PriceBookID, c.PriceBookVersion, c.Currency,
+		c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Tags)
+	if err != nil {
+		return fmt.Errorf("billing: store charge of job %s: %w", c.JobID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil // rated already
+	}
+	if err := noteBatchCharge(ctx, tx, u.Tenant, u.BatchID, rollupDelay); err != nil {
+		return err
+	}
+	return insertRollup(ctx, tx, u.Tenant, usageDay(u), rollupDelay)
 }
 
 // rerateWorker prices a job again.
@@ -226,42 +263,7 @@ func (w *rerateWorker) Work(ctx context.Context, job *river.Job[RerateArgs]) err
 		if err != nil {
 			return err
 		}
-		c, err := price(ctx, tx, u, pb)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO charge_history (job_id, revision, price_book_id, price_book_version, currency,
-				cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
-			SELECT job_id, revision, price_book_id, price_book_version, currency,
-				cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at
-			FROM charges WHERE job_id = $1`, c.JobID); err != nil {
-			return fmt.Errorf("billing: keep the previous charge of job %s: %w", c.JobID, err)
-		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO charges (job_id, tenant_id, model, price_book_id, price_book_version, currency,
-				cost_input, cost_output, cost_ttft, cost_tool, total, tags)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-			ON CONFLICT (job_id) DO UPDATE SET
-				price_book_id = excluded.price_book_id,
-				price_book_version = excluded.price_book_version,
-				currency = excluded.currency,
-				cost_input = excluded.cost_input,
-				cost_output = excluded.cost_output,
-				cost_ttft = excluded.cost_ttft,
-				cost_tool = excluded.cost_tool,
-				total = excluded.total,
-				tags = excluded.tags,
-				revision = charges.revision + 1,
-				rated_at = now()`,
-			c.JobID, c.Tenant, c.Model, c.PriceBookID, c.PriceBookVersion, c.Currency,
-			c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Tags); err != nil {
-			return fmt.Errorf("billing: store charge of job %s: %w", c.JobID, err)
-		}
-		if err := noteBatchCharge(ctx, tx, u.Tenant, u.BatchID, w.rollupDelay); err != nil {
-			return err
-		}
-		if err := insertRollup(ctx, tx, u.Tenant, usageDay(u), w.rollupDelay); err != nil {
+		if err := storeCharge(ctx, tx, u, pb, true, w.rollupDelay); err != nil {
 			return err
 		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)

@@ -35,13 +35,21 @@ func (RollupArgs) InsertOpts() river.InsertOpts {
 // waiting one will see this transaction's charge, and a running one holds
 // the day's lock, so tx (which holds the shared side) only gets here after
 // it committed (see rollupWorker).
-func insertRollup(ctx context.Context, tx pgx.Tx, tenant, day string, delay time.Duration) error {
-	client := river.ClientFromContext[pgx.Tx](ctx)
-	var opts *river.InsertOpts
-	if delay > 0 {
-		opts = &river.InsertOpts{ScheduledAt: time.Now().Add(delay)}
+// after schedules a job delay from now; nil (at once) when delay <= 0.
+func after(delay time.Duration) *river.InsertOpts {
+	if delay <= 0 {
+		return nil
 	}
-	if _, err := client.InsertTx(ctx, tx, RollupArgs{Tenant: tenant, Day: day}, opts); err != nil {
+	return &river.InsertOpts{ScheduledAt: time.Now().Add(delay)}
+}
+
+// dayLock is the advisory lock of a tenant's day ($1 tenant, $2 day):
+// charges are written under its shared side, the rollup computed under
+// the exclusive one.
+const dayLock = `hashtext('zl_usage_daily'), hashtext(current_schema() || '/' || $1 || '/' || $2)`
+
+func insertRollup(ctx context.Context, tx pgx.Tx, tenant, day string, delay time.Duration) error {
+	if _, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx, RollupArgs{Tenant: tenant, Day: day}, after(delay)); err != nil {
 		return fmt.Errorf("billing: enqueue the rollup of %s on %s: %w", tenant, day, err)
 	}
 	return nil
@@ -108,7 +116,7 @@ func (w *rollupWorker) Work(ctx context.Context, job *river.Job[RollupArgs]) err
 	}
 	from, to := day.UTC(), day.UTC().AddDate(0, 0, 1)
 	return pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('zl_usage_daily'), hashtext(current_schema() || '/' || $1 || '/' || $2))`,
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+dayLock+`)`,
 			job.Args.Tenant, job.Args.Day); err != nil {
 			return err
 		}
