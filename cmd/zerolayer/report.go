@@ -33,6 +33,11 @@ func runReport(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	if *batch != "" || *batches {
+		if *fromS != "" || *toS != "" || (*batch != "" && *batches) {
+			return usagef("give one of --from/--to, --batch or --batches")
+		}
+	}
 	if *batch != "" {
 		return reportBatch(ctx, *dbURL, *tenant, *batch, *formatS)
 	}
@@ -53,27 +58,28 @@ func runReport(ctx context.Context, args []string) error {
 	if !from.Before(to) {
 		return usagef("--from %s is not before --to %s", *fromS, *toS)
 	}
-	format, err := billing.ParseFormat(*formatS)
-	if err != nil {
-		return usagef("--format: %v", err)
-	}
-	pool, err := openDB(ctx, *dbURL)
+	pool, format, err := openReport(ctx, *dbURL, *tenant, *formatS)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-
-	// One snapshot, so that every figure covers the same charges.
-	var r *billing.Report
-	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		r, err = billing.BuildReport(ctx, tx, *tenant, from, to)
-		return err
-	})
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.Report, error) { return billing.BuildReport(ctx, tx, *tenant, from, to) })
 	if err != nil {
 		return err
 	}
 	return r.Write(stdout, format)
+}
+
+// inSnapshot runs build in one read-only repeatable-read transaction, so
+// that every figure of a report covers the same charges.
+func inSnapshot[T any](ctx context.Context, pool *pgxpool.Pool, build func(pgx.Tx) (T, error)) (T, error) {
+	var r T
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		r, err = build(tx)
+		return err
+	})
+	return r, err
 }
 
 // openReport checks the tenant and format of a batch report and opens the
@@ -97,12 +103,7 @@ func reportBatch(ctx context.Context, dbURL, tenant, batch, formatS string) erro
 		return err
 	}
 	defer pool.Close()
-	var r *billing.BatchReport
-	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		r, err = billing.BuildBatchReport(ctx, tx, tenant, batch)
-		return err
-	})
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.BatchReport, error) { return billing.BuildBatchReport(ctx, tx, tenant, batch) })
 	if err != nil {
 		return err
 	}
