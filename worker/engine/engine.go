@@ -160,10 +160,9 @@ func (e *Engine) Generate(ctx context.Context, req Request) (*Result, error) {
 // runs; a canceled context ends every request with StopCanceled.
 func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, error) {
 	type run struct {
-		g      *Generation
-		feed   []int32 // tokens to run next step
-		pos    int32   // position of feed[0]
-		blocks []int32
+		g        *Generation
+		computed int // tokens whose K/V is in the cache; the rest run next step
+		blocks   []int32
 	}
 	runs := make([]*run, len(reqs))
 	needBlocks := 0
@@ -172,7 +171,7 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 		if err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
-		runs[i] = &run{g: g, feed: reqs[i].PromptIDs}
+		runs[i] = &run{g: g}
 		needBlocks += e.blocksFor(len(reqs[i].PromptIDs) + g.MaxNew())
 	}
 	if needBlocks > e.kv.capacity() {
@@ -187,9 +186,10 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 	var toks, pos, seqIdx, rows []int32
 	var tables [][]int32
 	var logits []float32
+	var live []*run
+	var batch gpu.Batch
 	for {
-		toks, pos, seqIdx, rows, tables = toks[:0], pos[:0], seqIdx[:0], rows[:0], tables[:0]
-		var live []*run
+		toks, pos, seqIdx, rows, tables, live = toks[:0], pos[:0], seqIdx[:0], rows[:0], tables[:0], live[:0]
 		for _, r := range runs {
 			if r.g.Done() {
 				continue
@@ -198,14 +198,14 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 				r.g.Finish(StopCanceled)
 				continue
 			}
-			need := e.blocksFor(int(r.pos) + len(r.feed))
-			for len(r.blocks) < need {
+			all := r.g.Tokens()
+			for len(r.blocks) < e.blocksFor(len(all)) {
 				r.blocks = append(r.blocks, e.kv.take())
 			}
 			r.g.NoteKVBytes(int64(len(r.blocks)) * e.blockBytes())
-			for j, id := range r.feed {
-				toks = append(toks, id)
-				pos = append(pos, r.pos+int32(j))
+			for j := r.computed; j < len(all); j++ {
+				toks = append(toks, all[j])
+				pos = append(pos, int32(j))
 				seqIdx = append(seqIdx, int32(len(live)))
 			}
 			rows = append(rows, int32(len(toks)-1))
@@ -219,19 +219,17 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 			logits = make([]float32, len(rows)*vocab)
 		}
 		logits = logits[:len(rows)*vocab]
-		if err := e.m.Forward(e.kv.arena, toks, &gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}, rows, logits); err != nil {
+		batch = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}
+		if err := e.m.Forward(e.kv.arena, toks, &batch, rows, logits); err != nil {
 			return nil, err
 		}
 		now := time.Now()
 		for i, r := range live {
-			r.pos += int32(len(r.feed))
-			if next, ok := r.g.Observe(logits[i*vocab:(i+1)*vocab], now); ok {
-				r.feed = []int32{next}
-			} else if !r.g.Done() {
-				// The tools asked for a retry: feed the last prompt token
-				// again (its K/V is rewritten identically).
-				p := r.g.Request().PromptIDs
-				r.pos, r.feed = int32(len(p)-1), p[len(p)-1:]
+			r.computed = len(r.g.Tokens())
+			if _, ok := r.g.Observe(logits[i*vocab:(i+1)*vocab], now); !ok && !r.g.Done() {
+				// The tools asked for a retry (the output is gone): run the
+				// last prompt token again (its K/V is rewritten identically).
+				r.computed = len(r.g.Request().PromptIDs) - 1
 			}
 		}
 	}

@@ -97,6 +97,7 @@ type Scheduler struct {
 		toks, pos, seq, rows []int32
 		tables               [][]int32
 		logits               []float32
+		batch                gpu.Batch
 	}
 	served map[string]float64 // virtual token counters per tenant
 	active map[string]int     // tenant → its waiting+running sequences
@@ -991,7 +992,8 @@ func (s *Scheduler) step() {
 	if s.interruptible && !s.lastInterrupted && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.opts.Class == 0 }) {
 		stop = func() bool { return s.highPending.Swap(false) }
 	}
-	err := s.m.ForwardInterruptible(s.kv, toks, &gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}, rows, logits, stop)
+	s.buf.batch = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}
+	err := s.m.ForwardInterruptible(s.kv, toks, &s.buf.batch, rows, logits, stop)
 	masks.Wait()
 	s.lastInterrupted = errors.Is(err, model.ErrInterrupted)
 	if s.lastInterrupted {
