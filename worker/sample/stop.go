@@ -34,6 +34,9 @@ func (m *StopMatcher) Push(text string) (emit string, stopped bool) {
 	if m.stopped {
 		return "", true
 	}
+	if len(m.stops) == 0 {
+		return text, false
+	}
 	buf := m.held + text
 	start, end := -1, -1
 	for _, s := range m.stops {
