@@ -14,8 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/worker/engine"
-	"github.com/zerolayer/zerolayer/worker/model/chat"
+	"github.com/zerolayer/zerolayer/worker/model/prompt"
 )
 
 // Config configures a Client.
@@ -44,7 +43,7 @@ type Client struct {
 	js  jetstream.JetStream
 
 	mu        sync.Mutex
-	prompters map[string]*engine.Prompter
+	prompters map[string]*prompt.Prompter
 }
 
 // New returns a client on an established connection. The streams must
@@ -62,7 +61,7 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, nc: nc, js: js, prompters: map[string]*engine.Prompter{}}, nil
+	return &Client{cfg: cfg, nc: nc, js: js, prompters: map[string]*prompt.Prompter{}}, nil
 }
 
 // Close releases the tokenizer files.
@@ -136,18 +135,14 @@ func (c *Client) PromptTokens(req *contracts.JobRequest) (int, error) {
 		}
 		return n/4 + 1, nil
 	}
-	msgs := make([]chat.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = chat.Message{Role: string(m.Role), Content: m.Content}
-	}
-	ids, err := p.Conversation(req.System, msgs, nil)
+	ids, err := p.Conversation(req.System, prompt.Messages(req.Messages), nil)
 	if err != nil {
 		return 0, contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
 	}
 	return len(ids), nil
 }
 
-func (c *Client) prompter(model string) (*engine.Prompter, error) {
+func (c *Client) prompter(model string) (*prompt.Prompter, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.prompters[model]; ok {
@@ -157,7 +152,7 @@ func (c *Client) prompter(model string) (*engine.Prompter, error) {
 	if !ok {
 		return nil, nil
 	}
-	p, err := engine.OpenPrompter(path)
+	p, err := prompt.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("producer: tokenizer of %s: %w", model, err)
 	}

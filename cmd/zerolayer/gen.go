@@ -14,6 +14,7 @@ import (
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/chat"
+	modelprompt "github.com/zerolayer/zerolayer/worker/model/prompt"
 	"github.com/zerolayer/zerolayer/worker/model/store"
 	"github.com/zerolayer/zerolayer/worker/sample"
 	"github.com/zerolayer/zerolayer/worker/tools"
@@ -132,7 +133,7 @@ func runGen(ctx context.Context, args []string) error {
 			ids = append(ids, int32(n))
 		}
 	} else {
-		po := engine.PromptOptions{Chat: *useChat, System: *system}
+		po := modelprompt.Options{Chat: *useChat, System: *system}
 		if *tmplName != "" {
 			t, err := chat.Named(*tmplName)
 			if err != nil {

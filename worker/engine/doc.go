@@ -1,8 +1,8 @@
 // Package engine turns prompts into generated tokens on a loaded model.
 //
-// Load opens a GGUF file and builds the model, its tokenizer and its chat
-// template; Loaded.Prompt turns text (raw, or rendered through the chat
-// template) into prompt ids. An Engine owns a paged KV arena and runs
+// Load opens a GGUF file and builds the model with its prompt.Prompter
+// (tokenizer and chat template); Loaded.Prompt turns text (raw, or
+// rendered through the chat template) into prompt ids. An Engine owns a paged KV arena and runs
 // Requests: GenerateBatch prefills every prompt in one forward step, then
 // decodes one token per live sequence per step, sampling each with its own
 // seeded Sampler, streaming text through a UTF-8-safe decoder and a stop
@@ -15,7 +15,7 @@
 // by step.
 //
 //	l, _ := engine.Load("stories260K.gguf", cpu.New(cpu.Config{}))
-//	ids, _ := l.Prompt("Once upon a time", engine.PromptOptions{})
+//	ids, _ := l.Prompt("Once upon a time", prompt.Options{})
 //	e, _ := engine.New(l.Model, l.Tokenizer, engine.Config{})
 //	res, _ := e.Generate(ctx, engine.Request{PromptIDs: ids, MaxTokens: 64})
 package engine

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/prompt"
 	"github.com/zerolayer/zerolayer/worker/sample"
 )
 
@@ -64,7 +65,7 @@ func TestGreedyMatchesReference(t *testing.T) {
 	l, e, cases := setup(t)
 	var reqs []engine.Request
 	for _, c := range cases {
-		ids, err := l.Prompt(c.Prompt, engine.PromptOptions{})
+		ids, err := l.Prompt(c.Prompt, prompt.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +109,7 @@ func TestGreedyMatchesReference(t *testing.T) {
 func TestSamplingIsSeeded(t *testing.T) {
 	t.Parallel()
 	l, e, _ := setup(t)
-	ids, _ := l.Prompt("Once upon a time", engine.PromptOptions{})
+	ids, _ := l.Prompt("Once upon a time", prompt.Options{})
 	run := func(seed uint64) []int32 {
 		res, err := e.Generate(context.Background(), engine.Request{PromptIDs: ids, MaxTokens: 40, Sampling: sample.Params{Temperature: 1, Seed: seed}, TopLogprobs: 3})
 		if err != nil {
@@ -131,7 +132,7 @@ func TestSamplingIsSeeded(t *testing.T) {
 func TestStopSequence(t *testing.T) {
 	t.Parallel()
 	l, e, cases := setup(t)
-	ids, _ := l.Prompt(cases[0].Prompt, engine.PromptOptions{})
+	ids, _ := l.Prompt(cases[0].Prompt, prompt.Options{})
 	res, err := e.Generate(context.Background(), engine.Request{PromptIDs: ids, MaxTokens: 64, Stop: []string{"Lily"}})
 	if err != nil {
 		t.Fatal(err)
