@@ -105,7 +105,7 @@ func (b Breakdown) Equal(o Breakdown) bool {
 // of a record is the price of what was on the wire.
 //
 // Cost panics if a timing is NaN or infinite, which no JSON record can
-// carry; DecodeUsage and ValidateUsage reject such records.
+// carry; contracts.DecodeUsage and Usage.Validate reject such records.
 func Cost(u contracts.Usage, pb PriceBook) Breakdown {
 	b := Breakdown{
 		Input:  decimal.NewFromInt(int64(u.InputTokens)).Mul(pb.PIn),

@@ -36,7 +36,7 @@
 //
 // Example: price a record without a database.
 //
-//	u, err := billing.DecodeUsage(body)
+//	u, err := contracts.DecodeUsage(body)
 //	if err != nil {
 //		return err
 //	}

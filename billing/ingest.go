@@ -363,9 +363,9 @@ func decodeMessage(msg jetstream.Msg) (contracts.Usage, error) {
 	if err != nil {
 		return contracts.Usage{}, fmt.Errorf("%w: %v", ErrInvalidUsage, err)
 	}
-	u, err := DecodeUsage(msg.Data())
+	u, err := contracts.DecodeUsage(msg.Data())
 	if err != nil {
-		return contracts.Usage{}, err
+		return contracts.Usage{}, fmt.Errorf("%w: %w", ErrInvalidUsage, err)
 	}
 	if u.Tenant != tenant {
 		return contracts.Usage{}, fmt.Errorf("%w: record of tenant %q published on %s", ErrInvalidUsage, u.Tenant, msg.Subject())

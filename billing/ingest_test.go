@@ -206,7 +206,7 @@ func TestIngestEndToEnd(t *testing.T) {
 		return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
 	})
 	logs := b.logs.String()
-	for _, want := range []string{"missing or null", `published on zl.usage.acme`, "terminating"} {
+	for _, want := range []string{"is missing", `published on zl.usage.acme`, "terminating"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs do not mention %q:\n%s", want, logs)
 		}

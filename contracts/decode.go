@@ -30,25 +30,9 @@ import (
 // the request is nil. DecodeJobRequest never panics.
 func DecodeJobRequest(b []byte, lim Limits) (*JobRequest, error) {
 	lim = lim.WithDefaults()
-	if len(b) > lim.MaxRequestBytes {
-		return nil, asValidationError(NewError(CodeRequestTooLarge, "request is %d bytes, above the limit of %d", len(b), lim.MaxRequestBytes))
-	}
-	tree, err := parseJSON(b)
-	if err != nil {
-		return nil, asValidationError(err)
-	}
-	if _, ok := tree.(map[string]any); !ok {
-		return nil, asValidationError(NewError(CodeMalformedJSON, "a job request must be a JSON object, not %s", jsonKind(tree)))
-	}
-	var ps problems
-	checkShape(tree, jobRequestType, "", true, !lim.AllowUnknownFields, &ps)
-	if err := ps.err(); err != nil {
-		return nil, err
-	}
 	var r JobRequest
-	if err := json.Unmarshal(b, &r); err != nil {
-		// checkShape accepted the document, so this is a gap in checkShape.
-		return nil, asValidationError(NewError(CodeInvalidRequest, "request does not decode: %v", err))
+	if err := decodeMessage(b, &r, "request", lim.MaxRequestBytes, shapeRules{strict: !lim.AllowUnknownFields}); err != nil {
+		return nil, err
 	}
 	r.dropNulls()
 	if err := r.Validate(lim); err != nil {
@@ -56,6 +40,54 @@ func DecodeJobRequest(b []byte, lim Limits) (*JobRequest, error) {
 	}
 	r.ApplyDefaults(lim)
 	return &r, nil
+}
+
+// shapeRules says how strictly decodeMessage compares a document with its
+// Go type.
+type shapeRules struct {
+	// strict rejects fields the type does not define, at any depth.
+	strict bool
+	// required rejects a top-level field without omitempty that is absent
+	// (a record whose contract says every such field is always present).
+	required bool
+}
+
+// decodeMessage is the one decoder of untrusted wire messages: it checks
+// the size, that b is one well-formed UTF-8 JSON object, and its shape
+// against dst's type under rules (wrong JSON types, unknown and missing
+// fields, each with its path), then decodes it into dst, a pointer to a
+// contract struct. what names the message in errors. Every failure is a
+// *ValidationError.
+func decodeMessage(b []byte, dst any, what string, maxBytes int, rules shapeRules) error {
+	if len(b) > maxBytes {
+		return asValidationError(NewError(CodeRequestTooLarge, "%s is %d bytes, above the limit of %d", what, len(b), maxBytes))
+	}
+	tree, err := parseJSON(b, what)
+	if err != nil {
+		return asValidationError(err)
+	}
+	m, ok := tree.(map[string]any)
+	if !ok {
+		return asValidationError(NewError(CodeMalformedJSON, "a %s must be a JSON object, not %s", what, jsonKind(tree)))
+	}
+	t := reflect.TypeOf(dst).Elem()
+	var ps problems
+	if rules.required {
+		for _, f := range jsonFields(t) {
+			if _, present := m[f.name]; !present && !f.omitempty {
+				ps.add(CodeInvalidRequest, f.name, "is missing")
+			}
+		}
+	}
+	checkShape(tree, t, "", true, rules.strict, &ps)
+	if err := ps.err(); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, dst); err != nil {
+		// checkShape accepted the document, so this is a gap in checkShape.
+		return asValidationError(NewError(CodeInvalidRequest, "%s does not decode: %v", what, err))
+	}
+	return nil
 }
 
 // dropNulls turns the raw JSON nulls that encoding/json keeps in
@@ -73,16 +105,17 @@ func (r *JobRequest) dropNulls() {
 	}
 }
 
-// parseJSON decodes one JSON value with numbers kept as json.Number.
-func parseJSON(b []byte) (any, error) {
+// parseJSON decodes one JSON value with numbers kept as json.Number; what
+// names the message in errors.
+func parseJSON(b []byte, what string) (any, error) {
 	if !utf8.Valid(b) {
-		return nil, NewError(CodeMalformedJSON, "request is not valid UTF-8")
+		return nil, NewError(CodeMalformedJSON, "%s is not valid UTF-8", what)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, malformed(err)
+		return nil, malformed(err, what)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, NewError(CodeMalformedJSON, "unexpected data after the JSON value at byte %d", dec.InputOffset())
@@ -90,13 +123,13 @@ func parseJSON(b []byte) (any, error) {
 	return v, nil
 }
 
-func malformed(err error) *Error {
+func malformed(err error, what string) *Error {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &se):
 		return NewError(CodeMalformedJSON, "%v (at byte %d)", se, se.Offset)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return NewError(CodeMalformedJSON, "request is empty or truncated")
+		return NewError(CodeMalformedJSON, "%s is empty or truncated", what)
 	}
 	return NewError(CodeMalformedJSON, "%v", err)
 }

@@ -37,6 +37,13 @@
 // problem is reported, each with its JSON path, in a [*ValidationError]
 // whose entries are [*Error]s.
 //
+// Every untrusted message goes through the same strict decoder: job
+// requests ([DecodeJobRequest]) and usage records ([DecodeUsage], which
+// billing uses) are checked for size, UTF-8, one JSON object, and each
+// field's JSON type against the Go type before they are decoded. A usage
+// record must carry every field without omitempty and may carry fields it
+// does not know (a newer worker's record is still billed).
+//
 // # Errors
 //
 // Every failure a client can see has a stable [Code] from one table,

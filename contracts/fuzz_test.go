@@ -67,6 +67,53 @@ func FuzzDecodeJobRequest(f *testing.F) {
 	})
 }
 
+// FuzzDecodeUsage feeds arbitrary bytes to DecodeUsage (billing reads
+// ZL_USAGE bodies with it): it must never panic, must fail only with a
+// *ValidationError of known codes, and what it accepts must encode to a
+// record it accepts again unchanged.
+func FuzzDecodeUsage(f *testing.F) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "usage.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(golden)
+	for _, s := range []string{
+		``, `null`, `[]`, `{}`, `{"job_id":1}`, `{"job_id":"j","confidence":1e400}`,
+		`{"job_id":"j","tenant":"t","model":"m","priority":"high","bucket":"short","status":"completed","created_at":"2026-13-01T00:00:00Z"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		u, err := DecodeUsage(b)
+		if err != nil {
+			if u != (Usage{}) {
+				t.Fatal("record returned with an error")
+			}
+			var v *ValidationError
+			if !errors.As(err, &v) || len(v.Problems) == 0 {
+				t.Fatalf("error %T %v is not a non-empty *ValidationError", err, err)
+			}
+			for _, p := range v.Problems {
+				if !p.Code.Known() || p.Message == "" || p.Code == CodeInternal {
+					t.Fatalf("bad problem %+v", p)
+				}
+			}
+			return
+		}
+		out, err := json.Marshal(u)
+		if err != nil {
+			t.Fatalf("accepted record does not encode: %v", err)
+		}
+		again, err := DecodeUsage(out)
+		if err != nil {
+			t.Fatalf("re-encoded record rejected: %v\n%s", err, out)
+		}
+		if out2, _ := json.Marshal(again); !bytes.Equal(out, out2) {
+			t.Fatalf("decode/encode is not stable:\n%s\n%s", out, out2)
+		}
+	})
+}
+
 // FuzzParseTraceparent: never panics, and a parsed version-00 value
 // prints back as it came.
 func FuzzParseTraceparent(f *testing.F) {

@@ -1,6 +1,9 @@
 package contracts
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Usage is a job's usage record: what billing prices and what the final
 // event and the result carry. It is published on zl.usage.<tenant> (stream
@@ -72,4 +75,107 @@ type Usage struct {
 	CreatedAt time.Time `json:"created_at"`
 	// FinishedAt is when the job ended (RFC 3339, UTC).
 	FinishedAt time.Time `json:"finished_at"`
+}
+
+// MaxUsageBytes is the largest usage record DecodeUsage accepts. A real one
+// is well under 2 KiB.
+const MaxUsageBytes = 64 << 10
+
+// maxUsageIDLen bounds the model name, batch_id and custom_id of a record.
+const maxUsageIDLen = 256
+
+// DecodeUsage decodes and validates an untrusted usage record (a ZL_USAGE
+// message body) with the same decoder as job requests. It rejects: more
+// than MaxUsageBytes (request_too_large); anything but one well-formed
+// UTF-8 JSON object (malformed_json); a field without omitempty that is
+// missing or null, and a value of the wrong JSON type (invalid_request,
+// with its field); and everything Validate rejects. Fields the contract
+// does not define are ignored, so that a newer producer adding an optional
+// field is still billed. Every failure is a *ValidationError.
+func DecodeUsage(b []byte) (Usage, error) {
+	var u Usage
+	if err := decodeMessage(b, &u, "usage record", MaxUsageBytes, shapeRules{required: true}); err != nil {
+		return Usage{}, err
+	}
+	if err := u.Validate(); err != nil {
+		return Usage{}, err
+	}
+	return u, nil
+}
+
+// Validate checks the values of a usage record and returns nil or a
+// *ValidationError listing every problem with its field: the job id and
+// tenant are valid subject tokens; model is set; priority, bucket and
+// status are the contract's; counts and timings are not negative and
+// timings are finite; confidence is in [0, 1]; attempt is at least 1;
+// created_at and finished_at are set; model, batch_id and custom_id are at
+// most 256 bytes.
+func (u *Usage) Validate() error {
+	var ps problems
+	add := func(field, format string, a ...any) { ps.add(CodeInvalidRequest, field, format, a...) }
+	if err := ValidateJobID(u.JobID); err != nil {
+		add("job_id", "%v", err)
+	}
+	if err := ValidateTenant(u.Tenant); err != nil {
+		add("tenant", "%v", err)
+	}
+	if u.Model == "" || len(u.Model) > maxUsageIDLen {
+		add("model", "model must be 1–%d bytes", maxUsageIDLen)
+	}
+	if !u.Priority.Valid() {
+		add("priority", "priority %q is not high, normal or low", u.Priority)
+	}
+	if !u.Bucket.Valid() {
+		add("bucket", "bucket %q is not short, medium or long", u.Bucket)
+	}
+	switch u.Status {
+	case StatusCompleted, StatusFailed, StatusCanceled:
+	default:
+		add("status", "status %q is not completed, failed or canceled", u.Status)
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{
+		{"input_tokens", u.InputTokens}, {"output_tokens", u.OutputTokens},
+		{"cached_input_tokens", u.CachedInputTokens}, {"preemptions", u.Preemptions},
+		{"recomputed_tokens", u.RecomputedTokens},
+	} {
+		if c.v < 0 {
+			add(c.name, "%s is negative (%d)", c.name, c.v)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{
+		{"queue_ms", u.QueueMs}, {"time_to_first_token_ms", u.TimeToFirstTokenMs},
+		{"time_per_token_ms", u.TimePerTokenMs}, {"inter_token_ms_p50", u.InterTokenMsP50},
+		{"inter_token_ms_p99", u.InterTokenMsP99}, {"total_ms", u.TotalMs},
+		{"tool_execution_time_ms", u.ToolExecutionTimeMs}, {"memory_allocated_mb", u.MemoryAllocatedMB},
+		{"confidence", u.Confidence},
+	} {
+		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < 0 {
+			add(c.name, "%s must be a finite number ≥ 0, not %v", c.name, c.v)
+		}
+	}
+	if u.Confidence > 1 {
+		add("confidence", "confidence %v is above 1", u.Confidence)
+	}
+	if u.Attempt < 1 {
+		add("attempt", "attempt %d is below 1", u.Attempt)
+	}
+	if u.CreatedAt.IsZero() {
+		add("created_at", "created_at is not set")
+	}
+	if u.FinishedAt.IsZero() {
+		add("finished_at", "finished_at is not set")
+	}
+	if len(u.BatchID) > maxUsageIDLen {
+		add("batch_id", "batch_id must be at most %d bytes", maxUsageIDLen)
+	}
+	if len(u.CustomID) > maxUsageIDLen {
+		add("custom_id", "custom_id must be at most %d bytes", maxUsageIDLen)
+	}
+	return ps.err()
 }
