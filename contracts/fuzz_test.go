@@ -38,15 +38,7 @@ func FuzzDecodeJobRequest(f *testing.F) {
 			if req != nil {
 				t.Fatal("request returned with an error")
 			}
-			var v *ValidationError
-			if !errors.As(err, &v) || len(v.Problems) == 0 {
-				t.Fatalf("error %T %v is not a non-empty *ValidationError", err, err)
-			}
-			for _, p := range v.Problems {
-				if !p.Code.Known() || p.Message == "" || p.Code == CodeInternal {
-					t.Fatalf("bad problem %+v", p)
-				}
-			}
+			checkDecodeError(t, err)
 			return
 		}
 		out, err := json.Marshal(req)
@@ -89,15 +81,7 @@ func FuzzDecodeUsage(f *testing.F) {
 			if u != (Usage{}) {
 				t.Fatal("record returned with an error")
 			}
-			var v *ValidationError
-			if !errors.As(err, &v) || len(v.Problems) == 0 {
-				t.Fatalf("error %T %v is not a non-empty *ValidationError", err, err)
-			}
-			for _, p := range v.Problems {
-				if !p.Code.Known() || p.Message == "" || p.Code == CodeInternal {
-					t.Fatalf("bad problem %+v", p)
-				}
-			}
+			checkDecodeError(t, err)
 			return
 		}
 		out, err := json.Marshal(u)
@@ -112,6 +96,21 @@ func FuzzDecodeUsage(f *testing.F) {
 			t.Fatalf("decode/encode is not stable:\n%s\n%s", out, out2)
 		}
 	})
+}
+
+// checkDecodeError fails t unless err is what a decoder may return: a
+// non-empty *ValidationError of known, non-internal codes.
+func checkDecodeError(t *testing.T, err error) {
+	t.Helper()
+	var v *ValidationError
+	if !errors.As(err, &v) || len(v.Problems) == 0 {
+		t.Fatalf("error %T %v is not a non-empty *ValidationError", err, err)
+	}
+	for _, p := range v.Problems {
+		if !p.Code.Known() || p.Message == "" || p.Code == CodeInternal {
+			t.Fatalf("bad problem %+v", p)
+		}
+	}
 }
 
 // FuzzParseTraceparent: never panics, and a parsed version-00 value
