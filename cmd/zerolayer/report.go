@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,23 +13,16 @@ import (
 
 // runReport is `zerolayer report`: one tenant's billing over a period.
 func runReport(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: zerolayer report --tenant T (--from DATE --to DATE | --batch ID) [--format table|csv|json|html] [--database-url URL]")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("report")
 	tenant := fs.String("tenant", "", "tenant to report on (required)")
-	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required)")
-	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required)")
-	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts)")
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
-	batch := fs.String("batch", "", "instead of a period: the cost of one batch (the jobs whose metadata batch_id is this), one line per job")
-	batches := fs.Bool("batches", false, "instead of a period: the tenant's batches with their totals, most recent first")
-	if err := fs.Parse(args); err != nil {
+	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required with --to, unless --batch or --batches)")
+	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required with --from, unless --batch or --batches)")
+	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts; periods only)")
+	dbURL := addDatabaseFlag(fs, "")
+	batch := fs.String("batch", "", "instead of --from/--to: the cost of one batch (the jobs whose metadata batch_id is `ID`), one line per job")
+	batches := fs.Bool("batches", false, "instead of --from/--to: the tenant's batches with their totals, most recent first")
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if *batch != "" || *batches {
 		if *fromS != "" || *toS != "" || (*batch != "" && *batches) {
@@ -44,8 +35,11 @@ func runReport(ctx context.Context, args []string) error {
 	if *batches {
 		return reportBatches(ctx, *dbURL, *tenant, *formatS)
 	}
-	if *tenant == "" || *fromS == "" || *toS == "" {
-		return usagef("--tenant, --from and --to are required")
+	if *tenant == "" {
+		return usagef("--tenant is required")
+	}
+	if *fromS == "" || *toS == "" {
+		return usagef("give a period, --from and --to (or --batch ID, or --batches)")
 	}
 	from, err := parseReportTime(*fromS)
 	if err != nil {
