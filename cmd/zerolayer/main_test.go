@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
@@ -246,24 +247,32 @@ func TestNATSSource(t *testing.T) {
 }
 
 // TestReportUnknownTenant: a report of a tenant billing has never heard of
-// is a runtime error (status 1), not an empty report.
+// is a runtime error (status 1), not an empty report; a database never
+// migrated gets a hint.
 func TestReportUnknownTenant(t *testing.T) {
-	pool := dbtest.Pool(t)
-	u, err := url.Parse(dbtest.URL())
-	if err != nil {
-		t.Fatal(err)
+	dbURL := func(pool *pgxpool.Pool) string {
+		u, err := url.Parse(dbtest.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
+		u.RawQuery = q.Encode()
+		return u.String()
 	}
-	q := u.Query()
-	q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
-	u.RawQuery = q.Encode()
+	migrated, empty := dbURL(dbtest.Pool(t)), dbURL(dbtest.EmptyPool(t))
 	for _, args := range [][]string{
 		{"--from", "2026-11-01", "--to", "2026-12-01"},
 		{"--batches"},
 		{"--batch", "b1"},
 	} {
-		code, out, errOut := runCLI(append([]string{"report", "--database-url", u.String(), "--tenant", "ghost"}, args...)...)
+		code, out, errOut := runCLI(append([]string{"report", "--database-url", migrated, "--tenant", "ghost"}, args...)...)
 		if code != 1 || out != "" || !strings.Contains(errOut, `zerolayer report: billing: unknown tenant "ghost"`) {
 			t.Errorf("%v: status %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		code, _, errOut = runCLI(append([]string{"report", "--database-url", empty, "--tenant", "ghost"}, args...)...)
+		if code != 1 || !strings.Contains(errOut, "run 'zerolayer migrate up'") {
+			t.Errorf("%v, not migrated: status %d, stderr %q", args, code, errOut)
 		}
 	}
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/zerolayer/zerolayer/billing"
@@ -65,7 +67,8 @@ func runReport(ctx context.Context, args []string) error {
 }
 
 // inSnapshot runs build in one read-only repeatable-read transaction, so
-// that every figure of a report covers the same charges.
+// that every figure of a report covers the same charges. A database
+// without the billing tables gets a hint to migrate it.
 func inSnapshot[T any](ctx context.Context, pool *pgxpool.Pool, build func(pgx.Tx) (T, error)) (T, error) {
 	var r T
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -73,8 +76,15 @@ func inSnapshot[T any](ctx context.Context, pool *pgxpool.Pool, build func(pgx.T
 		r, err = build(tx)
 		return err
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == undefinedTable {
+		err = fmt.Errorf("%w (a database never migrated? run 'zerolayer migrate up')", err)
+	}
 	return r, err
 }
+
+// undefinedTable is PostgreSQL's SQLSTATE for a missing table.
+const undefinedTable = "42P01"
 
 // openReport checks the tenant and format of a batch report and opens the
 // database.
@@ -111,7 +121,7 @@ func reportBatches(ctx context.Context, dbURL, tenant, formatS string) error {
 		return err
 	}
 	defer pool.Close()
-	totals, err := billing.BatchTotals(ctx, pool, tenant)
+	totals, err := inSnapshot(ctx, pool, func(tx pgx.Tx) ([]billing.BatchTotal, error) { return billing.BatchTotals(ctx, tx, tenant) })
 	if err != nil {
 		return err
 	}
