@@ -49,7 +49,9 @@ type BatchLine struct {
 }
 
 // BuildBatchReport reads the report of tenant's batch from db. It returns
-// ErrMixedCurrency when the batch's charges are in more than one currency.
+// ErrUnknownTenant for a tenant billing has never heard of, ErrUnknownBatch
+// for a batch with no usage recorded under tenant, and ErrMixedCurrency
+// when the batch's charges are in more than one currency.
 func BuildBatchReport(ctx context.Context, db DB, tenant, batch string) (*BatchReport, error) {
 	if err := contracts.ValidateTenant(tenant); err != nil {
 		return nil, err
@@ -57,9 +59,19 @@ func BuildBatchReport(ctx context.Context, db DB, tenant, batch string) (*BatchR
 	if batch == "" {
 		return nil, fmt.Errorf("billing: batch report of %s: no batch id", tenant)
 	}
+	if err := checkTenant(ctx, db, tenant); err != nil {
+		return nil, err
+	}
 	r := &BatchReport{Tenant: tenant, Batch: batch}
 	fail := func(err error) (*BatchReport, error) {
 		return nil, fmt.Errorf("billing: report of %s batch %s: %w", tenant, batch, err)
+	}
+	var known bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM usage WHERE tenant_id = $1 AND batch_id = $2)`, tenant, batch).Scan(&known); err != nil {
+		return fail(err)
+	}
+	if !known {
+		return nil, fmt.Errorf("%w %q of tenant %s: no usage recorded for it (a batch appears once its first job's usage is ingested)", ErrUnknownBatch, batch, tenant)
 	}
 	const where = `FROM charges c JOIN usage u USING (job_id) WHERE u.tenant_id = $1 AND u.batch_id = $2`
 	cur, currencies, err := currencyOf(ctx, db, where, tenant, batch)

@@ -74,8 +74,12 @@ type BatchTotal struct {
 }
 
 // BatchTotals returns tenant's usage_batches rows, most recently finished
-// first.
+// first; none for a tenant without batches, and ErrUnknownTenant for a
+// tenant billing has never heard of.
 func BatchTotals(ctx context.Context, db DB, tenant string) ([]BatchTotal, error) {
+	if err := checkTenant(ctx, db, tenant); err != nil {
+		return nil, err
+	}
 	rows, err := db.Query(ctx, `
 		SELECT tenant_id, batch_id, currency, jobs, completed, failed, canceled, input_tokens, output_tokens, cached_input_tokens,
 			cost_input, cost_output, cost_ttft, cost_tool, total, first_created_at, last_finished_at, updated_at

@@ -23,6 +23,14 @@ var (
 	// ErrInvalidConfig reports a configuration that cannot work; the
 	// message says how to fix it.
 	ErrInvalidConfig = errors.New("billing: invalid configuration")
+	// ErrUnknownTenant reports a report asked for a tenant billing has
+	// never heard of: no usage of it ingested, no price book or value-tag
+	// rule of its own (a misspelt tenant, usually).
+	ErrUnknownTenant = errors.New("billing: unknown tenant")
+	// ErrUnknownBatch reports a batch report asked for a batch with no
+	// usage recorded under the tenant (not run yet, another tenant's, or a
+	// misspelt id).
+	ErrUnknownBatch = errors.New("billing: unknown batch")
 	// ErrInvalidFormat reports an unknown report format.
 	ErrInvalidFormat = errors.New("billing: unknown report format")
 )

@@ -99,9 +99,14 @@ func currencyOf(ctx context.Context, db DB, from string, args ...any) (string, [
 
 // BuildReport reads tenant's report for [from, to) from db (a pool, or a
 // transaction for a consistent snapshot: use REPEATABLE READ). It returns
-// ErrMixedCurrency if the period's charges are in more than one currency.
+// ErrUnknownTenant for a tenant billing has never heard of, and
+// ErrMixedCurrency if the period's charges are in more than one currency. A
+// known tenant's period without usage is an empty report.
 func BuildReport(ctx context.Context, db DB, tenant string, from, to time.Time) (*Report, error) {
 	if err := contracts.ValidateTenant(tenant); err != nil {
+		return nil, err
+	}
+	if err := checkTenant(ctx, db, tenant); err != nil {
 		return nil, err
 	}
 	if !from.Before(to) {

@@ -343,8 +343,63 @@ func TestBatchReport(t *testing.T) {
 	if _, err := BuildBatchReport(ctx, b.pool, "acme", ""); err == nil {
 		t.Error("a report of no batch was built")
 	}
-	if e, err := BuildBatchReport(ctx, b.pool, "acme", "nope"); err != nil || e.Total.Jobs != 0 || len(e.Lines) != 0 {
-		t.Errorf("an unknown batch: %+v, %v", e, err)
+	if _, err := BuildBatchReport(ctx, b.pool, "acme", "nope"); !errors.Is(err, ErrUnknownBatch) {
+		t.Errorf("an unknown batch: %v, want ErrUnknownBatch", err)
+	}
+}
+
+// TestReportUnknown: a report of a tenant billing has never heard of, or of
+// a batch with no usage, is an error; a known tenant without usage in the
+// period (or without batches) gets an empty report.
+func TestReportUnknown(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := t.Context()
+	from, to := date(2026, 11, 1), date(2026, 12, 1)
+	// acme has usage in batch b1; priced has only a price book; ghost
+	// has nothing.
+	u := usage("b1-doc-0", "acme", "m1", from.Add(time.Hour), 10, 10, 1, 0, 0.5)
+	u.BatchID, u.CustomID = "b1", "doc-0"
+	if _, err := insertUsage(ctx, b.pool, u, mustJSON(t, u), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "priced", EffectiveAt: from, Currency: "EUR",
+		PIn: dec("0.000002"), POut: dec("0.00001"), PTTFT: dec("0"), PTool: dec("0")}); err != nil {
+		t.Fatal(err)
+	}
+
+	period := func(tenant string) func() error {
+		return func() error { _, err := BuildReport(ctx, b.pool, tenant, from, to); return err }
+	}
+	batch := func(tenant, id string) func() error {
+		return func() error { _, err := BuildBatchReport(ctx, b.pool, tenant, id); return err }
+	}
+	totals := func(tenant string) func() error {
+		return func() error { _, err := BatchTotals(ctx, b.pool, tenant); return err }
+	}
+	tests := []struct {
+		name    string
+		build   func() error
+		wantErr error
+		names   string // what the error message must quote
+	}{
+		{"period, tenant with usage", period("acme"), nil, ""},
+		{"period, tenant with a price book only", period("priced"), nil, ""},
+		{"period, unknown tenant", period("ghost"), ErrUnknownTenant, `"ghost"`},
+		{"batch", batch("acme", "b1"), nil, ""},
+		{"batch, unknown tenant", batch("ghost", "b1"), ErrUnknownTenant, `"ghost"`},
+		{"batch, unknown batch", batch("acme", "b2"), ErrUnknownBatch, `"b2"`},
+		{"batch, another tenant's batch", batch("priced", "b1"), ErrUnknownBatch, `"b1"`},
+		{"batch totals, no batches", totals("priced"), nil, ""},
+		{"batch totals, unknown tenant", totals("ghost"), ErrUnknownTenant, `"ghost"`},
+	}
+	for _, tt := range tests {
+		err := tt.build()
+		if !errors.Is(err, tt.wantErr) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.wantErr)
+		} else if err != nil && !strings.Contains(err.Error(), tt.names) {
+			t.Errorf("%s: %q does not quote %s", tt.name, err, tt.names)
+		}
 	}
 }
 

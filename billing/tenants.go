@@ -42,6 +42,20 @@ func EnsureTenant(ctx context.Context, db DB, tenant, name string) error {
 	return nil
 }
 
+// checkTenant returns ErrUnknownTenant when tenant is not stored. Every
+// usage record, price book and value-tag rule of a tenant stores it first,
+// so a tenant that is not stored has none of them.
+func checkTenant(ctx context.Context, db DB, tenant string) error {
+	var known bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)`, tenant).Scan(&known); err != nil {
+		return fmt.Errorf("billing: look up tenant %s: %w", tenant, err)
+	}
+	if !known {
+		return fmt.Errorf("%w %q: no usage recorded, and no price book or value-tag rule of its own", ErrUnknownTenant, tenant)
+	}
+	return nil
+}
+
 // nullIfEmpty maps "" (default book, default rule, any model) to SQL NULL.
 func nullIfEmpty(s string) *string {
 	if s == "" {

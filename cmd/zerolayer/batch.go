@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +13,8 @@ import (
 // runBatch submits a JSONL file of {"custom_id", "request"} lines as one
 // batch and writes a JSONL file of results in input order.
 func runBatch(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
-	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
+	fs := newFlags("batch")
+	nf := addNATSFlag(fs)
 	tenant := fs.String("tenant", os.Getenv("ZEROLAYER_TENANT"), "tenant to submit as (env ZEROLAYER_TENANT)")
 	input := fs.String("input", "", "JSONL input, one {\"custom_id\": …, \"request\": {job request}} per line ('-' for stdin)")
 	output := fs.String("output", "", "JSONL output, one {\"custom_id\", \"job_id\", \"result\" | \"error\"} per input line, in input order (default stdout)")
@@ -24,7 +23,7 @@ func runBatch(ctx context.Context, args []string) error {
 	cancelBatch := fs.Bool("cancel", false, "cancel the batch's jobs (every custom_id of --input) instead of running it")
 	status := fs.Bool("status", false, "print where the batch stands (completed, failed, canceled, pending; from the stored results) instead of running it")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *id == "" || *input == "" {
@@ -41,7 +40,7 @@ func runBatch(ctx context.Context, args []string) error {
 	}
 	// Every model on disk, so prompts are bucketed by their real token
 	// counts.
-	c, closeAll, err := connectProducer(*url, "zerolayer batch", *tenant, modelFiles())
+	c, closeAll, err := connectProducer(nf, "batch", *tenant, modelFiles())
 	if err != nil {
 		return err
 	}

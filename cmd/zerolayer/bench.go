@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,7 +33,7 @@ type benchRow struct {
 }
 
 func runBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := newFlags("bench")
 	modelName := fs.String("model", "", "model file path or name")
 	syn := fs.String("synthetic", "", "benchmark a generated model instead: 134m (dim 768, hidden 2048, 12 layers, vocab 32000)")
 	types := fs.String("type", "f32,q8_0,q4_0", "tensor types of the synthetic model (comma-separated)")
@@ -49,7 +48,7 @@ func runBench(ctx context.Context, args []string) error {
 	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")
 	var sf schedFlags
 	sf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	threads, err := intList(*threadList)

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,12 +16,12 @@ import (
 )
 
 func runBilling(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("billing", flag.ContinueOnError)
-	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL), migrated with `zerolayer migrate up`")
+	fs := newFlags("billing")
+	nf := addNATSFlag(fs)
+	dbURL := addDatabaseFlag(fs, ", migrated with 'zerolayer migrate up'")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long in-flight work may finish")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9402)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	pool, err := openDB(ctx, *dbURL)
@@ -29,9 +29,9 @@ func runBilling(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	nc, err := nats.Connect(*url, nats.Name("zerolayer billing"), nats.MaxReconnects(-1))
+	nc, err := nf.connect("billing", nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -54,7 +54,7 @@ func runBilling(ctx context.Context, args []string) error {
 		}
 		defer stopMetrics()
 	}
-	fmt.Fprintf(os.Stderr, "billing: ingesting usage from %s into %s\n", *url, redact(*dbURL))
+	fmt.Fprintf(stderr, "billing: ingesting usage from %s into %s\n", nc.ConnectedUrlRedacted(), redact(cmp.Or(*dbURL, os.Getenv("DATABASE_URL"))))
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
 	defer cancel()

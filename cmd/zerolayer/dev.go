@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -35,10 +35,10 @@ type devStack struct {
 }
 
 func runDev(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs := newFlags("dev")
 	dataDir := fs.String("data", filepath.Join(filepath.Dir(cacheDir()), "dev"), "folder for the embedded NATS state (and a private PostgreSQL cluster, if one is needed)")
 	natsPort := fs.Int("nats-port", 0, "port of the embedded NATS server (0: a free one)")
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL; default: the local server, else a private cluster)")
+	dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL, else the local server, else a private cluster)")
 	var models stringList
 	fs.Var(&models, "model", "model to serve, by path or name (repeatable; default stories260k)")
 	threads := fs.Int("threads", 0, "CPU threads (default: all)")
@@ -48,7 +48,7 @@ func runDev(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http", "", "serve the HTTP gateway on this address (e.g. :8080), tenant from the X-Zerolayer-Tenant header")
 	var sf schedFlags
 	sf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if len(models) == 0 {
@@ -63,7 +63,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := startDev(ctx, *dataDir, *natsPort, *dbURL, models, *threads, o.sched, o.metrics, log)
+	st, err := startDev(ctx, *dataDir, *natsPort, cmp.Or(*dbURL, os.Getenv("DATABASE_URL")), models, *threads, o.sched, o.metrics, log)
 	if err != nil {
 		return err
 	}

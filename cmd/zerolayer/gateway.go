@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,15 +22,15 @@ import (
 
 // runGateway serves the HTTP APIs (producer/gateway) in front of NATS.
 func runGateway(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
+	fs := newFlags("gateway")
+	nf := addNATSFlag(fs)
 	listen := fs.String("listen", ":8080", "HTTP address")
 	keysFile := fs.String("keys", os.Getenv("ZEROLAYER_API_KEYS_FILE"), "file of API keys, one 'KEY TENANT' per line (env ZEROLAYER_API_KEYS_FILE; also env ZEROLAYER_API_KEYS=KEY=TENANT,…)")
 	tenantHeader := fs.Bool("insecure-tenant-header", false, "without --keys, take the tenant from the X-Zerolayer-Tenant header (development only: anyone can act as any tenant)")
 	syncTimeout := fs.Duration("sync-timeout", 10*time.Minute, "how long a synchronous call (chat completions, messages) waits for its job")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long open requests may finish")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9401)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	keys, err := readKeys(*keysFile)
@@ -51,9 +50,9 @@ func runGateway(ctx context.Context, args []string) error {
 	if len(keys) == 0 && !*tenantHeader {
 		return usagef("give --keys FILE (or --insecure-tenant-header for development)")
 	}
-	nc, err := nats.Connect(*url, nats.Name("zerolayer gateway"), nats.MaxReconnects(-1))
+	nc, err := nf.connect("gateway", nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
+		return err
 	}
 	defer nc.Close()
 	gm := gateway.NewMetrics()
@@ -74,7 +73,7 @@ func runGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "gateway: http://%s (jobs: /v1/jobs; OpenAI: /v1/chat/completions; Anthropic: /v1/messages), NATS %s, %d API keys\n",
-		addr, *url, len(keys))
+		addr, nc.ConnectedUrlRedacted(), len(keys))
 	<-ctx.Done()
 	return stop(*shutdown)
 }

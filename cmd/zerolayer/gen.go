@@ -45,7 +45,7 @@ type logprobEntry struct {
 }
 
 func runGen(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
+	fs := newFlags("gen")
 	modelName := fs.String("model", "", "model file path, or a name looked up in ZEROLAYER_MODEL_PATH and ~/.cache/zerolayer/models")
 	prompt := fs.String("prompt", "", "prompt text")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids, used as given")
@@ -69,7 +69,7 @@ func runGen(ctx context.Context, args []string) error {
 	schemaFile := fs.String("schema", "", "constrain the output to the JSON Schema in this file")
 	regex := fs.String("regex", "", "constrain the output to this RE2 pattern")
 	toolsJSON := fs.String("tools", "", `inline tools as a JSON array, e.g. '[{"name":"suffix","params":{"text":" END"}}]'`)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *format != "text" && *format != "json" {

@@ -5,12 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+
+	"github.com/zerolayer/zerolayer/migrations/dbtest"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/store"
 )
@@ -131,5 +138,141 @@ func TestModelsList(t *testing.T) {
 	}
 	if !strings.Contains(out, "stories260K") || !strings.Contains(out, "llama (5 layers, dim 64)") || !strings.Contains(out, "F32×48") {
 		t.Fatalf("models list:\n%s", out)
+	}
+}
+
+// runCLI runs a command line through run, as main does.
+func runCLI(args ...string) (code int, out, errOut string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+// TestCLIConventions: every command, sub-subcommands included, answers -h
+// with its help on stdout and status 0, and an unknown flag with the error
+// and a hint on stderr and status 2.
+func TestCLIConventions(t *testing.T) {
+	var names []string
+	for _, c := range commandTable() {
+		names = append(names, c.name)
+	}
+	for _, name := range names {
+		cmd := strings.Fields(name)
+		for _, help := range []string{"-h", "--help", "help"} {
+			code, out, errOut := runCLI(append(cmd, help)...)
+			if code != 0 || !strings.HasPrefix(out, "usage: zerolayer "+name) || errOut != "" {
+				t.Errorf("%s %s: status %d, stdout %q, stderr %q", name, help, code, out, errOut)
+			}
+		}
+		code, out, errOut := runCLI(append(cmd, "--no-such-flag")...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -no-such-flag") ||
+			!strings.Contains(errOut, "Run 'zerolayer "+name+" -h' for usage.") {
+			t.Errorf("%s --no-such-flag: status %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+	}
+	// `zerolayer help CMD` is `zerolayer CMD -h`.
+	if code, out, _ := runCLI("help", "report"); code != 0 || !strings.Contains(out, "--batches") {
+		t.Errorf("help report: status %d, %q", code, out)
+	}
+}
+
+func TestCLIUsageErrors(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantCode int
+		want     string // in stderr
+	}{
+		{nil, 2, "usage: zerolayer COMMAND"},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"models"}, 2, "zerolayer models: missing command"},
+		{[]string{"models", "frob"}, 2, `zerolayer models: unknown command "frob"`},
+		{[]string{"models", "pull"}, 2, "Run 'zerolayer models pull -h'"},
+		{[]string{"migrate", "sideways"}, 2, `unknown command "sideways"`},
+		{[]string{"batch", "--window", "many"}, 2, `invalid value "many" for flag -window`},
+		{[]string{"report", "--tenant", "acme", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"report", "--tenant", "acme", "--batch", "b", "--from", "2026-11-01"}, 2, "give one of --from/--to, --batch or --batches"},
+		{[]string{"report", "--tenant", "acme"}, 2, "give a period"},
+		{[]string{"gen", "--model", "x"}, 2, "give exactly one of --prompt and --prompt-ids"},
+		{[]string{"version", "now"}, 2, `unexpected argument "now"`},
+	}
+	for _, tt := range tests {
+		code, _, errOut := runCLI(tt.args...)
+		if code != tt.wantCode || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%q: status %d, stderr %q; want %d and %q", tt.args, code, errOut, tt.wantCode, tt.want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		code, out, _ := runCLI(args...)
+		if code != 0 || !strings.HasPrefix(out, "zerolayer ") || !strings.Contains(out, runtime.Version()) {
+			t.Errorf("%v: status %d, %q", args, code, out)
+		}
+	}
+	bi := &debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-01-02T03:04:05Z"},
+		{Key: "vcs.modified", Value: "true"}, {Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "amd64"}}}
+	if got, want := versionLine(bi), "zerolayer v1.2.3, git revision abc123 (2026-01-02T03:04:05Z) with uncommitted changes, go1.99 linux/amd64"; got != want {
+		t.Errorf("versionLine = %q, want %q", got, want)
+	}
+}
+
+// TestNATSSource: a command that connects to NATS says which server it
+// uses and where that came from, without the password.
+func TestNATSSource(t *testing.T) {
+	tests := []struct {
+		env, flag  string
+		wantURL    string
+		wantSource string
+	}{
+		{"", "", nats.DefaultURL, "default; set --nats-url or NATS_URL"},
+		{"nats://u:secret@127.0.0.1:1", "", "nats://u:secret@127.0.0.1:1", "NATS_URL"},
+		{"nats://127.0.0.1:2", "nats://127.0.0.1:1", "nats://127.0.0.1:1", "--nats-url"},
+	}
+	for _, tt := range tests {
+		t.Setenv("NATS_URL", tt.env)
+		nf := addNATSFlag(newFlags("submit"))
+		nf.url = tt.flag
+		if u, source := nf.resolve(); u != tt.wantURL || source != tt.wantSource {
+			t.Errorf("env %q flag %q: %s (%s), want %s (%s)", tt.env, tt.flag, u, source, tt.wantURL, tt.wantSource)
+		}
+	}
+	// Nothing listens on port 1: the line comes first, then the failure.
+	t.Setenv("NATS_URL", "nats://u:secret@127.0.0.1:1")
+	code, _, errOut := runCLI("submit", "--tenant", "acme", "--model", "m", "--prompt", "hi")
+	if want := "zerolayer submit: NATS nats://u:xxxxx@127.0.0.1:1 (NATS_URL)\n"; code != 1 || !strings.HasPrefix(errOut, want) || strings.Contains(errOut, "secret") {
+		t.Errorf("submit: status %d, stderr %q", code, errOut)
+	}
+}
+
+// TestReportUnknownTenant: a report of a tenant billing has never heard of
+// is a runtime error (status 1), not an empty report; a database never
+// migrated gets a hint.
+func TestReportUnknownTenant(t *testing.T) {
+	dbURL := func(pool *pgxpool.Pool) string {
+		u, err := url.Parse(dbtest.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	migrated, empty := dbURL(dbtest.Pool(t)), dbURL(dbtest.EmptyPool(t))
+	for _, args := range [][]string{
+		{"--from", "2026-11-01", "--to", "2026-12-01"},
+		{"--batches"},
+		{"--batch", "b1"},
+	} {
+		code, out, errOut := runCLI(append([]string{"report", "--database-url", migrated, "--tenant", "ghost"}, args...)...)
+		if code != 1 || out != "" || !strings.Contains(errOut, `zerolayer report: billing: unknown tenant "ghost"`) {
+			t.Errorf("%v: status %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		code, _, errOut = runCLI(append([]string{"report", "--database-url", empty, "--tenant", "ghost"}, args...)...)
+		if code != 1 || !strings.Contains(errOut, "run 'zerolayer migrate up'") {
+			t.Errorf("%v, not migrated: status %d, stderr %q", args, code, errOut)
+		}
 	}
 }

@@ -15,27 +15,19 @@ import (
 
 // runMigrate is `zerolayer migrate up|down|status`.
 func runMigrate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: zerolayer migrate up|down|status [--database-url URL] [--steps N | --all]")
-		fs.PrintDefaults()
-	}
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL; add search_path=NAME to use another schema (default $DATABASE_URL)")
-	steps := fs.Int("steps", 1, "down: how many zerolayer migrations to revert")
-	all := fs.Bool("all", false, "down: revert every migration, River's included")
-	sub, err := parseWithSubcommand(fs, args)
+	sub, args, err := parseSub(newFlags("migrate"), args)
 	if err != nil {
 		return err
 	}
-	switch sub {
-	case "up", "down", "status":
-	case "":
-		return usagef("want up, down or status")
-	default:
-		return usagef("unknown subcommand %q; want up, down or status", sub)
+	fs := newFlags("migrate " + sub)
+	dbURL := addDatabaseFlag(fs, "; add search_path=NAME to use another schema")
+	steps, all := new(int), new(bool)
+	if sub == "down" {
+		fs.IntVar(steps, "steps", 1, "how many zerolayer migrations to revert")
+		fs.BoolVar(all, "all", false, "revert every migration, River's included")
 	}
-	if sub != "down" && (*all || flagSet(fs, "steps")) {
-		return usagef("%s: --steps and --all apply to down only", sub)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	pool, err := openDB(ctx, *dbURL)
 	if err != nil {
@@ -53,7 +45,7 @@ func runMigrate(ctx context.Context, args []string) error {
 		if *all {
 			n = migrations.AllSteps
 		} else if n < 1 {
-			return usagef("down: --steps %d must be at least 1 (or use --all)", n)
+			return usageError{cmd: "migrate down", msg: fmt.Sprintf("--steps %d must be at least 1 (or use --all)", n)}
 		}
 		changes, err := migrations.Down(ctx, pool, n)
 		printChanges(changes, "nothing to revert")
@@ -104,35 +96,19 @@ func printChanges(changes []migrations.Change, none string) {
 	}
 }
 
-// parseWithSubcommand parses flags placed before or after the first
-// positional argument, which it returns ("" when there is none). More
-// positional arguments are a usage error.
-func parseWithSubcommand(fs *flag.FlagSet, args []string) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		return "", err
-	}
-	if fs.NArg() == 0 {
-		return "", nil
-	}
-	sub := fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return "", err
-	}
-	if fs.NArg() > 0 {
-		return "", usagef("%s: unexpected argument %q", sub, fs.Arg(0))
-	}
-	return sub, nil
+// addDatabaseFlag registers --database-url on fs; more is added to its
+// description. An empty value means $DATABASE_URL (given to openDB), read
+// after parsing so that the help never shows a password.
+func addDatabaseFlag(fs *flag.FlagSet, more string) *string {
+	return fs.String("database-url", "", "PostgreSQL `URL`"+more+" (default $DATABASE_URL)")
 }
 
-// flagSet reports whether the flag name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-// openDB connects to the database and checks that it answers.
+// openDB connects to the database at url (DATABASE_URL when empty) and
+// checks that it answers.
 func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	if url == "" {
+		url = os.Getenv("DATABASE_URL")
+	}
 	if url == "" {
 		return nil, usagef("no database: pass --database-url or set DATABASE_URL")
 	}

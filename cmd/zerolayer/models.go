@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,38 +15,37 @@ import (
 )
 
 func runModels(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("models: want 'list' or 'pull NAME'")
+	sub, args, err := parseSub(newFlags("models"), args)
+	if err != nil {
+		return err
 	}
-	switch args[0] {
+	switch sub {
 	case "list":
-		fs := flag.NewFlagSet("models list", flag.ContinueOnError)
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseFlags(newFlags("models list"), args); err != nil {
 			return err
 		}
 		return listModels()
-	case "pull":
-		fs := flag.NewFlagSet("models pull", flag.ContinueOnError)
-		dir := fs.String("dir", cacheDir(), "folder to store the model in")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return usagef("models pull: want one model name")
-		}
-		e, err := store.Lookup(fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		client := &http.Client{Timeout: 30 * time.Minute}
-		p, err := store.Pull(ctx, client, e, *dir)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s: %s (sha256 %s verified)\n", e.Name, p, e.SHA256)
-		return nil
 	}
-	return usagef("models: unknown subcommand %q", args[0])
+	fs := newFlags("models pull")
+	dir := fs.String("dir", cacheDir(), "folder to store the model in")
+	names, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) != 1 {
+		return usageError{cmd: "models pull", msg: "want one model name"}
+	}
+	e, err := store.Lookup(names[0])
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 30 * time.Minute}
+	p, err := store.Pull(ctx, client, e, *dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s (sha256 %s verified)\n", e.Name, p, e.SHA256)
+	return nil
 }
 
 func listModels() error {

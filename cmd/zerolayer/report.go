@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/zerolayer/zerolayer/billing"
@@ -15,23 +15,16 @@ import (
 
 // runReport is `zerolayer report`: one tenant's billing over a period.
 func runReport(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: zerolayer report --tenant T (--from DATE --to DATE | --batch ID) [--format table|csv|json|html] [--database-url URL]")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("report")
 	tenant := fs.String("tenant", "", "tenant to report on (required)")
-	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required)")
-	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required)")
-	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts)")
-	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
-	batch := fs.String("batch", "", "instead of a period: the cost of one batch (the jobs whose metadata batch_id is this), one line per job")
-	batches := fs.Bool("batches", false, "instead of a period: the tenant's batches with their totals, most recent first")
-	if err := fs.Parse(args); err != nil {
+	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required with --to, unless --batch or --batches)")
+	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required with --from, unless --batch or --batches)")
+	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts; periods only)")
+	dbURL := addDatabaseFlag(fs, "")
+	batch := fs.String("batch", "", "instead of --from/--to: the cost of one batch (the jobs whose metadata batch_id is `ID`), one line per job")
+	batches := fs.Bool("batches", false, "instead of --from/--to: the tenant's batches with their totals, most recent first")
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if *batch != "" || *batches {
 		if *fromS != "" || *toS != "" || (*batch != "" && *batches) {
@@ -44,8 +37,11 @@ func runReport(ctx context.Context, args []string) error {
 	if *batches {
 		return reportBatches(ctx, *dbURL, *tenant, *formatS)
 	}
-	if *tenant == "" || *fromS == "" || *toS == "" {
-		return usagef("--tenant, --from and --to are required")
+	if *tenant == "" {
+		return usagef("--tenant is required")
+	}
+	if *fromS == "" || *toS == "" {
+		return usagef("give a period, --from and --to (or --batch ID, or --batches)")
 	}
 	from, err := parseReportTime(*fromS)
 	if err != nil {
@@ -71,7 +67,8 @@ func runReport(ctx context.Context, args []string) error {
 }
 
 // inSnapshot runs build in one read-only repeatable-read transaction, so
-// that every figure of a report covers the same charges.
+// that every figure of a report covers the same charges. A database
+// without the billing tables gets a hint to migrate it.
 func inSnapshot[T any](ctx context.Context, pool *pgxpool.Pool, build func(pgx.Tx) (T, error)) (T, error) {
 	var r T
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -79,8 +76,15 @@ func inSnapshot[T any](ctx context.Context, pool *pgxpool.Pool, build func(pgx.T
 		r, err = build(tx)
 		return err
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == undefinedTable {
+		err = fmt.Errorf("%w (a database never migrated? run 'zerolayer migrate up')", err)
+	}
 	return r, err
 }
+
+// undefinedTable is PostgreSQL's SQLSTATE for a missing table.
+const undefinedTable = "42P01"
 
 // openReport checks the tenant and format of a batch report and opens the
 // database.
@@ -117,7 +121,7 @@ func reportBatches(ctx context.Context, dbURL, tenant, formatS string) error {
 		return err
 	}
 	defer pool.Close()
-	totals, err := billing.BatchTotals(ctx, pool, tenant)
+	totals, err := inSnapshot(ctx, pool, func(tx pgx.Tx) ([]billing.BatchTotal, error) { return billing.BatchTotals(ctx, tx, tenant) })
 	if err != nil {
 		return err
 	}

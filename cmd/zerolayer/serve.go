@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -22,14 +20,6 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model/store"
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
-
-// natsURL is the default NATS URL: NATS_URL, else the local server.
-func natsURL() string {
-	if u := os.Getenv("NATS_URL"); u != "" {
-		return u
-	}
-	return nats.DefaultURL
-}
 
 // servedName is the name a model is served under: the name given, or the
 // lower-cased file name without .gguf when a path was given.

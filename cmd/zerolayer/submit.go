@@ -3,25 +3,22 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/worker/model/store"
 )
 
-// connectProducer connects to NATS and returns a producer for tenant;
-// closeAll closes both.
-func connectProducer(url, name, tenant string, models map[string]string) (_ *producer.Client, closeAll func(), _ error) {
-	nc, err := nats.Connect(url, nats.Name(name))
+// connectProducer connects command cmd to NATS and returns a producer for
+// tenant; closeAll closes both.
+func connectProducer(nf *natsFlag, cmd, tenant string, models map[string]string) (_ *producer.Client, closeAll func(), _ error) {
+	nc, err := nf.connect(cmd)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, nil, err
 	}
 	c, err := producer.New(nc, producer.Config{Tenant: tenant, Models: models})
 	if err != nil {
@@ -32,8 +29,8 @@ func connectProducer(url, name, tenant string, models map[string]string) (_ *pro
 }
 
 func runSubmit(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
+	fs := newFlags("submit")
+	nf := addNATSFlag(fs)
 	tenant := fs.String("tenant", os.Getenv("ZEROLAYER_TENANT"), "tenant to submit as (env ZEROLAYER_TENANT)")
 	modelName := fs.String("model", "", "model name")
 	prompt := fs.String("prompt", "", "user message")
@@ -44,7 +41,7 @@ func runSubmit(ctx context.Context, args []string) error {
 	id := fs.String("id", "", "job id (idempotency key; default: random)")
 	async := fs.Bool("async", false, "print the job id and return without waiting")
 	format := fs.String("format", "text", "text (stream the output) or json (events, then the result)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var req contracts.JobRequest
@@ -91,7 +88,7 @@ func runSubmit(ctx context.Context, args []string) error {
 	if p, err := store.Resolve(req.Model, modelDirs()); err == nil {
 		models[req.Model] = p
 	}
-	c, closeAll, err := connectProducer(*url, "zerolayer submit", *tenant, models)
+	c, closeAll, err := connectProducer(nf, "submit", *tenant, models)
 	if err != nil {
 		return err
 	}

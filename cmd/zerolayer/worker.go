@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,8 +17,8 @@ import (
 )
 
 func runWorker(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	url := fs.String("nats-url", natsURL(), "NATS server URL (env NATS_URL)")
+	fs := newFlags("worker")
+	nf := addNATSFlag(fs)
 	var models stringList
 	fs.Var(&models, "model", "model to serve, by path or name (repeatable)")
 	id := fs.String("id", "", "worker id (default host-pid)")
@@ -33,7 +32,7 @@ func runWorker(ctx context.Context, args []string) error {
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9400)")
 	var sf schedFlags
 	sf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg := worker.Config{ID: *id, Concurrency: *conc, Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas},
@@ -83,9 +82,9 @@ func runWorker(ctx context.Context, args []string) error {
 		}
 		defer stopMetrics()
 	}
-	nc, err := nats.Connect(*url, nats.Name("zerolayer worker"), nats.MaxReconnects(-1))
+	nc, err := nf.connect("worker", nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
+		return err
 	}
 	defer nc.Close()
 	w, err := worker.New(nc, s.executor(), cfg)
@@ -95,7 +94,7 @@ func runWorker(ctx context.Context, args []string) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "worker %s serving %s from %s\n", w.ID(), describe(s), *url)
+	fmt.Fprintf(os.Stderr, "worker %s serving %s from %s\n", w.ID(), describe(s), nc.ConnectedUrlRedacted())
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
 	defer cancel()

@@ -5,7 +5,10 @@
 // a list of folders (the command line builds it from ZEROLAYER_MODEL_PATH,
 // colon-separated, then ~/.cache/zerolayer/models). A name matches a file
 // whose base name, with or without the .gguf extension, equals it ignoring
-// case. Pull downloads a catalog model over HTTPS, checks its pinned sha256,
+// case, in one of the folders or in a folder right below one: a models
+// folder laid out one folder per model (models/stories260K/stories260K.gguf,
+// as in the project's shared test data) is searched by naming the models
+// folder. Pull downloads a catalog model over HTTPS, checks its pinned sha256,
 // and moves it into place only when the hash matches.
 package store
 
@@ -19,7 +22,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -65,19 +67,12 @@ func Resolve(nameOrPath string, dirs []string) (string, error) {
 	if strings.ContainsRune(nameOrPath, os.PathSeparator) {
 		return "", fmt.Errorf("%w: no file at %s", ErrNotFound, nameOrPath)
 	}
+	named := func(base string) bool {
+		return strings.EqualFold(base, nameOrPath) || strings.EqualFold(strings.TrimSuffix(base, ".gguf"), nameOrPath)
+	}
 	for _, d := range dirs {
-		ents, err := os.ReadDir(d)
-		if err != nil {
-			continue
-		}
-		for _, e := range ents {
-			if e.IsDir() {
-				continue
-			}
-			base := e.Name()
-			if strings.EqualFold(base, nameOrPath) || strings.EqualFold(strings.TrimSuffix(base, ".gguf"), nameOrPath) {
-				return filepath.Join(d, base), nil
-			}
+		if found := filesIn(d, named); len(found) > 0 {
+			return found[0], nil
 		}
 	}
 	hint := ""
@@ -86,25 +81,48 @@ func Resolve(nameOrPath string, dirs []string) (string, error) {
 			hint = fmt.Sprintf("; run `zerolayer models pull %s` to download it", c.Name)
 		}
 	}
-	return "", fmt.Errorf("%w: %q is not a file and is not in %s%s", ErrNotFound, nameOrPath, strings.Join(dirs, ":"), hint)
+	return "", fmt.Errorf("%w: %q is not a file and is not in %s (or a folder right below one)%s", ErrNotFound, nameOrPath, strings.Join(dirs, ":"), hint)
 }
 
-// Files lists the .gguf files in dirs, first folder first, names sorted.
+// Files lists the .gguf files in dirs and in the folders right below them,
+// first folder first, each folder's files before its subfolders', names
+// sorted.
 func Files(dirs []string) []string {
 	var out []string
 	for _, d := range dirs {
-		ents, err := os.ReadDir(d)
+		out = append(out, filesIn(d, func(base string) bool { return strings.HasSuffix(strings.ToLower(base), ".gguf") })...)
+	}
+	return out
+}
+
+// filesIn returns the files of dir whose base name match accepts, then
+// those of the folders right below dir, sorted within each folder. A folder
+// that cannot be read is skipped.
+func filesIn(dir string, match func(base string) bool) []string {
+	ents, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return nil
+	}
+	var out, subdirs []string
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case e.IsDir():
+			subdirs = append(subdirs, p)
+		case match(e.Name()):
+			out = append(out, p)
+		}
+	}
+	for _, sd := range subdirs {
+		ents, err := os.ReadDir(sd)
 		if err != nil {
 			continue
 		}
-		var names []string
 		for _, e := range ents {
-			if !e.IsDir() && strings.HasSuffix(strings.ToLower(e.Name()), ".gguf") {
-				names = append(names, filepath.Join(d, e.Name()))
+			if !e.IsDir() && match(e.Name()) {
+				out = append(out, filepath.Join(sd, e.Name()))
 			}
 		}
-		sort.Strings(names)
-		out = append(out, names...)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,51 @@ func TestResolve(t *testing.T) {
 	}
 	if fs := Files([]string{a, b}); len(fs) != 2 {
 		t.Fatalf("Files = %v", fs)
+	}
+}
+
+// TestResolveFolderPerModel: a models folder holding one folder per model
+// (models/stories260K/stories260K.gguf, as ../shared/models does) is
+// searched by naming the models folder; a file at the top wins over one
+// below, and nothing deeper than one folder is searched.
+func TestResolveFolderPerModel(t *testing.T) {
+	t.Parallel()
+	models := t.TempDir()
+	write := func(rel string) string {
+		p := filepath.Join(models, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stories := write("stories260K/stories260K.gguf")
+	write("stories260K/README.md")
+	top := write("tiny.gguf")
+	write("tiny/tiny.gguf")
+	write("deep/er/hidden.gguf")
+
+	tests := []struct {
+		name    string
+		want    string
+		wantErr error
+	}{
+		{"stories260k", stories, nil},
+		{"stories260K.gguf", stories, nil},
+		{"tiny", top, nil},
+		{"hidden", "", ErrNotFound},
+	}
+	for _, tt := range tests {
+		got, err := Resolve(tt.name, []string{models})
+		if got != tt.want || !errors.Is(err, tt.wantErr) {
+			t.Errorf("Resolve(%q) = %q, %v; want %q, %v", tt.name, got, err, tt.want, tt.wantErr)
+		}
+	}
+	want := []string{top, stories, filepath.Join(models, "tiny", "tiny.gguf")}
+	if got := Files([]string{models}); !slices.Equal(got, want) {
+		t.Errorf("Files = %v, want %v", got, want)
 	}
 }
 
