@@ -10,7 +10,7 @@ RACE_PKGS = ./gpu/... ./worker ./worker/sched/... ./worker/engine/... ./billing/
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/zerolayer
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/zerolayer
 
 vet:
 	$(GO) vet ./...
@@ -29,6 +29,8 @@ test: fmt-check vet
 fuzz:
 	$(GO) test -run x -fuzz FuzzParse -fuzztime 30s ./worker/model/gguf/
 	$(GO) test -run x -fuzz FuzzRoundTrip -fuzztime 30s ./worker/model/tokenizer/
+	$(GO) test -run x -fuzz FuzzDecodeJobRequest -fuzztime 30s ./contracts/
+	$(GO) test -run x -fuzz FuzzDecodeUsage -fuzztime 30s ./contracts/
 
 # Kernel micro-benchmarks, then end-to-end model benchmarks (see README).
 bench-kernels:
