@@ -15,6 +15,24 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
+// Vocab is what tools need of a tokenizer: the raw bytes of every token and
+// which tokens end generation. *tokenizer.Tokenizer satisfies it.
+//
+// When the value also has a TokenType(int32) tokenizer.TokenType method,
+// control, unknown and unused tokens are kept out of constrained output (they
+// render no text, so a constraint could not account for them).
+type Vocab interface {
+	VocabSize() int
+	Piece(id int32) []byte
+	IsEOG(id int32) bool
+}
+
+// Prepare builds the index of v (the byte trie of its tokens and the token
+// classes every mask uses) ahead of the first Compile for it, which would
+// otherwise pay for it: tens of milliseconds for a 32k vocabulary. The index
+// is kept for comparable Vocab values (a *tokenizer.Tokenizer).
+func Prepare(v Vocab) { indexVocab(v) }
+
 // Set is a job's compiled tools for one vocabulary. It is immutable and
 // safe to share; each generation takes its own state with NewRun.
 type Set struct {
@@ -447,42 +465,22 @@ func stringsParam(spec contracts.Tool, name string, required bool, pf func(strin
 	return ss, nil
 }
 
-// compileJSONTool compiles a JSON Schema to a grammar machine.
+// compileJSONTool compiles a JSON Schema to a grammar machine and its
+// validator.
 func compileJSONTool(raw json.RawMessage, soft bool, vi *vocabIndex, b Budget, clock *compileClock) (*jsonTool, []string, error) {
-	root, err := decodeJSON(raw)
-	if err != nil {
-		return nil, nil, &schemaError{Msg: "schema is not valid JSON: " + err.Error()}
+	lim := schemaLimits{
+		MaxSchemaNodes:  b.MaxSchemaNodes,
+		MaxPatternBytes: b.MaxPatternBytes,
+		MaxRegexInsts:   b.MaxRegexInsts,
+		MaxDFAStates:    b.MaxDFAStates,
+		MaxMemoryBytes:  b.MaxMemoryBytes,
+		MaxThreads:      b.MaxThreads,
 	}
-	switch root.(type) {
-	case *jsonObject, bool:
-	default:
-		return nil, nil, &schemaError{Msg: "schema must be a JSON object or a boolean"}
-	}
-	doc, err := newSchemaDoc(root)
-	if err != nil {
-		return nil, nil, err
-	}
-	val, err := newSchemaValidator(raw, doc.rootURL, nil, false)
-	if err != nil {
-		return nil, nil, &schemaError{Msg: "schema cannot be loaded: " + err.Error()}
-	}
-	if _, err := val.at(""); err != nil {
-		return nil, nil, &schemaError{Msg: "schema does not compile: " + err.Error()}
-	}
-	mem := newMeter(b.MaxMemoryBytes)
-	c := newSchemaCompiler(doc, val, soft, b, clock, mem)
-	n, err := c.compile([]*sloc{doc.byPtr[""]})
+	m, val, notes, err := compileJSONSchema(raw, soft, vi, lim, clock)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := clock.checkNow(); err != nil {
-		return nil, nil, err
-	}
-	if c.memErr != nil {
-		return nil, nil, c.memErr
-	}
-	c.finish()
-	return &jsonTool{m: newJSONMachine(n, c.all, vi, mem, b), val: val}, c.notes, nil
+	return &jsonTool{m: m, val: val}, notes, nil
 }
 
 // compileRegexTool compiles a regex_matcher pattern (whole-output match).

@@ -13,52 +13,6 @@ const (
 	ToolCompileFailed = contracts.ToolCompileFailed
 )
 
-// Internal sentinels; toolError turns them into contract errors.
-var (
-	// errStepBudget: the call ran out of step fuel.
-	errStepBudget = errors.New("step budget exhausted")
-	// errMemory: the tool went over its memory budget.
-	errMemory = errors.New("memory budget exhausted")
-	// errCompileTimeout: compiling took longer than the budget allows.
-	errCompileTimeout = errors.New("compile time budget exhausted")
-	// errTooManyThreads: a grammar followed too many alternatives at once.
-	errTooManyThreads = errors.New("too many parser threads")
-)
-
-// schemaError is a JSON Schema that cannot be compiled: an unsupported
-// keyword, or a construct outside what the grammar can express, at a JSON
-// pointer into the schema.
-type schemaError struct {
-	Keyword string // the keyword at fault, e.g. "uniqueItems"
-	Path    string // JSON pointer of the subschema holding it
-	Msg     string
-}
-
-func (e *schemaError) Error() string {
-	p := e.Path
-	if p == "" {
-		p = "/"
-	}
-	if e.Keyword == "" {
-		return fmt.Sprintf("at %s: %s", p, e.Msg)
-	}
-	return fmt.Sprintf("keyword %q at %s: %s", e.Keyword, p, e.Msg)
-}
-
-// regexError is a pattern that cannot be compiled.
-type regexError struct {
-	Pattern string
-	Msg     string
-}
-
-func (e *regexError) Error() string {
-	p := e.Pattern
-	if len(p) > 80 {
-		p = p[:77] + "..."
-	}
-	return fmt.Sprintf("pattern %q: %s", p, e.Msg)
-}
-
 // toolError turns err, raised by tool name while doing phase, into the
 // contract error a job fails with. Errors that already are contract errors
 // pass through with the tool filled in.

@@ -109,8 +109,8 @@ const maxWhitespace = 4
 
 func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
-func newJSONMachine(root *node, all []*node, vi *vocabIndex, mem *meter, b Budget) *jsonMachine {
-	m := &jsonMachine{root: root, vi: vi, mem: mem, maxWS: maxWhitespace, maxThreads: b.MaxThreads,
+func newJSONMachine(root *node, all []*node, vi *vocabIndex, mem *meter, maxThreads int) *jsonMachine {
+	m := &jsonMachine{root: root, vi: vi, mem: mem, maxWS: maxWhitespace, maxThreads: maxThreads,
 		allowed: map[*objSpec][]uint64{}}
 	m.cache.init(4096)
 	for _, n := range all {

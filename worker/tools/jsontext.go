@@ -23,11 +23,6 @@ type jsonObject struct {
 	vals map[string]any
 }
 
-func (o *jsonObject) get(k string) (any, bool) {
-	v, ok := o.vals[k]
-	return v, ok
-}
-
 func (o *jsonObject) has(k string) bool {
 	_, ok := o.vals[k]
 	return ok

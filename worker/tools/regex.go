@@ -60,9 +60,6 @@ const (
 	// modeSearch: some substring must match, as JSON Schema "pattern" and
 	// Go's MatchString do.
 	modeSearch
-	// modePrefix: a match must start at the beginning and may stop
-	// anywhere (streaming detectors, which track where matches end).
-	modePrefix
 )
 
 // regexLimits bound a pattern before it is compiled.

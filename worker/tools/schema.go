@@ -34,7 +34,7 @@ type schemaCompiler struct {
 	notes  []string // what soft mode left unconstrained
 	memo   map[string]*node
 	all    []*node
-	b      Budget
+	lim    schemaLimits
 	clock  *compileClock
 	mem    *meter
 	res    map[string]*syntax.Regexp
@@ -93,9 +93,9 @@ func typeMask(v any) uint8 {
 	return tAll
 }
 
-func newSchemaCompiler(doc *schemaDoc, val *schemaValidator, soft bool, b Budget, clock *compileClock, mem *meter) *schemaCompiler {
+func newSchemaCompiler(doc *schemaDoc, val *schemaValidator, soft bool, lim schemaLimits, clock *compileClock, mem *meter) *schemaCompiler {
 	c := &schemaCompiler{
-		doc: doc, val: val, soft: soft, b: b, clock: clock, mem: mem,
+		doc: doc, val: val, soft: soft, lim: lim, clock: clock, mem: mem,
 		memo: map[string]*node{},
 		res:  map[string]*syntax.Regexp{},
 		dfas: map[string]*dfa{},
@@ -337,8 +337,8 @@ func (c *schemaCompiler) compile(members []*sloc) (*node, error) {
 	if n, ok := c.memo[e.key]; ok {
 		return n, nil
 	}
-	if len(c.all) >= c.b.MaxSchemaNodes {
-		return nil, &schemaError{Path: ptrOrRoot(members[0].ptr), Msg: fmt.Sprintf("schema compiles to more than %d grammar nodes", c.b.MaxSchemaNodes)}
+	if len(c.all) >= c.lim.MaxSchemaNodes {
+		return nil, &schemaError{Path: ptrOrRoot(members[0].ptr), Msg: fmt.Sprintf("schema compiles to more than %d grammar nodes", c.lim.MaxSchemaNodes)}
 	}
 	if c.memErr != nil {
 		return nil, c.memErr
@@ -640,7 +640,7 @@ func (c *schemaCompiler) regex(p string) (*syntax.Regexp, error) {
 	if re, ok := c.res[p]; ok {
 		return re, nil
 	}
-	re, err := parseRegex(p, regexLimits{maxBytes: c.b.MaxPatternBytes, maxInsts: c.b.MaxRegexInsts})
+	re, err := parseRegex(p, regexLimits{maxBytes: c.lim.MaxPatternBytes, maxInsts: c.lim.MaxRegexInsts})
 	if err != nil {
 		return nil, err
 	}
@@ -678,14 +678,14 @@ func (c *schemaCompiler) dfaFor(comps []regexComp, skip ...int) (*dfa, error) {
 		}
 		res[i], modes[i] = re, rc.mode
 	}
-	prog, err := compileRegexes(res, modes, regexLimits{maxBytes: c.b.MaxPatternBytes, maxInsts: c.b.MaxRegexInsts * 4}, c.clock)
+	prog, err := compileRegexes(res, modes, regexLimits{maxBytes: c.lim.MaxPatternBytes, maxInsts: c.lim.MaxRegexInsts * 4}, c.clock)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.mem.charge(int64(len(prog.p.insts)) * 48); err != nil {
 		return nil, err
 	}
-	d := newDFA(prog, c.b.MaxDFAStates, c.b.MaxMemoryBytes/4, c.mem)
+	d := newDFA(prog, c.lim.MaxDFAStates, c.lim.MaxMemoryBytes/4, c.mem)
 	if len(skip) > 0 {
 		d.need = d.all &^ (uint64(1)<<uint(skip[0]) - 1)
 	}
@@ -833,7 +833,6 @@ func keyMatches(p, name string) bool {
 
 type patProp struct {
 	member int
-	ptr    string
 	pat    string
 	loc    *sloc
 }

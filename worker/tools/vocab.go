@@ -11,19 +11,15 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 )
 
-// Vocab is what tools need of a tokenizer: the raw bytes of every token and
-// which tokens end generation. *tokenizer.Tokenizer satisfies it.
-//
-// When the value also has a TokenType(int32) tokenizer.TokenType method,
-// control, unknown and unused tokens are kept out of constrained output (they
-// render no text, so a constraint could not account for them).
-type Vocab interface {
+// vocabSource is the tokenizer a vocabulary index is built from (the
+// tools package's Vocab).
+type vocabSource interface {
 	VocabSize() int
 	Piece(id int32) []byte
 	IsEOG(id int32) bool
 }
 
-// tokenTyper is the optional part of a Vocab.
+// tokenTyper is the optional part of a vocabSource.
 type tokenTyper interface {
 	TokenType(id int32) tokenizer.TokenType
 }
@@ -75,19 +71,20 @@ type vocabIndex struct {
 	strCache leafCache
 }
 
-// vocabCache maps a comparable Vocab to its index.
+// vocabCache maps a comparable vocabSource to its index.
 var vocabCache struct {
 	mu    sync.Mutex
-	m     map[Vocab]*vocabIndex
-	order []Vocab
+	m     map[vocabSource]*vocabIndex
+	order []vocabSource
 }
 
 // maxCachedVocabs bounds vocabCache.
 const maxCachedVocabs = 8
 
 // indexVocab returns the index of v, building it on first use. Indexes of
-// comparable Vocab values (pointers, as *tokenizer.Tokenizer) are cached.
-func indexVocab(v Vocab) *vocabIndex {
+// comparable vocabSource values (pointers, as *tokenizer.Tokenizer) are
+// cached.
+func indexVocab(v vocabSource) *vocabIndex {
 	comparable := reflect.TypeOf(v).Comparable()
 	if comparable {
 		vocabCache.mu.Lock()
@@ -105,7 +102,7 @@ func indexVocab(v Vocab) *vocabIndex {
 			return old
 		}
 		if vocabCache.m == nil {
-			vocabCache.m = make(map[Vocab]*vocabIndex)
+			vocabCache.m = make(map[vocabSource]*vocabIndex)
 		}
 		if len(vocabCache.order) >= maxCachedVocabs {
 			delete(vocabCache.m, vocabCache.order[0])
@@ -117,17 +114,11 @@ func indexVocab(v Vocab) *vocabIndex {
 	return vi
 }
 
-// Prepare builds the index of v (the byte trie of its tokens and the token
-// classes every mask uses) ahead of the first Compile for it, which would
-// otherwise pay for it: tens of milliseconds for a 32k vocabulary. The index
-// is kept for comparable Vocab values (a *tokenizer.Tokenizer).
-func Prepare(v Vocab) { indexVocab(v) }
-
 // maxPieceLen bounds the pieces put into the trie; longer ones (none in
 // real vocabularies) are never allowed under a constraint.
 const maxPieceLen = 1024
 
-func buildVocabIndex(v Vocab) *vocabIndex {
+func buildVocabIndex(v vocabSource) *vocabIndex {
 	n := v.VocabSize()
 	vi := &vocabIndex{size: n, words: (n + 63) / 64, pieces: make([][]byte, n)}
 	tt, _ := v.(tokenTyper)
@@ -244,16 +235,6 @@ func (vi *vocabIndex) classify(ids []int32) {
 		vi.special = append(vi.special, id)
 		vi.specNodes = append(vi.specNodes, nodes)
 	}
-}
-
-// byteSet is a set of bytes.
-type byteSet [4]uint64
-
-func (s *byteSet) add(b byte)       { s[b>>6] |= 1 << (b & 63) }
-func (s *byteSet) has(b byte) bool  { return s[b>>6]&(1<<(b&63)) != 0 }
-func (s *byteSet) union(o *byteSet) { s[0] |= o[0]; s[1] |= o[1]; s[2] |= o[2]; s[3] |= o[3] }
-func (s *byteSet) subsetOf(o *byteSet) bool {
-	return s[0]&^o[0] == 0 && s[1]&^o[1] == 0 && s[2]&^o[2] == 0 && s[3]&^o[3] == 0
 }
 
 // subtrees fills subBytes and maxBelow, children before parents.

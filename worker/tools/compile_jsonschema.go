@@ -1,0 +1,63 @@
+package tools
+
+import "encoding/json"
+
+// schemaLimits are the parts of the tools' budget that compiling a schema
+// spends. Every field must be set (the tools package passes its budget
+// with defaults applied).
+type schemaLimits struct {
+	// MaxSchemaNodes caps the grammar nodes a schema compiles to.
+	MaxSchemaNodes int
+	// MaxPatternBytes caps the source text of a pattern or format regex.
+	MaxPatternBytes int
+	// MaxRegexInsts caps the estimated program of one regex (four times it
+	// for the intersection of a string's pattern and format).
+	MaxRegexInsts int
+	// MaxDFAStates caps the states each lazy DFA keeps cached.
+	MaxDFAStates int
+	// MaxMemoryBytes caps the memory of the compiled machine and its caches.
+	MaxMemoryBytes int64
+	// MaxThreads caps the parser threads the machine follows at once.
+	MaxThreads int
+}
+
+// compileJSONSchema compiles the JSON Schema raw to a grammar machine over
+// vi, and the validator that checks the finished output. In soft mode an
+// unsupported keyword is left out and named in the notes instead of
+// failing. Errors are a *schemaError, or a limit sentinel.
+func compileJSONSchema(raw json.RawMessage, soft bool, vi *vocabIndex, lim schemaLimits, clock *compileClock) (*jsonMachine, *schemaValidator, []string, error) {
+	root, err := decodeJSON(raw)
+	if err != nil {
+		return nil, nil, nil, &schemaError{Msg: "schema is not valid JSON: " + err.Error()}
+	}
+	switch root.(type) {
+	case *jsonObject, bool:
+	default:
+		return nil, nil, nil, &schemaError{Msg: "schema must be a JSON object or a boolean"}
+	}
+	doc, err := newSchemaDoc(root)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	val, err := newSchemaValidator(raw, doc.rootURL, nil, false)
+	if err != nil {
+		return nil, nil, nil, &schemaError{Msg: "schema cannot be loaded: " + err.Error()}
+	}
+	if _, err := val.at(""); err != nil {
+		return nil, nil, nil, &schemaError{Msg: "schema does not compile: " + err.Error()}
+	}
+	mem := newMeter(lim.MaxMemoryBytes)
+	c := newSchemaCompiler(doc, val, soft, lim, clock, mem)
+	n, err := c.compile([]*sloc{doc.byPtr[""]})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := clock.checkNow(); err != nil {
+		return nil, nil, nil, err
+	}
+	if c.memErr != nil {
+		return nil, nil, nil, c.memErr
+	}
+	c.finish()
+	return newJSONMachine(n, c.all, vi, mem, lim.MaxThreads), val, c.notes, nil
+}
