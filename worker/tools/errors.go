@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/schema"
 )
 
 // Tool failure codes this package reports, from the contracts table.
@@ -29,18 +32,18 @@ func toolError(name contracts.ToolName, field string, err error) *contracts.Erro
 		return &out
 	}
 	e := &contracts.Error{Tool: string(name), Field: field, Message: err.Error()}
-	var se *schemaError
-	var re *regexError
+	var se *schema.Error
+	var re *automaton.PatternError
 	switch {
 	case errors.As(err, &se):
 		e.Code, e.ToolCode = contracts.CodeInvalidSchema, ToolCompileFailed
 	case errors.As(err, &re):
 		e.Code, e.ToolCode = contracts.CodeInvalidRegex, ToolCompileFailed
-	case errors.Is(err, errStepBudget):
+	case errors.Is(err, limit.ErrStepBudget):
 		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, ToolStepBudget
-	case errors.Is(err, errMemory), errors.Is(err, errTooManyThreads):
+	case errors.Is(err, limit.ErrMemory), errors.Is(err, limit.ErrTooManyThreads):
 		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolMemoryExhausted
-	case errors.Is(err, errCompileTimeout):
+	case errors.Is(err, limit.ErrCompileTimeout):
 		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolTimeout
 	default:
 		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolInternal

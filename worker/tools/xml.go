@@ -1,6 +1,12 @@
 package tools
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
+)
 
 // xml_validator: the output is text with XML markup in which only the
 // listed tags appear, properly nested and closed. Text is any UTF-8 without
@@ -53,12 +59,12 @@ type xmlState struct {
 }
 
 type xmlMachine struct {
-	tags  *byteTrie
+	tags  *grammar.ByteTrie
 	names []string
-	ents  *byteTrie
-	vi    *vocabIndex
-	cache leafCache
-	mem   *meter
+	ents  *grammar.ByteTrie
+	vi    *vocab.Index
+	cache vocab.LeafCache
+	mem   *limit.Meter
 }
 
 func isNameStart(b byte) bool {
@@ -69,8 +75,8 @@ func isNameByte(b byte) bool {
 	return isNameStart(b) || isDigit(b) || b == '-' || b == '.'
 }
 
-func newXMLMachine(tags []string, vi *vocabIndex, b Budget) (*xmlMachine, error) {
-	m := &xmlMachine{tags: newByteTrie(), ents: newByteTrie(), vi: vi, mem: newMeter(b.MaxMemoryBytes)}
+func newXMLMachine(tags []string, vi *vocab.Index, b Budget) (*xmlMachine, error) {
+	m := &xmlMachine{tags: grammar.NewByteTrie(), ents: grammar.NewByteTrie(), vi: vi, mem: limit.NewMeter(b.MaxMemoryBytes)}
 	for i, t := range tags {
 		if !isNameStart(t[0]) {
 			return nil, fmt.Errorf("tag %q is not an XML name", t)
@@ -80,18 +86,18 @@ func newXMLMachine(tags []string, vi *vocabIndex, b Budget) (*xmlMachine, error)
 				return nil, fmt.Errorf("tag %q is not an XML name", t)
 			}
 		}
-		m.tags.add([]byte(t), int32(i))
+		m.tags.Add([]byte(t), int32(i))
 		m.names = append(m.names, t)
 	}
 	for i, e := range []string{"lt", "gt", "amp", "quot", "apos"} {
-		m.ents.add([]byte(e), int32(i))
+		m.ents.Add([]byte(e), int32(i))
 	}
-	m.cache.init(1024)
+	m.cache.Init(1024)
 	return m, nil
 }
 
-// step returns the state after byte c, and false when c is not allowed.
-func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
+// Step returns the state after byte c, and false when c is not allowed.
+func (m *xmlMachine) Step(s xmlState, c byte) (xmlState, bool) {
 	if s.u8 > 0 {
 		if c < s.u8lo || c > s.u8hi {
 			return s, false
@@ -104,11 +110,11 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		if c < 0x80 {
 			return c >= 0x20 || c == '\n' || c == '\r' || c == '\t'
 		}
-		var f lexState
-		if !utf8Lead(&f, c) {
+		var f grammar.LexState
+		if !grammar.UTF8Lead(&f, c) {
 			return false
 		}
-		s.u8, s.u8lo, s.u8hi = f.u8, f.u8lo, f.u8hi
+		s.u8, s.u8lo, s.u8hi = f.U8, f.U8lo, f.U8hi
 		return true
 	}
 	switch s.ph {
@@ -127,17 +133,17 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 			s.ph, s.n = xCloseName, 0
 			return s, true
 		}
-		if nx := m.tags.child(0, c); nx >= 0 {
+		if nx := m.tags.Child(0, c); nx >= 0 {
 			s.ph, s.n = xOpenName, nx
 			return s, true
 		}
 		return s, false
 	case xOpenName:
-		if nx := m.tags.child(s.n, c); nx >= 0 {
+		if nx := m.tags.Child(s.n, c); nx >= 0 {
 			s.n = nx
 			return s, true
 		}
-		tag := m.tags.nodes[s.n].term
+		tag := m.tags.Nodes[s.n].Term
 		if tag < 0 {
 			return s, false
 		}
@@ -147,7 +153,7 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		case c == '/':
 			s.ph = xSelfClose
 			return s, true
-		case isWS(c):
+		case grammar.IsWS(c):
 			s.ph, s.n = xAttrs, tag
 			return s, true
 		}
@@ -159,7 +165,7 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		case c == '/':
 			s.ph = xSelfClose
 			return s, true
-		case isWS(c):
+		case grammar.IsWS(c):
 			s.ph = xAttrs
 			return s, true
 		case isNameStart(c) && s.ph == xAttrs:
@@ -174,14 +180,14 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		case c == '=':
 			s.ph = xAttrQuote
 			return s, true
-		case isWS(c):
+		case grammar.IsWS(c):
 			s.ph = xAttrEq
 			return s, true
 		}
 		return s, false
 	case xAttrEq:
 		switch {
-		case isWS(c):
+		case grammar.IsWS(c):
 			return s, true
 		case c == '=':
 			s.ph = xAttrQuote
@@ -190,7 +196,7 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		return s, false
 	case xAttrQuote:
 		switch {
-		case isWS(c):
+		case grammar.IsWS(c):
 			return s, true
 		case c == '"' || c == '\'':
 			s.ph, s.quote = xAttrVal, c
@@ -230,14 +236,14 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 			s.stack = s.stack.next
 			s.ph = xText
 			return s, true
-		case isWS(c):
+		case grammar.IsWS(c):
 			s.ph = xCloseEnd
 			return s, true
 		}
 		return s, false
 	case xCloseEnd:
 		switch {
-		case isWS(c):
+		case grammar.IsWS(c):
 			return s, true
 		case c == '>':
 			s.stack = s.stack.next
@@ -250,17 +256,17 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 			s.ph = xEntHash
 			return s, true
 		}
-		if nx := m.ents.child(0, c); nx >= 0 {
+		if nx := m.ents.Child(0, c); nx >= 0 {
 			s.ph, s.n = xEntName, nx
 			return s, true
 		}
 		return s, false
 	case xEntName:
-		if c == ';' && m.ents.nodes[s.n].term >= 0 {
+		if c == ';' && m.ents.Nodes[s.n].Term >= 0 {
 			s.ph = xText
 			return s, true
 		}
-		if nx := m.ents.child(s.n, c); nx >= 0 {
+		if nx := m.ents.Child(s.n, c); nx >= 0 {
 			s.n = nx
 			return s, true
 		}
@@ -282,7 +288,7 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		}
 		ok := isDigit(c)
 		if s.ph != xEntDec {
-			ok = hexVal(c) >= 0
+			ok = grammar.HexVal(c) >= 0
 		}
 		if !ok || s.n >= 6 {
 			return s, false
@@ -314,7 +320,7 @@ func xmlCheck(m *xmlMachine, output []byte) string {
 	var s xmlState
 	for i, c := range output {
 		var ok bool
-		if s, ok = m.step(s, c); !ok {
+		if s, ok = m.Step(s, c); !ok {
 			return fmt.Sprintf("output is not allowed XML at byte %d", i)
 		}
 	}
@@ -336,15 +342,15 @@ type xmlRun struct {
 
 func newXMLRun(m *xmlMachine) *xmlRun { return &xmlRun{m: m} }
 
-func (r *xmlRun) reset() { r.s = xmlState{} }
+func (r *xmlRun) Reset() { r.s = xmlState{} }
 
 type xmlWalker struct {
 	m  *xmlMachine
 	st []xmlState
 }
 
-func (w *xmlWalker) step(k int, b byte, _ int32) bool {
-	n, ok := w.m.step(w.st[k-1], b)
+func (w *xmlWalker) Step(k int, b byte, _ int32) bool {
+	n, ok := w.m.Step(w.st[k-1], b)
 	if !ok {
 		return false
 	}
@@ -356,85 +362,85 @@ func (w *xmlWalker) step(k int, b byte, _ int32) bool {
 type xmlLeafWalker struct {
 	m     *xmlMachine
 	st    []xmlState
-	exits []leafExit
+	exits []vocab.LeafExit
 }
 
-func (w *xmlLeafWalker) step(k int, b byte, node int32) bool {
-	n, ok := w.m.step(w.st[k-1], b)
+func (w *xmlLeafWalker) Step(k int, b byte, node int32) bool {
+	n, ok := w.m.Step(w.st[k-1], b)
 	if !ok {
 		return false
 	}
 	if n.ph != xText {
-		w.exits = append(w.exits, leafExit{node: node, payload: int32(n.ph)})
+		w.exits = append(w.exits, vocab.LeafExit{Node: node, Payload: int32(n.ph)})
 		return false
 	}
 	w.st[k] = n
 	return true
 }
 
-func (r *xmlRun) mask(dst []uint64, f *fuel) (bool, error) {
+func (r *xmlRun) Mask(dst []uint64, f *limit.Fuel) (bool, error) {
 	m, vi := r.m, r.m.vi
-	clearMask(dst)
+	vocab.ClearMask(dst)
 	if r.s.ph != xText {
 		w := &r.w
-		if len(w.st) < vi.maxLen+2 {
-			w.st = make([]xmlState, vi.maxLen+2)
+		if len(w.st) < vi.MaxLen+2 {
+			w.st = make([]xmlState, vi.MaxLen+2)
 		}
 		w.m = m
 		w.st[0] = r.s
-		if err := vi.walk(-1, w, dst, f); err != nil {
+		if err := vi.Walk(-1, w, dst, f); err != nil {
 			return false, err
 		}
 		return false, nil
 	}
 	// In text: the cached run of text tokens, then the tokens that open
 	// markup, checked against the open tags.
-	key := leafKey{owner: m, u8: r.s.u8, u8lo: r.s.u8lo, u8hi: r.s.u8hi}
-	e := m.cache.get(key)
+	key := vocab.LeafKey{Owner: m, U8: r.s.u8, U8lo: r.s.u8lo, U8hi: r.s.u8hi}
+	e := m.cache.Get(key)
 	if e == nil {
 		lw := &r.lw
-		if len(lw.st) < vi.maxLen+2 {
-			lw.st = make([]xmlState, vi.maxLen+2)
+		if len(lw.st) < vi.MaxLen+2 {
+			lw.st = make([]xmlState, vi.MaxLen+2)
 		}
 		lw.m, lw.exits = m, nil
 		lw.st[0] = xmlState{u8: r.s.u8, u8lo: r.s.u8lo, u8hi: r.s.u8hi}
-		inside := make([]uint64, vi.words)
-		if err := vi.walk(-1, lw, inside, f); err != nil {
+		inside := make([]uint64, vi.Words)
+		if err := vi.Walk(-1, lw, inside, f); err != nil {
 			return false, err
 		}
-		e = m.cache.put(key, &leafEntry{inside: inside, exits: lw.exits}, m.mem)
+		e = m.cache.Put(key, &vocab.LeafEntry{Inside: inside, Exits: lw.exits}, m.mem)
 	}
-	orMask(dst, e.inside)
+	vocab.OrMask(dst, e.Inside)
 	w := &r.w
-	if len(w.st) < vi.maxLen+2 {
-		w.st = make([]xmlState, vi.maxLen+2)
+	if len(w.st) < vi.MaxLen+2 {
+		w.st = make([]xmlState, vi.MaxLen+2)
 	}
-	for _, ex := range e.exits {
-		s := xmlState{ph: uint8(ex.payload), stack: r.s.stack}
-		vi.setNode(dst, ex.node)
+	for _, ex := range e.Exits {
+		s := xmlState{ph: uint8(ex.Payload), stack: r.s.stack}
+		vi.SetNode(dst, ex.Node)
 		w.m = m
 		w.st[0] = s
-		if err := vi.walk(ex.node, w, dst, f); err != nil {
+		if err := vi.Walk(ex.Node, w, dst, f); err != nil {
 			return false, err
 		}
 	}
-	return r.canEnd(), nil
+	return r.CanEnd(), nil
 }
 
-func (r *xmlRun) accept(p []byte, f *fuel) (bool, error) {
+func (r *xmlRun) Accept(p []byte, f *limit.Fuel) (bool, error) {
 	s := r.s
 	for _, c := range p {
 		var ok bool
-		if s, ok = r.m.step(s, c); !ok {
+		if s, ok = r.m.Step(s, c); !ok {
 			return false, nil
 		}
 	}
-	if err := f.spend(int64(len(p))); err != nil {
+	if err := f.Spend(int64(len(p))); err != nil {
 		return false, err
 	}
 	r.s = s
 	return true, nil
 }
 
-func (r *xmlRun) canEnd() bool   { return r.s.ph == xText && r.s.u8 == 0 && r.s.stack == nil }
-func (r *xmlRun) complete() bool { return false }
+func (r *xmlRun) CanEnd() bool   { return r.s.ph == xText && r.s.u8 == 0 && r.s.stack == nil }
+func (r *xmlRun) Complete() bool { return false }

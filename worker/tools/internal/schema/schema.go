@@ -1,4 +1,4 @@
-package tools
+package schema
 
 import (
 	"encoding/json"
@@ -10,6 +10,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 // Compiling a JSON Schema to grammar nodes.
@@ -29,18 +34,18 @@ import (
 
 type schemaCompiler struct {
 	doc    *schemaDoc
-	val    *schemaValidator
+	val    *Validator
 	soft   bool
 	notes  []string // what soft mode left unconstrained
-	memo   map[string]*node
-	all    []*node
-	lim    schemaLimits
-	clock  *compileClock
-	mem    *meter
+	memo   map[string]*grammar.Node
+	all    []*grammar.Node
+	lim    Limits
+	clock  *limit.Clock
+	mem    *limit.Meter
 	res    map[string]*syntax.Regexp
-	dfas   map[string]*dfa
-	any    *node
-	never  *node
+	dfas   map[string]*automaton.DFA
+	any    *grammar.Node
+	never  *grammar.Node
 	depth  int
 	memErr error // set when the nodes went over the memory budget
 }
@@ -93,23 +98,23 @@ func typeMask(v any) uint8 {
 	return tAll
 }
 
-func newSchemaCompiler(doc *schemaDoc, val *schemaValidator, soft bool, lim schemaLimits, clock *compileClock, mem *meter) *schemaCompiler {
+func newSchemaCompiler(doc *schemaDoc, val *Validator, soft bool, lim Limits, clock *limit.Clock, mem *limit.Meter) *schemaCompiler {
 	c := &schemaCompiler{
 		doc: doc, val: val, soft: soft, lim: lim, clock: clock, mem: mem,
-		memo: map[string]*node{},
+		memo: map[string]*grammar.Node{},
 		res:  map[string]*syntax.Regexp{},
-		dfas: map[string]*dfa{},
+		dfas: map[string]*automaton.DFA{},
 	}
 	c.never = c.newNode("")
-	c.never.kind = kNever
+	c.never.Kind = grammar.KindNever
 	return c
 }
 
-func (c *schemaCompiler) newNode(path string) *node {
+func (c *schemaCompiler) newNode(path string) *grammar.Node {
 	if c.memErr == nil {
-		c.memErr = c.mem.charge(512)
+		c.memErr = c.mem.Charge(512)
 	}
-	n := &node{id: int32(len(c.all)), path: path}
+	n := &grammar.Node{ID: int32(len(c.all)), Path: path}
 	c.all = append(c.all, n)
 	return n
 }
@@ -122,7 +127,7 @@ func (c *schemaCompiler) unsupported(s *sloc, kw, msg string) error {
 		c.notes = append(c.notes, fmt.Sprintf("%s at %s", kw, ptrOrRoot(s.ptr)))
 		return nil
 	}
-	return &schemaError{Keyword: kw, Path: ptrOrRoot(s.ptr), Msg: msg}
+	return &Error{Keyword: kw, Path: ptrOrRoot(s.ptr), Msg: msg}
 }
 
 func ptrOrRoot(p string) string {
@@ -190,7 +195,7 @@ func (c *schemaCompiler) expand(members []*sloc) (*expansion, error) {
 		if e.set[s.ptr] {
 			continue
 		}
-		if err := c.clock.check(); err != nil {
+		if err := c.clock.Check(); err != nil {
 			return nil, err
 		}
 		e.set[s.ptr] = true
@@ -255,32 +260,32 @@ func (c *schemaCompiler) expand(members []*sloc) (*expansion, error) {
 }
 
 // anyNode returns the node of the schema true.
-func (c *schemaCompiler) anyNode() *node {
+func (c *schemaCompiler) anyNode() *grammar.Node {
 	if c.any != nil {
 		return c.any
 	}
 	a := c.newNode("")
 	c.any = a
-	a.kind = kAlt
+	a.Kind = grammar.KindAlt
 	s := c.newNode("")
-	s.kind, s.str = kString, &strSpec{maxLen: math.MaxInt32}
+	s.Kind, s.Str = grammar.KindString, &grammar.StrSpec{MaxLen: math.MaxInt32}
 	num := c.newNode("")
-	num.kind, num.num = kNumber, &numSpec{free: true}
+	num.Kind, num.Num = grammar.KindNumber, &grammar.NumSpec{Free: true}
 	o := c.newNode("")
-	o.kind = kObject
-	o.obj = &objSpec{keys: newByteTrie(), under: []uint64{0}, words: 1, combos: []*node{a}, maxProps: math.MaxInt32, pnMax: math.MaxInt32, freeKey: true}
+	o.Kind = grammar.KindObject
+	o.Obj = &grammar.ObjSpec{Keys: grammar.NewByteTrie(), Under: []uint64{0}, Words: 1, Combos: []*grammar.Node{a}, MaxProps: math.MaxInt32, PnMax: math.MaxInt32, FreeKey: true}
 	arr := c.newNode("")
-	arr.kind, arr.arr = kArray, &arrSpec{items: a, maxItems: math.MaxInt32}
+	arr.Kind, arr.Arr = grammar.KindArray, &grammar.ArrSpec{Items: a, MaxItems: math.MaxInt32}
 	lit := c.literals([]any{true, false, nil})
-	a.alts = []*node{s, num, o, arr, lit}
+	a.Alts = []*grammar.Node{s, num, o, arr, lit}
 	return a
 }
 
 // literals returns a kLit node for values.
-func (c *schemaCompiler) literals(values []any) *node {
+func (c *schemaCompiler) literals(values []any) *grammar.Node {
 	n := c.newNode("")
-	n.kind = kLit
-	ls := &litSpec{trie: newByteTrie()}
+	n.Kind = grammar.KindLit
+	ls := &grammar.LitSpec{Trie: grammar.NewByteTrie()}
 	seen := map[string]bool{}
 	for _, v := range values {
 		k := valueKey(v)
@@ -288,44 +293,44 @@ func (c *schemaCompiler) literals(values []any) *node {
 			continue
 		}
 		seen[k] = true
-		idx := int32(len(ls.values))
-		ls.values = append(ls.values, v)
-		ls.keys = append(ls.keys, k)
-		ls.trie.add(appendJSON(nil, v, true), idx)
-		ls.trie.add(appendJSON(nil, v, false), idx)
+		idx := int32(len(ls.Values))
+		ls.Values = append(ls.Values, v)
+		ls.Keys = append(ls.Keys, k)
+		ls.Trie.Add(AppendJSON(nil, v, true), idx)
+		ls.Trie.Add(AppendJSON(nil, v, false), idx)
 	}
-	if len(ls.values) <= 64 {
-		ls.under = make([]uint64, len(ls.trie.nodes))
+	if len(ls.Values) <= 64 {
+		ls.Under = make([]uint64, len(ls.Trie.Nodes))
 		var fill func(t int32) uint64
 		fill = func(t int32) uint64 {
 			var m uint64
-			if v := ls.trie.nodes[t].term; v >= 0 {
+			if v := ls.Trie.Nodes[t].Term; v >= 0 {
 				m |= 1 << uint(v)
 			}
-			for _, e := range ls.trie.nodes[t].kids {
-				m |= fill(e.node)
+			for _, e := range ls.Trie.Nodes[t].Kids {
+				m |= fill(e.Node)
 			}
-			ls.under[t] = m
+			ls.Under[t] = m
 			return m
 		}
 		fill(0)
 	}
-	n.lit = ls
-	if len(ls.values) == 0 {
-		n.kind = kNever
+	n.Lit = ls
+	if len(ls.Values) == 0 {
+		n.Kind = grammar.KindNever
 	}
 	return n
 }
 
 // compile returns the node for the conjunction of members.
-func (c *schemaCompiler) compile(members []*sloc) (*node, error) {
+func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 	if len(members) == 0 {
 		return c.anyNode(), nil
 	}
 	c.depth++
 	defer func() { c.depth-- }()
 	if c.depth > 2000 {
-		return nil, &schemaError{Path: ptrOrRoot(members[0].ptr), Msg: "schema nests too deeply"}
+		return nil, &Error{Path: ptrOrRoot(members[0].ptr), Msg: "schema nests too deeply"}
 	}
 	e, err := c.expand(members)
 	if err != nil {
@@ -338,15 +343,15 @@ func (c *schemaCompiler) compile(members []*sloc) (*node, error) {
 		return n, nil
 	}
 	if len(c.all) >= c.lim.MaxSchemaNodes {
-		return nil, &schemaError{Path: ptrOrRoot(members[0].ptr), Msg: fmt.Sprintf("schema compiles to more than %d grammar nodes", c.lim.MaxSchemaNodes)}
+		return nil, &Error{Path: ptrOrRoot(members[0].ptr), Msg: fmt.Sprintf("schema compiles to more than %d grammar nodes", c.lim.MaxSchemaNodes)}
 	}
 	if c.memErr != nil {
 		return nil, c.memErr
 	}
 	n := c.newNode(e.locs[0].ptr)
 	c.memo[e.key] = n
-	n.building = true
-	defer func() { n.building = false }()
+	n.Building = true
+	defer func() { n.Building = false }()
 
 	// An open anyOf/oneOf: one alternative per branch.
 	for _, g := range e.groups {
@@ -365,23 +370,23 @@ func (c *schemaCompiler) compile(members []*sloc) (*node, error) {
 				return nil, err
 			}
 		}
-		n.kind = kAlt
+		n.Kind = grammar.KindAlt
 		for _, a := range g.alts {
 			m, err := c.compile(append(append([]*sloc(nil), e.locs...), a))
 			if err != nil {
 				return nil, err
 			}
-			if m.kind == kNever {
+			if m.Kind == grammar.KindNever {
 				continue
 			}
-			if m.kind == kAlt && !m.building && m != n {
-				n.alts = append(n.alts, m.alts...)
+			if m.Kind == grammar.KindAlt && !m.Building && m != n {
+				n.Alts = append(n.Alts, m.Alts...)
 			} else {
-				n.alts = append(n.alts, m)
+				n.Alts = append(n.Alts, m)
 			}
 		}
-		if len(n.alts) == 0 {
-			n.kind = kNever
+		if len(n.Alts) == 0 {
+			n.Kind = grammar.KindNever
 		}
 		return n, nil
 	}
@@ -394,7 +399,7 @@ func (c *schemaCompiler) compile(members []*sloc) (*node, error) {
 // checkDisjoint accepts a oneOf whose branches no value can satisfy two at
 // a time; otherwise it is unsupported (soft mode: treated as anyOf).
 func (c *schemaCompiler) checkDisjoint(g altGroup) error {
-	nodes := make([]*node, len(g.alts))
+	nodes := make([]*grammar.Node, len(g.alts))
 	for i, a := range g.alts {
 		m, err := c.compile([]*sloc{a})
 		if err != nil {
@@ -426,7 +431,7 @@ func (e *expansion) objects() []*sloc {
 func obj(s *sloc) *jsonObject { return s.v.(*jsonObject) }
 
 // build fills n from the keywords of e (no open alternatives).
-func (c *schemaCompiler) build(n *node, e *expansion) error {
+func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 	members := e.objects()
 	// A finite set of values: the validator decides which stay.
 	for _, s := range members {
@@ -450,7 +455,7 @@ func (c *schemaCompiler) build(n *node, e *expansion) error {
 			}
 		}
 		l := c.literals(keep)
-		n.kind, n.lit = l.kind, l.lit
+		n.Kind, n.Lit = l.Kind, l.Lit
 		return nil
 	}
 
@@ -464,7 +469,7 @@ func (c *schemaCompiler) build(n *node, e *expansion) error {
 			return err
 		}
 	}
-	var alts []*node
+	var alts []*grammar.Node
 	if types&(tNull|tBool) != 0 {
 		var lits []any
 		if types&tNull != 0 {
@@ -503,20 +508,20 @@ func (c *schemaCompiler) build(n *node, e *expansion) error {
 		}
 		alts = append(alts, m)
 	}
-	var live []*node
+	var live []*grammar.Node
 	for _, a := range alts {
-		if a.kind != kNever {
+		if a.Kind != grammar.KindNever {
 			live = append(live, a)
 		}
 	}
 	switch len(live) {
 	case 0:
-		n.kind = kNever
+		n.Kind = grammar.KindNever
 	case 1:
 		m := live[0]
-		n.kind, n.str, n.num, n.obj, n.arr, n.lit, n.alts = m.kind, m.str, m.num, m.obj, m.arr, m.lit, m.alts
+		n.Kind, n.Str, n.Num, n.Obj, n.Arr, n.Lit, n.Alts = m.Kind, m.Str, m.Num, m.Obj, m.Arr, m.Lit, m.Alts
 	default:
-		n.kind, n.alts = kAlt, live
+		n.Kind, n.Alts = grammar.KindAlt, live
 	}
 	return nil
 }
@@ -525,12 +530,12 @@ func (c *schemaCompiler) build(n *node, e *expansion) error {
 func (c *schemaCompiler) validAll(e *expansion, v any) (bool, error) {
 	plain := toPlain(v)
 	for _, s := range e.locs {
-		if err := c.clock.check(); err != nil {
+		if err := c.clock.Check(); err != nil {
 			return false, err
 		}
-		sch, err := c.val.at(s.ptr)
+		sch, err := c.val.At(s.ptr)
 		if err != nil {
-			return false, &schemaError{Path: ptrOrRoot(s.ptr), Msg: "validator cannot compile this subschema: " + err.Error()}
+			return false, &Error{Path: ptrOrRoot(s.ptr), Msg: "validator cannot compile this subschema: " + err.Error()}
 		}
 		if sch.Validate(plain) != nil {
 			return false, nil
@@ -640,7 +645,7 @@ func (c *schemaCompiler) regex(p string) (*syntax.Regexp, error) {
 	if re, ok := c.res[p]; ok {
 		return re, nil
 	}
-	re, err := parseRegex(p, regexLimits{maxBytes: c.lim.MaxPatternBytes, maxInsts: c.lim.MaxRegexInsts})
+	re, err := automaton.Parse(p, automaton.Limits{MaxBytes: c.lim.MaxPatternBytes, MaxInsts: c.lim.MaxRegexInsts})
 	if err != nil {
 		return nil, err
 	}
@@ -651,12 +656,12 @@ func (c *schemaCompiler) regex(p string) (*syntax.Regexp, error) {
 // regexComp is one DFA component.
 type regexComp struct {
 	pattern string
-	mode    regexMode
+	mode    automaton.Mode
 }
 
 // dfaFor returns the (shared) DFA of comps; when skip is positive, the
 // first skip components need not stay live (object-key patterns).
-func (c *schemaCompiler) dfaFor(comps []regexComp, skip ...int) (*dfa, error) {
+func (c *schemaCompiler) dfaFor(comps []regexComp, skip ...int) (*automaton.DFA, error) {
 	var kb strings.Builder
 	if len(skip) > 0 {
 		fmt.Fprintf(&kb, "k%d:", skip[0])
@@ -670,7 +675,7 @@ func (c *schemaCompiler) dfaFor(comps []regexComp, skip ...int) (*dfa, error) {
 		return d, nil
 	}
 	res := make([]*syntax.Regexp, len(comps))
-	modes := make([]regexMode, len(comps))
+	modes := make([]automaton.Mode, len(comps))
 	for i, rc := range comps {
 		re, err := c.regex(rc.pattern)
 		if err != nil {
@@ -678,16 +683,16 @@ func (c *schemaCompiler) dfaFor(comps []regexComp, skip ...int) (*dfa, error) {
 		}
 		res[i], modes[i] = re, rc.mode
 	}
-	prog, err := compileRegexes(res, modes, regexLimits{maxBytes: c.lim.MaxPatternBytes, maxInsts: c.lim.MaxRegexInsts * 4}, c.clock)
+	prog, err := automaton.Compile(res, modes, automaton.Limits{MaxBytes: c.lim.MaxPatternBytes, MaxInsts: c.lim.MaxRegexInsts * 4}, c.clock)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.mem.charge(int64(len(prog.p.insts)) * 48); err != nil {
+	if err := c.mem.Charge(int64(len(prog.P.Insts)) * 48); err != nil {
 		return nil, err
 	}
-	d := newDFA(prog, c.lim.MaxDFAStates, c.lim.MaxMemoryBytes/4, c.mem)
+	d := automaton.NewDFA(prog, c.lim.MaxDFAStates, c.lim.MaxMemoryBytes/4, c.mem)
 	if len(skip) > 0 {
-		d.need = d.all &^ (uint64(1)<<uint(skip[0]) - 1)
+		d.Need = d.All &^ (uint64(1)<<uint(skip[0]) - 1)
 	}
 	c.dfas[kb.String()] = d
 	return d, nil
@@ -710,12 +715,12 @@ func (c *schemaCompiler) stringParts(members []*sloc) (minLen, maxLen int64, com
 					return 0, 0, nil, err
 				}
 			} else {
-				comps = append(comps, regexComp{p, modeSearch})
+				comps = append(comps, regexComp{p, automaton.ModeSearch})
 			}
 		}
 		if f, ok := o.vals["format"].(string); ok {
-			if p, known := formatPatterns[f]; known {
-				comps = append(comps, regexComp{p, modeFull})
+			if p, known := FormatPatterns[f]; known {
+				comps = append(comps, regexComp{p, automaton.ModeFull})
 			} else if c.doc.draft <= draft7 && assertedFormats[f] {
 				if err := c.unsupported(s, "format", fmt.Sprintf("format %q is checked by the validator but not supported by the grammar", f)); err != nil {
 					return 0, 0, nil, err
@@ -725,7 +730,7 @@ func (c *schemaCompiler) stringParts(members []*sloc) (minLen, maxLen int64, com
 		if c.doc.draft <= draft7 {
 			if ce, ok := o.vals["contentEncoding"].(string); ok {
 				if p, known := contentPatterns[ce]; known {
-					comps = append(comps, regexComp{p, modeFull})
+					comps = append(comps, regexComp{p, automaton.ModeFull})
 				}
 			}
 			if mt, ok := o.vals["contentMediaType"].(string); ok && mt == "application/json" {
@@ -738,38 +743,38 @@ func (c *schemaCompiler) stringParts(members []*sloc) (minLen, maxLen int64, com
 	return minLen, maxLen, comps, nil
 }
 
-func (c *schemaCompiler) buildString(members []*sloc, path string) (*node, error) {
+func (c *schemaCompiler) buildString(members []*sloc, path string) (*grammar.Node, error) {
 	n := c.newNode(path)
 	minLen, maxLen, comps, err := c.stringParts(members)
 	if err != nil {
 		return nil, err
 	}
 	if minLen > maxLen {
-		n.kind = kNever
+		n.Kind = grammar.KindNever
 		return n, nil
 	}
-	n.kind = kString
-	n.str = &strSpec{minLen: clamp32(minLen), maxLen: clamp32(maxLen)}
+	n.Kind = grammar.KindString
+	n.Str = &grammar.StrSpec{MinLen: clamp32(minLen), MaxLen: clamp32(maxLen)}
 	if len(comps) > 0 {
 		d, err := c.dfaFor(comps)
 		if err != nil {
 			return nil, err
 		}
-		n.str.dfa = d
+		n.Str.Dfa = d
 	}
 	return n, nil
 }
 
-func (c *schemaCompiler) buildNumber(members []*sloc, integer bool, path string) (*node, error) {
+func (c *schemaCompiler) buildNumber(members []*sloc, integer bool, path string) (*grammar.Node, error) {
 	n := c.newNode(path)
-	s := &numSpec{}
+	s := &grammar.NumSpec{}
 	tighten := func(r *big.Rat, ex bool, low bool) {
 		if low {
-			if s.lo == nil || r.Cmp(s.lo) > 0 || r.Cmp(s.lo) == 0 && ex {
-				s.lo, s.loEx = r, ex
+			if s.Lo == nil || r.Cmp(s.Lo) > 0 || r.Cmp(s.Lo) == 0 && ex {
+				s.Lo, s.LoEx = r, ex
 			}
-		} else if s.hi == nil || r.Cmp(s.hi) < 0 || r.Cmp(s.hi) == 0 && ex {
-			s.hi, s.hiEx = r, ex
+		} else if s.Hi == nil || r.Cmp(s.Hi) < 0 || r.Cmp(s.Hi) == 0 && ex {
+			s.Hi, s.HiEx = r, ex
 		}
 	}
 	for _, m := range members {
@@ -798,29 +803,29 @@ func (c *schemaCompiler) buildNumber(members []*sloc, integer bool, path string)
 			}
 		}
 		if r, ok := numVal(o, "multipleOf"); ok && r.Sign() > 0 {
-			if s.mult == nil {
-				s.mult = r
+			if s.Mult == nil {
+				s.Mult = r
 			} else {
-				s.mult = ratLCM(s.mult, r)
+				s.Mult = grammar.RatLCM(s.Mult, r)
 			}
 		}
 	}
 	if integer {
 		one := big.NewRat(1, 1)
-		if s.mult == nil {
-			s.mult = one
+		if s.Mult == nil {
+			s.Mult = one
 		} else {
-			s.mult = ratLCM(s.mult, one)
+			s.Mult = grammar.RatLCM(s.Mult, one)
 		}
 	}
-	s.free = s.lo == nil && s.hi == nil && s.mult == nil
-	s.intOnly = s.lo == nil && s.hi == nil && s.mult != nil && s.mult.Cmp(big.NewRat(1, 1)) == 0
-	n.kind, n.num = kNumber, s
-	if !s.satisfiable() {
-		n.kind = kNever
+	s.Free = s.Lo == nil && s.Hi == nil && s.Mult == nil
+	s.IntOnly = s.Lo == nil && s.Hi == nil && s.Mult != nil && s.Mult.Cmp(big.NewRat(1, 1)) == 0
+	n.Kind, n.Num = grammar.KindNumber, s
+	if !s.Satisfiable() {
+		n.Kind = grammar.KindNever
 	}
 	for _, ch := range []byte("-0123456789") {
-		n.setFirst(ch)
+		n.SetFirst(ch)
 	}
 	return n, nil
 }
@@ -837,182 +842,78 @@ type patProp struct {
 	loc    *sloc
 }
 
-func (c *schemaCompiler) buildObject(members []*sloc, e *expansion, path string) (*node, error) {
+// objectParts is what the members of an object conjunction say about its
+// keys, gathered before any property is compiled.
+type objectParts struct {
+	members  []*sloc
+	names    []string       // known property names, in first-seen order
+	index    map[string]int // name -> position in names
+	pats     []patProp
+	required []string
+	deps     []rawDep
+	pnLocs   []*sloc // propertyNames subschemas
+	unevals  []int   // members with unevaluatedProperties
+	unevs    []uneval
+}
+
+// rawDep is one dependentRequired (or array-form dependencies) entry.
+type rawDep struct {
+	if_  string
+	then []string
+}
+
+// uneval is the unevaluatedProperties of one member: it applies to a key
+// that nothing in the member's scope evaluates; additionalProperties, or
+// another unevaluatedProperties, in the scope evaluates every key.
+type uneval struct {
+	loc   *sloc
+	scope map[int]bool // member indexes
+	all   bool         // every key is evaluated in the scope
+}
+
+func (p *objectParts) addName(k string) int {
+	if i, ok := p.index[k]; ok {
+		return i
+	}
+	p.index[k] = len(p.names)
+	p.names = append(p.names, k)
+	return len(p.names) - 1
+}
+
+func memberHasAddl(o *jsonObject) bool { _, ok := o.vals["additionalProperties"]; return ok }
+
+func (c *schemaCompiler) buildObject(members []*sloc, e *expansion, path string) (*grammar.Node, error) {
 	n := c.newNode(path)
-	n.kind = kObject
-	os := &objSpec{keys: newByteTrie(), maxProps: math.MaxInt32, pnMax: math.MaxInt32}
-	n.obj = os
+	n.Kind = grammar.KindObject
+	os := &grammar.ObjSpec{Keys: grammar.NewByteTrie(), MaxProps: math.MaxInt32, PnMax: math.MaxInt32}
+	n.Obj = os
 
-	var names []string
-	index := map[string]int{}
-	addName := func(k string) int {
-		if i, ok := index[k]; ok {
-			return i
-		}
-		index[k] = len(names)
-		names = append(names, k)
-		return len(names) - 1
-	}
-	var pats []patProp
-	var required []string
-	type rawDep struct {
-		if_  string
-		then []string
-	}
-	var deps []rawDep
-	var pnLocs []*sloc
-	var unevals []int // members with unevaluatedProperties
+	p := &objectParts{members: members, index: map[string]int{}}
 	for mi, s := range members {
-		o := obj(s)
-		if props, ok := o.vals["properties"].(*jsonObject); ok {
-			for _, k := range props.keys {
-				addName(k)
-			}
-		}
-		if pp, ok := o.vals["patternProperties"].(*jsonObject); ok {
-			for _, p := range pp.keys {
-				if _, err := c.regex(p); err != nil {
-					if err := c.unsupported(s, "patternProperties", err.Error()); err != nil {
-						return nil, err
-					}
-					continue
-				}
-				pats = append(pats, patProp{member: mi, pat: p, loc: c.child(s, "patternProperties", escapePtr(p))})
-			}
-		}
-		if req, ok := o.vals["required"].([]any); ok {
-			for _, r := range req {
-				if k, ok := r.(string); ok {
-					required = append(required, k)
-				}
-			}
-		}
-		depKws := []string{"dependencies"}
-		if c.doc.draft >= draft2019 {
-			depKws = append(depKws, "dependentRequired")
-		}
-		for _, kw := range depKws {
-			if dm, ok := o.vals[kw].(*jsonObject); ok {
-				for _, k := range dm.keys {
-					switch dv := dm.vals[k].(type) {
-					case []any:
-						d := rawDep{if_: k}
-						for _, x := range dv {
-							if xs, ok := x.(string); ok {
-								d.then = append(d.then, xs)
-							}
-						}
-						deps = append(deps, d)
-					case bool:
-						if !dv {
-							if err := c.unsupported(s, kw, "a false dependent schema is not supported"); err != nil {
-								return nil, err
-							}
-						}
-					default:
-						if kw == "dependencies" {
-							if err := c.unsupported(s, kw, "schema dependencies are not supported"); err != nil {
-								return nil, err
-							}
-						}
-					}
-				}
-			}
-		}
-		if c.doc.draft >= draft2019 {
-			if ds, ok := o.vals["dependentSchemas"].(*jsonObject); ok {
-				for _, k := range ds.keys {
-					if b, isBool := ds.vals[k].(bool); !isBool || !b {
-						if err := c.unsupported(s, "dependentSchemas", "dependent schemas are not supported"); err != nil {
-							return nil, err
-						}
-						break
-					}
-				}
-			}
-			if u, ok := o.vals["unevaluatedProperties"]; ok {
-				if b, isBool := u.(bool); !isBool || !b {
-					unevals = append(unevals, mi)
-				}
-			}
-		}
-		if _, ok := o.vals["propertyNames"]; ok {
-			pnLocs = append(pnLocs, c.child(s, "propertyNames"))
-		}
-		if v, ok := intVal(o, "minProperties"); ok && clamp32(v) > os.minProps {
-			os.minProps = clamp32(v)
-		}
-		if v, ok := intVal(o, "maxProperties"); ok && clamp32(v) < os.maxProps {
-			os.maxProps = clamp32(v)
+		if err := c.objectMember(p, os, mi, s); err != nil {
+			return nil, err
 		}
 	}
-	for _, k := range required {
-		addName(k)
+	for _, k := range p.required {
+		p.addName(k)
 	}
-	for _, d := range deps {
-		addName(d.if_)
+	for _, d := range p.deps {
+		p.addName(d.if_)
 		for _, t := range d.then {
-			addName(t)
+			p.addName(t)
 		}
 	}
-	if len(pats) > 8 {
-		if err := c.unsupported(members[0], "patternProperties", fmt.Sprintf("%d patterns; at most 8 are supported", len(pats))); err != nil {
+	if len(p.pats) > 8 {
+		if err := c.unsupported(members[0], "patternProperties", fmt.Sprintf("%d patterns; at most 8 are supported", len(p.pats))); err != nil {
 			return nil, err
 		}
-		pats = nil
+		p.pats = nil
 	}
-
-	// propertyNames: known names are checked by the validator; additional
-	// keys by the string part of each propertyNames schema.
-	pnOK := true
-	var pnComps []regexComp
-	for _, pl := range pnLocs {
-		if b, ok := pl.v.(bool); ok {
-			if !b {
-				pnOK = false
-			}
-			continue
-		}
-		pn, err := c.compile([]*sloc{pl})
-		if err != nil {
-			return nil, err
-		}
-		str := stringPart(pn)
-		switch {
-		case pn.kind == kNever || str == nil && !hasStringLiterals(pn):
-			pnOK = false
-		case str == nil:
-			if err := c.unsupported(pl, "propertyNames", "only string constraints (pattern, length, format) are supported in propertyNames"); err != nil {
-				return nil, err
-			}
-		default:
-			if str.minLen > os.pnMin {
-				os.pnMin = str.minLen
-			}
-			if str.maxLen < os.pnMax {
-				os.pnMax = str.maxLen
-			}
-			if str.dfa != nil {
-				comps, err := c.stringCompsOf(pl)
-				if err != nil {
-					return nil, err
-				}
-				pnComps = append(pnComps, comps...)
-			}
-		}
+	pnOK, pnComps, err := c.propertyNames(p.pnLocs, os)
+	if err != nil {
+		return nil, err
 	}
-
-	memberHasAddl := func(o *jsonObject) bool { _, ok := o.vals["additionalProperties"]; return ok }
-	// unevaluatedProperties of member u applies to a key that nothing in
-	// u's scope evaluates; additionalProperties, or another
-	// unevaluatedProperties, in the scope evaluates every key.
-	type uneval struct {
-		loc   *sloc
-		scope map[int]bool // member indexes
-		all   bool         // every key is evaluated in the scope
-	}
-	var unevs []uneval
-	for _, ui := range unevals {
+	for _, ui := range p.unevals {
 		sc := e.scope(members[ui].ptr)
 		u := uneval{loc: c.child(members[ui], "unevaluatedProperties"), scope: map[int]bool{}}
 		for mi, s := range members {
@@ -1025,183 +926,332 @@ func (c *schemaCompiler) buildObject(members []*sloc, e *expansion, path string)
 				u.all = true
 			}
 		}
-		unevs = append(unevs, u)
+		p.unevs = append(p.unevs, u)
 	}
+	if err := c.knownProperties(p, os); err != nil {
+		return nil, err
+	}
+	if err := c.additionalKeys(p, os, pnOK, pnComps); err != nil {
+		return nil, err
+	}
+	keyTrieUnder(os)
+	n.SetFirst('{')
+	return n, nil
+}
 
-	// Known properties.
-	for _, k := range names {
-		if err := c.clock.check(); err != nil {
-			return nil, err
+// objectMember gathers what member s (at index mi) says about the keys
+// into p, and narrows os's property counts.
+func (c *schemaCompiler) objectMember(p *objectParts, os *grammar.ObjSpec, mi int, s *sloc) error {
+	o := obj(s)
+	if props, ok := o.vals["properties"].(*jsonObject); ok {
+		for _, k := range props.keys {
+			p.addName(k)
 		}
-		var conj []*sloc
-		forbidden := false
-		evaluated := map[int]bool{}
-		for mi, s := range members {
-			o := obj(s)
-			matched := false
-			if props, ok := o.vals["properties"].(*jsonObject); ok && props.has(k) {
-				conj = append(conj, c.child(s, "properties", escapePtr(k)))
-				matched = true
-			}
-			for _, pp := range pats {
-				if pp.member == mi && keyMatches(pp.pat, k) {
-					conj = append(conj, pp.loc)
-					matched = true
+	}
+	if pp, ok := o.vals["patternProperties"].(*jsonObject); ok {
+		for _, pat := range pp.keys {
+			if _, err := c.regex(pat); err != nil {
+				if err := c.unsupported(s, "patternProperties", err.Error()); err != nil {
+					return err
 				}
-			}
-			if matched {
-				evaluated[mi] = true
-			}
-			if !matched && memberHasAddl(o) {
-				conj = append(conj, c.child(s, "additionalProperties"))
-			}
-		}
-		for _, u := range unevs {
-			if u.all {
 				continue
 			}
-			hit := false
-			for mi := range u.scope {
-				hit = hit || evaluated[mi]
-			}
-			if !hit {
-				conj = append(conj, u.loc)
+			p.pats = append(p.pats, patProp{member: mi, pat: pat, loc: c.child(s, "patternProperties", escapePtr(pat))})
+		}
+	}
+	if req, ok := o.vals["required"].([]any); ok {
+		for _, r := range req {
+			if k, ok := r.(string); ok {
+				p.required = append(p.required, k)
 			}
 		}
-		for _, pl := range pnLocs {
-			sch, err := c.val.at(pl.ptr)
+	}
+	if err := c.objectDeps(p, s); err != nil {
+		return err
+	}
+	if c.doc.draft >= draft2019 {
+		if ds, ok := o.vals["dependentSchemas"].(*jsonObject); ok {
+			for _, k := range ds.keys {
+				if b, isBool := ds.vals[k].(bool); !isBool || !b {
+					if err := c.unsupported(s, "dependentSchemas", "dependent schemas are not supported"); err != nil {
+						return err
+					}
+					break
+				}
+			}
+		}
+		if u, ok := o.vals["unevaluatedProperties"]; ok {
+			if b, isBool := u.(bool); !isBool || !b {
+				p.unevals = append(p.unevals, mi)
+			}
+		}
+	}
+	if _, ok := o.vals["propertyNames"]; ok {
+		p.pnLocs = append(p.pnLocs, c.child(s, "propertyNames"))
+	}
+	if v, ok := intVal(o, "minProperties"); ok && clamp32(v) > os.MinProps {
+		os.MinProps = clamp32(v)
+	}
+	if v, ok := intVal(o, "maxProperties"); ok && clamp32(v) < os.MaxProps {
+		os.MaxProps = clamp32(v)
+	}
+	return nil
+}
+
+// objectDeps gathers the array-form dependencies (and, from draft 2019,
+// dependentRequired) of member s; schema dependencies are unsupported.
+func (c *schemaCompiler) objectDeps(p *objectParts, s *sloc) error {
+	o := obj(s)
+	depKws := []string{"dependencies"}
+	if c.doc.draft >= draft2019 {
+		depKws = append(depKws, "dependentRequired")
+	}
+	for _, kw := range depKws {
+		dm, ok := o.vals[kw].(*jsonObject)
+		if !ok {
+			continue
+		}
+		for _, k := range dm.keys {
+			switch dv := dm.vals[k].(type) {
+			case []any:
+				d := rawDep{if_: k}
+				for _, x := range dv {
+					if xs, ok := x.(string); ok {
+						d.then = append(d.then, xs)
+					}
+				}
+				p.deps = append(p.deps, d)
+			case bool:
+				if !dv {
+					if err := c.unsupported(s, kw, "a false dependent schema is not supported"); err != nil {
+						return err
+					}
+				}
+			default:
+				if kw == "dependencies" {
+					if err := c.unsupported(s, kw, "schema dependencies are not supported"); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// propertyNames narrows os's key lengths by the propertyNames subschemas
+// and returns the patterns additional keys must match. Known names are
+// checked by the validator; additional keys by the string part of each
+// propertyNames schema. ok is false when no additional key is allowed.
+func (c *schemaCompiler) propertyNames(pnLocs []*sloc, os *grammar.ObjSpec) (ok bool, comps []regexComp, err error) {
+	ok = true
+	for _, pl := range pnLocs {
+		if b, isBool := pl.v.(bool); isBool {
+			if !b {
+				ok = false
+			}
+			continue
+		}
+		pn, err := c.compile([]*sloc{pl})
+		if err != nil {
+			return false, nil, err
+		}
+		str := stringPart(pn)
+		switch {
+		case pn.Kind == grammar.KindNever || str == nil && !hasStringLiterals(pn):
+			ok = false
+		case str == nil:
+			if err := c.unsupported(pl, "propertyNames", "only string constraints (pattern, length, format) are supported in propertyNames"); err != nil {
+				return false, nil, err
+			}
+		default:
+			if str.MinLen > os.PnMin {
+				os.PnMin = str.MinLen
+			}
+			if str.MaxLen < os.PnMax {
+				os.PnMax = str.MaxLen
+			}
+			if str.Dfa != nil {
+				cs, err := c.stringCompsOf(pl)
+				if err != nil {
+					return false, nil, err
+				}
+				comps = append(comps, cs...)
+			}
+		}
+	}
+	return ok, comps, nil
+}
+
+// valueSchemas lists the subschemas the value of a key must satisfy: in
+// each member, the properties entry named key (when key is not nil) and
+// the patternProperties that match it (matches(i) for p.pats[i]), or
+// else the member's additionalProperties; then every
+// unevaluatedProperties whose scope evaluated the key nowhere. Known
+// properties and additional keys (by the patterns they match) both come
+// through here.
+func (c *schemaCompiler) valueSchemas(p *objectParts, key *string, matches func(i int) bool) []*sloc {
+	var conj []*sloc
+	evaluated := map[int]bool{}
+	for mi, s := range p.members {
+		o := obj(s)
+		matched := false
+		if key != nil {
+			if props, ok := o.vals["properties"].(*jsonObject); ok && props.has(*key) {
+				conj = append(conj, c.child(s, "properties", escapePtr(*key)))
+				matched = true
+			}
+		}
+		for i, pp := range p.pats {
+			if pp.member == mi && matches(i) {
+				conj = append(conj, pp.loc)
+				matched = true
+			}
+		}
+		if matched {
+			evaluated[mi] = true
+		}
+		if !matched && memberHasAddl(o) {
+			conj = append(conj, c.child(s, "additionalProperties"))
+		}
+	}
+	for _, u := range p.unevs {
+		if u.all {
+			continue
+		}
+		hit := false
+		for mi := range u.scope {
+			hit = hit || evaluated[mi]
+		}
+		if !hit {
+			conj = append(conj, u.loc)
+		}
+	}
+	return conj
+}
+
+// knownProperties compiles the value of every known name into os.Props
+// and the key trie, then the required set and the dependencies.
+func (c *schemaCompiler) knownProperties(p *objectParts, os *grammar.ObjSpec) error {
+	for _, k := range p.names {
+		if err := c.clock.Check(); err != nil {
+			return err
+		}
+		conj := c.valueSchemas(p, &k, func(i int) bool { return keyMatches(p.pats[i].pat, k) })
+		forbidden := false
+		for _, pl := range p.pnLocs {
+			sch, err := c.val.At(pl.ptr)
 			if err != nil {
-				return nil, &schemaError{Keyword: "propertyNames", Path: ptrOrRoot(pl.ptr), Msg: err.Error()}
+				return &Error{Keyword: "propertyNames", Path: ptrOrRoot(pl.ptr), Msg: err.Error()}
 			}
 			if sch.Validate(k) != nil {
 				forbidden = true
 			}
 		}
-		var pn *node
+		var pn *grammar.Node
 		if forbidden {
 			pn = c.never
 		} else {
 			var err error
 			if pn, err = c.compile(conj); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		os.props = append(os.props, objProp{name: k, node: pn})
-		os.keys.add(appendJSONStringBody(nil, k), int32(len(os.props)-1))
+		os.Props = append(os.Props, grammar.ObjProp{Name: k, Node: pn})
+		os.Keys.Add(appendJSONStringBody(nil, k), int32(len(os.Props)-1))
 	}
-	os.required = make([]uint64, (len(names)+63)/64)
-	for _, k := range required {
-		i := index[k]
-		if os.required[i>>6]&(1<<(uint(i)&63)) == 0 {
-			os.required[i>>6] |= 1 << (uint(i) & 63)
-			os.nreq++
+	os.Required = make([]uint64, (len(p.names)+63)/64)
+	for _, k := range p.required {
+		i := p.index[k]
+		if os.Required[i>>6]&(1<<(uint(i)&63)) == 0 {
+			os.Required[i>>6] |= 1 << (uint(i) & 63)
+			os.Nreq++
 		}
 	}
-	for _, d := range deps {
-		od := objDep{if_: index[d.if_]}
+	for _, d := range p.deps {
+		od := grammar.ObjDep{If: p.index[d.if_]}
 		for _, t := range d.then {
-			od.then = append(od.then, index[t])
+			od.Then = append(od.Then, p.index[t])
 		}
-		os.deps = append(os.deps, od)
+		os.Deps = append(os.Deps, od)
 	}
+	return nil
+}
 
-	// Additional keys, by the patterns they match.
-	os.npat = len(pats)
-	os.combos = make([]*node, 1<<uint(len(pats)))
-	for mask := range os.combos {
-		if err := c.clock.check(); err != nil {
-			return nil, err
+// additionalKeys compiles the value of an additional key for every
+// combination of the patterns it matches (os.Combos, by bitmask), and the
+// DFA that tells, key byte by key byte, which patterns match and whether
+// propertyNames still allows it.
+func (c *schemaCompiler) additionalKeys(p *objectParts, os *grammar.ObjSpec, pnOK bool, pnComps []regexComp) error {
+	os.Npat = len(p.pats)
+	os.Combos = make([]*grammar.Node, 1<<uint(len(p.pats)))
+	for mask := range os.Combos {
+		if err := c.clock.Check(); err != nil {
+			return err
 		}
-		var conj []*sloc
-		evaluated := map[int]bool{}
-		for mi, s := range members {
-			o := obj(s)
-			matched := false
-			for i, pp := range pats {
-				if pp.member == mi && mask&(1<<uint(i)) != 0 {
-					conj = append(conj, pp.loc)
-					matched = true
-				}
-			}
-			if matched {
-				evaluated[mi] = true
-			}
-			if !matched && memberHasAddl(o) {
-				conj = append(conj, c.child(s, "additionalProperties"))
-			}
-		}
-		for _, u := range unevs {
-			if u.all {
-				continue
-			}
-			hit := false
-			for mi := range u.scope {
-				hit = hit || evaluated[mi]
-			}
-			if !hit {
-				conj = append(conj, u.loc)
-			}
-		}
+		conj := c.valueSchemas(p, nil, func(i int) bool { return mask&(1<<uint(i)) != 0 })
 		m, err := c.compile(conj)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !pnOK {
 			m = c.never
 		}
-		os.combos[mask] = m
+		os.Combos[mask] = m
 	}
 	var comps []regexComp
-	for _, pp := range pats {
-		comps = append(comps, regexComp{pp.pat, modeSearch})
+	for _, pp := range p.pats {
+		comps = append(comps, regexComp{pp.pat, automaton.ModeSearch})
 	}
 	comps = append(comps, pnComps...)
 	if len(comps) > 0 {
-		d, err := c.dfaFor(comps, len(pats))
+		d, err := c.dfaFor(comps, len(p.pats))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		os.keyDFA = d
+		os.KeyDFA = d
 	}
-	os.freeKey = pnOK && os.pnMin <= os.pnMax
-	// Key trie: which props lie below each node (for liveness when no
-	// additional key is possible).
-	w := (len(os.props) + 63) / 64
+	os.FreeKey = pnOK && os.PnMin <= os.PnMax
+	return nil
+}
+
+// keyTrieUnder fills os.Under: which properties lie below each node of the
+// key trie (for liveness when no additional key is possible).
+func keyTrieUnder(os *grammar.ObjSpec) {
+	w := (len(os.Props) + 63) / 64
 	if w == 0 {
 		w = 1
 	}
-	os.words = w
-	os.under = make([]uint64, len(os.keys.nodes)*w)
+	os.Words = w
+	os.Under = make([]uint64, len(os.Keys.Nodes)*w)
 	var fill func(t int32)
 	fill = func(t int32) {
-		row := os.under[int(t)*w : int(t+1)*w]
-		if v := os.keys.nodes[t].term; v >= 0 {
+		row := os.Under[int(t)*w : int(t+1)*w]
+		if v := os.Keys.Nodes[t].Term; v >= 0 {
 			row[v>>6] |= 1 << (uint(v) & 63)
 		}
-		for _, e := range os.keys.nodes[t].kids {
-			fill(e.node)
-			orMask(row, os.under[int(e.node)*w:int(e.node+1)*w])
+		for _, e := range os.Keys.Nodes[t].Kids {
+			fill(e.Node)
+			vocab.OrMask(row, os.Under[int(e.Node)*w:int(e.Node+1)*w])
 		}
 	}
 	fill(0)
-	n.setFirst('{')
-	return n, nil
 }
 
 // stringPart returns the string spec a node allows, or nil when it allows
 // no strings or more than one string shape.
-func stringPart(n *node) *strSpec {
-	switch n.kind {
-	case kString:
-		return n.str
-	case kAlt:
-		var s *strSpec
-		for _, a := range n.alts {
-			if a.kind == kString {
+func stringPart(n *grammar.Node) *grammar.StrSpec {
+	switch n.Kind {
+	case grammar.KindString:
+		return n.Str
+	case grammar.KindAlt:
+		var s *grammar.StrSpec
+		for _, a := range n.Alts {
+			if a.Kind == grammar.KindString {
 				if s != nil {
 					return nil
 				}
-				s = a.str
+				s = a.Str
 			}
 		}
 		return s
@@ -1209,12 +1259,12 @@ func stringPart(n *node) *strSpec {
 	return nil
 }
 
-func hasStringLiterals(n *node) bool {
-	check := func(m *node) bool {
-		if m.kind != kLit {
+func hasStringLiterals(n *grammar.Node) bool {
+	check := func(m *grammar.Node) bool {
+		if m.Kind != grammar.KindLit {
 			return false
 		}
-		for _, v := range m.lit.values {
+		for _, v := range m.Lit.Values {
 			if _, ok := v.(string); ok {
 				return true
 			}
@@ -1224,8 +1274,8 @@ func hasStringLiterals(n *node) bool {
 	if check(n) {
 		return true
 	}
-	if n.kind == kAlt {
-		for _, a := range n.alts {
+	if n.Kind == grammar.KindAlt {
+		for _, a := range n.Alts {
 			if check(a) {
 				return true
 			}
@@ -1245,11 +1295,11 @@ func (c *schemaCompiler) stringCompsOf(s *sloc) ([]regexComp, error) {
 	return comps, err
 }
 
-func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) (*node, error) {
+func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) (*grammar.Node, error) {
 	n := c.newNode(path)
-	n.kind = kArray
-	as := &arrSpec{maxItems: math.MaxInt32}
-	n.arr = as
+	n.Kind = grammar.KindArray
+	as := &grammar.ArrSpec{MaxItems: math.MaxInt32}
+	n.Arr = as
 	type arrParts struct {
 		prefix []*sloc
 		rest   *sloc
@@ -1295,11 +1345,11 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 			maxPrefix = len(p.prefix)
 		}
 		parts[i] = p
-		if v, ok := intVal(o, "minItems"); ok && clamp32(v) > as.minItems {
-			as.minItems = clamp32(v)
+		if v, ok := intVal(o, "minItems"); ok && clamp32(v) > as.MinItems {
+			as.MinItems = clamp32(v)
 		}
-		if v, ok := intVal(o, "maxItems"); ok && clamp32(v) < as.maxItems {
-			as.maxItems = clamp32(v)
+		if v, ok := intVal(o, "maxItems"); ok && clamp32(v) < as.MaxItems {
+			as.MaxItems = clamp32(v)
 		}
 		if u, ok := o.vals["uniqueItems"].(bool); ok && u {
 			unique = true
@@ -1314,11 +1364,11 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 			switch t := cv.(type) {
 			case bool:
 				if t {
-					if as.minItems < clamp32(minC) {
-						as.minItems = clamp32(minC)
+					if as.MinItems < clamp32(minC) {
+						as.MinItems = clamp32(minC)
 					}
 				} else if minC > 0 {
-					n.kind = kNever
+					n.Kind = grammar.KindNever
 					return n, nil
 				}
 			default:
@@ -1399,7 +1449,7 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 		if err != nil {
 			return nil, err
 		}
-		as.prefix = append(as.prefix, m)
+		as.Prefix = append(as.Prefix, m)
 	}
 	var conj []*sloc
 	for _, p := range parts {
@@ -1416,10 +1466,10 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 	if err != nil {
 		return nil, err
 	}
-	as.items = items
+	as.Items = items
 	if containsLoc != nil {
-		as.minContains = minContains
-		for i := 0; i <= len(as.prefix); i++ {
+		as.MinContains = minContains
+		for i := 0; i <= len(as.Prefix); i++ {
 			var conj []*sloc
 			for _, p := range parts {
 				if i < len(p.prefix) {
@@ -1432,13 +1482,13 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 			if err != nil {
 				return nil, err
 			}
-			as.contains = append(as.contains, cn)
+			as.Contains = append(as.Contains, cn)
 		}
 	}
 	for _, mc := range maxContains {
 		// Counting the items that do not match is beyond the grammar; a
 		// bound no array can reach is fine.
-		if int64(as.maxItems) > mc.v {
+		if int64(as.MaxItems) > mc.v {
 			if err := c.unsupported(mc.s, "maxContains", "maxContains is not supported"); err != nil {
 				return nil, err
 			}
@@ -1455,29 +1505,29 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 			return nil, err
 		}
 	}
-	n.setFirst('[')
+	n.SetFirst('[')
 	return n, nil
 }
 
 // uniqueItems supports uniqueItems when every item is a literal: the array
 // then remembers which values it has seen.
-func (c *schemaCompiler) uniqueItems(n *node, s *sloc) error {
-	as := n.arr
-	nodes := append(append([]*node(nil), as.prefix...), as.items)
+func (c *schemaCompiler) uniqueItems(n *grammar.Node, s *sloc) error {
+	as := n.Arr
+	nodes := append(append([]*grammar.Node(nil), as.Prefix...), as.Items)
 	ids := map[string]int32{}
-	as.uniq = map[*node][]int32{}
+	as.Uniq = map[*grammar.Node][]int32{}
 	for _, m := range nodes {
-		if m.kind == kNever {
+		if m.Kind == grammar.KindNever {
 			continue
 		}
-		if m.kind != kLit {
-			if len(as.prefix) == 0 && as.maxItems <= 1 {
+		if m.Kind != grammar.KindLit {
+			if len(as.Prefix) == 0 && as.MaxItems <= 1 {
 				return nil // at most one item: trivially unique
 			}
 			return c.unsupported(s, "uniqueItems", "uniqueItems is supported only for arrays of enum/const/boolean/null items")
 		}
-		vals := make([]int32, len(m.lit.keys))
-		for i, k := range m.lit.keys {
+		vals := make([]int32, len(m.Lit.Keys))
+		for i, k := range m.Lit.Keys {
 			id, ok := ids[k]
 			if !ok {
 				id = int32(len(ids))
@@ -1485,14 +1535,14 @@ func (c *schemaCompiler) uniqueItems(n *node, s *sloc) error {
 			}
 			vals[i] = id
 		}
-		as.uniq[m] = vals
+		as.Uniq[m] = vals
 	}
 	if len(ids) > 64 {
 		return c.unsupported(s, "uniqueItems", "uniqueItems is supported for at most 64 distinct item values")
 	}
-	as.unique = true
-	if int32(len(ids)) < as.maxItems {
-		as.maxItems = int32(len(ids))
+	as.Unique = true
+	if int32(len(ids)) < as.MaxItems {
+		as.MaxItems = int32(len(ids))
 	}
 	return nil
 }
@@ -1502,127 +1552,127 @@ func (c *schemaCompiler) uniqueItems(n *node, s *sloc) error {
 // first-byte sets are computed.
 func (c *schemaCompiler) finish() {
 	prod := make([]bool, len(c.all))
-	isProd := func(m *node) bool { return prod[m.id] }
+	isProd := func(m *grammar.Node) bool { return prod[m.ID] }
 	for changed := true; changed; {
 		changed = false
 		for _, n := range c.all {
-			if prod[n.id] {
+			if prod[n.ID] {
 				continue
 			}
 			ok := false
-			switch n.kind {
-			case kLit:
-				ok = len(n.lit.values) > 0
-			case kString:
-				ok = n.str.minLen <= n.str.maxLen
-			case kNumber:
+			switch n.Kind {
+			case grammar.KindLit:
+				ok = len(n.Lit.Values) > 0
+			case grammar.KindString:
+				ok = n.Str.MinLen <= n.Str.MaxLen
+			case grammar.KindNumber:
 				ok = true
-			case kAlt:
-				for _, a := range n.alts {
+			case grammar.KindAlt:
+				for _, a := range n.Alts {
 					if isProd(a) {
 						ok = true
 						break
 					}
 				}
-			case kObject:
-				os := n.obj
-				ok = os.minProps <= os.maxProps && int32(os.nreq) <= os.maxProps
+			case grammar.KindObject:
+				os := n.Obj
+				ok = os.MinProps <= os.MaxProps && int32(os.Nreq) <= os.MaxProps
 				avail := int32(0)
-				for i, p := range os.props {
-					pr := isProd(p.node)
+				for i, p := range os.Props {
+					pr := isProd(p.Node)
 					if pr {
 						avail++
 					}
-					if os.required[i>>6]&(1<<(uint(i)&63)) != 0 && !pr {
+					if os.Required[i>>6]&(1<<(uint(i)&63)) != 0 && !pr {
 						ok = false
 					}
 				}
-				if ok && !os.freeKey && avail < os.minProps {
+				if ok && !os.FreeKey && avail < os.MinProps {
 					ok = false
 				}
-			case kArray:
-				as := n.arr
-				ok = as.minItems <= as.maxItems && as.minContains <= as.maxItems
-				if as.minContains > 0 {
+			case grammar.KindArray:
+				as := n.Arr
+				ok = as.MinItems <= as.MaxItems && as.MinContains <= as.MaxItems
+				if as.MinContains > 0 {
 					some := false
-					for _, cn := range as.contains {
+					for _, cn := range as.Contains {
 						some = some || isProd(cn)
 					}
 					ok = ok && some
 				}
-				for i := int32(0); ok && i < as.minItems; i++ {
-					if !isProd(as.itemNode(i)) {
+				for i := int32(0); ok && i < as.MinItems; i++ {
+					if !isProd(as.ItemNode(i)) {
 						ok = false
 					}
-					if int(i) >= len(as.prefix) {
+					if int(i) >= len(as.Prefix) {
 						break
 					}
 				}
 			}
 			if ok {
-				prod[n.id] = true
+				prod[n.ID] = true
 				changed = true
 			}
 		}
 	}
 	for _, n := range c.all {
-		if !prod[n.id] {
-			n.kind = kNever
-			n.alts = nil
+		if !prod[n.ID] {
+			n.Kind = grammar.KindNever
+			n.Alts = nil
 		}
 	}
 	for _, n := range c.all {
-		if n.kind == kAlt {
-			live := n.alts[:0:0]
-			for _, a := range n.alts {
-				if a.kind != kNever {
+		if n.Kind == grammar.KindAlt {
+			live := n.Alts[:0:0]
+			for _, a := range n.Alts {
+				if a.Kind != grammar.KindNever {
 					live = append(live, a)
 				}
 			}
-			n.alts = live
+			n.Alts = live
 		}
-		if n.kind == kObject {
+		if n.Kind == grammar.KindObject {
 			// An additional key whose value can never be valid is not
 			// allowed at all.
 			free := false
-			for _, m := range n.obj.combos {
-				if m.kind != kNever {
+			for _, m := range n.Obj.Combos {
+				if m.Kind != grammar.KindNever {
 					free = true
 				}
 			}
-			n.obj.freeKey = n.obj.freeKey && free
+			n.Obj.FreeKey = n.Obj.FreeKey && free
 		}
 	}
 	// First bytes.
 	for _, n := range c.all {
-		n.first = [4]uint64{}
-		switch n.kind {
-		case kString:
-			n.setFirst('"')
-		case kNumber:
+		n.First = [4]uint64{}
+		switch n.Kind {
+		case grammar.KindString:
+			n.SetFirst('"')
+		case grammar.KindNumber:
 			for _, ch := range []byte("-0123456789") {
-				n.setFirst(ch)
+				n.SetFirst(ch)
 			}
-		case kObject:
-			n.setFirst('{')
-		case kArray:
-			n.setFirst('[')
-		case kLit:
-			for _, e := range n.lit.trie.nodes[0].kids {
-				n.setFirst(e.b)
+		case grammar.KindObject:
+			n.SetFirst('{')
+		case grammar.KindArray:
+			n.SetFirst('[')
+		case grammar.KindLit:
+			for _, e := range n.Lit.Trie.Nodes[0].Kids {
+				n.SetFirst(e.B)
 			}
 		}
 	}
 	for changed := true; changed; {
 		changed = false
 		for _, n := range c.all {
-			if n.kind != kAlt {
+			if n.Kind != grammar.KindAlt {
 				continue
 			}
-			for _, a := range n.alts {
-				for i := range n.first {
-					if w := n.first[i] | a.first[i]; w != n.first[i] {
-						n.first[i] = w
+			for _, a := range n.Alts {
+				for i := range n.First {
+					if w := n.First[i] | a.First[i]; w != n.First[i] {
+						n.First[i] = w
 						changed = true
 					}
 				}
@@ -1633,51 +1683,51 @@ func (c *schemaCompiler) finish() {
 
 // disjoint reports whether no JSON value can belong to both a and b (false
 // when unsure).
-func disjoint(a, b *node, depth int) bool {
-	if a.building || b.building || depth > 6 {
+func disjoint(a, b *grammar.Node, depth int) bool {
+	if a.Building || b.Building || depth > 6 {
 		return false
 	}
-	if a.kind == kNever || b.kind == kNever {
+	if a.Kind == grammar.KindNever || b.Kind == grammar.KindNever {
 		return true
 	}
-	if a.kind == kAlt {
-		for _, x := range a.alts {
+	if a.Kind == grammar.KindAlt {
+		for _, x := range a.Alts {
 			if !disjoint(x, b, depth+1) {
 				return false
 			}
 		}
 		return true
 	}
-	if b.kind == kAlt {
+	if b.Kind == grammar.KindAlt {
 		return disjoint(b, a, depth)
 	}
-	kindOf := func(n *node) int {
-		switch n.kind {
-		case kLit:
+	kindOf := func(n *grammar.Node) int {
+		switch n.Kind {
+		case grammar.KindLit:
 			return -1
 		}
-		return int(n.kind)
+		return int(n.Kind)
 	}
-	if a.kind == kLit && b.kind == kLit {
+	if a.Kind == grammar.KindLit && b.Kind == grammar.KindLit {
 		keys := map[string]bool{}
-		for _, k := range a.lit.keys {
+		for _, k := range a.Lit.Keys {
 			keys[k] = true
 		}
-		for _, k := range b.lit.keys {
+		for _, k := range b.Lit.Keys {
 			if keys[k] {
 				return false
 			}
 		}
 		return true
 	}
-	if a.kind == kLit || b.kind == kLit {
+	if a.Kind == grammar.KindLit || b.Kind == grammar.KindLit {
 		l, o := a, b
-		if b.kind == kLit {
+		if b.Kind == grammar.KindLit {
 			l, o = b, a
 		}
 		// A literal can only belong to o if its JSON type matches o's.
-		for _, v := range l.lit.values {
-			if litKind(v) == o.kind {
+		for _, v := range l.Lit.Values {
+			if litKind(v) == o.Kind {
 				return false
 			}
 		}
@@ -1686,65 +1736,65 @@ func disjoint(a, b *node, depth int) bool {
 	if kindOf(a) != kindOf(b) {
 		return true
 	}
-	switch a.kind {
-	case kObject:
+	switch a.Kind {
+	case grammar.KindObject:
 		// A property both require, whose values cannot agree; or one
 		// requires a property the other forbids.
-		for i, p := range a.obj.props {
-			reqA := a.obj.required[i>>6]&(1<<(uint(i)&63)) != 0
-			j := b.obj.keys.lookup(appendJSONStringBody(nil, p.name))
-			var bn *node
+		for i, p := range a.Obj.Props {
+			reqA := a.Obj.Required[i>>6]&(1<<(uint(i)&63)) != 0
+			j := b.Obj.Keys.Lookup(appendJSONStringBody(nil, p.Name))
+			var bn *grammar.Node
 			reqB := false
 			if j >= 0 {
-				bn = b.obj.props[j].node
-				reqB = b.obj.required[j>>6]&(1<<(uint(j)&63)) != 0
-			} else if b.obj.npat == 0 {
-				bn = b.obj.combos[0]
+				bn = b.Obj.Props[j].Node
+				reqB = b.Obj.Required[j>>6]&(1<<(uint(j)&63)) != 0
+			} else if b.Obj.Npat == 0 {
+				bn = b.Obj.Combos[0]
 			}
 			if bn == nil {
 				continue
 			}
-			if reqA && bn.kind == kNever {
+			if reqA && bn.Kind == grammar.KindNever {
 				return true
 			}
-			if reqA && reqB && disjoint(p.node, bn, depth+1) {
+			if reqA && reqB && disjoint(p.Node, bn, depth+1) {
 				return true
 			}
 		}
-		for j, p := range b.obj.props {
-			reqB := b.obj.required[j>>6]&(1<<(uint(j)&63)) != 0
+		for j, p := range b.Obj.Props {
+			reqB := b.Obj.Required[j>>6]&(1<<(uint(j)&63)) != 0
 			if !reqB {
 				continue
 			}
-			i := a.obj.keys.lookup(appendJSONStringBody(nil, p.name))
-			if i < 0 && a.obj.npat == 0 && a.obj.combos[0].kind == kNever {
+			i := a.Obj.Keys.Lookup(appendJSONStringBody(nil, p.Name))
+			if i < 0 && a.Obj.Npat == 0 && a.Obj.Combos[0].Kind == grammar.KindNever {
 				return true
 			}
-			if i >= 0 && a.obj.props[i].node.kind == kNever {
-				return true
-			}
-		}
-	case kNumber:
-		x, y := a.num, b.num
-		if x.hi != nil && y.lo != nil && (x.hi.Cmp(y.lo) < 0 || x.hi.Cmp(y.lo) == 0 && (x.hiEx || y.loEx)) {
-			return true
-		}
-		if y.hi != nil && x.lo != nil && (y.hi.Cmp(x.lo) < 0 || y.hi.Cmp(x.lo) == 0 && (y.hiEx || x.loEx)) {
-			return true
-		}
-	case kArray:
-		x, y := a.arr, b.arr
-		if x.maxItems < y.minItems || y.maxItems < x.minItems {
-			return true
-		}
-		for i := int32(0); i < x.minItems && i < y.minItems && i < 8; i++ {
-			if disjoint(x.itemNode(i), y.itemNode(i), depth+1) {
+			if i >= 0 && a.Obj.Props[i].Node.Kind == grammar.KindNever {
 				return true
 			}
 		}
-	case kString:
-		x, y := a.str, b.str
-		if x.maxLen < y.minLen || y.maxLen < x.minLen {
+	case grammar.KindNumber:
+		x, y := a.Num, b.Num
+		if x.Hi != nil && y.Lo != nil && (x.Hi.Cmp(y.Lo) < 0 || x.Hi.Cmp(y.Lo) == 0 && (x.HiEx || y.LoEx)) {
+			return true
+		}
+		if y.Hi != nil && x.Lo != nil && (y.Hi.Cmp(x.Lo) < 0 || y.Hi.Cmp(x.Lo) == 0 && (y.HiEx || x.LoEx)) {
+			return true
+		}
+	case grammar.KindArray:
+		x, y := a.Arr, b.Arr
+		if x.MaxItems < y.MinItems || y.MaxItems < x.MinItems {
+			return true
+		}
+		for i := int32(0); i < x.MinItems && i < y.MinItems && i < 8; i++ {
+			if disjoint(x.ItemNode(i), y.ItemNode(i), depth+1) {
+				return true
+			}
+		}
+	case grammar.KindString:
+		x, y := a.Str, b.Str
+		if x.MaxLen < y.MinLen || y.MaxLen < x.MinLen {
 			return true
 		}
 	}
@@ -1752,16 +1802,16 @@ func disjoint(a, b *node, depth int) bool {
 }
 
 // litKind is the node kind a literal value would have.
-func litKind(v any) nodeKind {
+func litKind(v any) grammar.Kind {
 	switch v.(type) {
 	case string:
-		return kString
+		return grammar.KindString
 	case json.Number:
-		return kNumber
+		return grammar.KindNumber
 	case *jsonObject:
-		return kObject
+		return grammar.KindObject
 	case []any:
-		return kArray
+		return grammar.KindArray
 	}
-	return kLit // null, true, false
+	return grammar.KindLit // null, true, false
 }

@@ -1,11 +1,17 @@
-package tools
+package schema
 
-import "encoding/json"
+import (
+	"encoding/json"
 
-// schemaLimits are the parts of the tools' budget that compiling a schema
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
+)
+
+// Limits are the parts of the tools' budget that compiling a schema
 // spends. Every field must be set (the tools package passes its budget
 // with defaults applied).
-type schemaLimits struct {
+type Limits struct {
 	// MaxSchemaNodes caps the grammar nodes a schema compiles to.
 	MaxSchemaNodes int
 	// MaxPatternBytes caps the source text of a pattern or format regex.
@@ -21,43 +27,43 @@ type schemaLimits struct {
 	MaxThreads int
 }
 
-// compileJSONSchema compiles the JSON Schema raw to a grammar machine over
+// Compile compiles the JSON Schema raw to a grammar machine over
 // vi, and the validator that checks the finished output. In soft mode an
 // unsupported keyword is left out and named in the notes instead of
 // failing. Errors are a *schemaError, or a limit sentinel.
-func compileJSONSchema(raw json.RawMessage, soft bool, vi *vocabIndex, lim schemaLimits, clock *compileClock) (*jsonMachine, *schemaValidator, []string, error) {
-	root, err := decodeJSON(raw)
+func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock *limit.Clock) (*grammar.Machine, *Validator, []string, error) {
+	root, err := DecodeJSON(raw)
 	if err != nil {
-		return nil, nil, nil, &schemaError{Msg: "schema is not valid JSON: " + err.Error()}
+		return nil, nil, nil, &Error{Msg: "schema is not valid JSON: " + err.Error()}
 	}
 	switch root.(type) {
 	case *jsonObject, bool:
 	default:
-		return nil, nil, nil, &schemaError{Msg: "schema must be a JSON object or a boolean"}
+		return nil, nil, nil, &Error{Msg: "schema must be a JSON object or a boolean"}
 	}
-	doc, err := newSchemaDoc(root)
+	doc, err := NewSchemaDoc(root)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	val, err := newSchemaValidator(raw, doc.rootURL, nil, false)
+	val, err := NewValidator(raw, doc.RootURL, nil, false)
 	if err != nil {
-		return nil, nil, nil, &schemaError{Msg: "schema cannot be loaded: " + err.Error()}
+		return nil, nil, nil, &Error{Msg: "schema cannot be loaded: " + err.Error()}
 	}
-	if _, err := val.at(""); err != nil {
-		return nil, nil, nil, &schemaError{Msg: "schema does not compile: " + err.Error()}
+	if _, err := val.At(""); err != nil {
+		return nil, nil, nil, &Error{Msg: "schema does not compile: " + err.Error()}
 	}
-	mem := newMeter(lim.MaxMemoryBytes)
+	mem := limit.NewMeter(lim.MaxMemoryBytes)
 	c := newSchemaCompiler(doc, val, soft, lim, clock, mem)
 	n, err := c.compile([]*sloc{doc.byPtr[""]})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := clock.checkNow(); err != nil {
+	if err := clock.CheckNow(); err != nil {
 		return nil, nil, nil, err
 	}
 	if c.memErr != nil {
 		return nil, nil, nil, c.memErr
 	}
 	c.finish()
-	return newJSONMachine(n, c.all, vi, mem, lim.MaxThreads), val, c.notes, nil
+	return grammar.NewMachine(n, c.all, vi, mem, lim.MaxThreads), val, c.notes, nil
 }

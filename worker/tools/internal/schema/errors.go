@@ -1,17 +1,17 @@
-package tools
+package schema
 
 import "fmt"
 
-// schemaError is a JSON Schema that cannot be compiled: an unsupported
+// Error is a JSON Schema that cannot be compiled: an unsupported
 // keyword, or a construct outside what the grammar can express, at a JSON
 // pointer into the schema.
-type schemaError struct {
+type Error struct {
 	Keyword string // the keyword at fault, e.g. "uniqueItems"
 	Path    string // JSON pointer of the subschema holding it
 	Msg     string
 }
 
-func (e *schemaError) Error() string {
+func (e *Error) Error() string {
 	p := e.Path
 	if p == "" {
 		p = "/"

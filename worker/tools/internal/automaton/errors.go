@@ -1,14 +1,14 @@
-package tools
+package automaton
 
 import "fmt"
 
-// regexError is a pattern that cannot be compiled.
-type regexError struct {
+// PatternError is a pattern that cannot be compiled.
+type PatternError struct {
 	Pattern string
 	Msg     string
 }
 
-func (e *regexError) Error() string {
+func (e *PatternError) Error() string {
 	p := e.Pattern
 	if len(p) > 80 {
 		p = p[:77] + "..."
