@@ -96,8 +96,8 @@ func newXMLMachine(tags []string, vi *vocab.Index, b Budget) (*xmlMachine, error
 	return m, nil
 }
 
-// Step returns the state after byte c, and false when c is not allowed.
-func (m *xmlMachine) Step(s xmlState, c byte) (xmlState, bool) {
+// step returns the state after byte c, and false when c is not allowed.
+func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 	if s.u8 > 0 {
 		if c < s.u8lo || c > s.u8hi {
 			return s, false
@@ -106,17 +106,34 @@ func (m *xmlMachine) Step(s xmlState, c byte) (xmlState, bool) {
 		s.u8lo, s.u8hi = 0x80, 0xBF
 		return s, true
 	}
-	utf := func() bool {
-		if c < 0x80 {
-			return c >= 0x20 || c == '\n' || c == '\r' || c == '\t'
-		}
-		var f grammar.LexState
-		if !grammar.UTF8Lead(&f, c) {
-			return false
-		}
-		s.u8, s.u8lo, s.u8hi = f.U8, f.U8lo, f.U8hi
-		return true
+	switch s.ph {
+	case xText, xLT, xOpenName:
+		return m.textStep(s, c)
+	case xAttrs, xAfterVal, xAttrName, xAttrEq, xAttrQuote, xAttrVal, xSelfClose:
+		return m.attrStep(s, c)
+	case xCloseName, xCloseEnd:
+		return m.closeStep(s, c)
 	}
+	return m.entityStep(s, c)
+}
+
+// utfByte reports whether c may come next in text or an attribute value
+// (no control character but whitespace, a valid UTF-8 lead byte), and
+// starts following a multi-byte character.
+func utfByte(s *xmlState, c byte) bool {
+	if c < 0x80 {
+		return c >= 0x20 || c == '\n' || c == '\r' || c == '\t'
+	}
+	var f grammar.LexState
+	if !grammar.UTF8Lead(&f, c) {
+		return false
+	}
+	s.u8, s.u8lo, s.u8hi = f.U8, f.U8lo, f.U8hi
+	return true
+}
+
+// textStep: text, and an opening tag up to the end of its name.
+func (m *xmlMachine) textStep(s xmlState, c byte) (xmlState, bool) {
 	switch s.ph {
 	case xText:
 		switch c {
@@ -127,7 +144,7 @@ func (m *xmlMachine) Step(s xmlState, c byte) (xmlState, bool) {
 			s.ph = xEnt
 			return s, true
 		}
-		return s, utf()
+		return s, utfByte(&s, c)
 	case xLT:
 		if c == '/' && s.stack != nil {
 			s.ph, s.n = xCloseName, 0
@@ -158,6 +175,13 @@ func (m *xmlMachine) Step(s xmlState, c byte) (xmlState, bool) {
 			return s, true
 		}
 		return s, false
+	}
+	return s, false
+}
+
+// attrStep: the attributes of an opening tag, up to its end.
+func (m *xmlMachine) attrStep(s xmlState, c byte) (xmlState, bool) {
+	switch s.ph {
 	case xAttrs, xAfterVal:
 		switch {
 		case c == '>':
@@ -211,13 +235,20 @@ func (m *xmlMachine) Step(s xmlState, c byte) (xmlState, bool) {
 		case '<', '&':
 			return s, false
 		}
-		return s, utf()
+		return s, utfByte(&s, c)
 	case xSelfClose:
 		if c == '>' {
 			s.ph = xText
 			return s, true
 		}
 		return s, false
+	}
+	return s, false
+}
+
+// closeStep: a closing tag, which must close the innermost open tag.
+func (m *xmlMachine) closeStep(s xmlState, c byte) (xmlState, bool) {
+	switch s.ph {
 	case xCloseName:
 		// Only the innermost open tag may close: follow its name.
 		if s.stack == nil {
@@ -251,6 +282,13 @@ func (m *xmlMachine) Step(s xmlState, c byte) (xmlState, bool) {
 			return s, true
 		}
 		return s, false
+	}
+	return s, false
+}
+
+// entityStep: a character or entity reference.
+func (m *xmlMachine) entityStep(s xmlState, c byte) (xmlState, bool) {
+	switch s.ph {
 	case xEnt:
 		if c == '#' {
 			s.ph = xEntHash
@@ -320,7 +358,7 @@ func xmlCheck(m *xmlMachine, output []byte) string {
 	var s xmlState
 	for i, c := range output {
 		var ok bool
-		if s, ok = m.Step(s, c); !ok {
+		if s, ok = m.step(s, c); !ok {
 			return fmt.Sprintf("output is not allowed XML at byte %d", i)
 		}
 	}
@@ -350,7 +388,7 @@ type xmlWalker struct {
 }
 
 func (w *xmlWalker) Step(k int, b byte, _ int32) bool {
-	n, ok := w.m.Step(w.st[k-1], b)
+	n, ok := w.m.step(w.st[k-1], b)
 	if !ok {
 		return false
 	}
@@ -366,7 +404,7 @@ type xmlLeafWalker struct {
 }
 
 func (w *xmlLeafWalker) Step(k int, b byte, node int32) bool {
-	n, ok := w.m.Step(w.st[k-1], b)
+	n, ok := w.m.step(w.st[k-1], b)
 	if !ok {
 		return false
 	}
@@ -431,7 +469,7 @@ func (r *xmlRun) Accept(p []byte, f *limit.Fuel) (bool, error) {
 	s := r.s
 	for _, c := range p {
 		var ok bool
-		if s, ok = r.m.Step(s, c); !ok {
+		if s, ok = r.m.step(s, c); !ok {
 			return false, nil
 		}
 	}

@@ -1295,197 +1295,84 @@ func (c *schemaCompiler) stringCompsOf(s *sloc) ([]regexComp, error) {
 	return comps, err
 }
 
+// arrayParts is what the members of an array conjunction say about its
+// items, gathered before any item is compiled.
+type arrayParts struct {
+	parts       []memberItems // by member
+	maxPrefix   int
+	unique      bool
+	containsLoc *sloc
+	minContains int32
+	maxContains []maxContains
+	unevalItems []int // members with unevaluatedItems
+	unevs       []unevalItems
+}
+
+// memberItems is one member's positional items and the schema of the
+// items after them (nil: any).
+type memberItems struct {
+	prefix []*sloc
+	rest   *sloc
+}
+
+// maxContains is a member's maxContains bound.
+type maxContains struct {
+	s *sloc
+	v int64
+}
+
+// unevalItems is the unevaluatedItems of one member: it applies to the
+// items its scope does not evaluate: past the longest prefix, when no
+// items/additionalItems (or other unevaluatedItems) in the scope takes the
+// rest.
+type unevalItems struct {
+	loc    *sloc
+	prefix int
+	all    bool
+}
+
 func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) (*grammar.Node, error) {
 	n := c.newNode(path)
 	n.Kind = grammar.KindArray
 	as := &grammar.ArrSpec{MaxItems: math.MaxInt32}
 	n.Arr = as
-	type arrParts struct {
-		prefix []*sloc
-		rest   *sloc
-	}
-	parts := make([]arrParts, len(members))
-	maxPrefix := 0
-	unique := false
-	var containsLoc *sloc
-	var minContains int32
-	type maxC struct {
-		s *sloc
-		v int64
-	}
-	var maxContains []maxC
-	var unevalItems []int
+	p := &arrayParts{parts: make([]memberItems, len(members))}
 	for i, s := range members {
-		o := obj(s)
-		var p arrParts
-		if c.doc.draft >= draft2020 {
-			if pi, ok := o.vals["prefixItems"].([]any); ok {
-				for j := range pi {
-					p.prefix = append(p.prefix, c.child(s, "prefixItems", strconv.Itoa(j)))
-				}
-			}
-			if _, ok := o.vals["items"]; ok {
-				p.rest = c.child(s, "items")
-			}
-		} else {
-			switch it := o.vals["items"].(type) {
-			case []any:
-				for j := range it {
-					p.prefix = append(p.prefix, c.child(s, "items", strconv.Itoa(j)))
-				}
-				if _, ok := o.vals["additionalItems"]; ok {
-					p.rest = c.child(s, "additionalItems")
-				}
-			case nil:
-			default:
-				p.rest = c.child(s, "items")
-			}
+		never, err := c.arrayMember(p, as, i, s)
+		if err != nil {
+			return nil, err
 		}
-		if len(p.prefix) > maxPrefix {
-			maxPrefix = len(p.prefix)
-		}
-		parts[i] = p
-		if v, ok := intVal(o, "minItems"); ok && clamp32(v) > as.MinItems {
-			as.MinItems = clamp32(v)
-		}
-		if v, ok := intVal(o, "maxItems"); ok && clamp32(v) < as.MaxItems {
-			as.MaxItems = clamp32(v)
-		}
-		if u, ok := o.vals["uniqueItems"].(bool); ok && u {
-			unique = true
-		}
-		if cv, ok := o.vals["contains"]; ok {
-			minC := int64(1)
-			if c.doc.draft >= draft2019 {
-				if v, ok := intVal(o, "minContains"); ok {
-					minC = v
-				}
-			}
-			switch t := cv.(type) {
-			case bool:
-				if t {
-					if as.MinItems < clamp32(minC) {
-						as.MinItems = clamp32(minC)
-					}
-				} else if minC > 0 {
-					n.Kind = grammar.KindNever
-					return n, nil
-				}
-			default:
-				if minC > 0 {
-					if containsLoc != nil && containsLoc.ptr != s.ptr+"/contains" {
-						if err := c.unsupported(s, "contains", "two contains in one schema are not supported"); err != nil {
-							return nil, err
-						}
-					} else {
-						containsLoc, minContains = c.child(s, "contains"), clamp32(minC)
-					}
-				}
-			}
-			if c.doc.draft >= draft2019 {
-				if v, ok := intVal(o, "maxContains"); ok {
-					maxContains = append(maxContains, maxC{s, v})
-				}
-			}
-		}
-		if c.doc.draft >= draft2019 {
-			if u, ok := o.vals["unevaluatedItems"]; ok {
-				if b, isBool := u.(bool); !isBool || !b {
-					unevalItems = append(unevalItems, i)
-				}
-			}
+		if never {
+			n.Kind = grammar.KindNever
+			return n, nil
 		}
 	}
-	// unevaluatedItems of member u applies to the items its scope does not
-	// evaluate: past the longest prefix, when no items/additionalItems (or
-	// other unevaluatedItems) in the scope takes the rest.
-	type uneval struct {
-		loc    *sloc
-		prefix int
-		all    bool
+	if err := c.arrayUnevals(p, members, e); err != nil {
+		return nil, err
 	}
-	var unevs []uneval
-	for _, ui := range unevalItems {
-		sc := e.scope(members[ui].ptr)
-		u := uneval{loc: c.child(members[ui], "unevaluatedItems")}
-		for mi, s := range members {
-			if !sc[s.ptr] {
-				continue
-			}
-			if len(parts[mi].prefix) > u.prefix {
-				u.prefix = len(parts[mi].prefix)
-			}
-			o := obj(s)
-			if parts[mi].rest != nil || mi != ui && o.has("unevaluatedItems") {
-				u.all = true
-			}
-			if o.has("contains") {
-				if err := c.unsupported(members[ui], "unevaluatedItems", "unevaluatedItems next to contains is not supported"); err != nil {
-					return nil, err
-				}
-				u.all = true
-			}
-		}
-		unevs = append(unevs, u)
-		if u.prefix > maxPrefix && !u.all {
-			maxPrefix = u.prefix
-		}
-	}
-	for i := 0; i < maxPrefix; i++ {
-		var conj []*sloc
-		for _, p := range parts {
-			if i < len(p.prefix) {
-				conj = append(conj, p.prefix[i])
-			} else if p.rest != nil {
-				conj = append(conj, p.rest)
-			}
-		}
-		for _, u := range unevs {
-			if !u.all && i >= u.prefix {
-				conj = append(conj, u.loc)
-			}
-		}
-		m, err := c.compile(conj)
+	for i := 0; i < p.maxPrefix; i++ {
+		m, err := c.compile(p.itemSchemas(i))
 		if err != nil {
 			return nil, err
 		}
 		as.Prefix = append(as.Prefix, m)
 	}
-	var conj []*sloc
-	for _, p := range parts {
-		if p.rest != nil {
-			conj = append(conj, p.rest)
-		}
-	}
-	for _, u := range unevs {
-		if !u.all {
-			conj = append(conj, u.loc)
-		}
-	}
-	items, err := c.compile(conj)
+	items, err := c.compile(p.itemSchemas(math.MaxInt))
 	if err != nil {
 		return nil, err
 	}
 	as.Items = items
-	if containsLoc != nil {
-		as.MinContains = minContains
+	if p.containsLoc != nil {
+		as.MinContains = p.minContains
 		for i := 0; i <= len(as.Prefix); i++ {
-			var conj []*sloc
-			for _, p := range parts {
-				if i < len(p.prefix) {
-					conj = append(conj, p.prefix[i])
-				} else if p.rest != nil {
-					conj = append(conj, p.rest)
-				}
-			}
-			cn, err := c.compile(append(conj, containsLoc))
+			cn, err := c.compile(append(p.positionSchemas(i), p.containsLoc))
 			if err != nil {
 				return nil, err
 			}
 			as.Contains = append(as.Contains, cn)
 		}
 	}
-	for _, mc := range maxContains {
+	for _, mc := range p.maxContains {
 		// Counting the items that do not match is beyond the grammar; a
 		// bound no array can reach is fine.
 		if int64(as.MaxItems) > mc.v {
@@ -1494,7 +1381,8 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 			}
 		}
 	}
-	if unique && containsLoc != nil {
+	unique := p.unique
+	if unique && p.containsLoc != nil {
 		if err := c.unsupported(members[0], "uniqueItems", "uniqueItems together with contains is not supported"); err != nil {
 			return nil, err
 		}
@@ -1507,6 +1395,150 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 	}
 	n.SetFirst('[')
 	return n, nil
+}
+
+// positionSchemas lists what the members say about the item at position
+// i: its positional schema, or else the schema of the items after the
+// prefix. Past every prefix (math.MaxInt) it is the items after them.
+func (p *arrayParts) positionSchemas(i int) []*sloc {
+	var conj []*sloc
+	for _, mp := range p.parts {
+		if i < len(mp.prefix) {
+			conj = append(conj, mp.prefix[i])
+		} else if mp.rest != nil {
+			conj = append(conj, mp.rest)
+		}
+	}
+	return conj
+}
+
+// itemSchemas lists the subschemas the item at position i must satisfy:
+// positionSchemas and every unevaluatedItems that does not see it
+// evaluated.
+func (p *arrayParts) itemSchemas(i int) []*sloc {
+	conj := p.positionSchemas(i)
+	for _, u := range p.unevs {
+		if !u.all && i >= u.prefix {
+			conj = append(conj, u.loc)
+		}
+	}
+	return conj
+}
+
+// arrayMember gathers what member s (at index i) says about the items into
+// p, and narrows as's item counts. never reports a member no array
+// satisfies (contains: false with a positive minContains).
+func (c *schemaCompiler) arrayMember(p *arrayParts, as *grammar.ArrSpec, i int, s *sloc) (never bool, err error) {
+	o := obj(s)
+	var mp memberItems
+	if c.doc.draft >= draft2020 {
+		if pi, ok := o.vals["prefixItems"].([]any); ok {
+			for j := range pi {
+				mp.prefix = append(mp.prefix, c.child(s, "prefixItems", strconv.Itoa(j)))
+			}
+		}
+		if _, ok := o.vals["items"]; ok {
+			mp.rest = c.child(s, "items")
+		}
+	} else {
+		switch it := o.vals["items"].(type) {
+		case []any:
+			for j := range it {
+				mp.prefix = append(mp.prefix, c.child(s, "items", strconv.Itoa(j)))
+			}
+			if _, ok := o.vals["additionalItems"]; ok {
+				mp.rest = c.child(s, "additionalItems")
+			}
+		case nil:
+		default:
+			mp.rest = c.child(s, "items")
+		}
+	}
+	if len(mp.prefix) > p.maxPrefix {
+		p.maxPrefix = len(mp.prefix)
+	}
+	p.parts[i] = mp
+	if v, ok := intVal(o, "minItems"); ok && clamp32(v) > as.MinItems {
+		as.MinItems = clamp32(v)
+	}
+	if v, ok := intVal(o, "maxItems"); ok && clamp32(v) < as.MaxItems {
+		as.MaxItems = clamp32(v)
+	}
+	if u, ok := o.vals["uniqueItems"].(bool); ok && u {
+		p.unique = true
+	}
+	if cv, ok := o.vals["contains"]; ok {
+		minC := int64(1)
+		if c.doc.draft >= draft2019 {
+			if v, ok := intVal(o, "minContains"); ok {
+				minC = v
+			}
+		}
+		switch t := cv.(type) {
+		case bool:
+			if t {
+				if as.MinItems < clamp32(minC) {
+					as.MinItems = clamp32(minC)
+				}
+			} else if minC > 0 {
+				return true, nil
+			}
+		default:
+			if minC > 0 {
+				if p.containsLoc != nil && p.containsLoc.ptr != s.ptr+"/contains" {
+					if err := c.unsupported(s, "contains", "two contains in one schema are not supported"); err != nil {
+						return false, err
+					}
+				} else {
+					p.containsLoc, p.minContains = c.child(s, "contains"), clamp32(minC)
+				}
+			}
+		}
+		if c.doc.draft >= draft2019 {
+			if v, ok := intVal(o, "maxContains"); ok {
+				p.maxContains = append(p.maxContains, maxContains{s, v})
+			}
+		}
+	}
+	if c.doc.draft >= draft2019 {
+		if u, ok := o.vals["unevaluatedItems"]; ok {
+			if b, isBool := u.(bool); !isBool || !b {
+				p.unevalItems = append(p.unevalItems, i)
+			}
+		}
+	}
+	return false, nil
+}
+
+// arrayUnevals works out the scope of every unevaluatedItems into p.unevs.
+func (c *schemaCompiler) arrayUnevals(p *arrayParts, members []*sloc, e *expansion) error {
+	for _, ui := range p.unevalItems {
+		sc := e.scope(members[ui].ptr)
+		u := unevalItems{loc: c.child(members[ui], "unevaluatedItems")}
+		for mi, s := range members {
+			if !sc[s.ptr] {
+				continue
+			}
+			if len(p.parts[mi].prefix) > u.prefix {
+				u.prefix = len(p.parts[mi].prefix)
+			}
+			o := obj(s)
+			if p.parts[mi].rest != nil || mi != ui && o.has("unevaluatedItems") {
+				u.all = true
+			}
+			if o.has("contains") {
+				if err := c.unsupported(members[ui], "unevaluatedItems", "unevaluatedItems next to contains is not supported"); err != nil {
+					return err
+				}
+				u.all = true
+			}
+		}
+		p.unevs = append(p.unevs, u)
+		if u.prefix > p.maxPrefix && !u.all {
+			p.maxPrefix = u.prefix
+		}
+	}
+	return nil
 }
 
 // uniqueItems supports uniqueItems when every item is a literal: the array
