@@ -15,6 +15,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 type benchFile struct {
@@ -78,7 +79,7 @@ func timedFeed(t testing.TB, set *Set, ids []int32, times *durStats) bool {
 // Mask in cpu (when not nil).
 func timedFeedCPU(t testing.TB, set *Set, ids []int32, times, cpu *durStats) bool {
 	r := set.NewRun()
-	mask := make([]uint64, set.vi.words)
+	mask := make([]uint64, set.vi.Words)
 	// Under the race detector masks are checked on a prefix only (they are
 	// ten times slower); the rest is accepted token by token.
 	limit := len(ids)
@@ -104,9 +105,9 @@ func timedFeedCPU(t testing.TB, set *Set, ids []int32, times, cpu *durStats) boo
 			return false
 		}
 		if i == len(ids) {
-			return maskHas(mask, set.vi.eog[0]) && r.CanEnd()
+			return vocab.MaskHas(mask, set.vi.EOG[0]) && r.CanEnd()
 		}
-		if !maskHas(mask, ids[i]) {
+		if !vocab.MaskHas(mask, ids[i]) {
 			return false
 		}
 		if r.Accept(ids[i]) != nil {
@@ -249,7 +250,7 @@ func BenchmarkMask(b *testing.B) {
 	}
 	ids := tok.Encode(`{"id":42,"email":"john.doe@example.com","tags":["a","bb"],"note":"Hello there, this is a note."}`, tokenizer.EncodeOptions{})
 	timedFeed(b, set, ids, new(durStats))
-	mask := make([]uint64, set.vi.words)
+	mask := make([]uint64, set.vi.Words)
 	b.ResetTimer()
 	steps := 0
 	for i := 0; i < b.N; i++ {

@@ -7,19 +7,43 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/schema"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
+
+// Vocab is what tools need of a tokenizer: the raw bytes of every token and
+// which tokens end generation. *tokenizer.Tokenizer satisfies it.
+//
+// When the value also has a TokenType(int32) tokenizer.TokenType method,
+// control, unknown and unused tokens are kept out of constrained output (they
+// render no text, so a constraint could not account for them).
+type Vocab interface {
+	VocabSize() int
+	Piece(id int32) []byte
+	IsEOG(id int32) bool
+}
+
+// Prepare builds the index of v (the byte trie of its tokens and the token
+// classes every mask uses) ahead of the first Compile for it, which would
+// otherwise pay for it: tens of milliseconds for a 32k vocabulary. The index
+// is kept for comparable Vocab values (a *tokenizer.Tokenizer).
+func Prepare(v Vocab) { vocab.IndexOf(v) }
 
 // Set is a job's compiled tools for one vocabulary. It is immutable and
 // safe to share; each generation takes its own state with NewRun.
 type Set struct {
 	tools       []*compiledTool
-	vi          *vocabIndex
+	vi          *vocab.Index
 	budget      Budget
 	compileTime time.Duration
 	cacheHits   int
@@ -44,8 +68,8 @@ type compiledTool struct {
 }
 
 type jsonTool struct {
-	m   *jsonMachine
-	val *schemaValidator
+	m   *grammar.Machine
+	val *schema.Validator
 }
 
 type regexTool struct {
@@ -57,10 +81,10 @@ type regexTool struct {
 // and mask caches, which grow as jobs use it (and are shared by the jobs
 // that use the same compiled tool).
 func (t *compiledTool) memBytes() int64 {
-	var m *meter
+	var m *limit.Meter
 	switch {
 	case t.json != nil:
-		m = t.json.m.mem
+		m = t.json.m.Mem
 	case t.regex != nil:
 		m = t.regex.m.mem
 	case t.xml != nil:
@@ -73,7 +97,7 @@ func (t *compiledTool) memBytes() int64 {
 	if m == nil {
 		return 0
 	}
-	return m.used.Load()
+	return m.Used.Load()
 }
 
 // masks reports whether the tool constrains tokens.
@@ -138,7 +162,7 @@ var toolCache struct {
 
 type toolKey struct {
 	hash   string
-	vi     *vocabIndex
+	vi     *vocab.Index
 	budget Budget
 }
 
@@ -216,7 +240,7 @@ func specHash(spec contracts.Tool) string {
 func Compile(specs []contracts.Tool, rf *contracts.ResponseFormat, v Vocab, b Budget) (*Set, error) {
 	start := time.Now()
 	b = b.WithDefaults()
-	vi := indexVocab(v)
+	vi := vocab.IndexOf(v)
 	s := &Set{vi: vi, budget: b}
 	type decl struct {
 		spec  contracts.Tool
@@ -312,9 +336,9 @@ func paramsTooLarge(spec contracts.Tool, field string, b Budget) error {
 }
 
 // compileTool compiles one declaration.
-func compileTool(spec contracts.Tool, field string, vi *vocabIndex, b Budget) (*compiledTool, error) {
+func compileTool(spec contracts.Tool, field string, vi *vocab.Index, b Budget) (*compiledTool, error) {
 	t := &compiledTool{name: spec.Name, field: field, soft: spec.Mode == contracts.ToolModeSoft}
-	clock := newCompileClock(b.CompileTimeout)
+	clock := limit.NewClock(b.CompileTimeout)
 	pf := func(p string) string { return field + ".params." + p }
 	var err error
 	switch spec.Name {
@@ -354,7 +378,7 @@ func compileTool(spec contracts.Tool, field string, vi *vocabIndex, b Budget) (*
 		}
 		if t.pii, err = compilePII(ents, pats, b, clock); err != nil {
 			field := pf("entities")
-			var re *regexError
+			var re *automaton.PatternError
 			if errors.As(err, &re) {
 				field = pf("patterns")
 			}
@@ -395,8 +419,8 @@ func compileTool(spec contracts.Tool, field string, vi *vocabIndex, b Budget) (*
 // paramError is a parameter that does not compile: regex and budget
 // errors keep their codes, anything else is a bad request.
 func paramError(name contracts.ToolName, field string, err error) *contracts.Error {
-	var re *regexError
-	if errors.As(err, &re) || errors.Is(err, errMemory) || errors.Is(err, errCompileTimeout) {
+	var re *automaton.PatternError
+	if errors.As(err, &re) || errors.Is(err, limit.ErrMemory) || errors.Is(err, limit.ErrCompileTimeout) {
 		return toolError(name, field, err)
 	}
 	return requestError(name, field, "%v", err)
@@ -447,66 +471,46 @@ func stringsParam(spec contracts.Tool, name string, required bool, pf func(strin
 	return ss, nil
 }
 
-// compileJSONTool compiles a JSON Schema to a grammar machine.
-func compileJSONTool(raw json.RawMessage, soft bool, vi *vocabIndex, b Budget, clock *compileClock) (*jsonTool, []string, error) {
-	root, err := decodeJSON(raw)
-	if err != nil {
-		return nil, nil, &schemaError{Msg: "schema is not valid JSON: " + err.Error()}
+// compileJSONTool compiles a JSON Schema to a grammar machine and its
+// validator.
+func compileJSONTool(raw json.RawMessage, soft bool, vi *vocab.Index, b Budget, clock *limit.Clock) (*jsonTool, []string, error) {
+	lim := schema.Limits{
+		MaxSchemaNodes:  b.MaxSchemaNodes,
+		MaxPatternBytes: b.MaxPatternBytes,
+		MaxRegexInsts:   b.MaxRegexInsts,
+		MaxDFAStates:    b.MaxDFAStates,
+		MaxMemoryBytes:  b.MaxMemoryBytes,
+		MaxThreads:      b.MaxThreads,
 	}
-	switch root.(type) {
-	case *jsonObject, bool:
-	default:
-		return nil, nil, &schemaError{Msg: "schema must be a JSON object or a boolean"}
-	}
-	doc, err := newSchemaDoc(root)
-	if err != nil {
-		return nil, nil, err
-	}
-	val, err := newSchemaValidator(raw, doc.rootURL, nil, false)
-	if err != nil {
-		return nil, nil, &schemaError{Msg: "schema cannot be loaded: " + err.Error()}
-	}
-	if _, err := val.at(""); err != nil {
-		return nil, nil, &schemaError{Msg: "schema does not compile: " + err.Error()}
-	}
-	mem := newMeter(b.MaxMemoryBytes)
-	c := newSchemaCompiler(doc, val, soft, b, clock, mem)
-	n, err := c.compile([]*sloc{doc.byPtr[""]})
+	m, val, notes, err := schema.Compile(raw, soft, vi, lim, clock)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := clock.checkNow(); err != nil {
-		return nil, nil, err
-	}
-	if c.memErr != nil {
-		return nil, nil, c.memErr
-	}
-	c.finish()
-	return &jsonTool{m: newJSONMachine(n, c.all, vi, mem, b), val: val}, c.notes, nil
+	return &jsonTool{m: m, val: val}, notes, nil
 }
 
 // compileRegexTool compiles a regex_matcher pattern (whole-output match).
-func compileRegexTool(pattern string, vi *vocabIndex, b Budget, clock *compileClock) (*regexTool, error) {
-	lim := regexLimits{maxBytes: b.MaxPatternBytes, maxInsts: b.MaxRegexInsts}
-	re, err := parseRegex(pattern, lim)
+func compileRegexTool(pattern string, vi *vocab.Index, b Budget, clock *limit.Clock) (*regexTool, error) {
+	lim := automaton.Limits{MaxBytes: b.MaxPatternBytes, MaxInsts: b.MaxRegexInsts}
+	re, err := automaton.Parse(pattern, lim)
 	if err != nil {
 		return nil, err
 	}
-	prog, err := compileRegexes([]*syntaxRegexp{re}, []regexMode{modeFull}, lim, clock)
+	prog, err := automaton.Compile([]*syntax.Regexp{re}, []automaton.Mode{automaton.ModeFull}, lim, clock)
 	if err != nil {
-		return nil, &regexError{Pattern: pattern, Msg: err.Error()}
+		return nil, &automaton.PatternError{Pattern: pattern, Msg: err.Error()}
 	}
-	mem := newMeter(b.MaxMemoryBytes)
-	if err := mem.charge(int64(len(prog.p.insts)) * 48); err != nil {
+	mem := limit.NewMeter(b.MaxMemoryBytes)
+	if err := mem.Charge(int64(len(prog.P.Insts)) * 48); err != nil {
 		return nil, err
 	}
-	d := newDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/2, mem)
+	d := automaton.NewDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/2, mem)
 	// The second check: Go's own engine, leftmost-longest, so a match of
 	// the whole output is found when there is one. Compiling is bounded by
 	// the estimate above.
 	full, err := regexp.Compile(pattern)
 	if err != nil {
-		return nil, &regexError{Pattern: pattern, Msg: err.Error()}
+		return nil, &automaton.PatternError{Pattern: pattern, Msg: err.Error()}
 	}
 	full.Longest()
 	return &regexTool{m: newRegexMachine(d, vi, mem), re: full}, nil

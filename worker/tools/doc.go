@@ -66,6 +66,25 @@
 // are cached, so a mask in the middle of a string is a copy and a few
 // hundred short checks.
 //
+// # Layout
+//
+// This package is the public face: Compile and the compile cache
+// (compile.go), Run and its per-token calls (run.go), Budget, errors, the
+// system-prompt DSL (system.go), and the small tools (xml.go, toxicity.go,
+// pii.go, regexrun.go, retry.go). The machinery lives in rooms under
+// internal/, each importing only the rooms below it:
+//
+//	limit       fuel, memory meter and compile clock, with their sentinels
+//	automaton   RE2 patterns to byte programs, run as lazy DFAs
+//	vocab       the vocabulary trie, mask bitsets, leaf mask caches
+//	grammar     the JSON grammar machine: mask and accept per token
+//	schema      JSON Schema to grammar, and the final validator
+//
+// The seam between a Run and a constraint is the constraint interface in
+// run.go (Mask, Accept, CanEnd, Complete, Reset): grammar.Run implements it
+// for JSON, regexRun and xmlRun here for the other masking tools. Limit
+// sentinels travel up unchanged and become contract errors in errors.go.
+//
 // # Budgets and failures
 //
 // Every job's tools run under a Budget: memory (compiled automata, caches,

@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/schema"
 )
 
 // Tool failure codes this package reports, from the contracts table.
@@ -12,52 +15,6 @@ const (
 	ToolStepBudget    = contracts.ToolStepBudget
 	ToolCompileFailed = contracts.ToolCompileFailed
 )
-
-// Internal sentinels; toolError turns them into contract errors.
-var (
-	// errStepBudget: the call ran out of step fuel.
-	errStepBudget = errors.New("step budget exhausted")
-	// errMemory: the tool went over its memory budget.
-	errMemory = errors.New("memory budget exhausted")
-	// errCompileTimeout: compiling took longer than the budget allows.
-	errCompileTimeout = errors.New("compile time budget exhausted")
-	// errTooManyThreads: a grammar followed too many alternatives at once.
-	errTooManyThreads = errors.New("too many parser threads")
-)
-
-// schemaError is a JSON Schema that cannot be compiled: an unsupported
-// keyword, or a construct outside what the grammar can express, at a JSON
-// pointer into the schema.
-type schemaError struct {
-	Keyword string // the keyword at fault, e.g. "uniqueItems"
-	Path    string // JSON pointer of the subschema holding it
-	Msg     string
-}
-
-func (e *schemaError) Error() string {
-	p := e.Path
-	if p == "" {
-		p = "/"
-	}
-	if e.Keyword == "" {
-		return fmt.Sprintf("at %s: %s", p, e.Msg)
-	}
-	return fmt.Sprintf("keyword %q at %s: %s", e.Keyword, p, e.Msg)
-}
-
-// regexError is a pattern that cannot be compiled.
-type regexError struct {
-	Pattern string
-	Msg     string
-}
-
-func (e *regexError) Error() string {
-	p := e.Pattern
-	if len(p) > 80 {
-		p = p[:77] + "..."
-	}
-	return fmt.Sprintf("pattern %q: %s", p, e.Msg)
-}
 
 // toolError turns err, raised by tool name while doing phase, into the
 // contract error a job fails with. Errors that already are contract errors
@@ -75,18 +32,18 @@ func toolError(name contracts.ToolName, field string, err error) *contracts.Erro
 		return &out
 	}
 	e := &contracts.Error{Tool: string(name), Field: field, Message: err.Error()}
-	var se *schemaError
-	var re *regexError
+	var se *schema.Error
+	var re *automaton.PatternError
 	switch {
 	case errors.As(err, &se):
 		e.Code, e.ToolCode = contracts.CodeInvalidSchema, ToolCompileFailed
 	case errors.As(err, &re):
 		e.Code, e.ToolCode = contracts.CodeInvalidRegex, ToolCompileFailed
-	case errors.Is(err, errStepBudget):
+	case errors.Is(err, limit.ErrStepBudget):
 		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, ToolStepBudget
-	case errors.Is(err, errMemory), errors.Is(err, errTooManyThreads):
+	case errors.Is(err, limit.ErrMemory), errors.Is(err, limit.ErrTooManyThreads):
 		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolMemoryExhausted
-	case errors.Is(err, errCompileTimeout):
+	case errors.Is(err, limit.ErrCompileTimeout):
 		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolTimeout
 	default:
 		e.Code, e.ToolCode = contracts.CodeToolExecutionFailed, contracts.ToolInternal

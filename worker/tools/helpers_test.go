@@ -9,6 +9,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 // sharedDir returns the shared test data folder, or skips the test.
@@ -64,14 +65,14 @@ func byteTokens(t testing.TB, v Vocab) [256]int32 {
 
 // feed accepts ids into r, checking each against the mask when check is
 // set; it reports whether every token was allowed and the end is allowed.
-func feed(r *Run, vi *vocabIndex, ids []int32, check bool) (bool, error) {
-	mask := make([]uint64, vi.words)
+func feed(r *Run, vi *vocab.Index, ids []int32, check bool) (bool, error) {
+	mask := make([]uint64, vi.Words)
 	for _, id := range ids {
 		if check {
 			if _, err := r.Mask(mask); err != nil {
 				return false, err
 			}
-			if !maskHas(mask, id) {
+			if !vocab.MaskHas(mask, id) {
 				return false, nil
 			}
 		}
@@ -83,7 +84,7 @@ func feed(r *Run, vi *vocabIndex, ids []int32, check bool) (bool, error) {
 		if _, err := r.Mask(mask); err != nil {
 			return false, err
 		}
-		if len(vi.eog) > 0 && !maskHas(mask, vi.eog[0]) {
+		if len(vi.EOG) > 0 && !vocab.MaskHas(mask, vi.EOG[0]) {
 			return false, nil
 		}
 	}

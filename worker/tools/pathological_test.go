@@ -15,6 +15,9 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 type pathoEntry struct {
@@ -78,32 +81,32 @@ var pathoBudget = Budget{MaxMemoryBytes: 64 << 20, CompileTimeout: 100 * time.Mi
 // MatchString semantics), running the lazy DFA under budget b.
 func regexSearch(pattern, input string, b Budget) (bool, error) {
 	b = b.WithDefaults()
-	lim := regexLimits{maxBytes: b.MaxPatternBytes, maxInsts: b.MaxRegexInsts}
-	clock := newCompileClock(b.CompileTimeout)
-	re, err := parseRegex(pattern, lim)
+	lim := automaton.Limits{MaxBytes: b.MaxPatternBytes, MaxInsts: b.MaxRegexInsts}
+	clock := limit.NewClock(b.CompileTimeout)
+	re, err := automaton.Parse(pattern, lim)
 	if err != nil {
 		return false, err
 	}
-	prog, err := compileRegexes([]*syntax.Regexp{re}, []regexMode{modeSearch}, lim, clock)
+	prog, err := automaton.Compile([]*syntax.Regexp{re}, []automaton.Mode{automaton.ModeSearch}, lim, clock)
 	if err != nil {
 		return false, err
 	}
-	mem := newMeter(b.MaxMemoryBytes)
-	d := newDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/2, mem)
-	f := newFuel(b.MaxStepFuel)
-	s := d.start
+	mem := limit.NewMeter(b.MaxMemoryBytes)
+	d := automaton.NewDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/2, mem)
+	f := limit.NewFuel(b.MaxStepFuel)
+	s := d.Start
 	var work int64
 	for i := 0; i < len(input); i++ {
-		s = d.step(s, input[i], &work)
-		if err := f.spend(1 + work); err != nil {
+		s = d.Step(s, input[i], &work)
+		if err := f.Spend(1 + work); err != nil {
 			return false, err
 		}
 		work = 0
-		if s.live == 0 {
+		if s.Live == 0 {
 			return false, nil
 		}
 	}
-	return d.accAll(s), nil
+	return d.AccAll(s), nil
 }
 
 func loadPatho(t testing.TB) []pathoEntry {
@@ -134,7 +137,7 @@ func TestPathologicalRegex(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	t0 := time.Now()
-	indexVocab(tok) // once per process, not per job
+	vocab.IndexOf(tok) // once per process, not per job
 	t.Logf("vocabulary index (trie of %d tokens): %v", tok.VocabSize(), time.Since(t0))
 	for _, e := range loadPatho(t) {
 		var pat string
@@ -157,7 +160,7 @@ func TestPathologicalRegex(t *testing.T) {
 			default:
 				// Generate a valid instance of moderate size and time every mask.
 				r := set.NewRun()
-				mask := make([]uint64, set.vi.words)
+				mask := make([]uint64, set.vi.Words)
 				var worst time.Duration
 				text := pathoInstance(e.ID)
 				for _, id := range tok.Encode(text, tokenizer.EncodeOptions{}) {
@@ -168,7 +171,7 @@ func TestPathologicalRegex(t *testing.T) {
 					if d := time.Since(t1); d > worst {
 						worst = d
 					}
-					if !maskHas(mask, id) {
+					if !vocab.MaskHas(mask, id) {
 						t.Fatalf("%s: token %d of a valid instance masked", e.ID, id)
 					}
 					if err := r.Accept(id); err != nil {
@@ -186,7 +189,7 @@ func TestPathologicalRegex(t *testing.T) {
 			case err != nil:
 				outcome = "compile error: " + err.Error()
 			default:
-				mask := make([]uint64, set.vi.words)
+				mask := make([]uint64, set.vi.Words)
 				_, merr := set.NewRun().Mask(mask)
 				if merr != nil && !structured(merr) {
 					t.Errorf("%s: unstructured mask error %v", e.ID, merr)
@@ -249,7 +252,7 @@ func TestPathologicalBesideNormalJobs(t *testing.T) {
 	// token id not yet tried too often; deterministic.
 	job := func(seed int) (string, error) {
 		r := set.NewRun()
-		mask := make([]uint64, set.vi.words)
+		mask := make([]uint64, set.vi.Words)
 		var out []byte
 		for step := 0; step < 60; step++ {
 			if _, err := r.Mask(mask); err != nil {
@@ -259,13 +262,13 @@ func TestPathologicalBesideNormalJobs(t *testing.T) {
 			if pick < 0 {
 				break
 			}
-			if set.vi.isEOG(pick) || r.Complete() {
+			if set.vi.IsEOG(pick) || r.Complete() {
 				break
 			}
 			if err := r.Accept(pick); err != nil {
 				return "", err
 			}
-			out = append(out, set.vi.pieces[pick]...)
+			out = append(out, set.vi.Pieces[pick]...)
 			if r.Complete() {
 				break
 			}
@@ -291,7 +294,7 @@ func TestPathologicalBesideNormalJobs(t *testing.T) {
 			}
 			p, _ := json.Marshal(e.pattern())
 			if s, err := Compile([]contracts.Tool{{Name: contracts.ToolRegexMatcher, Params: map[string]json.RawMessage{"pattern": p}}}, nil, tok, pathoBudget); err == nil {
-				s.NewRun().Mask(make([]uint64, s.vi.words))
+				s.NewRun().Mask(make([]uint64, s.vi.Words))
 			}
 		}
 	}()
@@ -312,7 +315,7 @@ func TestPathologicalBesideNormalJobs(t *testing.T) {
 
 // pickToken picks an allowed token deterministically from seed.
 func pickToken(mask []uint64, seed int) int32 {
-	n := maskCount(mask)
+	n := vocab.MaskCount(mask)
 	if n == 0 {
 		return -1
 	}

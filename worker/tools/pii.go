@@ -6,6 +6,9 @@ import (
 	"regexp/syntax"
 	"sort"
 	"strings"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
 )
 
 // pii_redactor: the decoded text stream is scanned by detectors (a pattern,
@@ -31,8 +34,8 @@ type detectorDef struct {
 
 type piiSpec struct {
 	defs []detectorDef
-	dfas []*dfa
-	mem  *meter
+	dfas []*automaton.DFA
+	mem  *limit.Meter
 }
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
@@ -175,7 +178,7 @@ var builtinOrder = []string{"email", "phone", "credit_card", "iban", "cn_id", "u
 
 // compilePII builds the detectors: the named entities (all when entities
 // is nil) and the custom patterns.
-func compilePII(entities, patterns []string, b Budget, clock *compileClock) (*piiSpec, error) {
+func compilePII(entities, patterns []string, b Budget, clock *limit.Clock) (*piiSpec, error) {
 	var defs []detectorDef
 	names := entities
 	if names == nil {
@@ -200,21 +203,21 @@ func compilePII(entities, patterns []string, b Budget, clock *compileClock) (*pi
 	return compileDetectors(defs, b, clock)
 }
 
-func compileDetectors(defs []detectorDef, b Budget, clock *compileClock) (*piiSpec, error) {
-	mem := newMeter(b.MaxMemoryBytes)
+func compileDetectors(defs []detectorDef, b Budget, clock *limit.Clock) (*piiSpec, error) {
+	mem := limit.NewMeter(b.MaxMemoryBytes)
 	s := &piiSpec{mem: mem}
-	lim := regexLimits{maxBytes: b.MaxPatternBytes, maxInsts: b.MaxRegexInsts}
+	lim := automaton.Limits{MaxBytes: b.MaxPatternBytes, MaxInsts: b.MaxRegexInsts}
 	for _, d := range defs {
-		if len(d.pattern) > lim.maxBytes && lim.maxBytes < len(d.pattern) {
-			lim.maxBytes = len(d.pattern) // word lists are bounded by their own limits
+		if len(d.pattern) > lim.MaxBytes && lim.MaxBytes < len(d.pattern) {
+			lim.MaxBytes = len(d.pattern) // word lists are bounded by their own limits
 		}
-		re, err := parseRegex(d.pattern, lim)
+		re, err := automaton.Parse(d.pattern, lim)
 		if err != nil {
 			return nil, err
 		}
-		prog, err := compileRegexes([]*syntax.Regexp{re}, []regexMode{modeFull}, lim, clock)
+		prog, err := automaton.Compile([]*syntax.Regexp{re}, []automaton.Mode{automaton.ModeFull}, lim, clock)
 		if err != nil {
-			return nil, &regexError{Pattern: d.pattern, Msg: err.Error()}
+			return nil, &automaton.PatternError{Pattern: d.pattern, Msg: err.Error()}
 		}
 		if d.startOK == nil {
 			d.startOK = func(byte, bool) bool { return true }
@@ -223,7 +226,7 @@ func compileDetectors(defs []detectorDef, b Budget, clock *compileClock) (*piiSp
 			d.endOK = func(byte, bool) bool { return true }
 		}
 		s.defs = append(s.defs, d)
-		s.dfas = append(s.dfas, newDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/8, mem))
+		s.dfas = append(s.dfas, automaton.NewDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/8, mem))
 	}
 	return s, nil
 }
@@ -232,7 +235,7 @@ func compileDetectors(defs []detectorDef, b Budget, clock *compileClock) (*piiSp
 type cand struct {
 	det   int
 	start int // absolute offset of the first byte
-	st    *dstate
+	st    *automaton.State
 	alive bool
 	// capped: the run was stopped by the length limit while it could still
 	// go on; the stream then fails closed.
@@ -254,13 +257,13 @@ type piiRun struct {
 	work  int64
 	// sup, when set, is a run that outgrew the hold-back budget: the bytes
 	// it still matches are dropped (they were redacted with it).
-	sup    *dstate
+	sup    *automaton.State
 	supDet int
 }
 
 func newPIIRun(s *piiSpec, hold int) *piiRun { return &piiRun{s: s, hold: hold} }
 
-func (r *piiRun) reset() {
+func (r *piiRun) Reset() {
 	r.buf, r.base, r.last, r.begun, r.cands, r.reds = r.buf[:0], 0, 0, false, r.cands[:0], nil
 	r.sup = nil
 }
@@ -279,14 +282,14 @@ func (r *piiRun) maxLenOf(i int) int {
 	return r.hold
 }
 
-func (r *piiRun) write(chunk string, f *fuel) (string, error) {
+func (r *piiRun) write(chunk string, f *limit.Fuel) (string, error) {
 	var out []byte
 	for i := 0; i < len(chunk); i++ {
 		b := chunk[i]
 		if r.sup != nil {
 			d := r.s.dfas[r.supDet]
-			r.sup = d.step(r.sup, b, &r.work)
-			if d.liveAll(r.sup) {
+			r.sup = d.Step(r.sup, b, &r.work)
+			if d.LiveAll(r.sup) {
 				r.last, r.begun = b, true
 				r.base++
 				continue
@@ -321,7 +324,7 @@ func (r *piiRun) write(chunk string, f *fuel) (string, error) {
 			if !r.s.defs[di].startOK(prev, atStart) {
 				continue
 			}
-			c := cand{det: di, start: pos, st: r.s.dfas[di].start, alive: true, best: -1, pend: -1}
+			c := cand{det: di, start: pos, st: r.s.dfas[di].Start, alive: true, best: -1, pend: -1}
 			r.advance(&c, b, pos)
 			if c.alive || c.pend >= 0 {
 				r.cands = append(r.cands, c)
@@ -329,7 +332,7 @@ func (r *piiRun) write(chunk string, f *fuel) (string, error) {
 		}
 		r.buf = append(r.buf, b)
 		r.begun = true
-		if err := f.spend(int64(len(r.cands)) + 1 + r.work); err != nil {
+		if err := f.Spend(int64(len(r.cands)) + 1 + r.work); err != nil {
 			return "", err
 		}
 		r.work = 0
@@ -350,8 +353,8 @@ func (r *piiRun) write(chunk string, f *fuel) (string, error) {
 // advance feeds b (at absolute pos) to run c.
 func (r *piiRun) advance(c *cand, b byte, pos int) {
 	d := r.s.dfas[c.det]
-	c.st = d.step(c.st, b, &r.work)
-	if !d.liveAll(c.st) {
+	c.st = d.Step(c.st, b, &r.work)
+	if !d.LiveAll(c.st) {
 		c.alive = false
 		return
 	}
@@ -360,7 +363,7 @@ func (r *piiRun) advance(c *cand, b byte, pos int) {
 		c.capped = true
 		return
 	}
-	if d.accAll(c.st) {
+	if d.AccAll(c.st) {
 		c.pend = pos + 1
 	}
 }
@@ -457,7 +460,7 @@ func (r *piiRun) advanceBase(n int) {
 }
 
 // flush decides every run as if the text ended here and returns the rest.
-func (r *piiRun) flush(f *fuel) (string, error) {
+func (r *piiRun) flush(f *limit.Fuel) (string, error) {
 	end := r.base + len(r.buf)
 	for k := range r.cands {
 		c := &r.cands[k]
@@ -470,7 +473,7 @@ func (r *piiRun) flush(f *fuel) (string, error) {
 		c.pend = -1
 		c.alive = false
 	}
-	if err := f.spend(int64(len(r.cands)) + 1); err != nil {
+	if err := f.Spend(int64(len(r.cands)) + 1); err != nil {
 		return "", err
 	}
 	return string(r.emit(nil, true)), nil

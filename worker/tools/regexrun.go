@@ -1,49 +1,55 @@
 package tools
 
+import (
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
+)
+
 // regex_matcher: the whole output must match an RE2 pattern. The lazy DFA
 // of the pattern is walked over the token trie; the mask of each DFA state
 // is cached (a state is all there is to the context), so a mask after the
 // first visit of a state is one copy.
 
 type regexMachine struct {
-	d     *dfa
-	vi    *vocabIndex
-	cache leafCache
-	mem   *meter
+	d     *automaton.DFA
+	vi    *vocab.Index
+	cache vocab.LeafCache
+	mem   *limit.Meter
 }
 
-func newRegexMachine(d *dfa, vi *vocabIndex, mem *meter) *regexMachine {
+func newRegexMachine(d *automaton.DFA, vi *vocab.Index, mem *limit.Meter) *regexMachine {
 	m := &regexMachine{d: d, vi: vi, mem: mem}
-	m.cache.init(2048)
+	m.cache.Init(2048)
 	return m
 }
 
 type regexRun struct {
 	m    *regexMachine
-	s    *dstate
+	s    *automaton.State
 	work int64
 	w    dfaWalker
 }
 
 func newRegexRun(m *regexMachine) *regexRun {
 	r := &regexRun{m: m}
-	r.reset()
+	r.Reset()
 	return r
 }
 
-func (r *regexRun) reset() { r.s = r.m.d.start }
+func (r *regexRun) Reset() { r.s = r.m.d.Start }
 
 // dfaWalker walks the trie with a DFA state; every component must stay
 // live.
 type dfaWalker struct {
-	d    *dfa
-	st   []*dstate
+	d    *automaton.DFA
+	st   []*automaton.State
 	work *int64
 }
 
-func (w *dfaWalker) step(k int, b byte, _ int32) bool {
-	n := w.d.step(w.st[k-1], b, w.work)
-	if !w.d.liveAll(n) {
+func (w *dfaWalker) Step(k int, b byte, _ int32) bool {
+	n := w.d.Step(w.st[k-1], b, w.work)
+	if !w.d.LiveAll(n) {
 		return false
 	}
 	w.st[k] = n
@@ -51,46 +57,46 @@ func (w *dfaWalker) step(k int, b byte, _ int32) bool {
 }
 
 // maskFor returns the cached (or freshly walked) mask of DFA state s.
-func dfaMask(d *dfa, vi *vocabIndex, cache *leafCache, mem *meter, owner any, s *dstate, w *dfaWalker, work *int64, f *fuel) ([]uint64, error) {
-	key := leafKey{owner: owner, ds: s}
-	if e := cache.get(key); e != nil {
-		return e.inside, nil
+func dfaMask(d *automaton.DFA, vi *vocab.Index, cache *vocab.LeafCache, mem *limit.Meter, owner any, s *automaton.State, w *dfaWalker, work *int64, f *limit.Fuel) ([]uint64, error) {
+	key := vocab.LeafKey{Owner: owner, Ds: s}
+	if e := cache.Get(key); e != nil {
+		return e.Inside, nil
 	}
-	if len(w.st) < vi.maxLen+2 {
-		w.st = make([]*dstate, vi.maxLen+2)
+	if len(w.st) < vi.MaxLen+2 {
+		w.st = make([]*automaton.State, vi.MaxLen+2)
 	}
 	w.d, w.work = d, work
 	w.st[0] = s
-	inside := make([]uint64, vi.words)
-	if err := vi.walk(-1, w, inside, f); err != nil {
+	inside := make([]uint64, vi.Words)
+	if err := vi.Walk(-1, w, inside, f); err != nil {
 		return nil, err
 	}
-	if err := f.spend(*work); err != nil {
+	if err := f.Spend(*work); err != nil {
 		return nil, err
 	}
 	*work = 0
-	e := cache.put(key, &leafEntry{inside: inside}, mem)
-	return e.inside, nil
+	e := cache.Put(key, &vocab.LeafEntry{Inside: inside}, mem)
+	return e.Inside, nil
 }
 
-func (r *regexRun) mask(dst []uint64, f *fuel) (bool, error) {
+func (r *regexRun) Mask(dst []uint64, f *limit.Fuel) (bool, error) {
 	in, err := dfaMask(r.m.d, r.m.vi, &r.m.cache, r.m.mem, r.m, r.s, &r.w, &r.work, f)
 	if err != nil {
 		return false, err
 	}
 	copy(dst, in)
-	return r.m.d.accAll(r.s), nil
+	return r.m.d.AccAll(r.s), nil
 }
 
-func (r *regexRun) accept(p []byte, f *fuel) (bool, error) {
+func (r *regexRun) Accept(p []byte, f *limit.Fuel) (bool, error) {
 	s := r.s
 	for _, c := range p {
-		s = r.m.d.step(s, c, &r.work)
-		if !r.m.d.liveAll(s) {
+		s = r.m.d.Step(s, c, &r.work)
+		if !r.m.d.LiveAll(s) {
 			return false, nil
 		}
 	}
-	if err := f.spend(int64(len(p)) + r.work); err != nil {
+	if err := f.Spend(int64(len(p)) + r.work); err != nil {
 		return false, err
 	}
 	r.work = 0
@@ -98,5 +104,5 @@ func (r *regexRun) accept(p []byte, f *fuel) (bool, error) {
 	return true, nil
 }
 
-func (r *regexRun) canEnd() bool   { return r.m.d.accAll(r.s) }
-func (r *regexRun) complete() bool { return r.m.d.terminal(r.s) }
+func (r *regexRun) CanEnd() bool   { return r.m.d.AccAll(r.s) }
+func (r *regexRun) Complete() bool { return r.m.d.Terminal(r.s) }

@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/schema"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 // Run is one generation's tool state. A Run is used by one goroutine (the
@@ -35,18 +39,18 @@ type ToolEvent struct {
 
 // constraint is a tool that masks tokens.
 type constraint interface {
-	mask(dst []uint64, f *fuel) (eog bool, err error)
-	accept(p []byte, f *fuel) (bool, error)
-	canEnd() bool
-	complete() bool
-	reset()
+	Mask(dst []uint64, f *limit.Fuel) (eog bool, err error)
+	Accept(p []byte, f *limit.Fuel) (bool, error)
+	CanEnd() bool
+	Complete() bool
+	Reset()
 }
 
 // textFilter is a tool that rewrites the decoded text stream.
 type textFilter interface {
-	write(chunk string, f *fuel) (string, error)
-	flush(f *fuel) (string, error)
-	reset()
+	write(chunk string, f *limit.Fuel) (string, error)
+	flush(f *limit.Fuel) (string, error)
+	Reset()
 	// redactions returns (and clears) what was redacted since last asked.
 	redactions() []string
 }
@@ -73,12 +77,12 @@ func (s *toolState) off() bool {
 
 // NewRun returns a fresh generation state.
 func (s *Set) NewRun() *Run {
-	r := &Run{set: s, tmp: make([]uint64, s.vi.words)}
+	r := &Run{set: s, tmp: make([]uint64, s.vi.Words)}
 	for _, t := range s.tools {
 		st := &toolState{t: t, status: contracts.ToolStatusOK}
 		switch {
 		case t.json != nil:
-			st.c = newJSONRun(t.json.m)
+			st.c = grammar.NewRun(t.json.m)
 		case t.regex != nil:
 			st.c = newRegexRun(t.regex.m)
 		case t.xml != nil:
@@ -154,11 +158,11 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 		return false, nil
 	}
 	vi := r.set.vi
-	if len(allowed) < vi.words {
-		return false, &contracts.Error{Code: contracts.CodeInternal, Message: fmt.Sprintf("mask has %d words, want %d", len(allowed), vi.words)}
+	if len(allowed) < vi.Words {
+		return false, &contracts.Error{Code: contracts.CodeInternal, Message: fmt.Sprintf("mask has %d words, want %d", len(allowed), vi.Words)}
 	}
-	allowed = allowed[:vi.words]
-	f := newFuel(r.set.budget.MaxStepFuel)
+	allowed = allowed[:vi.Words]
+	f := limit.NewFuel(r.set.budget.MaxStepFuel)
 	first, eog := true, true
 	var firstTool *toolState
 	for _, s := range r.st {
@@ -169,11 +173,11 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 		var e bool
 		var err error
 		if first {
-			e, err = s.c.mask(allowed, f)
+			e, err = s.c.Mask(allowed, f)
 			first, firstTool = false, s
 		} else {
-			e, err = s.c.mask(r.tmp, f)
-			andMask(allowed, r.tmp)
+			e, err = s.c.Mask(r.tmp, f)
+			vocab.AndMask(allowed, r.tmp)
 		}
 		r.timed(s, t0)
 		s.actions++
@@ -183,19 +187,19 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 		eog = eog && e
 	}
 	if first {
-		vi.fillAll(allowed)
+		vi.FillAll(allowed)
 	}
 	for _, s := range r.st {
 		if s.tox == nil || s.off() {
 			continue
 		}
 		t0 := time.Now()
-		banned, err := s.tox.mask(r.tmp, f)
+		banned, err := s.tox.Mask(r.tmp, f)
 		r.timed(s, t0)
 		if err != nil {
 			return false, r.fail(s, err)
 		}
-		andMask(allowed, r.tmp)
+		vocab.AndMask(allowed, r.tmp)
 		if banned {
 			s.actions++
 			if !s.noted {
@@ -203,16 +207,16 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 				r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionMasked, Detail: "banned words masked at the logits"})
 			}
 		}
-		eog = eog && s.tox.canEnd()
+		eog = eog && s.tox.CanEnd()
 		if firstTool == nil {
 			firstTool = s
 		}
 	}
-	vi.clearEOG(allowed)
+	vi.ClearEOG(allowed)
 	if eog {
-		vi.setEOG(allowed)
+		vi.SetEOG(allowed)
 	}
-	if maskEmpty(allowed) {
+	if vocab.MaskEmpty(allowed) {
 		s := firstTool
 		if s == nil {
 			s = r.st[0]
@@ -233,11 +237,11 @@ func (r *Run) Accept(token int32) error {
 		return r.err
 	}
 	vi := r.set.vi
-	if token < 0 || int(token) >= vi.size {
+	if token < 0 || int(token) >= vi.Size {
 		return &contracts.Error{Code: contracts.CodeInternal, Message: fmt.Sprintf("token %d is out of the vocabulary", token)}
 	}
 	r.accepted = true
-	if vi.isEOG(token) {
+	if vi.IsEOG(token) {
 		for _, s := range r.st {
 			if s.off() {
 				continue
@@ -245,9 +249,9 @@ func (r *Run) Accept(token int32) error {
 			end := true
 			switch {
 			case s.c != nil:
-				end = s.c.canEnd()
+				end = s.c.CanEnd()
 			case s.tox != nil:
-				end = s.tox.canEnd()
+				end = s.tox.CanEnd()
 			}
 			if end {
 				continue
@@ -260,8 +264,8 @@ func (r *Run) Accept(token int32) error {
 		}
 		return nil
 	}
-	p := vi.pieces[token]
-	f := newFuel(r.set.budget.MaxStepFuel)
+	p := vi.Pieces[token]
+	f := limit.NewFuel(r.set.budget.MaxStepFuel)
 	for _, s := range r.st {
 		if s.off() || s.c == nil && s.tox == nil {
 			continue
@@ -273,10 +277,10 @@ func (r *Run) Accept(token int32) error {
 			if p == nil {
 				ok = false
 			} else {
-				ok, err = s.c.accept(p, f)
+				ok, err = s.c.Accept(p, f)
 			}
 		} else {
-			ok = s.tox.accept(p)
+			ok = s.tox.Accept(p)
 		}
 		r.timed(s, t0)
 		if err != nil {
@@ -298,7 +302,7 @@ func (r *Run) Accept(token int32) error {
 // must stop (stop_reason "constraint").
 func (r *Run) Complete() bool {
 	for _, s := range r.st {
-		if s.c != nil && !s.off() && s.c.complete() {
+		if s.c != nil && !s.off() && s.c.Complete() {
 			return true
 		}
 	}
@@ -312,7 +316,7 @@ func (r *Run) CanEnd() bool {
 		if s.off() {
 			continue
 		}
-		if s.c != nil && !s.c.canEnd() || s.tox != nil && !s.tox.canEnd() {
+		if s.c != nil && !s.c.CanEnd() || s.tox != nil && !s.tox.CanEnd() {
 			return false
 		}
 	}
@@ -332,7 +336,7 @@ func (r *Run) Text(chunk string) (string, error) {
 	if !r.set.texts {
 		return chunk, nil
 	}
-	f := newFuel(r.set.budget.MaxStepFuel)
+	f := limit.NewFuel(r.set.budget.MaxStepFuel)
 	out := chunk
 	for _, s := range r.st {
 		if s.text == nil || s.off() {
@@ -368,7 +372,7 @@ func (r *Run) Finish() (string, error) {
 	if r.err != nil {
 		return "", r.err
 	}
-	f := newFuel(r.set.budget.MaxStepFuel)
+	f := limit.NewFuel(r.set.budget.MaxStepFuel)
 	var tail string
 	for _, s := range r.st {
 		if s.text == nil || s.off() {
@@ -430,8 +434,8 @@ func (r *Run) finalCheck(s *toolState, output []byte) string {
 	t := s.t
 	switch {
 	case t.json != nil:
-		if err := t.json.val.validateText(output); err != nil {
-			return "output does not validate: " + validationSummary(err)
+		if err := t.json.val.ValidateText(output); err != nil {
+			return "output does not validate: " + schema.ValidationSummary(err)
 		}
 	case t.regex != nil:
 		if loc := t.regex.re.FindIndex(output); loc == nil || loc[0] != 0 || loc[1] != len(output) {
@@ -490,13 +494,13 @@ func (r *Run) Reset() {
 	r.err = nil
 	for _, s := range r.st {
 		if s.c != nil {
-			s.c.reset()
+			s.c.Reset()
 		}
 		if s.tox != nil {
-			s.tox.reset()
+			s.tox.Reset()
 		}
 		if s.text != nil {
-			s.text.reset()
+			s.text.Reset()
 		}
 		if s.t.retry == nil {
 			s.violated = false

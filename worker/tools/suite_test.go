@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/schema"
 )
 
 var update = flag.Bool("update", false, "rewrite the committed lists of unsupported cases")
@@ -72,18 +73,18 @@ func TestSuiteValidationPath(t *testing.T) {
 	pass, total := 0, 0
 	for _, file := range files {
 		for _, g := range readSuiteFile(t, file) {
-			root, err := decodeJSON(g.Schema)
+			root, err := schema.DecodeJSON(g.Schema)
 			if err != nil {
 				t.Fatal(err)
 			}
-			doc, err := newSchemaDoc(root)
+			doc, err := schema.NewSchemaDoc(root)
 			if err != nil {
 				t.Errorf("%s / %s: %v", filepath.Base(file), g.Description, err)
 				continue
 			}
-			v, err := newSchemaValidator(g.Schema, doc.rootURL, loader, false)
+			v, err := schema.NewValidator(g.Schema, doc.RootURL, loader, false)
 			if err == nil {
-				_, err = v.at("")
+				_, err = v.At("")
 			}
 			for _, tc := range g.Tests {
 				total++
@@ -92,7 +93,7 @@ func TestSuiteValidationPath(t *testing.T) {
 					continue
 				}
 				inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(tc.Data)))
-				got := v.validate("", inst) == nil
+				got := v.Validate("", inst) == nil
 				if got != tc.Valid {
 					t.Errorf("%s / %s / %s: valid=%v, want %v", filepath.Base(file), g.Description, tc.Description, got, tc.Valid)
 					continue
@@ -110,11 +111,11 @@ func TestSuiteValidationPath(t *testing.T) {
 // encodeInstance writes a test instance compactly, in document order.
 func encodeInstance(t testing.TB, data json.RawMessage) string {
 	t.Helper()
-	v, err := decodeJSON(data)
+	v, err := schema.DecodeJSON(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(appendJSON(nil, v, false))
+	return string(schema.AppendJSON(nil, v, false))
 }
 
 // decodeResult says how the constrained decoder took an instance.
@@ -296,16 +297,16 @@ func TestSuiteOptionalFormats(t *testing.T) {
 	var vPass, vTotal, dValid, dValidAcc, dInvalid int
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".json")
-		if _, enforced := formatPatterns[name]; !enforced {
+		if _, enforced := schema.FormatPatterns[name]; !enforced {
 			continue
 		}
 		for _, g := range readSuiteFile(t, file) {
-			root, _ := decodeJSON(g.Schema)
-			doc, err := newSchemaDoc(root)
+			root, _ := schema.DecodeJSON(g.Schema)
+			doc, err := schema.NewSchemaDoc(root)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := newSchemaValidator(g.Schema, doc.rootURL, nil, true)
+			v, err := schema.NewValidator(g.Schema, doc.RootURL, nil, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +314,7 @@ func TestSuiteOptionalFormats(t *testing.T) {
 			for _, tc := range g.Tests {
 				inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(tc.Data)))
 				vTotal++
-				if (v.validate("", inst) == nil) == tc.Valid {
+				if (v.Validate("", inst) == nil) == tc.Valid {
 					vPass++
 				} else {
 					t.Logf("validator disagrees: %s / %s: %s", name, tc.Description, tc.Data)

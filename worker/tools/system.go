@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
 )
 
 // Inline tool blocks in a system prompt:
@@ -79,7 +80,7 @@ func indexTag(s, open string) int {
 			return -1
 		}
 		j := off + i + len(open)
-		if j < len(s) && (s[j] == '>' || isWS(s[j])) {
+		if j < len(s) && (s[j] == '>' || grammar.IsWS(s[j])) {
 			return off + i
 		}
 		off = j

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 // fakeVocab is a small vocabulary: EOG, every single byte, and some
@@ -84,7 +85,7 @@ func mustCompile(t testing.TB, v Vocab, b Budget, tools ...contracts.Tool) *Set 
 func generate(t testing.TB, set *Set, rng *rand.Rand, n int, closing string) (string, *Run) {
 	t.Helper()
 	r := set.NewRun()
-	mask := make([]uint64, set.vi.words)
+	mask := make([]uint64, set.vi.Words)
 	var out []byte
 	for step := 0; step < n; step++ {
 		constrained, err := r.Mask(mask)
@@ -92,7 +93,7 @@ func generate(t testing.TB, set *Set, rng *rand.Rand, n int, closing string) (st
 			t.Fatalf("mask after %q: %v", out, err)
 		}
 		if !constrained {
-			set.vi.fillAll(mask)
+			set.vi.FillAll(mask)
 		}
 		var allowed []int32
 		eog := false
@@ -101,7 +102,7 @@ func generate(t testing.TB, set *Set, rng *rand.Rand, n int, closing string) (st
 				b := bits & -bits
 				id := int32(w*64 + trailingZeros(b))
 				bits &^= b
-				if set.vi.isEOG(id) {
+				if set.vi.IsEOG(id) {
 					eog = true
 					continue
 				}
@@ -109,7 +110,7 @@ func generate(t testing.TB, set *Set, rng *rand.Rand, n int, closing string) (st
 			}
 		}
 		if eog && (len(allowed) == 0 || rng.Intn(4) == 0 && step > 3) {
-			if err := r.Accept(set.vi.eog[0]); err != nil {
+			if err := r.Accept(set.vi.EOG[0]); err != nil {
 				t.Fatalf("accept EOG after %q: %v", out, err)
 			}
 			return string(out), r
@@ -122,16 +123,16 @@ func generate(t testing.TB, set *Set, rng *rand.Rand, n int, closing string) (st
 			// A few tries at a token holding one of the closing bytes.
 			for try := 0; try < 200; try++ {
 				id := allowed[rng.Intn(len(allowed))]
-				if strings.ContainsAny(string(set.vi.pieces[id]), closing) {
+				if strings.ContainsAny(string(set.vi.Pieces[id]), closing) {
 					pick = id
 					break
 				}
 			}
 		}
 		if err := r.Accept(pick); err != nil {
-			t.Fatalf("accept %q after %q: %v", set.vi.pieces[pick], out, err)
+			t.Fatalf("accept %q after %q: %v", set.vi.Pieces[pick], out, err)
 		}
-		out = append(out, set.vi.pieces[pick]...)
+		out = append(out, set.vi.Pieces[pick]...)
 		if r.Complete() {
 			return string(out), r
 		}
@@ -229,12 +230,12 @@ func TestRegexCompleteStops(t *testing.T) {
 	if !r.Complete() {
 		t.Fatal("pattern ab after ab: want Complete")
 	}
-	mask := make([]uint64, set.vi.words)
+	mask := make([]uint64, set.vi.Words)
 	if _, err := r.Mask(mask); err != nil {
 		t.Fatal(err)
 	}
-	if maskCount(mask) != 1 || !maskHas(mask, 0) {
-		t.Fatalf("after a complete match only EOG may be allowed, got %d tokens", maskCount(mask))
+	if vocab.MaskCount(mask) != 1 || !vocab.MaskHas(mask, 0) {
+		t.Fatalf("after a complete match only EOG may be allowed, got %d tokens", vocab.MaskCount(mask))
 	}
 }
 
@@ -261,19 +262,19 @@ func TestToxicityNeverProduced(t *testing.T) {
 	// "b" then "ad" is masked; "Ba" then "D" too.
 	set := mustCompile(t, fake, Budget{}, tool(contracts.ToolToxicityFilter, map[string]any{"words": []string{"bad"}}))
 	r := set.NewRun()
-	mask := make([]uint64, set.vi.words)
+	mask := make([]uint64, set.vi.Words)
 	r.Accept(fake.id("b"))
 	r.Mask(mask)
-	if maskHas(mask, fake.id("ad")) || !maskHas(mask, fake.id("ab")) {
+	if vocab.MaskHas(mask, fake.id("ad")) || !vocab.MaskHas(mask, fake.id("ab")) {
 		t.Error(`after "b", "ad" must be masked and "ab" allowed`)
 	}
 	r = set.NewRun()
 	r.Accept(fake.id("Ba"))
 	r.Mask(mask)
-	if maskHas(mask, fake.id("D")) || maskHas(mask, fake.id("d")) {
+	if vocab.MaskHas(mask, fake.id("D")) || vocab.MaskHas(mask, fake.id("d")) {
 		t.Error(`after "Ba", "D" and "d" must be masked`)
 	}
-	if !maskHas(mask, 0) {
+	if !vocab.MaskHas(mask, 0) {
 		t.Error("EOG must stay allowed")
 	}
 }
@@ -597,7 +598,7 @@ func TestBudgets(t *testing.T) {
 	set := mustCompile(t, fake, Budget{MaxStepFuel: 100}, tool(contracts.ToolJSONValidator, map[string]any{"schema": schema}))
 	r := set.NewRun()
 	r.Accept(fake.id(`{"`))
-	_, err := r.Mask(make([]uint64, set.vi.words))
+	_, err := r.Mask(make([]uint64, set.vi.Words))
 	var ce *contracts.Error
 	if !errors.As(err, &ce) || ce.Code != contracts.CodeToolExecutionFailed || ce.ToolCode != ToolStepBudget || ce.Tool != "json_validator" {
 		t.Fatalf("fuel: got %v", err)
@@ -641,10 +642,10 @@ func TestMemoryBytes(t *testing.T) {
 	r := set.NewRun()
 	own := func(r *Run) int64 { return int64(8*cap(r.tmp) + cap(r.raw) + cap(r.text)) }
 	compiled := r.MemoryBytes() - own(r)
-	if compiled <= 0 || own(r) < int64(8*set.vi.words) {
+	if compiled <= 0 || own(r) < int64(8*set.vi.Words) {
 		t.Fatalf("a fresh run reports %d bytes of compiled tools and %d of its own", compiled, own(r))
 	}
-	mask := make([]uint64, set.vi.words)
+	mask := make([]uint64, set.vi.Words)
 	for _, s := range []string{"ab", "c", "d", "e", "1", "2", "3"} {
 		if _, err := r.Mask(mask); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 // toxicity_filter: banned words can never be produced, whatever tokens
@@ -43,13 +47,13 @@ type toxSpec struct {
 	out    []bool  // a word ends at this state (or its suffix)
 	wordAt []int32 // index of a word ending here, for messages
 	// word mode: a trie of the words
-	trie *byteTrie
+	trie *grammar.ByteTrie
 	// redact mode
 	redact *piiSpec
 
-	vi    *vocabIndex
-	cache leafCache
-	mem   *meter
+	vi    *vocab.Index
+	cache vocab.LeafCache
+	mem   *limit.Meter
 }
 
 func foldByte(b byte) byte {
@@ -63,8 +67,8 @@ func isWordByte(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_'
 }
 
-func compileTox(words []string, mode string, vi *vocabIndex, b Budget) (*toxSpec, error) {
-	t := &toxSpec{vi: vi, mem: newMeter(b.MaxMemoryBytes)}
+func compileTox(words []string, mode string, vi *vocab.Index, b Budget) (*toxSpec, error) {
+	t := &toxSpec{vi: vi, mem: limit.NewMeter(b.MaxMemoryBytes)}
 	switch strings.ToLower(mode) {
 	case "", "block", "mask", "substring":
 		t.mode = toxBlock
@@ -90,16 +94,16 @@ func compileTox(words []string, mode string, vi *vocabIndex, b Budget) (*toxSpec
 	if total > maxToxBytes {
 		return nil, fmt.Errorf("the words total %d bytes; at most %d are allowed", total, maxToxBytes)
 	}
-	t.cache.init(1024)
+	t.cache.Init(1024)
 	switch t.mode {
 	case toxBlock:
 		if err := t.buildAC(); err != nil {
 			return nil, err
 		}
 	case toxWord:
-		t.trie = newByteTrie()
+		t.trie = grammar.NewByteTrie()
 		for i, w := range t.words {
-			t.trie.add([]byte(w), int32(i))
+			t.trie.Add([]byte(w), int32(i))
 		}
 	case toxRedact:
 		alts := make([]string, len(words))
@@ -111,7 +115,7 @@ func compileTox(words []string, mode string, vi *vocabIndex, b Budget) (*toxSpec
 			endOK:   func(next byte, atEnd bool) bool { return atEnd || !isWordByte(next) }}
 		lim := b
 		lim.MaxRegexInsts = 4 * maxToxBytes
-		p, err := compileDetectors([]detectorDef{det}, lim, newCompileClock(b.CompileTimeout))
+		p, err := compileDetectors([]detectorDef{det}, lim, limit.NewClock(b.CompileTimeout))
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +172,7 @@ func (t *toxSpec) buildAC() error {
 			t.wordAt[n] = int32(wi)
 		}
 	}
-	if err := t.mem.charge(int64(len(nodes)) * int64(t.ncls) * 4); err != nil {
+	if err := t.mem.Charge(int64(len(nodes)) * int64(t.ncls) * 4); err != nil {
 		return err
 	}
 	t.delta = make([]int32, len(nodes)*t.ncls)
@@ -217,10 +221,10 @@ func (t *toxSpec) next(s int32, b byte) (int32, bool) {
 		if s < 0 {
 			return -1, false
 		}
-		nx := t.trie.child(s, foldByte(b))
+		nx := t.trie.Child(s, foldByte(b))
 		return nx, false
 	}
-	if s >= 0 && t.trie.nodes[s].term >= 0 {
+	if s >= 0 && t.trie.Nodes[s].Term >= 0 {
 		return s, true
 	}
 	return 0, false
@@ -235,8 +239,8 @@ func (t *toxSpec) find(text []byte) string {
 			return t.wordOf(s)
 		}
 	}
-	if t.mode == toxWord && s >= 0 && t.trie.nodes[s].term >= 0 {
-		return t.words[t.trie.nodes[s].term]
+	if t.mode == toxWord && s >= 0 && t.trie.Nodes[s].Term >= 0 {
+		return t.words[t.trie.Nodes[s].Term]
 	}
 	return ""
 }
@@ -248,7 +252,7 @@ func (t *toxSpec) wordOf(s int32) string {
 		}
 		return "?"
 	}
-	if v := t.trie.nodes[s].term; v >= 0 {
+	if v := t.trie.Nodes[s].Term; v >= 0 {
 		return t.words[v]
 	}
 	return "?"
@@ -263,14 +267,14 @@ type toxRun struct {
 
 func newToxRun(t *toxSpec) *toxRun { return &toxRun{t: t} }
 
-func (r *toxRun) reset() { r.s = 0 }
+func (r *toxRun) Reset() { r.s = 0 }
 
 type toxWalker struct {
 	t  *toxSpec
 	st []int32
 }
 
-func (w *toxWalker) step(k int, b byte, _ int32) bool {
+func (w *toxWalker) Step(k int, b byte, _ int32) bool {
 	n, hit := w.t.next(w.st[k-1], b)
 	if hit {
 		return false
@@ -279,34 +283,34 @@ func (w *toxWalker) step(k int, b byte, _ int32) bool {
 	return true
 }
 
-// mask fills dst with the allowed tokens (every token that is not text is
+// Mask fills dst with the allowed tokens (every token that is not text is
 // allowed) and reports whether any token is banned.
-func (r *toxRun) mask(dst []uint64, f *fuel) (bool, error) {
+func (r *toxRun) Mask(dst []uint64, f *limit.Fuel) (bool, error) {
 	t := r.t
 	vi := t.vi
-	key := leafKey{owner: t, aux: r.s}
-	e := t.cache.get(key)
+	key := vocab.LeafKey{Owner: t, Aux: r.s}
+	e := t.cache.Get(key)
 	if e == nil {
 		w := &r.w
-		if len(w.st) < vi.maxLen+2 {
-			w.st = make([]int32, vi.maxLen+2)
+		if len(w.st) < vi.MaxLen+2 {
+			w.st = make([]int32, vi.MaxLen+2)
 		}
 		w.t = t
 		w.st[0] = r.s
-		inside := make([]uint64, vi.words)
-		if err := vi.walk(-1, w, inside, f); err != nil {
+		inside := make([]uint64, vi.Words)
+		if err := vi.Walk(-1, w, inside, f); err != nil {
 			return false, err
 		}
-		vi.orNoText(inside)
-		e = t.cache.put(key, &leafEntry{inside: inside}, t.mem)
+		vi.OrNoText(inside)
+		e = t.cache.Put(key, &vocab.LeafEntry{Inside: inside}, t.mem)
 	}
-	copy(dst, e.inside)
-	return maskCount(e.inside) < vi.size, nil
+	copy(dst, e.Inside)
+	return vocab.MaskCount(e.Inside) < vi.Size, nil
 }
 
-// accept advances by a token's bytes; false when they complete a banned
+// Accept advances by a token's bytes; false when they complete a banned
 // word.
-func (r *toxRun) accept(p []byte) bool {
+func (r *toxRun) Accept(p []byte) bool {
 	for _, b := range p {
 		var hit bool
 		if r.s, hit = r.t.next(r.s, b); hit {
@@ -316,10 +320,10 @@ func (r *toxRun) accept(p []byte) bool {
 	return true
 }
 
-// canEnd reports whether the output may end here (in word mode, not right
+// CanEnd reports whether the output may end here (in word mode, not right
 // after a banned word).
-func (r *toxRun) canEnd() bool {
-	if r.t.mode == toxWord && r.s >= 0 && r.t.trie.nodes[r.s].term >= 0 {
+func (r *toxRun) CanEnd() bool {
+	if r.t.mode == toxWord && r.s >= 0 && r.t.trie.Nodes[r.s].Term >= 0 {
 		return false
 	}
 	return true

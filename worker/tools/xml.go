@@ -1,6 +1,12 @@
 package tools
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
+)
 
 // xml_validator: the output is text with XML markup in which only the
 // listed tags appear, properly nested and closed. Text is any UTF-8 without
@@ -53,12 +59,12 @@ type xmlState struct {
 }
 
 type xmlMachine struct {
-	tags  *byteTrie
+	tags  *grammar.ByteTrie
 	names []string
-	ents  *byteTrie
-	vi    *vocabIndex
-	cache leafCache
-	mem   *meter
+	ents  *grammar.ByteTrie
+	vi    *vocab.Index
+	cache vocab.LeafCache
+	mem   *limit.Meter
 }
 
 func isNameStart(b byte) bool {
@@ -69,8 +75,8 @@ func isNameByte(b byte) bool {
 	return isNameStart(b) || isDigit(b) || b == '-' || b == '.'
 }
 
-func newXMLMachine(tags []string, vi *vocabIndex, b Budget) (*xmlMachine, error) {
-	m := &xmlMachine{tags: newByteTrie(), ents: newByteTrie(), vi: vi, mem: newMeter(b.MaxMemoryBytes)}
+func newXMLMachine(tags []string, vi *vocab.Index, b Budget) (*xmlMachine, error) {
+	m := &xmlMachine{tags: grammar.NewByteTrie(), ents: grammar.NewByteTrie(), vi: vi, mem: limit.NewMeter(b.MaxMemoryBytes)}
 	for i, t := range tags {
 		if !isNameStart(t[0]) {
 			return nil, fmt.Errorf("tag %q is not an XML name", t)
@@ -80,13 +86,13 @@ func newXMLMachine(tags []string, vi *vocabIndex, b Budget) (*xmlMachine, error)
 				return nil, fmt.Errorf("tag %q is not an XML name", t)
 			}
 		}
-		m.tags.add([]byte(t), int32(i))
+		m.tags.Add([]byte(t), int32(i))
 		m.names = append(m.names, t)
 	}
 	for i, e := range []string{"lt", "gt", "amp", "quot", "apos"} {
-		m.ents.add([]byte(e), int32(i))
+		m.ents.Add([]byte(e), int32(i))
 	}
-	m.cache.init(1024)
+	m.cache.Init(1024)
 	return m, nil
 }
 
@@ -100,17 +106,34 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		s.u8lo, s.u8hi = 0x80, 0xBF
 		return s, true
 	}
-	utf := func() bool {
-		if c < 0x80 {
-			return c >= 0x20 || c == '\n' || c == '\r' || c == '\t'
-		}
-		var f lexState
-		if !utf8Lead(&f, c) {
-			return false
-		}
-		s.u8, s.u8lo, s.u8hi = f.u8, f.u8lo, f.u8hi
-		return true
+	switch s.ph {
+	case xText, xLT, xOpenName:
+		return m.textStep(s, c)
+	case xAttrs, xAfterVal, xAttrName, xAttrEq, xAttrQuote, xAttrVal, xSelfClose:
+		return m.attrStep(s, c)
+	case xCloseName, xCloseEnd:
+		return m.closeStep(s, c)
 	}
+	return m.entityStep(s, c)
+}
+
+// utfByte reports whether c may come next in text or an attribute value
+// (no control character but whitespace, a valid UTF-8 lead byte), and
+// starts following a multi-byte character.
+func utfByte(s *xmlState, c byte) bool {
+	if c < 0x80 {
+		return c >= 0x20 || c == '\n' || c == '\r' || c == '\t'
+	}
+	var f grammar.LexState
+	if !grammar.UTF8Lead(&f, c) {
+		return false
+	}
+	s.u8, s.u8lo, s.u8hi = f.U8, f.U8lo, f.U8hi
+	return true
+}
+
+// textStep: text, and an opening tag up to the end of its name.
+func (m *xmlMachine) textStep(s xmlState, c byte) (xmlState, bool) {
 	switch s.ph {
 	case xText:
 		switch c {
@@ -121,23 +144,23 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 			s.ph = xEnt
 			return s, true
 		}
-		return s, utf()
+		return s, utfByte(&s, c)
 	case xLT:
 		if c == '/' && s.stack != nil {
 			s.ph, s.n = xCloseName, 0
 			return s, true
 		}
-		if nx := m.tags.child(0, c); nx >= 0 {
+		if nx := m.tags.Child(0, c); nx >= 0 {
 			s.ph, s.n = xOpenName, nx
 			return s, true
 		}
 		return s, false
 	case xOpenName:
-		if nx := m.tags.child(s.n, c); nx >= 0 {
+		if nx := m.tags.Child(s.n, c); nx >= 0 {
 			s.n = nx
 			return s, true
 		}
-		tag := m.tags.nodes[s.n].term
+		tag := m.tags.Nodes[s.n].Term
 		if tag < 0 {
 			return s, false
 		}
@@ -147,11 +170,18 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		case c == '/':
 			s.ph = xSelfClose
 			return s, true
-		case isWS(c):
+		case grammar.IsWS(c):
 			s.ph, s.n = xAttrs, tag
 			return s, true
 		}
 		return s, false
+	}
+	return s, false
+}
+
+// attrStep: the attributes of an opening tag, up to its end.
+func (m *xmlMachine) attrStep(s xmlState, c byte) (xmlState, bool) {
+	switch s.ph {
 	case xAttrs, xAfterVal:
 		switch {
 		case c == '>':
@@ -159,7 +189,7 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		case c == '/':
 			s.ph = xSelfClose
 			return s, true
-		case isWS(c):
+		case grammar.IsWS(c):
 			s.ph = xAttrs
 			return s, true
 		case isNameStart(c) && s.ph == xAttrs:
@@ -174,14 +204,14 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		case c == '=':
 			s.ph = xAttrQuote
 			return s, true
-		case isWS(c):
+		case grammar.IsWS(c):
 			s.ph = xAttrEq
 			return s, true
 		}
 		return s, false
 	case xAttrEq:
 		switch {
-		case isWS(c):
+		case grammar.IsWS(c):
 			return s, true
 		case c == '=':
 			s.ph = xAttrQuote
@@ -190,7 +220,7 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		return s, false
 	case xAttrQuote:
 		switch {
-		case isWS(c):
+		case grammar.IsWS(c):
 			return s, true
 		case c == '"' || c == '\'':
 			s.ph, s.quote = xAttrVal, c
@@ -205,13 +235,20 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		case '<', '&':
 			return s, false
 		}
-		return s, utf()
+		return s, utfByte(&s, c)
 	case xSelfClose:
 		if c == '>' {
 			s.ph = xText
 			return s, true
 		}
 		return s, false
+	}
+	return s, false
+}
+
+// closeStep: a closing tag, which must close the innermost open tag.
+func (m *xmlMachine) closeStep(s xmlState, c byte) (xmlState, bool) {
+	switch s.ph {
 	case xCloseName:
 		// Only the innermost open tag may close: follow its name.
 		if s.stack == nil {
@@ -230,14 +267,14 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 			s.stack = s.stack.next
 			s.ph = xText
 			return s, true
-		case isWS(c):
+		case grammar.IsWS(c):
 			s.ph = xCloseEnd
 			return s, true
 		}
 		return s, false
 	case xCloseEnd:
 		switch {
-		case isWS(c):
+		case grammar.IsWS(c):
 			return s, true
 		case c == '>':
 			s.stack = s.stack.next
@@ -245,22 +282,29 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 			return s, true
 		}
 		return s, false
+	}
+	return s, false
+}
+
+// entityStep: a character or entity reference.
+func (m *xmlMachine) entityStep(s xmlState, c byte) (xmlState, bool) {
+	switch s.ph {
 	case xEnt:
 		if c == '#' {
 			s.ph = xEntHash
 			return s, true
 		}
-		if nx := m.ents.child(0, c); nx >= 0 {
+		if nx := m.ents.Child(0, c); nx >= 0 {
 			s.ph, s.n = xEntName, nx
 			return s, true
 		}
 		return s, false
 	case xEntName:
-		if c == ';' && m.ents.nodes[s.n].term >= 0 {
+		if c == ';' && m.ents.Nodes[s.n].Term >= 0 {
 			s.ph = xText
 			return s, true
 		}
-		if nx := m.ents.child(s.n, c); nx >= 0 {
+		if nx := m.ents.Child(s.n, c); nx >= 0 {
 			s.n = nx
 			return s, true
 		}
@@ -282,7 +326,7 @@ func (m *xmlMachine) step(s xmlState, c byte) (xmlState, bool) {
 		}
 		ok := isDigit(c)
 		if s.ph != xEntDec {
-			ok = hexVal(c) >= 0
+			ok = grammar.HexVal(c) >= 0
 		}
 		if !ok || s.n >= 6 {
 			return s, false
@@ -336,14 +380,14 @@ type xmlRun struct {
 
 func newXMLRun(m *xmlMachine) *xmlRun { return &xmlRun{m: m} }
 
-func (r *xmlRun) reset() { r.s = xmlState{} }
+func (r *xmlRun) Reset() { r.s = xmlState{} }
 
 type xmlWalker struct {
 	m  *xmlMachine
 	st []xmlState
 }
 
-func (w *xmlWalker) step(k int, b byte, _ int32) bool {
+func (w *xmlWalker) Step(k int, b byte, _ int32) bool {
 	n, ok := w.m.step(w.st[k-1], b)
 	if !ok {
 		return false
@@ -356,72 +400,72 @@ func (w *xmlWalker) step(k int, b byte, _ int32) bool {
 type xmlLeafWalker struct {
 	m     *xmlMachine
 	st    []xmlState
-	exits []leafExit
+	exits []vocab.LeafExit
 }
 
-func (w *xmlLeafWalker) step(k int, b byte, node int32) bool {
+func (w *xmlLeafWalker) Step(k int, b byte, node int32) bool {
 	n, ok := w.m.step(w.st[k-1], b)
 	if !ok {
 		return false
 	}
 	if n.ph != xText {
-		w.exits = append(w.exits, leafExit{node: node, payload: int32(n.ph)})
+		w.exits = append(w.exits, vocab.LeafExit{Node: node, Payload: int32(n.ph)})
 		return false
 	}
 	w.st[k] = n
 	return true
 }
 
-func (r *xmlRun) mask(dst []uint64, f *fuel) (bool, error) {
+func (r *xmlRun) Mask(dst []uint64, f *limit.Fuel) (bool, error) {
 	m, vi := r.m, r.m.vi
-	clearMask(dst)
+	vocab.ClearMask(dst)
 	if r.s.ph != xText {
 		w := &r.w
-		if len(w.st) < vi.maxLen+2 {
-			w.st = make([]xmlState, vi.maxLen+2)
+		if len(w.st) < vi.MaxLen+2 {
+			w.st = make([]xmlState, vi.MaxLen+2)
 		}
 		w.m = m
 		w.st[0] = r.s
-		if err := vi.walk(-1, w, dst, f); err != nil {
+		if err := vi.Walk(-1, w, dst, f); err != nil {
 			return false, err
 		}
 		return false, nil
 	}
 	// In text: the cached run of text tokens, then the tokens that open
 	// markup, checked against the open tags.
-	key := leafKey{owner: m, u8: r.s.u8, u8lo: r.s.u8lo, u8hi: r.s.u8hi}
-	e := m.cache.get(key)
+	key := vocab.LeafKey{Owner: m, U8: r.s.u8, U8lo: r.s.u8lo, U8hi: r.s.u8hi}
+	e := m.cache.Get(key)
 	if e == nil {
 		lw := &r.lw
-		if len(lw.st) < vi.maxLen+2 {
-			lw.st = make([]xmlState, vi.maxLen+2)
+		if len(lw.st) < vi.MaxLen+2 {
+			lw.st = make([]xmlState, vi.MaxLen+2)
 		}
 		lw.m, lw.exits = m, nil
 		lw.st[0] = xmlState{u8: r.s.u8, u8lo: r.s.u8lo, u8hi: r.s.u8hi}
-		inside := make([]uint64, vi.words)
-		if err := vi.walk(-1, lw, inside, f); err != nil {
+		inside := make([]uint64, vi.Words)
+		if err := vi.Walk(-1, lw, inside, f); err != nil {
 			return false, err
 		}
-		e = m.cache.put(key, &leafEntry{inside: inside, exits: lw.exits}, m.mem)
+		e = m.cache.Put(key, &vocab.LeafEntry{Inside: inside, Exits: lw.exits}, m.mem)
 	}
-	orMask(dst, e.inside)
+	vocab.OrMask(dst, e.Inside)
 	w := &r.w
-	if len(w.st) < vi.maxLen+2 {
-		w.st = make([]xmlState, vi.maxLen+2)
+	if len(w.st) < vi.MaxLen+2 {
+		w.st = make([]xmlState, vi.MaxLen+2)
 	}
-	for _, ex := range e.exits {
-		s := xmlState{ph: uint8(ex.payload), stack: r.s.stack}
-		vi.setNode(dst, ex.node)
+	for _, ex := range e.Exits {
+		s := xmlState{ph: uint8(ex.Payload), stack: r.s.stack}
+		vi.SetNode(dst, ex.Node)
 		w.m = m
 		w.st[0] = s
-		if err := vi.walk(ex.node, w, dst, f); err != nil {
+		if err := vi.Walk(ex.Node, w, dst, f); err != nil {
 			return false, err
 		}
 	}
-	return r.canEnd(), nil
+	return r.CanEnd(), nil
 }
 
-func (r *xmlRun) accept(p []byte, f *fuel) (bool, error) {
+func (r *xmlRun) Accept(p []byte, f *limit.Fuel) (bool, error) {
 	s := r.s
 	for _, c := range p {
 		var ok bool
@@ -429,12 +473,12 @@ func (r *xmlRun) accept(p []byte, f *fuel) (bool, error) {
 			return false, nil
 		}
 	}
-	if err := f.spend(int64(len(p))); err != nil {
+	if err := f.Spend(int64(len(p))); err != nil {
 		return false, err
 	}
 	r.s = s
 	return true, nil
 }
 
-func (r *xmlRun) canEnd() bool   { return r.s.ph == xText && r.s.u8 == 0 && r.s.stack == nil }
-func (r *xmlRun) complete() bool { return false }
+func (r *xmlRun) CanEnd() bool   { return r.s.ph == xText && r.s.u8 == 0 && r.s.stack == nil }
+func (r *xmlRun) Complete() bool { return false }

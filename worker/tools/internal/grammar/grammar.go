@@ -1,6 +1,12 @@
-package tools
+package grammar
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
+)
 
 // The JSON grammar at run time: a pushdown automaton over bytes, run as a
 // set of threads (one per anyOf branch still alive). A thread is its top
@@ -59,21 +65,21 @@ const (
 	rDoneNext // the frame ended before the byte (re-read it above)
 )
 
-// lexState is the part of a frame that strings, keys and numbers change on
+// LexState is the part of a frame that strings, keys and numbers change on
 // every byte; a string walk keeps only this per trie depth.
-type lexState struct {
-	ds   *dstate
+type LexState struct {
+	ds   *automaton.State
 	cnt  int32 // code points, items or properties so far
 	aux  int32 // trie node, property, hex accumulator
 	ph   uint8
-	u8   uint8 // continuation bytes still expected
-	u8lo uint8 // range of the next continuation byte
-	u8hi uint8
+	U8   uint8 // continuation bytes still expected
+	U8lo uint8 // range of the next continuation byte
+	U8hi uint8
 }
 
 type frame struct {
-	n *node
-	lexState
+	n *Node
+	LexState
 	kind  uint8
 	ws    uint8 // whitespace run length
 	flag  uint8
@@ -92,43 +98,43 @@ type thread struct {
 	rest *stackNode
 }
 
-// jsonMachine is a compiled schema, shared by every run.
-type jsonMachine struct {
-	root       *node
-	vi         *vocabIndex
-	cache      leafCache
-	mem        *meter
+// Machine is a compiled schema, shared by every run.
+type Machine struct {
+	root       *Node
+	vi         *vocab.Index
+	cache      vocab.LeafCache
+	Mem        *limit.Meter
 	maxWS      uint8
 	maxThreads int
-	allowed    map[*objSpec][]uint64 // props whose value can be valid
+	allowed    map[*ObjSpec][]uint64 // props whose value can be valid
 }
 
 // maxWhitespace bounds a run of whitespace between JSON tokens, so that a
 // model cannot pad forever; pretty-printing stays possible.
 const maxWhitespace = 4
 
-func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+func IsWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
-func newJSONMachine(root *node, all []*node, vi *vocabIndex, mem *meter, b Budget) *jsonMachine {
-	m := &jsonMachine{root: root, vi: vi, mem: mem, maxWS: maxWhitespace, maxThreads: b.MaxThreads,
-		allowed: map[*objSpec][]uint64{}}
-	m.cache.init(4096)
+func NewMachine(root *Node, all []*Node, vi *vocab.Index, mem *limit.Meter, maxThreads int) *Machine {
+	m := &Machine{root: root, vi: vi, Mem: mem, maxWS: maxWhitespace, maxThreads: maxThreads,
+		allowed: map[*ObjSpec][]uint64{}}
+	m.cache.Init(4096)
 	for _, n := range all {
-		if n.kind == kObject {
-			a := make([]uint64, n.obj.words)
-			for i, p := range n.obj.props {
-				if p.node.kind != kNever {
+		if n.Kind == KindObject {
+			a := make([]uint64, n.Obj.Words)
+			for i, p := range n.Obj.Props {
+				if p.Node.Kind != KindNever {
 					a[i>>6] |= 1 << (uint(i) & 63)
 				}
 			}
-			m.allowed[n.obj] = a
+			m.allowed[n.Obj] = a
 		}
 	}
 	return m
 }
 
 // start returns the initial threads.
-func (m *jsonMachine) start() []thread {
+func (m *Machine) start() []thread {
 	return []thread{{f: frame{kind: fValue, n: m.root}, rest: &stackNode{f: frame{kind: fRoot}}}}
 }
 
@@ -161,9 +167,9 @@ func (f *frame) seenSet(i int, nprops int) {
 }
 
 // missingRequired counts required properties not yet seen.
-func (f *frame) missingRequired(os *objSpec) int {
+func (f *frame) missingRequired(os *ObjSpec) int {
 	n := 0
-	for w, r := range os.required {
+	for w, r := range os.Required {
 		var s uint64
 		if f.seenX != nil {
 			s = (*f.seenX)[w]
@@ -176,12 +182,12 @@ func (f *frame) missingRequired(os *objSpec) int {
 }
 
 // canAddKey reports whether the object frame f may still take a property.
-func (m *jsonMachine) canAddKey(f *frame) bool {
-	os := f.n.obj
-	if f.cnt >= os.maxProps {
+func (m *Machine) canAddKey(f *frame) bool {
+	os := f.n.Obj
+	if f.cnt >= os.MaxProps {
 		return false
 	}
-	if os.freeKey {
+	if os.FreeKey {
 		return true
 	}
 	return m.unseenAllowed(f, m.allowed[os])
@@ -189,8 +195,8 @@ func (m *jsonMachine) canAddKey(f *frame) bool {
 
 // unseenAllowed reports whether set (a prop bitset) holds an allowed
 // property that object or key frame f has not seen.
-func (m *jsonMachine) unseenAllowed(f *frame, set []uint64) bool {
-	allowed := m.allowed[f.n.obj]
+func (m *Machine) unseenAllowed(f *frame, set []uint64) bool {
+	allowed := m.allowed[f.n.Obj]
 	for w := range set {
 		s := f.seen
 		if f.seenX != nil {
@@ -206,14 +212,14 @@ func (m *jsonMachine) unseenAllowed(f *frame, set []uint64) bool {
 }
 
 // canClose reports whether the object frame f may end now.
-func (m *jsonMachine) canClose(f *frame) bool {
-	os := f.n.obj
-	if f.cnt < os.minProps || f.missingRequired(os) > 0 {
+func (m *Machine) canClose(f *frame) bool {
+	os := f.n.Obj
+	if f.cnt < os.MinProps || f.missingRequired(os) > 0 {
 		return false
 	}
-	for _, d := range os.deps {
-		if f.seenHas(d.if_) {
-			for _, t := range d.then {
+	for _, d := range os.Deps {
+		if f.seenHas(d.If) {
+			for _, t := range d.Then {
 				if !f.seenHas(t) {
 					return false
 				}
@@ -224,15 +230,15 @@ func (m *jsonMachine) canClose(f *frame) bool {
 }
 
 // valueNode returns the node of the value after the key recorded in aux.
-func valueNode(os *objSpec, aux int32) *node {
+func valueNode(os *ObjSpec, aux int32) *Node {
 	if aux >= 0 {
-		return os.props[aux].node
+		return os.Props[aux].Node
 	}
-	return os.combos[-(aux + 1)]
+	return os.Combos[-(aux + 1)]
 }
 
 // finish pops th's top frame, which produced payload, into its parent.
-func (m *jsonMachine) finish(th thread, payload int32) (thread, bool) {
+func (m *Machine) finish(th thread, payload int32) (thread, bool) {
 	if th.rest == nil {
 		return th, false
 	}
@@ -242,19 +248,19 @@ func (m *jsonMachine) finish(th thread, payload int32) (thread, bool) {
 	case fRoot:
 		p.ph = 1
 	case fObject:
-		os := p.n.obj
+		os := p.n.Obj
 		switch p.ph {
 		case oKeyWait:
 			if payload >= 0 {
 				i := int(payload)
-				if p.seenHas(i) || os.props[i].node.kind == kNever {
+				if p.seenHas(i) || os.Props[i].Node.Kind == KindNever {
 					return th, false
 				}
-				p.seenSet(i, len(os.props))
+				p.seenSet(i, len(os.Props))
 			}
 			p.aux = payload
 			p.cnt++
-			if p.cnt > os.maxProps || int32(p.missingRequired(os)) > os.maxProps-p.cnt {
+			if p.cnt > os.MaxProps || int32(p.missingRequired(os)) > os.MaxProps-p.cnt {
 				return th, false
 			}
 			p.ph = oColon
@@ -264,16 +270,16 @@ func (m *jsonMachine) finish(th thread, payload int32) (thread, bool) {
 			return th, false
 		}
 	case fArray:
-		as := p.n.arr
+		as := p.n.Arr
 		if p.flag&afContains != 0 {
 			p.flag &^= afContains
-			if p.aux < as.minContains {
+			if p.aux < as.MinContains {
 				p.aux++
 			}
 		}
-		if as.unique {
-			item := as.itemNode(p.cnt - 1)
-			if ids, ok := as.uniq[item]; ok && payload >= 0 && int(payload) < len(ids) {
+		if as.Unique {
+			item := as.ItemNode(p.cnt - 1)
+			if ids, ok := as.Uniq[item]; ok && payload >= 0 && int(payload) < len(ids) {
 				bit := uint64(1) << uint(ids[payload])
 				if p.seen&bit != 0 {
 					return th, false
@@ -290,15 +296,15 @@ func (m *jsonMachine) finish(th thread, payload int32) (thread, bool) {
 	return th, true
 }
 
-// step feeds byte c to th and appends the resulting threads to out.
-func (m *jsonMachine) step(th thread, c byte, out []thread, work *int64) []thread {
+// Step feeds byte c to th and appends the resulting threads to out.
+func (m *Machine) Step(th thread, c byte, out []thread, work *int64) []thread {
 	for {
 		f := &th.f
 		switch f.kind {
 		case fRoot:
 			return out
 		case fValue:
-			if isWS(c) {
+			if IsWS(c) {
 				if f.ws >= m.maxWS {
 					return out
 				}
@@ -352,7 +358,7 @@ func (m *jsonMachine) step(th thread, c byte, out []thread, work *int64) []threa
 	}
 }
 
-func (m *jsonMachine) leafResult(th thread, res int, payload int32, out []thread) []thread {
+func (m *Machine) leafResult(th thread, res int, payload int32, out []thread) []thread {
 	switch res {
 	case rCont:
 		return append(out, th)
@@ -365,47 +371,47 @@ func (m *jsonMachine) leafResult(th thread, res int, payload int32, out []thread
 }
 
 // dispatch starts a value of node n on its first byte c.
-func (m *jsonMachine) dispatch(th thread, n *node, c byte, out []thread, work *int64) []thread {
+func (m *Machine) dispatch(th thread, n *Node, c byte, out []thread, work *int64) []thread {
 	if !n.firstHas(c) {
 		return out
 	}
-	switch n.kind {
-	case kAlt:
-		for _, a := range n.alts {
+	switch n.Kind {
+	case KindAlt:
+		for _, a := range n.Alts {
 			if a.firstHas(c) {
 				out = m.dispatch(th, a, c, out, work)
 			}
 		}
 		return out
-	case kString:
+	case KindString:
 		th.f = frame{kind: fString, n: n}
-		if n.str.dfa != nil {
-			th.f.ds = n.str.dfa.start
+		if n.Str.Dfa != nil {
+			th.f.ds = n.Str.Dfa.Start
 		}
 		return append(out, th)
-	case kObject:
+	case KindObject:
 		th.f = frame{kind: fObject, n: n}
 		th.f.ph = oOpen
 		return append(out, th)
-	case kArray:
+	case KindArray:
 		th.f = frame{kind: fArray, n: n}
 		th.f.ph = aOpen
 		return append(out, th)
-	case kNumber:
+	case KindNumber:
 		th.f = frame{kind: fNumber, n: n}
-		return m.step(th, c, out, work)
-	case kLit:
+		return m.Step(th, c, out, work)
+	case KindLit:
 		th.f = frame{kind: fLit, n: n, seen: th.f.seen, flag: th.f.flag & lfUniq}
-		return m.step(th, c, out, work)
+		return m.Step(th, c, out, work)
 	}
 	return out
 }
 
 // objStep feeds c to an object frame.
-func (m *jsonMachine) objStep(th thread, c byte, out []thread) []thread {
+func (m *Machine) objStep(th thread, c byte, out []thread) []thread {
 	f := &th.f
-	os := f.n.obj
-	if isWS(c) && f.ph != oKeyWait && f.ph != oValWait {
+	os := f.n.Obj
+	if IsWS(c) && f.ph != oKeyWait && f.ph != oValWait {
 		if f.ws >= m.maxWS {
 			return out
 		}
@@ -429,10 +435,10 @@ func (m *jsonMachine) objStep(th thread, c byte, out []thread) []thread {
 		}
 		f.ph = oKeyWait
 		k := frame{kind: fKey, n: f.n}
-		if os.keyDFA != nil {
-			k.ds = os.keyDFA.start
+		if os.KeyDFA != nil {
+			k.ds = os.KeyDFA.Start
 		}
-		if !os.freeKey {
+		if !os.FreeKey {
 			k.seen, k.seenX = f.seen, f.seenX
 		}
 		return append(out, push(th, k))
@@ -441,7 +447,7 @@ func (m *jsonMachine) objStep(th thread, c byte, out []thread) []thread {
 			return out
 		}
 		vn := valueNode(os, f.aux)
-		if vn.kind == kNever {
+		if vn.Kind == KindNever {
 			return out
 		}
 		f.ph = oValWait
@@ -468,10 +474,10 @@ func (m *jsonMachine) objStep(th thread, c byte, out []thread) []thread {
 
 // arrStep feeds c to an array frame and appends the resulting threads
 // (two when an item may or may not be one that "contains" counts).
-func (m *jsonMachine) arrStep(th thread, c byte, out []thread, work *int64) []thread {
+func (m *Machine) arrStep(th thread, c byte, out []thread, work *int64) []thread {
 	f := &th.f
-	as := f.n.arr
-	if isWS(c) {
+	as := f.n.Arr
+	if IsWS(c) {
 		if f.ws >= m.maxWS {
 			return out
 		}
@@ -482,7 +488,7 @@ func (m *jsonMachine) arrStep(th thread, c byte, out []thread, work *int64) []th
 	switch f.ph {
 	case aOpen, aNeedItem:
 		if c == ']' && f.ph == aOpen {
-			if f.cnt < as.minItems || f.aux < as.minContains {
+			if f.cnt < as.MinItems || f.aux < as.MinContains {
 				return out
 			}
 			if t, ok := m.finish(th, 0); ok {
@@ -490,30 +496,30 @@ func (m *jsonMachine) arrStep(th thread, c byte, out []thread, work *int64) []th
 			}
 			return out
 		}
-		if f.cnt >= as.maxItems {
+		if f.cnt >= as.MaxItems {
 			return out
 		}
-		item := as.itemNode(f.cnt)
+		item := as.ItemNode(f.cnt)
 		f.cnt++
 		f.ph = aItemWait
 		// The item as one that "contains" counts, while more are needed.
-		if f.aux < as.minContains {
-			if cn := as.containsNode(f.cnt - 1); cn.kind != kNever && cn.firstHas(c) {
+		if f.aux < as.MinContains {
+			if cn := as.containsNode(f.cnt - 1); cn.Kind != KindNever && cn.firstHas(c) {
 				tc := th
 				tc.f.flag |= afContains
-				out = m.step(push(tc, frame{kind: fValue, n: cn}), c, out, work)
+				out = m.Step(push(tc, frame{kind: fValue, n: cn}), c, out, work)
 			}
 			// Without counting it, enough items must remain.
-			if as.maxItems-f.cnt < as.minContains-f.aux {
+			if as.MaxItems-f.cnt < as.MinContains-f.aux {
 				return out
 			}
 		}
-		if item.kind == kNever || !item.firstHas(c) {
+		if item.Kind == KindNever || !item.firstHas(c) {
 			return out
 		}
 		child := frame{kind: fValue, n: item}
-		if as.unique {
-			if ids, ok := as.uniq[item]; ok && item.kind == kLit {
+		if as.Unique {
+			if ids, ok := as.Uniq[item]; ok && item.Kind == KindLit {
 				for i, id := range ids {
 					if f.seen&(1<<uint(id)) != 0 {
 						child.seen |= 1 << uint(i)
@@ -522,17 +528,17 @@ func (m *jsonMachine) arrStep(th thread, c byte, out []thread, work *int64) []th
 				child.flag |= lfUniq
 			}
 		}
-		return m.step(push(th, child), c, out, work)
+		return m.Step(push(th, child), c, out, work)
 	case aAfterItem:
 		switch c {
 		case ',':
-			if f.cnt >= as.maxItems || as.itemNode(f.cnt).kind == kNever {
+			if f.cnt >= as.MaxItems || as.ItemNode(f.cnt).Kind == KindNever {
 				return out
 			}
 			f.ph = aNeedItem
 			return append(out, th)
 		case ']':
-			if f.cnt < as.minItems || f.aux < as.minContains {
+			if f.cnt < as.MinItems || f.aux < as.MinContains {
 				return out
 			}
 			if t, ok := m.finish(th, 0); ok {
@@ -543,31 +549,31 @@ func (m *jsonMachine) arrStep(th thread, c byte, out []thread, work *int64) []th
 	return out
 }
 
-// utf8Lead sets the continuation state after lead byte c; false when c
+// UTF8Lead sets the continuation state after lead byte c; false when c
 // cannot start a UTF-8 sequence.
-func utf8Lead(f *lexState, c byte) bool {
+func UTF8Lead(f *LexState, c byte) bool {
 	switch {
 	case c >= 0xC2 && c <= 0xDF:
-		f.u8, f.u8lo, f.u8hi = 1, 0x80, 0xBF
+		f.U8, f.U8lo, f.U8hi = 1, 0x80, 0xBF
 	case c == 0xE0:
-		f.u8, f.u8lo, f.u8hi = 2, 0xA0, 0xBF
+		f.U8, f.U8lo, f.U8hi = 2, 0xA0, 0xBF
 	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
-		f.u8, f.u8lo, f.u8hi = 2, 0x80, 0xBF
+		f.U8, f.U8lo, f.U8hi = 2, 0x80, 0xBF
 	case c == 0xED:
-		f.u8, f.u8lo, f.u8hi = 2, 0x80, 0x9F
+		f.U8, f.U8lo, f.U8hi = 2, 0x80, 0x9F
 	case c == 0xF0:
-		f.u8, f.u8lo, f.u8hi = 3, 0x90, 0xBF
+		f.U8, f.U8lo, f.U8hi = 3, 0x90, 0xBF
 	case c >= 0xF1 && c <= 0xF3:
-		f.u8, f.u8lo, f.u8hi = 3, 0x80, 0xBF
+		f.U8, f.U8lo, f.U8hi = 3, 0x80, 0xBF
 	case c == 0xF4:
-		f.u8, f.u8lo, f.u8hi = 3, 0x80, 0x8F
+		f.U8, f.U8lo, f.U8hi = 3, 0x80, 0x8F
 	default:
 		return false
 	}
 	return true
 }
 
-func hexVal(c byte) int32 {
+func HexVal(c byte) int32 {
 	switch {
 	case c >= '0' && c <= '9':
 		return int32(c - '0')
@@ -599,9 +605,9 @@ func escByte(c byte) (byte, bool) {
 }
 
 // escapeLive reports whether some short escape can follow in state ds.
-func escapeLive(d *dfa, ds *dstate) bool {
+func escapeLive(d *automaton.DFA, ds *automaton.State) bool {
 	for _, b := range []byte{'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'} {
-		if d.liveAll(d.step(ds, b, nil)) {
+		if d.LiveAll(d.Step(ds, b, nil)) {
 			return true
 		}
 	}
@@ -609,16 +615,16 @@ func escapeLive(d *dfa, ds *dstate) bool {
 }
 
 // dfaByte steps ds by b; false when a component dies.
-func dfaByte(d *dfa, ds **dstate, b byte, work *int64) bool {
-	*ds = d.step(*ds, b, work)
-	return d.liveAll(*ds)
+func dfaByte(d *automaton.DFA, ds **automaton.State, b byte, work *int64) bool {
+	*ds = d.Step(*ds, b, work)
+	return d.LiveAll(*ds)
 }
 
 // dfaBytes steps ds by the bytes of b; false when a component dies.
-func dfaBytes(d *dfa, ds **dstate, b []byte, work *int64) bool {
+func dfaBytes(d *automaton.DFA, ds **automaton.State, b []byte, work *int64) bool {
 	for _, x := range b {
-		*ds = d.step(*ds, x, work)
-		if !d.liveAll(*ds) {
+		*ds = d.Step(*ds, x, work)
+		if !d.LiveAll(*ds) {
 			return false
 		}
 	}
@@ -627,18 +633,18 @@ func dfaBytes(d *dfa, ds **dstate, b []byte, work *int64) bool {
 
 // strStep feeds c to a string-value frame.
 func strStep(f *frame, c byte, work *int64) (int, int32) {
-	return strLex(&f.lexState, f.n.str, c, work)
+	return strLex(&f.LexState, f.n.Str, c, work)
 }
 
 // strLex feeds c to the lexical state of a string with spec s.
-func strLex(f *lexState, s *strSpec, c byte, work *int64) (int, int32) {
-	if f.u8 > 0 {
-		if c < f.u8lo || c > f.u8hi {
+func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
+	if f.U8 > 0 {
+		if c < f.U8lo || c > f.U8hi {
 			return rDead, 0
 		}
-		f.u8--
-		f.u8lo, f.u8hi = 0x80, 0xBF
-		if s.dfa != nil && !dfaByte(s.dfa, &f.ds, c, work) {
+		f.U8--
+		f.U8lo, f.U8hi = 0x80, 0xBF
+		if s.Dfa != nil && !dfaByte(s.Dfa, &f.ds, c, work) {
 			return rDead, 0
 		}
 		return rCont, 0
@@ -647,32 +653,32 @@ func strLex(f *lexState, s *strSpec, c byte, work *int64) (int, int32) {
 	case 0:
 		switch {
 		case c == '"':
-			if f.cnt < s.minLen || s.dfa != nil && !s.dfa.accAll(f.ds) {
+			if f.cnt < s.MinLen || s.Dfa != nil && !s.Dfa.AccAll(f.ds) {
 				return rDead, 0
 			}
 			return rDone, 0
 		case c == '\\':
-			if f.cnt >= s.maxLen || s.dfa != nil && !escapeLive(s.dfa, f.ds) {
+			if f.cnt >= s.MaxLen || s.Dfa != nil && !escapeLive(s.Dfa, f.ds) {
 				return rDead, 0
 			}
 			f.ph = 1
 			return rCont, 0
 		case c < 0x20:
 			return rDead, 0
-		case c >= 0x80 && !utf8Lead(f, c):
+		case c >= 0x80 && !UTF8Lead(f, c):
 			return rDead, 0
 		}
-		if f.cnt >= s.maxLen {
+		if f.cnt >= s.MaxLen {
 			return rDead, 0
 		}
 		f.cnt++
-		if s.dfa != nil && !dfaByte(s.dfa, &f.ds, c, work) {
+		if s.Dfa != nil && !dfaByte(s.Dfa, &f.ds, c, work) {
 			return rDead, 0
 		}
 		return rCont, 0
 	case 1:
 		if c == 'u' {
-			if s.dfa != nil {
+			if s.Dfa != nil {
 				// \u in a pattern-constrained string could run into a
 				// dead end at its last digit; such strings write characters
 				// as they are.
@@ -687,12 +693,12 @@ func strLex(f *lexState, s *strSpec, c byte, work *int64) (int, int32) {
 		}
 		f.ph = 0
 		f.cnt++
-		if s.dfa != nil && !dfaByte(s.dfa, &f.ds, d, work) {
+		if s.Dfa != nil && !dfaByte(s.Dfa, &f.ds, d, work) {
 			return rDead, 0
 		}
 		return rCont, 0
 	default: // 2..5: hex digits of \u
-		v := hexVal(c)
+		v := HexVal(c)
 		if v < 0 {
 			return rDead, 0
 		}
@@ -706,10 +712,10 @@ func strLex(f *lexState, s *strSpec, c byte, work *int64) (int, int32) {
 		}
 		f.ph = 0
 		f.cnt++
-		if s.dfa != nil {
+		if s.Dfa != nil {
 			var buf [4]byte
 			n := encodeRune(buf[:], f.aux)
-			if !dfaBytes(s.dfa, &f.ds, buf[:n], work) {
+			if !dfaBytes(s.Dfa, &f.ds, buf[:n], work) {
 				return rDead, 0
 			}
 		}
@@ -737,24 +743,24 @@ func encodeRune(p []byte, r int32) int {
 }
 
 // keyStep feeds c to an object-key frame.
-func (m *jsonMachine) keyStep(f *frame, c byte, work *int64) (int, int32) {
-	os := f.n.obj
-	t := os.keys
+func (m *Machine) keyStep(f *frame, c byte, work *int64) (int, int32) {
+	os := f.n.Obj
+	t := os.Keys
 	// On the trie, follow the canonical bytes of the known keys (escapes
 	// included); a '"' outside an escape ends the key.
-	if f.flag&kfOff == 0 && f.u8 == 0 && f.ph == 0 && c == '"' {
+	if f.flag&kfOff == 0 && f.U8 == 0 && f.ph == 0 && c == '"' {
 		return m.keyEnd(f)
 	}
-	if f.flag&kfOff != 0 && f.u8 == 0 && c == '"' {
+	if f.flag&kfOff != 0 && f.U8 == 0 && c == '"' {
 		return m.keyEnd(f)
 	}
 	// UTF-8 and escape state, wherever we are.
-	if f.u8 > 0 {
-		if c < f.u8lo || c > f.u8hi {
+	if f.U8 > 0 {
+		if c < f.U8lo || c > f.U8hi {
 			return rDead, 0
 		}
-		f.u8--
-		f.u8lo, f.u8hi = 0x80, 0xBF
+		f.U8--
+		f.U8lo, f.U8hi = 0x80, 0xBF
 	} else {
 		switch f.ph {
 		case 0:
@@ -767,7 +773,7 @@ func (m *jsonMachine) keyStep(f *frame, c byte, work *int64) (int, int32) {
 				f.flag |= kfSawEsc
 			case c < 0x20:
 				return rDead, 0
-			case c >= 0x80 && !utf8Lead(&f.lexState, c):
+			case c >= 0x80 && !UTF8Lead(&f.LexState, c):
 				return rDead, 0
 			default:
 				f.cnt++
@@ -780,7 +786,7 @@ func (m *jsonMachine) keyStep(f *frame, c byte, work *int64) (int, int32) {
 				f.cnt++
 			}
 		default:
-			if hexVal(c) < 0 {
+			if HexVal(c) < 0 {
 				return rDead, 0
 			}
 			if f.ph < 5 {
@@ -791,15 +797,15 @@ func (m *jsonMachine) keyStep(f *frame, c byte, work *int64) (int, int32) {
 			}
 		}
 	}
-	if os.keyDFA != nil && f.ds != nil {
-		f.ds = os.keyDFA.step(f.ds, c, work)
+	if os.KeyDFA != nil && f.ds != nil {
+		f.ds = os.KeyDFA.Step(f.ds, c, work)
 	}
 	onTrie := false
 	if f.flag&kfOff == 0 {
-		if nx := t.child(f.aux, c); nx >= 0 {
+		if nx := t.Child(f.aux, c); nx >= 0 {
 			f.aux = nx
 			onTrie = true
-			if !os.freeKey && !m.unseenAllowed(f, os.under[int(nx)*os.words:int(nx+1)*os.words]) {
+			if !os.FreeKey && !m.unseenAllowed(f, os.Under[int(nx)*os.Words:int(nx+1)*os.Words]) {
 				onTrie = false
 			}
 		} else {
@@ -815,15 +821,15 @@ func (m *jsonMachine) keyStep(f *frame, c byte, work *int64) (int, int32) {
 
 // additionalLive reports whether the key read so far can still become an
 // allowed additional key.
-func (m *jsonMachine) additionalLive(f *frame) bool {
-	os := f.n.obj
-	if !os.freeKey || f.flag&kfSawEsc != 0 || f.cnt > os.pnMax {
+func (m *Machine) additionalLive(f *frame) bool {
+	os := f.n.Obj
+	if !os.FreeKey || f.flag&kfSawEsc != 0 || f.cnt > os.PnMax {
 		return false
 	}
-	if os.keyDFA != nil {
+	if os.KeyDFA != nil {
 		// propertyNames components (after the patterns) must stay live.
-		need := os.keyDFA.all &^ (uint64(1)<<uint(os.npat) - 1)
-		if f.ds.live&need != need {
+		need := os.KeyDFA.All &^ (uint64(1)<<uint(os.Npat) - 1)
+		if f.ds.Live&need != need {
 			return false
 		}
 	}
@@ -831,28 +837,28 @@ func (m *jsonMachine) additionalLive(f *frame) bool {
 }
 
 // keyEnd handles the closing quote of a key.
-func (m *jsonMachine) keyEnd(f *frame) (int, int32) {
-	os := f.n.obj
+func (m *Machine) keyEnd(f *frame) (int, int32) {
+	os := f.n.Obj
 	if f.flag&kfOff == 0 {
-		if v := os.keys.nodes[f.aux].term; v >= 0 {
-			if os.props[v].node.kind == kNever {
+		if v := os.Keys.Nodes[f.aux].Term; v >= 0 {
+			if os.Props[v].Node.Kind == KindNever {
 				return rDead, 0
 			}
 			return rDone, v
 		}
 	}
-	if !m.additionalLive(f) || f.cnt < os.pnMin || f.ph != 0 || f.u8 != 0 {
+	if !m.additionalLive(f) || f.cnt < os.PnMin || f.ph != 0 || f.U8 != 0 {
 		return rDead, 0
 	}
 	mask := 0
-	if os.keyDFA != nil {
-		need := os.keyDFA.all &^ (uint64(1)<<uint(os.npat) - 1)
-		if f.ds.acc&need != need {
+	if os.KeyDFA != nil {
+		need := os.KeyDFA.All &^ (uint64(1)<<uint(os.Npat) - 1)
+		if f.ds.Acc&need != need {
 			return rDead, 0
 		}
-		mask = int(f.ds.acc & (uint64(1)<<uint(os.npat) - 1))
+		mask = int(f.ds.Acc & (uint64(1)<<uint(os.Npat) - 1))
 	}
-	if os.combos[mask].kind == kNever {
+	if os.Combos[mask].Kind == KindNever {
 		return rDead, 0
 	}
 	return rDone, -int32(mask) - 1
@@ -860,25 +866,25 @@ func (m *jsonMachine) keyEnd(f *frame) (int, int32) {
 
 // numStep feeds c to a number frame.
 func numStep(f *frame, c byte) int {
-	s := f.n.num
-	nph := numNext(f.ph, c, s.free)
+	s := f.n.Num
+	nph := numNext(f.ph, c, s.Free)
 	if nph == 255 {
-		if numComplete(f.ph) && (s.free || s.intOnly || s.accepts(f.txt)) {
+		if numComplete(f.ph) && (s.Free || s.IntOnly || s.accepts(f.txt)) {
 			return rDoneNext
 		}
 		return rDead
 	}
 	f.cnt++
 	limit := int32(maxFreeNumLen)
-	if !s.free {
+	if !s.Free {
 		limit = maxNumLen
 	}
 	if f.cnt > limit {
 		return rDead
 	}
 	switch {
-	case s.free:
-	case s.intOnly:
+	case s.Free:
+	case s.IntOnly:
 		if nph == nFrac && c != '0' {
 			return rDead
 		}
@@ -894,33 +900,33 @@ func numStep(f *frame, c byte) int {
 
 // litStep feeds c to a literal frame.
 func litStep(f *frame, c byte) (int, int32) {
-	ls := f.n.lit
-	t := ls.trie
-	if nx := t.child(f.aux, c); nx >= 0 {
-		if f.flag&lfUniq != 0 && ls.under != nil && ls.under[nx]&^f.seen == 0 {
+	ls := f.n.Lit
+	t := ls.Trie
+	if nx := t.Child(f.aux, c); nx >= 0 {
+		if f.flag&lfUniq != 0 && ls.Under != nil && ls.Under[nx]&^f.seen == 0 {
 			return rDead, 0 // only values the array already holds
 		}
 		f.aux = nx
-		if len(t.nodes[nx].kids) == 0 {
-			return rDone, t.nodes[nx].term
+		if len(t.Nodes[nx].Kids) == 0 {
+			return rDone, t.Nodes[nx].Term
 		}
 		return rCont, 0
 	}
-	if v := t.nodes[f.aux].term; v >= 0 {
+	if v := t.Nodes[f.aux].Term; v >= 0 {
 		return rDoneNext, v
 	}
 	return rDead, 0
 }
 
-// canEnd reports whether th accepts the end of the input.
-func (m *jsonMachine) canEnd(th thread) bool {
+// CanEnd reports whether th accepts the end of the input.
+func (m *Machine) CanEnd(th thread) bool {
 	for {
 		switch th.f.kind {
 		case fRoot:
 			return th.f.ph == 1
 		case fNumber:
-			s := th.f.n.num
-			if !numComplete(th.f.ph) || !(s.free || s.intOnly || s.accepts(th.f.txt)) {
+			s := th.f.n.Num
+			if !numComplete(th.f.ph) || !(s.Free || s.IntOnly || s.accepts(th.f.txt)) {
 				return false
 			}
 			var ok bool
@@ -928,7 +934,7 @@ func (m *jsonMachine) canEnd(th thread) bool {
 				return false
 			}
 		case fLit:
-			v := th.f.n.lit.trie.nodes[th.f.aux].term
+			v := th.f.n.Lit.Trie.Nodes[th.f.aux].Term
 			if v < 0 {
 				return false
 			}

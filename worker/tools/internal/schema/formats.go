@@ -1,4 +1,4 @@
-package tools
+package schema
 
 import "strings"
 
@@ -49,7 +49,7 @@ const reDuration = `P(?:\d+W|(?:\d+D|\d+M(?:\d+D)?|\d+Y(?:\d+M(?:\d+D)?)?)(?:T` 
 const reDurTime = `(?:\d+H(?:\d+M(?:\d+S)?)?|\d+M(?:\d+S)?|\d+S)`
 
 // formatPatterns maps a format name to its pattern.
-var formatPatterns = map[string]string{
+var FormatPatterns = map[string]string{
 	"date":      reDate,
 	"time":      reTime,
 	"date-time": reDate + `[Tt]` + reTime,
@@ -65,9 +65,9 @@ var formatPatterns = map[string]string{
 }
 
 func init() {
-	formatPatterns["iri"] = formatPatterns["uri"]
-	formatPatterns["uri-reference"] = `(?:` + formatPatterns["uri"] + `|` + reRelRef + `)`
-	formatPatterns["iri-reference"] = formatPatterns["uri-reference"]
+	FormatPatterns["iri"] = FormatPatterns["uri"]
+	FormatPatterns["uri-reference"] = `(?:` + FormatPatterns["uri"] + `|` + reRelRef + `)`
+	FormatPatterns["iri-reference"] = FormatPatterns["uri-reference"]
 }
 
 // contentPatterns are the contentEncoding values a draft 4-7 validator

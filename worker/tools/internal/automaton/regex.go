@@ -1,10 +1,12 @@
-package tools
+package automaton
 
 import (
 	"fmt"
 	"regexp/syntax"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
 )
 
 // The regular-expression front end: RE2 syntax is parsed with regexp/syntax,
@@ -43,7 +45,7 @@ type inst struct {
 // nfa is a set of byte-level automata sharing one instruction array; each
 // compiled pattern is a component with its own start pc.
 type nfa struct {
-	insts    []inst
+	Insts    []inst
 	hasBegin bool // some BeginText/BeginLine assertion: DFA states carry context
 	hasEnd   bool // some EndText/EndLine assertion
 	coreach  []bool
@@ -51,42 +53,39 @@ type nfa struct {
 	coreachLater []bool
 }
 
-// regexMode says how a pattern is matched against a whole string.
-type regexMode uint8
+// Mode says how a pattern is matched against a whole string.
+type Mode uint8
 
 const (
-	// modeFull: the whole string must match (regex_matcher, formats).
-	modeFull regexMode = iota
-	// modeSearch: some substring must match, as JSON Schema "pattern" and
+	// ModeFull: the whole string must match (regex_matcher, formats).
+	ModeFull Mode = iota
+	// ModeSearch: some substring must match, as JSON Schema "pattern" and
 	// Go's MatchString do.
-	modeSearch
-	// modePrefix: a match must start at the beginning and may stop
-	// anywhere (streaming detectors, which track where matches end).
-	modePrefix
+	ModeSearch
 )
 
-// regexLimits bound a pattern before it is compiled.
-type regexLimits struct {
-	maxBytes int
-	maxInsts int
+// Limits bound a pattern before it is compiled.
+type Limits struct {
+	MaxBytes int
+	MaxInsts int
 }
 
-// parseRegex parses pattern with Go's RE2 syntax (the flags regexp.Compile
+// Parse parses pattern with Go's RE2 syntax (the flags regexp.Compile
 // uses), rejects it when it is too long or its estimated program too big,
 // and returns the simplified tree.
-func parseRegex(pattern string, lim regexLimits) (*syntax.Regexp, error) {
-	if lim.maxBytes > 0 && len(pattern) > lim.maxBytes {
-		return nil, &regexError{Pattern: pattern, Msg: fmt.Sprintf("pattern is %d bytes, more than the %d allowed", len(pattern), lim.maxBytes)}
+func Parse(pattern string, lim Limits) (*syntax.Regexp, error) {
+	if lim.MaxBytes > 0 && len(pattern) > lim.MaxBytes {
+		return nil, &PatternError{Pattern: pattern, Msg: fmt.Sprintf("pattern is %d bytes, more than the %d allowed", len(pattern), lim.MaxBytes)}
 	}
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, &regexError{Pattern: pattern, Msg: err.Error()}
+		return nil, &PatternError{Pattern: pattern, Msg: err.Error()}
 	}
-	if n := estimateInsts(re, int64(lim.maxInsts)+1); lim.maxInsts > 0 && n > int64(lim.maxInsts) {
-		return nil, &regexError{Pattern: pattern, Msg: fmt.Sprintf("program too large: about %d+ byte instructions, more than the %d allowed", n, lim.maxInsts)}
+	if n := estimateInsts(re, int64(lim.MaxInsts)+1); lim.MaxInsts > 0 && n > int64(lim.MaxInsts) {
+		return nil, &PatternError{Pattern: pattern, Msg: fmt.Sprintf("program too large: about %d+ byte instructions, more than the %d allowed", n, lim.MaxInsts)}
 	}
 	if err := checkAssertions(re); err != nil {
-		return nil, &regexError{Pattern: pattern, Msg: err.Error()}
+		return nil, &PatternError{Pattern: pattern, Msg: err.Error()}
 	}
 	return re.Simplify(), nil
 }
@@ -234,29 +233,29 @@ func utf8Seqs(lo, hi rune, emit func([]byteRange)) {
 type reCompiler struct {
 	p     *nfa
 	limit int
-	clock *compileClock
+	clock *limit.Clock
 }
 
 func (c *reCompiler) add(in inst) (int32, error) {
-	if c.limit > 0 && len(c.p.insts) >= c.limit {
+	if c.limit > 0 && len(c.p.Insts) >= c.limit {
 		return 0, fmt.Errorf("program too large: more than %d byte instructions", c.limit)
 	}
-	c.p.insts = append(c.p.insts, in)
-	if len(c.p.insts)&1023 == 0 {
-		if err := c.clock.checkNow(); err != nil {
+	c.p.Insts = append(c.p.Insts, in)
+	if len(c.p.Insts)&1023 == 0 {
+		if err := c.clock.CheckNow(); err != nil {
 			return 0, err
 		}
 	}
-	return int32(len(c.p.insts) - 1), nil
+	return int32(len(c.p.Insts) - 1), nil
 }
 
 // component compiles re as a component in the given mode and returns its
 // start pc.
-func (c *reCompiler) component(re *syntax.Regexp, mode regexMode) (int32, error) {
+func (c *reCompiler) component(re *syntax.Regexp, mode Mode) (int32, error) {
 	var match int32
 	var err error
 	switch mode {
-	case modeSearch:
+	case ModeSearch:
 		// Once the pattern has matched, any bytes may follow.
 		loop, err := c.add(inst{op: opSplit})
 		if err != nil {
@@ -270,7 +269,7 @@ func (c *reCompiler) component(re *syntax.Regexp, mode regexMode) (int32, error)
 		if err != nil {
 			return 0, err
 		}
-		c.p.insts[loop].alt = []int32{m, any}
+		c.p.Insts[loop].alt = []int32{m, any}
 		match = loop
 	default:
 		if match, err = c.add(inst{op: opMatch}); err != nil {
@@ -281,7 +280,7 @@ func (c *reCompiler) component(re *syntax.Regexp, mode regexMode) (int32, error)
 	if err != nil {
 		return 0, err
 	}
-	if mode == modeSearch {
+	if mode == ModeSearch {
 		// Any bytes may come before the match.
 		loop, err := c.add(inst{op: opSplit})
 		if err != nil {
@@ -291,7 +290,7 @@ func (c *reCompiler) component(re *syntax.Regexp, mode regexMode) (int32, error)
 		if err != nil {
 			return 0, err
 		}
-		c.p.insts[loop].alt = []int32{start, any}
+		c.p.Insts[loop].alt = []int32{start, any}
 		start = loop
 	}
 	return start, nil
@@ -360,7 +359,7 @@ func (c *reCompiler) compile(re *syntax.Regexp, next int32) (int32, error) {
 		if err != nil {
 			return 0, err
 		}
-		c.p.insts[loop].alt = []int32{body, next}
+		c.p.Insts[loop].alt = []int32{body, next}
 		if re.Op == syntax.OpStar {
 			return loop, nil
 		}
@@ -445,9 +444,9 @@ func (c *reCompiler) class(ranges []rune, next int32) (int32, error) {
 // finish computes which instructions can still reach a match; the DFA drops
 // the others so that a state with no way to match is recognised as dead.
 func (p *nfa) finish() {
-	n := len(p.insts)
+	n := len(p.Insts)
 	rev := make([][]int32, n)
-	for pc, in := range p.insts {
+	for pc, in := range p.Insts {
 		switch in.op {
 		case opByte, opNop, opAssert:
 			rev[in.out] = append(rev[in.out], int32(pc))
@@ -460,7 +459,7 @@ func (p *nfa) finish() {
 	reach := func(skipBegin bool) []bool {
 		co := make([]bool, n)
 		var stack []int32
-		for pc, in := range p.insts {
+		for pc, in := range p.Insts {
 			if in.op == opMatch {
 				co[pc] = true
 				stack = append(stack, int32(pc))
@@ -473,7 +472,7 @@ func (p *nfa) finish() {
 				if co[q] {
 					continue
 				}
-				if in := &p.insts[q]; skipBegin && in.op == opAssert && in.arg == assertBeginText {
+				if in := &p.Insts[q]; skipBegin && in.op == opAssert && in.arg == assertBeginText {
 					continue
 				}
 				co[q] = true
@@ -487,16 +486,16 @@ func (p *nfa) finish() {
 	p.coreachLater = reach(true)
 }
 
-// regexProgram is a compiled set of components.
-type regexProgram struct {
-	p      *nfa
+// Program is a compiled set of components.
+type Program struct {
+	P      *nfa
 	starts []int32
 }
 
-// compileRegexes compiles patterns (with their modes) into one program.
-func compileRegexes(res []*syntax.Regexp, modes []regexMode, lim regexLimits, clock *compileClock) (*regexProgram, error) {
-	c := &reCompiler{p: &nfa{}, limit: lim.maxInsts * 2, clock: clock}
-	rp := &regexProgram{p: c.p}
+// Compile compiles patterns (with their modes) into one program.
+func Compile(res []*syntax.Regexp, modes []Mode, lim Limits, clock *limit.Clock) (*Program, error) {
+	c := &reCompiler{p: &nfa{}, limit: lim.MaxInsts * 2, clock: clock}
+	rp := &Program{P: c.p}
 	for i, re := range res {
 		start, err := c.component(re, modes[i])
 		if err != nil {
@@ -507,6 +506,3 @@ func compileRegexes(res []*syntax.Regexp, modes []regexMode, lim regexLimits, cl
 	c.p.finish()
 	return rp, nil
 }
-
-// syntaxRegexp is a parsed pattern.
-type syntaxRegexp = syntax.Regexp

@@ -1,4 +1,4 @@
-package tools
+package vocab
 
 import (
 	"bytes"
@@ -9,34 +9,32 @@ import (
 	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
 )
 
-// Vocab is what tools need of a tokenizer: the raw bytes of every token and
-// which tokens end generation. *tokenizer.Tokenizer satisfies it.
-//
-// When the value also has a TokenType(int32) tokenizer.TokenType method,
-// control, unknown and unused tokens are kept out of constrained output (they
-// render no text, so a constraint could not account for them).
-type Vocab interface {
+// Source is the tokenizer a vocabulary index is built from (the
+// tools package's Vocab).
+type Source interface {
 	VocabSize() int
 	Piece(id int32) []byte
 	IsEOG(id int32) bool
 }
 
-// tokenTyper is the optional part of a Vocab.
+// tokenTyper is the optional part of a vocabSource.
 type tokenTyper interface {
 	TokenType(id int32) tokenizer.TokenType
 }
 
-// vocabIndex is everything derived once per vocabulary: the pieces, the EOG
+// Index is everything derived once per vocabulary: the pieces, the EOG
 // tokens and a byte trie over the pieces laid out in preorder, so that a
 // mask is one linear scan that skips dead subtrees.
-type vocabIndex struct {
-	size    int
-	words   int      // (size+63)/64
-	pieces  [][]byte // raw bytes per token; nil when the token is not text
-	eog     []int32
-	maxLen  int      // longest piece, in bytes
+type Index struct {
+	Size    int
+	Words   int      // (size+63)/64
+	Pieces  [][]byte // raw bytes per token; nil when the token is not text
+	EOG     []int32
+	MaxLen  int      // longest piece, in bytes
 	noText  []uint64 // tokens outside the trie (EOG, control, empty)
 	eogMask []uint64
 
@@ -45,49 +43,50 @@ type vocabIndex struct {
 	// adds code points; plainUpTo[k] holds the plain tokens of at most k
 	// code points. The other text tokens are special, listed with the trie
 	// node of each of their bytes.
-	plainUpTo [][]uint64
-	special   []int32
-	specNodes [][]int32
+	PlainUpTo [][]uint64
+	Special   []int32
+	SpecNodes [][]int32
 
 	// Per trie node: the bytes below it (not its own) and how much deeper
 	// its subtree goes; a walk skips a subtree whose bytes all keep an
 	// automaton in the same state.
-	subBytes []byteSet
-	maxBelow []uint8
-	// plainBelow[i]: every token below node i continues, after node i's
+	SubBytes []automaton.ByteSet
+	MaxBelow []uint8
+	// PlainBelow[i]: every token below node i continues, after node i's
 	// bytes, with plain text (whole UTF-8 characters, no control
 	// character, '"' or '\\').
-	plainBelow []bool
+	PlainBelow []bool
 
 	// The trie, in preorder. Node i has byte nByte[i] at depth nDepth[i]
 	// (the root is implicit at depth 0); nNext[i] is the index just past its
 	// subtree; the tokens ending at i are nTok[nTokOff[i]:nTokOff[i+1]].
-	nByte   []byte
-	nDepth  []uint16
-	nNext   []int32
-	nTokOff []int32
+	NByte   []byte
+	NDepth  []uint16
+	NNext   []int32
+	NTokOff []int32
 	nTok    []int32
 	// rootKids[b] is the index of the root's child with byte b, or -1.
 	rootKids [256]int32
 
-	// strCache is the vocabulary-wide cache of masks inside JSON strings
+	// StrCache is the vocabulary-wide cache of masks inside JSON strings
 	// that carry no pattern (see leafCache).
-	strCache leafCache
+	StrCache LeafCache
 }
 
-// vocabCache maps a comparable Vocab to its index.
+// vocabCache maps a comparable vocabSource to its index.
 var vocabCache struct {
 	mu    sync.Mutex
-	m     map[Vocab]*vocabIndex
-	order []Vocab
+	m     map[Source]*Index
+	order []Source
 }
 
 // maxCachedVocabs bounds vocabCache.
 const maxCachedVocabs = 8
 
-// indexVocab returns the index of v, building it on first use. Indexes of
-// comparable Vocab values (pointers, as *tokenizer.Tokenizer) are cached.
-func indexVocab(v Vocab) *vocabIndex {
+// IndexOf returns the index of v, building it on first use. Indexes of
+// comparable vocabSource values (pointers, as *tokenizer.Tokenizer) are
+// cached.
+func IndexOf(v Source) *Index {
 	comparable := reflect.TypeOf(v).Comparable()
 	if comparable {
 		vocabCache.mu.Lock()
@@ -105,7 +104,7 @@ func indexVocab(v Vocab) *vocabIndex {
 			return old
 		}
 		if vocabCache.m == nil {
-			vocabCache.m = make(map[Vocab]*vocabIndex)
+			vocabCache.m = make(map[Source]*Index)
 		}
 		if len(vocabCache.order) >= maxCachedVocabs {
 			delete(vocabCache.m, vocabCache.order[0])
@@ -117,24 +116,18 @@ func indexVocab(v Vocab) *vocabIndex {
 	return vi
 }
 
-// Prepare builds the index of v (the byte trie of its tokens and the token
-// classes every mask uses) ahead of the first Compile for it, which would
-// otherwise pay for it: tens of milliseconds for a 32k vocabulary. The index
-// is kept for comparable Vocab values (a *tokenizer.Tokenizer).
-func Prepare(v Vocab) { indexVocab(v) }
-
 // maxPieceLen bounds the pieces put into the trie; longer ones (none in
 // real vocabularies) are never allowed under a constraint.
 const maxPieceLen = 1024
 
-func buildVocabIndex(v Vocab) *vocabIndex {
+func buildVocabIndex(v Source) *Index {
 	n := v.VocabSize()
-	vi := &vocabIndex{size: n, words: (n + 63) / 64, pieces: make([][]byte, n)}
+	vi := &Index{Size: n, Words: (n + 63) / 64, Pieces: make([][]byte, n)}
 	tt, _ := v.(tokenTyper)
 	ids := make([]int32, 0, n)
 	for id := int32(0); int(id) < n; id++ {
 		if v.IsEOG(id) {
-			vi.eog = append(vi.eog, id)
+			vi.EOG = append(vi.EOG, id)
 			continue
 		}
 		if tt != nil {
@@ -147,14 +140,14 @@ func buildVocabIndex(v Vocab) *vocabIndex {
 		if len(p) == 0 || len(p) > maxPieceLen {
 			continue
 		}
-		vi.pieces[id] = p
+		vi.Pieces[id] = p
 		ids = append(ids, id)
-		if len(p) > vi.maxLen {
-			vi.maxLen = len(p)
+		if len(p) > vi.MaxLen {
+			vi.MaxLen = len(p)
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool {
-		c := bytes.Compare(vi.pieces[ids[i]], vi.pieces[ids[j]])
+		c := bytes.Compare(vi.Pieces[ids[i]], vi.Pieces[ids[j]])
 		return c < 0 || c == 0 && ids[i] < ids[j]
 	})
 	for i := range vi.rootKids {
@@ -164,21 +157,21 @@ func buildVocabIndex(v Vocab) *vocabIndex {
 	var path []int32
 	var prev []byte
 	for _, id := range ids {
-		p := vi.pieces[id]
+		p := vi.Pieces[id]
 		common := 0
 		for common < len(p) && common < len(prev) && common < len(path) && p[common] == prev[common] {
 			common++
 		}
 		for len(path) > common {
-			vi.nNext[path[len(path)-1]] = int32(len(vi.nByte))
+			vi.NNext[path[len(path)-1]] = int32(len(vi.NByte))
 			path = path[:len(path)-1]
 		}
 		for d := common; d < len(p); d++ {
-			idx := int32(len(vi.nByte))
-			vi.nByte = append(vi.nByte, p[d])
-			vi.nDepth = append(vi.nDepth, uint16(d+1))
-			vi.nNext = append(vi.nNext, 0)
-			vi.nTokOff = append(vi.nTokOff, int32(len(vi.nTok)))
+			idx := int32(len(vi.NByte))
+			vi.NByte = append(vi.NByte, p[d])
+			vi.NDepth = append(vi.NDepth, uint16(d+1))
+			vi.NNext = append(vi.NNext, 0)
+			vi.NTokOff = append(vi.NTokOff, int32(len(vi.nTok)))
 			if d == 0 {
 				vi.rootKids[p[0]] = idx
 			}
@@ -190,33 +183,33 @@ func buildVocabIndex(v Vocab) *vocabIndex {
 		prev = p
 	}
 	for _, idx := range path {
-		vi.nNext[idx] = int32(len(vi.nByte))
+		vi.NNext[idx] = int32(len(vi.NByte))
 	}
-	vi.nTokOff = append(vi.nTokOff, int32(len(vi.nTok)))
-	vi.eogMask = make([]uint64, vi.words)
-	vi.setEOG(vi.eogMask)
-	vi.noText = make([]uint64, vi.words)
+	vi.NTokOff = append(vi.NTokOff, int32(len(vi.nTok)))
+	vi.eogMask = make([]uint64, vi.Words)
+	vi.SetEOG(vi.eogMask)
+	vi.noText = make([]uint64, vi.Words)
 	for id := 0; id < n; id++ {
-		if vi.pieces[id] == nil {
+		if vi.Pieces[id] == nil {
 			vi.noText[id>>6] |= 1 << (uint(id) & 63)
 		}
 	}
 	vi.classify(ids)
 	vi.subtrees()
 	vi.plainSuffixes()
-	vi.strCache.init(4096)
+	vi.StrCache.Init(4096)
 	return vi
 }
 
 // classify fills plainUpTo, special and specNodes; ids are the text tokens
 // in trie order.
-func (vi *vocabIndex) classify(ids []int32) {
-	vi.plainUpTo = make([][]uint64, vi.maxLen+1)
-	for k := range vi.plainUpTo {
-		vi.plainUpTo[k] = make([]uint64, vi.words)
+func (vi *Index) classify(ids []int32) {
+	vi.PlainUpTo = make([][]uint64, vi.MaxLen+1)
+	for k := range vi.PlainUpTo {
+		vi.PlainUpTo[k] = make([]uint64, vi.Words)
 	}
 	for _, id := range ids {
-		p := vi.pieces[id]
+		p := vi.Pieces[id]
 		plain := utf8.Valid(p)
 		for _, c := range p {
 			if c < 0x20 || c == '"' || c == '\\' {
@@ -226,8 +219,8 @@ func (vi *vocabIndex) classify(ids []int32) {
 		}
 		if plain {
 			n := utf8.RuneCount(p)
-			for k := n; k <= vi.maxLen; k++ {
-				vi.plainUpTo[k][id>>6] |= 1 << (uint(id) & 63)
+			for k := n; k <= vi.MaxLen; k++ {
+				vi.PlainUpTo[k][id>>6] |= 1 << (uint(id) & 63)
 			}
 			continue
 		}
@@ -241,43 +234,33 @@ func (vi *vocabIndex) classify(ids []int32) {
 			}
 			nodes[i] = n
 		}
-		vi.special = append(vi.special, id)
-		vi.specNodes = append(vi.specNodes, nodes)
+		vi.Special = append(vi.Special, id)
+		vi.SpecNodes = append(vi.SpecNodes, nodes)
 	}
 }
 
-// byteSet is a set of bytes.
-type byteSet [4]uint64
-
-func (s *byteSet) add(b byte)       { s[b>>6] |= 1 << (b & 63) }
-func (s *byteSet) has(b byte) bool  { return s[b>>6]&(1<<(b&63)) != 0 }
-func (s *byteSet) union(o *byteSet) { s[0] |= o[0]; s[1] |= o[1]; s[2] |= o[2]; s[3] |= o[3] }
-func (s *byteSet) subsetOf(o *byteSet) bool {
-	return s[0]&^o[0] == 0 && s[1]&^o[1] == 0 && s[2]&^o[2] == 0 && s[3]&^o[3] == 0
-}
-
 // subtrees fills subBytes and maxBelow, children before parents.
-func (vi *vocabIndex) subtrees() {
-	n := len(vi.nByte)
-	vi.subBytes = make([]byteSet, n)
-	vi.maxBelow = make([]uint8, n)
+func (vi *Index) subtrees() {
+	n := len(vi.NByte)
+	vi.SubBytes = make([]automaton.ByteSet, n)
+	vi.MaxBelow = make([]uint8, n)
 	for i := n - 1; i >= 0; i-- {
-		for c := int32(i) + 1; c < vi.nNext[i]; c = vi.nNext[c] {
-			vi.subBytes[i].add(vi.nByte[c])
-			vi.subBytes[i].union(&vi.subBytes[c])
-			if m := vi.maxBelow[c] + 1; m > vi.maxBelow[i] {
-				vi.maxBelow[i] = m
+		for c := int32(i) + 1; c < vi.NNext[i]; c = vi.NNext[c] {
+			vi.SubBytes[i].Add(vi.NByte[c])
+			vi.SubBytes[i].Union(&vi.SubBytes[c])
+			if m := vi.MaxBelow[c] + 1; m > vi.MaxBelow[i] {
+				vi.MaxBelow[i] = m
 			}
 		}
 	}
 }
 
 // plainSuffixes fills plainBelow.
-func (vi *vocabIndex) plainSuffixes() {
-	n := len(vi.nByte)
-	vi.plainBelow = make([]bool, n)
-	for i := range vi.plainBelow {
-		vi.plainBelow[i] = true
+func (vi *Index) plainSuffixes() {
+	n := len(vi.NByte)
+	vi.PlainBelow = make([]bool, n)
+	for i := range vi.PlainBelow {
+		vi.PlainBelow[i] = true
 	}
 	// For each token, walk its path; a node whose suffix in this token is
 	// not plain is marked for all its ancestors' sakes on the way down.
@@ -294,7 +277,7 @@ func (vi *vocabIndex) plainSuffixes() {
 	}
 	for i := 0; i < n; i++ {
 		for _, t := range vi.nodeTokens(int32(i)) {
-			p := vi.pieces[t]
+			p := vi.Pieces[t]
 			node := int32(-1)
 			for k := 0; k < len(p)-1; k++ {
 				if node < 0 {
@@ -303,24 +286,24 @@ func (vi *vocabIndex) plainSuffixes() {
 					node = vi.child(node, p[k])
 				}
 				if !plain(p[k+1:]) {
-					vi.plainBelow[node] = false
+					vi.PlainBelow[node] = false
 				}
 			}
 		}
 	}
 }
 
-// setSubtree sets the tokens strictly below node i.
-func (vi *vocabIndex) setSubtree(mask []uint64, i int32) {
-	for _, t := range vi.nTok[vi.nTokOff[i+1]:vi.nTokOff[vi.nNext[i]]] {
+// SetSubtree sets the tokens strictly below node i.
+func (vi *Index) SetSubtree(mask []uint64, i int32) {
+	for _, t := range vi.nTok[vi.NTokOff[i+1]:vi.NTokOff[vi.NNext[i]]] {
 		mask[t>>6] |= 1 << (uint(t) & 63)
 	}
 }
 
 // child returns the child of trie node n with byte c, or -1.
-func (vi *vocabIndex) child(n int32, c byte) int32 {
-	for i := n + 1; i < vi.nNext[n]; i = vi.nNext[i] {
-		if vi.nByte[i] == c {
+func (vi *Index) child(n int32, c byte) int32 {
+	for i := n + 1; i < vi.NNext[n]; i = vi.NNext[i] {
+		if vi.NByte[i] == c {
 			return i
 		}
 	}
@@ -328,68 +311,68 @@ func (vi *vocabIndex) child(n int32, c byte) int32 {
 }
 
 // nodeTokens returns the tokens whose piece ends exactly at trie node i.
-func (vi *vocabIndex) nodeTokens(i int32) []int32 {
-	return vi.nTok[vi.nTokOff[i]:vi.nTokOff[i+1]]
+func (vi *Index) nodeTokens(i int32) []int32 {
+	return vi.nTok[vi.NTokOff[i]:vi.NTokOff[i+1]]
 }
 
-// setNode sets the bits of the tokens ending at node i.
-func (vi *vocabIndex) setNode(mask []uint64, i int32) {
-	for _, t := range vi.nTok[vi.nTokOff[i]:vi.nTokOff[i+1]] {
+// SetNode sets the bits of the tokens ending at node i.
+func (vi *Index) SetNode(mask []uint64, i int32) {
+	for _, t := range vi.nTok[vi.NTokOff[i]:vi.NTokOff[i+1]] {
 		mask[t>>6] |= 1 << (uint(t) & 63)
 	}
 }
 
-// orNoText sets the bits of the tokens that carry no text.
-func (vi *vocabIndex) orNoText(mask []uint64) { orMask(mask, vi.noText) }
+// OrNoText sets the bits of the tokens that carry no text.
+func (vi *Index) OrNoText(mask []uint64) { OrMask(mask, vi.noText) }
 
-// setEOG sets the bits of the end-of-generation tokens.
-func (vi *vocabIndex) setEOG(mask []uint64) {
-	for _, t := range vi.eog {
+// SetEOG sets the bits of the end-of-generation tokens.
+func (vi *Index) SetEOG(mask []uint64) {
+	for _, t := range vi.EOG {
 		mask[t>>6] |= 1 << (uint(t) & 63)
 	}
 }
 
-// clearEOG clears the bits of the end-of-generation tokens.
-func (vi *vocabIndex) clearEOG(mask []uint64) {
-	for _, t := range vi.eog {
+// ClearEOG clears the bits of the end-of-generation tokens.
+func (vi *Index) ClearEOG(mask []uint64) {
+	for _, t := range vi.EOG {
 		mask[t>>6] &^= 1 << (uint(t) & 63)
 	}
 }
 
-// isEOG reports whether t is an end-of-generation token.
-func (vi *vocabIndex) isEOG(t int32) bool {
-	return maskHas(vi.eogMask, t)
+// IsEOG reports whether t is an end-of-generation token.
+func (vi *Index) IsEOG(t int32) bool {
+	return MaskHas(vi.eogMask, t)
 }
 
-// fillAll sets every token bit (and nothing past size).
-func (vi *vocabIndex) fillAll(mask []uint64) {
+// FillAll sets every token bit (and nothing past size).
+func (vi *Index) FillAll(mask []uint64) {
 	for i := range mask {
 		mask[i] = ^uint64(0)
 	}
-	if r := vi.size & 63; r != 0 && len(mask) > 0 {
+	if r := vi.Size & 63; r != 0 && len(mask) > 0 {
 		mask[len(mask)-1] = (1 << uint(r)) - 1
 	}
 }
 
-func clearMask(mask []uint64) {
+func ClearMask(mask []uint64) {
 	for i := range mask {
 		mask[i] = 0
 	}
 }
 
-func orMask(dst, src []uint64) {
+func OrMask(dst, src []uint64) {
 	for i := range dst {
 		dst[i] |= src[i]
 	}
 }
 
-func andMask(dst, src []uint64) {
+func AndMask(dst, src []uint64) {
 	for i := range dst {
 		dst[i] &= src[i]
 	}
 }
 
-func maskEmpty(mask []uint64) bool {
+func MaskEmpty(mask []uint64) bool {
 	for _, w := range mask {
 		if w != 0 {
 			return false
@@ -398,7 +381,7 @@ func maskEmpty(mask []uint64) bool {
 	return true
 }
 
-func maskCount(mask []uint64) int {
+func MaskCount(mask []uint64) int {
 	n := 0
 	for _, w := range mask {
 		n += bits.OnesCount64(w)
@@ -406,49 +389,49 @@ func maskCount(mask []uint64) int {
 	return n
 }
 
-func maskHas(mask []uint64, t int32) bool {
+func MaskHas(mask []uint64, t int32) bool {
 	return t >= 0 && int(t>>6) < len(mask) && mask[t>>6]&(1<<(uint(t)&63)) != 0
 }
 
-// stepper is a state machine the trie walk drives one byte at a time: step
+// Stepper is a state machine the trie walk drives one byte at a time: Step
 // computes the state at depth d (d >= 1, relative to where the walk
 // starts) from the state at depth d-1 and byte b of trie node node, and
 // reports whether it is alive (every token ending there is then allowed).
 // The state at depth 0 is set by the caller. Because the trie is walked in
 // preorder, the state at depth d-1 is always the parent's.
-type stepper interface {
-	step(d int, b byte, node int32) bool
+type Stepper interface {
+	Step(d int, b byte, node int32) bool
 }
 
-// walk sets in mask every token of the subtree under node `from` (-1: the
+// Walk sets in mask every token of the subtree under node `from` (-1: the
 // whole trie) whose bytes keep s alive; the tokens at `from` itself are not
 // considered. It charges one unit of fuel per visited node and stops with
-// errStepBudget when the fuel runs out.
-func (vi *vocabIndex) walk(from int32, s stepper, mask []uint64, f *fuel) error {
+// limit.ErrStepBudget when the fuel runs out.
+func (vi *Index) Walk(from int32, s Stepper, mask []uint64, f *limit.Fuel) error {
 	var i, end int32
 	base := 0
 	if from < 0 {
-		i, end = 0, int32(len(vi.nByte))
+		i, end = 0, int32(len(vi.NByte))
 	} else {
-		i, end, base = from+1, vi.nNext[from], int(vi.nDepth[from])
+		i, end, base = from+1, vi.NNext[from], int(vi.NDepth[from])
 	}
-	nb, nd, nn, off := vi.nByte, vi.nDepth, vi.nNext, vi.nTokOff
+	nb, nd, nn, off := vi.NByte, vi.NDepth, vi.NNext, vi.NTokOff
 	spent := int64(0)
 	for i < end {
 		spent++
-		if s.step(int(nd[i])-base, nb[i], i) {
+		if s.Step(int(nd[i])-base, nb[i], i) {
 			if off[i] != off[i+1] {
-				vi.setNode(mask, i)
+				vi.SetNode(mask, i)
 			}
 			i++
 		} else {
 			i = nn[i]
 		}
 		if spent&1023 == 0 {
-			if err := f.spend(1024); err != nil {
+			if err := f.Spend(1024); err != nil {
 				return err
 			}
 		}
 	}
-	return f.spend(spent & 1023)
+	return f.Spend(spent & 1023)
 }

@@ -1,4 +1,4 @@
-package tools
+package schema
 
 import (
 	"bytes"
@@ -23,19 +23,14 @@ type jsonObject struct {
 	vals map[string]any
 }
 
-func (o *jsonObject) get(k string) (any, bool) {
-	v, ok := o.vals[k]
-	return v, ok
-}
-
 func (o *jsonObject) has(k string) bool {
 	_, ok := o.vals[k]
 	return ok
 }
 
-// decodeJSON parses one JSON value from data, with numbers as json.Number
+// DecodeJSON parses one JSON value from data, with numbers as json.Number
 // and objects as *jsonObject. Trailing data is an error.
-func decodeJSON(data []byte) (any, error) {
+func DecodeJSON(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	v, err := decodeValue(dec, 0)
@@ -155,10 +150,10 @@ func appendJSONStringBody(dst []byte, s string) []byte {
 	return dst
 }
 
-// appendJSON appends v compactly. Object keys keep document order unless
+// AppendJSON appends v compactly. Object keys keep document order unless
 // sorted is set. v may also hold map[string]any (keys then always sorted)
 // and float64 (as encoding/json writes it).
-func appendJSON(dst []byte, v any, sorted bool) []byte {
+func AppendJSON(dst []byte, v any, sorted bool) []byte {
 	switch t := v.(type) {
 	case nil:
 		return append(dst, "null"...)
@@ -182,7 +177,7 @@ func appendJSON(dst []byte, v any, sorted bool) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSON(dst, e, sorted)
+			dst = AppendJSON(dst, e, sorted)
 		}
 		return append(dst, ']')
 	case *jsonObject:
@@ -198,7 +193,7 @@ func appendJSON(dst []byte, v any, sorted bool) []byte {
 			}
 			dst = appendJSONString(dst, k)
 			dst = append(dst, ':')
-			dst = appendJSON(dst, t.vals[k], sorted)
+			dst = AppendJSON(dst, t.vals[k], sorted)
 		}
 		return append(dst, '}')
 	case map[string]any:
@@ -214,7 +209,7 @@ func appendJSON(dst []byte, v any, sorted bool) []byte {
 			}
 			dst = appendJSONString(dst, k)
 			dst = append(dst, ':')
-			dst = appendJSON(dst, t[k], sorted)
+			dst = AppendJSON(dst, t[k], sorted)
 		}
 		return append(dst, '}')
 	}
@@ -257,7 +252,7 @@ func writeValueKey(b *strings.Builder, v any) {
 		}
 		b.WriteByte(']')
 	default:
-		b.Write(appendJSON(nil, v, true))
+		b.Write(AppendJSON(nil, v, true))
 	}
 }
 

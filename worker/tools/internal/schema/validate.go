@@ -1,4 +1,4 @@
-package tools
+package schema
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// schemaValidator is the second check of json_validator: the output (and,
+// Validator is the second check of json_validator: the output (and,
 // at compile time, every enum/const literal) is validated with
 // santhosh-tekuri/jsonschema, a well-kept draft 4 – 2020-12 validator.
 // With assertFormats, the formats the grammar enforces are asserted too
@@ -20,7 +20,7 @@ import (
 // formats stay annotations; without it, format follows the draft's
 // default (an annotation from 2019-09 on), as the official test suite
 // expects.
-type schemaValidator struct {
+type Validator struct {
 	mu    sync.Mutex // the compiler is not safe for concurrent use
 	c     *jsonschema.Compiler
 	url   string
@@ -40,9 +40,9 @@ var validatorFormats = []string{"json-pointer", "relative-json-pointer", "uuid",
 	"ipv4", "ipv6", "hostname", "email", "date", "time", "date-time", "uri", "iri", "uri-reference",
 	"iri-reference", "uri-template", "semver"}
 
-// newSchemaValidator loads raw (the schema's JSON text) under rootURL.
+// NewValidator loads raw (the schema's JSON text) under rootURL.
 // loader resolves remote references; nil refuses them.
-func newSchemaValidator(raw []byte, rootURL string, loader jsonschema.URLLoader, assertFormats bool) (*schemaValidator, error) {
+func NewValidator(raw []byte, rootURL string, loader jsonschema.URLLoader, assertFormats bool) (*Validator, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func newSchemaValidator(raw []byte, rootURL string, loader jsonschema.URLLoader,
 	if assertFormats {
 		c.AssertFormat()
 		for _, f := range validatorFormats {
-			if _, enforced := formatPatterns[f]; !enforced {
+			if _, enforced := FormatPatterns[f]; !enforced {
 				c.RegisterFormat(&jsonschema.Format{Name: f, Validate: func(any) error { return nil }})
 			}
 		}
@@ -64,11 +64,11 @@ func newSchemaValidator(raw []byte, rootURL string, loader jsonschema.URLLoader,
 	if err := c.AddResource(rootURL, doc); err != nil {
 		return nil, err
 	}
-	return &schemaValidator{c: c, url: rootURL, byPtr: map[string]*jsonschema.Schema{}}, nil
+	return &Validator{c: c, url: rootURL, byPtr: map[string]*jsonschema.Schema{}}, nil
 }
 
-// at compiles the subschema at JSON pointer ptr.
-func (v *schemaValidator) at(ptr string) (*jsonschema.Schema, error) {
+// At compiles the subschema at JSON pointer ptr.
+func (v *Validator) At(ptr string) (*jsonschema.Schema, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if s, ok := v.byPtr[ptr]; ok {
@@ -90,27 +90,27 @@ func (v *schemaValidator) at(ptr string) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// validate checks inst (as jsonschema.UnmarshalJSON decodes it) against the
+// Validate checks inst (as jsonschema.UnmarshalJSON decodes it) against the
 // subschema at ptr.
-func (v *schemaValidator) validate(ptr string, inst any) error {
-	s, err := v.at(ptr)
+func (v *Validator) Validate(ptr string, inst any) error {
+	s, err := v.At(ptr)
 	if err != nil {
 		return err
 	}
 	return s.Validate(inst)
 }
 
-// validateText parses text as JSON and validates it against the root.
-func (v *schemaValidator) validateText(text []byte) error {
+// ValidateText parses text as JSON and validates it against the root.
+func (v *Validator) ValidateText(text []byte) error {
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(text))
 	if err != nil {
 		return fmt.Errorf("output is not JSON: %w", err)
 	}
-	return v.validate("", inst)
+	return v.Validate("", inst)
 }
 
-// validationSummary shortens a validator error to one line.
-func validationSummary(err error) string {
+// ValidationSummary shortens a validator error to one line.
+func ValidationSummary(err error) string {
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &ve) {
 		s := strings.ReplaceAll(ve.Error(), "\n", "; ")

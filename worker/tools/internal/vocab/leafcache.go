@@ -1,6 +1,11 @@
-package tools
+package vocab
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+)
 
 // Masks inside a lexical leaf (a JSON string or key, an XML text run, a
 // regex state) depend only on the leaf's own state, not on what encloses
@@ -12,51 +17,51 @@ import "sync"
 // A free JSON string costs one OR of the cached bitset and a few hundred
 // short checks instead of a walk over the whole vocabulary.
 
-type leafExit struct {
-	node    int32 // trie node of the byte that ends the leaf
-	payload int32 // what the leaf produced (a key's property, ...)
+type LeafExit struct {
+	Node    int32 // trie node of the byte that ends the leaf
+	Payload int32 // what the leaf produced (a key's property, ...)
 }
 
-type leafEntry struct {
-	inside []uint64
-	exits  []leafExit
+type LeafEntry struct {
+	Inside []uint64
+	Exits  []LeafExit
 }
 
-// leafKey identifies a leaf state. owner is the grammar node (nil for the
+// LeafKey identifies a leaf state. owner is the grammar node (nil for the
 // vocabulary-wide free string); the other fields are the leaf's state with
 // counters clamped to what one token can change.
-type leafKey struct {
-	owner      any
-	kind, ph   uint8
-	u8, u8lo   uint8
-	u8hi, flag uint8
-	aux        int32
-	ds         *dstate
-	rmin, rmax int32
-	seen       uint64
-	seenX      string
+type LeafKey struct {
+	Owner      any
+	Kind, Ph   uint8
+	U8, U8lo   uint8
+	U8hi, Flag uint8
+	Aux        int32
+	Ds         *automaton.State
+	Rmin, Rmax int32
+	Seen       uint64
+	SeenX      string
 }
 
-type leafCache struct {
+type LeafCache struct {
 	mu  sync.Mutex
-	m   map[leafKey]*leafEntry
+	m   map[LeafKey]*LeafEntry
 	max int
 }
 
-func (c *leafCache) init(max int) {
-	c.m = make(map[leafKey]*leafEntry)
+func (c *LeafCache) Init(max int) {
+	c.m = make(map[LeafKey]*LeafEntry)
 	c.max = max
 }
 
-func (c *leafCache) get(k leafKey) *leafEntry {
+func (c *LeafCache) Get(k LeafKey) *LeafEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[k]
 }
 
-// put stores e unless the cache is full or mem refuses its bytes; it
+// Put stores e unless the cache is full or mem refuses its bytes; it
 // returns the entry the cache holds for k afterwards (e or an earlier one).
-func (c *leafCache) put(k leafKey, e *leafEntry, mem *meter) *leafEntry {
+func (c *LeafCache) Put(k LeafKey, e *LeafEntry, mem *limit.Meter) *LeafEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.m[k]; ok {
@@ -65,7 +70,7 @@ func (c *leafCache) put(k leafKey, e *leafEntry, mem *meter) *leafEntry {
 	if len(c.m) >= c.max {
 		return e
 	}
-	if mem.charge(int64(len(e.inside)*8+len(e.exits)*8+96)) != nil {
+	if mem.Charge(int64(len(e.Inside)*8+len(e.Exits)*8+96)) != nil {
 		return e
 	}
 	c.m[k] = e

@@ -1,4 +1,4 @@
-package tools
+package grammar
 
 import (
 	"math/big"
@@ -33,16 +33,16 @@ const (
 	nExp
 )
 
-// numSpec constrains a number.
-type numSpec struct {
-	lo, hi     *big.Rat // nil: unbounded
-	loEx, hiEx bool
-	mult       *big.Rat // nil: any; integer is 1
-	// free means no constraint at all: no text is tracked.
-	free bool
-	// intOnly means the only constraint is being an integer: the text is
+// NumSpec constrains a number.
+type NumSpec struct {
+	Lo, Hi     *big.Rat // nil: unbounded
+	LoEx, HiEx bool
+	Mult       *big.Rat // nil: any; integer is 1
+	// Free means no constraint at all: no text is tracked.
+	Free bool
+	// IntOnly means the only constraint is being an integer: the text is
 	// not tracked, fraction digits must be zeros.
-	intOnly bool
+	IntOnly bool
 }
 
 // numComplete reports whether phase ph ends a number.
@@ -118,7 +118,7 @@ var ratTen = big.NewRat(10, 1)
 // (in phase ph, no exponent) cover, or nil with all=true when any number
 // is possible. The union may be long for an integer prefix: it stops once
 // the intervals start past hi, and after maxNumLen digits.
-func (s *numSpec) completions(txt string, ph uint8) (iv []ratInterval, all bool) {
+func (s *NumSpec) completions(txt string, ph uint8) (iv []ratInterval, all bool) {
 	neg := strings.HasPrefix(txt, "-")
 	body := strings.TrimPrefix(txt, "-")
 	mirror := func(in []ratInterval) []ratInterval {
@@ -160,11 +160,11 @@ func (s *numSpec) completions(txt string, ph uint8) (iv []ratInterval, all bool)
 		d1 := new(big.Rat).Add(d, big.NewRat(1, 1))
 		var bound *big.Rat // largest magnitude worth considering
 		if neg {
-			if s.lo != nil {
-				bound = new(big.Rat).Abs(s.lo)
+			if s.Lo != nil {
+				bound = new(big.Rat).Abs(s.Lo)
 			}
-		} else if s.hi != nil {
-			bound = new(big.Rat).Abs(s.hi)
+		} else if s.Hi != nil {
+			bound = new(big.Rat).Abs(s.Hi)
 		}
 		if bound == nil {
 			// The union grows without limit on the side nothing bounds:
@@ -189,8 +189,8 @@ func boolInt(b bool) int {
 }
 
 // live reports whether some completion of txt (phase ph) satisfies s.
-func (s *numSpec) live(txt string, ph uint8) bool {
-	if s.free {
+func (s *NumSpec) live(txt string, ph uint8) bool {
+	if s.Free {
 		return true
 	}
 	iv, all := s.completions(txt, ph)
@@ -207,14 +207,14 @@ func (s *numSpec) live(txt string, ph uint8) bool {
 
 // intervalHas reports whether x, cut to s's bounds, holds a number that is
 // a multiple of s.mult (when set).
-func (s *numSpec) intervalHas(x ratInterval) bool {
+func (s *NumSpec) intervalHas(x ratInterval) bool {
 	lo, loEx := x.lo, x.loEx
-	if s.lo != nil && (lo == nil || s.lo.Cmp(lo) > 0 || s.lo.Cmp(lo) == 0 && s.loEx) {
-		lo, loEx = s.lo, s.loEx
+	if s.Lo != nil && (lo == nil || s.Lo.Cmp(lo) > 0 || s.Lo.Cmp(lo) == 0 && s.LoEx) {
+		lo, loEx = s.Lo, s.LoEx
 	}
 	hi, hiEx := x.hi, x.hiEx
-	if s.hi != nil && (hi == nil || s.hi.Cmp(hi) < 0 || s.hi.Cmp(hi) == 0 && s.hiEx) {
-		hi, hiEx = s.hi, s.hiEx
+	if s.Hi != nil && (hi == nil || s.Hi.Cmp(hi) < 0 || s.Hi.Cmp(hi) == 0 && s.HiEx) {
+		hi, hiEx = s.Hi, s.HiEx
 	}
 	if lo != nil && hi != nil {
 		c := lo.Cmp(hi)
@@ -222,47 +222,47 @@ func (s *numSpec) intervalHas(x ratInterval) bool {
 			return false
 		}
 	}
-	if s.mult == nil {
+	if s.Mult == nil {
 		return true
 	}
 	if lo == nil || hi == nil {
 		return true
 	}
 	// The least multiple k*m at or after lo.
-	q := new(big.Rat).Quo(lo, s.mult)
+	q := new(big.Rat).Quo(lo, s.Mult)
 	k := new(big.Int).Quo(q.Num(), q.Denom()) // truncates toward zero
 	kr := new(big.Rat).SetInt(k)
 	if kr.Cmp(q) < 0 || kr.Cmp(q) == 0 && loEx {
 		k.Add(k, big.NewInt(1))
 	}
-	x0 := new(big.Rat).Mul(new(big.Rat).SetInt(k), s.mult)
+	x0 := new(big.Rat).Mul(new(big.Rat).SetInt(k), s.Mult)
 	c := x0.Cmp(hi)
 	return c < 0 || c == 0 && !hiEx
 }
 
 // accepts reports whether the complete number text txt satisfies s.
-func (s *numSpec) accepts(txt string) bool {
-	if s.free {
+func (s *NumSpec) accepts(txt string) bool {
+	if s.Free {
 		return true
 	}
 	v, ok := new(big.Rat).SetString(txt)
 	if !ok {
 		return false
 	}
-	if s.lo != nil {
-		c := v.Cmp(s.lo)
-		if c < 0 || c == 0 && s.loEx {
+	if s.Lo != nil {
+		c := v.Cmp(s.Lo)
+		if c < 0 || c == 0 && s.LoEx {
 			return false
 		}
 	}
-	if s.hi != nil {
-		c := v.Cmp(s.hi)
-		if c > 0 || c == 0 && s.hiEx {
+	if s.Hi != nil {
+		c := v.Cmp(s.Hi)
+		if c > 0 || c == 0 && s.HiEx {
 			return false
 		}
 	}
-	if s.mult != nil {
-		q := new(big.Rat).Quo(v, s.mult)
+	if s.Mult != nil {
+		q := new(big.Rat).Quo(v, s.Mult)
 		if !q.IsInt() {
 			return false
 		}
@@ -270,14 +270,14 @@ func (s *numSpec) accepts(txt string) bool {
 	return true
 }
 
-// satisfiable reports whether some number satisfies s.
-func (s *numSpec) satisfiable() bool {
+// Satisfiable reports whether some number satisfies s.
+func (s *NumSpec) Satisfiable() bool {
 	return s.intervalHas(ratInterval{})
 }
 
-// ratLCM returns the least positive rational that is a multiple of a and b
+// RatLCM returns the least positive rational that is a multiple of a and b
 // (both positive).
-func ratLCM(a, b *big.Rat) *big.Rat {
+func RatLCM(a, b *big.Rat) *big.Rat {
 	// lcm(p/q, r/s) = lcm(p, r) / gcd(q, s) for fractions in lowest terms.
 	num := new(big.Int).Mul(a.Num(), b.Num())
 	g := new(big.Int).GCD(nil, nil, a.Num(), b.Num())

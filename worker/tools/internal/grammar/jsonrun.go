@@ -1,37 +1,41 @@
-package tools
+package grammar
 
 import (
 	"encoding/binary"
 	"math"
 	"sort"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
-// jsonRun is one generation's state under a jsonMachine.
-type jsonRun struct {
-	m       *jsonMachine
+// Run is one generation's state under a jsonMachine.
+type Run struct {
+	m       *Machine
 	threads []thread
 	work    int64
 	sw      setWalker
 	lw      leafWalker
-	lex     []lexState
+	lex     []LexState
 	scratch []thread
 }
 
-func newJSONRun(m *jsonMachine) *jsonRun {
-	r := &jsonRun{m: m}
+func NewRun(m *Machine) *Run {
+	r := &Run{m: m}
 	r.sw.m = m
 	r.lw.m = m
-	r.reset()
+	r.Reset()
 	return r
 }
 
-func (r *jsonRun) reset() {
+func (r *Run) Reset() {
 	r.threads = r.m.start()
 }
 
 // setWalker walks the trie with a set of threads.
 type setWalker struct {
-	m    *jsonMachine
+	m    *Machine
 	lv   [][]thread
 	work *int64
 	over bool // too many threads
@@ -44,11 +48,11 @@ func (w *setWalker) init(ts []thread, maxDepth int) {
 	w.lv[0] = append(w.lv[0][:0], ts...)
 }
 
-func (w *setWalker) step(d int, b byte, _ int32) bool {
+func (w *setWalker) Step(d int, b byte, _ int32) bool {
 	cur := w.lv[d-1]
 	nxt := w.lv[d][:0]
 	for _, th := range cur {
-		nxt = w.m.step(th, b, nxt, w.work)
+		nxt = w.m.Step(th, b, nxt, w.work)
 	}
 	nxt = dedupe(nxt)
 	w.lv[d] = nxt
@@ -64,13 +68,13 @@ func (w *setWalker) step(d int, b byte, _ int32) bool {
 
 // leafWalker holds the per-depth frames of a key walk.
 type leafWalker struct {
-	m  *jsonMachine
+	m  *Machine
 	st []frame
 }
 
 // leafKeyOf returns the cache key of leaf frame f, and the cache to use.
-func (m *jsonMachine) leafKeyOf(f *frame) (leafKey, *leafCache) {
-	L := int32(m.vi.maxLen) + 1
+func (m *Machine) leafKeyOf(f *frame) (vocab.LeafKey, *vocab.LeafCache) {
+	L := int32(m.vi.MaxLen) + 1
 	clampR := func(v int32) int32 {
 		if v < 0 {
 			return 0
@@ -80,32 +84,32 @@ func (m *jsonMachine) leafKeyOf(f *frame) (leafKey, *leafCache) {
 		}
 		return v
 	}
-	k := leafKey{kind: f.kind, ph: f.ph, u8: f.u8, u8lo: f.u8lo, u8hi: f.u8hi, flag: f.flag, ds: f.ds}
+	k := vocab.LeafKey{Kind: f.kind, Ph: f.ph, U8: f.U8, U8lo: f.U8lo, U8hi: f.U8hi, Flag: f.flag, Ds: f.ds}
 	if f.kind == fString {
-		s := f.n.str
-		k.rmin = clampR(s.minLen - f.cnt)
-		k.rmax = clampR(s.maxLen - f.cnt)
+		s := f.n.Str
+		k.Rmin = clampR(s.MinLen - f.cnt)
+		k.Rmax = clampR(s.MaxLen - f.cnt)
 		if f.ph >= 2 {
-			k.aux = f.aux
+			k.Aux = f.aux
 		}
-		if s.dfa == nil {
-			return k, &m.vi.strCache
+		if s.Dfa == nil {
+			return k, &m.vi.StrCache
 		}
-		k.owner = f.n
+		k.Owner = f.n
 		return k, &m.cache
 	}
-	os := f.n.obj
-	k.owner = os
-	k.aux = f.aux
-	k.rmin = clampR(os.pnMin - f.cnt)
-	if os.pnMax == math.MaxInt32 {
-		k.rmax = L
+	os := f.n.Obj
+	k.Owner = os
+	k.Aux = f.aux
+	k.Rmin = clampR(os.PnMin - f.cnt)
+	if os.PnMax == math.MaxInt32 {
+		k.Rmax = L
 	} else {
-		k.rmax = clampR(os.pnMax - f.cnt)
+		k.Rmax = clampR(os.PnMax - f.cnt)
 	}
-	k.seen = f.seen
+	k.Seen = f.seen
 	if f.seenX != nil {
-		k.seenX = seenKey(*f.seenX)
+		k.SeenX = seenKey(*f.seenX)
 	}
 	return k, &m.cache
 }
@@ -113,24 +117,24 @@ func (m *jsonMachine) leafKeyOf(f *frame) (leafKey, *leafCache) {
 // plainLeaf reports whether leaf frame f treats every plain token alike
 // (no pattern, not inside an escape or a character), and how many code
 // points may still be added.
-func (m *jsonMachine) plainLeaf(f *frame) (int32, bool) {
-	if f.ph != 0 || f.u8 != 0 {
+func (m *Machine) plainLeaf(f *frame) (int32, bool) {
+	if f.ph != 0 || f.U8 != 0 {
 		return 0, false
 	}
-	L := int32(m.vi.maxLen)
+	L := int32(m.vi.MaxLen)
 	var rmax int32
 	if f.kind == fString {
-		s := f.n.str
-		if s.dfa != nil {
+		s := f.n.Str
+		if s.Dfa != nil {
 			return 0, false
 		}
-		rmax = s.maxLen - f.cnt
+		rmax = s.MaxLen - f.cnt
 	} else {
-		os := f.n.obj
-		if !os.freeKey || os.keyDFA != nil || f.flag&kfSawEsc != 0 {
+		os := f.n.Obj
+		if !os.FreeKey || os.KeyDFA != nil || f.flag&kfSawEsc != 0 {
 			return 0, false
 		}
-		rmax = os.pnMax - f.cnt
+		rmax = os.PnMax - f.cnt
 	}
 	if rmax > L {
 		rmax = L
@@ -143,12 +147,12 @@ func (m *jsonMachine) plainLeaf(f *frame) (int32, bool) {
 
 // fastLeaf computes a plain leaf's entry: the plain tokens that fit, then
 // each special token simulated on its own.
-func (r *jsonRun) fastLeaf(start frame, rmax int32) *leafEntry {
+func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 	m, vi := r.m, r.m.vi
-	inside := append([]uint64(nil), vi.plainUpTo[rmax]...)
-	var exits []leafExit
-	for i, tok := range vi.special {
-		p := vi.pieces[tok]
+	inside := append([]uint64(nil), vi.PlainUpTo[rmax]...)
+	var exits []vocab.LeafExit
+	for i, tok := range vi.Special {
+		p := vi.Pieces[tok]
 		f := start
 		for k, c := range p {
 			var res int
@@ -165,77 +169,77 @@ func (r *jsonRun) fastLeaf(start frame, rmax int32) *leafEntry {
 				continue
 			}
 			if res == rDone {
-				node := vi.specNodes[i][k]
-				if n := len(exits); n == 0 || exits[n-1].node != node {
-					exits = append(exits, leafExit{node: node, payload: payload})
+				node := vi.SpecNodes[i][k]
+				if n := len(exits); n == 0 || exits[n-1].Node != node {
+					exits = append(exits, vocab.LeafExit{Node: node, Payload: payload})
 				}
 			}
 			break
 		}
 	}
 	// Exits are visited once per node.
-	sort.Slice(exits, func(i, j int) bool { return exits[i].node < exits[j].node })
+	sort.Slice(exits, func(i, j int) bool { return exits[i].Node < exits[j].Node })
 	out := exits[:0]
 	for i, e := range exits {
-		if i == 0 || e.node != exits[i-1].node {
+		if i == 0 || e.Node != exits[i-1].Node {
 			out = append(out, e)
 		}
 	}
-	return &leafEntry{inside: inside, exits: out}
+	return &vocab.LeafEntry{Inside: inside, Exits: out}
 }
 
 // plainASCII are the bytes a JSON string takes as themselves.
-var plainASCII = func() byteSet {
-	var s byteSet
+var plainASCII = func() automaton.ByteSet {
+	var s automaton.ByteSet
 	for b := 0x20; b < 0x80; b++ {
 		if b != '"' && b != '\\' {
-			s.add(byte(b))
+			s.Add(byte(b))
 		}
 	}
 	return s
 }()
 
 // plainBytes are the bytes plain string text is made of.
-var plainBytes = func() byteSet {
+var plainBytes = func() automaton.ByteSet {
 	s := plainASCII
 	for b := 0x80; b < 0x100; b++ {
-		s.add(byte(b))
+		s.Add(byte(b))
 	}
 	return s
 }()
 
 // walkStrLeaf computes a string leaf's entry with a walk of the whole trie,
 // keeping only the lexical state per depth.
-func (r *jsonRun) walkStrLeaf(start frame, f *fuel) (*leafEntry, error) {
+func (r *Run) walkStrLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) {
 	vi := r.m.vi
-	s := start.n.str
-	if len(r.lex) < vi.maxLen+2 {
-		r.lex = make([]lexState, vi.maxLen+2)
+	s := start.n.Str
+	if len(r.lex) < vi.MaxLen+2 {
+		r.lex = make([]LexState, vi.MaxLen+2)
 	}
 	st := r.lex
-	st[0] = start.lexState
-	inside := make([]uint64, vi.words)
-	var exits []leafExit
-	nb, nd, nn, off := vi.nByte, vi.nDepth, vi.nNext, vi.nTokOff
+	st[0] = start.LexState
+	inside := make([]uint64, vi.Words)
+	var exits []vocab.LeafExit
+	nb, nd, nn, off := vi.NByte, vi.NDepth, vi.NNext, vi.NTokOff
 	end := int32(len(nb))
 	spent := int64(0)
-	dd := s.dfa
+	dd := s.Dfa
 	for i := int32(0); i < end; {
 		d := nd[i]
 		x := st[d-1]
 		c := nb[i]
 		spent++
 		// Fast path: a plain ASCII byte in a pattern-constrained string.
-		if dd != nil && x.ph == 0 && x.u8 == 0 && c >= 0x20 && c < 0x80 && c != '"' && c != '\\' && x.cnt < s.maxLen {
-			n := x.ds.next
-			var ns *dstate
+		if dd != nil && x.ph == 0 && x.U8 == 0 && c >= 0x20 && c < 0x80 && c != '"' && c != '\\' && x.cnt < s.MaxLen {
+			n := x.ds.Next
+			var ns *automaton.State
 			if n != nil {
-				ns = n[dd.classes[c]].Load()
+				ns = n[dd.Classes[c]].Load()
 			}
 			if ns == nil {
-				ns = dd.step(x.ds, c, &r.work)
+				ns = dd.Step(x.ds, c, &r.work)
 			}
-			if ns.live != dd.all {
+			if ns.Live != dd.All {
 				i = nn[i]
 				continue
 			}
@@ -243,12 +247,12 @@ func (r *jsonRun) walkStrLeaf(start frame, f *fuel) (*leafEntry, error) {
 			x.cnt++
 			st[d] = x
 			if off[i] != off[i+1] {
-				vi.setNode(inside, i)
+				vi.SetNode(inside, i)
 			}
 			// Everything below stays in this state: take the subtree whole.
-			if nn[i] != i+1 && x.cnt+int32(vi.maxBelow[i]) <= s.maxLen && vi.plainBelow[i] {
-				if dd.safeFrom(ns, &plainBytes) || vi.subBytes[i].subsetOf(&plainASCII) && vi.subBytes[i].subsetOf(dd.loopSet(ns)) {
-					vi.setSubtree(inside, i)
+			if nn[i] != i+1 && x.cnt+int32(vi.MaxBelow[i]) <= s.MaxLen && vi.PlainBelow[i] {
+				if dd.SafeFrom(ns, &plainBytes) || vi.SubBytes[i].SubsetOf(&plainASCII) && vi.SubBytes[i].SubsetOf(dd.LoopSet(ns)) {
+					vi.SetSubtree(inside, i)
 					i = nn[i]
 					continue
 				}
@@ -260,43 +264,43 @@ func (r *jsonRun) walkStrLeaf(start frame, f *fuel) (*leafEntry, error) {
 		if res == rCont {
 			st[d] = x
 			if off[i] != off[i+1] {
-				vi.setNode(inside, i)
+				vi.SetNode(inside, i)
 			}
 			i++
 			continue
 		}
 		if res == rDone {
-			exits = append(exits, leafExit{node: i})
+			exits = append(exits, vocab.LeafExit{Node: i})
 		}
 		i = nn[i]
 		if spent > 4096 {
-			if err := f.spend(spent + r.work); err != nil {
+			if err := f.Spend(spent + r.work); err != nil {
 				return nil, err
 			}
 			spent, r.work = 0, 0
 		}
 	}
-	if err := f.spend(spent); err != nil {
+	if err := f.Spend(spent); err != nil {
 		return nil, err
 	}
-	return &leafEntry{inside: inside, exits: exits}, nil
+	return &vocab.LeafEntry{Inside: inside, Exits: exits}, nil
 }
 
 // walkKeyLeaf computes a key leaf's entry with a walk of the whole trie;
 // off the known-key trie, a subtree of plain text that keeps the key
 // automaton live is taken whole.
-func (r *jsonRun) walkKeyLeaf(start frame, f *fuel) (*leafEntry, error) {
+func (r *Run) walkKeyLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) {
 	m, vi := r.m, r.m.vi
-	os := start.n.obj
+	os := start.n.Obj
 	lw := &r.lw
-	if len(lw.st) < vi.maxLen+2 {
-		lw.st = make([]frame, vi.maxLen+2)
+	if len(lw.st) < vi.MaxLen+2 {
+		lw.st = make([]frame, vi.MaxLen+2)
 	}
 	st := lw.st
 	st[0] = start
-	inside := make([]uint64, vi.words)
-	var exits []leafExit
-	nb, nd, nn, off := vi.nByte, vi.nDepth, vi.nNext, vi.nTokOff
+	inside := make([]uint64, vi.Words)
+	var exits []vocab.LeafExit
+	nb, nd, nn, off := vi.NByte, vi.NDepth, vi.NNext, vi.NTokOff
 	end := int32(len(nb))
 	spent := int64(0)
 	for i := int32(0); i < end; {
@@ -306,33 +310,33 @@ func (r *jsonRun) walkKeyLeaf(start frame, f *fuel) (*leafEntry, error) {
 		res, payload := m.keyStep(x, nb[i], &r.work)
 		spent++
 		if spent > 4096 {
-			if err := f.spend(spent + r.work); err != nil {
+			if err := f.Spend(spent + r.work); err != nil {
 				return nil, err
 			}
 			spent, r.work = 0, 0
 		}
 		if res == rDone {
-			exits = append(exits, leafExit{node: i, payload: payload})
+			exits = append(exits, vocab.LeafExit{Node: i, Payload: payload})
 		}
 		if res != rCont {
 			i = nn[i]
 			continue
 		}
 		if off[i] != off[i+1] {
-			vi.setNode(inside, i)
+			vi.SetNode(inside, i)
 		}
-		if x.flag&kfOff != 0 && x.ph == 0 && x.u8 == 0 && nn[i] != i+1 && vi.plainBelow[i] &&
-			x.cnt+int32(vi.maxBelow[i]) <= os.pnMax && (os.keyDFA == nil || os.keyDFA.safeFrom(x.ds, &plainBytes)) {
-			vi.setSubtree(inside, i)
+		if x.flag&kfOff != 0 && x.ph == 0 && x.U8 == 0 && nn[i] != i+1 && vi.PlainBelow[i] &&
+			x.cnt+int32(vi.MaxBelow[i]) <= os.PnMax && (os.KeyDFA == nil || os.KeyDFA.SafeFrom(x.ds, &plainBytes)) {
+			vi.SetSubtree(inside, i)
 			i = nn[i]
 			continue
 		}
 		i++
 	}
-	if err := f.spend(spent); err != nil {
+	if err := f.Spend(spent); err != nil {
 		return nil, err
 	}
-	return &leafEntry{inside: inside, exits: exits}, nil
+	return &vocab.LeafEntry{Inside: inside, Exits: exits}, nil
 }
 
 // seenKey turns a property bitset into a comparable cache-key part.
@@ -346,11 +350,11 @@ func seenKey(s []uint64) string {
 
 // leafMask ORs into dst the tokens allowed for thread th, whose top is a
 // string or key frame.
-func (r *jsonRun) leafMask(th thread, dst []uint64, f *fuel) error {
+func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 	m := r.m
 	vi := m.vi
 	key, cache := m.leafKeyOf(&th.f)
-	e := cache.get(key)
+	e := cache.Get(key)
 	if e == nil {
 		var err error
 		if rmax, ok := m.plainLeaf(&th.f); ok {
@@ -362,48 +366,48 @@ func (r *jsonRun) leafMask(th thread, dst []uint64, f *fuel) error {
 		} else if e, err = r.walkKeyLeaf(th.f, f); err != nil {
 			return err
 		}
-		if err := f.spend(int64(len(vi.special)) + r.work); err != nil {
+		if err := f.Spend(int64(len(vi.Special)) + r.work); err != nil {
 			return err
 		}
 		r.work = 0
-		e = cache.put(key, e, m.mem)
+		e = cache.Put(key, e, m.Mem)
 	}
-	orMask(dst, e.inside)
+	vocab.OrMask(dst, e.Inside)
 	// Tokens that leave the leaf: finish it, then check the rest of each
 	// token against the enclosing frames.
 	var lastPayload int32
 	var lastTh thread
 	lastOK, have := false, false
 	base := thread{rest: th.rest}
-	for _, ex := range e.exits {
-		if !have || ex.payload != lastPayload {
-			lastTh, lastOK = m.finish(base, ex.payload)
-			lastPayload, have = ex.payload, true
+	for _, ex := range e.Exits {
+		if !have || ex.Payload != lastPayload {
+			lastTh, lastOK = m.finish(base, ex.Payload)
+			lastPayload, have = ex.Payload, true
 		}
 		if !lastOK {
 			continue
 		}
-		vi.setNode(dst, ex.node)
-		if vi.nNext[ex.node] == ex.node+1 {
+		vi.SetNode(dst, ex.Node)
+		if vi.NNext[ex.Node] == ex.Node+1 {
 			continue // no longer tokens below
 		}
-		r.sw.init([]thread{lastTh}, vi.maxLen)
+		r.sw.init([]thread{lastTh}, vi.MaxLen)
 		r.sw.work = &r.work
-		if err := vi.walk(ex.node, &r.sw, dst, f); err != nil {
+		if err := vi.Walk(ex.Node, &r.sw, dst, f); err != nil {
 			return err
 		}
 		if r.sw.over {
 			r.sw.over = false
-			return errTooManyThreads
+			return limit.ErrTooManyThreads
 		}
 	}
 	return nil
 }
 
-// mask fills dst with the tokens the grammar allows next and reports
+// Mask fills dst with the tokens the grammar allows next and reports
 // whether it may end here.
-func (r *jsonRun) mask(dst []uint64, f *fuel) (eog bool, err error) {
-	clearMask(dst)
+func (r *Run) Mask(dst []uint64, f *limit.Fuel) (eog bool, err error) {
+	vocab.ClearMask(dst)
 	vi := r.m.vi
 	r.scratch = r.scratch[:0]
 	for _, th := range r.threads {
@@ -414,38 +418,38 @@ func (r *jsonRun) mask(dst []uint64, f *fuel) (eog bool, err error) {
 		} else {
 			r.scratch = append(r.scratch, th)
 		}
-		if r.m.canEnd(th) {
+		if r.m.CanEnd(th) {
 			eog = true
 		}
 	}
 	if len(r.scratch) > 0 {
-		r.sw.init(r.scratch, vi.maxLen)
+		r.sw.init(r.scratch, vi.MaxLen)
 		r.sw.work = &r.work
-		if err := vi.walk(-1, &r.sw, dst, f); err != nil {
+		if err := vi.Walk(-1, &r.sw, dst, f); err != nil {
 			return false, err
 		}
 		if r.sw.over {
 			r.sw.over = false
-			return false, errTooManyThreads
+			return false, limit.ErrTooManyThreads
 		}
 	}
-	if err := f.spend(r.work); err != nil {
+	if err := f.Spend(r.work); err != nil {
 		return false, err
 	}
 	r.work = 0
 	return eog, nil
 }
 
-// accept advances by the bytes of a token; false when no thread survives.
-func (r *jsonRun) accept(p []byte, f *fuel) (bool, error) {
+// Accept advances by the bytes of a token; false when no thread survives.
+func (r *Run) Accept(p []byte, f *limit.Fuel) (bool, error) {
 	cur := r.threads
 	for _, c := range p {
 		nxt := make([]thread, 0, len(cur))
 		for _, th := range cur {
-			nxt = r.m.step(th, c, nxt, &r.work)
+			nxt = r.m.Step(th, c, nxt, &r.work)
 		}
 		nxt = dedupe(nxt)
-		if err := f.spend(int64(len(cur)) + r.work); err != nil {
+		if err := f.Spend(int64(len(cur)) + r.work); err != nil {
 			return false, err
 		}
 		r.work = 0
@@ -453,7 +457,7 @@ func (r *jsonRun) accept(p []byte, f *fuel) (bool, error) {
 			return false, nil
 		}
 		if len(nxt) > r.m.maxThreads {
-			return false, errTooManyThreads
+			return false, limit.ErrTooManyThreads
 		}
 		cur = nxt
 	}
@@ -461,18 +465,18 @@ func (r *jsonRun) accept(p []byte, f *fuel) (bool, error) {
 	return true, nil
 }
 
-// canEnd reports whether the output may end here.
-func (r *jsonRun) canEnd() bool {
+// CanEnd reports whether the output may end here.
+func (r *Run) CanEnd() bool {
 	for _, th := range r.threads {
-		if r.m.canEnd(th) {
+		if r.m.CanEnd(th) {
 			return true
 		}
 	}
 	return false
 }
 
-// complete reports whether the value is finished and nothing may follow.
-func (r *jsonRun) complete() bool {
+// Complete reports whether the value is finished and nothing may follow.
+func (r *Run) Complete() bool {
 	for _, th := range r.threads {
 		if th.f.kind != fRoot {
 			return false

@@ -1,10 +1,12 @@
-package tools
+package automaton
 
 import (
 	"encoding/binary"
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
 )
 
 // A lazy byte-level DFA over a regexProgram. States are built on first use
@@ -28,14 +30,14 @@ const (
 	ctxLine                    // just after a '\n'
 )
 
-type dstate struct {
+type State struct {
 	sets []int32 // component sets, each sorted and terminated by -1
 	ctx  uint8
-	live uint64
-	acc  uint64
-	// next holds the cached transitions by byte class; nil for a state
+	Live uint64
+	Acc  uint64
+	// Next holds the cached transitions by byte class; nil for a state
 	// that is not cached.
-	next []atomic.Pointer[dstate]
+	Next []atomic.Pointer[State]
 	// term caches whether no byte leads to a state where all components
 	// are live: 0 unknown, 1 no, 2 yes.
 	term atomic.Uint32
@@ -43,29 +45,29 @@ type dstate struct {
 	// loop holds the bytes that lead back to this state (computed once,
 	// for cached states).
 	loopOnce sync.Once
-	loop     byteSet
+	loop     ByteSet
 	// safe caches whether no path of plain ASCII bytes from here reaches a
 	// state where some component is dead: 0 unknown, 1 no, 2 yes.
 	safe atomic.Uint32
 }
 
-type dfa struct {
-	prog  *regexProgram
+type DFA struct {
+	prog  *Program
 	ncomp int
-	all   uint64 // mask of all components
-	// need are the components that must stay live for safeFrom (all, or
+	All   uint64 // mask of all components
+	// Need are the components that must stay live for safeFrom (all, or
 	// for object keys the propertyNames checks).
-	need    uint64
-	classes [256]uint8
+	Need    uint64
+	Classes [256]uint8
 	ncls    int
 
 	mu        sync.Mutex
-	states    map[string]*dstate
+	states    map[string]*State
 	maxStates int
 	memLimit  int64
 	memUsed   int64
-	start     *dstate
-	mem       *meter
+	Start     *State
+	mem       *limit.Meter
 
 	// scratch for closures, guarded by mu
 	mark  []uint32
@@ -75,30 +77,30 @@ type dfa struct {
 	key   []byte
 }
 
-// newDFA builds the DFA of prog with the given caps; memory for cached
+// NewDFA builds the DFA of prog with the given caps; memory for cached
 // states is also charged to mem (shared with the tool's other structures).
-func newDFA(prog *regexProgram, maxStates int, memLimit int64, mem *meter) *dfa {
-	d := &dfa{
+func NewDFA(prog *Program, maxStates int, memLimit int64, mem *limit.Meter) *DFA {
+	d := &DFA{
 		prog:      prog,
 		ncomp:     len(prog.starts),
-		states:    make(map[string]*dstate),
+		states:    make(map[string]*State),
 		maxStates: maxStates,
 		memLimit:  memLimit,
 		mem:       mem,
-		mark:      make([]uint32, len(prog.p.insts)),
+		mark:      make([]uint32, len(prog.P.Insts)),
 	}
 	if d.ncomp >= 64 {
-		d.all = ^uint64(0)
+		d.All = ^uint64(0)
 	} else {
-		d.all = 1<<uint(d.ncomp) - 1
+		d.All = 1<<uint(d.ncomp) - 1
 	}
-	d.need = d.all
+	d.Need = d.All
 	// Byte classes: bytes no instruction tells apart share a class. '\n'
 	// is always a class of its own (line assertions look at it).
 	var cut [257]bool
 	cut[0], cut[256] = true, true
 	cut['\n'], cut['\n'+1] = true, true
-	for _, in := range prog.p.insts {
+	for _, in := range prog.P.Insts {
 		if in.op == opByte {
 			cut[in.lo] = true
 			cut[int(in.hi)+1] = true
@@ -109,19 +111,19 @@ func newDFA(prog *regexProgram, maxStates int, memLimit int64, mem *meter) *dfa 
 		if cut[b] {
 			cls++
 		}
-		d.classes[b] = uint8(cls)
+		d.Classes[b] = uint8(cls)
 	}
 	d.ncls = cls + 1
 	d.mu.Lock()
 	ctx := ctxStart | ctxLine
-	if !prog.p.hasBegin {
+	if !prog.P.hasBegin {
 		ctx = 0
 	}
 	seeds := make([][]int32, d.ncomp)
 	for i, s := range prog.starts {
 		seeds[i] = []int32{s}
 	}
-	d.start = d.build(seeds, ctx, nil)
+	d.Start = d.build(seeds, ctx, nil)
 	d.mu.Unlock()
 	return d
 }
@@ -129,7 +131,7 @@ func newDFA(prog *regexProgram, maxStates int, memLimit int64, mem *meter) *dfa 
 // closure adds to d.buf every pc reachable from seeds by epsilon moves in
 // context ctx, keeping byte, match and pending end-assertion instructions,
 // sorted. It returns the number of instructions visited. Caller holds mu.
-func (d *dfa) closure(seeds []int32, ctx uint8, endOK bool) int {
+func (d *DFA) closure(seeds []int32, ctx uint8, endOK bool) int {
 	d.gen++
 	if d.gen == 0 {
 		for i := range d.mark {
@@ -137,10 +139,10 @@ func (d *dfa) closure(seeds []int32, ctx uint8, endOK bool) int {
 		}
 		d.gen = 1
 	}
-	insts := d.prog.p.insts
-	co := d.prog.p.coreach
+	insts := d.prog.P.Insts
+	co := d.prog.P.coreach
 	if ctx&ctxStart == 0 {
-		co = d.prog.p.coreachLater
+		co = d.prog.P.coreachLater
 	}
 	start := len(d.buf)
 	visited := 0
@@ -191,8 +193,8 @@ func (d *dfa) closure(seeds []int32, ctx uint8, endOK bool) int {
 // a cached one when it exists, a new cached one while the caps allow, or a
 // transient one. Caller holds mu. work, when not nil, gets the
 // instructions visited.
-func (d *dfa) build(seeds [][]int32, ctx uint8, work *int64) *dstate {
-	if !d.prog.p.hasBegin {
+func (d *DFA) build(seeds [][]int32, ctx uint8, work *int64) *State {
+	if !d.prog.P.hasBegin {
 		ctx = 0
 	}
 	d.buf = d.buf[:0]
@@ -217,11 +219,11 @@ func (d *dfa) build(seeds [][]int32, ctx uint8, work *int64) *dstate {
 	if s, ok := d.states[string(d.key)]; ok {
 		return s
 	}
-	s := &dstate{sets: append([]int32(nil), d.buf...), ctx: ctx, live: live}
-	s.acc = d.acceptAtEnd(s)
+	s := &State{sets: append([]int32(nil), d.buf...), ctx: ctx, Live: live}
+	s.Acc = d.acceptAtEnd(s)
 	size := int64(len(s.sets)*4+len(d.key)) + int64(d.ncls)*8 + 128
-	if len(d.states) < d.maxStates && d.memUsed+size <= d.memLimit && d.mem.charge(size) == nil {
-		s.next = make([]atomic.Pointer[dstate], d.ncls)
+	if len(d.states) < d.maxStates && d.memUsed+size <= d.memLimit && d.mem.Charge(size) == nil {
+		s.Next = make([]atomic.Pointer[State], d.ncls)
 		s.size = size
 		d.memUsed += size
 		d.states[string(d.key)] = s
@@ -231,9 +233,9 @@ func (d *dfa) build(seeds [][]int32, ctx uint8, work *int64) *dstate {
 
 // acceptAtEnd returns the components of s that match if the input ends
 // here. Caller holds mu.
-func (d *dfa) acceptAtEnd(s *dstate) uint64 {
+func (d *DFA) acceptAtEnd(s *State) uint64 {
 	var acc uint64
-	insts := d.prog.p.insts
+	insts := d.prog.P.Insts
 	comp := 0
 	saved := d.buf
 	d.buf = nil
@@ -264,23 +266,23 @@ func (d *dfa) acceptAtEnd(s *dstate) uint64 {
 	return acc
 }
 
-// step returns the state after byte b. work, when not nil, gets the
+// Step returns the state after byte b. work, when not nil, gets the
 // instructions visited on a cache miss.
-func (d *dfa) step(s *dstate, b byte, work *int64) *dstate {
-	cls := d.classes[b]
-	if s.next != nil {
-		if n := s.next[cls].Load(); n != nil {
+func (d *DFA) Step(s *State, b byte, work *int64) *State {
+	cls := d.Classes[b]
+	if s.Next != nil {
+		if n := s.Next[cls].Load(); n != nil {
 			return n
 		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if s.next != nil {
-		if n := s.next[cls].Load(); n != nil {
+	if s.Next != nil {
+		if n := s.Next[cls].Load(); n != nil {
 			return n
 		}
 	}
-	insts := d.prog.p.insts
+	insts := d.prog.P.Insts
 	seeds := make([][]int32, d.ncomp)
 	comp := 0
 	var pend []int32
@@ -320,22 +322,22 @@ func (d *dfa) step(s *dstate, b byte, work *int64) *dstate {
 	if work != nil {
 		*work += int64(len(s.sets))
 	}
-	if s.next != nil {
-		s.next[cls].Store(n)
+	if s.Next != nil {
+		s.Next[cls].Store(n)
 	}
 	return n
 }
 
-// loopSet returns the bytes that keep s in s (empty for states that are
+// LoopSet returns the bytes that keep s in s (empty for states that are
 // not cached).
-func (d *dfa) loopSet(s *dstate) *byteSet {
-	if s.next == nil {
+func (d *DFA) LoopSet(s *State) *ByteSet {
+	if s.Next == nil {
 		return &s.loop
 	}
 	s.loopOnce.Do(func() {
 		for b := 0; b < 256; b++ {
-			if d.step(s, byte(b), nil) == s {
-				s.loop.add(byte(b))
+			if d.Step(s, byte(b), nil) == s {
+				s.loop.Add(byte(b))
 			}
 		}
 	})
@@ -345,37 +347,37 @@ func (d *dfa) loopSet(s *dstate) *byteSet {
 // maxSafeExplore bounds the states safeFrom explores.
 const maxSafeExplore = 512
 
-// safeFrom reports whether every path of bytes in set from s keeps every
+// SafeFrom reports whether every path of bytes in set from s keeps every
 // component live (so a trie walk may take such a subtree whole). Unknown
 // (too many states, or states that are not cached) counts as no.
-func (d *dfa) safeFrom(s *dstate, set *byteSet) bool {
+func (d *DFA) SafeFrom(s *State, set *ByteSet) bool {
 	switch s.safe.Load() {
 	case 1:
 		return false
 	case 2:
 		return true
 	}
-	if s.next == nil {
+	if s.Next == nil {
 		return false
 	}
 	// One representative byte per class.
 	var reps []byte
 	var seenCls [256]bool
 	for b := 0; b < 256; b++ {
-		if set.has(byte(b)) && !seenCls[d.classes[b]] {
-			seenCls[d.classes[b]] = true
+		if set.has(byte(b)) && !seenCls[d.Classes[b]] {
+			seenCls[d.Classes[b]] = true
 			reps = append(reps, byte(b))
 		}
 	}
-	visited := map[*dstate]bool{s: true}
-	queue := []*dstate{s}
+	visited := map[*State]bool{s: true}
+	queue := []*State{s}
 	ok := true
 	for len(queue) > 0 && ok {
 		x := queue[0]
 		queue = queue[1:]
 		for _, b := range reps {
-			n := d.step(x, b, nil)
-			if n.live&d.need != d.need || n.next == nil || n.safe.Load() == 1 {
+			n := d.Step(x, b, nil)
+			if n.Live&d.Need != d.Need || n.Next == nil || n.safe.Load() == 1 {
 				ok = false
 				break
 			}
@@ -399,9 +401,9 @@ func (d *dfa) safeFrom(s *dstate, set *byteSet) bool {
 	return false
 }
 
-// terminal reports whether no byte leads from s to a state where every
+// Terminal reports whether no byte leads from s to a state where every
 // component is live: the input cannot usefully go on.
-func (d *dfa) terminal(s *dstate) bool {
+func (d *DFA) Terminal(s *State) bool {
 	switch s.term.Load() {
 	case 1:
 		return false
@@ -410,7 +412,7 @@ func (d *dfa) terminal(s *dstate) bool {
 	}
 	res := uint32(2)
 	for b := 0; b < 256; b++ {
-		if d.step(s, byte(b), nil).live == d.all {
+		if d.Step(s, byte(b), nil).Live == d.All {
 			res = 1
 			break
 		}
@@ -419,8 +421,8 @@ func (d *dfa) terminal(s *dstate) bool {
 	return res == 2
 }
 
-// liveAll reports whether every component of s can still match.
-func (d *dfa) liveAll(s *dstate) bool { return s.live == d.all }
+// LiveAll reports whether every component of s can still match.
+func (d *DFA) LiveAll(s *State) bool { return s.Live == d.All }
 
-// accAll reports whether every component of s matches at the end.
-func (d *dfa) accAll(s *dstate) bool { return s.acc == d.all }
+// AccAll reports whether every component of s matches at the end.
+func (d *DFA) AccAll(s *State) bool { return s.Acc == d.All }

@@ -1,0 +1,69 @@
+package schema
+
+import (
+	"encoding/json"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
+)
+
+// Limits are the parts of the tools' budget that compiling a schema
+// spends. Every field must be set (the tools package passes its budget
+// with defaults applied).
+type Limits struct {
+	// MaxSchemaNodes caps the grammar nodes a schema compiles to.
+	MaxSchemaNodes int
+	// MaxPatternBytes caps the source text of a pattern or format regex.
+	MaxPatternBytes int
+	// MaxRegexInsts caps the estimated program of one regex (four times it
+	// for the intersection of a string's pattern and format).
+	MaxRegexInsts int
+	// MaxDFAStates caps the states each lazy DFA keeps cached.
+	MaxDFAStates int
+	// MaxMemoryBytes caps the memory of the compiled machine and its caches.
+	MaxMemoryBytes int64
+	// MaxThreads caps the parser threads the machine follows at once.
+	MaxThreads int
+}
+
+// Compile compiles the JSON Schema raw to a grammar machine over
+// vi, and the validator that checks the finished output. In soft mode an
+// unsupported keyword is left out and named in the notes instead of
+// failing. Errors are a *schemaError, or a limit sentinel.
+func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock *limit.Clock) (*grammar.Machine, *Validator, []string, error) {
+	root, err := DecodeJSON(raw)
+	if err != nil {
+		return nil, nil, nil, &Error{Msg: "schema is not valid JSON: " + err.Error()}
+	}
+	switch root.(type) {
+	case *jsonObject, bool:
+	default:
+		return nil, nil, nil, &Error{Msg: "schema must be a JSON object or a boolean"}
+	}
+	doc, err := NewSchemaDoc(root)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	val, err := NewValidator(raw, doc.RootURL, nil, false)
+	if err != nil {
+		return nil, nil, nil, &Error{Msg: "schema cannot be loaded: " + err.Error()}
+	}
+	if _, err := val.At(""); err != nil {
+		return nil, nil, nil, &Error{Msg: "schema does not compile: " + err.Error()}
+	}
+	mem := limit.NewMeter(lim.MaxMemoryBytes)
+	c := newSchemaCompiler(doc, val, soft, lim, clock, mem)
+	n, err := c.compile([]*sloc{doc.byPtr[""]})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := clock.CheckNow(); err != nil {
+		return nil, nil, nil, err
+	}
+	if c.memErr != nil {
+		return nil, nil, nil, c.memErr
+	}
+	c.finish()
+	return grammar.NewMachine(n, c.all, vi, mem, lim.MaxThreads), val, c.notes, nil
+}
