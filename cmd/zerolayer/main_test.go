@@ -19,6 +19,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
 	"github.com/zerolayer/zerolayer/worker/engine"
+	modelprompt "github.com/zerolayer/zerolayer/worker/model/prompt"
 	"github.com/zerolayer/zerolayer/worker/model/store"
 )
 
@@ -104,7 +105,7 @@ func TestGenErrors(t *testing.T) {
 		{"bad ids", []string{"--model", path, "--prompt-ids", "1,x"}, func(err error) bool { return errors.As(err, &ue) }},
 		{"unknown model", []string{"--model", "no-such-model", "--prompt", "a"}, func(err error) bool { return errors.Is(err, store.ErrNotFound) }},
 		{"prompt over the context", []string{"--model", path, "--prompt", strings.Repeat("dog ", 3000)}, func(err error) bool { return errors.Is(err, engine.ErrPromptTooLong) }},
-		{"system without chat", []string{"--model", path, "--prompt", "a", "--system", "be nice"}, func(err error) bool { return errors.Is(err, engine.ErrBadRequest) }},
+		{"system without chat", []string{"--model", path, "--prompt", "a", "--system", "be nice"}, func(err error) bool { return errors.Is(err, modelprompt.ErrSystemWithoutChat) }},
 		{"unknown preset", []string{"--model", path, "--prompt", "a", "--preset", "wild"}, func(err error) bool { return errors.As(err, &ue) }},
 		{"bad format", []string{"--model", path, "--prompt", "a", "--format", "xml"}, func(err error) bool { return errors.As(err, &ue) }},
 	}
