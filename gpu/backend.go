@@ -1,5 +1,7 @@
 package gpu
 
+import "math"
+
 // Tensor is a row-major float32 matrix that lives on a backend: activations,
 // norm weights, biases. Its concrete type belongs to the backend that made
 // it; passing a tensor to another backend panics.
@@ -78,6 +80,22 @@ type RoPE struct {
 	// Factors, if set (len Dims/2), divides each frequency (Llama 3.1
 	// rope_freqs).
 	Factors []float32
+}
+
+// Freqs returns the angular frequency of each of the r.Dims/2 rotated
+// pairs, base^(-2j/Dims) divided by Factors[j] when Factors is set and
+// non-zero, in float64. Every backend derives its angles from it, so the
+// CPU and CUDA backends rotate by the same frequencies.
+func (r RoPE) Freqs() []float64 {
+	half := r.Dims / 2
+	inv := make([]float64, half)
+	for j := range inv {
+		inv[j] = 1 / math.Pow(float64(r.Base), float64(2*j)/float64(r.Dims))
+		if len(r.Factors) == half && r.Factors[j] != 0 {
+			inv[j] /= float64(r.Factors[j])
+		}
+	}
+	return inv
 }
 
 // Synchronous is implemented by backends whose operations are complete

@@ -177,9 +177,9 @@ func mustLoad() []Migration {
 // Up applies River's pending migrations, then this package's, each
 // zerolayer migration in a transaction of its own, all in the schema the
 // pool's search_path selects. It returns what it applied, in order. Up is
-// safe to run from several processes at once: they serialize on a
-// transaction-level advisory lock keyed by the schema, and a migration
-// already applied is skipped.
+// safe to run from several processes at once: they serialize on an
+// advisory lock keyed by the schema, and a migration already applied is
+// skipped. The pool must allow at least two connections.
 func Up(ctx context.Context, pool *pgxpool.Pool) ([]Change, error) {
 	changes, err := riverMigrate(ctx, pool, rivermigrate.DirectionUp)
 	if err != nil {
@@ -393,23 +393,26 @@ func newRiverMigrator(pool *pgxpool.Pool) (*rivermigrate.Migrator[pgx.Tx], error
 	return m, nil
 }
 
-// riverMigrate runs River's migrations one version at a time, each in a
-// transaction of its own under the migration lock (one transaction for all
-// of them is not possible: a River migration uses an enum value added by
-// the one before), so that concurrent Up calls do not race on them either.
+// riverMigrate runs River's migrations one version at a time, holding the
+// migration lock for the whole run so that concurrent Up calls do not race
+// on them. River's Migrate applies each version in a transaction of its own
+// (one transaction for all of them is not possible: a River migration uses
+// an enum value added by the one before) on the pool's other connections,
+// so the lock is the session-level form of inLockedTx's, held on a
+// connection of its own (see sessionLock).
 func riverMigrate(ctx context.Context, pool *pgxpool.Pool, dir rivermigrate.Direction) ([]Change, error) {
 	migrator, err := newRiverMigrator(pool)
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := sessionLock(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	var changes []Change
 	for {
-		var res *rivermigrate.MigrateResult
-		err = inLockedTx(ctx, pool, func(tx pgx.Tx) error {
-			var err error
-			res, err = migrator.MigrateTx(ctx, tx, dir, &rivermigrate.MigrateOpts{MaxSteps: 1})
-			return err
-		})
+		res, err := migrator.Migrate(ctx, dir, &rivermigrate.MigrateOpts{MaxSteps: 1})
 		if err != nil {
 			return changes, fmt.Errorf("migrations: River migrate %s: %w", dir, err)
 		}
@@ -420,4 +423,35 @@ func riverMigrate(ctx context.Context, pool *pgxpool.Pool, dir rivermigrate.Dire
 			changes = append(changes, Change{Line: LineRiver, Version: v.Version, Name: v.Name, Direction: string(dir), Duration: v.Duration})
 		}
 	}
+}
+
+// sessionLock takes the migration lock (the advisory lock inLockedTx takes
+// for a transaction; the two forms exclude each other) on a connection
+// acquired for it, and holds it until unlock is called. The work done under
+// it needs other connections, so the pool must have at least two.
+func sessionLock(ctx context.Context, pool *pgxpool.Pool) (unlock func(), err error) {
+	if n := pool.Config().MaxConns; n < 2 {
+		return nil, fmt.Errorf("migrations: the pool has %d connection; migrating needs 2 (one holds the migration lock), so set pool_max_conns to 2 or more", n)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: take the migration lock: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1), hashtext(current_schema()))", Table); err != nil {
+		// Closed, the connection cannot keep a lock it may have taken.
+		conn.Conn().Close(context.WithoutCancel(ctx))
+		conn.Release()
+		return nil, fmt.Errorf("migrations: take the migration lock: %w", err)
+	}
+	return func() {
+		// Unlock even when ctx is done; a connection that cannot unlock
+		// is closed, which releases the lock, rather than returned to the
+		// pool holding it.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock(hashtext($1), hashtext(current_schema()))", Table); err != nil {
+			conn.Conn().Close(uctx)
+		}
+		conn.Release()
+	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/natstest"
+	"github.com/zerolayer/zerolayer/internal/poll"
 	"github.com/zerolayer/zerolayer/producer"
 )
 
@@ -143,7 +145,23 @@ func TestCancelAndWait(t *testing.T) {
 		}
 		done <- r
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Publish once Wait's consumer is on the results stream: the result
+	// then comes after Wait started waiting.
+	results, err := srv.JS.Stream(ctx, contracts.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "Wait's consumer on the results stream", func() bool {
+		found := false
+		l := results.ListConsumers(ctx)
+		for ci := range l.Info() { // drained whole: the lister's goroutine ends
+			found = found || slices.Contains(ci.Config.FilterSubjects, contracts.ResultsSubject("job-2")) || ci.Config.FilterSubject == contracts.ResultsSubject("job-2")
+		}
+		if err := l.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return found
+	})
 	res := contracts.Result{JobID: "job-2", Tenant: "acme", Status: contracts.StatusCompleted, StopReason: contracts.StopEndTurn, Attempt: 1, FinishedAt: time.Now()}
 	b, _ := json.Marshal(res)
 	if _, err := srv.JS.PublishMsg(ctx, &nats.Msg{Subject: contracts.ResultsSubject("job-2"), Data: b}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/worker/sched"
+	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
 // TestBatch runs a JSONL batch through a real worker: good lines, a line
@@ -22,8 +23,8 @@ import (
 // from the stored results and runs nothing twice.
 func TestBatch(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{})
-	b.startWorker(t, newSchedExecutor(t, sched.Config{}), "w1")
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
 	var in bytes.Buffer
 	line := func(id string, req any) {
 		raw, _ := json.Marshal(map[string]any{"custom_id": id, "request": req})
@@ -34,8 +35,8 @@ func TestBatch(t *testing.T) {
 		line(fmt.Sprintf("doc-%02d", i), request(fmt.Sprintf("Once upon a time there was a cat number %d", i), 4+i%5, contracts.PriorityLow))
 	}
 	in.WriteString("{not json\n")
-	line("doc-03", request("again", 4, contracts.PriorityLow))                                // repeated custom_id
-	line("bad-max", map[string]any{"model": modelName, "messages": []any{}, "max_tokens": 4}) // no messages
+	line("doc-03", request("again", 4, contracts.PriorityLow))                                           // repeated custom_id
+	line("bad-max", map[string]any{"model": workertest.ModelName, "messages": []any{}, "max_tokens": 4}) // no messages
 	line("no-model", &contracts.JobRequest{Model: "no-such-model", Messages: []contracts.Message{{Role: "user", Content: "hi"}}})
 	line("doc-last", request("The end", 3, contracts.PriorityHigh))
 	input := in.String()
@@ -45,7 +46,7 @@ func TestBatch(t *testing.T) {
 		defer cancel()
 		var out bytes.Buffer
 		var seen []producer.BatchCounts
-		counts, err := b.client.RunBatch(ctx, strings.NewReader(input), &out, producer.BatchOpts{ID: "b1", Window: 4,
+		counts, err := b.Client.RunBatch(ctx, strings.NewReader(input), &out, producer.BatchOpts{ID: "b1", Window: 4,
 			Progress: func(c producer.BatchCounts) { seen = append(seen, c) }})
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +100,7 @@ func TestBatch(t *testing.T) {
 	}
 
 	// Where it stands, from another process's point of view.
-	st, err := b.client.BatchStatus(context.Background(), strings.NewReader(input), "b1")
+	st, err := b.Client.BatchStatus(context.Background(), strings.NewReader(input), "b1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestBatch(t *testing.T) {
 	}
 
 	// Run again: the same records, answered from the stored results.
-	usage := len(streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme")))
+	usage := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme")))
 	again, counts2 := run()
 	if counts2 != want {
 		t.Fatalf("second run counts %+v, want %+v", counts2, want)
@@ -121,8 +122,8 @@ func TestBatch(t *testing.T) {
 			t.Fatalf("record %d differs on the second run:\n%+v\n%+v", i, a, b)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := len(streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != usage {
+	b.WaitDrained(t)
+	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != usage {
 		t.Fatalf("usage records %d after the second run, %d before: a job ran twice", n, usage)
 	}
 }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/zerolayer/zerolayer/billing"
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/internal/poll"
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
+	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
 // TestPipelineEndToEnd runs 50 jobs from two tenants across every priority
@@ -24,10 +26,10 @@ import (
 func TestPipelineEndToEnd(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	b := setup(t, contracts.StreamsConfig{})
+	b := workertest.Setup(t, contracts.StreamsConfig{})
 	startBilling(t, pool, b)
 	ctx := context.Background()
-	b.startWorker(t, newExecutor(t), "w1")
+	b.StartWorker(t, workertest.NewExecutor(t), "w1")
 
 	prompts := map[contracts.Bucket]string{
 		contracts.BucketShort:  "Once upon a time",
@@ -43,9 +45,9 @@ func TestPipelineEndToEnd(t *testing.T) {
 	var jobs []job
 	for i := 0; i < 50; i++ {
 		j := job{prio: contracts.Priorities()[i%3], bucket: contracts.AllBuckets()[(i/3)%3], max: 2 + i%7}
-		c := b.client
+		c := b.Client
 		if i%2 == 1 {
-			c = b.other
+			c = b.Other
 		}
 		j.tenant = c.Tenant()
 		req := request(prompts[j.bucket], j.max, j.prio)
@@ -64,9 +66,9 @@ func TestPipelineEndToEnd(t *testing.T) {
 		jobs = append(jobs, j)
 	}
 	for _, j := range jobs {
-		c := b.client
+		c := b.Client
 		if j.tenant != c.Tenant() {
-			c = b.other
+			c = b.Other
 		}
 		res := wait(t, c, j.id)
 		if res.Status != contracts.StatusCompleted {
@@ -81,7 +83,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 	}
 	// Billing: every job rated exactly once.
-	waitFor(t, func() bool {
+	poll.Until(t, 30*time.Second, "every job charged", func() bool {
 		var n int
 		pool.QueryRow(ctx, "SELECT count(*) FROM charges").Scan(&n)
 		return n == len(jobs)
@@ -145,35 +147,35 @@ func TestPipelineEndToEnd(t *testing.T) {
 func TestBilledOnce(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	b := setup(t, contracts.StreamsConfig{AckWait: 2 * time.Second})
+	b := workertest.Setup(t, contracts.StreamsConfig{AckWait: 2 * time.Second})
 	svc := startBilling(t, pool, b)
 	ctx := context.Background()
 	// A worker that dies mid-job (connection closed, no ack).
-	gate := &gatedExecutor{Executor: newExecutor(t), after: 2, release: make(chan struct{}), reached: make(chan struct{})}
-	_, nc1 := b.startWorker(t, gate, "doomed")
+	gate := newGate(workertest.NewExecutor(t), 2)
+	_, nc1 := b.StartWorker(t, gate, "doomed")
 	crash := request("Once upon a time", 12, contracts.PriorityNormal)
 	crash.ID = "crash-job"
-	if _, err := b.client.Submit(ctx, crash, nil); err != nil {
+	if _, err := b.Client.Submit(ctx, crash, nil); err != nil {
 		t.Fatal(err)
 	}
 	<-gate.reached
 	nc1.Close()
 	defer close(gate.release)
-	b.startWorker(t, newExecutor(t), "survivor")
+	b.StartWorker(t, workertest.NewExecutor(t), "survivor")
 
 	dup := request("The little dog", 6, contracts.PriorityHigh)
 	dup.ID = "dup-job"
 	for i := 0; i < 3; i++ {
-		if _, err := b.client.Submit(ctx, dup, nil); err != nil {
+		if _, err := b.Client.Submit(ctx, dup, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, id := range []string{"crash-job", "dup-job"} {
-		if res := wait(t, b.client, id); res.Status != contracts.StatusCompleted {
+		if res := wait(t, b.Client, id); res.Status != contracts.StatusCompleted {
 			t.Fatalf("%s: %+v", id, res)
 		}
 	}
-	waitFor(t, func() bool {
+	poll.Until(t, 30*time.Second, "both jobs charged", func() bool {
 		var n int
 		pool.QueryRow(ctx, "SELECT count(*) FROM charges").Scan(&n)
 		return n == 2
@@ -184,7 +186,7 @@ func TestBilledOnce(t *testing.T) {
 	}
 	// A usage record delivered again under another message id (past the
 	// dedupe window, or replayed by an operator) bills nothing new.
-	recs := streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))
+	recs := workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))
 	if len(recs) != 2 {
 		t.Fatalf("%d usage records on the stream, want 2", len(recs))
 	}
@@ -192,11 +194,11 @@ func TestBilledOnce(t *testing.T) {
 		msg := nats.NewMsg(m.Subject())
 		msg.Data = m.Data()
 		msg.Header.Set(contracts.HeaderMsgID, fmt.Sprintf("replay-%d", i))
-		if _, err := b.srv.JS.PublishMsg(ctx, msg); err != nil {
+		if _, err := b.Srv.JS.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return svc.Ingester().Stats().Duplicates >= 2 })
+	poll.Until(t, 30*time.Second, "the replayed records seen as duplicates", func() bool { return svc.Ingester().Stats().Duplicates >= 2 })
 	var rows, charges int
 	pool.QueryRow(ctx, "SELECT count(*) FROM usage").Scan(&rows)
 	pool.QueryRow(ctx, "SELECT count(*) FROM charges").Scan(&charges)
@@ -206,9 +208,9 @@ func TestBilledOnce(t *testing.T) {
 }
 
 // startBilling runs the billing service (ingester and River) for a test.
-func startBilling(t *testing.T, pool *pgxpool.Pool, b *bundle) *billing.Service {
+func startBilling(t *testing.T, pool *pgxpool.Pool, b *workertest.Bundle) *billing.Service {
 	t.Helper()
-	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: b.srv.JS, Logger: testLogger(t)})
+	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: b.Srv.JS, Logger: workertest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,16 +223,4 @@ func startBilling(t *testing.T, pool *pgxpool.Pool, b *bundle) *billing.Service 
 		svc.Stop(sctx)
 	})
 	return svc
-}
-
-// waitFor polls cond until it holds or 30 seconds pass.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(fmt.Errorf("condition not met within 30s"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/sched"
+	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
 func tool(name contracts.ToolName, params map[string]any) contracts.Tool {
@@ -28,9 +29,9 @@ func tool(name contracts.ToolName, params map[string]any) contracts.Tool {
 func TestInlineTools(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"inorder", "sched"} {
-		var x worker.Executor = newExecutor(t)
+		var x worker.Executor = workertest.NewExecutor(t)
 		if name == "sched" {
-			x = newSchedExecutor(t, sched.Config{})
+			x = workertest.NewSchedExecutor(t, sched.Config{})
 		}
 		run := func(r *contracts.JobRequest) *worker.Outcome {
 			t.Helper()

@@ -3,107 +3,22 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/contracts/natstest"
-	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/worker"
-	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/sched"
+	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
-const modelName = "stories260k"
-
-func storiesPath(t testing.TB) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "shared", "models", "stories260K", "stories260K.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared model not present: %v", err)
-	}
-	return p
-}
-
-// loadStories loads stories260K on a one-thread CPU backend.
-func loadStories(t testing.TB) (*engine.Loaded, string) {
-	t.Helper()
-	be := cpu.New(cpu.Config{Threads: 1})
-	t.Cleanup(func() { be.Close() })
-	l, err := engine.Load(storiesPath(t), be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l, be.Name()
-}
-
-// newExecutor serves stories260K one job at a time.
-func newExecutor(t testing.TB) *worker.InOrderExecutor {
-	t.Helper()
-	l, device := loadStories(t)
-	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return worker.NewInOrderExecutor(device, &worker.ServedModel{Name: modelName, Loaded: l, Engine: e})
-}
-
-type bundle struct {
-	srv    *natstest.Server
-	client *producer.Client
-	other  *producer.Client // a second tenant
-	cfg    contracts.StreamsConfig
-}
-
-// setup starts JetStream with the streams, and producers for two tenants.
-func setup(t *testing.T, streams contracts.StreamsConfig) *bundle {
-	t.Helper()
-	srv := natstest.Run(t)
-	if err := contracts.EnsureStreams(context.Background(), srv.JS, streams); err != nil {
-		t.Fatal(err)
-	}
-	mk := func(tenant string) *producer.Client {
-		c, err := producer.New(srv.Conn, producer.Config{Tenant: tenant, Models: map[string]string{modelName: storiesPath(t)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	return &bundle{srv: srv, client: mk("acme"), other: mk("globex"), cfg: streams}
-}
-
-// startWorker starts a worker on its own connection.
-func (b *bundle) startWorker(t *testing.T, exec worker.Executor, id string) (*worker.Worker, *nats.Conn) {
-	t.Helper()
-	nc, _ := b.srv.Connect(t)
-	w, err := worker.New(nc, exec, worker.Config{ID: id, Streams: b.cfg, IdlePoll: 50 * time.Millisecond, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		w.Stop(ctx)
-	})
-	return w, nc
-}
-
 func request(prompt string, maxTokens int, prio contracts.Priority) *contracts.JobRequest {
-	return &contracts.JobRequest{Model: modelName, Messages: []contracts.Message{{Role: "user", Content: prompt}}, MaxTokens: maxTokens, Priority: prio}
+	return &contracts.JobRequest{Model: workertest.ModelName, Messages: []contracts.Message{{Role: "user", Content: prompt}}, MaxTokens: maxTokens, Priority: prio}
 }
 
 func wait(t *testing.T, c *producer.Client, id string) *contracts.Result {
@@ -134,24 +49,6 @@ func events(t *testing.T, c *producer.Client, id string) []contracts.Event {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// streamMsgs returns the messages of a stream on a subject.
-func streamMsgs(t *testing.T, js jetstream.JetStream, stream, subject string) []jetstream.Msg {
-	t.Helper()
-	ctx := context.Background()
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []jetstream.Msg
-	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
-		if err != nil {
-			return out
-		}
-		out = append(out, m)
-	}
 }
 
 // checkEvents verifies one attempt's event stream and returns the deltas'
@@ -188,17 +85,17 @@ func checkEvents(t *testing.T, evs []contracts.Event) (string, contracts.Event) 
 
 func TestJobsRunEndToEnd(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{})
-	b.startWorker(t, newExecutor(t), "w1")
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewExecutor(t), "w1")
 	prompts := []string{"Once upon a time", "The little dog", strings.Repeat("Tom and Sue went to the park. ", 20)}
 	var ids []string
 	for i := 0; i < 6; i++ {
 		prio := contracts.Priorities()[i%3]
 		req := request(prompts[i%3], 12+i, prio)
 		req.Stream = i%2 == 0
-		c := b.client
+		c := b.Client
 		if i%2 == 1 {
-			c = b.other
+			c = b.Other
 		}
 		id, err := c.Submit(context.Background(), req, nil)
 		if err != nil {
@@ -207,9 +104,9 @@ func TestJobsRunEndToEnd(t *testing.T) {
 		ids = append(ids, id)
 	}
 	for i, id := range ids {
-		c := b.client
+		c := b.Client
 		if i%2 == 1 {
-			c = b.other
+			c = b.Other
 		}
 		res := wait(t, c, id)
 		if res.Status != contracts.StatusCompleted || res.Usage == nil || res.Usage.OutputTokens != 12+i {
@@ -230,7 +127,7 @@ func TestJobsRunEndToEnd(t *testing.T) {
 		if u.Bucket != want || u.Priority != contracts.Priorities()[i%3] {
 			t.Fatalf("job %d routed to %s/%s", i, u.Priority, u.Bucket)
 		}
-		if n := len(streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject(c.Tenant()))); n == 0 {
+		if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject(c.Tenant()))); n == 0 {
 			t.Fatalf("no usage record for tenant %s", c.Tenant())
 		}
 	}
@@ -238,26 +135,26 @@ func TestJobsRunEndToEnd(t *testing.T) {
 
 func TestDuplicateSubmitRunsOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{})
+	b := workertest.Setup(t, contracts.StreamsConfig{})
 	req := request("Once upon a time", 5, contracts.PriorityNormal)
 	req.ID = "dup-job-1"
 	for i := 0; i < 3; i++ {
-		if id, err := b.client.Submit(context.Background(), req, nil); err != nil || id != req.ID {
+		if id, err := b.Client.Submit(context.Background(), req, nil); err != nil || id != req.ID {
 			t.Fatalf("submit %d: %q %v", i, id, err)
 		}
 	}
-	b.startWorker(t, newExecutor(t), "w1")
-	res := wait(t, b.client, req.ID)
+	b.StartWorker(t, workertest.NewExecutor(t), "w1")
+	res := wait(t, b.Client, req.ID)
 	if res.Status != contracts.StatusCompleted {
 		t.Fatalf("%+v", res)
 	}
-	// Give a second copy, if any existed, time to run, then count.
-	time.Sleep(300 * time.Millisecond)
-	if n := len(streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 1 {
+	// Let a second copy, if any was queued, run to its end, then count.
+	b.WaitDrained(t)
+	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 1 {
 		t.Fatalf("%d usage records, want 1", n)
 	}
 	starts := 0
-	for _, ev := range events(t, b.client, req.ID) {
+	for _, ev := range events(t, b.Client, req.ID) {
 		if ev.Type == contracts.EventStarted {
 			starts++
 		}
@@ -269,42 +166,47 @@ func TestDuplicateSubmitRunsOnce(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{})
-	gate := &gatedExecutor{Executor: newExecutor(t), after: 3, release: make(chan struct{}), reached: make(chan struct{})}
-	b.startWorker(t, gate, "w1")
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	gate := newGate(workertest.NewExecutor(t), 3)
+	b.StartWorker(t, gate, "w1")
 	req := request("Once upon a time", 500, contracts.PriorityHigh)
 	req.Stream = true
-	id, err := b.client.Submit(context.Background(), req, nil)
+	id, err := b.Client.Submit(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-gate.reached
-	if err := b.client.Cancel(context.Background(), id); err != nil {
+	if err := b.Client.Cancel(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the cancel message land before the next token
+	// The cancel message has landed when the job's context ends.
+	select {
+	case <-gate.canceled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cancel never reached the running job")
+	}
 	close(gate.release)
-	res := wait(t, b.client, id)
+	res := wait(t, b.Client, id)
 	if res.Status != contracts.StatusCanceled || res.Error == nil || res.Error.Code != contracts.CodeCanceled || res.Usage == nil {
 		t.Fatalf("result %+v", res)
 	}
 	if n := res.Usage.OutputTokens; n < 3 || n > 5 {
 		t.Fatalf("%d tokens billed after a cancel at token 3", n)
 	}
-	text, final := checkEvents(t, events(t, b.client, id))
+	text, final := checkEvents(t, events(t, b.Client, id))
 	if final.Type != contracts.EventFinal || final.StopReason != contracts.StopCanceled || text != res.Text {
 		t.Fatalf("final %+v", final)
 	}
 	// A job canceled while queued never runs.
 	req2 := request("Once upon a time", 5, contracts.PriorityLow)
 	req2.ID = "cancel-before-start"
-	if err := b.client.Cancel(context.Background(), req2.ID); err != nil {
+	if err := b.Client.Cancel(context.Background(), req2.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.client.Submit(context.Background(), req2, nil); err != nil {
+	if _, err := b.Client.Submit(context.Background(), req2, nil); err != nil {
 		t.Fatal(err)
 	}
-	res2 := wait(t, b.client, req2.ID)
+	res2 := wait(t, b.Client, req2.ID)
 	if res2.Status != contracts.StatusCanceled || res2.Usage != nil {
 		t.Fatalf("canceled-before-start result %+v", res2)
 	}
@@ -312,14 +214,14 @@ func TestCancel(t *testing.T) {
 
 func TestBadInputIsAnsweredNotLost(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{})
-	b.startWorker(t, newExecutor(t), "w1")
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewExecutor(t), "w1")
 	ctx := context.Background()
 	// Raw publishes, as a non-Go client would send them.
 	publish := func(id string, body string) {
 		m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme"), Data: []byte(body),
 			Header: contracts.NewHeader(id, "acme", contracts.Traceparent{})}
-		if _, err := b.srv.JS.PublishMsg(ctx, m); err != nil {
+		if _, err := b.Srv.JS.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -336,17 +238,17 @@ func TestBadInputIsAnsweredNotLost(t *testing.T) {
 		"negative-max": contracts.CodeMaxTokensOutOfRange, "huge-max": contracts.CodeMaxTokensOutOfRange, "too-long": contracts.CodePromptTooLong,
 	}
 	for id, code := range want {
-		res := wait(t, b.client, id)
+		res := wait(t, b.Client, id)
 		if res.Status != contracts.StatusFailed || res.Error == nil || res.Error.Code != code {
 			t.Errorf("%s: result %+v, want code %s", id, res, code)
 			continue
 		}
-		_, last := checkEvents(t, events(t, b.client, id))
+		_, last := checkEvents(t, events(t, b.Client, id))
 		if last.Type != contracts.EventError || last.Error.Code != code {
 			t.Errorf("%s: last event %+v", id, last)
 		}
 	}
-	dlq := streamMsgs(t, b.srv.JS, contracts.StreamDLQ, "zl.dlq.>")
+	dlq := workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamDLQ, "zl.dlq.>")
 	if len(dlq) != len(want) {
 		t.Errorf("%d DLQ records, want %d", len(dlq), len(want))
 	}
@@ -356,7 +258,7 @@ func TestBadInputIsAnsweredNotLost(t *testing.T) {
 			t.Errorf("DLQ record %s: %+v %v", m.Data(), d, err)
 		}
 	}
-	if res := wait(t, b.client, "good-after"); res.Status != contracts.StatusCompleted {
+	if res := wait(t, b.Client, "good-after"); res.Status != contracts.StatusCompleted {
 		t.Fatalf("a good job after bad ones: %+v", res)
 	}
 }
@@ -366,39 +268,39 @@ func TestBadInputIsAnsweredNotLost(t *testing.T) {
 // show the new attempt, and it is billed once.
 func TestRedeliveryAfterCrash(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{AckWait: 2 * time.Second})
-	gate := &gatedExecutor{Executor: newExecutor(t), after: 2, release: make(chan struct{}), reached: make(chan struct{})}
-	_, nc1 := b.startWorker(t, gate, "doomed")
+	b := workertest.Setup(t, contracts.StreamsConfig{AckWait: 2 * time.Second})
+	gate := newGate(workertest.NewExecutor(t), 2)
+	_, nc1 := b.StartWorker(t, gate, "doomed")
 	req := request("Once upon a time", 20, contracts.PriorityNormal)
 	req.Stream = true
-	id, err := b.client.Submit(context.Background(), req, nil)
+	id, err := b.Client.Submit(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-gate.reached
 	nc1.Close() // the crash: no ack, no nak, no more publishes
-	b.startWorker(t, newExecutor(t), "survivor")
-	res := wait(t, b.client, id)
+	b.StartWorker(t, workertest.NewExecutor(t), "survivor")
+	res := wait(t, b.Client, id)
 	if res.Status != contracts.StatusCompleted || res.Attempt != 2 || res.Usage.WorkerID != "survivor" {
 		t.Fatalf("result %+v", res)
 	}
-	evs := events(t, b.client, id)
+	evs := events(t, b.Client, id)
 	text, final := checkEvents(t, evs)
 	if final.Attempt != 2 || text != res.Text || evs[0].Attempt != 1 {
 		t.Fatalf("attempts: first %d, final %d; text %q vs %q", evs[0].Attempt, final.Attempt, text, res.Text)
 	}
 	close(gate.release)
-	if n := len(streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 1 {
+	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 1 {
 		t.Fatalf("%d usage records, want 1", n)
 	}
 }
 
 func TestGracefulStopHandsBack(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{})
-	gate := &gatedExecutor{Executor: newExecutor(t), after: 2, release: make(chan struct{}), reached: make(chan struct{})}
-	w1, _ := b.startWorker(t, gate, "leaving")
-	id, err := b.client.Submit(context.Background(), request("Once upon a time", 10, contracts.PriorityNormal), nil)
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	gate := newGate(workertest.NewExecutor(t), 2)
+	w1, _ := b.StartWorker(t, gate, "leaving")
+	id, err := b.Client.Submit(context.Background(), request("Once upon a time", 10, contracts.PriorityNormal), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,8 +311,8 @@ func TestGracefulStopHandsBack(t *testing.T) {
 	if err := w1.Stop(ctx); err == nil {
 		t.Fatal("Stop returned nil although it had to hand a job back")
 	}
-	b.startWorker(t, newExecutor(t), "staying")
-	res := wait(t, b.client, id)
+	b.StartWorker(t, workertest.NewExecutor(t), "staying")
+	res := wait(t, b.Client, id)
 	if res.Status != contracts.StatusCompleted || res.Usage.WorkerID != "staying" || res.Usage.OutputTokens != 10 {
 		t.Fatalf("result %+v", res)
 	}
@@ -421,10 +323,20 @@ func TestGracefulStopHandsBack(t *testing.T) {
 // pause happens in the token callback, on the engine's decode loop.
 type gatedExecutor struct {
 	worker.Executor
-	after   int
-	once    sync.Once
+	after int
+	once  sync.Once
+	// reached is closed when a job reaches the gate.
 	reached chan struct{}
+	// release lets the job at the gate go on.
 	release chan struct{}
+	// canceled is closed when the context of the job at the gate ends.
+	canceled     chan struct{}
+	canceledOnce sync.Once
+}
+
+// newGate gates exec's jobs after after tokens.
+func newGate(exec worker.Executor, after int) *gatedExecutor {
+	return &gatedExecutor{Executor: exec, after: after, reached: make(chan struct{}), release: make(chan struct{}), canceled: make(chan struct{})}
 }
 
 func (g *gatedExecutor) Execute(ctx context.Context, job *worker.Job, sink worker.Sink) (*worker.Outcome, error) {
@@ -436,21 +348,10 @@ func (g *gatedExecutor) Execute(ctx context.Context, job *worker.Job, sink worke
 			select {
 			case <-g.release:
 			case <-ctx.Done():
+				g.canceledOnce.Do(func() { close(g.canceled) })
 			}
 		}
 	}))
-}
-
-// testLogger sends a worker's logs to the test log.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 type sinkFunc func(string, []int32, []contracts.TokenLogprob)
@@ -461,27 +362,14 @@ func (f sinkFunc) Event(kind, detail string) {}
 
 func (f sinkFunc) Tool(string, contracts.ToolAction, string) {}
 
-// newSchedExecutor serves stories260K through a scheduler.
-func newSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
-	t.Helper()
-	l, device := loadStories(t)
-	s, err := sched.New(l.Model, l.Tokenizer, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Stop)
-	return worker.NewSchedExecutor(device, contracts.Buckets{}, &worker.ScheduledModel{Name: modelName, Loaded: l, Scheduler: s})
-}
-
 // TestSchedulerExecutor runs concurrent jobs through the scheduler and
 // checks each output against the same job run alone, in order.
 func TestSchedulerExecutor(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{})
-	nc, _ := b.srv.Connect(t)
-	w, err := worker.New(nc, newSchedExecutor(t, sched.Config{KVBlocks: 40, MaxBatchTokens: 32}),
-		worker.Config{ID: "sched", Concurrency: 16, Streams: b.cfg, IdlePoll: 20 * time.Millisecond, Logger: testLogger(t)})
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	nc, _ := b.Srv.Connect(t)
+	w, err := worker.New(nc, workertest.NewSchedExecutor(t, sched.Config{KVBlocks: 40, MaxBatchTokens: 32}),
+		worker.Config{ID: "sched", Concurrency: 16, Streams: b.Streams, IdlePoll: 20 * time.Millisecond, Logger: workertest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,19 +381,19 @@ func TestSchedulerExecutor(t *testing.T) {
 	var ids []string
 	for i := 0; i < 12; i++ {
 		req := request(prompts[i%4], 30+10*(i%5), contracts.Priorities()[i%3])
-		id, err := b.client.Submit(context.Background(), req, nil)
+		id, err := b.Client.Submit(context.Background(), req, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
-	inorder := newExecutor(t)
+	inorder := workertest.NewExecutor(t)
 	for i, id := range ids {
-		res := wait(t, b.client, id)
+		res := wait(t, b.Client, id)
 		if res.Status != contracts.StatusCompleted {
 			t.Fatalf("job %d: %+v", i, res)
 		}
-		text, _ := checkEvents(t, events(t, b.client, id))
+		text, _ := checkEvents(t, events(t, b.Client, id))
 		if text != res.Text {
 			t.Fatalf("job %d: deltas %q vs result %q", i, text, res.Text)
 		}

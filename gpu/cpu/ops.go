@@ -117,7 +117,7 @@ func (c *ropeCache) matches(r gpu.RoPE) bool {
 // nil when they would not fit.
 func (c *ropeCache) table(r gpu.RoPE, maxPos int32) []float32 {
 	if !c.matches(r) {
-		*c = ropeCache{dims: r.Dims, base: r.Base, scale: r.Scale, factors: append([]float32(nil), r.Factors...), inv: ropeFreqs(r)}
+		*c = ropeCache{dims: r.Dims, base: r.Base, scale: r.Scale, factors: append([]float32(nil), r.Factors...), inv: r.Freqs()}
 	}
 	half := r.Dims / 2
 	need := (int(maxPos) + 1) * 2 * half
@@ -202,19 +202,6 @@ func (b *Backend) ropeRows(xt *tensor, heads int, bt *gpu.Batch, r gpu.RoPE, tab
 			}
 		}
 	}
-}
-
-// ropeFreqs returns the angular frequency of each rotated pair.
-func ropeFreqs(r gpu.RoPE) []float64 {
-	half := r.Dims / 2
-	inv := make([]float64, half)
-	for j := range inv {
-		inv[j] = 1 / math.Pow(float64(r.Base), float64(2*j)/float64(r.Dims))
-		if len(r.Factors) == half && r.Factors[j] != 0 {
-			inv[j] /= float64(r.Factors[j])
-		}
-	}
-	return inv
 }
 
 // kvSlot returns the float offset of K for (layer, position) of sequence s;

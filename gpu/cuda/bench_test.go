@@ -3,7 +3,6 @@
 package cuda_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -15,7 +14,7 @@ import (
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cuda"
 	"github.com/zerolayer/zerolayer/worker/model"
-	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/model/synth"
 )
 
@@ -110,18 +109,7 @@ func TestDecodeBench(t *testing.T) {
 		}
 		bm := benchModel{Type: dt.String(), Params: benchConfig(dt).Params()}
 		start := time.Now()
-		w, err := synth.Build(benchConfig(dt))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if _, err := w.WriteTo(&buf); err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Parse(buf.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := modeltest.Build(t, benchConfig(dt))
 		bm.GenerateS = time.Since(start).Seconds()
 		start = time.Now()
 		m, err := model.New(f, be)
@@ -196,32 +184,32 @@ func decodeRun(t *testing.T, be *cuda.Backend, m *model.Model, n, prompt, steps 
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &decoder{m: m, kv: kv, tables: make([][]int32, n), pos: make([]int32, n)}
+	d := &modeltest.Decoder{Model: m, KV: kv, Tables: make([][]int32, n), Pos: make([]int32, n)}
 	for i := 0; i < n; i++ {
 		ids := make([]int32, prompt)
 		for j := range ids {
 			ids[j] = int32(3 + (i*131+j*17)%(m.Vocab-3))
 		}
 		for j := 0; j < per; j++ {
-			d.tables[i] = append(d.tables[i], int32(i*per+j))
+			d.Tables[i] = append(d.Tables[i], int32(i*per+j))
 		}
-		d.next = append(d.next, ids)
+		d.Next = append(d.Next, ids)
 	}
 	start := time.Now()
-	d.step(t)
+	d.Step(t)
 	r := benchRun{Seqs: n, Steps: steps, PrefillMs: float64(time.Since(start).Microseconds()) / 1e3}
 	for i := 0; i < warm; i++ {
-		d.step(t)
+		d.Step(t)
 	}
-	r.Context = int(d.pos[0]) + 1
-	dev, err := be.Time(func() { d.step(t) })
+	r.Context = int(d.Pos[0]) + 1
+	dev, err := be.Time(func() { d.Step(t) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.DeviceMs = float64(dev.Microseconds()) / 1e3
 	start = time.Now()
 	for i := 0; i < steps; i++ {
-		d.step(t)
+		d.Step(t)
 	}
 	el := time.Since(start)
 	r.StepMs = float64(el.Microseconds()) / 1e3 / float64(steps)

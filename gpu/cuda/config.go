@@ -1,10 +1,6 @@
 package cuda
 
-import (
-	"fmt"
-
-	"github.com/zerolayer/zerolayer/gpu"
-)
+import "github.com/zerolayer/zerolayer/gpu"
 
 // Config configures the CUDA backend.
 type Config struct {
@@ -26,13 +22,6 @@ func (c Config) WithDefaults() Config {
 		c.FlushOps = 64
 	}
 	return c
-}
-
-func (c Config) validate() error {
-	if c.Device < 0 {
-		return fmt.Errorf("cuda: device ordinal %d is negative; use 0 for the first GPU", c.Device)
-	}
-	return nil
 }
 
 // BlockMove moves one KV block between the device arena and a HostPool:

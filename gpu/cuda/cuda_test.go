@@ -3,14 +3,11 @@
 package cuda_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,12 +18,13 @@ import (
 	"github.com/zerolayer/zerolayer/gpu/gputest"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/model/synth"
 )
 
 var (
 	requireDevice = flag.Bool("cuda.required", false, "fail, rather than skip, when no CUDA device is usable")
-	sharedDir     = flag.String("cuda.shared", filepath.Join("..", "..", "..", "shared"), "the shared fixtures folder (models/stories260K)")
+	sharedDir     = flag.String("cuda.shared", modeltest.SharedDir(), "the shared fixtures folder (models/stories260K)")
 	useGraphs     = flag.Bool("cuda.graphs", true, "let the backend replay repeated steps as CUDA graphs")
 )
 
@@ -112,86 +110,6 @@ func dequantized(t testing.TB, f *gguf.File) *gguf.File {
 	return g
 }
 
-func build(t testing.TB, c synth.Config) *gguf.File {
-	t.Helper()
-	w, err := synth.Build(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// decoder runs greedy decoding of several sequences together on one
-// model: a prefill step with every prompt, then one step per token.
-type decoder struct {
-	m      *model.Model
-	kv     gpu.KV
-	tables [][]int32
-	pos    []int32
-	next   [][]int32 // tokens each sequence feeds next step
-}
-
-func newDecoder(t testing.TB, m *model.Model, prompts [][]int32, maxLen int) *decoder {
-	t.Helper()
-	const bt = 16
-	per := (maxLen + bt - 1) / bt
-	kv, err := m.NewKV(per*len(prompts), bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &decoder{m: m, kv: kv, tables: make([][]int32, len(prompts)), pos: make([]int32, len(prompts))}
-	for i := range prompts {
-		for j := 0; j < per; j++ {
-			// Interleave the sequences' blocks so block tables matter.
-			d.tables[i] = append(d.tables[i], int32(j*len(prompts)+i))
-		}
-		d.next = append(d.next, prompts[i])
-	}
-	return d
-}
-
-// step runs one step and returns each sequence's logits.
-func (d *decoder) step(t testing.TB) [][]float32 {
-	t.Helper()
-	var toks, pos, seq, rows []int32
-	for i, ids := range d.next {
-		for _, id := range ids {
-			toks, pos, seq = append(toks, id), append(pos, d.pos[i]), append(seq, int32(i))
-			d.pos[i]++
-		}
-		rows = append(rows, int32(len(toks)-1))
-	}
-	v := d.m.Vocab
-	logits := make([]float32, len(rows)*v)
-	if err := d.m.Forward(d.kv, toks, &gpu.Batch{Pos: pos, Seq: seq, Tables: d.tables}, rows, logits); err != nil {
-		t.Fatal(err)
-	}
-	out := make([][]float32, len(rows))
-	for i := range rows {
-		out[i] = logits[i*v : (i+1)*v]
-		d.next[i] = []int32{argmax(out[i])}
-	}
-	return out
-}
-
-func argmax(v []float32) int32 {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
-
 // TestModelsMatchCPU decodes generated models of every weight type on the
 // CUDA backend and on the CPU backend (the quantized model and its F32
 // dequantized copy), all fed the CPU backend's greedy tokens, and compares
@@ -206,34 +124,34 @@ func TestModelsMatchCPU(t *testing.T) {
 	if testing.Short() {
 		steps, archs = 3, archs[:1]
 	}
-	load := func(f *gguf.File, b gpu.Backend) *decoder {
+	load := func(f *gguf.File, b gpu.Backend) *modeltest.Decoder {
 		m, err := model.New(f, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return newDecoder(t, m, prompts, 32)
+		return modeltest.NewDecoder(t, m, prompts, 32)
 	}
 	for _, arch := range archs {
 		for _, dt := range gpu.DTypes {
 			c := synth.Tiny(dt)
 			c.Arch, c.Seed = arch, 7
-			f := build(t, c)
+			f := modeltest.Build(t, c)
 			dg, dc, dx := load(f, be), load(f, ref), load(dequantized(t, f), ref)
 			var worstQ, worstX float64
 			for s := 0; s < steps; s++ {
-				lg, lc, lx := dg.step(t), dc.step(t), dx.step(t)
+				lg, lc, lx := dg.Step(t), dc.Step(t), dx.Step(t)
 				for i := range lc {
 					for j := range lg[i] {
 						if math.IsNaN(float64(lg[i][j])) || math.IsInf(float64(lg[i][j]), 0) {
 							t.Fatalf("%s %v: step %d sequence %d: logit %d is %g", arch, dt, s, i, j, lg[i][j])
 						}
 					}
-					worstQ = math.Max(worstQ, relDiff(lg[i], lc[i]))
-					worstX = math.Max(worstX, relDiff(lg[i], lx[i]))
+					worstQ = math.Max(worstQ, modeltest.RelDiff(lg[i], lc[i]))
+					worstX = math.Max(worstX, modeltest.RelDiff(lg[i], lx[i]))
 				}
-				for i := range dc.next { // all continue with the CPU's tokens
-					dg.next[i] = append([]int32(nil), dc.next[i]...)
-					dx.next[i] = append([]int32(nil), dc.next[i]...)
+				for i := range dc.Next { // all continue with the CPU's tokens
+					dg.Next[i] = append([]int32(nil), dc.Next[i]...)
+					dx.Next[i] = append([]int32(nil), dc.Next[i]...)
 				}
 			}
 			t.Logf("%s %v: logits differ by %.1e from F32 weights on the CPU (tolerance %.0e), %.1e from %v weights (tolerance %.0e)",
@@ -248,42 +166,12 @@ func TestModelsMatchCPU(t *testing.T) {
 	}
 }
 
-// relDiff returns max|got−want| / max|want|.
-func relDiff(got, want []float32) float64 {
-	var norm, diff float64
-	for j := range want {
-		norm = math.Max(norm, math.Abs(float64(want[j])))
-		diff = math.Max(diff, math.Abs(float64(got[j]-want[j])))
-	}
-	return diff / norm
-}
-
-type refCase struct {
-	Name         string    `json:"name"`
-	PromptIDs    []int32   `json:"prompt_ids"`
-	GeneratedIDs []int32   `json:"generated_ids"`
-	LogitsStep0  []float32 `json:"logits_step0"`
-}
-
-type storiesRef struct {
-	Cases     []refCase `json:"cases"`
-	LongCases []refCase `json:"long_cases"`
-}
-
 // storiesReference returns the stories260K folder and its reference.json,
 // skipping the test when the shared fixtures are absent.
-func storiesReference(t *testing.T) (string, storiesRef) {
+func storiesReference(t *testing.T) (string, modeltest.Reference) {
 	t.Helper()
 	dir := filepath.Join(*sharedDir, "models", "stories260K")
-	raw, err := os.ReadFile(filepath.Join(dir, "reference.json"))
-	if err != nil {
-		t.Skipf("shared fixtures not present: %v", err)
-	}
-	var ref storiesRef
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
-	}
-	return dir, ref
+	return dir, modeltest.ReadReference(t, dir)
 }
 
 // TestStories260KReference decodes the reference prompts of stories260K
@@ -302,57 +190,16 @@ func TestStories260KReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(c refCase, logit0 []float32, out []int32) {
-		t.Helper()
-		if c.LogitsStep0 != nil {
-			var worst float64
-			for i, want := range c.LogitsStep0 {
-				worst = math.Max(worst, math.Abs(float64(logit0[i]-want)))
-			}
-			if worst > 1e-3 {
-				t.Errorf("%s: step-0 logits differ from the reference by up to %g (> 1e-3)", c.Name, worst)
-			}
-		}
-		for i, want := range c.GeneratedIDs {
-			if out[i] != want {
-				t.Errorf("%s: generated token %d is %d, reference %d (got %v)", c.Name, i, out[i], want, out)
-				return
-			}
-		}
-	}
-	run := func(cases []refCase) {
-		var prompts [][]int32
-		steps, maxLen := 0, 0
-		for _, c := range cases {
-			prompts = append(prompts, c.PromptIDs)
-			steps = max(steps, len(c.GeneratedIDs))
-			maxLen = max(maxLen, len(c.PromptIDs)+len(c.GeneratedIDs))
-		}
-		d := newDecoder(t, m, prompts, maxLen)
-		outs := make([][]int32, len(cases))
-		logit0 := make([][]float32, len(cases))
-		for s := 0; s < steps; s++ {
-			l := d.step(t)
-			for i := range cases {
-				if s == 0 {
-					logit0[i] = append([]float32(nil), l[i]...)
-				}
-				outs[i] = append(outs[i], d.next[i][0])
-			}
-		}
-		for i, c := range cases {
-			check(c, logit0[i], outs[i])
-		}
-	}
+	run := func(cases []modeltest.Case) { modeltest.Greedy(t, m, cases, 0, 1e-3) }
 	run(ref.Cases)
 	if testing.Short() {
 		return
 	}
 	for _, c := range ref.Cases {
-		run([]refCase{c})
+		run([]modeltest.Case{c})
 	}
 	for _, c := range ref.LongCases {
-		run([]refCase{c})
+		run([]modeltest.Case{c})
 	}
 }
 
@@ -469,7 +316,7 @@ func TestArgmaxAndMask(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range got {
-		if want := argmax(v[i*cols : (i+1)*cols]); got[i] != want {
+		if want := modeltest.Argmax(v[i*cols : (i+1)*cols]); got[i] != want {
 			t.Errorf("argmax row %d = %d, want %d", i, got[i], want)
 		}
 	}
@@ -493,7 +340,7 @@ func TestArgmaxAndMask(t *testing.T) {
 		}
 	}
 	for i := range got {
-		if want := argmax(masked[i*cols : (i+1)*cols]); got[i] != want || got[i]%7 != 3 {
+		if want := modeltest.Argmax(masked[i*cols : (i+1)*cols]); got[i] != want || got[i]%7 != 3 {
 			t.Errorf("masked argmax row %d = %d, want %d", i, got[i], want)
 		}
 	}
@@ -515,7 +362,7 @@ func TestArgmaxAndMask(t *testing.T) {
 // logits must be identical (no kernel depends on launch order or timing),
 // and the repeated decode steps must have been replayed from graphs.
 func TestGraphs(t *testing.T) {
-	f := build(t, synth.Tiny(gpu.Q8_0))
+	f := modeltest.Build(t, synth.Tiny(gpu.Q8_0))
 	prompts := [][]int32{{1, 40, 7, 290, 3}, {1, 77, 5}}
 	const steps = 8
 	run := func(cfg cuda.Config) ([][]float32, cuda.Stats) {
@@ -525,10 +372,10 @@ func TestGraphs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := newDecoder(t, m, prompts, 32)
+		d := modeltest.NewDecoder(t, m, prompts, 32)
 		var out [][]float32
 		for s := 0; s < steps; s++ {
-			for _, l := range d.step(t) {
+			for _, l := range d.Step(t) {
 				out = append(out, append([]float32(nil), l...))
 			}
 		}

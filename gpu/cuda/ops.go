@@ -112,20 +112,6 @@ func (k *ropeKey) matches(r gpu.RoPE) bool {
 	return true
 }
 
-// ropeFreqs returns the angular frequency of each rotated pair, computed in
-// float64 as the CPU backend does.
-func ropeFreqs(r gpu.RoPE) []float64 {
-	half := r.Dims / 2
-	inv := make([]float64, half)
-	for j := range inv {
-		inv[j] = 1 / math.Pow(float64(r.Base), float64(2*j)/float64(r.Dims))
-		if len(r.Factors) == half && r.Factors[j] != 0 {
-			inv[j] /= float64(r.Factors[j])
-		}
-	}
-	return inv
-}
-
 // RoPE rotates the first r.Dims dimensions of every head of x in place.
 // Angles are computed in double precision on the device.
 func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
@@ -146,7 +132,7 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 		return
 	}
 	if !b.rope.matches(r) {
-		inv := ropeFreqs(r)
+		inv := r.Freqs()
 		p := b.stage(&b.ropeBuf, unsafe.Slice((*byte)(unsafe.Pointer(&inv[0])), 8*len(inv)))
 		if p == 0 {
 			return

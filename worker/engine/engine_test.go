@@ -2,43 +2,24 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/model/prompt"
 	"github.com/zerolayer/zerolayer/worker/sample"
 )
 
-func sharedPath(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared fixture %s not present: %v", rel, err)
-	}
-	return p
-}
-
-type refCase struct {
-	Name          string  `json:"name"`
-	Prompt        string  `json:"prompt"`
-	PromptIDs     []int32 `json:"prompt_ids"`
-	GeneratedIDs  []int32 `json:"generated_ids"`
-	GeneratedText string  `json:"generated_text"`
-}
-
 // setup loads stories260K and its reference cases.
-func setup(t *testing.T) (*engine.Loaded, *engine.Engine, []refCase) {
+func setup(t *testing.T) (*engine.Loaded, *engine.Engine, []modeltest.Case) {
 	t.Helper()
 	be := cpu.New(cpu.Config{Threads: 2})
 	t.Cleanup(func() { be.Close() })
-	l, err := engine.Load(sharedPath(t, "models/stories260K/stories260K.gguf"), be)
+	l, err := engine.Load(modeltest.StoriesPath(t), be)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,17 +28,7 @@ func setup(t *testing.T) (*engine.Loaded, *engine.Engine, []refCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(sharedPath(t, "models/stories260K/reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref struct {
-		Cases []refCase `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
-	}
-	return l, e, ref.Cases
+	return l, e, modeltest.StoriesReference(t).Cases
 }
 
 func TestGreedyMatchesReference(t *testing.T) {

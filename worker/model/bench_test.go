@@ -7,12 +7,13 @@ import (
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
 
 // BenchmarkStoriesDecode measures single-sequence decode steps on
 // stories260K (one token per op; ns/op is the time per token).
 func BenchmarkStoriesDecode(b *testing.B) {
-	f, err := gguf.Open(sharedPath(b, "models/stories260K/stories260K.gguf"))
+	f, err := gguf.Open(modeltest.SharedPath(b, "models/stories260K/stories260K.gguf"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/model"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
 
 // TestBatchInvariance checks that a row's logits do not depend on how the
@@ -17,7 +18,7 @@ import (
 func TestBatchInvariance(t *testing.T) {
 	t.Parallel()
 	for _, dt := range gpu.DTypes {
-		f := build(t, synthTiny(dt))
+		f := modeltest.Build(t, synthTiny(dt))
 		be := cpu.New(cpu.Config{Threads: 2})
 		m, err := model.New(f, be)
 		if err != nil {
@@ -61,7 +62,7 @@ func TestBatchInvariance(t *testing.T) {
 // same values).
 func TestForwardInterruptible(t *testing.T) {
 	t.Parallel()
-	f := build(t, synthTiny(gpu.Q8_0))
+	f := modeltest.Build(t, synthTiny(gpu.Q8_0))
 	be := cpu.New(cpu.Config{Threads: 1})
 	defer be.Close()
 	m, err := model.New(f, be)

@@ -22,7 +22,6 @@ type Model struct {
 	layers  []layer
 
 	scratch scratch
-	host    []float32 // staging for logits
 }
 
 type layer struct {

@@ -10,25 +10,9 @@ import (
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/model/synth"
 )
-
-func build(t *testing.T, c synth.Config) *gguf.File {
-	t.Helper()
-	w, err := synth.Build(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 // prefillLogits runs one prompt and returns the last row's logits.
 func prefillLogits(t *testing.T, m *model.Model, ids []int32) []float32 {
@@ -60,7 +44,7 @@ func TestEveryType(t *testing.T) {
 			c := synth.Tiny(dt)
 			c.Arch = arch
 			c.Seed = 42
-			f := build(t, c)
+			f := modeltest.Build(t, c)
 			be := cpu.New(cpu.Config{Threads: 2})
 			m, err := model.New(f, be)
 			if err != nil {

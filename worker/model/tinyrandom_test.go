@@ -10,6 +10,7 @@ import (
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
 
 // TestLlama2TinyRandom loads the F16 model with the 32k Llama 2 vocabulary
@@ -19,7 +20,7 @@ import (
 // ids are not compared).
 func TestLlama2TinyRandom(t *testing.T) {
 	t.Parallel()
-	f, err := gguf.Open(sharedPath(t, "models/llama2-tiny-random/llama-2-tiny-random.gguf"))
+	f, err := gguf.Open(modeltest.SharedPath(t, "models/llama2-tiny-random/llama-2-tiny-random.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestLlama2TinyRandom(t *testing.T) {
 	if ti, _ := f.Tensor("output.weight"); ti.Type != gpu.F16 {
 		t.Fatalf("output.weight is %v, want F16", ti.Type)
 	}
-	raw, err := os.ReadFile(sharedPath(t, "models/llama2-tiny-random/reference.json"))
+	raw, err := os.ReadFile(modeltest.SharedPath(t, "models/llama2-tiny-random/reference.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

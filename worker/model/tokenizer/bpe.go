@@ -98,11 +98,11 @@ func (t *Tokenizer) loadBPE(merges []string) {
 	}
 	var ch [utf8.UTFMax]byte
 	for b := 0; b < 256; b++ {
-		s := string(ch[:utf8.EncodeRune(ch[:], byteToRune[b])])
+		key := ch[:utf8.EncodeRune(ch[:], byteToRune[b])]
 		t.byteTok[b], t.byteSym[b] = -1, -1
-		if id, ok := t.toID[s]; ok {
+		if id, ok := t.toID[string(key)]; ok {
 			t.byteTok[b], t.byteSym[b] = id, id
-		} else if id, ok := extra[s]; ok {
+		} else if id, ok := extra[string(key)]; ok {
 			t.byteSym[b] = id
 		}
 	}

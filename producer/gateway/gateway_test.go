@@ -1,4 +1,4 @@
-package worker_test
+package gateway_test
 
 import (
 	"bufio"
@@ -15,9 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/internal/poll"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/sched"
+	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
 // gatewayFixture is a gateway in front of a real worker on stories260K,
@@ -30,15 +33,15 @@ type gatewayFixture struct {
 
 func newGateway(t *testing.T) *gatewayFixture {
 	t.Helper()
-	b := setup(t, contracts.StreamsConfig{})
-	b.startWorker(t, newSchedExecutor(t, sched.Config{}), "w1")
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
 	reg := prometheus.NewRegistry()
 	gm := gateway.NewMetrics()
 	if err := gm.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(b.srv.Conn, gateway.Config{Keys: map[string]string{"key-acme": "acme", "key-globex": "globex"},
-		Models: map[string]string{modelName: storiesPath(t)}, Logger: testLogger(t), Metrics: gm})
+	gw, err := gateway.New(b.Srv.Conn, gateway.Config{Keys: map[string]string{"key-acme": "acme", "key-globex": "globex"},
+		Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)}, Logger: workertest.Logger(t), Metrics: gm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +114,42 @@ func errorCode(t *testing.T, body []byte) contracts.Code {
 	return v.Error.Code
 }
 
+// waitResult polls the job's result until it is there (200); a status
+// other than 202 (not yet) fails the test.
+func (f *gatewayFixture) waitResult(ctx context.Context, id string) contracts.Result {
+	f.t.Helper()
+	var res contracts.Result
+	poll.Until(f.t, 30*time.Second, "the result of job "+id, func() bool {
+		resp, body := f.do(ctx, "GET", "/v1/jobs/"+id, "key-acme", "")
+		switch resp.StatusCode {
+		case 200:
+			if err := json.Unmarshal(body, &res); err != nil {
+				f.t.Fatalf("result %s: %v", body, err)
+			}
+			return true
+		case 202:
+			return false
+		}
+		f.t.Fatalf("poll: %d %s", resp.StatusCode, body)
+		return false
+	})
+	return res
+}
+
+// waitBatch polls the batch's state until it has ended.
+func (f *gatewayFixture) waitBatch(ctx context.Context, id string) gateway.BatchState {
+	f.t.Helper()
+	var st gateway.BatchState
+	poll.Until(f.t, 60*time.Second, "the end of batch "+id, func() bool {
+		_, body := f.do(ctx, "GET", "/v1/batches/"+id, "key-acme", "")
+		if err := json.Unmarshal(body, &st); err != nil {
+			f.t.Fatalf("state %s: %v", body, err)
+		}
+		return st.Status == "ended"
+	})
+	return st
+}
+
 // TestGatewayJobs: submit, poll, follow events (and resume them), tenant
 // isolation, cancel, and the errors of bad calls.
 func TestGatewayJobs(t *testing.T) {
@@ -138,19 +177,7 @@ func TestGatewayJobs(t *testing.T) {
 	}
 	var sub struct{ ID string }
 	json.Unmarshal(body, &sub)
-	var res contracts.Result
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, body = f.do(ctx, "GET", "/v1/jobs/"+sub.ID, "key-acme", "")
-		if resp.StatusCode == 200 {
-			json.Unmarshal(body, &res)
-			break
-		}
-		if resp.StatusCode != 202 || time.Now().After(deadline) {
-			t.Fatalf("poll: %d %s", resp.StatusCode, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	res := f.waitResult(ctx, sub.ID)
 	if res.Status != contracts.StatusCompleted || res.Usage.OutputTokens != 12 || res.Tenant != "acme" {
 		t.Fatalf("result %+v", res)
 	}
@@ -193,17 +220,7 @@ func TestGatewayJobs(t *testing.T) {
 	if resp, body := f.do(ctx, "POST", "/v1/jobs/"+sub.ID+"/cancel", "key-acme", ""); resp.StatusCode != 202 && resp.StatusCode != 200 {
 		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, body = f.do(ctx, "GET", "/v1/jobs/"+sub.ID, "key-acme", "")
-		if resp.StatusCode == 200 {
-			json.Unmarshal(body, &res)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the canceled job never ended")
-		}
-	}
-	if res.Status != contracts.StatusCanceled {
+	if res = f.waitResult(ctx, sub.ID); res.Status != contracts.StatusCanceled {
 		t.Fatalf("canceled job: %+v", res)
 	}
 	// The metrics saw the calls, by route and status.
@@ -355,6 +372,9 @@ func TestGatewayCompatible(t *testing.T) {
 		t.Fatalf("message %s (chat gave %q)", body, want)
 	}
 	resp, body = f.do(ctx, "POST", "/v1/messages", "", msg+`,"stream":true}`, "x-api-key", "key-acme")
+	if resp.StatusCode != 200 {
+		t.Fatalf("message stream: %d %s", resp.StatusCode, body)
+	}
 	evs = parseSSE(t, body)
 	var names []string
 	streamed.Reset()
@@ -409,17 +429,7 @@ func TestGatewayDroppedCallerCancels(t *testing.T) {
 	}
 	cancel() // the caller goes away
 	resp.Body.Close()
-	var res contracts.Result
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		r, body := f.do(context.Background(), "GET", "/v1/jobs/"+id, "key-acme", "")
-		if r.StatusCode == 200 {
-			json.Unmarshal(body, &res)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the abandoned job never ended")
-		}
-	}
+	res := f.waitResult(context.Background(), id)
 	if res.Status != contracts.StatusCanceled || res.Usage == nil || res.Usage.OutputTokens >= 4000 {
 		t.Fatalf("abandoned job: status %s, usage %+v", res.Status, res.Usage)
 	}
@@ -445,19 +455,7 @@ func TestGatewayBatches(t *testing.T) {
 	if resp, body := f.do(ctx, "GET", "/v1/batches/nightly-1/output", "key-acme", ""); resp.StatusCode != 400 && resp.StatusCode != 200 {
 		t.Fatalf("output before the end: %d %s", resp.StatusCode, body)
 	}
-	var st gateway.BatchState
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		_, body = f.do(ctx, "GET", "/v1/batches/nightly-1", "key-acme", "")
-		if err := json.Unmarshal(body, &st); err != nil {
-			t.Fatalf("state %s: %v", body, err)
-		}
-		if st.Status == "ended" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the batch never ended: %s", body)
-		}
-	}
+	st := f.waitBatch(ctx, "nightly-1")
 	if st.Error != "" || st.Counts != (producer.BatchCounts{Total: 7, Completed: 6, Invalid: 1}) {
 		t.Fatalf("ended batch %+v", st)
 	}
@@ -492,11 +490,11 @@ func TestGatewayBatches(t *testing.T) {
 // twice.
 func TestGatewayBatchResume(t *testing.T) {
 	t.Parallel()
-	b := setup(t, contracts.StreamsConfig{})
-	b.startWorker(t, newSchedExecutor(t, sched.Config{MaxRunning: 2}), "w1")
-	cfg := gateway.Config{Keys: map[string]string{"key-acme": "acme"}, Models: map[string]string{modelName: storiesPath(t)}, Logger: testLogger(t)}
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 2}), "w1")
+	cfg := gateway.Config{Keys: map[string]string{"key-acme": "acme"}, Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)}, Logger: workertest.Logger(t)}
 	serve := func() (*gateway.Gateway, *gatewayFixture) {
-		gw, err := gateway.New(b.srv.Conn, cfg)
+		gw, err := gateway.New(b.Srv.Conn, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -525,18 +523,12 @@ func TestGatewayBatchResume(t *testing.T) {
 	if resp, body := f2.do(ctx, "POST", "/v1/batches/b-resume/resume", "key-acme", ""); resp.StatusCode != 202 {
 		t.Fatalf("resume: %d %s", resp.StatusCode, body)
 	}
-	for deadline := time.Now().Add(60 * time.Second); st.Status != "ended"; time.Sleep(50 * time.Millisecond) {
-		_, body = f2.do(ctx, "GET", "/v1/batches/b-resume", "key-acme", "")
-		json.Unmarshal(body, &st)
-		if time.Now().After(deadline) {
-			t.Fatalf("the resumed batch never ended: %s", body)
-		}
-	}
+	st = f2.waitBatch(ctx, "b-resume")
 	if st.Error != "" || st.Counts.Completed != 8 {
 		t.Fatalf("resumed batch %+v", st)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := len(streamMsgs(t, b.srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 8 {
+	b.WaitDrained(t)
+	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 8 {
 		t.Fatalf("%d usage records for 8 jobs", n)
 	}
 }
@@ -557,14 +549,7 @@ func TestGatewayBatchCancel(t *testing.T) {
 	if resp, body := f.do(ctx, "POST", "/v1/batches/to-cancel/cancel", "key-acme", ""); resp.StatusCode != 202 && resp.StatusCode != 200 {
 		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
 	}
-	var st gateway.BatchState
-	for deadline := time.Now().Add(60 * time.Second); st.Status != "ended"; time.Sleep(50 * time.Millisecond) {
-		_, body := f.do(ctx, "GET", "/v1/batches/to-cancel", "key-acme", "")
-		json.Unmarshal(body, &st)
-		if time.Now().After(deadline) {
-			t.Fatalf("the canceled batch never ended: %s", body)
-		}
-	}
+	st := f.waitBatch(ctx, "to-cancel")
 	if st.Counts.Total != 6 || st.Counts.Canceled == 0 || st.Counts.Completed+st.Counts.Canceled != 6 {
 		t.Fatalf("canceled batch %+v", st)
 	}

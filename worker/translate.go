@@ -1,0 +1,174 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/chat"
+	"github.com/zerolayer/zerolayer/worker/sample"
+	"github.com/zerolayer/zerolayer/worker/tools"
+)
+
+// The translation between the wire and the engine, shared by both
+// executors: a job request becomes an engine request (buildRequest), an
+// engine result an Outcome (outcomeFrom), an engine error a contract error
+// (engineError).
+
+// tokenSink streams generated tokens to the sink, with logprobs when asked.
+func tokenSink(r *contracts.JobRequest, sink Sink) func(engine.Token) error {
+	return func(t engine.Token) error {
+		var lps []contracts.TokenLogprob
+		if r.Logprobs {
+			lp := contracts.TokenLogprob{TokenID: t.ID, Token: t.Text, Logprob: float64(t.Logprob)}
+			for _, alt := range t.Top {
+				lp.TopLogprobs = append(lp.TopLogprobs, contracts.TopLogprob{TokenID: alt.ID, Logprob: float64(alt.Logprob)})
+			}
+			lps = []contracts.TokenLogprob{lp}
+		}
+		var ids []int32
+		if t.ID >= 0 {
+			ids = []int32{t.ID}
+		}
+		sink.Delta(t.Text, ids, lps)
+		return nil
+	}
+}
+
+// toolSink forwards tool actions as tool events.
+func toolSink(sink Sink) func(tools.ToolEvent) {
+	return func(ev tools.ToolEvent) { sink.Tool(ev.Tool, ev.Action, ev.Detail) }
+}
+
+// outcomeFrom maps an engine result to an outcome with the usage the
+// engine measured.
+func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
+	out := &Outcome{Text: res.Text, TokenIDs: res.OutputIDs}
+	if run != nil {
+		out.ToolReport = run.Report()
+	}
+	if res.Err != nil {
+		out.Err = contracts.ErrorFrom(res.Err)
+	}
+	switch res.StopReason {
+	case engine.StopEndTurn:
+		out.StopReason = contracts.StopEndTurn
+	case engine.StopSequence:
+		out.StopReason = contracts.StopSequence
+	case engine.StopMaxTokens, engine.StopContextLimit:
+		out.StopReason = contracts.StopMaxTokens
+	case engine.StopMemoryLimit:
+		out.StopReason = contracts.StopMemoryLimit
+	case engine.StopConstraint:
+		out.StopReason = contracts.StopConstraint
+	case engine.StopCanceled:
+		out.Canceled = true
+	}
+	u := &out.Usage
+	u.InputTokens = res.Usage.InputTokens
+	u.OutputTokens = res.Usage.OutputTokens
+	u.TimeToFirstTokenMs = res.Usage.TimeToFirstTokenMs
+	u.TimePerTokenMs = res.Usage.TimePerTokenMs
+	u.InterTokenMsP50 = percentile(res.Usage.GapsMs, 0.50)
+	u.InterTokenMsP99 = percentile(res.Usage.GapsMs, 0.99)
+	u.TotalMs = res.Usage.TotalMs
+	u.MemoryAllocatedMB = float64(res.Usage.KVBytes+res.Usage.ToolBytes) / (1 << 20)
+	u.Confidence = res.Usage.Confidence
+	u.ToolExecutionTimeMs = res.Usage.ToolMs
+	return out
+}
+
+// buildRequest turns a job request into an engine request whose tokens and
+// tool actions stream to sink.
+func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink Sink) (engine.Request, error) {
+	msgs := make([]chat.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		msgs[i] = chat.Message{Role: string(m.Role), Content: m.Content}
+	}
+	// Inline tool blocks in the system prompt are tools, not prompt text.
+	system, inline, err := tools.ParseSystem(r.System)
+	if err != nil {
+		return engine.Request{}, contracts.ErrorFrom(err)
+	}
+	specs := append(append([]contracts.Tool(nil), r.Tools...), inline...)
+	var run *tools.Run
+	if len(specs) > 0 || r.ResponseFormat != nil {
+		set, err := tools.Compile(specs, r.ResponseFormat, l.Tokenizer, tools.Budget{})
+		if err != nil {
+			return engine.Request{}, contracts.ErrorFrom(err)
+		}
+		run = set.NewRun()
+	}
+	ids, err := l.Conversation(system, msgs, nil)
+	if err != nil {
+		return engine.Request{}, contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
+	}
+	var p sample.Params
+	if r.Preset != "" {
+		pp, _, err := sample.Preset(string(r.Preset))
+		if err != nil {
+			return engine.Request{}, contracts.NewError(contracts.CodeUnknownPreset, "%v", err)
+		}
+		p = pp
+	}
+	if r.Temperature != nil {
+		p.Temperature = float32(*r.Temperature)
+	}
+	if r.TopP != nil {
+		p.TopP = float32(*r.TopP)
+	}
+	if r.TopK != nil {
+		p.TopK = *r.TopK
+	}
+	if r.MinP != nil {
+		p.MinP = float32(*r.MinP)
+	}
+	if r.RepetitionPenalty != nil {
+		p.RepetitionPenalty = float32(*r.RepetitionPenalty)
+	}
+	if r.Seed != nil {
+		p.Seed = *r.Seed
+	}
+	if err := p.Validate(); err != nil {
+		return engine.Request{}, contracts.NewError(contracts.CodeInvalidSampling, "%v", err)
+	}
+	if ctxLen := l.Model.Context; len(ids) >= ctxLen {
+		return engine.Request{}, contracts.NewError(contracts.CodePromptTooLong, "the prompt is %d tokens; model %s has a context of %d", len(ids), name, ctxLen)
+	}
+	top := 0
+	if r.Logprobs {
+		top = r.TopLogprobs
+	}
+	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top,
+		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool,
+		OnToken: tokenSink(r, sink), OnToolEvent: toolSink(sink)}, nil
+}
+
+// engineError maps an engine error to a contract error.
+func engineError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrPromptTooLong):
+		return contracts.NewError(contracts.CodePromptTooLong, "%v", err)
+	case errors.Is(err, engine.ErrEmptyPrompt), errors.Is(err, engine.ErrBadRequest):
+		return contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
+	case errors.Is(err, sample.ErrInvalidParams):
+		return contracts.NewError(contracts.CodeInvalidSampling, "%v", err)
+	case errors.Is(err, engine.ErrNoMemory):
+		return contracts.NewError(contracts.CodeMemoryLimit, "%v", err)
+	}
+	return fmt.Errorf("worker: engine: %w", err)
+}
+
+// percentile returns the q-quantile of xs (nearest rank), 0 for none.
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

@@ -1,0 +1,166 @@
+package workertest
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/natstest"
+	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/internal/poll"
+	"github.com/zerolayer/zerolayer/producer"
+	"github.com/zerolayer/zerolayer/worker"
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+	"github.com/zerolayer/zerolayer/worker/sched"
+)
+
+// ModelName is the name stories260K is served under.
+const ModelName = "stories260k"
+
+// LoadStories loads stories260K on a one-thread CPU backend, skipping the
+// test when the shared fixtures are absent. It returns the loaded model
+// and the backend's name.
+func LoadStories(t testing.TB) (*engine.Loaded, string) {
+	t.Helper()
+	be := cpu.New(cpu.Config{Threads: 1})
+	t.Cleanup(func() { be.Close() })
+	l, err := engine.Load(modeltest.StoriesPath(t), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, be.Name()
+}
+
+// NewExecutor serves stories260K one job at a time.
+func NewExecutor(t testing.TB) *worker.InOrderExecutor {
+	t.Helper()
+	l, device := LoadStories(t)
+	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return worker.NewInOrderExecutor(device, &worker.ServedModel{Name: ModelName, Loaded: l, Engine: e})
+}
+
+// NewSchedExecutor serves stories260K through a scheduler, stopped at
+// cleanup.
+func NewSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
+	t.Helper()
+	l, device := LoadStories(t)
+	s, err := sched.New(l.Model, l.Tokenizer, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return worker.NewSchedExecutor(device, contracts.Buckets{}, &worker.ScheduledModel{Name: ModelName, Loaded: l, Scheduler: s})
+}
+
+// Bundle is a JetStream server with the streams and a producer for each of
+// two tenants.
+type Bundle struct {
+	Srv *natstest.Server
+	// Client submits as tenant acme.
+	Client *producer.Client
+	// Other submits as tenant globex.
+	Other *producer.Client
+	// Streams is the configuration the streams were made with.
+	Streams contracts.StreamsConfig
+}
+
+// Setup starts JetStream with the streams, and producers for two tenants
+// (acme and globex) that know stories260K as ModelName.
+func Setup(t *testing.T, streams contracts.StreamsConfig) *Bundle {
+	t.Helper()
+	srv := natstest.Run(t)
+	if err := contracts.EnsureStreams(context.Background(), srv.JS, streams); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(tenant string) *producer.Client {
+		c, err := producer.New(srv.Conn, producer.Config{Tenant: tenant, Models: map[string]string{ModelName: modeltest.StoriesPath(t)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return &Bundle{Srv: srv, Client: mk("acme"), Other: mk("globex"), Streams: streams}
+}
+
+// StartWorker starts a worker on its own connection, stopped at cleanup
+// (with 10 seconds to finish).
+func (b *Bundle) StartWorker(t *testing.T, exec worker.Executor, id string) (*worker.Worker, *nats.Conn) {
+	t.Helper()
+	nc, _ := b.Srv.Connect(t)
+	w, err := worker.New(nc, exec, worker.Config{ID: id, Streams: b.Streams, IdlePoll: 50 * time.Millisecond, Logger: Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		w.Stop(ctx)
+	})
+	return w, nc
+}
+
+// WaitDrained waits until the jobs stream is empty: every job queued so
+// far has run to its end and been acknowledged, so its usage record and
+// result are published (a worker publishes them before its ack). A test
+// that counts what ran calls it first instead of sleeping.
+func (b *Bundle) WaitDrained(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := b.Srv.JS.Stream(ctx, contracts.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 60*time.Second, "the jobs stream drained", func() bool {
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs == 0
+	})
+}
+
+// StreamMsgs returns the messages of a stream on a subject.
+func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) []jetstream.Msg {
+	t.Helper()
+	ctx := context.Background()
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+		if err != nil {
+			return out
+		}
+		out = append(out, m)
+	}
+}
+
+// Logger sends warnings and errors to the test log.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
