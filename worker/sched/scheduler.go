@@ -62,7 +62,7 @@ type Stats struct {
 // recompute, strict priority classes with aging, and per-tenant fairness.
 //
 // One goroutine, the step loop, owns every sequence and block; Generate
-// hands it a job and waits. Start, Stop as usual.
+// hands it a job and waits. Start and Stop bound the loop's life.
 type Scheduler struct {
 	cfg  Config
 	m    *model.Model
@@ -194,17 +194,36 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	return s, nil
 }
 
-// Start starts the step loop.
-func (s *Scheduler) Start() {
+// Start starts the step loop, which runs until Stop: ctx is not kept, so
+// its end does not stop the loop. It returns ctx.Err() without starting
+// when ctx is already done. Starting a started or stopped scheduler does
+// nothing.
+func (s *Scheduler) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.start.Do(func() { go s.loop() })
+	return nil
 }
 
-// Stop ends the step loop; running and waiting jobs finish with
-// ErrStopped. It is safe to call twice.
-func (s *Scheduler) Stop() {
+// Stop ends the step loop once its step in flight is done; running and
+// waiting jobs finish with ErrStopped. It waits for the loop to end, or
+// for ctx, returning ctx.Err() (the loop still ends on its own). Stopping
+// a stopped scheduler does nothing; a scheduler never started stops too.
+func (s *Scheduler) Stop(ctx context.Context) error {
 	s.stop.Do(func() { close(s.quit) })
-	s.Start() // a scheduler never started still closes its loop
-	<-s.loopDone
+	s.start.Do(func() { go s.loop() }) // a scheduler never started still closes its loop
+	select {
+	case <-s.loopDone:
+		return nil
+	default:
+	}
+	select {
+	case <-s.loopDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // BlockBytes is the size of one KV block.
