@@ -45,7 +45,7 @@ func benchScheduler(ctx context.Context, modelPath string, threads int, out io.W
 	newS := func(cfg sched.Config) (*sched.Scheduler, error) {
 		s, err := sched.New(l.Model, l.Tokenizer, cfg)
 		if err == nil {
-			s.Start()
+			err = s.Start(ctx)
 		}
 		return s, err
 	}
@@ -100,7 +100,7 @@ func benchScheduler(ctx context.Context, modelPath string, threads int, out io.W
 		tok := float64(n * 32)
 		fmt.Fprintf(out, "   %2d jobs: one at a time %7.1f tok/s, batched %7.1f tok/s  (×%.2f)\n", n, tok/alone.Seconds(), tok/together.Seconds(), alone.Seconds()/together.Seconds())
 	}
-	s.Stop()
+	s.Stop(context.Background())
 
 	// 2. High-priority time to first token, idle and under low-priority load.
 	fmt.Fprintf(out, "\n2. high-priority time to first token (prompt 32, 8 tokens)\n")
@@ -109,7 +109,7 @@ func benchScheduler(ctx context.Context, modelPath string, threads int, out io.W
 		if err != nil {
 			return nil, err
 		}
-		defer s.Stop()
+		defer s.Stop(context.Background())
 		lctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		if load {
@@ -196,7 +196,7 @@ func benchScheduler(ctx context.Context, modelPath string, threads int, out io.W
 		wg.Wait()
 		took := time.Since(t0)
 		fill, occ, steps := s.Utilization()
-		s.Stop()
+		s.Stop(context.Background())
 		name := "with the filler"
 		if noFiller {
 			name = "without (NoFiller)"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,7 +41,7 @@ type served struct {
 
 func (s *served) Close() {
 	for _, m := range s.sched {
-		m.Scheduler.Stop()
+		m.Scheduler.Stop(context.Background())
 	}
 	for _, m := range s.models {
 		m.Loaded.Close()
@@ -221,7 +222,10 @@ func loadModels(names []string, threads, kvBlocks int, sc ...*sched.Config) (*se
 				s.Close()
 				return nil, err
 			}
-			sch.Start()
+			if err := sch.Start(context.Background()); err != nil {
+				s.Close()
+				return nil, err
+			}
 			s.sched = append(s.sched, &worker.ScheduledModel{Name: name, Loaded: l, Scheduler: sch})
 		}
 	}

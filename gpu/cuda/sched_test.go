@@ -44,8 +44,10 @@ func TestSchedulerOnDevice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Start()
-			defer s.Stop()
+			if err := s.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop(context.Background())
 			var preempted, swappedIn, wrongMode atomic.Int64
 			opts := sched.JobOpts{OnEvent: func(kind, detail string) {
 				switch {

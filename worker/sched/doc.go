@@ -1,6 +1,16 @@
 // Package sched is the worker's scheduler: it owns the KV memory and
 // decides, step by step, which sequences run.
 //
+// Use: New sizes the KV arena, Start runs the step loop, Generate hands it
+// one job and waits for the result, Stop ends the loop (jobs still held
+// fail with ErrStopped):
+//
+//	s, err := sched.New(l.Model, l.Tokenizer, sched.Config{KVMemoryMB: 256})
+//	if err != nil { ... }
+//	if err := s.Start(ctx); err != nil { ... }
+//	defer s.Stop(shutdownCtx)
+//	res, stats, err := s.Generate(ctx, &engine.Request{PromptIDs: ids, MaxTokens: 64}, sched.JobOpts{Tenant: "acme", Class: 1})
+//
 // Every step is one forward pass: a decode token for each running sequence
 // plus prefill chunks up to MaxBatchTokens, so jobs join and leave the batch
 // at any step and a long prompt never stalls running decodes (continuous
@@ -44,4 +54,38 @@
 // The tier is the backend's (gpu.NewHostTier): pinned memory and copies on
 // the copy stream on CUDA, ordered with the kernels. Host copies older
 // than EvictionGCInterval are released.
+//
+// # Files
+//
+// Each concern is a file; all of them are methods on Scheduler run by the
+// step loop, which alone touches its state (no locks; other goroutines
+// read the atomic snapshot).
+//
+//   - scheduler.go: the types, New, Start/Stop, Generate, the step loop
+//     (intake, reaping canceled jobs, shutdown) and finishing a job.
+//   - admit.go: admission: the queue and the tenants' fairness counters
+//     (enqueue), the order candidates are taken in (classes, aging,
+//     tenants), the memory already promised, the filler, and starting a
+//     sequence.
+//   - preempt.go: eviction: victim order and score, preempting, swapping
+//     blocks out to the host tier and back in, and releasing host copies
+//     kept too long.
+//   - prefix.go: the prefix cache: chain hashes of full blocks, lookups at
+//     admission, registering blocks as they fill.
+//   - step.go: one forward pass: planning the rows (and growing their
+//     blocks), running the batch, applying the results.
+//   - blocks.go: the block manager: reference counts, the free list and
+//     the content-addressed cache with its LRU.
+//   - config.go, errors.go, metrics.go: Config with its defaults, the
+//     package's errors, its Prometheus metrics.
+//
+// # Imports
+//
+// sched sits between the model and the worker: it may import gpu (the
+// device seam: the KV arena, batches, host tiers), worker/engine (a
+// generation's sampling and stop rules), worker/model and its tokenizer,
+// and Prometheus for its metrics. It must not import the worker package,
+// NATS, the database or cmd: the worker imports sched (SchedExecutor), not
+// the other way round, and a backend is chosen by the caller, never here
+// (tests use gpu/cpu).
 package sched

@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -44,9 +45,35 @@ func newSched(t testing.TB, l *engine.Loaded, cfg Config) *Scheduler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(s.Stop)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, s)
 	return s
+}
+
+// stopAtCleanup stops s when the test ends.
+func stopAtCleanup(t testing.TB, s *Scheduler) {
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// waitFor polls cond every millisecond until it holds, failing the test
+// after timeout with what it waited for.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, what)
+		}
+		<-tick.C
+	}
 }
 
 type refCase struct {
@@ -109,14 +136,13 @@ func run(s *Scheduler, jobs []job) []outcome {
 // checkIdle verifies the accounting once every job is done.
 func checkIdle(t *testing.T, s *Scheduler) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.snapRunning.Load() != 0 || s.snapWaiting.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("scheduler not idle")
-		}
-		time.Sleep(time.Millisecond)
+	waitFor(t, 5*time.Second, "scheduler idle", func() bool {
+		return s.snapRunning.Load() == 0 && s.snapWaiting.Load() == 0
+	})
+	// Once Stop returns the loop has exited: its state is ours to read.
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	s.Stop() // the loop has exited: its state is ours to read
 	if err := s.bm.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -357,13 +383,7 @@ func TestHighPriorityPreempts(t *testing.T) {
 	var lowOuts []outcome
 	go func() { defer wg.Done(); lowOuts = run(s, lows) }()
 	// Wait until the arena is full.
-	deadline := time.Now().Add(10 * time.Second)
-	for s.snapAvail.Load() > 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the low-priority jobs never filled the arena")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, "the low-priority jobs filling the arena", func() bool { return s.snapAvail.Load() <= 2 })
 	before := s.stepCount.Load()
 	o := run(s, []job{{prompt: reference(t)[0].PromptIDs, max: 10, opts: JobOpts{Class: 0, Tenant: "vip"}}})[0]
 	if o.err != nil {
@@ -397,7 +417,7 @@ func TestFairness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	stopAtCleanup(t, s)
 	const max = 40
 	var jobs []job
 	for i := 0; i < 44; i++ {
@@ -412,10 +432,10 @@ func TestFairness(t *testing.T) {
 	var outs []outcome
 	done := make(chan struct{})
 	go func() { outs = run(s, jobs); close(done) }()
-	for len(s.submit) < len(jobs) {
-		time.Sleep(time.Millisecond)
+	waitFor(t, 10*time.Second, "every job submitted", func() bool { return len(s.submit) >= len(jobs) })
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	s.Start()
 	<-done
 	// Each job decodes one token per step from its admission step: count
 	// the tokens each tenant got up to the step the small tenant's last job
@@ -472,14 +492,14 @@ func TestFiller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	stopAtCleanup(t, s)
 	var outs []outcome
 	done := make(chan struct{})
 	go func() { outs = run(s, jobs); close(done) }()
-	for len(s.submit) < len(jobs) {
-		time.Sleep(time.Millisecond)
+	waitFor(t, 10*time.Second, "every job submitted", func() bool { return len(s.submit) >= len(jobs) })
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	s.Start()
 	<-done
 	for i, o := range outs {
 		if o.err != nil {
@@ -494,4 +514,88 @@ func TestFiller(t *testing.T) {
 		t.Error("no job was admitted as the filler")
 	}
 	checkIdle(t, s)
+}
+
+// heldCtx is a context whose Err holds its caller, the step loop reaping
+// canceled jobs, until release is closed.
+type heldCtx struct {
+	context.Context
+	once    sync.Once
+	entered chan struct{} // closed when the loop first calls Err
+	release chan struct{}
+}
+
+func (c *heldCtx) Err() error {
+	c.once.Do(func() { close(c.entered) })
+	<-c.release
+	return nil
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	l := load(t)
+	req := func() *engine.Request { return &engine.Request{PromptIDs: reference(t)[0].PromptIDs, MaxTokens: 8} }
+	newS := func(t *testing.T) *Scheduler {
+		s, err := New(l.Model, l.Tokenizer, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopAtCleanup(t, s)
+		return s
+	}
+
+	t.Run("never started", func(t *testing.T) {
+		s := newS(t)
+		for i := 0; i < 2; i++ {
+			if err := s.Stop(context.Background()); err != nil {
+				t.Fatalf("stop %d: %v", i+1, err)
+			}
+		}
+		// Starting a stopped scheduler does nothing.
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatalf("stop after start: %v", err)
+		}
+	})
+
+	t.Run("start with a done context", func(t *testing.T) {
+		s := newS(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.Start(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("start: %v, want context.Canceled", err)
+		}
+	})
+
+	t.Run("stop waits for the loop", func(t *testing.T) {
+		s := newS(t)
+		for i := 0; i < 2; i++ {
+			if err := s.Start(context.Background()); err != nil {
+				t.Fatalf("start %d: %v", i+1, err)
+			}
+		}
+		held := &heldCtx{Context: context.Background(), entered: make(chan struct{}), release: make(chan struct{})}
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := s.Generate(held, req(), JobOpts{})
+			errc <- err
+		}()
+		<-held.entered // the loop is held
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if err := s.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("stop while the loop is held: %v, want context.DeadlineExceeded", err)
+		}
+		close(held.release)
+		for i := 0; i < 2; i++ {
+			if err := s.Stop(context.Background()); err != nil {
+				t.Fatalf("stop %d after release: %v", i+1, err)
+			}
+		}
+		if err := <-errc; !errors.Is(err, ErrStopped) {
+			t.Fatalf("the held job: %v, want ErrStopped", err)
+		}
+	})
 }

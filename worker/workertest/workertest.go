@@ -59,8 +59,10 @@ func NewSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(s.Stop)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
 	return worker.NewSchedExecutor(device, contracts.Buckets{}, &worker.ScheduledModel{Name: ModelName, Loaded: l, Scheduler: s})
 }
 

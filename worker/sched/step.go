@@ -1,0 +1,256 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model"
+)
+
+// grow gives q the blocks for need positions' worth of blocks, preempting
+// others (or q itself) when memory runs short. It reports whether q is
+// still running.
+func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
+	for len(q.blocks) < need {
+		if !q.reserved && s.bm.available()-s.reservedOutstanding() <= 0 {
+			vs := s.victimOrder(nil)
+			if len(vs) == 0 || vs[0] == q {
+				s.preempt(q, now, "KV memory ran short")
+				return false
+			}
+			s.preempt(vs[0], now, "KV memory ran short")
+			continue
+		}
+		b, ok := s.bm.alloc()
+		if !ok {
+			// Only a reserved job can get here, and the banker's rule
+			// guarantees its blocks.
+			panic("sched: KV arena exhausted under a reservation")
+		}
+		q.blocks = append(q.blocks, b)
+	}
+	q.g.NoteKVBytes(int64(len(q.blocks)) * s.BlockBytes())
+	return true
+}
+
+// highTrafficWindow is how long after a high-priority submission lower
+// classes prefill in small chunks.
+const highTrafficWindow = 10 * time.Second
+
+// stepRow is one sequence's share of a step.
+type stepRow struct {
+	q       *seq
+	n       int  // tokens fed
+	samples bool // the row reaches the end of q's tokens: it samples
+}
+
+// step runs one forward pass: a decode token for every running sequence
+// and prefill chunks within MaxBatchTokens.
+func (s *Scheduler) step() {
+	plan := s.planStep(time.Now())
+	if len(plan) == 0 {
+		return
+	}
+	toks, logits, err := s.forward(plan)
+	s.lastInterrupted = errors.Is(err, model.ErrInterrupted)
+	if s.lastInterrupted {
+		s.interrupted.Add(1)
+		if m := s.cfg.Metrics; m != nil {
+			m.interrupted.Inc()
+		}
+		return
+	}
+	if err != nil {
+		for _, r := range plan {
+			s.finish(r.q, "", fmt.Errorf("sched: forward pass: %w", err))
+		}
+		return
+	}
+	s.stepCount.Add(1)
+	var held, slots int64
+	for _, q := range s.running {
+		held += int64(q.computed)
+		slots += int64(len(q.blocks) * s.bt)
+	}
+	s.utilTokens.Add(held)
+	s.utilSlots.Add(slots)
+	if len(s.waiting) > 0 {
+		s.occUsed.Add(int64(s.bm.used()))
+		s.occSteps.Add(1)
+	}
+	s.applyStep(plan, logits)
+	if m := s.cfg.Metrics; m != nil {
+		m.stepTokens.Observe(float64(len(toks)))
+	}
+}
+
+// planStep chooses this step's rows: a decode token for every running
+// sequence and prefill chunks within MaxBatchTokens, growing each row's
+// blocks (which may preempt others). Rows whose sequence was preempted
+// meanwhile are left out.
+func (s *Scheduler) planStep(now time.Time) []stepRow {
+	budget := s.cfg.MaxBatchTokens
+	// A high-priority job waiting for its first token gets a step of its
+	// class alone: lower classes skip one step rather than lengthen the
+	// high-priority job's time to first token.
+	onlyHigh := false
+	for _, q := range s.running {
+		if q.opts.Class == 0 && len(q.g.Result().OutputIDs) == 0 && !q.g.Done() {
+			onlyHigh = true
+			break
+		}
+	}
+	// While high-priority traffic is about, lower classes prefill in
+	// small chunks, so a step in flight when a high-priority job arrives
+	// is short: where steps cannot be interrupted it is waited for whole,
+	// and where they can, one of its layers is.
+	lowBudget := budget
+	if now.Sub(s.lastHigh) < highTrafficWindow {
+		lowBudget = max(1, s.cfg.MaxBatchTokens/8)
+	}
+	var plan []stepRow
+	for _, q := range slices.Clone(s.running) {
+		if !q.running {
+			continue // preempted while planning this step
+		}
+		if onlyHigh && q.opts.Class != 0 {
+			continue
+		}
+		if q.opts.Class != 0 {
+			budget = min(budget, lowBudget)
+		}
+		toks := q.g.Tokens()
+		rem := len(toks) - q.computed
+		n := 1
+		if rem > 1 {
+			n = min(rem, budget)
+			if q == s.filler {
+				// Only blocks beyond the others' headroom; no preemption.
+				free := max(0, s.bm.available()-s.committed()-s.growingSoon())
+				n = min(n, (len(q.blocks)+free)*s.bt-q.computed)
+			}
+			if n <= 0 {
+				continue
+			}
+		} else if q == s.filler {
+			s.filler = nil // prefilled: an ordinary job from now on
+		}
+		need := s.blocksFor(q.computed + n)
+		if q.maxBlocks > 0 && need > q.maxBlocks {
+			s.finish(q, engine.StopMemoryLimit, nil)
+			continue
+		}
+		if !s.grow(q, need, now) {
+			continue
+		}
+		if rem > 1 {
+			budget -= n
+		}
+		plan = append(plan, stepRow{q, n, q.computed+n == len(toks)})
+	}
+	// A sequence planned early may have been preempted by a later one's
+	// growth: drop it from this step.
+	plan = slices.DeleteFunc(plan, func(r stepRow) bool { return !r.q.running })
+	return plan
+}
+
+// forward runs plan's rows through the model in the reused step buffers
+// and returns the tokens fed and the logits of the sampling rows, in plan
+// order. It returns model.ErrInterrupted when a high-priority arrival
+// stopped the step.
+func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
+	// Step buffers are reused: the decode path allocates nothing per step.
+	toks, pos, seqIdx, rows := s.buf.toks[:0], s.buf.pos[:0], s.buf.seq[:0], s.buf.rows[:0]
+	tables := s.buf.tables[:0]
+	for i, r := range plan {
+		all := r.q.g.Tokens()
+		for j := 0; j < r.n; j++ {
+			toks = append(toks, all[r.q.computed+j])
+			pos = append(pos, int32(r.q.computed+j))
+			seqIdx = append(seqIdx, int32(i))
+		}
+		tables = append(tables, r.q.blocks)
+		if r.samples {
+			rows = append(rows, int32(len(toks)-1))
+		}
+	}
+	s.buf.toks, s.buf.pos, s.buf.seq, s.buf.rows, s.buf.tables = toks, pos, seqIdx, rows, tables
+	if need := len(rows) * s.m.Vocab; cap(s.buf.logits) < need {
+		s.buf.logits = make([]float32, need)
+	}
+	logits := s.buf.logits[:len(rows)*s.m.Vocab]
+	// The sequences sampling this step compute their tool masks while the
+	// forward pass runs.
+	var masks sync.WaitGroup
+	for _, r := range plan {
+		if r.samples && r.q.g.HasTools() {
+			masks.Add(1)
+			go func(g *engine.Generation) {
+				defer masks.Done()
+				g.PrefetchMask(s.m.Vocab)
+			}(r.q.g)
+		}
+	}
+	// A step without high-priority rows gives way to a high-priority job
+	// that arrives while it runs: it stops at the next layer and is run
+	// again, with the new job, after admission. Nothing is lost but the
+	// layers already done (the rerun writes the same K and V). Taking the
+	// flag means one arrival stops at most one step, and a step right
+	// after an interrupted one always completes, so arrivals faster than
+	// steps cannot starve the rest.
+	var stop func() bool
+	if s.interruptible && !s.lastInterrupted && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.opts.Class == 0 }) {
+		stop = func() bool { return s.highPending.Swap(false) }
+	}
+	s.buf.batch = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}
+	err := s.m.ForwardInterruptible(s.kv, toks, &s.buf.batch, rows, logits, stop)
+	masks.Wait()
+	return toks, logits, err
+}
+
+// applyStep takes the results of a completed step: it advances each row's
+// sequence, feeds the prefix cache and the fairness counters, and samples
+// the rows at the end of their tokens, finishing or restarting their jobs.
+func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
+	done := time.Now()
+	li := 0
+	for _, r := range plan {
+		q := r.q
+		q.computed += r.n
+		q.highWater = max(q.highWater, q.computed)
+		s.served[q.opts.Tenant] += float64(r.n)
+		s.registerFull(q)
+		if !r.samples {
+			continue // prefill chunk: no logits yet
+		}
+		l := logits[li*s.m.Vocab : (li+1)*s.m.Vocab]
+		li++
+		if _, ok := q.g.Observe(l, done); !ok {
+			if q.g.Done() {
+				s.finish(q, "", nil)
+			} else {
+				s.restart(q)
+			}
+		}
+	}
+}
+
+// restart rewinds q to its prompt after its tools asked for a retry: the
+// blocks past the last full prompt block are released (they may be in the
+// prefix cache and must not be overwritten), and the rest of the prompt is
+// computed again.
+func (s *Scheduler) restart(q *seq) {
+	keep := (len(q.g.Request().PromptIDs) - 1) / s.bt
+	for _, b := range q.blocks[keep:] {
+		s.bm.release(b)
+	}
+	q.blocks = q.blocks[:keep]
+	q.hashes = q.hashes[:min(len(q.hashes), keep)]
+	q.registered = min(q.registered, keep)
+	q.computed = keep * s.bt
+}
