@@ -15,6 +15,7 @@ import (
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/gpu/device"
+	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
 	"github.com/zerolayer/zerolayer/worker/model/store"
@@ -69,7 +70,7 @@ func runBench(ctx context.Context, args []string) error {
 	if *gatewayN > 0 || *pipeline > 0 {
 		m := *modelName
 		if m == "" {
-			m = "stories260k"
+			m = devstack.DefaultModel
 		}
 		mc, err := sf.models([]string{m}, threads[0], nil)
 		if err != nil {

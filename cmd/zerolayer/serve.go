@@ -108,7 +108,7 @@ type observed struct {
 	metrics *worker.Metrics
 }
 
-// setup registers the scheduler's and the worker's metrics.
+// setupMetrics registers the scheduler's and the worker's metrics.
 func setupMetrics() (*observed, error) {
 	reg := prometheus.NewRegistry()
 	sm, wm := sched.NewMetrics(), worker.NewMetrics()
