@@ -19,13 +19,18 @@ type Matrix interface {
 	DType() DType
 }
 
+// DefaultBlockTokens is the number of token positions per KV block wherever
+// a size is not given: the engine, the scheduler and KVConfig itself.
+const DefaultBlockTokens = 16
+
 // KVConfig sizes a paged KV arena.
 type KVConfig struct {
 	// Layers is the number of transformer layers. Required.
 	Layers int
 	// KVDim is kv_heads × head_dim, the width of one K (or V) row. Required.
 	KVDim int
-	// BlockTokens is the number of token positions per block. Defaults to 16.
+	// BlockTokens is the number of token positions per block. Defaults to
+	// DefaultBlockTokens (16).
 	BlockTokens int
 	// Blocks is the number of blocks in the arena. Required.
 	Blocks int
@@ -34,7 +39,7 @@ type KVConfig struct {
 // WithDefaults returns the config with zero fields set to their defaults.
 func (c KVConfig) WithDefaults() KVConfig {
 	if c.BlockTokens == 0 {
-		c.BlockTokens = 16
+		c.BlockTokens = DefaultBlockTokens
 	}
 	return c
 }
@@ -44,6 +49,15 @@ func (c KVConfig) WithDefaults() KVConfig {
 // out as [layer][K, V][token][KVDim], so moving a block to another memory
 // tier is a single copy of BlockFloats×4 bytes.
 func (c KVConfig) BlockFloats() int { return c.Layers * 2 * c.BlockTokens * c.KVDim }
+
+// KVSizer is implemented by backends that size a KV arena from the memory
+// their device has free (the CUDA backend); an arena on a backend without
+// it has a configured size. Callers ask it after the weights are loaded.
+type KVSizer interface {
+	// KVBlocks returns how many blocks of cfg fit in fraction (0, 1] of
+	// the device memory free now.
+	KVBlocks(cfg KVConfig, fraction float64) (int, error)
+}
 
 // KV is a paged key/value cache: an arena of fixed-size blocks. Which block
 // holds which positions of which sequence is the caller's business, given to

@@ -7,7 +7,10 @@
 // matrix multiplication against quantized weights, RMSNorm, RoPE, attention
 // over a paged KV cache, SwiGLU and softmax. Backends live in sub-packages:
 // gpu/cpu (pure Go with amd64 assembly kernels) and gpu/cuda (build tag
-// cuda). Every backend must pass the conformance suite in gpu/gputest.
+// cuda); gpu/device chooses between them (cpu, cuda, auto). Every backend
+// must pass the conformance suite in gpu/gputest. What only some backends
+// can do is asked through small interfaces: KVSizer sizes a KV arena from
+// free device memory (CUDA).
 //
 // Data flows one way per step: the runner writes token ids and positions,
 // calls operations in order, and reads the logits back with Read, which is

@@ -14,8 +14,8 @@
 //     DLQ record, then Term.
 //  3. A cancel marker in the ZL_CANCEL bucket ends the job before it runs;
 //     a message on zl.cancel.<job_id> cancels it while it runs.
-//  4. The Executor runs it (the in-order executor here; the scheduler
-//     batches). Tokens stream out as delta events on zl.events.<job_id>;
+//  4. The Executor runs it (SchedExecutor batches through a scheduler per
+//     model; InOrderExecutor runs one job at a time). Tokens stream out as delta events on zl.events.<job_id>;
 //     InProgress keeps the lease while it runs.
 //  5. The final event, the result (zl.results.<job_id>) and the usage
 //     record (zl.usage.<tenant>, Nats-Msg-Id = job id) are published and
@@ -26,7 +26,21 @@
 // Retryable failures Nak with a delay; on Stop, jobs that do not finish in
 // time are handed back with Nak for another worker.
 //
-//	w, _ := worker.New(nc, worker.NewInOrderExecutor("cpu", served), worker.Config{Provision: true})
+// How models are served is decided in one place, OpenModels (models.go):
+// the backend (gpu/device: cpu, cuda or auto), where model names resolve
+// (model/store), the executor (a scheduler per model, or in order), each
+// KV arena's size (engine's defaults on the CPU, a share of free device
+// memory through gpu.KVSizer on CUDA) and the concurrency the intake
+// should use. A command line turns flags into a ModelsConfig; a test
+// builds one.
+//
+//	m, _ := worker.OpenModels(ctx, worker.ModelsConfig{Models: []string{"stories260k"}, ModelDirs: dirs})
+//	defer m.Close()
+//	w, _ := worker.New(nc, m.Executor(), worker.Config{Concurrency: m.Concurrency(), Provision: true})
 //	_ = w.Start(ctx)
 //	defer w.Stop(shutdownCtx)
+//
+// The package and its children (sched, engine, model, sample, tools) may
+// import contracts and gpu (gpu/device only here, to open the backend);
+// never producer, billing or cmd.
 package worker

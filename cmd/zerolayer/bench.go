@@ -13,6 +13,8 @@ import (
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/gpu/device"
+	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
 	"github.com/zerolayer/zerolayer/worker/model/store"
@@ -67,16 +69,16 @@ func runBench(ctx context.Context, args []string) error {
 	if *gatewayN > 0 || *pipeline > 0 {
 		m := *modelName
 		if m == "" {
-			m = "stories260k"
+			m = devstack.DefaultModel
 		}
-		sc, err := sf.config(nil)
+		mc, err := sf.models([]string{m}, threads[0], nil)
 		if err != nil {
 			return err
 		}
 		if *gatewayN > 0 {
-			return benchGateway(ctx, *gatewayN, m, threads[0], sc, stdout)
+			return benchGateway(ctx, *gatewayN, mc, &sf, stdout)
 		}
-		return benchPipeline(ctx, *pipeline, m, threads[0], sc, stdout)
+		return benchPipeline(ctx, *pipeline, mc, &sf, stdout)
 	}
 	bs, err := intList(*batches)
 	if err != nil {
@@ -169,7 +171,10 @@ func benchModel(ctx context.Context, name, path string, threads, pp, tg int, bat
 		return nil, err
 	}
 	defer f.Close()
-	be := cpu.New(cpu.Config{Threads: threads})
+	be, err := device.Open(device.CPU, threads, nil)
+	if err != nil {
+		return nil, err
+	}
 	defer be.Close()
 	m, err := model.New(f, be)
 	if err != nil {
@@ -185,7 +190,7 @@ func benchModel(ctx context.Context, name, path string, threads, pp, tg int, bat
 	}
 	base := benchRow{Model: name, Type: typ, Params: params, Threads: threads}
 	var rows []benchRow
-	const bt = 16
+	const bt = gpu.DefaultBlockTokens
 	maxB := 1
 	for _, b := range batches {
 		maxB = max(maxB, b)

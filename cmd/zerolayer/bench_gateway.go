@@ -14,26 +14,26 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer/gateway"
-	"github.com/zerolayer/zerolayer/worker/sched"
+	"github.com/zerolayer/zerolayer/worker"
 )
 
 // benchGateway sends n chat completions (32 tokens, 64 at a time, half of
 // them streamed) through the HTTP gateway of a dev stack, and, as the
 // baseline in the same process, the same jobs through the Go producer
 // (submit and wait), and reports requests per second and latencies.
-func benchGateway(ctx context.Context, n int, model string, threads int, sc *sched.Config, out io.Writer) error {
-	st, c, done, err := benchStack(ctx, "gateway", model, threads, sc)
+func benchGateway(ctx context.Context, n int, mc worker.ModelsConfig, sf *schedFlags, out io.Writer) error {
+	st, c, done, err := benchStack(ctx, "gateway", mc, sf)
 	if err != nil {
 		return err
 	}
 	defer done()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stop, addr, err := serveGateway(st.nc, "127.0.0.1:0", gateway.Config{TenantHeader: true, Models: st.models.paths, Logger: log})
+	stop, addr, err := serveGateway(st.Conn(), "127.0.0.1:0", gateway.Config{TenantHeader: true, Models: st.Models().Paths(), Logger: log})
 	if err != nil {
 		return err
 	}
 	defer stop(5 * time.Second)
-	name := st.models.models[0].Name
+	name := st.Models().Names()[0]
 	const concurrency, tokens = 64, 32
 	run := func(label string, one func(i int) error) error {
 		lat := make([]float64, n)

@@ -11,42 +11,43 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer"
-	"github.com/zerolayer/zerolayer/worker/sched"
+	"github.com/zerolayer/zerolayer/worker"
 )
 
-// benchStack starts a dev stack in a temporary folder for a benchmark, with
-// a producer for tenant "bench"; done stops and removes it.
-func benchStack(ctx context.Context, name, model string, threads int, sc *sched.Config) (*devStack, *producer.Client, func(), error) {
+// benchStack starts a dev stack serving mc in a temporary folder for a
+// benchmark, with a producer for tenant "bench"; done stops and removes it.
+func benchStack(ctx context.Context, name string, mc worker.ModelsConfig, sf *schedFlags) (*devstack.Stack, *producer.Client, func(), error) {
 	dir, err := os.MkdirTemp("", "zerolayer-bench-"+name+"-")
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	st, err := startDev(ctx, dir, 0, os.Getenv("DATABASE_URL"), []string{model}, threads, sc, nil, log)
+	st, err := startStack(ctx, devstack.Config{Dir: dir, DatabaseURL: os.Getenv("DATABASE_URL"), Models: mc, Logger: log}, sf)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, nil, err
 	}
-	c, err := producer.New(st.nc, producer.Config{Tenant: "bench", Models: st.models.paths})
+	c, err := producer.New(st.Conn(), producer.Config{Tenant: "bench", Models: st.Models().Paths()})
 	if err != nil {
-		st.stop()
+		stopStack(st)
 		os.RemoveAll(dir)
 		return nil, nil, nil, err
 	}
-	return st, c, func() { c.Close(); st.stop(); os.RemoveAll(dir) }, nil
+	return st, c, func() { c.Close(); stopStack(st); os.RemoveAll(dir) }, nil
 }
 
 // benchPipeline pushes n one-token jobs through the whole dev stack (submit
 // → JetStream → worker → usage → Postgres → River rating) and reports jobs
 // per second end to end and the queue's share of time to first token.
-func benchPipeline(ctx context.Context, n int, model string, threads int, sc *sched.Config, out io.Writer) error {
-	st, c, done, err := benchStack(ctx, "pipeline", model, threads, sc)
+func benchPipeline(ctx context.Context, n int, mc worker.ModelsConfig, sf *schedFlags, out io.Writer) error {
+	st, c, done, err := benchStack(ctx, "pipeline", mc, sf)
 	if err != nil {
 		return err
 	}
 	defer done()
-	name := st.models.models[0].Name
+	name := st.Models().Names()[0]
 	ids := make([]string, n)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -78,7 +79,7 @@ func benchPipeline(ctx context.Context, n int, model string, threads int, sc *sc
 	deadline := time.Now().Add(10 * time.Minute)
 	var rated int
 	for {
-		if err := st.pool.QueryRow(ctx, "SELECT count(*) FROM charges WHERE job_id = ANY($1)", ids).Scan(&rated); err != nil {
+		if err := st.Pool().QueryRow(ctx, "SELECT count(*) FROM charges WHERE job_id = ANY($1)", ids).Scan(&rated); err != nil {
 			return err
 		}
 		if rated == n {
@@ -91,11 +92,11 @@ func benchPipeline(ctx context.Context, n int, model string, threads int, sc *sc
 	}
 	total := time.Since(start)
 	var ranFor, ingestedFor float64
-	if err := st.pool.QueryRow(ctx, `SELECT extract(epoch FROM max(finished_at) - $2::timestamptz)::float8, extract(epoch FROM max(ingested_at) - $2::timestamptz)::float8
+	if err := st.Pool().QueryRow(ctx, `SELECT extract(epoch FROM max(finished_at) - $2::timestamptz)::float8, extract(epoch FROM max(ingested_at) - $2::timestamptz)::float8
 		FROM usage WHERE job_id = ANY($1)`, ids, start).Scan(&ranFor, &ingestedFor); err != nil {
 		return err
 	}
-	rows, err := st.pool.Query(ctx, "SELECT queue_ms::float8, time_to_first_token_ms::float8 FROM usage WHERE job_id = ANY($1)", ids)
+	rows, err := st.Pool().Query(ctx, "SELECT queue_ms::float8, time_to_first_token_ms::float8 FROM usage WHERE job_id = ANY($1)", ids)
 	if err != nil {
 		return err
 	}

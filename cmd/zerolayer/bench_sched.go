@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/gpu"
-	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/gpu/device"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/synth"
 	"github.com/zerolayer/zerolayer/worker/sched"
@@ -35,7 +35,10 @@ func benchScheduler(ctx context.Context, modelPath string, threads int, out io.W
 			return err
 		}
 	}
-	be := cpu.New(cpu.Config{Threads: threads})
+	be, err := device.Open(device.CPU, threads, nil)
+	if err != nil {
+		return err
+	}
 	defer be.Close()
 	l, err := engine.Load(modelPath, be)
 	if err != nil {
@@ -208,12 +211,13 @@ func benchScheduler(ctx context.Context, modelPath string, threads int, out io.W
 	// 4. Resume cost: copying a victim's blocks back against recomputing.
 	fmt.Fprintf(out, "\n4. resume cost of a preempted sequence\n")
 	for _, n := range []int{256, 1024} {
-		kv, err := l.Model.NewKV((n+15)/16, 16)
+		const bt = gpu.DefaultBlockTokens
+		kv, err := l.Model.NewKV((n+bt-1)/bt, bt)
 		if err != nil {
 			return err
 		}
 		toks := prompt(n)
-		pos, seq, tab := make([]int32, n), make([]int32, n), make([]int32, (n+15)/16)
+		pos, seq, tab := make([]int32, n), make([]int32, n), make([]int32, (n+bt-1)/bt)
 		for i := range pos {
 			pos[i] = int32(i)
 		}

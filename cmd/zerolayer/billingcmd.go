@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/ops/devstack"
 )
 
 func runBilling(ctx context.Context, args []string) error {
@@ -54,7 +55,7 @@ func runBilling(ctx context.Context, args []string) error {
 		}
 		defer stopMetrics()
 	}
-	fmt.Fprintf(stderr, "billing: ingesting usage from %s into %s\n", nc.ConnectedUrlRedacted(), redact(cmp.Or(*dbURL, os.Getenv("DATABASE_URL"))))
+	fmt.Fprintf(stderr, "billing: ingesting usage from %s into %s\n", nc.ConnectedUrlRedacted(), devstack.Redact(cmp.Or(*dbURL, os.Getenv("DATABASE_URL"))))
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/billing"
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 )
@@ -52,13 +53,13 @@ func demoJobs() []demoJob {
 
 // runDemo submits the demo batch, streams one job, waits for every result
 // and for billing to rate them, and prints each tenant's report.
-func runDemo(ctx context.Context, st *devStack, out io.Writer) error {
+func runDemo(ctx context.Context, st *devstack.Stack, out io.Writer) error {
 	start := time.Now()
 	from := start.Add(-time.Second) // report period: created_at is JetStream's clock
-	model := st.models.models[0].Name
+	model := st.Models().Names()[0]
 	clients := map[string]*producer.Client{}
 	for _, t := range []string{"acme", "globex"} {
-		c, err := producer.New(st.nc, producer.Config{Tenant: t, Models: st.models.paths})
+		c, err := producer.New(st.Conn(), producer.Config{Tenant: t, Models: st.Models().Paths()})
 		if err != nil {
 			return err
 		}
@@ -142,7 +143,7 @@ func runDemo(ctx context.Context, st *devStack, out io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	// acme's jobs were one batch: its cost, line by line.
-	br, err := billing.BuildBatchReport(ctx, st.pool, "acme", batchID)
+	br, err := billing.BuildBatchReport(ctx, st.Pool(), "acme", batchID)
 	if err != nil {
 		return err
 	}
@@ -151,10 +152,10 @@ func runDemo(ctx context.Context, st *devStack, out io.Writer) error {
 }
 
 // waitRated polls the tenant's report until n jobs are rated.
-func waitRated(ctx context.Context, st *devStack, tenant string, from time.Time, n int64) (*billing.Report, error) {
+func waitRated(ctx context.Context, st *devstack.Stack, tenant string, from time.Time, n int64) (*billing.Report, error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rep, err := billing.BuildReport(ctx, st.pool, tenant, from, time.Now().Add(time.Minute))
+		rep, err := billing.BuildReport(ctx, st.Pool(), tenant, from, time.Now().Add(time.Minute))
 		if err != nil {
 			return nil, err
 		}
@@ -174,8 +175,8 @@ func waitRated(ctx context.Context, st *devStack, tenant string, from time.Time,
 
 // demoHTTP asks one question through the HTTP gateway's OpenAI-compatible
 // endpoint, as an application would.
-func demoHTTP(ctx context.Context, st *devStack, model string, out io.Writer) error {
-	stop, addr, err := serveGateway(st.nc, "127.0.0.1:0", gateway.Config{TenantHeader: true, Models: st.models.paths})
+func demoHTTP(ctx context.Context, st *devstack.Stack, model string, out io.Writer) error {
+	stop, addr, err := serveGateway(st.Conn(), "127.0.0.1:0", gateway.Config{TenantHeader: true, Models: st.Models().Paths()})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/gpu/device"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/chat"
 	modelprompt "github.com/zerolayer/zerolayer/worker/model/prompt"
@@ -112,7 +112,10 @@ func runGen(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	be := cpu.New(cpu.Config{Threads: *threads})
+	be, err := device.Open(device.CPU, *threads, nil)
+	if err != nil {
+		return err
+	}
 	defer be.Close()
 	l, err := engine.Load(path, be)
 	if err != nil {
@@ -145,7 +148,7 @@ func runGen(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	eng, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: (l.Model.Context + 15) / 16})
+	eng, err := engine.New(l.Model, l.Tokenizer, engine.Config{})
 	if err != nil {
 		return err
 	}

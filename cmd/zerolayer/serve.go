@@ -6,59 +6,18 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/gpu"
-	"github.com/zerolayer/zerolayer/gpu/cpu"
-	"github.com/zerolayer/zerolayer/gpu/cuda"
+	"github.com/zerolayer/zerolayer/gpu/device"
 	"github.com/zerolayer/zerolayer/worker"
-	"github.com/zerolayer/zerolayer/worker/engine"
-	"github.com/zerolayer/zerolayer/worker/model/store"
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
-// servedName is the name a model is served under: the name given, or the
-// lower-cased file name without .gguf when a path was given.
-func servedName(arg string) string {
-	if strings.ContainsRune(arg, os.PathSeparator) || strings.HasSuffix(arg, ".gguf") {
-		return strings.ToLower(strings.TrimSuffix(filepath.Base(arg), ".gguf"))
-	}
-	return strings.ToLower(arg)
-}
-
-// served is a set of loaded models and the backend they run on.
-type served struct {
-	models []*worker.ServedModel
-	sched  []*worker.ScheduledModel // when scheduling
-	paths  map[string]string        // served name → file
-	be     gpu.Backend
-}
-
-func (s *served) Close() {
-	for _, m := range s.sched {
-		m.Scheduler.Stop(context.Background())
-	}
-	for _, m := range s.models {
-		m.Loaded.Close()
-	}
-	s.be.Close()
-}
-
-// executor returns the scheduler executor when the models are scheduled,
-// else the in-order one.
-func (s *served) executor() worker.Executor {
-	if len(s.sched) > 0 {
-		return worker.NewSchedExecutor(s.be.Name(), contracts.Buckets{}, s.sched...)
-	}
-	return worker.NewInOrderExecutor(s.be.Name(), s.models...)
-}
-
-// schedFlags are the scheduler's command-line settings.
+// schedFlags are the serving flags of worker, dev and bench: they become a
+// worker.ModelsConfig.
 type schedFlags struct {
 	executor       string
 	kvMemoryMB     int
@@ -85,157 +44,66 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it at its next layer (CPU)")
 }
 
-// config returns the scheduler config, or nil for the in-order executor.
-func (f *schedFlags) config(metrics *sched.Metrics) (*sched.Config, error) {
-	switch f.executor {
-	case "inorder":
-		return nil, nil
-	case "sched":
-	default:
-		return nil, usagef("--executor %q: want sched or inorder", f.executor)
+// models returns the serving config of the flags for the named models,
+// with the scheduler's metrics (nil for none); the flags' values are
+// checked here, as usage errors.
+func (f *schedFlags) models(names []string, threads int, metrics *sched.Metrics) (worker.ModelsConfig, error) {
+	if f.executor != worker.ExecutorSched && f.executor != worker.ExecutorInOrder {
+		return worker.ModelsConfig{}, usagef("--executor %q: want sched or inorder", f.executor)
+	}
+	if device.Check(f.device) != nil {
+		return worker.ModelsConfig{}, usagef("--device %q: want cpu, cuda or auto", f.device)
+	}
+	if len(names) == 0 {
+		return worker.ModelsConfig{}, usagef("give at least one --model")
+	}
+	if name, dup := worker.DuplicateModel(names); dup {
+		return worker.ModelsConfig{}, usagef("model %q given twice", name)
 	}
 	swap := f.hostSwapMB
 	if swap <= 0 {
 		swap = -1
 	}
-	return &sched.Config{KVMemoryMB: max(f.kvMemoryMB, 0), HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
-		EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, NoInterrupt: f.noInterrupt, Metrics: metrics, Device: f.device, GPUMemoryFraction: f.gpuFraction}, nil
+	return worker.ModelsConfig{Models: names, ModelDirs: modelDirs(), Device: f.device, Threads: threads, Executor: f.executor,
+		GPUMemoryFraction: f.gpuFraction,
+		Sched: sched.Config{KVMemoryMB: max(f.kvMemoryMB, 0), HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
+			EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, NoInterrupt: f.noInterrupt, Metrics: metrics},
+		OnDeviceFallback: func(err error) { fmt.Fprintf(os.Stderr, "no CUDA device (%v); running on the CPU\n", err) },
+	}, nil
 }
 
-// newBackend opens the backend for device: cpu, cuda, or auto.
-func newBackend(device string, threads int) (gpu.Backend, error) {
-	switch device {
-	case "", "cpu":
-		return cpu.New(cpu.Config{Threads: threads}), nil
-	case "cuda", "auto":
-		be, err := cuda.New(cuda.Config{})
-		if err == nil {
-			return be, nil
-		}
-		if device == "cuda" {
-			return nil, fmt.Errorf("--device cuda: %w", err)
-		}
-		fmt.Fprintf(os.Stderr, "no CUDA device (%v); running on the CPU\n", err)
-		return cpu.New(cpu.Config{Threads: threads}), nil
+// servingError names the flag behind an error of worker.OpenModels: a
+// CUDA device that --device cuda asked for and that is not there.
+func (f *schedFlags) servingError(err error) error {
+	if f.device == device.CUDA && errors.Is(err, gpu.ErrBackendUnavailable) {
+		return fmt.Errorf("--device cuda: %w", err)
 	}
-	return nil, usagef("--device %q: want cpu, cuda or auto", device)
+	return err
 }
 
-// observed is the metrics of a worker process and the scheduler config
-// (nil for the in-order executor) that feeds the scheduler's metrics.
+// open serves the named models as the flags say.
+func (f *schedFlags) open(ctx context.Context, names []string, threads int, metrics *sched.Metrics) (*worker.Models, error) {
+	cfg, err := f.models(names, threads, metrics)
+	if err != nil {
+		return nil, err
+	}
+	m, err := worker.OpenModels(ctx, cfg)
+	return m, f.servingError(err)
+}
+
+// observed is the metrics of a worker process.
 type observed struct {
 	reg     *prometheus.Registry
-	sched   *sched.Config
+	sched   *sched.Metrics
 	metrics *worker.Metrics
 }
 
-// setup registers the scheduler's and the worker's metrics and returns the
-// scheduler config.
-func (f *schedFlags) setup() (*observed, error) {
+// setupMetrics registers the scheduler's and the worker's metrics.
+func setupMetrics() (*observed, error) {
 	reg := prometheus.NewRegistry()
 	sm, wm := sched.NewMetrics(), worker.NewMetrics()
 	if err := errors.Join(sm.Register(reg), wm.Register(reg)); err != nil {
 		return nil, err
 	}
-	sc, err := f.config(sm)
-	if err != nil {
-		return nil, err
-	}
-	return &observed{reg: reg, sched: sc, metrics: wm}, nil
-}
-
-// concurrency is how many jobs the intake should hold: with the scheduler
-// it admits, so the intake feeds it a batch plus a few; one at a time
-// otherwise.
-func (o *observed) concurrency() int {
-	if o.sched != nil {
-		return o.sched.WithDefaults().MaxRunning + 8
-	}
-	return 1
-}
-
-// loadModels resolves and loads the named models, each behind a scheduler
-// when sc is set, on the device it names (the CPU otherwise).
-func loadModels(names []string, threads, kvBlocks int, sc ...*sched.Config) (*served, error) {
-	if len(names) == 0 {
-		return nil, usagef("give at least one --model")
-	}
-	device, fraction := "cpu", 0.9
-	if len(sc) > 0 && sc[0] != nil {
-		device, fraction = sc[0].Device, sc[0].GPUMemoryFraction
-	}
-	be, err := newBackend(device, threads)
-	if err != nil {
-		return nil, err
-	}
-	s := &served{be: be, paths: map[string]string{}}
-	for _, n := range names {
-		path, err := store.Resolve(n, modelDirs())
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		l, err := engine.Load(path, s.be)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		var e *engine.Engine
-		if len(sc) == 0 || sc[0] == nil {
-			blocks := kvBlocks
-			if blocks == 0 {
-				blocks = 2 * ((l.Model.Context + 15) / 16)
-			}
-			if e, err = engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: blocks}); err != nil {
-				l.Close()
-				s.Close()
-				return nil, err
-			}
-		}
-		name := servedName(n)
-		if _, dup := s.paths[name]; dup {
-			l.Close()
-			s.Close()
-			return nil, usagef("model %q given twice", name)
-		}
-		s.paths[name] = path
-		s.models = append(s.models, &worker.ServedModel{Name: name, Loaded: l, Engine: e})
-		if len(sc) > 0 && sc[0] != nil {
-			cfg := *sc[0]
-			if len(s.sched) > 0 {
-				cfg.Metrics = nil // one set of scheduler metrics per process
-			}
-			if cfg.KVMemoryMB == 0 && cfg.KVBlocks == 0 {
-				cfg.KVMemoryMB = 256
-				if cb, ok := be.(*cuda.Backend); ok {
-					cfg.KVMemoryMB = 0
-					// On the GPU the arena takes a share of the memory left
-					// after the weights.
-					if cfg.KVBlocks, err = cb.KVBlocks(gpu.KVConfig{Layers: l.Model.Layers, KVDim: l.Model.KVDim(), BlockTokens: 16}, fraction/float64(len(names))); err != nil {
-						s.Close()
-						return nil, err
-					}
-				}
-			}
-			sch, err := sched.New(l.Model, l.Tokenizer, cfg)
-			if err != nil {
-				s.Close()
-				return nil, err
-			}
-			if err := sch.Start(context.Background()); err != nil {
-				s.Close()
-				return nil, err
-			}
-			s.sched = append(s.sched, &worker.ScheduledModel{Name: name, Loaded: l, Scheduler: sch})
-		}
-	}
-	return s, nil
-}
-
-func describe(s *served) string {
-	var parts []string
-	for _, m := range s.models {
-		parts = append(parts, fmt.Sprintf("%s (%s)", m.Name, s.paths[m.Name]))
-	}
-	return strings.Join(parts, ", ")
+	return &observed{reg: reg, sched: sm, metrics: wm}, nil
 }

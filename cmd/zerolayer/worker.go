@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/gpu/cuda"
 	"github.com/zerolayer/zerolayer/gpu/nvml"
 	"github.com/zerolayer/zerolayer/worker"
 )
@@ -51,32 +50,31 @@ func runWorker(ctx context.Context, args []string) error {
 		}
 		cfg.Buckets = append(cfg.Buckets, bk)
 	}
-	o, err := sf.setup()
+	o, err := setupMetrics()
 	if err != nil {
 		return err
 	}
-	if *conc == 0 {
-		*conc = o.concurrency()
-	}
-	reg, sc, wm := o.reg, o.sched, o.metrics
-	cfg.Concurrency, cfg.Metrics = *conc, wm
-	s, err := loadModels(models, *threads, 0, sc)
+	s, err := sf.open(ctx, models, *threads, o.sched)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, onGPU := s.be.(*cuda.Backend); onGPU {
+	if *conc == 0 {
+		*conc = s.Concurrency()
+	}
+	cfg.Concurrency, cfg.Metrics = *conc, o.metrics
+	if s.OnGPU() {
 		// Device memory, utilization, temperature and power, when NVML
 		// answers.
 		if mon, err := nvml.Open(); err != nil {
 			fmt.Fprintf(os.Stderr, "GPU telemetry unavailable: %v\n", err)
 		} else {
 			defer mon.Close()
-			reg.MustRegister(nvml.NewCollector(mon))
+			o.reg.MustRegister(nvml.NewCollector(mon))
 		}
 	}
 	if *metricsAddr != "" {
-		stopMetrics, err := serveMetrics(*metricsAddr, reg)
+		stopMetrics, err := serveMetrics(*metricsAddr, o.reg)
 		if err != nil {
 			return err
 		}
@@ -87,14 +85,14 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	w, err := worker.New(nc, s.executor(), cfg)
+	w, err := worker.New(nc, s.Executor(), cfg)
 	if err != nil {
 		return err
 	}
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "worker %s serving %s from %s\n", w.ID(), describe(s), nc.ConnectedUrlRedacted())
+	fmt.Fprintf(os.Stderr, "worker %s serving %s from %s\n", w.ID(), s.Describe(), nc.ConnectedUrlRedacted())
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
 	defer cancel()

@@ -40,7 +40,10 @@ type Backend struct {
 	rope        ropeKey
 }
 
-var _ gpu.Backend = (*Backend)(nil)
+var (
+	_ gpu.Backend = (*Backend)(nil)
+	_ gpu.KVSizer = (*Backend)(nil)
+)
 
 // New opens device cfg.Device. Without a usable device it returns a
 // *NoDeviceError (errors.Is(err, gpu.ErrBackendUnavailable) holds).

@@ -19,6 +19,8 @@ type Backend struct {
 	gpu.Backend
 }
 
+var _ gpu.KVSizer = (*Backend)(nil)
+
 // New returns ErrNotBuilt.
 func New(cfg Config) (*Backend, error) { return nil, ErrNotBuilt }
 

@@ -12,7 +12,10 @@
 //
 // The Engine is the simple in-order executor; the scheduler (continuous
 // batching, admission, preemption) drives the same model and KV arena step
-// by step.
+// by step. The KV arena defaults of both, and of everything else that
+// sizes an arena without being told, are in kvsize.go: DefaultKVContexts
+// full contexts for an Engine, DefaultKVMemoryMB for a scheduler on the
+// CPU, blocks of gpu.DefaultBlockTokens positions.
 //
 //	l, _ := engine.Load("stories260K.gguf", cpu.New(cpu.Config{}))
 //	ids, _ := l.Prompt("Once upon a time", prompt.Options{})

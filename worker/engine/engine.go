@@ -27,9 +27,11 @@ const (
 // Config configures an Engine.
 type Config struct {
 	// KVBlocks is the number of KV blocks in the arena. Defaults to enough
-	// for 4 sequences of the full context.
+	// for DefaultKVContexts (2) sequences of the full context
+	// (DefaultKVBlocks).
 	KVBlocks int
-	// BlockTokens is the number of positions per KV block. Defaults to 16.
+	// BlockTokens is the number of positions per KV block. Defaults to
+	// gpu.DefaultBlockTokens (16).
 	BlockTokens int
 }
 
@@ -47,10 +49,10 @@ type Engine struct {
 // New returns an engine for m, tokenizing with tok.
 func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Engine, error) {
 	if cfg.BlockTokens <= 0 {
-		cfg.BlockTokens = 16
+		cfg.BlockTokens = gpu.DefaultBlockTokens
 	}
 	if cfg.KVBlocks <= 0 {
-		cfg.KVBlocks = 4 * ((m.Context + cfg.BlockTokens - 1) / cfg.BlockTokens)
+		cfg.KVBlocks = DefaultKVBlocks(m.Context, cfg.BlockTokens)
 	}
 	kv, err := m.NewKV(cfg.KVBlocks, cfg.BlockTokens)
 	if err != nil {

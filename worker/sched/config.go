@@ -4,16 +4,22 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/worker/engine"
 )
 
 // Config configures a Scheduler.
 type Config struct {
-	// KVMemoryMB sizes the KV arena on the CPU. Defaults to 64.
+	// KVMemoryMB sizes the KV arena. Defaults to
+	// engine.DefaultKVMemoryMB (256). (worker.OpenModels sizes a CUDA
+	// arena from the device's free memory through KVBlocks instead.)
 	KVMemoryMB int
 	// KVBlocks, when set, is the exact number of blocks in the arena and
 	// overrides KVMemoryMB (tests use it). Defaults to 0.
 	KVBlocks int
-	// BlockTokens is the number of positions per KV block. Defaults to 16.
+	// BlockTokens is the number of positions per KV block. Defaults to
+	// gpu.DefaultBlockTokens (16).
 	BlockTokens int
 	// MaxBatchTokens bounds the prompt (prefill) tokens run in one step,
 	// beside one decode token per running sequence, so a long prompt is
@@ -50,10 +56,6 @@ type Config struct {
 	// layer (only synchronous backends, the CPU, can abandon a step).
 	// Defaults to false.
 	NoInterrupt bool
-	// Device and GPUMemoryFraction are read by the command line to choose
-	// the backend and size a GPU arena; the scheduler itself ignores them.
-	Device            string
-	GPUMemoryFraction float64
 	// Metrics, if set, receives the scheduler's measurements.
 	Metrics *Metrics
 	// Logger receives the scheduler's logs. Defaults to slog.Default().
@@ -67,8 +69,8 @@ func (c Config) WithDefaults() Config {
 			*p = v
 		}
 	}
-	setI(&c.KVMemoryMB, 64)
-	setI(&c.BlockTokens, 16)
+	setI(&c.KVMemoryMB, engine.DefaultKVMemoryMB)
+	setI(&c.BlockTokens, gpu.DefaultBlockTokens)
 	setI(&c.MaxBatchTokens, 256)
 	setI(&c.MaxRunning, 64)
 	setI(&c.HostSwapMB, 256)

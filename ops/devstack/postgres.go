@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"context"
@@ -13,27 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats-server/v2/server"
 )
-
-// startNATS runs an embedded NATS server with JetStream, its state in dir.
-// port 0 picks a free port.
-func startNATS(dir string, port int) (*server.Server, error) {
-	if port == 0 {
-		port = server.RANDOM_PORT
-	}
-	srv, err := server.NewServer(&server.Options{ServerName: "zerolayer-dev", Host: "127.0.0.1", Port: port,
-		JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoSigs: true, NoLog: true})
-	if err != nil {
-		return nil, err
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return nil, errors.New("embedded NATS server did not start within 10s")
-	}
-	return srv, nil
-}
 
 // defaultDatabaseURL is the local server a fresh Debian install runs.
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
@@ -52,7 +32,7 @@ type postgres struct {
 func findPostgres(ctx context.Context, url, dir string) (*postgres, error) {
 	if url != "" {
 		if err := ping(ctx, url); err != nil {
-			return nil, fmt.Errorf("database %s: %w", redact(url), err)
+			return nil, fmt.Errorf("database %s: %w", Redact(url), err)
 		}
 		return &postgres{url: url, stop: func() {}, note: "DATABASE_URL"}, nil
 	}
@@ -179,8 +159,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// redact hides a URL's password.
-func redact(url string) string {
+// Redact hides a database URL's password, for messages.
+func Redact(url string) string {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil || cfg.Password == "" {
 		return url

@@ -1,0 +1,301 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/migrations"
+	"github.com/zerolayer/zerolayer/producer/gateway"
+	"github.com/zerolayer/zerolayer/worker"
+)
+
+// DefaultModel is the model served when Config.Models names none: the
+// TinyStories 260K model (`zerolayer models pull stories260k`).
+const DefaultModel = "stories260k"
+
+// Config configures a Stack.
+type Config struct {
+	// Dir holds the embedded NATS server's state and, when one is needed,
+	// a private PostgreSQL cluster (Dir/pg). Created when missing.
+	// Required.
+	Dir string
+	// NATSPort is the embedded NATS server's port on 127.0.0.1. Defaults
+	// to 0: a free port.
+	NATSPort int
+	// DatabaseURL is the PostgreSQL to use. Defaults to "": the local
+	// server on 127.0.0.1:5432 (database zerolayer, created when missing),
+	// else a private cluster in Dir started with the initdb and pg_ctl
+	// found on the machine.
+	DatabaseURL string
+	// Models are the worker's models and how they are served (see
+	// worker.OpenModels). Models.Models defaults to DefaultModel; the
+	// rest to worker.ModelsConfig's defaults.
+	Models worker.ModelsConfig
+	// Concurrency is how many jobs the worker holds. Defaults to the
+	// models' (worker.Models.Concurrency), except 4 with the in-order
+	// executor, which then overlaps publishing one job with the next.
+	Concurrency int
+	// WorkerMetrics, if set, records every finished job.
+	WorkerMetrics *worker.Metrics
+	// HTTPAddr, if set, is where the HTTP gateway listens (":0" for a free
+	// port), taking the tenant from the X-Zerolayer-Tenant header.
+	// Defaults to "": no gateway.
+	HTTPAddr string
+	// GatewayMetrics, if set, receives the gateway's measurements.
+	GatewayMetrics *gateway.Metrics
+	// Logger receives the worker's, billing's and the gateway's logs.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if len(c.Models.Models) == 0 {
+		c.Models.Models = []string{DefaultModel}
+	}
+	c.Models = c.Models.WithDefaults()
+	if c.Concurrency == 0 && c.Models.Executor == worker.ExecutorInOrder {
+		c.Concurrency = 4
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("devstack: Dir is empty: give a folder for the NATS state (and a private PostgreSQL)")
+	case c.NATSPort < 0 || c.NATSPort > 65535:
+		return fmt.Errorf("devstack: NATS port %d: want 0 (a free port) to 65535", c.NATSPort)
+	case c.Concurrency < 0:
+		return fmt.Errorf("devstack: concurrency %d: want 0 (the models' own) or more", c.Concurrency)
+	}
+	return nil
+}
+
+// Stack is the whole system in one process: an embedded NATS server with
+// JetStream and the streams, a PostgreSQL with the migrations applied, a
+// worker serving the models, the billing service and, when asked, the
+// HTTP gateway. Its accessors are valid between Start and Stop.
+type Stack struct {
+	cfg Config
+
+	mu      sync.Mutex
+	started bool
+	pg      *postgres
+	pool    *pgxpool.Pool
+	nats    *server.Server
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	models  *worker.Models
+	worker  *worker.Worker
+	billing *billing.Service
+	gw      *gateway.Gateway
+	http    *http.Server
+	gwAddr  string
+}
+
+// New returns a stack for cfg; Start starts it.
+func New(cfg Config) (*Stack, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Stack{cfg: cfg}, nil
+}
+
+// Start starts the stack: PostgreSQL and the migrations, NATS and the
+// streams, the models, the worker, billing, the gateway. The worker and
+// billing run until Stop or until ctx is done. When a part fails, what
+// started is stopped. Starting a started stack does nothing.
+func (st *Stack) Start(ctx context.Context) (err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.started {
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			st.stop(sctx)
+		}
+	}()
+	cfg := st.cfg
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return err
+	}
+	if st.pg, err = findPostgres(ctx, cfg.DatabaseURL, cfg.Dir); err != nil {
+		return err
+	}
+	pcfg, err := pgxpool.ParseConfig(st.pg.url)
+	if err != nil {
+		return err
+	}
+	pcfg.MaxConns = max(pcfg.MaxConns, 16) // ingest + River workers + reports
+	if st.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return err
+	}
+	if _, err := migrations.Up(ctx, st.pool); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if st.nats, err = startNATS(cfg.Dir, cfg.NATSPort); err != nil {
+		return err
+	}
+	if st.nc, err = nats.Connect(st.nats.ClientURL(), nats.Name("zerolayer dev")); err != nil {
+		return err
+	}
+	if st.js, err = jetstream.New(st.nc); err != nil {
+		return err
+	}
+	if err := contracts.EnsureStreams(ctx, st.js, contracts.StreamsConfig{}); err != nil {
+		return err
+	}
+	if st.models, err = worker.OpenModels(ctx, cfg.Models); err != nil {
+		return err
+	}
+	conc := cfg.Concurrency
+	if conc == 0 {
+		conc = st.models.Concurrency()
+	}
+	if st.worker, err = worker.New(st.nc, st.models.Executor(), worker.Config{ID: "dev-worker", Concurrency: conc, Metrics: cfg.WorkerMetrics, Logger: cfg.Logger}); err != nil {
+		return err
+	}
+	if err := st.worker.Start(ctx); err != nil {
+		return err
+	}
+	if st.billing, err = billing.NewService(billing.Config{DB: st.pool, JetStream: st.js, Logger: cfg.Logger}); err != nil {
+		return err
+	}
+	if err := st.billing.Start(ctx); err != nil {
+		return err
+	}
+	if cfg.HTTPAddr != "" {
+		if err := st.serveGateway(); err != nil {
+			return err
+		}
+	}
+	st.started = true
+	return nil
+}
+
+// serveGateway serves the HTTP gateway on cfg.HTTPAddr.
+func (st *Stack) serveGateway() (err error) {
+	st.gw, err = gateway.New(st.nc, gateway.Config{TenantHeader: true, Models: st.models.Paths(), Logger: st.cfg.Logger, Metrics: st.cfg.GatewayMetrics})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", st.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	st.gwAddr = l.Addr().String()
+	st.http = &http.Server{Handler: st.gw, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := st.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			st.cfg.Logger.Error("gateway", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Stop stops the stack in reverse order: the gateway, the worker (running
+// jobs finish, or are handed back when ctx ends), billing, NATS, the
+// models, the database pool and a private cluster. It returns ctx.Err()
+// when ctx ended before the worker and billing finished. Safe to call
+// twice, and on a stack that never started.
+func (st *Stack) Stop(ctx context.Context) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	err := st.stop(ctx)
+	st.started = false
+	return err
+}
+
+// stop releases whatever is set, each part once.
+func (st *Stack) stop(ctx context.Context) error {
+	var errs []error
+	if st.http != nil {
+		errs = append(errs, st.http.Shutdown(ctx))
+		st.http = nil
+	}
+	if st.gw != nil {
+		errs = append(errs, st.gw.Close())
+		st.gw = nil
+	}
+	if st.worker != nil {
+		errs = append(errs, st.worker.Stop(ctx))
+		st.worker = nil
+	}
+	if st.billing != nil {
+		errs = append(errs, st.billing.Stop(ctx))
+		st.billing = nil
+	}
+	if st.nc != nil {
+		st.nc.Close()
+		st.nc = nil
+	}
+	if st.nats != nil {
+		st.nats.Shutdown()
+		st.nats = nil
+	}
+	if st.models != nil {
+		st.models.Close()
+		st.models = nil
+	}
+	if st.pool != nil {
+		st.pool.Close()
+		st.pool = nil
+	}
+	if st.pg != nil {
+		st.pg.stop()
+		st.pg = nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.Join(errs...)
+}
+
+// NATSURL is the embedded NATS server's client URL.
+func (st *Stack) NATSURL() string { return st.nats.ClientURL() }
+
+// Conn is the stack's NATS connection.
+func (st *Stack) Conn() *nats.Conn { return st.nc }
+
+// Pool is the stack's database pool.
+func (st *Stack) Pool() *pgxpool.Pool { return st.pool }
+
+// DatabaseURL is the database the stack uses.
+func (st *Stack) DatabaseURL() string { return st.pg.url }
+
+// DatabaseNote says which database that is, for people: "DATABASE_URL",
+// "local server on 127.0.0.1:5432, database zerolayer", or the private
+// cluster's folder and port.
+func (st *Stack) DatabaseNote() string { return st.pg.note }
+
+// Models are the models the worker serves.
+func (st *Stack) Models() *worker.Models { return st.models }
+
+// Billing is the billing service (for its Prometheus collector).
+func (st *Stack) Billing() *billing.Service { return st.billing }
+
+// GatewayAddr is the address the HTTP gateway listens on ("" without
+// one).
+func (st *Stack) GatewayAddr() string { return st.gwAddr }

@@ -1,0 +1,84 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+	"github.com/zerolayer/zerolayer/worker/model/store"
+	"github.com/zerolayer/zerolayer/worker/sched"
+	"github.com/zerolayer/zerolayer/worker/workertest"
+)
+
+func TestOpenModelsConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  worker.ModelsConfig
+		want string
+	}{
+		{"no model", worker.ModelsConfig{}, "no model to serve"},
+		{"bad executor", worker.ModelsConfig{Models: []string{"m"}, Executor: "fifo"}, `executor "fifo"`},
+		{"bad device", worker.ModelsConfig{Models: []string{"m"}, Device: "tpu"}, `"tpu": want cpu, cuda or auto`},
+		{"bad fraction", worker.ModelsConfig{Models: []string{"m"}, GPUMemoryFraction: 1.5}, "GPU memory fraction 1.5"},
+		{"twice", worker.ModelsConfig{Models: []string{"Stories260K", "x/stories260k.gguf"}}, `model "stories260k" given twice`},
+	}
+	for _, tt := range tests {
+		if _, err := worker.OpenModels(context.Background(), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	// A name not found in the folders is store's error, after the backend
+	// opened (and was closed again: goleak checks).
+	_, err := worker.OpenModels(context.Background(), worker.ModelsConfig{Models: []string{"no-such-model"}, ModelDirs: []string{t.TempDir()}, Threads: 1})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown model: %v", err)
+	}
+}
+
+// TestOpenModels serves stories260K, by name from a model folder, with
+// each executor, and runs a job on it.
+func TestOpenModels(t *testing.T) {
+	t.Parallel()
+	path := modeltest.StoriesPath(t)
+	for _, tc := range []struct {
+		executor string
+		conc     int
+	}{
+		{worker.ExecutorSched, 2 + 8},
+		{worker.ExecutorInOrder, 1},
+	} {
+		t.Run(tc.executor, func(t *testing.T) {
+			m, err := worker.OpenModels(context.Background(), worker.ModelsConfig{Models: []string{"Stories260K"}, ModelDirs: []string{filepath.Dir(path)},
+				Threads: 1, Executor: tc.executor, Sched: sched.Config{MaxRunning: 2, KVBlocks: 64}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			defer m.Close() // twice is safe
+			if m.Concurrency() != tc.conc || m.OnGPU() {
+				t.Errorf("concurrency %d, on the GPU %v", m.Concurrency(), m.OnGPU())
+			}
+			if got := m.Names(); len(got) != 1 || got[0] != workertest.ModelName || m.Paths()[workertest.ModelName] != path {
+				t.Errorf("names %v, paths %v", got, m.Paths())
+			}
+			if d := m.Describe(); d != workertest.ModelName+" ("+path+")" {
+				t.Errorf("describe %q", d)
+			}
+			x := m.Executor()
+			if _, admits := x.(worker.Admitter); admits != (tc.executor == worker.ExecutorSched) || !strings.HasPrefix(x.Device(), "cpu") {
+				t.Errorf("executor %T on %q", x, x.Device())
+			}
+			out, err := x.Execute(context.Background(), &worker.Job{ID: "j1", Tenant: "acme", Request: &contracts.JobRequest{Model: workertest.ModelName, MaxTokens: 8,
+				Messages: []contracts.Message{{Role: "user", Content: "Once upon a time"}}}}, sinkFunc(func(string, []int32, []contracts.TokenLogprob) {}))
+			if err != nil || out.Usage.OutputTokens != 8 {
+				t.Fatalf("execute: %v %+v", err, out)
+			}
+		})
+	}
+}
