@@ -15,7 +15,6 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/natstest"
-	"github.com/zerolayer/zerolayer/internal/poll"
 	"github.com/zerolayer/zerolayer/producer"
 )
 
@@ -151,7 +150,7 @@ func TestCancelAndWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "Wait's consumer on the results stream", func() bool {
+	natstest.Until(t, 10*time.Second, "Wait's consumer on the results stream", func() bool {
 		found := false
 		l := results.ListConsumers(ctx)
 		for ci := range l.Info() { // drained whole: the lister's goroutine ends

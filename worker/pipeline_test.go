@@ -14,7 +14,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/billing"
 	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/internal/poll"
+	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
 	"github.com/zerolayer/zerolayer/worker/workertest"
 )
@@ -83,7 +83,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 	}
 	// Billing: every job rated exactly once.
-	poll.Until(t, 30*time.Second, "every job charged", func() bool {
+	natstest.Until(t, 30*time.Second, "every job charged", func() bool {
 		var n int
 		pool.QueryRow(ctx, "SELECT count(*) FROM charges").Scan(&n)
 		return n == len(jobs)
@@ -175,7 +175,7 @@ func TestBilledOnce(t *testing.T) {
 			t.Fatalf("%s: %+v", id, res)
 		}
 	}
-	poll.Until(t, 30*time.Second, "both jobs charged", func() bool {
+	natstest.Until(t, 30*time.Second, "both jobs charged", func() bool {
 		var n int
 		pool.QueryRow(ctx, "SELECT count(*) FROM charges").Scan(&n)
 		return n == 2
@@ -198,7 +198,7 @@ func TestBilledOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll.Until(t, 30*time.Second, "the replayed records seen as duplicates", func() bool { return svc.Ingester().Stats().Duplicates >= 2 })
+	natstest.Until(t, 30*time.Second, "the replayed records seen as duplicates", func() bool { return svc.Ingester().Stats().Duplicates >= 2 })
 	var rows, charges int
 	pool.QueryRow(ctx, "SELECT count(*) FROM usage").Scan(&rows)
 	pool.QueryRow(ctx, "SELECT count(*) FROM charges").Scan(&charges)

@@ -7,6 +7,10 @@
 // closes the connections and shuts the server down. Servers are
 // independent, so tests using them can run in parallel.
 //
+// Until is the module's way for a test to wait for something to happen
+// (a result stored, a batch ended, a record billed): poll a condition
+// against a deadline, never sleep.
+//
 // Example:
 //
 //	func TestSubmit(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/internal/poll"
+	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
@@ -119,7 +119,7 @@ func errorCode(t *testing.T, body []byte) contracts.Code {
 func (f *gatewayFixture) waitResult(ctx context.Context, id string) contracts.Result {
 	f.t.Helper()
 	var res contracts.Result
-	poll.Until(f.t, 30*time.Second, "the result of job "+id, func() bool {
+	natstest.Until(f.t, 30*time.Second, "the result of job "+id, func() bool {
 		resp, body := f.do(ctx, "GET", "/v1/jobs/"+id, "key-acme", "")
 		switch resp.StatusCode {
 		case 200:
@@ -140,7 +140,7 @@ func (f *gatewayFixture) waitResult(ctx context.Context, id string) contracts.Re
 func (f *gatewayFixture) waitBatch(ctx context.Context, id string) gateway.BatchState {
 	f.t.Helper()
 	var st gateway.BatchState
-	poll.Until(f.t, 60*time.Second, "the end of batch "+id, func() bool {
+	natstest.Until(f.t, 60*time.Second, "the end of batch "+id, func() bool {
 		_, body := f.do(ctx, "GET", "/v1/batches/"+id, "key-acme", "")
 		if err := json.Unmarshal(body, &st); err != nil {
 			f.t.Fatalf("state %s: %v", body, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
-	"github.com/zerolayer/zerolayer/internal/poll"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/engine"
@@ -128,7 +127,7 @@ func (b *Bundle) WaitDrained(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 60*time.Second, "the jobs stream drained", func() bool {
+	natstest.Until(t, 60*time.Second, "the jobs stream drained", func() bool {
 		info, err := s.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
