@@ -598,4 +598,36 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("the held job: %v, want ErrStopped", err)
 		}
 	})
+
+	// A job submitted after Stop is answered ErrStopped, never left
+	// hanging: with the loop gone, Generate's send into the buffered
+	// submit channel and the closed quit channel are both ready, so each
+	// try takes the send about half the time.
+	t.Run("generate after stop", func(t *testing.T) {
+		s, err := New(l.Model, l.Tokenizer, Config{KVBlocks: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 32 {
+			errc := make(chan error, 1)
+			go func() {
+				_, _, err := s.Generate(context.Background(), req(), JobOpts{})
+				errc <- err
+			}()
+			select {
+			case err := <-errc:
+				if !errors.Is(err, ErrStopped) {
+					t.Fatalf("try %d: %v, want ErrStopped", i, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("try %d: Generate after Stop did not return", i)
+			}
+		}
+	})
 }

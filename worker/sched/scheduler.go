@@ -285,7 +285,18 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	case <-s.quit:
 		return nil, Stats{}, ErrStopped
 	}
-	<-q.done
+	// The send can land in the buffer after a stopping loop has drained
+	// it; the loop answers every job it took before it ends, so a job
+	// unanswered when the loop has ended was never taken.
+	select {
+	case <-q.done:
+	case <-s.loopDone:
+		select {
+		case <-q.done:
+		default:
+			return nil, Stats{}, ErrStopped
+		}
+	}
 	if q.err != nil {
 		return nil, q.stats, q.err
 	}
