@@ -8,7 +8,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/engine"
-	"github.com/zerolayer/zerolayer/worker/model/chat"
+	"github.com/zerolayer/zerolayer/worker/model/prompt"
 	"github.com/zerolayer/zerolayer/worker/sample"
 	"github.com/zerolayer/zerolayer/worker/tools"
 )
@@ -84,10 +84,6 @@ func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 // buildRequest turns a job request into an engine request whose tokens and
 // tool actions stream to sink.
 func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink Sink) (engine.Request, error) {
-	msgs := make([]chat.Message, len(r.Messages))
-	for i, m := range r.Messages {
-		msgs[i] = chat.Message{Role: string(m.Role), Content: m.Content}
-	}
 	// Inline tool blocks in the system prompt are tools, not prompt text.
 	system, inline, err := tools.ParseSystem(r.System)
 	if err != nil {
@@ -102,7 +98,7 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 		}
 		run = set.NewRun()
 	}
-	ids, err := l.Conversation(system, msgs, nil)
+	ids, err := l.Conversation(system, prompt.Messages(r.Messages), nil)
 	if err != nil {
 		return engine.Request{}, contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
 	}
