@@ -5,7 +5,7 @@ SHARED  ?= ../shared
 # Packages with goroutines of their own, run again under the race detector.
 RACE_PKGS = ./gpu/... ./worker ./worker/sched/... ./worker/engine/... ./billing/... ./contracts/... ./producer/...
 
-.PHONY: all build test test-race vet fmt-check fuzz bench bench-kernels demo clean cuda-check kernels
+.PHONY: all build test test-race vet staticcheck fmt-check fuzz bench bench-kernels demo clean cuda-check kernels
 
 all: build
 
@@ -15,12 +15,18 @@ build:
 vet:
 	$(GO) vet ./...
 
+# staticcheck (a tool in go.mod: go tool staticcheck), with and without the
+# CUDA emulator's build tag, so the house stays swept.
+staticcheck:
+	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags cudaemu ./gpu/...
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# The test command: vet, the whole suite, the concurrent packages under -race,
-# and a build without cgo.
-test: fmt-check vet
+# The test command: gofmt, vet, staticcheck, the whole suite, the concurrent
+# packages under -race, and a build without cgo.
+test: fmt-check vet staticcheck
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race -short $(RACE_PKGS)
 	CGO_ENABLED=0 $(GO) build ./...

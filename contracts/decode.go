@@ -135,7 +135,6 @@ func malformed(err error, what string) *Error {
 }
 
 var (
-	jobRequestType = reflect.TypeFor[JobRequest]()
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
 	timeType       = reflect.TypeFor[time.Time]()
 )
