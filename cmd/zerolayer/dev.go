@@ -48,6 +48,11 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := devstack.Config{Dir: *dataDir, NATSPort: *natsPort, DatabaseURL: cmp.Or(*dbURL, os.Getenv("DATABASE_URL")), Models: mc, WorkerMetrics: o.metrics, HTTPAddr: *httpAddr, Logger: log}
+	if !*demo {
+		// A demo is over in a minute; a long-running stack tells the other
+		// commands where it is.
+		cfg.AnnounceFile = devAnnounceFile()
+	}
 	if *httpAddr != "" {
 		cfg.GatewayMetrics = gateway.NewMetrics()
 		if err := cfg.GatewayMetrics.Register(o.reg); err != nil {
@@ -68,7 +73,7 @@ func runDev(ctx context.Context, args []string) error {
 		defer stopMetrics()
 	}
 	model := st.Models().Names()[0]
-	fmt.Fprintf(os.Stderr, "zerolayer dev: NATS %s, PostgreSQL (%s), serving %s\n", st.NATSURL(), st.DatabaseNote(), st.Models().Describe())
+	fmt.Fprintf(os.Stderr, "zerolayer dev: NATS %s, PostgreSQL %s, serving %s\n", st.NATSURL(), dbNote(st, *dbURL), st.Models().Describe())
 	if addr := st.GatewayAddr(); addr != "" {
 		fmt.Fprintf(os.Stderr, "HTTP gateway on http://%s: curl -H 'X-Zerolayer-Tenant: acme' http://%s/v1/chat/completions -d '{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}]}'\n",
 			addr, addr, model)
@@ -76,10 +81,25 @@ func runDev(ctx context.Context, args []string) error {
 	if *demo {
 		return runDemo(ctx, st, stdout)
 	}
-	fmt.Fprintf(os.Stderr, "submit with: NATS_URL=%s zerolayer submit --tenant acme --model %s --prompt \"Once upon a time\"\n", st.NATSURL(), model)
-	fmt.Fprintf(os.Stderr, "report with: zerolayer report --database-url '%s' --tenant acme\nCtrl-C stops.\n", devstack.Redact(st.DatabaseURL()))
+	// The other commands find this stack through its announce file.
+	from := time.Now().UTC()
+	from = time.Date(from.Year(), from.Month(), 1, 0, 0, 0, 0, time.UTC)
+	fmt.Fprintf(os.Stderr, "other commands on this machine use this stack (announced in %s):\n", devAnnounceFile())
+	fmt.Fprintf(os.Stderr, "  submit with: zerolayer submit --tenant acme --model %s --prompt \"Once upon a time\"\n", model)
+	fmt.Fprintf(os.Stderr, "  report with: zerolayer report --tenant acme --from %s --to %s\nCtrl-C stops.\n", from.Format(time.DateOnly), from.AddDate(0, 1, 0).Format(time.DateOnly))
 	<-ctx.Done()
 	return nil
+}
+
+// dbNote says which database the stack uses and, when it was given, how.
+func dbNote(st *devstack.Stack, flag string) string {
+	switch {
+	case flag != "":
+		return st.DatabaseNote() + " (--database-url)"
+	case os.Getenv("DATABASE_URL") != "":
+		return st.DatabaseNote() + " (DATABASE_URL)"
+	}
+	return "(" + st.DatabaseNote() + ")"
 }
 
 // startStack starts a dev stack; sf names the flag behind a device error.

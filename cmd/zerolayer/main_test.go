@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -222,12 +223,13 @@ func TestVersion(t *testing.T) {
 // TestNATSSource: a command that connects to NATS says which server it
 // uses and where that came from, without the password.
 func TestNATSSource(t *testing.T) {
+	t.Setenv("ZEROLAYER_DEV_FILE", filepath.Join(t.TempDir(), "dev.json"))
 	tests := []struct {
 		env, flag  string
 		wantURL    string
 		wantSource string
 	}{
-		{"", "", nats.DefaultURL, "default; set --nats-url or NATS_URL"},
+		{"", "", nats.DefaultURL, "default; set --nats-url or NATS_URL, or start zerolayer dev"},
 		{"nats://u:secret@127.0.0.1:1", "", "nats://u:secret@127.0.0.1:1", "NATS_URL"},
 		{"nats://127.0.0.1:2", "nats://127.0.0.1:1", "nats://127.0.0.1:1", "--nats-url"},
 	}
@@ -239,6 +241,23 @@ func TestNATSSource(t *testing.T) {
 			t.Errorf("env %q flag %q: %s (%s), want %s (%s)", tt.env, tt.flag, u, source, tt.wantURL, tt.wantSource)
 		}
 	}
+	// A running zerolayer dev (its announce file names a live process)
+	// comes after the flag and NATS_URL, before the default; a stale file
+	// is ignored.
+	t.Setenv("NATS_URL", "")
+	announce := os.Getenv("ZEROLAYER_DEV_FILE")
+	for _, pid := range []int{os.Getpid(), 1 << 30} {
+		b := fmt.Sprintf(`{"pid": %d, "nats_url": "nats://127.0.0.1:3", "database_url": "postgres://x"}`, pid)
+		if err := os.WriteFile(announce, []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		u, source := addNATSFlag(newFlags("submit")).resolve()
+		if live := pid == os.Getpid(); live && (u != "nats://127.0.0.1:3" || !strings.Contains(source, "the running zerolayer dev, pid")) ||
+			!live && u != nats.DefaultURL {
+			t.Errorf("announce file of pid %d: %s (%s)", pid, u, source)
+		}
+	}
+	os.Remove(announce)
 	// Nothing listens on port 1: the line comes first, then the failure.
 	t.Setenv("NATS_URL", "nats://u:secret@127.0.0.1:1")
 	code, _, errOut := runCLI("submit", "--tenant", "acme", "--model", "m", "--prompt", "hi")

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/zerolayer/zerolayer/migrations"
+	"github.com/zerolayer/zerolayer/ops/devstack"
 )
 
 // runMigrate is `zerolayer migrate up|down|status`.
@@ -97,20 +98,26 @@ func printChanges(changes []migrations.Change, none string) {
 }
 
 // addDatabaseFlag registers --database-url on fs; more is added to its
-// description. An empty value means $DATABASE_URL (given to openDB), read
-// after parsing so that the help never shows a password.
+// description. An empty value means $DATABASE_URL, else the running
+// zerolayer dev's (resolved by openDB after parsing, so that the help never
+// shows a password).
 func addDatabaseFlag(fs *flag.FlagSet, more string) *string {
-	return fs.String("database-url", "", "PostgreSQL `URL`"+more+" (default $DATABASE_URL)")
+	return fs.String("database-url", "", "PostgreSQL `URL`"+more+" (default $DATABASE_URL, else the running zerolayer dev's)")
 }
 
-// openDB connects to the database at url (DATABASE_URL when empty) and
-// checks that it answers.
+// openDB connects to the database at url (DATABASE_URL when empty, else
+// the running zerolayer dev's, said on stderr) and checks that it answers.
 func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if url == "" {
 		url = os.Getenv("DATABASE_URL")
 	}
 	if url == "" {
-		return nil, usagef("no database: pass --database-url or set DATABASE_URL")
+		e, source, ok := runningDev()
+		if !ok || e.DatabaseURL == "" {
+			return nil, usagef("no database: pass --database-url, set DATABASE_URL, or start zerolayer dev")
+		}
+		url = e.DatabaseURL
+		fmt.Fprintf(stderr, "zerolayer: PostgreSQL %s (%s)\n", devstack.Redact(url), source)
 	}
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/zerolayer/zerolayer/ops/devstack"
 )
 
 // natsFlag is the --nats-url flag of the commands that connect to NATS.
@@ -22,7 +25,8 @@ func addNATSFlag(fs *flag.FlagSet) *natsFlag {
 }
 
 // resolve returns the URL to use and where it came from: the flag, the
-// NATS_URL environment variable, or the default.
+// NATS_URL environment variable, a running `zerolayer dev` (its announce
+// file), or the default.
 func (n *natsFlag) resolve() (url, source string) {
 	if n.url != "" {
 		return n.url, "--nats-url"
@@ -30,7 +34,33 @@ func (n *natsFlag) resolve() (url, source string) {
 	if u := os.Getenv("NATS_URL"); u != "" {
 		return u, "NATS_URL"
 	}
-	return nats.DefaultURL, "default; set --nats-url or NATS_URL"
+	if e, source, ok := runningDev(); ok {
+		return e.NATSURL, source
+	}
+	return nats.DefaultURL, "default; set --nats-url or NATS_URL, or start zerolayer dev"
+}
+
+// devAnnounceFile is where `zerolayer dev` announces its endpoints for the
+// other commands: ZEROLAYER_DEV_FILE, else dev.json beside the model cache.
+func devAnnounceFile() string {
+	if p := os.Getenv("ZEROLAYER_DEV_FILE"); p != "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(cacheDir()), "dev.json")
+}
+
+// runningDev returns the endpoints of the `zerolayer dev` running on this
+// machine, if any, and a note saying where they came from.
+func runningDev() (devstack.Endpoints, string, bool) {
+	path := devAnnounceFile()
+	e, ok, err := devstack.Discover(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "zerolayer: ignoring %s: %v\n", path, err)
+	}
+	if !ok {
+		return e, "", false
+	}
+	return e, fmt.Sprintf("the running zerolayer dev, pid %d, from %s", e.PID, path), true
 }
 
 // connect says on stderr which server command cmd uses and why, then

@@ -60,6 +60,11 @@ type Config struct {
 	// Logger receives the worker's, billing's and the gateway's logs.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// AnnounceFile, if set, is where the running stack writes its
+	// Endpoints (NATS and database URLs, gateway address, pid) once it is
+	// up, for other commands to find with Discover; Stop removes it.
+	// Defaults to "": nothing is written.
+	AnnounceFile string
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -191,6 +196,12 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	if cfg.AnnounceFile != "" {
+		e := Endpoints{PID: os.Getpid(), NATSURL: st.NATSURL(), DatabaseURL: st.pg.url, GatewayAddr: st.gwAddr, Started: time.Now().UTC()}
+		if err := announce(cfg.AnnounceFile, e); err != nil {
+			return fmt.Errorf("devstack: announce file: %w", err)
+		}
+	}
 	st.started = true
 	return nil
 }
@@ -230,6 +241,9 @@ func (st *Stack) Stop(ctx context.Context) error {
 
 // stop releases whatever is set, each part once.
 func (st *Stack) stop(ctx context.Context) error {
+	if st.cfg.AnnounceFile != "" {
+		unannounce(st.cfg.AnnounceFile)
+	}
 	var errs []error
 	if st.http != nil {
 		errs = append(errs, st.http.Shutdown(ctx))
@@ -285,9 +299,9 @@ func (st *Stack) Pool() *pgxpool.Pool { return st.pool }
 // DatabaseURL is the database the stack uses.
 func (st *Stack) DatabaseURL() string { return st.pg.url }
 
-// DatabaseNote says which database that is, for people: "DATABASE_URL",
-// "local server on 127.0.0.1:5432, database zerolayer", or the private
-// cluster's folder and port.
+// DatabaseNote says which database that is, for people: the given URL
+// (its password hidden), "local server on 127.0.0.1:5432, database
+// zerolayer", or the private cluster's folder and port.
 func (st *Stack) DatabaseNote() string { return st.pg.note }
 
 // Models are the models the worker serves.

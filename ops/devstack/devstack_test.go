@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,7 +97,8 @@ func TestStack(t *testing.T) {
 	t.Parallel()
 	model := storiesPath(t)
 	dbURL := schemaURL(t)
-	st, err := devstack.New(devstack.Config{Dir: t.TempDir(), DatabaseURL: dbURL, HTTPAddr: "127.0.0.1:0",
+	announce := filepath.Join(t.TempDir(), "dev.json")
+	st, err := devstack.New(devstack.Config{Dir: t.TempDir(), DatabaseURL: dbURL, HTTPAddr: "127.0.0.1:0", AnnounceFile: announce,
 		Models: worker.ModelsConfig{Models: []string{model}, Threads: 1, Sched: sched.Config{KVBlocks: 64, HostSwapMB: -1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +117,13 @@ func TestStack(t *testing.T) {
 			st.Stop(context.Background())
 		}
 	})
-	if st.DatabaseNote() != "DATABASE_URL" || st.GatewayAddr() == "" {
+	if st.DatabaseNote() != devstack.Redact(dbURL) || st.GatewayAddr() == "" {
 		t.Errorf("database %q, gateway %q", st.DatabaseNote(), st.GatewayAddr())
+	}
+	// Other commands find the running stack through the announce file.
+	e, ok, err := devstack.Discover(announce)
+	if err != nil || !ok || e.NATSURL != st.NATSURL() || e.DatabaseURL != dbURL || e.GatewayAddr != st.GatewayAddr() || e.PID != os.Getpid() {
+		t.Errorf("Discover: %+v, %v, %v", e, ok, err)
 	}
 	names := st.Models().Names()
 	if len(names) != 1 || names[0] != "stories260k" {
@@ -164,5 +171,45 @@ func TestStack(t *testing.T) {
 	stopped = true
 	if err := errors.Join(st.Stop(sctx), st.Stop(sctx)); err != nil {
 		t.Fatalf("Stop twice: %v", err)
+	}
+	if _, err := os.Stat(announce); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("announce file after Stop: %v", err)
+	}
+}
+
+// TestDiscover: no file and a stale file (its process gone) both mean no
+// stack; a file of a live process is read.
+func TestDiscover(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, ok, err := devstack.Discover(filepath.Join(dir, "none.json")); ok || err != nil {
+		t.Errorf("no file: %v, %v", ok, err)
+	}
+	// A process that has exited: this test's child, waited for.
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, pid int) string {
+		p := filepath.Join(dir, name)
+		b := fmt.Sprintf(`{"pid": %d, "nats_url": "nats://127.0.0.1:4999", "database_url": "postgres://x"}`, pid)
+		if err := os.WriteFile(p, []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, ok, err := devstack.Discover(write("stale.json", cmd.Process.Pid)); ok || err != nil {
+		t.Errorf("stale file: %v, %v", ok, err)
+	}
+	e, ok, err := devstack.Discover(write("live.json", os.Getpid()))
+	if !ok || err != nil || e.NATSURL != "nats://127.0.0.1:4999" {
+		t.Errorf("live file: %+v, %v, %v", e, ok, err)
+	}
+	if _, _, err := devstack.Discover(filepath.Join(dir, "bad.json")); err != nil {
+		t.Errorf("missing: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o600)
+	if _, ok, err := devstack.Discover(filepath.Join(dir, "bad.json")); ok || err == nil {
+		t.Errorf("corrupt file: %v, %v", ok, err)
 	}
 }

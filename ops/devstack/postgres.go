@@ -34,7 +34,7 @@ func findPostgres(ctx context.Context, url, dir string) (*postgres, error) {
 		if err := ping(ctx, url); err != nil {
 			return nil, fmt.Errorf("database %s: %w", Redact(url), err)
 		}
-		return &postgres{url: url, stop: func() {}, note: "DATABASE_URL"}, nil
+		return &postgres{url: url, stop: func() {}, note: Redact(url)}, nil
 	}
 	if ping(ctx, defaultDatabaseURL) == nil {
 		u, err := ensureDatabase(ctx, defaultDatabaseURL, "zerolayer")
