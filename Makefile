@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/zerolayer
 SHARED  ?= ../shared
 # Packages with goroutines of their own, run again under the race detector.
-RACE_PKGS = ./gpu/... ./worker ./worker/sched/... ./worker/engine/... ./billing/... ./contracts/... ./producer/...
+RACE_PKGS = ./gpu/... ./worker ./worker/sched/... ./worker/engine/... ./billing/... ./contracts/... ./producer/... ./ops/...
 
 .PHONY: all build test test-race vet staticcheck fmt-check fuzz bench bench-kernels demo clean cuda-check kernels
 

@@ -53,4 +53,8 @@
 //		return err
 //	}
 //	defer svc.Stop(context.WithoutCancel(ctx))
+//
+// It imports contracts and nothing else of ours (pgx, River and decimal from
+// outside): never the worker or anything that runs a model (producer's
+// TestNoModelRunner checks billing too).
 package billing

@@ -20,4 +20,8 @@
 //	x, _ := be.NewTensor(1, 64)
 //	be.RMSNorm(x, x, w, 1e-5)
 //	_ = be.Read(x, out)
+//
+// The seam imports nothing of ours: backends (cpu, cuda) import it, never
+// the reverse; gpu/device is the one package that imports the backends to
+// choose one.
 package gpu

@@ -29,4 +29,6 @@
 //		fmt.Printf("applied %s %d %s\n", c.Line, c.Version, c.Name)
 //	}
 //	return err
+//
+// It imports nothing of ours (pgx and River's migrator from outside).
 package migrations

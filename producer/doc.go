@@ -16,4 +16,10 @@
 //	events, wait, _ := c.Events(ctx, id) // replays from the first event
 //	for ev := range events { fmt.Print(ev.Text) }
 //	res, _ := c.Wait(ctx, id)
+//
+// It imports contracts and worker/model/prompt (tokenizer and chat template,
+// read from GGUF metadata without the weights), and never the engine,
+// scheduler, tools, sampler, forward pass or a gpu backend: a backend
+// service that imports the client must not compile an inference engine
+// (TestNoModelRunner).
 package producer

@@ -1,6 +1,3 @@
-// Command zerolayer is the one binary of zerolayer: local generation,
-// models, benchmarks, and (as the system grows) the worker, gateway and
-// billing services.
 package main
 
 import (

@@ -21,4 +21,7 @@
 //		}
 //		// publish with ns.JS, or hand ns.URL to the code under test
 //	}
+//
+// It imports nothing of ours (the nats-server module from outside); only
+// tests import it.
 package natstest

@@ -11,4 +11,7 @@
 //
 //	be := cpu.New(cpu.Config{Threads: 2})
 //	defer be.Close()
+//
+// It imports gpu and its own kernels (internal/kernels), nothing above the
+// seam.
 package cpu

@@ -65,4 +65,7 @@
 // Building with the tag needs cuda.h and a libcuda.so (the toolkit's stub
 // does): make cuda-check fetches both from Debian. The device check of a
 // GPU machine is gpu/devicecheck/run.sh.
+//
+// It imports gpu and gpu/quant, and cgo (gorgonia.org/cu) only under the
+// cuda tag; nothing above the seam.
 package cuda

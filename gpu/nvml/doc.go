@@ -23,4 +23,6 @@
 //	free, _ := m.FreeMemory(0)
 //	kv, _ := nvml.KVBytes(free, 0.9)
 //	registry.MustRegister(nvml.NewCollector(m))
+//
+// It imports nothing of ours (go-nvml under cgo).
 package nvml

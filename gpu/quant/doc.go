@@ -58,4 +58,6 @@
 // few candidate scales per sub-block and keeps the one with the least
 // squared error, which gives error comparable to ggml's but not the same
 // bytes.
+//
+// It imports gpu (the types) and nothing else of ours.
 package quant

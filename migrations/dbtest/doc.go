@@ -16,4 +16,6 @@
 //		pool := dbtest.Pool(t)
 //		// pool's connections use the test's schema through search_path
 //	}
+//
+// It imports migrations; only tests import it.
 package dbtest

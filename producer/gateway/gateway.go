@@ -1,18 +1,3 @@
-// Package gateway is the HTTP face of the queue: a jobs API (submit, fetch
-// the result, follow the events as server-sent events, cancel), a batches
-// API (a JSONL file of requests in, run by producer.RunBatch, a JSONL file
-// of results out, kept in a JetStream object store), and two
-// compatible synchronous APIs, OpenAI's chat completions and Anthropic's
-// Messages, each of which submits a job and answers with its output
-// (streamed as SSE when asked).
-//
-// Tenants come from API keys ("Authorization: Bearer KEY" or "x-api-key:
-// KEY"), never from a request body. Errors carry the contract's stable
-// codes and HTTP statuses (contracts/errors.md).
-//
-// A synchronous call whose client goes away cancels its job; a job
-// submitted through /v1/jobs runs whatever the client does, and its events
-// can be followed again from the start or from Last-Event-ID.
 package gateway
 
 import (

@@ -21,4 +21,8 @@
 //	ids, _ := l.Prompt("Once upon a time", prompt.Options{})
 //	e, _ := engine.New(l.Model, l.Tokenizer, engine.Config{})
 //	res, _ := e.Generate(ctx, engine.Request{PromptIDs: ids, MaxTokens: 64})
+//
+// It imports the model packages (forward pass, gguf, prompt, tokenizer), the
+// sampler, the tools and the gpu seam; never a concrete backend (the caller
+// hands one in), NATS, the worker or the producer.
 package engine

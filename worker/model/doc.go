@@ -18,4 +18,7 @@
 //	m, _ := model.New(f, cpu.New(cpu.Config{}))
 //	kv, _ := m.NewKV(64, 16)
 //	err := m.Forward(kv, ids, &gpu.Batch{Pos: pos, Seq: seq, Tables: tables}, []int32{int32(len(ids) - 1)}, logits)
+//
+// It imports the gpu seam, gpu/quant and gguf; never a concrete backend, the
+// engine or anything above it.
 package model

@@ -54,4 +54,6 @@
 //			break
 //		}
 //	}
+//
+// It imports nothing of ours.
 package sample

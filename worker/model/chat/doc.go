@@ -38,4 +38,6 @@
 //	prompt, err := tmpl.Render("You are terse.", []chat.Message{
 //		{Role: chat.RoleUser, Content: "Hi!"},
 //	}, true)
+//
+// It imports nothing of ours.
 package chat

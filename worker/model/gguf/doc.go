@@ -14,4 +14,6 @@
 //	arch := f.Architecture()             // "llama"
 //	ti, _ := f.Tensor("token_embd.weight") // Dims [64, 512]: 512 rows of 64
 //	data, err := f.Data(ti)
+//
+// It imports gpu (for DType) and nothing else of ours.
 package gguf

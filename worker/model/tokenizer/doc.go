@@ -69,4 +69,6 @@
 //   - A "gpt2" vocabulary without BOS/EOS ids has none (llama.cpp assumes
 //     11); an unrecognised tokenizer.ggml.pre is an error, not "default".
 //   - A BPE symbol that is not a token falls back to one token per byte.
+//
+// It imports gguf and nothing else of ours.
 package tokenizer

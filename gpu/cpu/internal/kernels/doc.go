@@ -44,4 +44,7 @@
 // everywhere else (or with the purego build tag). Tests compare the two on
 // random data and require identical results where the arithmetic is exact
 // (the integer parts, and the activation quantizers bit for bit).
+//
+// It imports gpu (types) and gpu/quant (block formats), nothing above the
+// backend.
 package kernels

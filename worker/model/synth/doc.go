@@ -1,0 +1,10 @@
+// Package synth generates Llama-shaped GGUF models with random weights, in
+// any supported tensor type, for tests and benchmarks: the 134M-parameter
+// benchmark shape, or tiny models that exercise every code path in
+// milliseconds. The vocabulary is a valid SentencePiece-style one (control
+// tokens, the 256 byte tokens, then filler pieces), so generated models
+// load, tokenize and generate like downloaded ones.
+//
+// It imports the gpu seam, gpu/quant and gguf; tests and benchmarks import
+// it.
+package synth
