@@ -106,7 +106,7 @@ func regexSearch(pattern, input string, b Budget) (bool, error) {
 			return false, nil
 		}
 	}
-	return d.AccAll(s), nil
+	return d.AcceptAll(s), nil
 }
 
 func loadPatho(t testing.TB) []pathoEntry {
