@@ -41,15 +41,15 @@ func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock 
 	default:
 		return nil, nil, nil, &Error{msg: "schema must be a JSON object or a boolean"}
 	}
-	doc, err := NewSchemaDoc(root)
+	doc, err := newSchemaDoc(root)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	val, err := NewValidator(raw, doc.RootURL, nil, false)
+	val, err := newValidator(raw, doc.rootURL, nil, false)
 	if err != nil {
 		return nil, nil, nil, &Error{msg: "schema cannot be loaded: " + err.Error()}
 	}
-	if _, err := val.At(""); err != nil {
+	if _, err := val.at(""); err != nil {
 		return nil, nil, nil, &Error{msg: "schema does not compile: " + err.Error()}
 	}
 	mem := limit.NewMeter(lim.MaxMemoryBytes)

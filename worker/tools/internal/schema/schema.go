@@ -533,7 +533,7 @@ func (c *schemaCompiler) validAll(e *expansion, v any) (bool, error) {
 		if err := c.clock.Check(); err != nil {
 			return false, err
 		}
-		sch, err := c.val.At(s.ptr)
+		sch, err := c.val.at(s.ptr)
 		if err != nil {
 			return false, &Error{path: ptrOrRoot(s.ptr), msg: "validator cannot compile this subschema: " + err.Error()}
 		}
@@ -1140,7 +1140,7 @@ func (c *schemaCompiler) knownProperties(p *objectParts, os *grammar.ObjSpec) er
 		conj := c.valueSchemas(p, &k, func(i int) bool { return keyMatches(p.pats[i].pat, k) })
 		forbidden := false
 		for _, pl := range p.pnLocs {
-			sch, err := c.val.At(pl.ptr)
+			sch, err := c.val.at(pl.ptr)
 			if err != nil {
 				return &Error{keyword: "propertyNames", path: ptrOrRoot(pl.ptr), msg: err.Error()}
 			}

@@ -34,7 +34,7 @@ type sloc struct {
 
 type schemaDoc struct {
 	root    any
-	RootURL string // the URL the validator knows the document by
+	rootURL string // the URL the validator knows the document by
 	draft   int
 	byPtr   map[string]*sloc
 	byURI   map[string]string // resource URI without fragment -> pointer
@@ -61,7 +61,7 @@ func draftOf(root any) int {
 	return draft2020
 }
 
-func NewSchemaDoc(root any) (*schemaDoc, error) {
+func newSchemaDoc(root any) (*schemaDoc, error) {
 	d := &schemaDoc{
 		root:    root,
 		draft:   draftOf(root),
@@ -70,13 +70,13 @@ func NewSchemaDoc(root any) (*schemaDoc, error) {
 		anchors: map[string]string{},
 	}
 	base, _ := url.Parse(defaultBase)
-	d.RootURL = defaultBase
+	d.rootURL = defaultBase
 	if o, ok := root.(*jsonObject); ok {
 		if id, ok := o.vals[d.idKeyword()].(string); ok && !strings.HasPrefix(id, "#") {
 			u, err := base.Parse(id)
 			if err == nil {
 				u.Fragment = ""
-				d.RootURL = u.String()
+				d.rootURL = u.String()
 			}
 		}
 	}
