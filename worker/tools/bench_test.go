@@ -15,6 +15,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/toolstest"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
@@ -31,7 +32,7 @@ type benchFile struct {
 // loadBench reads the jsonschemabench subset listed in index.tsv.
 func loadBench(t testing.TB) []benchFile {
 	t.Helper()
-	dir := filepath.Join(sharedDir(t), "testdata", "jsonschemabench")
+	dir := filepath.Join(toolstest.SharedDir(t), "testdata", "jsonschemabench")
 	f, err := os.Open(filepath.Join(dir, "index.tsv"))
 	if err != nil {
 		t.Skip("jsonschemabench not present:", err)
@@ -123,7 +124,7 @@ func timedFeedCPU(t testing.TB, set *Set, ids []int32, times, cpu *durStats) boo
 // at least 99% of the invalid ones are rejected; no crash or timeout.
 // Mask and compile times are logged (-v).
 func TestJSONSchemaBench(t *testing.T) {
-	tok := llamaVocab(t)
+	tok := toolstest.LlamaVocab(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	files := loadBench(t)
@@ -209,7 +210,7 @@ func TestJSONSchemaBench(t *testing.T) {
 // schemas with the llama vocabulary, picking tokens at random under the
 // masks: every finished output passes the final validation.
 func TestJSONSchemaBenchSampling(t *testing.T) {
-	tok := llamaVocab(t)
+	tok := toolstest.LlamaVocab(t)
 	files := loadBench(t)
 	rng := rand.New(rand.NewSource(7))
 	every := 5
@@ -241,7 +242,7 @@ func TestJSONSchemaBenchSampling(t *testing.T) {
 // BenchmarkMask measures warm masks along one instance of a bench schema
 // (every step of the instance, caches filled by a first pass).
 func BenchmarkMask(b *testing.B) {
-	tok := llamaVocab(b)
+	tok := toolstest.LlamaVocab(b)
 	schema := `{"type":"object","properties":{"id":{"type":"integer","minimum":0},"email":{"type":"string","format":"email"},` +
 		`"tags":{"type":"array","items":{"type":"string","maxLength":20}},"note":{"type":"string"}},"required":["id"]}`
 	set, err := compileSchema([]byte(schema), tok)
@@ -266,7 +267,7 @@ func BenchmarkMask(b *testing.B) {
 
 // BenchmarkCompileBench compiles the bench schemas (no cache hits).
 func BenchmarkCompileBench(b *testing.B) {
-	tok := llamaVocab(b)
+	tok := toolstest.LlamaVocab(b)
 	files := loadBench(b)
 	for i := 0; i < b.N; i++ {
 		budget := Budget{CompileTimeout: time.Second + time.Duration(i)} // a fresh cache key

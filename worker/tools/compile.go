@@ -84,7 +84,7 @@ func (t *compiledTool) memBytes() int64 {
 	var m *limit.Meter
 	switch {
 	case t.json != nil:
-		m = t.json.m.Mem
+		m = t.json.m.Meter
 	case t.regex != nil:
 		m = t.regex.m.mem
 	case t.xml != nil:
@@ -498,10 +498,10 @@ func compileRegexTool(pattern string, vi *vocab.Index, b Budget, clock *limit.Cl
 	}
 	prog, err := automaton.Compile([]*syntax.Regexp{re}, []automaton.Mode{automaton.ModeFull}, lim, clock)
 	if err != nil {
-		return nil, &automaton.PatternError{Pattern: pattern, Msg: err.Error()}
+		return nil, &automaton.PatternError{Pattern: pattern, Message: err.Error()}
 	}
 	mem := limit.NewMeter(b.MaxMemoryBytes)
-	if err := mem.Charge(int64(len(prog.P.Insts)) * 48); err != nil {
+	if err := mem.Charge(int64(prog.InstCount()) * 48); err != nil {
 		return nil, err
 	}
 	d := automaton.NewDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/2, mem)
@@ -510,7 +510,7 @@ func compileRegexTool(pattern string, vi *vocab.Index, b Budget, clock *limit.Cl
 	// the estimate above.
 	full, err := regexp.Compile(pattern)
 	if err != nil {
-		return nil, &automaton.PatternError{Pattern: pattern, Msg: err.Error()}
+		return nil, &automaton.PatternError{Pattern: pattern, Message: err.Error()}
 	}
 	full.Longest()
 	return &regexTool{m: newRegexMachine(d, vi, mem), re: full}, nil

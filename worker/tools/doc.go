@@ -80,6 +80,10 @@
 //	grammar     the JSON grammar machine: mask and accept per token
 //	schema      JSON Schema to grammar, and the final validator
 //
+// and toolstest, what their tests and this package's share (the ../shared
+// test data, the JSON-Schema-Test-Suite, a regex search through the lazy
+// DFA), imported only by tests. Each room's tests live beside it.
+//
 // The seam between a Run and a constraint is the constraint interface in
 // run.go (Mask, Accept, CanEnd, Complete, Reset): grammar.Run implements it
 // for JSON, regexRun and xmlRun here for the other masking tools. Limit

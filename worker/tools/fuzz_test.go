@@ -2,45 +2,11 @@ package tools
 
 import (
 	"encoding/json"
-	"regexp"
-	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/contracts"
 )
-
-// FuzzRegexSearch compares the lazy DFA with Go's regexp on patterns both
-// accept: MatchString and the DFA's search must agree on valid UTF-8 (the
-// DFA matches characters as UTF-8 byte sequences, so a stray byte matches
-// nothing, where Go reads it as U+FFFD).
-func FuzzRegexSearch(f *testing.F) {
-	for _, s := range [][2]string{
-		{`a+b`, "xaab"}, {`^(a|ab)*$`, "abab"}, {`(?m)^x$`, "a\nx"}, {`[^a-c]{2,3}`, "dd"},
-		{`(?i)straße`, "STRASSE"}, {`\pL+\d`, "é1"}, {`a$`, "a\n"}, {`(?s).`, "\n"}, {`\A\z`, ""},
-	} {
-		f.Add(s[0], s[1])
-	}
-	f.Fuzz(func(t *testing.T, pattern, input string) {
-		if len(pattern) > 64 || len(input) > 256 || !utf8.ValidString(input) {
-			return
-		}
-		re, err := regexp.Compile(pattern)
-		if err != nil {
-			return
-		}
-		got, err := regexSearch(pattern, input, Budget{MaxStepFuel: 1 << 30})
-		if err != nil {
-			if strings.Contains(err.Error(), "word-boundary") {
-				return
-			}
-			t.Fatalf("%q on %q: %v", pattern, input, err)
-		}
-		if want := re.MatchString(input); got != want {
-			t.Fatalf("%q on %q: DFA %v, regexp %v", pattern, input, got, want)
-		}
-	})
-}
 
 // FuzzCompileSchema compiles arbitrary schemas: no panic, errors are
 // contract errors, and a compiled schema never accepts a document the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp/syntax"
 	"runtime"
 	"strings"
 	"sync"
@@ -16,7 +15,7 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
-	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/toolstest"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
@@ -81,36 +80,17 @@ var pathoBudget = Budget{MaxMemoryBytes: 64 << 20, CompileTimeout: 100 * time.Mi
 // MatchString semantics), running the lazy DFA under budget b.
 func regexSearch(pattern, input string, b Budget) (bool, error) {
 	b = b.WithDefaults()
-	lim := automaton.Limits{MaxBytes: b.MaxPatternBytes, MaxInsts: b.MaxRegexInsts}
-	clock := limit.NewClock(b.CompileTimeout)
-	re, err := automaton.Parse(pattern, lim)
-	if err != nil {
-		return false, err
-	}
-	prog, err := automaton.Compile([]*syntax.Regexp{re}, []automaton.Mode{automaton.ModeSearch}, lim, clock)
-	if err != nil {
-		return false, err
-	}
-	mem := limit.NewMeter(b.MaxMemoryBytes)
-	d := automaton.NewDFA(prog, b.MaxDFAStates, b.MaxMemoryBytes/2, mem)
-	f := limit.NewFuel(b.MaxStepFuel)
-	s := d.Start
-	var work int64
-	for i := 0; i < len(input); i++ {
-		s = d.Step(s, input[i], &work)
-		if err := f.Spend(1 + work); err != nil {
-			return false, err
-		}
-		work = 0
-		if s.Live == 0 {
-			return false, nil
-		}
-	}
-	return d.AccAll(s), nil
+	return toolstest.RegexSearch(pattern, input, toolstest.SearchLimits{
+		Pattern:        automaton.Limits{MaxBytes: b.MaxPatternBytes, MaxInsts: b.MaxRegexInsts},
+		CompileTimeout: b.CompileTimeout,
+		MaxDFAStates:   b.MaxDFAStates,
+		MaxMemoryBytes: b.MaxMemoryBytes,
+		MaxStepFuel:    b.MaxStepFuel,
+	})
 }
 
 func loadPatho(t testing.TB) []pathoEntry {
-	b, err := os.ReadFile(filepath.Join(sharedDir(t), "testdata", "pathological-regex", "patterns.json"))
+	b, err := os.ReadFile(filepath.Join(toolstest.SharedDir(t), "testdata", "pathological-regex", "patterns.json"))
 	if err != nil {
 		t.Skip("pathological-regex not present:", err)
 	}
@@ -133,7 +113,7 @@ func structured(err error) bool {
 // (or json_validator), one mask, and, when the entry has an input, a search
 // over it whose answer must agree with Go's.
 func TestPathologicalRegex(t *testing.T) {
-	tok := llamaVocab(t)
+	tok := toolstest.LlamaVocab(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	t0 := time.Now()
@@ -241,7 +221,7 @@ func pathoInstance(id string) string {
 // normal jobs: the normal jobs' outputs are the same as when they run
 // alone.
 func TestPathologicalBesideNormalJobs(t *testing.T) {
-	tok := llamaVocab(t)
+	tok := toolstest.LlamaVocab(t)
 	entries := loadPatho(t)
 	schema := `{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string","maxLength":40},"tags":{"type":"array","items":{"type":"string"}}},"required":["id","name"]}`
 	set, err := compileSchema([]byte(schema), tok)

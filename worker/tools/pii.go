@@ -217,7 +217,7 @@ func compileDetectors(defs []detectorDef, b Budget, clock *limit.Clock) (*piiSpe
 		}
 		prog, err := automaton.Compile([]*syntax.Regexp{re}, []automaton.Mode{automaton.ModeFull}, lim, clock)
 		if err != nil {
-			return nil, &automaton.PatternError{Pattern: d.pattern, Msg: err.Error()}
+			return nil, &automaton.PatternError{Pattern: d.pattern, Message: err.Error()}
 		}
 		if d.startOK == nil {
 			d.startOK = func(byte, bool) bool { return true }
@@ -363,7 +363,7 @@ func (r *piiRun) advance(c *cand, b byte, pos int) {
 		c.capped = true
 		return
 	}
-	if d.AccAll(c.st) {
+	if d.AcceptAll(c.st) {
 		c.pend = pos + 1
 	}
 }

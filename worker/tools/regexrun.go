@@ -58,7 +58,7 @@ func (w *dfaWalker) Step(k int, b byte, _ int32) bool {
 
 // maskFor returns the cached (or freshly walked) mask of DFA state s.
 func dfaMask(d *automaton.DFA, vi *vocab.Index, cache *vocab.LeafCache, mem *limit.Meter, owner any, s *automaton.State, w *dfaWalker, work *int64, f *limit.Fuel) ([]uint64, error) {
-	key := vocab.LeafKey{Owner: owner, Ds: s}
+	key := vocab.LeafKey{Owner: owner, DFAState: s}
 	if e := cache.Get(key); e != nil {
 		return e.Inside, nil
 	}
@@ -85,7 +85,7 @@ func (r *regexRun) Mask(dst []uint64, f *limit.Fuel) (bool, error) {
 		return false, err
 	}
 	copy(dst, in)
-	return r.m.d.AccAll(r.s), nil
+	return r.m.d.AcceptAll(r.s), nil
 }
 
 func (r *regexRun) Accept(p []byte, f *limit.Fuel) (bool, error) {
@@ -104,5 +104,5 @@ func (r *regexRun) Accept(p []byte, f *limit.Fuel) (bool, error) {
 	return true, nil
 }
 
-func (r *regexRun) CanEnd() bool   { return r.m.d.AccAll(r.s) }
+func (r *regexRun) CanEnd() bool   { return r.m.d.AcceptAll(r.s) }
 func (r *regexRun) Complete() bool { return r.m.d.Terminal(r.s) }

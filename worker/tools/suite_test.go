@@ -5,108 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/schema"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/toolstest"
 )
 
 var update = flag.Bool("update", false, "rewrite the committed lists of unsupported cases")
-
-type suiteGroup struct {
-	Description string          `json:"description"`
-	Schema      json.RawMessage `json:"schema"`
-	Tests       []struct {
-		Description string          `json:"description"`
-		Data        json.RawMessage `json:"data"`
-		Valid       bool            `json:"valid"`
-	} `json:"tests"`
-}
-
-func suiteDir(t testing.TB) string {
-	return filepath.Join(sharedDir(t), "testdata", "json-schema-test-suite")
-}
-
-func readSuiteFile(t testing.TB, path string) []suiteGroup {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gs []suiteGroup
-	if err := json.Unmarshal(b, &gs); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return gs
-}
-
-// remotesLoader serves the suite's remotes/ folder as http://localhost:1234/.
-type remotesLoader struct{ dir string }
-
-func (l remotesLoader) Load(u string) (any, error) {
-	const prefix = "http://localhost:1234/"
-	if !strings.HasPrefix(u, prefix) {
-		return nil, fmt.Errorf("no remote %s", u)
-	}
-	f, err := os.Open(filepath.Join(l.dir, filepath.FromSlash(strings.TrimPrefix(u, prefix))))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return jsonschema.UnmarshalJSON(f)
-}
-
-// TestSuiteValidationPath runs the required draft 2020-12 tests through
-// the final-validation path (schemaValidator): all must pass.
-func TestSuiteValidationPath(t *testing.T) {
-	t.Parallel()
-	dir := suiteDir(t)
-	files, _ := filepath.Glob(filepath.Join(dir, "tests", "draft2020-12", "*.json"))
-	loader := remotesLoader{dir: filepath.Join(dir, "remotes")}
-	pass, total := 0, 0
-	for _, file := range files {
-		for _, g := range readSuiteFile(t, file) {
-			root, err := schema.DecodeJSON(g.Schema)
-			if err != nil {
-				t.Fatal(err)
-			}
-			doc, err := schema.NewSchemaDoc(root)
-			if err != nil {
-				t.Errorf("%s / %s: %v", filepath.Base(file), g.Description, err)
-				continue
-			}
-			v, err := schema.NewValidator(g.Schema, doc.RootURL, loader, false)
-			if err == nil {
-				_, err = v.At("")
-			}
-			for _, tc := range g.Tests {
-				total++
-				if err != nil {
-					t.Errorf("%s / %s: schema: %v", filepath.Base(file), g.Description, err)
-					continue
-				}
-				inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(tc.Data)))
-				got := v.Validate("", inst) == nil
-				if got != tc.Valid {
-					t.Errorf("%s / %s / %s: valid=%v, want %v", filepath.Base(file), g.Description, tc.Description, got, tc.Valid)
-					continue
-				}
-				pass++
-			}
-		}
-	}
-	t.Logf("validation path: %d/%d required tests pass", pass, total)
-	if total < 1299 {
-		t.Errorf("only %d required tests found, want 1299", total)
-	}
-}
 
 // encodeInstance writes a test instance compactly, in document order.
 func encodeInstance(t testing.TB, data json.RawMessage) string {
@@ -201,15 +112,14 @@ func compileSchema(set []byte, tok Vocab) (*Set, error) {
 // in testdata/suite_unsupported.tsv with its reason (a schema that does not
 // compile, or a restriction of the grammar).
 func TestSuiteConstrainedDecoder(t *testing.T) {
-	tok := llamaVocab(t)
+	tok := toolstest.LlamaVocab(t)
 	bt := byteTokens(t, tok)
-	dir := suiteDir(t)
-	files, _ := filepath.Glob(filepath.Join(dir, "tests", "draft2020-12", "*.json"))
+	files := toolstest.SuiteFiles(t, "")
 	rat := loadRatchet(t, "suite_unsupported.tsv")
 	var groups, compiled, tests, validAcc, validTotal, invalidRej, invalidTotal int
 	for _, file := range files {
 		base := filepath.Base(file)
-		for _, g := range readSuiteFile(t, file) {
+		for _, g := range toolstest.ReadSuiteFile(t, file) {
 			groups++
 			set, err := compileSchema(g.Schema, tok)
 			if err != nil {
@@ -287,38 +197,22 @@ func TestSuiteConstrainedDecoder(t *testing.T) {
 }
 
 // TestSuiteOptionalFormats runs the optional format tests of the formats
-// json_validator enforces: through the validation path with format
-// assertion (at least 90% agree), and through the constrained decoder,
-// which must accept no invalid string (its patterns are subsets).
+// json_validator enforces through the constrained decoder, which must
+// accept no invalid string (its patterns are subsets). The validation path
+// is checked on the same tests by the schema package.
 func TestSuiteOptionalFormats(t *testing.T) {
-	tok := llamaVocab(t)
+	tok := toolstest.LlamaVocab(t)
 	bt := byteTokens(t, tok)
-	files, _ := filepath.Glob(filepath.Join(suiteDir(t), "tests", "draft2020-12", "optional", "format", "*.json"))
-	var vPass, vTotal, dValid, dValidAcc, dInvalid int
+	files := toolstest.SuiteFiles(t, "optional/format")
+	var dValid, dValidAcc, dInvalid int
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".json")
 		if _, enforced := schema.FormatPatterns[name]; !enforced {
 			continue
 		}
-		for _, g := range readSuiteFile(t, file) {
-			root, _ := schema.DecodeJSON(g.Schema)
-			doc, err := schema.NewSchemaDoc(root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, err := schema.NewValidator(g.Schema, doc.RootURL, nil, true)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, g := range toolstest.ReadSuiteFile(t, file) {
 			set, cerr := compileSchema(g.Schema, tok)
 			for _, tc := range g.Tests {
-				inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(tc.Data)))
-				vTotal++
-				if (v.Validate("", inst) == nil) == tc.Valid {
-					vPass++
-				} else {
-					t.Logf("validator disagrees: %s / %s: %s", name, tc.Description, tc.Data)
-				}
 				if cerr != nil {
 					continue
 				}
@@ -338,8 +232,5 @@ func TestSuiteOptionalFormats(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("optional formats: validator agrees %d/%d; decoder accepts %d/%d valid, 0/%d invalid", vPass, vTotal, dValidAcc, dValid, dInvalid)
-	if vTotal == 0 || float64(vPass) < 0.9*float64(vTotal) {
-		t.Errorf("validator agrees on %d/%d optional format tests (< 90%%)", vPass, vTotal)
-	}
+	t.Logf("optional formats: decoder accepts %d/%d valid, 0/%d invalid", dValidAcc, dValid, dInvalid)
 }

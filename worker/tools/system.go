@@ -80,7 +80,7 @@ func indexTag(s, open string) int {
 			return -1
 		}
 		j := off + i + len(open)
-		if j < len(s) && (s[j] == '>' || grammar.IsWS(s[j])) {
+		if j < len(s) && (s[j] == '>' || grammar.IsJSONSpace(s[j])) {
 			return off + i
 		}
 		off = j

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/toolstest"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
@@ -282,7 +283,7 @@ func TestToxicityNeverProduced(t *testing.T) {
 // TestToxicityWithLlama samples at random from the 32k vocabulary under the
 // filter: the banned words never appear.
 func TestToxicityWithLlama(t *testing.T) {
-	tok := llamaVocab(t)
+	tok := toolstest.LlamaVocab(t)
 	words := []string{"the", "and"}
 	set := mustCompile(t, tok, Budget{}, tool(contracts.ToolToxicityFilter, map[string]any{"words": words}))
 	rng := rand.New(rand.NewSource(4))
@@ -368,7 +369,7 @@ func TestPIISplitEverywhere(t *testing.T) {
 
 // TestPIIWithLlamaTokens streams the text as the llama tokenizer cuts it.
 func TestPIIWithLlamaTokens(t *testing.T) {
-	tok := llamaVocab(t)
+	tok := toolstest.LlamaVocab(t)
 	set := mustCompile(t, tok, Budget{}, tool(contracts.ToolPIIRedactor, nil))
 	want := piiRedact(t, set, []string{piiText})
 	var chunks []string

@@ -224,7 +224,7 @@ func (t *toxSpec) next(s int32, b byte) (int32, bool) {
 		nx := t.trie.Child(s, foldByte(b))
 		return nx, false
 	}
-	if s >= 0 && t.trie.Nodes[s].Term >= 0 {
+	if s >= 0 && t.trie.Nodes[s].Value >= 0 {
 		return s, true
 	}
 	return 0, false
@@ -239,8 +239,8 @@ func (t *toxSpec) find(text []byte) string {
 			return t.wordOf(s)
 		}
 	}
-	if t.mode == toxWord && s >= 0 && t.trie.Nodes[s].Term >= 0 {
-		return t.words[t.trie.Nodes[s].Term]
+	if t.mode == toxWord && s >= 0 && t.trie.Nodes[s].Value >= 0 {
+		return t.words[t.trie.Nodes[s].Value]
 	}
 	return ""
 }
@@ -252,7 +252,7 @@ func (t *toxSpec) wordOf(s int32) string {
 		}
 		return "?"
 	}
-	if v := t.trie.Nodes[s].Term; v >= 0 {
+	if v := t.trie.Nodes[s].Value; v >= 0 {
 		return t.words[v]
 	}
 	return "?"
@@ -288,7 +288,7 @@ func (w *toxWalker) Step(k int, b byte, _ int32) bool {
 func (r *toxRun) Mask(dst []uint64, f *limit.Fuel) (bool, error) {
 	t := r.t
 	vi := t.vi
-	key := vocab.LeafKey{Owner: t, Aux: r.s}
+	key := vocab.LeafKey{Owner: t, Detail: r.s}
 	e := t.cache.Get(key)
 	if e == nil {
 		w := &r.w
@@ -323,7 +323,7 @@ func (r *toxRun) Accept(p []byte) bool {
 // CanEnd reports whether the output may end here (in word mode, not right
 // after a banned word).
 func (r *toxRun) CanEnd() bool {
-	if r.t.mode == toxWord && r.s >= 0 && r.t.trie.Nodes[r.s].Term >= 0 {
+	if r.t.mode == toxWord && r.s >= 0 && r.t.trie.Nodes[r.s].Value >= 0 {
 		return false
 	}
 	return true

@@ -128,7 +128,7 @@ func utfByte(s *xmlState, c byte) bool {
 	if !grammar.UTF8Lead(&f, c) {
 		return false
 	}
-	s.u8, s.u8lo, s.u8hi = f.U8, f.U8lo, f.U8hi
+	s.u8, s.u8lo, s.u8hi = f.UTF8Pending, f.UTF8Lo, f.UTF8Hi
 	return true
 }
 
@@ -160,7 +160,7 @@ func (m *xmlMachine) textStep(s xmlState, c byte) (xmlState, bool) {
 			s.n = nx
 			return s, true
 		}
-		tag := m.tags.Nodes[s.n].Term
+		tag := m.tags.Nodes[s.n].Value
 		if tag < 0 {
 			return s, false
 		}
@@ -170,7 +170,7 @@ func (m *xmlMachine) textStep(s xmlState, c byte) (xmlState, bool) {
 		case c == '/':
 			s.ph = xSelfClose
 			return s, true
-		case grammar.IsWS(c):
+		case grammar.IsJSONSpace(c):
 			s.ph, s.n = xAttrs, tag
 			return s, true
 		}
@@ -189,7 +189,7 @@ func (m *xmlMachine) attrStep(s xmlState, c byte) (xmlState, bool) {
 		case c == '/':
 			s.ph = xSelfClose
 			return s, true
-		case grammar.IsWS(c):
+		case grammar.IsJSONSpace(c):
 			s.ph = xAttrs
 			return s, true
 		case isNameStart(c) && s.ph == xAttrs:
@@ -204,14 +204,14 @@ func (m *xmlMachine) attrStep(s xmlState, c byte) (xmlState, bool) {
 		case c == '=':
 			s.ph = xAttrQuote
 			return s, true
-		case grammar.IsWS(c):
+		case grammar.IsJSONSpace(c):
 			s.ph = xAttrEq
 			return s, true
 		}
 		return s, false
 	case xAttrEq:
 		switch {
-		case grammar.IsWS(c):
+		case grammar.IsJSONSpace(c):
 			return s, true
 		case c == '=':
 			s.ph = xAttrQuote
@@ -220,7 +220,7 @@ func (m *xmlMachine) attrStep(s xmlState, c byte) (xmlState, bool) {
 		return s, false
 	case xAttrQuote:
 		switch {
-		case grammar.IsWS(c):
+		case grammar.IsJSONSpace(c):
 			return s, true
 		case c == '"' || c == '\'':
 			s.ph, s.quote = xAttrVal, c
@@ -267,14 +267,14 @@ func (m *xmlMachine) closeStep(s xmlState, c byte) (xmlState, bool) {
 			s.stack = s.stack.next
 			s.ph = xText
 			return s, true
-		case grammar.IsWS(c):
+		case grammar.IsJSONSpace(c):
 			s.ph = xCloseEnd
 			return s, true
 		}
 		return s, false
 	case xCloseEnd:
 		switch {
-		case grammar.IsWS(c):
+		case grammar.IsJSONSpace(c):
 			return s, true
 		case c == '>':
 			s.stack = s.stack.next
@@ -300,7 +300,7 @@ func (m *xmlMachine) entityStep(s xmlState, c byte) (xmlState, bool) {
 		}
 		return s, false
 	case xEntName:
-		if c == ';' && m.ents.Nodes[s.n].Term >= 0 {
+		if c == ';' && m.ents.Nodes[s.n].Value >= 0 {
 			s.ph = xText
 			return s, true
 		}
@@ -326,7 +326,7 @@ func (m *xmlMachine) entityStep(s xmlState, c byte) (xmlState, bool) {
 		}
 		ok := isDigit(c)
 		if s.ph != xEntDec {
-			ok = grammar.HexVal(c) >= 0
+			ok = grammar.HexValue(c) >= 0
 		}
 		if !ok || s.n >= 6 {
 			return s, false
@@ -433,7 +433,7 @@ func (r *xmlRun) Mask(dst []uint64, f *limit.Fuel) (bool, error) {
 	}
 	// In text: the cached run of text tokens, then the tokens that open
 	// markup, checked against the open tags.
-	key := vocab.LeafKey{Owner: m, U8: r.s.u8, U8lo: r.s.u8lo, U8hi: r.s.u8hi}
+	key := vocab.LeafKey{Owner: m, UTF8Pending: r.s.u8, UTF8Lo: r.s.u8lo, UTF8Hi: r.s.u8hi}
 	e := m.cache.Get(key)
 	if e == nil {
 		lw := &r.lw

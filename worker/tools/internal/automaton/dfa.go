@@ -30,11 +30,15 @@ const (
 	ctxLine                    // just after a '\n'
 )
 
+// State is a DFA state: the set of live NFA threads of every component, with
+// its cached transitions. States are built lazily and shared by every run.
 type State struct {
 	sets []int32 // component sets, each sorted and terminated by -1
 	ctx  uint8
+	// Live has bit i set while component i can still match.
 	Live uint64
-	Acc  uint64
+	// Accept has bit i set when component i matches the input read so far.
+	Accept uint64
 	// Next holds the cached transitions by byte class; nil for a state
 	// that is not cached.
 	Next []atomic.Pointer[State]
@@ -51,23 +55,28 @@ type State struct {
 	safe atomic.Uint32
 }
 
+// DFA is a lazy DFA over a Program: states are built on first use and
+// cached under a cap on states and bytes. It is safe for concurrent use.
 type DFA struct {
-	prog  *Program
-	ncomp int
-	All   uint64 // mask of all components
+	prog          *Program
+	ncomp         int
+	AllComponents uint64 // mask of all components
 	// Need are the components that must stay live for safeFrom (all, or
 	// for object keys the propertyNames checks).
-	Need    uint64
-	Classes [256]uint8
-	ncls    int
+	MustLive uint64
+	// ByteClasses maps each byte to its equivalence class (bytes no
+	// instruction tells apart share a class and a transition).
+	ByteClasses [256]uint8
+	ncls        int
 
 	mu        sync.Mutex
 	states    map[string]*State
 	maxStates int
 	memLimit  int64
 	memUsed   int64
-	Start     *State
-	mem       *limit.Meter
+	// Start is the state before any input.
+	Start *State
+	mem   *limit.Meter
 
 	// scratch for closures, guarded by mu
 	mark  []uint32
@@ -87,20 +96,20 @@ func NewDFA(prog *Program, maxStates int, memLimit int64, mem *limit.Meter) *DFA
 		maxStates: maxStates,
 		memLimit:  memLimit,
 		mem:       mem,
-		mark:      make([]uint32, len(prog.P.Insts)),
+		mark:      make([]uint32, len(prog.code.insts)),
 	}
 	if d.ncomp >= 64 {
-		d.All = ^uint64(0)
+		d.AllComponents = ^uint64(0)
 	} else {
-		d.All = 1<<uint(d.ncomp) - 1
+		d.AllComponents = 1<<uint(d.ncomp) - 1
 	}
-	d.Need = d.All
+	d.MustLive = d.AllComponents
 	// Byte classes: bytes no instruction tells apart share a class. '\n'
 	// is always a class of its own (line assertions look at it).
 	var cut [257]bool
 	cut[0], cut[256] = true, true
 	cut['\n'], cut['\n'+1] = true, true
-	for _, in := range prog.P.Insts {
+	for _, in := range prog.code.insts {
 		if in.op == opByte {
 			cut[in.lo] = true
 			cut[int(in.hi)+1] = true
@@ -111,12 +120,12 @@ func NewDFA(prog *Program, maxStates int, memLimit int64, mem *limit.Meter) *DFA
 		if cut[b] {
 			cls++
 		}
-		d.Classes[b] = uint8(cls)
+		d.ByteClasses[b] = uint8(cls)
 	}
 	d.ncls = cls + 1
 	d.mu.Lock()
 	ctx := ctxStart | ctxLine
-	if !prog.P.hasBegin {
+	if !prog.code.hasBegin {
 		ctx = 0
 	}
 	seeds := make([][]int32, d.ncomp)
@@ -139,10 +148,10 @@ func (d *DFA) closure(seeds []int32, ctx uint8, endOK bool) int {
 		}
 		d.gen = 1
 	}
-	insts := d.prog.P.Insts
-	co := d.prog.P.coreach
+	insts := d.prog.code.insts
+	co := d.prog.code.coreach
 	if ctx&ctxStart == 0 {
-		co = d.prog.P.coreachLater
+		co = d.prog.code.coreachLater
 	}
 	start := len(d.buf)
 	visited := 0
@@ -194,7 +203,7 @@ func (d *DFA) closure(seeds []int32, ctx uint8, endOK bool) int {
 // transient one. Caller holds mu. work, when not nil, gets the
 // instructions visited.
 func (d *DFA) build(seeds [][]int32, ctx uint8, work *int64) *State {
-	if !d.prog.P.hasBegin {
+	if !d.prog.code.hasBegin {
 		ctx = 0
 	}
 	d.buf = d.buf[:0]
@@ -220,7 +229,7 @@ func (d *DFA) build(seeds [][]int32, ctx uint8, work *int64) *State {
 		return s
 	}
 	s := &State{sets: append([]int32(nil), d.buf...), ctx: ctx, Live: live}
-	s.Acc = d.acceptAtEnd(s)
+	s.Accept = d.acceptAtEnd(s)
 	size := int64(len(s.sets)*4+len(d.key)) + int64(d.ncls)*8 + 128
 	if len(d.states) < d.maxStates && d.memUsed+size <= d.memLimit && d.mem.Charge(size) == nil {
 		s.Next = make([]atomic.Pointer[State], d.ncls)
@@ -235,7 +244,7 @@ func (d *DFA) build(seeds [][]int32, ctx uint8, work *int64) *State {
 // here. Caller holds mu.
 func (d *DFA) acceptAtEnd(s *State) uint64 {
 	var acc uint64
-	insts := d.prog.P.Insts
+	insts := d.prog.code.insts
 	comp := 0
 	saved := d.buf
 	d.buf = nil
@@ -269,7 +278,7 @@ func (d *DFA) acceptAtEnd(s *State) uint64 {
 // Step returns the state after byte b. work, when not nil, gets the
 // instructions visited on a cache miss.
 func (d *DFA) Step(s *State, b byte, work *int64) *State {
-	cls := d.Classes[b]
+	cls := d.ByteClasses[b]
 	if s.Next != nil {
 		if n := s.Next[cls].Load(); n != nil {
 			return n
@@ -282,7 +291,7 @@ func (d *DFA) Step(s *State, b byte, work *int64) *State {
 			return n
 		}
 	}
-	insts := d.prog.P.Insts
+	insts := d.prog.code.insts
 	seeds := make([][]int32, d.ncomp)
 	comp := 0
 	var pend []int32
@@ -364,8 +373,8 @@ func (d *DFA) SafeFrom(s *State, set *ByteSet) bool {
 	var reps []byte
 	var seenCls [256]bool
 	for b := 0; b < 256; b++ {
-		if set.has(byte(b)) && !seenCls[d.Classes[b]] {
-			seenCls[d.Classes[b]] = true
+		if set.has(byte(b)) && !seenCls[d.ByteClasses[b]] {
+			seenCls[d.ByteClasses[b]] = true
 			reps = append(reps, byte(b))
 		}
 	}
@@ -377,7 +386,7 @@ func (d *DFA) SafeFrom(s *State, set *ByteSet) bool {
 		queue = queue[1:]
 		for _, b := range reps {
 			n := d.Step(x, b, nil)
-			if n.Live&d.Need != d.Need || n.Next == nil || n.safe.Load() == 1 {
+			if n.Live&d.MustLive != d.MustLive || n.Next == nil || n.safe.Load() == 1 {
 				ok = false
 				break
 			}
@@ -412,7 +421,7 @@ func (d *DFA) Terminal(s *State) bool {
 	}
 	res := uint32(2)
 	for b := 0; b < 256; b++ {
-		if d.Step(s, byte(b), nil).Live == d.All {
+		if d.Step(s, byte(b), nil).Live == d.AllComponents {
 			res = 1
 			break
 		}
@@ -422,7 +431,7 @@ func (d *DFA) Terminal(s *State) bool {
 }
 
 // LiveAll reports whether every component of s can still match.
-func (d *DFA) LiveAll(s *State) bool { return s.Live == d.All }
+func (d *DFA) LiveAll(s *State) bool { return s.Live == d.AllComponents }
 
-// AccAll reports whether every component of s matches at the end.
-func (d *DFA) AccAll(s *State) bool { return s.Acc == d.All }
+// AcceptAll reports whether every component of s matches at the end.
+func (d *DFA) AcceptAll(s *State) bool { return s.Accept == d.AllComponents }

@@ -14,7 +14,7 @@
 // transitions under a cap on states and bytes (charged to a limit.Meter);
 // past the cap states are rebuilt on every visit, slower but bounded. A DFA
 // is shared by every run of a compiled tool and safe for concurrent use.
-// Step advances a State by one byte; LiveAll, AccAll and Terminal tell
+// Step advances a State by one byte; LiveAll, AcceptAll and Terminal tell
 // whether every component can still match, matches now, or can go no
 // further.
 //
@@ -32,5 +32,5 @@
 //	for _, b := range input {
 //		s = d.Step(s, b, &work)
 //	}
-//	matched := d.AccAll(s)
+//	matched := d.AcceptAll(s)
 package automaton

@@ -4,8 +4,10 @@ import "fmt"
 
 // PatternError is a pattern that cannot be compiled.
 type PatternError struct {
+	// Pattern is the source text of the pattern.
 	Pattern string
-	Msg     string
+	// Message says what is wrong with it.
+	Message string
 }
 
 func (e *PatternError) Error() string {
@@ -13,5 +15,5 @@ func (e *PatternError) Error() string {
 	if len(p) > 80 {
 		p = p[:77] + "..."
 	}
-	return fmt.Sprintf("pattern %q: %s", p, e.Msg)
+	return fmt.Sprintf("pattern %q: %s", p, e.Message)
 }

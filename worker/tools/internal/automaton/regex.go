@@ -45,7 +45,7 @@ type inst struct {
 // nfa is a set of byte-level automata sharing one instruction array; each
 // compiled pattern is a component with its own start pc.
 type nfa struct {
-	Insts    []inst
+	insts    []inst
 	hasBegin bool // some BeginText/BeginLine assertion: DFA states carry context
 	hasEnd   bool // some EndText/EndLine assertion
 	coreach  []bool
@@ -66,7 +66,9 @@ const (
 
 // Limits bound a pattern before it is compiled.
 type Limits struct {
+	// MaxBytes caps the length of a pattern's source text.
 	MaxBytes int
+	// MaxInsts caps the estimated instruction count of its program.
 	MaxInsts int
 }
 
@@ -75,17 +77,17 @@ type Limits struct {
 // and returns the simplified tree.
 func Parse(pattern string, lim Limits) (*syntax.Regexp, error) {
 	if lim.MaxBytes > 0 && len(pattern) > lim.MaxBytes {
-		return nil, &PatternError{Pattern: pattern, Msg: fmt.Sprintf("pattern is %d bytes, more than the %d allowed", len(pattern), lim.MaxBytes)}
+		return nil, &PatternError{Pattern: pattern, Message: fmt.Sprintf("pattern is %d bytes, more than the %d allowed", len(pattern), lim.MaxBytes)}
 	}
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, &PatternError{Pattern: pattern, Msg: err.Error()}
+		return nil, &PatternError{Pattern: pattern, Message: err.Error()}
 	}
 	if n := estimateInsts(re, int64(lim.MaxInsts)+1); lim.MaxInsts > 0 && n > int64(lim.MaxInsts) {
-		return nil, &PatternError{Pattern: pattern, Msg: fmt.Sprintf("program too large: about %d+ byte instructions, more than the %d allowed", n, lim.MaxInsts)}
+		return nil, &PatternError{Pattern: pattern, Message: fmt.Sprintf("program too large: about %d+ byte instructions, more than the %d allowed", n, lim.MaxInsts)}
 	}
 	if err := checkAssertions(re); err != nil {
-		return nil, &PatternError{Pattern: pattern, Msg: err.Error()}
+		return nil, &PatternError{Pattern: pattern, Message: err.Error()}
 	}
 	return re.Simplify(), nil
 }
@@ -237,16 +239,16 @@ type reCompiler struct {
 }
 
 func (c *reCompiler) add(in inst) (int32, error) {
-	if c.limit > 0 && len(c.p.Insts) >= c.limit {
+	if c.limit > 0 && len(c.p.insts) >= c.limit {
 		return 0, fmt.Errorf("program too large: more than %d byte instructions", c.limit)
 	}
-	c.p.Insts = append(c.p.Insts, in)
-	if len(c.p.Insts)&1023 == 0 {
+	c.p.insts = append(c.p.insts, in)
+	if len(c.p.insts)&1023 == 0 {
 		if err := c.clock.CheckNow(); err != nil {
 			return 0, err
 		}
 	}
-	return int32(len(c.p.Insts) - 1), nil
+	return int32(len(c.p.insts) - 1), nil
 }
 
 // component compiles re as a component in the given mode and returns its
@@ -269,7 +271,7 @@ func (c *reCompiler) component(re *syntax.Regexp, mode Mode) (int32, error) {
 		if err != nil {
 			return 0, err
 		}
-		c.p.Insts[loop].alt = []int32{m, any}
+		c.p.insts[loop].alt = []int32{m, any}
 		match = loop
 	default:
 		if match, err = c.add(inst{op: opMatch}); err != nil {
@@ -290,7 +292,7 @@ func (c *reCompiler) component(re *syntax.Regexp, mode Mode) (int32, error) {
 		if err != nil {
 			return 0, err
 		}
-		c.p.Insts[loop].alt = []int32{start, any}
+		c.p.insts[loop].alt = []int32{start, any}
 		start = loop
 	}
 	return start, nil
@@ -359,7 +361,7 @@ func (c *reCompiler) compile(re *syntax.Regexp, next int32) (int32, error) {
 		if err != nil {
 			return 0, err
 		}
-		c.p.Insts[loop].alt = []int32{body, next}
+		c.p.insts[loop].alt = []int32{body, next}
 		if re.Op == syntax.OpStar {
 			return loop, nil
 		}
@@ -444,9 +446,9 @@ func (c *reCompiler) class(ranges []rune, next int32) (int32, error) {
 // finish computes which instructions can still reach a match; the DFA drops
 // the others so that a state with no way to match is recognised as dead.
 func (p *nfa) finish() {
-	n := len(p.Insts)
+	n := len(p.insts)
 	rev := make([][]int32, n)
-	for pc, in := range p.Insts {
+	for pc, in := range p.insts {
 		switch in.op {
 		case opByte, opNop, opAssert:
 			rev[in.out] = append(rev[in.out], int32(pc))
@@ -459,7 +461,7 @@ func (p *nfa) finish() {
 	reach := func(skipBegin bool) []bool {
 		co := make([]bool, n)
 		var stack []int32
-		for pc, in := range p.Insts {
+		for pc, in := range p.insts {
 			if in.op == opMatch {
 				co[pc] = true
 				stack = append(stack, int32(pc))
@@ -472,7 +474,7 @@ func (p *nfa) finish() {
 				if co[q] {
 					continue
 				}
-				if in := &p.Insts[q]; skipBegin && in.op == opAssert && in.arg == assertBeginText {
+				if in := &p.insts[q]; skipBegin && in.op == opAssert && in.arg == assertBeginText {
 					continue
 				}
 				co[q] = true
@@ -486,16 +488,20 @@ func (p *nfa) finish() {
 	p.coreachLater = reach(true)
 }
 
+// InstCount returns the number of instructions of p's automata, the
+// measure compiled programs are charged by.
+func (p *Program) InstCount() int { return len(p.code.insts) }
+
 // Program is a compiled set of components.
 type Program struct {
-	P      *nfa
+	code   *nfa
 	starts []int32
 }
 
 // Compile compiles patterns (with their modes) into one program.
 func Compile(res []*syntax.Regexp, modes []Mode, lim Limits, clock *limit.Clock) (*Program, error) {
 	c := &reCompiler{p: &nfa{}, limit: lim.MaxInsts * 2, clock: clock}
-	rp := &Program{P: c.p}
+	rp := &Program{code: c.p}
 	for i, re := range res {
 		start, err := c.component(re, modes[i])
 		if err != nil {

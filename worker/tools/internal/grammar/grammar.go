@@ -68,13 +68,13 @@ const (
 // LexState is the part of a frame that strings, keys and numbers change on
 // every byte; a string walk keeps only this per trie depth.
 type LexState struct {
-	ds   *automaton.State
-	cnt  int32 // code points, items or properties so far
-	aux  int32 // trie node, property, hex accumulator
-	ph   uint8
-	U8   uint8 // continuation bytes still expected
-	U8lo uint8 // range of the next continuation byte
-	U8hi uint8
+	ds          *automaton.State
+	cnt         int32 // code points, items or properties so far
+	aux         int32 // trie node, property, hex accumulator
+	ph          uint8
+	UTF8Pending uint8 // continuation bytes still expected
+	UTF8Lo      uint8 // range of the next continuation byte
+	UTF8Hi      uint8
 }
 
 type frame struct {
@@ -100,10 +100,11 @@ type thread struct {
 
 // Machine is a compiled schema, shared by every run.
 type Machine struct {
-	root       *Node
-	vi         *vocab.Index
-	cache      vocab.LeafCache
-	Mem        *limit.Meter
+	root  *Node
+	vi    *vocab.Index
+	cache vocab.LeafCache
+	// Meter holds the bytes of the machine's caches and lazy automata.
+	Meter      *limit.Meter
 	maxWS      uint8
 	maxThreads int
 	allowed    map[*ObjSpec][]uint64 // props whose value can be valid
@@ -113,21 +114,25 @@ type Machine struct {
 // model cannot pad forever; pretty-printing stays possible.
 const maxWhitespace = 4
 
-func IsWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+// IsJSONSpace reports whether c is JSON whitespace.
+func IsJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
+// NewMachine returns the machine of the node graph all rooted at root, over
+// the vocabulary vi; cached masks are charged to mem and a run follows at
+// most maxThreads parser threads.
 func NewMachine(root *Node, all []*Node, vi *vocab.Index, mem *limit.Meter, maxThreads int) *Machine {
-	m := &Machine{root: root, vi: vi, Mem: mem, maxWS: maxWhitespace, maxThreads: maxThreads,
+	m := &Machine{root: root, vi: vi, Meter: mem, maxWS: maxWhitespace, maxThreads: maxThreads,
 		allowed: map[*ObjSpec][]uint64{}}
 	m.cache.Init(4096)
 	for _, n := range all {
 		if n.Kind == KindObject {
-			a := make([]uint64, n.Obj.Words)
-			for i, p := range n.Obj.Props {
+			a := make([]uint64, n.Object.Words)
+			for i, p := range n.Object.Props {
 				if p.Node.Kind != KindNever {
 					a[i>>6] |= 1 << (uint(i) & 63)
 				}
 			}
-			m.allowed[n.Obj] = a
+			m.allowed[n.Object] = a
 		}
 	}
 	return m
@@ -183,7 +188,7 @@ func (f *frame) missingRequired(os *ObjSpec) int {
 
 // canAddKey reports whether the object frame f may still take a property.
 func (m *Machine) canAddKey(f *frame) bool {
-	os := f.n.Obj
+	os := f.n.Object
 	if f.cnt >= os.MaxProps {
 		return false
 	}
@@ -196,7 +201,7 @@ func (m *Machine) canAddKey(f *frame) bool {
 // unseenAllowed reports whether set (a prop bitset) holds an allowed
 // property that object or key frame f has not seen.
 func (m *Machine) unseenAllowed(f *frame, set []uint64) bool {
-	allowed := m.allowed[f.n.Obj]
+	allowed := m.allowed[f.n.Object]
 	for w := range set {
 		s := f.seen
 		if f.seenX != nil {
@@ -213,11 +218,11 @@ func (m *Machine) unseenAllowed(f *frame, set []uint64) bool {
 
 // canClose reports whether the object frame f may end now.
 func (m *Machine) canClose(f *frame) bool {
-	os := f.n.Obj
+	os := f.n.Object
 	if f.cnt < os.MinProps || f.missingRequired(os) > 0 {
 		return false
 	}
-	for _, d := range os.Deps {
+	for _, d := range os.Dependencies {
 		if f.seenHas(d.If) {
 			for _, t := range d.Then {
 				if !f.seenHas(t) {
@@ -234,7 +239,7 @@ func valueNode(os *ObjSpec, aux int32) *Node {
 	if aux >= 0 {
 		return os.Props[aux].Node
 	}
-	return os.Combos[-(aux + 1)]
+	return os.PatternCombos[-(aux + 1)]
 }
 
 // finish pops th's top frame, which produced payload, into its parent.
@@ -248,7 +253,7 @@ func (m *Machine) finish(th thread, payload int32) (thread, bool) {
 	case fRoot:
 		p.ph = 1
 	case fObject:
-		os := p.n.Obj
+		os := p.n.Object
 		switch p.ph {
 		case oKeyWait:
 			if payload >= 0 {
@@ -270,7 +275,7 @@ func (m *Machine) finish(th thread, payload int32) (thread, bool) {
 			return th, false
 		}
 	case fArray:
-		as := p.n.Arr
+		as := p.n.Array
 		if p.flag&afContains != 0 {
 			p.flag &^= afContains
 			if p.aux < as.MinContains {
@@ -279,7 +284,7 @@ func (m *Machine) finish(th thread, payload int32) (thread, bool) {
 		}
 		if as.Unique {
 			item := as.ItemNode(p.cnt - 1)
-			if ids, ok := as.Uniq[item]; ok && payload >= 0 && int(payload) < len(ids) {
+			if ids, ok := as.ValueIDs[item]; ok && payload >= 0 && int(payload) < len(ids) {
 				bit := uint64(1) << uint(ids[payload])
 				if p.seen&bit != 0 {
 					return th, false
@@ -297,14 +302,14 @@ func (m *Machine) finish(th thread, payload int32) (thread, bool) {
 }
 
 // Step feeds byte c to th and appends the resulting threads to out.
-func (m *Machine) Step(th thread, c byte, out []thread, work *int64) []thread {
+func (m *Machine) step(th thread, c byte, out []thread, work *int64) []thread {
 	for {
 		f := &th.f
 		switch f.kind {
 		case fRoot:
 			return out
 		case fValue:
-			if IsWS(c) {
+			if IsJSONSpace(c) {
 				if f.ws >= m.maxWS {
 					return out
 				}
@@ -385,8 +390,8 @@ func (m *Machine) dispatch(th thread, n *Node, c byte, out []thread, work *int64
 		return out
 	case KindString:
 		th.f = frame{kind: fString, n: n}
-		if n.Str.Dfa != nil {
-			th.f.ds = n.Str.Dfa.Start
+		if n.String.DFA != nil {
+			th.f.ds = n.String.DFA.Start
 		}
 		return append(out, th)
 	case KindObject:
@@ -399,10 +404,10 @@ func (m *Machine) dispatch(th thread, n *Node, c byte, out []thread, work *int64
 		return append(out, th)
 	case KindNumber:
 		th.f = frame{kind: fNumber, n: n}
-		return m.Step(th, c, out, work)
-	case KindLit:
+		return m.step(th, c, out, work)
+	case KindLiteral:
 		th.f = frame{kind: fLit, n: n, seen: th.f.seen, flag: th.f.flag & lfUniq}
-		return m.Step(th, c, out, work)
+		return m.step(th, c, out, work)
 	}
 	return out
 }
@@ -410,8 +415,8 @@ func (m *Machine) dispatch(th thread, n *Node, c byte, out []thread, work *int64
 // objStep feeds c to an object frame.
 func (m *Machine) objStep(th thread, c byte, out []thread) []thread {
 	f := &th.f
-	os := f.n.Obj
-	if IsWS(c) && f.ph != oKeyWait && f.ph != oValWait {
+	os := f.n.Object
+	if IsJSONSpace(c) && f.ph != oKeyWait && f.ph != oValWait {
 		if f.ws >= m.maxWS {
 			return out
 		}
@@ -476,8 +481,8 @@ func (m *Machine) objStep(th thread, c byte, out []thread) []thread {
 // (two when an item may or may not be one that "contains" counts).
 func (m *Machine) arrStep(th thread, c byte, out []thread, work *int64) []thread {
 	f := &th.f
-	as := f.n.Arr
-	if IsWS(c) {
+	as := f.n.Array
+	if IsJSONSpace(c) {
 		if f.ws >= m.maxWS {
 			return out
 		}
@@ -507,7 +512,7 @@ func (m *Machine) arrStep(th thread, c byte, out []thread, work *int64) []thread
 			if cn := as.containsNode(f.cnt - 1); cn.Kind != KindNever && cn.firstHas(c) {
 				tc := th
 				tc.f.flag |= afContains
-				out = m.Step(push(tc, frame{kind: fValue, n: cn}), c, out, work)
+				out = m.step(push(tc, frame{kind: fValue, n: cn}), c, out, work)
 			}
 			// Without counting it, enough items must remain.
 			if as.MaxItems-f.cnt < as.MinContains-f.aux {
@@ -519,7 +524,7 @@ func (m *Machine) arrStep(th thread, c byte, out []thread, work *int64) []thread
 		}
 		child := frame{kind: fValue, n: item}
 		if as.Unique {
-			if ids, ok := as.Uniq[item]; ok && item.Kind == KindLit {
+			if ids, ok := as.ValueIDs[item]; ok && item.Kind == KindLiteral {
 				for i, id := range ids {
 					if f.seen&(1<<uint(id)) != 0 {
 						child.seen |= 1 << uint(i)
@@ -528,7 +533,7 @@ func (m *Machine) arrStep(th thread, c byte, out []thread, work *int64) []thread
 				child.flag |= lfUniq
 			}
 		}
-		return m.Step(push(th, child), c, out, work)
+		return m.step(push(th, child), c, out, work)
 	case aAfterItem:
 		switch c {
 		case ',':
@@ -554,26 +559,27 @@ func (m *Machine) arrStep(th thread, c byte, out []thread, work *int64) []thread
 func UTF8Lead(f *LexState, c byte) bool {
 	switch {
 	case c >= 0xC2 && c <= 0xDF:
-		f.U8, f.U8lo, f.U8hi = 1, 0x80, 0xBF
+		f.UTF8Pending, f.UTF8Lo, f.UTF8Hi = 1, 0x80, 0xBF
 	case c == 0xE0:
-		f.U8, f.U8lo, f.U8hi = 2, 0xA0, 0xBF
+		f.UTF8Pending, f.UTF8Lo, f.UTF8Hi = 2, 0xA0, 0xBF
 	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
-		f.U8, f.U8lo, f.U8hi = 2, 0x80, 0xBF
+		f.UTF8Pending, f.UTF8Lo, f.UTF8Hi = 2, 0x80, 0xBF
 	case c == 0xED:
-		f.U8, f.U8lo, f.U8hi = 2, 0x80, 0x9F
+		f.UTF8Pending, f.UTF8Lo, f.UTF8Hi = 2, 0x80, 0x9F
 	case c == 0xF0:
-		f.U8, f.U8lo, f.U8hi = 3, 0x90, 0xBF
+		f.UTF8Pending, f.UTF8Lo, f.UTF8Hi = 3, 0x90, 0xBF
 	case c >= 0xF1 && c <= 0xF3:
-		f.U8, f.U8lo, f.U8hi = 3, 0x80, 0xBF
+		f.UTF8Pending, f.UTF8Lo, f.UTF8Hi = 3, 0x80, 0xBF
 	case c == 0xF4:
-		f.U8, f.U8lo, f.U8hi = 3, 0x80, 0x8F
+		f.UTF8Pending, f.UTF8Lo, f.UTF8Hi = 3, 0x80, 0x8F
 	default:
 		return false
 	}
 	return true
 }
 
-func HexVal(c byte) int32 {
+// HexValue returns the value of the hex digit c, or -1.
+func HexValue(c byte) int32 {
 	switch {
 	case c >= '0' && c <= '9':
 		return int32(c - '0')
@@ -633,18 +639,18 @@ func dfaBytes(d *automaton.DFA, ds **automaton.State, b []byte, work *int64) boo
 
 // strStep feeds c to a string-value frame.
 func strStep(f *frame, c byte, work *int64) (int, int32) {
-	return strLex(&f.LexState, f.n.Str, c, work)
+	return strLex(&f.LexState, f.n.String, c, work)
 }
 
 // strLex feeds c to the lexical state of a string with spec s.
 func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
-	if f.U8 > 0 {
-		if c < f.U8lo || c > f.U8hi {
+	if f.UTF8Pending > 0 {
+		if c < f.UTF8Lo || c > f.UTF8Hi {
 			return rDead, 0
 		}
-		f.U8--
-		f.U8lo, f.U8hi = 0x80, 0xBF
-		if s.Dfa != nil && !dfaByte(s.Dfa, &f.ds, c, work) {
+		f.UTF8Pending--
+		f.UTF8Lo, f.UTF8Hi = 0x80, 0xBF
+		if s.DFA != nil && !dfaByte(s.DFA, &f.ds, c, work) {
 			return rDead, 0
 		}
 		return rCont, 0
@@ -653,12 +659,12 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 	case 0:
 		switch {
 		case c == '"':
-			if f.cnt < s.MinLen || s.Dfa != nil && !s.Dfa.AccAll(f.ds) {
+			if f.cnt < s.MinLen || s.DFA != nil && !s.DFA.AcceptAll(f.ds) {
 				return rDead, 0
 			}
 			return rDone, 0
 		case c == '\\':
-			if f.cnt >= s.MaxLen || s.Dfa != nil && !escapeLive(s.Dfa, f.ds) {
+			if f.cnt >= s.MaxLen || s.DFA != nil && !escapeLive(s.DFA, f.ds) {
 				return rDead, 0
 			}
 			f.ph = 1
@@ -672,13 +678,13 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 			return rDead, 0
 		}
 		f.cnt++
-		if s.Dfa != nil && !dfaByte(s.Dfa, &f.ds, c, work) {
+		if s.DFA != nil && !dfaByte(s.DFA, &f.ds, c, work) {
 			return rDead, 0
 		}
 		return rCont, 0
 	case 1:
 		if c == 'u' {
-			if s.Dfa != nil {
+			if s.DFA != nil {
 				// \u in a pattern-constrained string could run into a
 				// dead end at its last digit; such strings write characters
 				// as they are.
@@ -693,12 +699,12 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 		}
 		f.ph = 0
 		f.cnt++
-		if s.Dfa != nil && !dfaByte(s.Dfa, &f.ds, d, work) {
+		if s.DFA != nil && !dfaByte(s.DFA, &f.ds, d, work) {
 			return rDead, 0
 		}
 		return rCont, 0
 	default: // 2..5: hex digits of \u
-		v := HexVal(c)
+		v := HexValue(c)
 		if v < 0 {
 			return rDead, 0
 		}
@@ -712,10 +718,10 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 		}
 		f.ph = 0
 		f.cnt++
-		if s.Dfa != nil {
+		if s.DFA != nil {
 			var buf [4]byte
 			n := encodeRune(buf[:], f.aux)
-			if !dfaBytes(s.Dfa, &f.ds, buf[:n], work) {
+			if !dfaBytes(s.DFA, &f.ds, buf[:n], work) {
 				return rDead, 0
 			}
 		}
@@ -744,23 +750,23 @@ func encodeRune(p []byte, r int32) int {
 
 // keyStep feeds c to an object-key frame.
 func (m *Machine) keyStep(f *frame, c byte, work *int64) (int, int32) {
-	os := f.n.Obj
+	os := f.n.Object
 	t := os.Keys
 	// On the trie, follow the canonical bytes of the known keys (escapes
 	// included); a '"' outside an escape ends the key.
-	if f.flag&kfOff == 0 && f.U8 == 0 && f.ph == 0 && c == '"' {
+	if f.flag&kfOff == 0 && f.UTF8Pending == 0 && f.ph == 0 && c == '"' {
 		return m.keyEnd(f)
 	}
-	if f.flag&kfOff != 0 && f.U8 == 0 && c == '"' {
+	if f.flag&kfOff != 0 && f.UTF8Pending == 0 && c == '"' {
 		return m.keyEnd(f)
 	}
 	// UTF-8 and escape state, wherever we are.
-	if f.U8 > 0 {
-		if c < f.U8lo || c > f.U8hi {
+	if f.UTF8Pending > 0 {
+		if c < f.UTF8Lo || c > f.UTF8Hi {
 			return rDead, 0
 		}
-		f.U8--
-		f.U8lo, f.U8hi = 0x80, 0xBF
+		f.UTF8Pending--
+		f.UTF8Lo, f.UTF8Hi = 0x80, 0xBF
 	} else {
 		switch f.ph {
 		case 0:
@@ -786,7 +792,7 @@ func (m *Machine) keyStep(f *frame, c byte, work *int64) (int, int32) {
 				f.cnt++
 			}
 		default:
-			if HexVal(c) < 0 {
+			if HexValue(c) < 0 {
 				return rDead, 0
 			}
 			if f.ph < 5 {
@@ -805,7 +811,7 @@ func (m *Machine) keyStep(f *frame, c byte, work *int64) (int, int32) {
 		if nx := t.Child(f.aux, c); nx >= 0 {
 			f.aux = nx
 			onTrie = true
-			if !os.FreeKey && !m.unseenAllowed(f, os.Under[int(nx)*os.Words:int(nx+1)*os.Words]) {
+			if !os.FreeKey && !m.unseenAllowed(f, os.KeysUnder[int(nx)*os.Words:int(nx+1)*os.Words]) {
 				onTrie = false
 			}
 		} else {
@@ -822,13 +828,13 @@ func (m *Machine) keyStep(f *frame, c byte, work *int64) (int, int32) {
 // additionalLive reports whether the key read so far can still become an
 // allowed additional key.
 func (m *Machine) additionalLive(f *frame) bool {
-	os := f.n.Obj
-	if !os.FreeKey || f.flag&kfSawEsc != 0 || f.cnt > os.PnMax {
+	os := f.n.Object
+	if !os.FreeKey || f.flag&kfSawEsc != 0 || f.cnt > os.MaxKeyLen {
 		return false
 	}
 	if os.KeyDFA != nil {
 		// propertyNames components (after the patterns) must stay live.
-		need := os.KeyDFA.All &^ (uint64(1)<<uint(os.Npat) - 1)
+		need := os.KeyDFA.AllComponents &^ (uint64(1)<<uint(os.NumPatterns) - 1)
 		if f.ds.Live&need != need {
 			return false
 		}
@@ -838,27 +844,27 @@ func (m *Machine) additionalLive(f *frame) bool {
 
 // keyEnd handles the closing quote of a key.
 func (m *Machine) keyEnd(f *frame) (int, int32) {
-	os := f.n.Obj
+	os := f.n.Object
 	if f.flag&kfOff == 0 {
-		if v := os.Keys.Nodes[f.aux].Term; v >= 0 {
+		if v := os.Keys.Nodes[f.aux].Value; v >= 0 {
 			if os.Props[v].Node.Kind == KindNever {
 				return rDead, 0
 			}
 			return rDone, v
 		}
 	}
-	if !m.additionalLive(f) || f.cnt < os.PnMin || f.ph != 0 || f.U8 != 0 {
+	if !m.additionalLive(f) || f.cnt < os.MinKeyLen || f.ph != 0 || f.UTF8Pending != 0 {
 		return rDead, 0
 	}
 	mask := 0
 	if os.KeyDFA != nil {
-		need := os.KeyDFA.All &^ (uint64(1)<<uint(os.Npat) - 1)
-		if f.ds.Acc&need != need {
+		need := os.KeyDFA.AllComponents &^ (uint64(1)<<uint(os.NumPatterns) - 1)
+		if f.ds.Accept&need != need {
 			return rDead, 0
 		}
-		mask = int(f.ds.Acc & (uint64(1)<<uint(os.Npat) - 1))
+		mask = int(f.ds.Accept & (uint64(1)<<uint(os.NumPatterns) - 1))
 	}
-	if os.Combos[mask].Kind == KindNever {
+	if os.PatternCombos[mask].Kind == KindNever {
 		return rDead, 0
 	}
 	return rDone, -int32(mask) - 1
@@ -866,7 +872,7 @@ func (m *Machine) keyEnd(f *frame) (int, int32) {
 
 // numStep feeds c to a number frame.
 func numStep(f *frame, c byte) int {
-	s := f.n.Num
+	s := f.n.Number
 	nph := numNext(f.ph, c, s.Free)
 	if nph == 255 {
 		if numComplete(f.ph) && (s.Free || s.IntOnly || s.accepts(f.txt)) {
@@ -900,32 +906,32 @@ func numStep(f *frame, c byte) int {
 
 // litStep feeds c to a literal frame.
 func litStep(f *frame, c byte) (int, int32) {
-	ls := f.n.Lit
+	ls := f.n.Literal
 	t := ls.Trie
 	if nx := t.Child(f.aux, c); nx >= 0 {
 		if f.flag&lfUniq != 0 && ls.Under != nil && ls.Under[nx]&^f.seen == 0 {
 			return rDead, 0 // only values the array already holds
 		}
 		f.aux = nx
-		if len(t.Nodes[nx].Kids) == 0 {
-			return rDone, t.Nodes[nx].Term
+		if len(t.Nodes[nx].Edges) == 0 {
+			return rDone, t.Nodes[nx].Value
 		}
 		return rCont, 0
 	}
-	if v := t.Nodes[f.aux].Term; v >= 0 {
+	if v := t.Nodes[f.aux].Value; v >= 0 {
 		return rDoneNext, v
 	}
 	return rDead, 0
 }
 
 // CanEnd reports whether th accepts the end of the input.
-func (m *Machine) CanEnd(th thread) bool {
+func (m *Machine) canEnd(th thread) bool {
 	for {
 		switch th.f.kind {
 		case fRoot:
 			return th.f.ph == 1
 		case fNumber:
-			s := th.f.n.Num
+			s := th.f.n.Number
 			if !numComplete(th.f.ph) || !(s.Free || s.IntOnly || s.accepts(th.f.txt)) {
 				return false
 			}
@@ -934,7 +940,7 @@ func (m *Machine) CanEnd(th thread) bool {
 				return false
 			}
 		case fLit:
-			v := th.f.n.Lit.Trie.Nodes[th.f.aux].Term
+			v := th.f.n.Literal.Trie.Nodes[th.f.aux].Value
 			if v < 0 {
 				return false
 			}

@@ -21,6 +21,7 @@ type Run struct {
 	scratch []thread
 }
 
+// NewRun starts a parse of m's language at its beginning.
 func NewRun(m *Machine) *Run {
 	r := &Run{m: m}
 	r.sw.m = m
@@ -29,6 +30,7 @@ func NewRun(m *Machine) *Run {
 	return r
 }
 
+// Reset takes the run back to the start, before any output.
 func (r *Run) Reset() {
 	r.threads = r.m.start()
 }
@@ -52,7 +54,7 @@ func (w *setWalker) Step(d int, b byte, _ int32) bool {
 	cur := w.lv[d-1]
 	nxt := w.lv[d][:0]
 	for _, th := range cur {
-		nxt = w.m.Step(th, b, nxt, w.work)
+		nxt = w.m.step(th, b, nxt, w.work)
 	}
 	nxt = dedupe(nxt)
 	w.lv[d] = nxt
@@ -84,32 +86,32 @@ func (m *Machine) leafKeyOf(f *frame) (vocab.LeafKey, *vocab.LeafCache) {
 		}
 		return v
 	}
-	k := vocab.LeafKey{Kind: f.kind, Ph: f.ph, U8: f.U8, U8lo: f.U8lo, U8hi: f.U8hi, Flag: f.flag, Ds: f.ds}
+	k := vocab.LeafKey{Kind: f.kind, Phase: f.ph, UTF8Pending: f.UTF8Pending, UTF8Lo: f.UTF8Lo, UTF8Hi: f.UTF8Hi, Flag: f.flag, DFAState: f.ds}
 	if f.kind == fString {
-		s := f.n.Str
-		k.Rmin = clampR(s.MinLen - f.cnt)
-		k.Rmax = clampR(s.MaxLen - f.cnt)
+		s := f.n.String
+		k.MinLeft = clampR(s.MinLen - f.cnt)
+		k.MaxLeft = clampR(s.MaxLen - f.cnt)
 		if f.ph >= 2 {
-			k.Aux = f.aux
+			k.Detail = f.aux
 		}
-		if s.Dfa == nil {
-			return k, &m.vi.StrCache
+		if s.DFA == nil {
+			return k, &m.vi.StringCache
 		}
 		k.Owner = f.n
 		return k, &m.cache
 	}
-	os := f.n.Obj
+	os := f.n.Object
 	k.Owner = os
-	k.Aux = f.aux
-	k.Rmin = clampR(os.PnMin - f.cnt)
-	if os.PnMax == math.MaxInt32 {
-		k.Rmax = L
+	k.Detail = f.aux
+	k.MinLeft = clampR(os.MinKeyLen - f.cnt)
+	if os.MaxKeyLen == math.MaxInt32 {
+		k.MaxLeft = L
 	} else {
-		k.Rmax = clampR(os.PnMax - f.cnt)
+		k.MaxLeft = clampR(os.MaxKeyLen - f.cnt)
 	}
 	k.Seen = f.seen
 	if f.seenX != nil {
-		k.SeenX = seenKey(*f.seenX)
+		k.SeenExtra = seenKey(*f.seenX)
 	}
 	return k, &m.cache
 }
@@ -118,23 +120,23 @@ func (m *Machine) leafKeyOf(f *frame) (vocab.LeafKey, *vocab.LeafCache) {
 // (no pattern, not inside an escape or a character), and how many code
 // points may still be added.
 func (m *Machine) plainLeaf(f *frame) (int32, bool) {
-	if f.ph != 0 || f.U8 != 0 {
+	if f.ph != 0 || f.UTF8Pending != 0 {
 		return 0, false
 	}
 	L := int32(m.vi.MaxLen)
 	var rmax int32
 	if f.kind == fString {
-		s := f.n.Str
-		if s.Dfa != nil {
+		s := f.n.String
+		if s.DFA != nil {
 			return 0, false
 		}
 		rmax = s.MaxLen - f.cnt
 	} else {
-		os := f.n.Obj
+		os := f.n.Object
 		if !os.FreeKey || os.KeyDFA != nil || f.flag&kfSawEsc != 0 {
 			return 0, false
 		}
-		rmax = os.PnMax - f.cnt
+		rmax = os.MaxKeyLen - f.cnt
 	}
 	if rmax > L {
 		rmax = L
@@ -169,7 +171,7 @@ func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 				continue
 			}
 			if res == rDone {
-				node := vi.SpecNodes[i][k]
+				node := vi.SpecialNodes[i][k]
 				if n := len(exits); n == 0 || exits[n-1].Node != node {
 					exits = append(exits, vocab.LeafExit{Node: node, Payload: payload})
 				}
@@ -212,7 +214,7 @@ var plainBytes = func() automaton.ByteSet {
 // keeping only the lexical state per depth.
 func (r *Run) walkStrLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) {
 	vi := r.m.vi
-	s := start.n.Str
+	s := start.n.String
 	if len(r.lex) < vi.MaxLen+2 {
 		r.lex = make([]LexState, vi.MaxLen+2)
 	}
@@ -220,26 +222,26 @@ func (r *Run) walkStrLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) 
 	st[0] = start.LexState
 	inside := make([]uint64, vi.Words)
 	var exits []vocab.LeafExit
-	nb, nd, nn, off := vi.NByte, vi.NDepth, vi.NNext, vi.NTokOff
+	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
 	end := int32(len(nb))
 	spent := int64(0)
-	dd := s.Dfa
+	dd := s.DFA
 	for i := int32(0); i < end; {
 		d := nd[i]
 		x := st[d-1]
 		c := nb[i]
 		spent++
 		// Fast path: a plain ASCII byte in a pattern-constrained string.
-		if dd != nil && x.ph == 0 && x.U8 == 0 && c >= 0x20 && c < 0x80 && c != '"' && c != '\\' && x.cnt < s.MaxLen {
+		if dd != nil && x.ph == 0 && x.UTF8Pending == 0 && c >= 0x20 && c < 0x80 && c != '"' && c != '\\' && x.cnt < s.MaxLen {
 			n := x.ds.Next
 			var ns *automaton.State
 			if n != nil {
-				ns = n[dd.Classes[c]].Load()
+				ns = n[dd.ByteClasses[c]].Load()
 			}
 			if ns == nil {
 				ns = dd.Step(x.ds, c, &r.work)
 			}
-			if ns.Live != dd.All {
+			if ns.Live != dd.AllComponents {
 				i = nn[i]
 				continue
 			}
@@ -291,7 +293,7 @@ func (r *Run) walkStrLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) 
 // automaton live is taken whole.
 func (r *Run) walkKeyLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) {
 	m, vi := r.m, r.m.vi
-	os := start.n.Obj
+	os := start.n.Object
 	lw := &r.lw
 	if len(lw.st) < vi.MaxLen+2 {
 		lw.st = make([]frame, vi.MaxLen+2)
@@ -300,7 +302,7 @@ func (r *Run) walkKeyLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) 
 	st[0] = start
 	inside := make([]uint64, vi.Words)
 	var exits []vocab.LeafExit
-	nb, nd, nn, off := vi.NByte, vi.NDepth, vi.NNext, vi.NTokOff
+	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
 	end := int32(len(nb))
 	spent := int64(0)
 	for i := int32(0); i < end; {
@@ -325,8 +327,8 @@ func (r *Run) walkKeyLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) 
 		if off[i] != off[i+1] {
 			vi.SetNode(inside, i)
 		}
-		if x.flag&kfOff != 0 && x.ph == 0 && x.U8 == 0 && nn[i] != i+1 && vi.PlainBelow[i] &&
-			x.cnt+int32(vi.MaxBelow[i]) <= os.PnMax && (os.KeyDFA == nil || os.KeyDFA.SafeFrom(x.ds, &plainBytes)) {
+		if x.flag&kfOff != 0 && x.ph == 0 && x.UTF8Pending == 0 && nn[i] != i+1 && vi.PlainBelow[i] &&
+			x.cnt+int32(vi.MaxBelow[i]) <= os.MaxKeyLen && (os.KeyDFA == nil || os.KeyDFA.SafeFrom(x.ds, &plainBytes)) {
 			vi.SetSubtree(inside, i)
 			i = nn[i]
 			continue
@@ -370,7 +372,7 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 			return err
 		}
 		r.work = 0
-		e = cache.Put(key, e, m.Mem)
+		e = cache.Put(key, e, m.Meter)
 	}
 	vocab.OrMask(dst, e.Inside)
 	// Tokens that leave the leaf: finish it, then check the rest of each
@@ -388,7 +390,7 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 			continue
 		}
 		vi.SetNode(dst, ex.Node)
-		if vi.NNext[ex.Node] == ex.Node+1 {
+		if vi.SubtreeEnd[ex.Node] == ex.Node+1 {
 			continue // no longer tokens below
 		}
 		r.sw.init([]thread{lastTh}, vi.MaxLen)
@@ -418,7 +420,7 @@ func (r *Run) Mask(dst []uint64, f *limit.Fuel) (eog bool, err error) {
 		} else {
 			r.scratch = append(r.scratch, th)
 		}
-		if r.m.CanEnd(th) {
+		if r.m.canEnd(th) {
 			eog = true
 		}
 	}
@@ -446,7 +448,7 @@ func (r *Run) Accept(p []byte, f *limit.Fuel) (bool, error) {
 	for _, c := range p {
 		nxt := make([]thread, 0, len(cur))
 		for _, th := range cur {
-			nxt = r.m.Step(th, c, nxt, &r.work)
+			nxt = r.m.step(th, c, nxt, &r.work)
 		}
 		nxt = dedupe(nxt)
 		if err := f.Spend(int64(len(cur)) + r.work); err != nil {
@@ -468,7 +470,7 @@ func (r *Run) Accept(p []byte, f *limit.Fuel) (bool, error) {
 // CanEnd reports whether the output may end here.
 func (r *Run) CanEnd() bool {
 	for _, th := range r.threads {
-		if r.m.CanEnd(th) {
+		if r.m.canEnd(th) {
 			return true
 		}
 	}

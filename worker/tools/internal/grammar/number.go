@@ -35,9 +35,10 @@ const (
 
 // NumSpec constrains a number.
 type NumSpec struct {
-	Lo, Hi     *big.Rat // nil: unbounded
-	LoEx, HiEx bool
-	Mult       *big.Rat // nil: any; integer is 1
+	Lo, Hi *big.Rat // nil: unbounded
+	// LoExclusive and HiExclusive make the bounds exclusive.
+	LoExclusive, HiExclusive bool
+	MultipleOf               *big.Rat // nil: any; integer is 1
 	// Free means no constraint at all: no text is tracked.
 	Free bool
 	// IntOnly means the only constraint is being an integer: the text is
@@ -209,12 +210,12 @@ func (s *NumSpec) live(txt string, ph uint8) bool {
 // a multiple of s.mult (when set).
 func (s *NumSpec) intervalHas(x ratInterval) bool {
 	lo, loEx := x.lo, x.loEx
-	if s.Lo != nil && (lo == nil || s.Lo.Cmp(lo) > 0 || s.Lo.Cmp(lo) == 0 && s.LoEx) {
-		lo, loEx = s.Lo, s.LoEx
+	if s.Lo != nil && (lo == nil || s.Lo.Cmp(lo) > 0 || s.Lo.Cmp(lo) == 0 && s.LoExclusive) {
+		lo, loEx = s.Lo, s.LoExclusive
 	}
 	hi, hiEx := x.hi, x.hiEx
-	if s.Hi != nil && (hi == nil || s.Hi.Cmp(hi) < 0 || s.Hi.Cmp(hi) == 0 && s.HiEx) {
-		hi, hiEx = s.Hi, s.HiEx
+	if s.Hi != nil && (hi == nil || s.Hi.Cmp(hi) < 0 || s.Hi.Cmp(hi) == 0 && s.HiExclusive) {
+		hi, hiEx = s.Hi, s.HiExclusive
 	}
 	if lo != nil && hi != nil {
 		c := lo.Cmp(hi)
@@ -222,20 +223,20 @@ func (s *NumSpec) intervalHas(x ratInterval) bool {
 			return false
 		}
 	}
-	if s.Mult == nil {
+	if s.MultipleOf == nil {
 		return true
 	}
 	if lo == nil || hi == nil {
 		return true
 	}
 	// The least multiple k*m at or after lo.
-	q := new(big.Rat).Quo(lo, s.Mult)
+	q := new(big.Rat).Quo(lo, s.MultipleOf)
 	k := new(big.Int).Quo(q.Num(), q.Denom()) // truncates toward zero
 	kr := new(big.Rat).SetInt(k)
 	if kr.Cmp(q) < 0 || kr.Cmp(q) == 0 && loEx {
 		k.Add(k, big.NewInt(1))
 	}
-	x0 := new(big.Rat).Mul(new(big.Rat).SetInt(k), s.Mult)
+	x0 := new(big.Rat).Mul(new(big.Rat).SetInt(k), s.MultipleOf)
 	c := x0.Cmp(hi)
 	return c < 0 || c == 0 && !hiEx
 }
@@ -251,18 +252,18 @@ func (s *NumSpec) accepts(txt string) bool {
 	}
 	if s.Lo != nil {
 		c := v.Cmp(s.Lo)
-		if c < 0 || c == 0 && s.LoEx {
+		if c < 0 || c == 0 && s.LoExclusive {
 			return false
 		}
 	}
 	if s.Hi != nil {
 		c := v.Cmp(s.Hi)
-		if c > 0 || c == 0 && s.HiEx {
+		if c > 0 || c == 0 && s.HiExclusive {
 			return false
 		}
 	}
-	if s.Mult != nil {
-		q := new(big.Rat).Quo(v, s.Mult)
+	if s.MultipleOf != nil {
+		q := new(big.Rat).Quo(v, s.MultipleOf)
 		if !q.IsInt() {
 			return false
 		}
@@ -277,7 +278,7 @@ func (s *NumSpec) Satisfiable() bool {
 
 // RatLCM returns the least positive rational that is a multiple of a and b
 // (both positive).
-func RatLCM(a, b *big.Rat) *big.Rat {
+func RationalLCM(a, b *big.Rat) *big.Rat {
 	// lcm(p/q, r/s) = lcm(p, r) / gcd(q, s) for fractions in lowest terms.
 	num := new(big.Int).Mul(a.Num(), b.Num())
 	g := new(big.Int).GCD(nil, nil, a.Num(), b.Num())

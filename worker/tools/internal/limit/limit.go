@@ -10,6 +10,7 @@ type Fuel struct {
 	left int64
 }
 
+// NewFuel returns a Fuel of n steps.
 func NewFuel(n int64) *Fuel { return &Fuel{left: n} }
 
 // Spend takes n steps and reports ErrStepBudget once the fuel is gone.
@@ -28,10 +29,12 @@ func (f *Fuel) Spend(n int64) error {
 // the lazily grown structures of one compiled tool, so it is safe for
 // concurrent use.
 type Meter struct {
+	// Used is the number of bytes charged so far.
 	Used  atomic.Int64
 	limit int64
 }
 
+// NewMeter returns a Meter that allows limit bytes.
 func NewMeter(limit int64) *Meter { return &Meter{limit: limit} }
 
 // Charge adds n bytes; it reports ErrMemory (and takes nothing) when that
@@ -53,6 +56,7 @@ type Clock struct {
 	n        int
 }
 
+// NewClock returns a Clock whose deadline is d from now.
 func NewClock(d time.Duration) *Clock {
 	return &Clock{deadline: time.Now().Add(d)}
 }

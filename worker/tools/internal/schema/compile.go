@@ -34,23 +34,23 @@ type Limits struct {
 func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock *limit.Clock) (*grammar.Machine, *Validator, []string, error) {
 	root, err := DecodeJSON(raw)
 	if err != nil {
-		return nil, nil, nil, &Error{Msg: "schema is not valid JSON: " + err.Error()}
+		return nil, nil, nil, &Error{msg: "schema is not valid JSON: " + err.Error()}
 	}
 	switch root.(type) {
 	case *jsonObject, bool:
 	default:
-		return nil, nil, nil, &Error{Msg: "schema must be a JSON object or a boolean"}
+		return nil, nil, nil, &Error{msg: "schema must be a JSON object or a boolean"}
 	}
-	doc, err := NewSchemaDoc(root)
+	doc, err := newSchemaDoc(root)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	val, err := NewValidator(raw, doc.RootURL, nil, false)
+	val, err := newValidator(raw, doc.rootURL, nil, false)
 	if err != nil {
-		return nil, nil, nil, &Error{Msg: "schema cannot be loaded: " + err.Error()}
+		return nil, nil, nil, &Error{msg: "schema cannot be loaded: " + err.Error()}
 	}
-	if _, err := val.At(""); err != nil {
-		return nil, nil, nil, &Error{Msg: "schema does not compile: " + err.Error()}
+	if _, err := val.at(""); err != nil {
+		return nil, nil, nil, &Error{msg: "schema does not compile: " + err.Error()}
 	}
 	mem := limit.NewMeter(lim.MaxMemoryBytes)
 	c := newSchemaCompiler(doc, val, soft, lim, clock, mem)

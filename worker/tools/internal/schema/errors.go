@@ -6,18 +6,18 @@ import "fmt"
 // keyword, or a construct outside what the grammar can express, at a JSON
 // pointer into the schema.
 type Error struct {
-	Keyword string // the keyword at fault, e.g. "uniqueItems"
-	Path    string // JSON pointer of the subschema holding it
-	Msg     string
+	keyword string // the keyword at fault, e.g. "uniqueItems"
+	path    string // JSON pointer of the subschema holding it
+	msg     string
 }
 
 func (e *Error) Error() string {
-	p := e.Path
+	p := e.path
 	if p == "" {
 		p = "/"
 	}
-	if e.Keyword == "" {
-		return fmt.Sprintf("at %s: %s", p, e.Msg)
+	if e.keyword == "" {
+		return fmt.Sprintf("at %s: %s", p, e.msg)
 	}
-	return fmt.Sprintf("keyword %q at %s: %s", e.Keyword, p, e.Msg)
+	return fmt.Sprintf("keyword %q at %s: %s", e.keyword, p, e.msg)
 }

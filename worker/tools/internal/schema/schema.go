@@ -127,7 +127,7 @@ func (c *schemaCompiler) unsupported(s *sloc, kw, msg string) error {
 		c.notes = append(c.notes, fmt.Sprintf("%s at %s", kw, ptrOrRoot(s.ptr)))
 		return nil
 	}
-	return &Error{Keyword: kw, Path: ptrOrRoot(s.ptr), Msg: msg}
+	return &Error{keyword: kw, path: ptrOrRoot(s.ptr), msg: msg}
 }
 
 func ptrOrRoot(p string) string {
@@ -268,14 +268,14 @@ func (c *schemaCompiler) anyNode() *grammar.Node {
 	c.any = a
 	a.Kind = grammar.KindAlt
 	s := c.newNode("")
-	s.Kind, s.Str = grammar.KindString, &grammar.StrSpec{MaxLen: math.MaxInt32}
+	s.Kind, s.String = grammar.KindString, &grammar.StrSpec{MaxLen: math.MaxInt32}
 	num := c.newNode("")
-	num.Kind, num.Num = grammar.KindNumber, &grammar.NumSpec{Free: true}
+	num.Kind, num.Number = grammar.KindNumber, &grammar.NumSpec{Free: true}
 	o := c.newNode("")
 	o.Kind = grammar.KindObject
-	o.Obj = &grammar.ObjSpec{Keys: grammar.NewByteTrie(), Under: []uint64{0}, Words: 1, Combos: []*grammar.Node{a}, MaxProps: math.MaxInt32, PnMax: math.MaxInt32, FreeKey: true}
+	o.Object = &grammar.ObjSpec{Keys: grammar.NewByteTrie(), KeysUnder: []uint64{0}, Words: 1, PatternCombos: []*grammar.Node{a}, MaxProps: math.MaxInt32, MaxKeyLen: math.MaxInt32, FreeKey: true}
 	arr := c.newNode("")
-	arr.Kind, arr.Arr = grammar.KindArray, &grammar.ArrSpec{Items: a, MaxItems: math.MaxInt32}
+	arr.Kind, arr.Array = grammar.KindArray, &grammar.ArrSpec{Items: a, MaxItems: math.MaxInt32}
 	lit := c.literals([]any{true, false, nil})
 	a.Alts = []*grammar.Node{s, num, o, arr, lit}
 	return a
@@ -284,7 +284,7 @@ func (c *schemaCompiler) anyNode() *grammar.Node {
 // literals returns a kLit node for values.
 func (c *schemaCompiler) literals(values []any) *grammar.Node {
 	n := c.newNode("")
-	n.Kind = grammar.KindLit
+	n.Kind = grammar.KindLiteral
 	ls := &grammar.LitSpec{Trie: grammar.NewByteTrie()}
 	seen := map[string]bool{}
 	for _, v := range values {
@@ -295,7 +295,7 @@ func (c *schemaCompiler) literals(values []any) *grammar.Node {
 		seen[k] = true
 		idx := int32(len(ls.Values))
 		ls.Values = append(ls.Values, v)
-		ls.Keys = append(ls.Keys, k)
+		ls.ValueKeys = append(ls.ValueKeys, k)
 		ls.Trie.Add(AppendJSON(nil, v, true), idx)
 		ls.Trie.Add(AppendJSON(nil, v, false), idx)
 	}
@@ -304,10 +304,10 @@ func (c *schemaCompiler) literals(values []any) *grammar.Node {
 		var fill func(t int32) uint64
 		fill = func(t int32) uint64 {
 			var m uint64
-			if v := ls.Trie.Nodes[t].Term; v >= 0 {
+			if v := ls.Trie.Nodes[t].Value; v >= 0 {
 				m |= 1 << uint(v)
 			}
-			for _, e := range ls.Trie.Nodes[t].Kids {
+			for _, e := range ls.Trie.Nodes[t].Edges {
 				m |= fill(e.Node)
 			}
 			ls.Under[t] = m
@@ -315,7 +315,7 @@ func (c *schemaCompiler) literals(values []any) *grammar.Node {
 		}
 		fill(0)
 	}
-	n.Lit = ls
+	n.Literal = ls
 	if len(ls.Values) == 0 {
 		n.Kind = grammar.KindNever
 	}
@@ -330,7 +330,7 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 	c.depth++
 	defer func() { c.depth-- }()
 	if c.depth > 2000 {
-		return nil, &Error{Path: ptrOrRoot(members[0].ptr), Msg: "schema nests too deeply"}
+		return nil, &Error{path: ptrOrRoot(members[0].ptr), msg: "schema nests too deeply"}
 	}
 	e, err := c.expand(members)
 	if err != nil {
@@ -343,7 +343,7 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 		return n, nil
 	}
 	if len(c.all) >= c.lim.MaxSchemaNodes {
-		return nil, &Error{Path: ptrOrRoot(members[0].ptr), Msg: fmt.Sprintf("schema compiles to more than %d grammar nodes", c.lim.MaxSchemaNodes)}
+		return nil, &Error{path: ptrOrRoot(members[0].ptr), msg: fmt.Sprintf("schema compiles to more than %d grammar nodes", c.lim.MaxSchemaNodes)}
 	}
 	if c.memErr != nil {
 		return nil, c.memErr
@@ -455,7 +455,7 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 			}
 		}
 		l := c.literals(keep)
-		n.Kind, n.Lit = l.Kind, l.Lit
+		n.Kind, n.Literal = l.Kind, l.Literal
 		return nil
 	}
 
@@ -519,7 +519,7 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 		n.Kind = grammar.KindNever
 	case 1:
 		m := live[0]
-		n.Kind, n.Str, n.Num, n.Obj, n.Arr, n.Lit, n.Alts = m.Kind, m.Str, m.Num, m.Obj, m.Arr, m.Lit, m.Alts
+		n.Kind, n.String, n.Number, n.Object, n.Array, n.Literal, n.Alts = m.Kind, m.String, m.Number, m.Object, m.Array, m.Literal, m.Alts
 	default:
 		n.Kind, n.Alts = grammar.KindAlt, live
 	}
@@ -533,9 +533,9 @@ func (c *schemaCompiler) validAll(e *expansion, v any) (bool, error) {
 		if err := c.clock.Check(); err != nil {
 			return false, err
 		}
-		sch, err := c.val.At(s.ptr)
+		sch, err := c.val.at(s.ptr)
 		if err != nil {
-			return false, &Error{Path: ptrOrRoot(s.ptr), Msg: "validator cannot compile this subschema: " + err.Error()}
+			return false, &Error{path: ptrOrRoot(s.ptr), msg: "validator cannot compile this subschema: " + err.Error()}
 		}
 		if sch.Validate(plain) != nil {
 			return false, nil
@@ -687,12 +687,12 @@ func (c *schemaCompiler) dfaFor(comps []regexComp, skip ...int) (*automaton.DFA,
 	if err != nil {
 		return nil, err
 	}
-	if err := c.mem.Charge(int64(len(prog.P.Insts)) * 48); err != nil {
+	if err := c.mem.Charge(int64(prog.InstCount()) * 48); err != nil {
 		return nil, err
 	}
 	d := automaton.NewDFA(prog, c.lim.MaxDFAStates, c.lim.MaxMemoryBytes/4, c.mem)
 	if len(skip) > 0 {
-		d.Need = d.All &^ (uint64(1)<<uint(skip[0]) - 1)
+		d.MustLive = d.AllComponents &^ (uint64(1)<<uint(skip[0]) - 1)
 	}
 	c.dfas[kb.String()] = d
 	return d, nil
@@ -754,13 +754,13 @@ func (c *schemaCompiler) buildString(members []*sloc, path string) (*grammar.Nod
 		return n, nil
 	}
 	n.Kind = grammar.KindString
-	n.Str = &grammar.StrSpec{MinLen: clamp32(minLen), MaxLen: clamp32(maxLen)}
+	n.String = &grammar.StrSpec{MinLen: clamp32(minLen), MaxLen: clamp32(maxLen)}
 	if len(comps) > 0 {
 		d, err := c.dfaFor(comps)
 		if err != nil {
 			return nil, err
 		}
-		n.Str.Dfa = d
+		n.String.DFA = d
 	}
 	return n, nil
 }
@@ -771,10 +771,10 @@ func (c *schemaCompiler) buildNumber(members []*sloc, integer bool, path string)
 	tighten := func(r *big.Rat, ex bool, low bool) {
 		if low {
 			if s.Lo == nil || r.Cmp(s.Lo) > 0 || r.Cmp(s.Lo) == 0 && ex {
-				s.Lo, s.LoEx = r, ex
+				s.Lo, s.LoExclusive = r, ex
 			}
 		} else if s.Hi == nil || r.Cmp(s.Hi) < 0 || r.Cmp(s.Hi) == 0 && ex {
-			s.Hi, s.HiEx = r, ex
+			s.Hi, s.HiExclusive = r, ex
 		}
 	}
 	for _, m := range members {
@@ -803,24 +803,24 @@ func (c *schemaCompiler) buildNumber(members []*sloc, integer bool, path string)
 			}
 		}
 		if r, ok := numVal(o, "multipleOf"); ok && r.Sign() > 0 {
-			if s.Mult == nil {
-				s.Mult = r
+			if s.MultipleOf == nil {
+				s.MultipleOf = r
 			} else {
-				s.Mult = grammar.RatLCM(s.Mult, r)
+				s.MultipleOf = grammar.RationalLCM(s.MultipleOf, r)
 			}
 		}
 	}
 	if integer {
 		one := big.NewRat(1, 1)
-		if s.Mult == nil {
-			s.Mult = one
+		if s.MultipleOf == nil {
+			s.MultipleOf = one
 		} else {
-			s.Mult = grammar.RatLCM(s.Mult, one)
+			s.MultipleOf = grammar.RationalLCM(s.MultipleOf, one)
 		}
 	}
-	s.Free = s.Lo == nil && s.Hi == nil && s.Mult == nil
-	s.IntOnly = s.Lo == nil && s.Hi == nil && s.Mult != nil && s.Mult.Cmp(big.NewRat(1, 1)) == 0
-	n.Kind, n.Num = grammar.KindNumber, s
+	s.Free = s.Lo == nil && s.Hi == nil && s.MultipleOf == nil
+	s.IntOnly = s.Lo == nil && s.Hi == nil && s.MultipleOf != nil && s.MultipleOf.Cmp(big.NewRat(1, 1)) == 0
+	n.Kind, n.Number = grammar.KindNumber, s
 	if !s.Satisfiable() {
 		n.Kind = grammar.KindNever
 	}
@@ -885,8 +885,8 @@ func memberHasAddl(o *jsonObject) bool { _, ok := o.vals["additionalProperties"]
 func (c *schemaCompiler) buildObject(members []*sloc, e *expansion, path string) (*grammar.Node, error) {
 	n := c.newNode(path)
 	n.Kind = grammar.KindObject
-	os := &grammar.ObjSpec{Keys: grammar.NewByteTrie(), MaxProps: math.MaxInt32, PnMax: math.MaxInt32}
-	n.Obj = os
+	os := &grammar.ObjSpec{Keys: grammar.NewByteTrie(), MaxProps: math.MaxInt32, MaxKeyLen: math.MaxInt32}
+	n.Object = os
 
 	p := &objectParts{members: members, index: map[string]int{}}
 	for mi, s := range members {
@@ -1065,13 +1065,13 @@ func (c *schemaCompiler) propertyNames(pnLocs []*sloc, os *grammar.ObjSpec) (ok 
 				return false, nil, err
 			}
 		default:
-			if str.MinLen > os.PnMin {
-				os.PnMin = str.MinLen
+			if str.MinLen > os.MinKeyLen {
+				os.MinKeyLen = str.MinLen
 			}
-			if str.MaxLen < os.PnMax {
-				os.PnMax = str.MaxLen
+			if str.MaxLen < os.MaxKeyLen {
+				os.MaxKeyLen = str.MaxLen
 			}
-			if str.Dfa != nil {
+			if str.DFA != nil {
 				cs, err := c.stringCompsOf(pl)
 				if err != nil {
 					return false, nil, err
@@ -1140,9 +1140,9 @@ func (c *schemaCompiler) knownProperties(p *objectParts, os *grammar.ObjSpec) er
 		conj := c.valueSchemas(p, &k, func(i int) bool { return keyMatches(p.pats[i].pat, k) })
 		forbidden := false
 		for _, pl := range p.pnLocs {
-			sch, err := c.val.At(pl.ptr)
+			sch, err := c.val.at(pl.ptr)
 			if err != nil {
-				return &Error{Keyword: "propertyNames", Path: ptrOrRoot(pl.ptr), Msg: err.Error()}
+				return &Error{keyword: "propertyNames", path: ptrOrRoot(pl.ptr), msg: err.Error()}
 			}
 			if sch.Validate(k) != nil {
 				forbidden = true
@@ -1165,7 +1165,7 @@ func (c *schemaCompiler) knownProperties(p *objectParts, os *grammar.ObjSpec) er
 		i := p.index[k]
 		if os.Required[i>>6]&(1<<(uint(i)&63)) == 0 {
 			os.Required[i>>6] |= 1 << (uint(i) & 63)
-			os.Nreq++
+			os.NumRequired++
 		}
 	}
 	for _, d := range p.deps {
@@ -1173,7 +1173,7 @@ func (c *schemaCompiler) knownProperties(p *objectParts, os *grammar.ObjSpec) er
 		for _, t := range d.then {
 			od.Then = append(od.Then, p.index[t])
 		}
-		os.Deps = append(os.Deps, od)
+		os.Dependencies = append(os.Dependencies, od)
 	}
 	return nil
 }
@@ -1183,9 +1183,9 @@ func (c *schemaCompiler) knownProperties(p *objectParts, os *grammar.ObjSpec) er
 // DFA that tells, key byte by key byte, which patterns match and whether
 // propertyNames still allows it.
 func (c *schemaCompiler) additionalKeys(p *objectParts, os *grammar.ObjSpec, pnOK bool, pnComps []regexComp) error {
-	os.Npat = len(p.pats)
-	os.Combos = make([]*grammar.Node, 1<<uint(len(p.pats)))
-	for mask := range os.Combos {
+	os.NumPatterns = len(p.pats)
+	os.PatternCombos = make([]*grammar.Node, 1<<uint(len(p.pats)))
+	for mask := range os.PatternCombos {
 		if err := c.clock.Check(); err != nil {
 			return err
 		}
@@ -1197,7 +1197,7 @@ func (c *schemaCompiler) additionalKeys(p *objectParts, os *grammar.ObjSpec, pnO
 		if !pnOK {
 			m = c.never
 		}
-		os.Combos[mask] = m
+		os.PatternCombos[mask] = m
 	}
 	var comps []regexComp
 	for _, pp := range p.pats {
@@ -1211,7 +1211,7 @@ func (c *schemaCompiler) additionalKeys(p *objectParts, os *grammar.ObjSpec, pnO
 		}
 		os.KeyDFA = d
 	}
-	os.FreeKey = pnOK && os.PnMin <= os.PnMax
+	os.FreeKey = pnOK && os.MinKeyLen <= os.MaxKeyLen
 	return nil
 }
 
@@ -1223,16 +1223,16 @@ func keyTrieUnder(os *grammar.ObjSpec) {
 		w = 1
 	}
 	os.Words = w
-	os.Under = make([]uint64, len(os.Keys.Nodes)*w)
+	os.KeysUnder = make([]uint64, len(os.Keys.Nodes)*w)
 	var fill func(t int32)
 	fill = func(t int32) {
-		row := os.Under[int(t)*w : int(t+1)*w]
-		if v := os.Keys.Nodes[t].Term; v >= 0 {
+		row := os.KeysUnder[int(t)*w : int(t+1)*w]
+		if v := os.Keys.Nodes[t].Value; v >= 0 {
 			row[v>>6] |= 1 << (uint(v) & 63)
 		}
-		for _, e := range os.Keys.Nodes[t].Kids {
+		for _, e := range os.Keys.Nodes[t].Edges {
 			fill(e.Node)
-			vocab.OrMask(row, os.Under[int(e.Node)*w:int(e.Node+1)*w])
+			vocab.OrMask(row, os.KeysUnder[int(e.Node)*w:int(e.Node+1)*w])
 		}
 	}
 	fill(0)
@@ -1243,7 +1243,7 @@ func keyTrieUnder(os *grammar.ObjSpec) {
 func stringPart(n *grammar.Node) *grammar.StrSpec {
 	switch n.Kind {
 	case grammar.KindString:
-		return n.Str
+		return n.String
 	case grammar.KindAlt:
 		var s *grammar.StrSpec
 		for _, a := range n.Alts {
@@ -1251,7 +1251,7 @@ func stringPart(n *grammar.Node) *grammar.StrSpec {
 				if s != nil {
 					return nil
 				}
-				s = a.Str
+				s = a.String
 			}
 		}
 		return s
@@ -1261,10 +1261,10 @@ func stringPart(n *grammar.Node) *grammar.StrSpec {
 
 func hasStringLiterals(n *grammar.Node) bool {
 	check := func(m *grammar.Node) bool {
-		if m.Kind != grammar.KindLit {
+		if m.Kind != grammar.KindLiteral {
 			return false
 		}
-		for _, v := range m.Lit.Values {
+		for _, v := range m.Literal.Values {
 			if _, ok := v.(string); ok {
 				return true
 			}
@@ -1335,7 +1335,7 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) 
 	n := c.newNode(path)
 	n.Kind = grammar.KindArray
 	as := &grammar.ArrSpec{MaxItems: math.MaxInt32}
-	n.Arr = as
+	n.Array = as
 	p := &arrayParts{parts: make([]memberItems, len(members))}
 	for i, s := range members {
 		never, err := c.arrayMember(p, as, i, s)
@@ -1544,22 +1544,22 @@ func (c *schemaCompiler) arrayUnevals(p *arrayParts, members []*sloc, e *expansi
 // uniqueItems supports uniqueItems when every item is a literal: the array
 // then remembers which values it has seen.
 func (c *schemaCompiler) uniqueItems(n *grammar.Node, s *sloc) error {
-	as := n.Arr
+	as := n.Array
 	nodes := append(append([]*grammar.Node(nil), as.Prefix...), as.Items)
 	ids := map[string]int32{}
-	as.Uniq = map[*grammar.Node][]int32{}
+	as.ValueIDs = map[*grammar.Node][]int32{}
 	for _, m := range nodes {
 		if m.Kind == grammar.KindNever {
 			continue
 		}
-		if m.Kind != grammar.KindLit {
+		if m.Kind != grammar.KindLiteral {
 			if len(as.Prefix) == 0 && as.MaxItems <= 1 {
 				return nil // at most one item: trivially unique
 			}
 			return c.unsupported(s, "uniqueItems", "uniqueItems is supported only for arrays of enum/const/boolean/null items")
 		}
-		vals := make([]int32, len(m.Lit.Keys))
-		for i, k := range m.Lit.Keys {
+		vals := make([]int32, len(m.Literal.ValueKeys))
+		for i, k := range m.Literal.ValueKeys {
 			id, ok := ids[k]
 			if !ok {
 				id = int32(len(ids))
@@ -1567,7 +1567,7 @@ func (c *schemaCompiler) uniqueItems(n *grammar.Node, s *sloc) error {
 			}
 			vals[i] = id
 		}
-		as.Uniq[m] = vals
+		as.ValueIDs[m] = vals
 	}
 	if len(ids) > 64 {
 		return c.unsupported(s, "uniqueItems", "uniqueItems is supported for at most 64 distinct item values")
@@ -1593,10 +1593,10 @@ func (c *schemaCompiler) finish() {
 			}
 			ok := false
 			switch n.Kind {
-			case grammar.KindLit:
-				ok = len(n.Lit.Values) > 0
+			case grammar.KindLiteral:
+				ok = len(n.Literal.Values) > 0
 			case grammar.KindString:
-				ok = n.Str.MinLen <= n.Str.MaxLen
+				ok = n.String.MinLen <= n.String.MaxLen
 			case grammar.KindNumber:
 				ok = true
 			case grammar.KindAlt:
@@ -1607,8 +1607,8 @@ func (c *schemaCompiler) finish() {
 					}
 				}
 			case grammar.KindObject:
-				os := n.Obj
-				ok = os.MinProps <= os.MaxProps && int32(os.Nreq) <= os.MaxProps
+				os := n.Object
+				ok = os.MinProps <= os.MaxProps && int32(os.NumRequired) <= os.MaxProps
 				avail := int32(0)
 				for i, p := range os.Props {
 					pr := isProd(p.Node)
@@ -1623,7 +1623,7 @@ func (c *schemaCompiler) finish() {
 					ok = false
 				}
 			case grammar.KindArray:
-				as := n.Arr
+				as := n.Array
 				ok = as.MinItems <= as.MaxItems && as.MinContains <= as.MaxItems
 				if as.MinContains > 0 {
 					some := false
@@ -1667,12 +1667,12 @@ func (c *schemaCompiler) finish() {
 			// An additional key whose value can never be valid is not
 			// allowed at all.
 			free := false
-			for _, m := range n.Obj.Combos {
+			for _, m := range n.Object.PatternCombos {
 				if m.Kind != grammar.KindNever {
 					free = true
 				}
 			}
-			n.Obj.FreeKey = n.Obj.FreeKey && free
+			n.Object.FreeKey = n.Object.FreeKey && free
 		}
 	}
 	// First bytes.
@@ -1689,9 +1689,9 @@ func (c *schemaCompiler) finish() {
 			n.SetFirst('{')
 		case grammar.KindArray:
 			n.SetFirst('[')
-		case grammar.KindLit:
-			for _, e := range n.Lit.Trie.Nodes[0].Kids {
-				n.SetFirst(e.B)
+		case grammar.KindLiteral:
+			for _, e := range n.Literal.Trie.Nodes[0].Edges {
+				n.SetFirst(e.Byte)
 			}
 		}
 	}
@@ -1735,30 +1735,30 @@ func disjoint(a, b *grammar.Node, depth int) bool {
 	}
 	kindOf := func(n *grammar.Node) int {
 		switch n.Kind {
-		case grammar.KindLit:
+		case grammar.KindLiteral:
 			return -1
 		}
 		return int(n.Kind)
 	}
-	if a.Kind == grammar.KindLit && b.Kind == grammar.KindLit {
+	if a.Kind == grammar.KindLiteral && b.Kind == grammar.KindLiteral {
 		keys := map[string]bool{}
-		for _, k := range a.Lit.Keys {
+		for _, k := range a.Literal.ValueKeys {
 			keys[k] = true
 		}
-		for _, k := range b.Lit.Keys {
+		for _, k := range b.Literal.ValueKeys {
 			if keys[k] {
 				return false
 			}
 		}
 		return true
 	}
-	if a.Kind == grammar.KindLit || b.Kind == grammar.KindLit {
+	if a.Kind == grammar.KindLiteral || b.Kind == grammar.KindLiteral {
 		l, o := a, b
-		if b.Kind == grammar.KindLit {
+		if b.Kind == grammar.KindLiteral {
 			l, o = b, a
 		}
 		// A literal can only belong to o if its JSON type matches o's.
-		for _, v := range l.Lit.Values {
+		for _, v := range l.Literal.Values {
 			if litKind(v) == o.Kind {
 				return false
 			}
@@ -1772,16 +1772,16 @@ func disjoint(a, b *grammar.Node, depth int) bool {
 	case grammar.KindObject:
 		// A property both require, whose values cannot agree; or one
 		// requires a property the other forbids.
-		for i, p := range a.Obj.Props {
-			reqA := a.Obj.Required[i>>6]&(1<<(uint(i)&63)) != 0
-			j := b.Obj.Keys.Lookup(appendJSONStringBody(nil, p.Name))
+		for i, p := range a.Object.Props {
+			reqA := a.Object.Required[i>>6]&(1<<(uint(i)&63)) != 0
+			j := b.Object.Keys.Lookup(appendJSONStringBody(nil, p.Name))
 			var bn *grammar.Node
 			reqB := false
 			if j >= 0 {
-				bn = b.Obj.Props[j].Node
-				reqB = b.Obj.Required[j>>6]&(1<<(uint(j)&63)) != 0
-			} else if b.Obj.Npat == 0 {
-				bn = b.Obj.Combos[0]
+				bn = b.Object.Props[j].Node
+				reqB = b.Object.Required[j>>6]&(1<<(uint(j)&63)) != 0
+			} else if b.Object.NumPatterns == 0 {
+				bn = b.Object.PatternCombos[0]
 			}
 			if bn == nil {
 				continue
@@ -1793,29 +1793,29 @@ func disjoint(a, b *grammar.Node, depth int) bool {
 				return true
 			}
 		}
-		for j, p := range b.Obj.Props {
-			reqB := b.Obj.Required[j>>6]&(1<<(uint(j)&63)) != 0
+		for j, p := range b.Object.Props {
+			reqB := b.Object.Required[j>>6]&(1<<(uint(j)&63)) != 0
 			if !reqB {
 				continue
 			}
-			i := a.Obj.Keys.Lookup(appendJSONStringBody(nil, p.Name))
-			if i < 0 && a.Obj.Npat == 0 && a.Obj.Combos[0].Kind == grammar.KindNever {
+			i := a.Object.Keys.Lookup(appendJSONStringBody(nil, p.Name))
+			if i < 0 && a.Object.NumPatterns == 0 && a.Object.PatternCombos[0].Kind == grammar.KindNever {
 				return true
 			}
-			if i >= 0 && a.Obj.Props[i].Node.Kind == grammar.KindNever {
+			if i >= 0 && a.Object.Props[i].Node.Kind == grammar.KindNever {
 				return true
 			}
 		}
 	case grammar.KindNumber:
-		x, y := a.Num, b.Num
-		if x.Hi != nil && y.Lo != nil && (x.Hi.Cmp(y.Lo) < 0 || x.Hi.Cmp(y.Lo) == 0 && (x.HiEx || y.LoEx)) {
+		x, y := a.Number, b.Number
+		if x.Hi != nil && y.Lo != nil && (x.Hi.Cmp(y.Lo) < 0 || x.Hi.Cmp(y.Lo) == 0 && (x.HiExclusive || y.LoExclusive)) {
 			return true
 		}
-		if y.Hi != nil && x.Lo != nil && (y.Hi.Cmp(x.Lo) < 0 || y.Hi.Cmp(x.Lo) == 0 && (y.HiEx || x.LoEx)) {
+		if y.Hi != nil && x.Lo != nil && (y.Hi.Cmp(x.Lo) < 0 || y.Hi.Cmp(x.Lo) == 0 && (y.HiExclusive || x.LoExclusive)) {
 			return true
 		}
 	case grammar.KindArray:
-		x, y := a.Arr, b.Arr
+		x, y := a.Array, b.Array
 		if x.MaxItems < y.MinItems || y.MaxItems < x.MinItems {
 			return true
 		}
@@ -1825,7 +1825,7 @@ func disjoint(a, b *grammar.Node, depth int) bool {
 			}
 		}
 	case grammar.KindString:
-		x, y := a.Str, b.Str
+		x, y := a.String, b.String
 		if x.MaxLen < y.MinLen || y.MaxLen < x.MinLen {
 			return true
 		}
@@ -1845,5 +1845,5 @@ func litKind(v any) grammar.Kind {
 	case []any:
 		return grammar.KindArray
 	}
-	return grammar.KindLit // null, true, false
+	return grammar.KindLiteral // null, true, false
 }

@@ -34,7 +34,7 @@ type sloc struct {
 
 type schemaDoc struct {
 	root    any
-	RootURL string // the URL the validator knows the document by
+	rootURL string // the URL the validator knows the document by
 	draft   int
 	byPtr   map[string]*sloc
 	byURI   map[string]string // resource URI without fragment -> pointer
@@ -61,7 +61,7 @@ func draftOf(root any) int {
 	return draft2020
 }
 
-func NewSchemaDoc(root any) (*schemaDoc, error) {
+func newSchemaDoc(root any) (*schemaDoc, error) {
 	d := &schemaDoc{
 		root:    root,
 		draft:   draftOf(root),
@@ -70,13 +70,13 @@ func NewSchemaDoc(root any) (*schemaDoc, error) {
 		anchors: map[string]string{},
 	}
 	base, _ := url.Parse(defaultBase)
-	d.RootURL = defaultBase
+	d.rootURL = defaultBase
 	if o, ok := root.(*jsonObject); ok {
 		if id, ok := o.vals[d.idKeyword()].(string); ok && !strings.HasPrefix(id, "#") {
 			u, err := base.Parse(id)
 			if err == nil {
 				u.Fragment = ""
-				d.RootURL = u.String()
+				d.rootURL = u.String()
 			}
 		}
 	}
@@ -113,7 +113,7 @@ func unescapePtr(s string) string {
 
 func (d *schemaDoc) index(v any, ptr string, base *url.URL, depth int) error {
 	if depth > maxJSONDepth {
-		return &Error{Path: ptr, Msg: "schema nests too deeply"}
+		return &Error{path: ptr, msg: "schema nests too deeply"}
 	}
 	o, ok := v.(*jsonObject)
 	if !ok {
@@ -198,13 +198,13 @@ func (d *schemaDoc) index(v any, ptr string, base *url.URL, depth int) error {
 func (d *schemaDoc) resolve(s *sloc, ref string) (*sloc, error) {
 	u, err := s.base.Parse(ref)
 	if err != nil {
-		return nil, &Error{Keyword: "$ref", Path: s.ptr, Msg: fmt.Sprintf("invalid reference %q: %v", ref, err)}
+		return nil, &Error{keyword: "$ref", path: s.ptr, msg: fmt.Sprintf("invalid reference %q: %v", ref, err)}
 	}
 	frag := u.Fragment
 	u.Fragment = ""
 	resPtr, ok := d.byURI[u.String()]
 	if !ok {
-		return nil, &Error{Keyword: "$ref", Path: s.ptr, Msg: fmt.Sprintf("reference %q is not inside the schema (remote references are not supported)", ref)}
+		return nil, &Error{keyword: "$ref", path: s.ptr, msg: fmt.Sprintf("reference %q is not inside the schema (remote references are not supported)", ref)}
 	}
 	var target string
 	switch {
@@ -215,7 +215,7 @@ func (d *schemaDoc) resolve(s *sloc, ref string) (*sloc, error) {
 	default:
 		p, ok := d.anchors[u.String()+"#"+frag]
 		if !ok {
-			return nil, &Error{Keyword: "$ref", Path: s.ptr, Msg: fmt.Sprintf("anchor %q not found", frag)}
+			return nil, &Error{keyword: "$ref", path: s.ptr, msg: fmt.Sprintf("anchor %q not found", frag)}
 		}
 		target = p
 	}
@@ -226,7 +226,7 @@ func (d *schemaDoc) resolve(s *sloc, ref string) (*sloc, error) {
 	// evaluate it on the document.
 	v, ok := d.evalPtr(target)
 	if !ok {
-		return nil, &Error{Keyword: "$ref", Path: s.ptr, Msg: fmt.Sprintf("reference %q points nowhere", ref)}
+		return nil, &Error{keyword: "$ref", path: s.ptr, msg: fmt.Sprintf("reference %q points nowhere", ref)}
 	}
 	base := s.base
 	if r, ok := d.byPtr[resPtr]; ok {

@@ -40,9 +40,9 @@ var validatorFormats = []string{"json-pointer", "relative-json-pointer", "uuid",
 	"ipv4", "ipv6", "hostname", "email", "date", "time", "date-time", "uri", "iri", "uri-reference",
 	"iri-reference", "uri-template", "semver"}
 
-// NewValidator loads raw (the schema's JSON text) under rootURL.
+// newValidator loads raw (the schema's JSON text) under rootURL.
 // loader resolves remote references; nil refuses them.
-func NewValidator(raw []byte, rootURL string, loader jsonschema.URLLoader, assertFormats bool) (*Validator, error) {
+func newValidator(raw []byte, rootURL string, loader jsonschema.URLLoader, assertFormats bool) (*Validator, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
@@ -67,8 +67,8 @@ func NewValidator(raw []byte, rootURL string, loader jsonschema.URLLoader, asser
 	return &Validator{c: c, url: rootURL, byPtr: map[string]*jsonschema.Schema{}}, nil
 }
 
-// At compiles the subschema at JSON pointer ptr.
-func (v *Validator) At(ptr string) (*jsonschema.Schema, error) {
+// at compiles the subschema at JSON pointer ptr.
+func (v *Validator) at(ptr string) (*jsonschema.Schema, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if s, ok := v.byPtr[ptr]; ok {
@@ -90,10 +90,10 @@ func (v *Validator) At(ptr string) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// Validate checks inst (as jsonschema.UnmarshalJSON decodes it) against the
+// validate checks inst (as jsonschema.UnmarshalJSON decodes it) against the
 // subschema at ptr.
-func (v *Validator) Validate(ptr string, inst any) error {
-	s, err := v.At(ptr)
+func (v *Validator) validate(ptr string, inst any) error {
+	s, err := v.at(ptr)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (v *Validator) ValidateText(text []byte) error {
 	if err != nil {
 		return fmt.Errorf("output is not JSON: %w", err)
 	}
-	return v.Validate("", inst)
+	return v.validate("", inst)
 }
 
 // ValidationSummary shortens a validator error to one line.

@@ -17,42 +17,60 @@ import (
 // A free JSON string costs one OR of the cached bitset and a few hundred
 // short checks instead of a walk over the whole vocabulary.
 
+// LeafExit is a trie node where a leaf ends inside a token.
 type LeafExit struct {
 	Node    int32 // trie node of the byte that ends the leaf
 	Payload int32 // what the leaf produced (a key's property, ...)
 }
 
+// LeafEntry is the cached mask of a leaf state.
 type LeafEntry struct {
+	// Inside are the tokens that stay inside the leaf.
 	Inside []uint64
-	Exits  []LeafExit
+	// Exits are where the other allowed tokens leave it.
+	Exits []LeafExit
 }
 
 // LeafKey identifies a leaf state. owner is the grammar node (nil for the
 // vocabulary-wide free string); the other fields are the leaf's state with
 // counters clamped to what one token can change.
 type LeafKey struct {
-	Owner      any
-	Kind, Ph   uint8
-	U8, U8lo   uint8
-	U8hi, Flag uint8
-	Aux        int32
-	Ds         *automaton.State
-	Rmin, Rmax int32
-	Seen       uint64
-	SeenX      string
+	// Owner is the grammar node (or other constraint) the leaf belongs to.
+	Owner any
+	// Kind and Phase are the lexical state and its phase.
+	Kind, Phase uint8
+	// UTF8Pending is the continuation bytes still expected; UTF8Lo and
+	// UTF8Hi the range of the next one; Flag the state's flags.
+	UTF8Pending, UTF8Lo uint8
+	UTF8Hi, Flag        uint8
+	// Detail is the kind-specific part: a trie node, property or hex
+	// accumulator.
+	Detail int32
+	// DFAState is the pattern's DFA state, nil without a pattern.
+	DFAState *automaton.State
+	// MinLeft and MaxLeft are the code points still required and still
+	// allowed, clamped to what one token can change.
+	MinLeft, MaxLeft int32
+	// Seen and SeenExtra are the object's properties seen so far.
+	Seen      uint64
+	SeenExtra string
 }
 
+// LeafCache caches LeafEntries by LeafKey, up to a maximum count. It is
+// safe for concurrent use.
 type LeafCache struct {
 	mu  sync.Mutex
 	m   map[LeafKey]*LeafEntry
 	max int
 }
 
+// Init empties the cache and sets its capacity to max entries.
 func (c *LeafCache) Init(max int) {
 	c.m = make(map[LeafKey]*LeafEntry)
 	c.max = max
 }
 
+// Get returns the entry of k, or nil.
 func (c *LeafCache) Get(k LeafKey) *LeafEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()

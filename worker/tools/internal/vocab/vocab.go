@@ -30,9 +30,11 @@ type tokenTyper interface {
 // tokens and a byte trie over the pieces laid out in preorder, so that a
 // mask is one linear scan that skips dead subtrees.
 type Index struct {
-	Size    int
-	Words   int      // (size+63)/64
-	Pieces  [][]byte // raw bytes per token; nil when the token is not text
+	// Size is the number of tokens.
+	Size   int
+	Words  int      // (size+63)/64
+	Pieces [][]byte // raw bytes per token; nil when the token is not text
+	// EOG are the end-of-generation tokens.
 	EOG     []int32
 	MaxLen  int      // longest piece, in bytes
 	noText  []uint64 // tokens outside the trie (EOG, control, empty)
@@ -44,33 +46,36 @@ type Index struct {
 	// code points. The other text tokens are special, listed with the trie
 	// node of each of their bytes.
 	PlainUpTo [][]uint64
-	Special   []int32
-	SpecNodes [][]int32
+	// Special are the text tokens that are not plain, and SpecialNodes the
+	// trie node of each of their bytes.
+	Special      []int32
+	SpecialNodes [][]int32
 
 	// Per trie node: the bytes below it (not its own) and how much deeper
 	// its subtree goes; a walk skips a subtree whose bytes all keep an
 	// automaton in the same state.
 	SubBytes []automaton.ByteSet
+	// MaxBelow is how much deeper the node's subtree goes.
 	MaxBelow []uint8
 	// PlainBelow[i]: every token below node i continues, after node i's
 	// bytes, with plain text (whole UTF-8 characters, no control
 	// character, '"' or '\\').
 	PlainBelow []bool
 
-	// The trie, in preorder. Node i has byte nByte[i] at depth nDepth[i]
-	// (the root is implicit at depth 0); nNext[i] is the index just past its
-	// subtree; the tokens ending at i are nTok[nTokOff[i]:nTokOff[i+1]].
-	NByte   []byte
-	NDepth  []uint16
-	NNext   []int32
-	NTokOff []int32
-	nTok    []int32
+	// The trie, in preorder. Node i has byte NodeByte[i] at depth NodeDepth[i]
+	// (the root is implicit at depth 0); SubtreeEnd[i] is the index just past its
+	// subtree; the tokens ending at i are nTok[TokenStart[i]:TokenStart[i+1]].
+	NodeByte   []byte
+	NodeDepth  []uint16
+	SubtreeEnd []int32
+	TokenStart []int32
+	nTok       []int32
 	// rootKids[b] is the index of the root's child with byte b, or -1.
 	rootKids [256]int32
 
 	// StrCache is the vocabulary-wide cache of masks inside JSON strings
 	// that carry no pattern (see leafCache).
-	StrCache LeafCache
+	StringCache LeafCache
 }
 
 // vocabCache maps a comparable vocabSource to its index.
@@ -163,15 +168,15 @@ func buildVocabIndex(v Source) *Index {
 			common++
 		}
 		for len(path) > common {
-			vi.NNext[path[len(path)-1]] = int32(len(vi.NByte))
+			vi.SubtreeEnd[path[len(path)-1]] = int32(len(vi.NodeByte))
 			path = path[:len(path)-1]
 		}
 		for d := common; d < len(p); d++ {
-			idx := int32(len(vi.NByte))
-			vi.NByte = append(vi.NByte, p[d])
-			vi.NDepth = append(vi.NDepth, uint16(d+1))
-			vi.NNext = append(vi.NNext, 0)
-			vi.NTokOff = append(vi.NTokOff, int32(len(vi.nTok)))
+			idx := int32(len(vi.NodeByte))
+			vi.NodeByte = append(vi.NodeByte, p[d])
+			vi.NodeDepth = append(vi.NodeDepth, uint16(d+1))
+			vi.SubtreeEnd = append(vi.SubtreeEnd, 0)
+			vi.TokenStart = append(vi.TokenStart, int32(len(vi.nTok)))
 			if d == 0 {
 				vi.rootKids[p[0]] = idx
 			}
@@ -183,9 +188,9 @@ func buildVocabIndex(v Source) *Index {
 		prev = p
 	}
 	for _, idx := range path {
-		vi.NNext[idx] = int32(len(vi.NByte))
+		vi.SubtreeEnd[idx] = int32(len(vi.NodeByte))
 	}
-	vi.NTokOff = append(vi.NTokOff, int32(len(vi.nTok)))
+	vi.TokenStart = append(vi.TokenStart, int32(len(vi.nTok)))
 	vi.eogMask = make([]uint64, vi.Words)
 	vi.SetEOG(vi.eogMask)
 	vi.noText = make([]uint64, vi.Words)
@@ -197,7 +202,7 @@ func buildVocabIndex(v Source) *Index {
 	vi.classify(ids)
 	vi.subtrees()
 	vi.plainSuffixes()
-	vi.StrCache.Init(4096)
+	vi.StringCache.Init(4096)
 	return vi
 }
 
@@ -235,18 +240,18 @@ func (vi *Index) classify(ids []int32) {
 			nodes[i] = n
 		}
 		vi.Special = append(vi.Special, id)
-		vi.SpecNodes = append(vi.SpecNodes, nodes)
+		vi.SpecialNodes = append(vi.SpecialNodes, nodes)
 	}
 }
 
 // subtrees fills subBytes and maxBelow, children before parents.
 func (vi *Index) subtrees() {
-	n := len(vi.NByte)
+	n := len(vi.NodeByte)
 	vi.SubBytes = make([]automaton.ByteSet, n)
 	vi.MaxBelow = make([]uint8, n)
 	for i := n - 1; i >= 0; i-- {
-		for c := int32(i) + 1; c < vi.NNext[i]; c = vi.NNext[c] {
-			vi.SubBytes[i].Add(vi.NByte[c])
+		for c := int32(i) + 1; c < vi.SubtreeEnd[i]; c = vi.SubtreeEnd[c] {
+			vi.SubBytes[i].Add(vi.NodeByte[c])
 			vi.SubBytes[i].Union(&vi.SubBytes[c])
 			if m := vi.MaxBelow[c] + 1; m > vi.MaxBelow[i] {
 				vi.MaxBelow[i] = m
@@ -257,7 +262,7 @@ func (vi *Index) subtrees() {
 
 // plainSuffixes fills plainBelow.
 func (vi *Index) plainSuffixes() {
-	n := len(vi.NByte)
+	n := len(vi.NodeByte)
 	vi.PlainBelow = make([]bool, n)
 	for i := range vi.PlainBelow {
 		vi.PlainBelow[i] = true
@@ -295,15 +300,15 @@ func (vi *Index) plainSuffixes() {
 
 // SetSubtree sets the tokens strictly below node i.
 func (vi *Index) SetSubtree(mask []uint64, i int32) {
-	for _, t := range vi.nTok[vi.NTokOff[i+1]:vi.NTokOff[vi.NNext[i]]] {
+	for _, t := range vi.nTok[vi.TokenStart[i+1]:vi.TokenStart[vi.SubtreeEnd[i]]] {
 		mask[t>>6] |= 1 << (uint(t) & 63)
 	}
 }
 
 // child returns the child of trie node n with byte c, or -1.
 func (vi *Index) child(n int32, c byte) int32 {
-	for i := n + 1; i < vi.NNext[n]; i = vi.NNext[i] {
-		if vi.NByte[i] == c {
+	for i := n + 1; i < vi.SubtreeEnd[n]; i = vi.SubtreeEnd[i] {
+		if vi.NodeByte[i] == c {
 			return i
 		}
 	}
@@ -312,12 +317,12 @@ func (vi *Index) child(n int32, c byte) int32 {
 
 // nodeTokens returns the tokens whose piece ends exactly at trie node i.
 func (vi *Index) nodeTokens(i int32) []int32 {
-	return vi.nTok[vi.NTokOff[i]:vi.NTokOff[i+1]]
+	return vi.nTok[vi.TokenStart[i]:vi.TokenStart[i+1]]
 }
 
 // SetNode sets the bits of the tokens ending at node i.
 func (vi *Index) SetNode(mask []uint64, i int32) {
-	for _, t := range vi.nTok[vi.NTokOff[i]:vi.NTokOff[i+1]] {
+	for _, t := range vi.nTok[vi.TokenStart[i]:vi.TokenStart[i+1]] {
 		mask[t>>6] |= 1 << (uint(t) & 63)
 	}
 }
@@ -354,24 +359,28 @@ func (vi *Index) FillAll(mask []uint64) {
 	}
 }
 
+// ClearMask clears every bit of mask.
 func ClearMask(mask []uint64) {
 	for i := range mask {
 		mask[i] = 0
 	}
 }
 
+// OrMask sets in dst every bit set in src.
 func OrMask(dst, src []uint64) {
 	for i := range dst {
 		dst[i] |= src[i]
 	}
 }
 
+// AndMask clears in dst every bit clear in src.
 func AndMask(dst, src []uint64) {
 	for i := range dst {
 		dst[i] &= src[i]
 	}
 }
 
+// MaskEmpty reports whether no bit of mask is set.
 func MaskEmpty(mask []uint64) bool {
 	for _, w := range mask {
 		if w != 0 {
@@ -381,6 +390,7 @@ func MaskEmpty(mask []uint64) bool {
 	return true
 }
 
+// MaskCount returns the number of bits set in mask.
 func MaskCount(mask []uint64) int {
 	n := 0
 	for _, w := range mask {
@@ -389,6 +399,7 @@ func MaskCount(mask []uint64) int {
 	return n
 }
 
+// MaskHas reports whether token t's bit is set in mask.
 func MaskHas(mask []uint64, t int32) bool {
 	return t >= 0 && int(t>>6) < len(mask) && mask[t>>6]&(1<<(uint(t)&63)) != 0
 }
@@ -411,11 +422,11 @@ func (vi *Index) Walk(from int32, s Stepper, mask []uint64, f *limit.Fuel) error
 	var i, end int32
 	base := 0
 	if from < 0 {
-		i, end = 0, int32(len(vi.NByte))
+		i, end = 0, int32(len(vi.NodeByte))
 	} else {
-		i, end, base = from+1, vi.NNext[from], int(vi.NDepth[from])
+		i, end, base = from+1, vi.SubtreeEnd[from], int(vi.NodeDepth[from])
 	}
-	nb, nd, nn, off := vi.NByte, vi.NDepth, vi.NNext, vi.NTokOff
+	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
 	spent := int64(0)
 	for i < end {
 		spent++
