@@ -2,12 +2,9 @@ package sched
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -15,23 +12,15 @@ import (
 
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
-
-func storiesPath(t testing.TB) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "models", "stories260K", "stories260K.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared model not present: %v", err)
-	}
-	return p
-}
 
 // load opens stories260K on a one-thread CPU backend.
 func load(t testing.TB) *engine.Loaded {
 	t.Helper()
 	be := cpu.New(cpu.Config{Threads: 1})
 	t.Cleanup(func() { be.Close() })
-	l, err := engine.Load(storiesPath(t), be)
+	l, err := engine.Load(modeltest.StoriesPath(t), be)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,25 +65,8 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-type refCase struct {
-	Name         string  `json:"name"`
-	PromptIDs    []int32 `json:"prompt_ids"`
-	GeneratedIDs []int32 `json:"generated_ids"`
-}
-
-func reference(t testing.TB) []refCase {
-	raw, err := os.ReadFile(filepath.Join(filepath.Dir(storiesPath(t)), "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref struct {
-		Cases []refCase `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
-	}
-	return ref.Cases
-}
+// reference is stories260K's reference generations.
+func reference(t testing.TB) []modeltest.Case { return modeltest.StoriesReference(t).Cases }
 
 // job is one generation to run through a scheduler.
 type job struct {
