@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,15 +35,7 @@ func storiesPath(t *testing.T) string {
 // rows stay out of everyone else's way.
 func schemaURL(t *testing.T) string {
 	t.Helper()
-	pool := dbtest.EmptyPool(t)
-	u, err := url.Parse(dbtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
-	u.RawQuery = q.Encode()
-	return u.String()
+	return dbtest.SchemaURL(t, dbtest.EmptyPool(t))
 }
 
 // waitFor polls cond until it holds or 30 seconds pass.
