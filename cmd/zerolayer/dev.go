@@ -74,7 +74,7 @@ func runDev(ctx context.Context, args []string) error {
 			addr, addr, model)
 	}
 	if *demo {
-		return runDemo(ctx, st, stdout)
+		return devstack.RunDemo(ctx, st, stdout)
 	}
 	fmt.Fprintf(os.Stderr, "submit with: NATS_URL=%s zerolayer submit --tenant acme --model %s --prompt \"Once upon a time\"\n", st.NATSURL(), model)
 	fmt.Fprintf(os.Stderr, "report with: zerolayer report --database-url '%s' --tenant acme\nCtrl-C stops.\n", devstack.Redact(st.DatabaseURL()))

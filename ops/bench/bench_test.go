@@ -4,19 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/zerolayer/zerolayer/migrations/dbtest"
 	"github.com/zerolayer/zerolayer/ops/bench"
 	"github.com/zerolayer/zerolayer/ops/devstack"
-	"github.com/zerolayer/zerolayer/worker"
+	"github.com/zerolayer/zerolayer/ops/devstack/devstacktest"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
-	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 // TestMain fails the package if a benchmark leaves a goroutine running.
@@ -125,23 +122,9 @@ func TestScheduler(t *testing.T) {
 // dev stack.
 func TestStackBenchmarks(t *testing.T) {
 	t.Parallel()
-	model := modeltest.StoriesPath(t)
-	dbURL := dbtest.SchemaURL(t, dbtest.EmptyPool(t))
-	st, err := devstack.New(devstack.Config{Dir: t.TempDir(), DatabaseURL: dbURL, HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
-		Models: worker.ModelsConfig{Models: []string{model}, Threads: 1, Sched: sched.Config{KVBlocks: 64, HostSwapMB: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := devstacktest.Start(t, devstack.Config{HTTPAddr: "127.0.0.1:0"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		st.Stop(sctx)
-	})
 
 	var out bytes.Buffer
 	p, err := bench.Pipeline(ctx, st, bench.PipelineConfig{Jobs: 6, Unloaded: 2}, &out)
