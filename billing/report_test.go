@@ -22,10 +22,57 @@ func TestReport(t *testing.T) {
 	b := setupDB(t)
 	ctx := t.Context()
 	from, to := date(2026, 11, 1), date(2026, 12, 1)
+	in, stored := storeReportUsage(t, b, from, to)
+	r, err := BuildReport(ctx, b.pool, "acme", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum decimal.Decimal // of the charges table
+	if err := b.pool.QueryRow(ctx, `SELECT sum(c.total) FROM charges c JOIN usage u USING (job_id)
+		WHERE u.tenant_id = 'acme' AND u.created_at >= $1 AND u.created_at < $2`, from, to).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("totals", func(t *testing.T) { checkReportTotals(t, r, in, sum) })
+	t.Run("splits", func(t *testing.T) { checkReportSplits(t, r, in) })
+	t.Run("json", func(t *testing.T) { checkReportJSON(t, r, from) })
+	t.Run("csv", func(t *testing.T) { checkReportCSV(t, r, sum) })
+	t.Run("table and html", func(t *testing.T) { checkReportTableHTML(t, r) })
+	t.Run("periods", func(t *testing.T) {
+		// An empty period is an empty report, not an error.
+		empty, err := BuildReport(ctx, b.pool, "acme", date(2020, 1, 1), date(2020, 2, 1))
+		if err != nil || empty.Total.Jobs != 0 || !empty.Total.Cost.Total.IsZero() || empty.Currency != "" {
+			t.Errorf("empty report %+v, %v", empty, err)
+		}
+		if _, err := BuildReport(ctx, b.pool, "acme", to, from); err == nil {
+			t.Error("reversed period accepted")
+		}
+	})
+	t.Run("mixed currencies", func(t *testing.T) {
+		// A period with charges in two currencies is refused.
+		if _, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 11, 20), Currency: "EUR",
+			PIn: dec("0.000002"), POut: dec("0.00001"), PTTFT: dec("0"), PTool: dec("0")}); err != nil {
+			t.Fatal(err)
+		}
+		b.store(t, usage("nov-eur", "acme", "m1", date(2026, 11, 25), 10, 10, 1, 0, 0.5))
+		b.waitCharged(t, stored+1)
+		// In a REPEATABLE READ transaction the report is one snapshot.
+		err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			_, err := BuildReport(ctx, tx, "acme", from, to)
+			return err
+		})
+		if !errors.Is(err, ErrMixedCurrency) {
+			t.Errorf("two currencies: %v, want ErrMixedCurrency", err)
+		}
+	})
+}
 
-	// In the period: eight jobs over two models, the three priorities and
-	// buckets, with and without tags.
-	var in []contracts.Usage
+// storeReportUsage stores and rates the report's usage records: in the
+// period, eight jobs of acme over two models, the three priorities and
+// buckets, with and without tags (returned); outside it, one just before,
+// one at the end (excluded) and one of another tenant; and one record of
+// acme stored but not rated (no rating job). stored counts the rated.
+func storeReportUsage(t *testing.T, b *dbBundle, from, to time.Time) (in []contracts.Usage, stored int) {
+	t.Helper()
 	for i := range 8 {
 		u := usage(fmt.Sprintf("nov-%d", i), "acme", []string{"m1", "m2"}[i%2], from.Add(time.Duration(i)*73*time.Hour),
 			50+i*111, 120+i*29, 20+float64(i)*9.5, float64(i)*0.25, 0.93+float64(i)*0.007)
@@ -45,16 +92,33 @@ func TestReport(t *testing.T) {
 	b.waitCharged(t, len(in)+len(out))
 	// One record stored but not rated (no rating job).
 	unrated := usage("nov-unrated", "acme", "m1", from.Add(48*time.Hour), 5, 5, 5, 5, 0.5)
-	if _, err := insertUsage(ctx, b.pool, unrated, mustJSON(t, unrated), 0); err != nil {
+	if _, err := insertUsage(t.Context(), b.pool, unrated, mustJSON(t, unrated), 0); err != nil {
 		t.Fatal(err)
 	}
+	return in, len(in) + len(out)
+}
 
-	r, err := BuildReport(ctx, b.pool, "acme", from, to)
-	if err != nil {
-		t.Fatal(err)
+// checkReportTotals checks the report's totals against the records and
+// the sum of the charges table.
+func checkReportTotals(t *testing.T, r *Report, in []contracts.Usage, sum decimal.Decimal) {
+	// The totals, computed here from the records …
+	want := handGroup(in)
+	if r.Total.Jobs != want.Jobs || r.Total.InputTokens != want.InputTokens || r.Total.OutputTokens != want.OutputTokens ||
+		r.Total.CachedInputTokens != want.CachedInputTokens || !r.Total.Cost.Equal(want.Cost) {
+		t.Errorf("total %+v\nwant  %+v", r.Total, want)
 	}
+	// … and from the charges table.
+	if !r.Total.Cost.Total.Equal(sum) {
+		t.Errorf("report total %s, sum of charges %s", r.Total.Cost.Total, sum)
+	}
+	if r.Currency != "USD" || r.Unrated != 1 || r.InvoiceTotal != RoundInvoice(sum, "USD").StringFixed(2) {
+		t.Errorf("currency %q, unrated %d, invoice total %s", r.Currency, r.Unrated, r.InvoiceTotal)
+	}
+}
 
-	// The totals, computed here from the records.
+// checkReportSplits checks that each split adds up to the total, sorted
+// by cost, and the tags.
+func checkReportSplits(t *testing.T, r *Report, in []contracts.Usage) {
 	want := handGroup(in)
 	byTag := map[string]int64{}
 	var untagged int64
@@ -67,24 +131,6 @@ func TestReport(t *testing.T) {
 			untagged++
 		}
 	}
-	if r.Total.Jobs != want.Jobs || r.Total.InputTokens != want.InputTokens || r.Total.OutputTokens != want.OutputTokens ||
-		r.Total.CachedInputTokens != want.CachedInputTokens || !r.Total.Cost.Equal(want.Cost) {
-		t.Errorf("total %+v\nwant  %+v", r.Total, want)
-	}
-	// … and from the charges table.
-	var sum decimal.Decimal
-	if err := b.pool.QueryRow(ctx, `SELECT sum(c.total) FROM charges c JOIN usage u USING (job_id)
-		WHERE u.tenant_id = 'acme' AND u.created_at >= $1 AND u.created_at < $2`, from, to).Scan(&sum); err != nil {
-		t.Fatal(err)
-	}
-	if !r.Total.Cost.Total.Equal(sum) {
-		t.Errorf("report total %s, sum of charges %s", r.Total.Cost.Total, sum)
-	}
-	if r.Currency != "USD" || r.Unrated != 1 || r.InvoiceTotal != RoundInvoice(sum, "USD").StringFixed(2) {
-		t.Errorf("currency %q, unrated %d, invoice total %s", r.Currency, r.Unrated, r.InvoiceTotal)
-	}
-
-	// Each split adds up to the total.
 	for name, groups := range map[string][]Group{"model": r.ByModel, "priority": r.ByPriority, "bucket": r.ByBucket} {
 		var s Group
 		for _, g := range groups {
@@ -114,8 +160,11 @@ func TestReport(t *testing.T) {
 	if len(byTag) == 0 || untagged == 0 {
 		t.Fatalf("test data has tags %v and %d untagged jobs; want both", byTag, untagged)
 	}
+}
 
-	// JSON: amounts are exact strings, and the report reads back whole.
+// checkReportJSON: amounts are exact strings, and the report reads back
+// whole.
+func checkReportJSON(t *testing.T, r *Report, from time.Time) {
 	var js bytes.Buffer
 	if err := r.Write(&js, FormatJSON); err != nil {
 		t.Fatal(err)
@@ -130,8 +179,10 @@ func TestReport(t *testing.T) {
 	if !back.Total.Cost.Equal(r.Total.Cost) || len(back.ByModel) != len(r.ByModel) || !back.From.Equal(from) || back.Tenant != "acme" {
 		t.Errorf("JSON round trip: %+v", back)
 	}
+}
 
-	// CSV: the header, then one row per group with exact amounts.
+// checkReportCSV: the header, then one row per group with exact amounts.
+func checkReportCSV(t *testing.T, r *Report, sum decimal.Decimal) {
 	var cs bytes.Buffer
 	if err := r.Write(&cs, FormatCSV); err != nil {
 		t.Fatal(err)
@@ -162,8 +213,12 @@ func TestReport(t *testing.T) {
 	if !csvSum.Equal(sum) {
 		t.Errorf("CSV model rows add up to %s, want %s", csvSum, sum)
 	}
+}
 
-	// Table: readable, with the invoice total.
+// checkReportTableHTML: the table is readable, with the invoice total;
+// the HTML page has every model and tag, the exact total, and one chart
+// per section.
+func checkReportTableHTML(t *testing.T, r *Report) {
 	var tb bytes.Buffer
 	if err := r.Write(&tb, FormatTable); err != nil {
 		t.Fatal(err)
@@ -189,31 +244,6 @@ func TestReport(t *testing.T) {
 	}
 	if strings.Count(page, "<h2>") != 5 {
 		t.Errorf("HTML has %d charts, want 5 (dimension, model, priority, bucket, tag)", strings.Count(page, "<h2>"))
-	}
-
-	// An empty period is an empty report, not an error.
-	empty, err := BuildReport(ctx, b.pool, "acme", date(2020, 1, 1), date(2020, 2, 1))
-	if err != nil || empty.Total.Jobs != 0 || !empty.Total.Cost.Total.IsZero() || empty.Currency != "" {
-		t.Errorf("empty report %+v, %v", empty, err)
-	}
-	if _, err := BuildReport(ctx, b.pool, "acme", to, from); err == nil {
-		t.Error("reversed period accepted")
-	}
-
-	// A period with charges in two currencies is refused.
-	if _, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 11, 20), Currency: "EUR",
-		PIn: dec("0.000002"), POut: dec("0.00001"), PTTFT: dec("0"), PTool: dec("0")}); err != nil {
-		t.Fatal(err)
-	}
-	b.store(t, usage("nov-eur", "acme", "m1", date(2026, 11, 25), 10, 10, 1, 0, 0.5))
-	b.waitCharged(t, len(in)+len(out)+1)
-	// In a REPEATABLE READ transaction the report is one snapshot.
-	err = pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		_, err := BuildReport(ctx, tx, "acme", from, to)
-		return err
-	})
-	if !errors.Is(err, ErrMixedCurrency) {
-		t.Errorf("two currencies: %v, want ErrMixedCurrency", err)
 	}
 }
 
@@ -261,7 +291,7 @@ func TestBatchReport(t *testing.T) {
 	b.waitCharged(t, len(in)+3)
 	unrated := usage("b1-doc-9", "acme", "m1", at, 5, 5, 5, 5, 0.5)
 	unrated.BatchID, unrated.CustomID = "b1", "doc-9"
-	if _, err := insertUsage(ctx, b.pool, unrated, mustJSON(t, unrated), 0); err != nil {
+	if _, err := insertUsage(t.Context(), b.pool, unrated, mustJSON(t, unrated), 0); err != nil {
 		t.Fatal(err)
 	}
 	// The rollups the ratings asked for have run (they were enqueued with

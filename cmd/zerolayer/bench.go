@@ -1,39 +1,22 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/zerolayer/zerolayer/gpu"
-	"github.com/zerolayer/zerolayer/gpu/cpu"
-	"github.com/zerolayer/zerolayer/gpu/device"
+	"github.com/zerolayer/zerolayer/ops/bench"
 	"github.com/zerolayer/zerolayer/ops/devstack"
-	"github.com/zerolayer/zerolayer/worker/model"
-	"github.com/zerolayer/zerolayer/worker/model/gguf"
 	"github.com/zerolayer/zerolayer/worker/model/store"
-	"github.com/zerolayer/zerolayer/worker/model/synth"
 )
 
-// benchRow is one measurement.
-type benchRow struct {
-	Model       string  `json:"model"`
-	Type        string  `json:"type"`
-	Params      int64   `json:"params"`
-	Threads     int     `json:"threads"`
-	Test        string  `json:"test"` // pp512, tg128, batch16
-	Batch       int     `json:"batch"`
-	TokensPerS  float64 `json:"tokens_per_s"`
-	WeightGBps  float64 `json:"weight_gb_per_s,omitempty"`
-	BandwidthOf float64 `json:"fraction_of_bandwidth,omitempty"`
-}
-
+// runBench parses the bench flags and runs one of the benchmarks of
+// ops/bench: models (the default), --scheduler, --pipeline or --gateway.
 func runBench(ctx context.Context, args []string) error {
 	fs := newFlags("bench")
 	modelName := fs.String("model", "", "model file path or name")
@@ -57,35 +40,24 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil || len(threads) == 0 {
 		return usagef("--threads: want at least one positive number (%v)", err)
 	}
-	if *schedBench {
-		path := ""
+	switch {
+	case *schedBench:
+		cfg := bench.SchedulerConfig{Threads: threads[0], Progress: os.Stderr}
 		if *modelName != "" {
-			if path, err = store.Resolve(*modelName, modelDirs()); err != nil {
+			if cfg.Model, err = store.Resolve(*modelName, modelDirs()); err != nil {
 				return err
 			}
 		}
-		return benchScheduler(ctx, path, threads[0], stdout)
-	}
-	if *gatewayN > 0 || *pipeline > 0 {
-		m := *modelName
-		if m == "" {
-			m = devstack.DefaultModel
-		}
-		mc, err := sf.models([]string{m}, threads[0], nil)
-		if err != nil {
-			return err
-		}
-		if *gatewayN > 0 {
-			return benchGateway(ctx, *gatewayN, mc, &sf, stdout)
-		}
-		return benchPipeline(ctx, *pipeline, mc, &sf, stdout)
+		_, err := bench.Scheduler(ctx, cfg, stdout)
+		return err
+	case *gatewayN > 0 || *pipeline > 0:
+		return benchOnStack(ctx, *modelName, threads[0], &sf, *pipeline, *gatewayN)
 	}
 	bs, err := intList(*batches)
 	if err != nil {
 		return usagef("--batch: %v", err)
 	}
-	type target struct{ name, path string }
-	var targets []target
+	cfg := bench.ModelConfig{Threads: threads, PromptTokens: *pp, GenTokens: *tg, Batches: bs, Reps: *reps, Progress: os.Stderr}
 	switch {
 	case *syn != "" && *modelName != "":
 		return usagef("give --model or --synthetic, not both")
@@ -103,50 +75,63 @@ func runBench(ctx context.Context, args []string) error {
 			if err != nil {
 				return usagef("--type: %v", err)
 			}
-			p := filepath.Join(dir, "bench134m-"+t.String()+".gguf")
-			fmt.Fprintf(os.Stderr, "generating %s ...\n", p)
-			if err := synth.WriteFile(p, synth.Bench134M(t)); err != nil {
+			target, err := bench.WriteSynthetic134M(dir, t, os.Stderr)
+			if err != nil {
 				return err
 			}
-			targets = append(targets, target{"synthetic-134m", p})
+			cfg.Targets = append(cfg.Targets, target)
 		}
 	default:
 		p, err := store.Resolve(*modelName, modelDirs())
 		if err != nil {
 			return err
 		}
-		targets = append(targets, target{filepath.Base(p), p})
+		cfg.Targets = []bench.Target{bench.FileTarget(p)}
 	}
-	bw := map[int]float64{}
-	var rows []benchRow
-	for _, tg0 := range targets {
-		for _, th := range threads {
-			if _, ok := bw[th]; !ok {
-				bw[th] = cpu.MemoryBandwidth(th)
-				fmt.Fprintf(os.Stderr, "memory bandwidth, %d thread(s): %.1f GB/s\n", th, bw[th]/1e9)
-			}
-			r, err := benchModel(ctx, tg0.name, tg0.path, th, *pp, *tg, bs, *reps, bw[th])
-			if err != nil {
-				return err
-			}
-			rows = append(rows, r...)
-		}
+	res, err := bench.Models(ctx, cfg)
+	if err != nil {
+		return err
 	}
 	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"bandwidth_bytes_per_s": bw, "results": rows})
+		return res.WriteJSON(stdout)
 	}
-	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\ttype\tparams\tthreads\ttest\ttok/s\tweights GB/s\t% of bandwidth\t")
-	for _, r := range rows {
-		gb, frac := "", ""
-		if r.WeightGBps > 0 {
-			gb, frac = fmt.Sprintf("%.1f", r.WeightGBps), fmt.Sprintf("%.0f%%", 100*r.BandwidthOf)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1fM\t%d\t%s\t%.1f\t%s\t%s\t\n", r.Model, r.Type, float64(r.Params)/1e6, r.Threads, r.Test, r.TokensPerS, gb, frac)
+	return res.WriteTable(stdout)
+}
+
+// benchOnStack starts a dev stack serving model (default
+// devstack.DefaultModel) in a temporary folder, with the HTTP gateway for
+// the gateway benchmark, and runs the pipeline or the gateway benchmark
+// on it.
+func benchOnStack(ctx context.Context, model string, threads int, sf *schedFlags, pipeline, gatewayN int) error {
+	mc, err := sf.models([]string{cmp.Or(model, devstack.DefaultModel)}, threads, nil)
+	if err != nil {
+		return err
 	}
-	return tw.Flush()
+	name := "pipeline"
+	if gatewayN > 0 {
+		name = "gateway"
+	}
+	dir, err := os.MkdirTemp("", "zerolayer-bench-"+name+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	cfg := devstack.Config{Dir: dir, DatabaseURL: os.Getenv("DATABASE_URL"), Models: mc, Logger: log}
+	if gatewayN > 0 {
+		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	st, err := startStack(ctx, cfg, sf)
+	if err != nil {
+		return err
+	}
+	defer stopStack(st)
+	if gatewayN > 0 {
+		_, err = bench.Gateway(ctx, st, bench.GatewayConfig{Requests: gatewayN}, stdout)
+	} else {
+		_, err = bench.Pipeline(ctx, st, bench.PipelineConfig{Jobs: pipeline}, stdout)
+	}
+	return err
 }
 
 func intList(s string) ([]int, error) {
@@ -162,132 +147,4 @@ func intList(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// benchModel measures one model at one thread count.
-func benchModel(ctx context.Context, name, path string, threads, pp, tg int, batches []int, reps int, bandwidth float64) ([]benchRow, error) {
-	f, err := gguf.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	be, err := device.Open(device.CPU, threads, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer be.Close()
-	m, err := model.New(f, be)
-	if err != nil {
-		return nil, err
-	}
-	typ := "?"
-	if ti, ok := f.Tensor("blk.0.attn_q.weight"); ok {
-		typ = ti.Type.String()
-	}
-	var params int64
-	for i := range f.Tensors {
-		params += int64(f.Tensors[i].Elements())
-	}
-	base := benchRow{Model: name, Type: typ, Params: params, Threads: threads}
-	var rows []benchRow
-	const bt = gpu.DefaultBlockTokens
-	maxB := 1
-	for _, b := range batches {
-		maxB = max(maxB, b)
-	}
-	seqLen := max(pp, tg+1)
-	blocksPer := (seqLen + bt - 1) / bt
-	kv, err := m.NewKV(blocksPer*maxB, bt)
-	if err != nil {
-		return nil, err
-	}
-	tables := func(n int) [][]int32 {
-		t := make([][]int32, n)
-		for s := range t {
-			for j := 0; j < blocksPer; j++ {
-				t[s] = append(t[s], int32(s*blocksPer+j))
-			}
-		}
-		return t
-	}
-	token := func(i int) int32 { return int32(3 + i%(m.Vocab-3)) }
-	best := func(run func() (time.Duration, error)) (time.Duration, error) {
-		var b time.Duration
-		for r := 0; r < reps; r++ {
-			if err := ctx.Err(); err != nil {
-				return 0, err
-			}
-			d, err := run()
-			if err != nil {
-				return 0, err
-			}
-			if r == 0 || d < b {
-				b = d
-			}
-		}
-		return b, nil
-	}
-	if pp > 0 {
-		if pp > m.Context {
-			return nil, fmt.Errorf("--pp %d exceeds the context %d", pp, m.Context)
-		}
-		toks, pos, seq := make([]int32, pp), make([]int32, pp), make([]int32, pp)
-		for i := range toks {
-			toks[i], pos[i] = token(i), int32(i)
-		}
-		logits := make([]float32, m.Vocab)
-		b := &gpu.Batch{Pos: pos, Seq: seq, Tables: tables(1)}
-		d, err := best(func() (time.Duration, error) {
-			t0 := time.Now()
-			err := m.Forward(kv, toks, b, []int32{int32(pp - 1)}, logits)
-			return time.Since(t0), err
-		})
-		if err != nil {
-			return nil, err
-		}
-		r := base
-		r.Test, r.Batch, r.TokensPerS = fmt.Sprintf("pp%d", pp), pp, float64(pp)/d.Seconds()
-		rows = append(rows, r)
-	}
-	decode := func(nseq, steps int) (time.Duration, error) {
-		logits := make([]float32, nseq*m.Vocab)
-		toks, pos, seq, lr := make([]int32, nseq), make([]int32, nseq), make([]int32, nseq), make([]int32, nseq)
-		b := &gpu.Batch{Pos: pos, Seq: seq, Tables: tables(nseq)}
-		t0 := time.Now()
-		for step := 0; step < steps; step++ {
-			for s := 0; s < nseq; s++ {
-				toks[s], pos[s], seq[s], lr[s] = token(step+s), int32(step), int32(s), int32(s)
-			}
-			if err := m.Forward(kv, toks, b, lr, logits); err != nil {
-				return 0, err
-			}
-		}
-		return time.Since(t0), nil
-	}
-	wb := float64(m.WeightBytes())
-	if tg > 0 {
-		d, err := best(func() (time.Duration, error) { return decode(1, tg) })
-		if err != nil {
-			return nil, err
-		}
-		r := base
-		r.Test, r.Batch, r.TokensPerS = fmt.Sprintf("tg%d", tg), 1, float64(tg)/d.Seconds()
-		r.WeightGBps = wb * r.TokensPerS / 1e9
-		// A model that fits in the caches is not bound by DRAM: no ratio.
-		if bandwidth > 0 && wb > 32<<20 {
-			r.BandwidthOf = wb * r.TokensPerS / bandwidth
-		}
-		rows = append(rows, r)
-	}
-	for _, nb := range batches {
-		steps := max(8, min(tg, 64))
-		d, err := best(func() (time.Duration, error) { return decode(nb, steps) })
-		if err != nil {
-			return nil, err
-		}
-		r := base
-		r.Test, r.Batch, r.TokensPerS = fmt.Sprintf("batch%d", nb), nb, float64(nb*steps)/d.Seconds()
-		rows = append(rows, r)
-	}
-	return rows, nil
 }

@@ -79,7 +79,7 @@ func runDev(ctx context.Context, args []string) error {
 			addr, addr, model)
 	}
 	if *demo {
-		return runDemo(ctx, st, stdout)
+		return devstack.RunDemo(ctx, st, stdout)
 	}
 	// The other commands find this stack through its announce file.
 	from := time.Now().UTC()

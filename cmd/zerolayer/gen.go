@@ -53,13 +53,8 @@ func runGen(ctx context.Context, args []string) error {
 	useChat := fs.Bool("chat", false, "render the prompt through the model's chat template")
 	tmplName := fs.String("chat-template", "", "chat template by name instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	maxTokens := fs.Int("max-tokens", 0, "maximum tokens to generate (0: the preset's, else up to the context)")
-	preset := fs.String("preset", "", "sampling preset: "+strings.Join(sample.PresetNames(), ", "))
-	temp := fs.Float64("temperature", -1, "temperature (0: greedy; default greedy unless a preset sets it)")
-	topK := fs.Int("top-k", -1, "top-k (0: off)")
-	topP := fs.Float64("top-p", -1, "top-p (1: off)")
-	minP := fs.Float64("min-p", -1, "min-p (0: off)")
-	repPen := fs.Float64("repetition-penalty", -1, "repetition penalty (1: off)")
-	seed := fs.Uint64("seed", 0, "random seed")
+	var sf samplingFlags
+	sf.register(fs)
 	topLogprobs := fs.Int("top-logprobs", 0, "record the K most likely tokens per step (json output)")
 	format := fs.String("format", "text", "output format: text or json")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past end-of-generation tokens")
@@ -80,34 +75,10 @@ func runGen(ctx context.Context, args []string) error {
 	if set["prompt"] == set["prompt-ids"] {
 		return usagef("give exactly one of --prompt and --prompt-ids")
 	}
-	var params sample.Params
-	if *preset != "" {
-		p, mt, err := sample.Preset(*preset)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		params = p
-		if *maxTokens == 0 {
-			*maxTokens = mt
-		}
+	params, maxTok, err := sf.params(*maxTokens)
+	if err != nil {
+		return err
 	}
-	if *temp >= 0 {
-		params.Temperature = float32(*temp)
-	}
-	if *topK >= 0 {
-		params.TopK = *topK
-	}
-	if *topP >= 0 {
-		params.TopP = float32(*topP)
-	}
-	if *minP >= 0 {
-		params.MinP = float32(*minP)
-	}
-	if *repPen >= 0 {
-		params.RepetitionPenalty = float32(*repPen)
-	}
-	params.Seed = *seed
-
 	path, err := store.Resolve(*modelName, modelDirs())
 	if err != nil {
 		return err
@@ -122,41 +93,111 @@ func runGen(ctx context.Context, args []string) error {
 		return err
 	}
 	defer l.Close()
-
 	var ids []int32
 	if set["prompt-ids"] {
 		if *useChat || *system != "" {
 			return usagef("--prompt-ids are used as given: drop --chat and --system")
 		}
-		for _, f := range strings.Split(*promptIDs, ",") {
-			n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
-			if err != nil {
-				return usagef("--prompt-ids: %q is not a token id", f)
-			}
-			ids = append(ids, int32(n))
-		}
+		ids, err = parseTokenIDs(*promptIDs)
 	} else {
-		po := modelprompt.Options{Chat: *useChat, System: *system}
-		if *tmplName != "" {
-			t, err := chat.Named(*tmplName)
-			if err != nil {
-				return usagef("%v", err)
-			}
-			po.Template = &t
+		ids, err = renderPrompt(l, *prompt, modelprompt.Options{Chat: *useChat, System: *system}, *tmplName)
+	}
+	if err != nil {
+		return err
+	}
+	req := engine.Request{PromptIDs: ids, MaxTokens: maxTok, Sampling: params, Stop: stops, TopLogprobs: *topLogprobs, IgnoreEOS: *ignoreEOS}
+	if req.Tools, err = genTools(*schemaFile, *regex, *toolsJSON, l); err != nil {
+		return err
+	}
+	return generate(ctx, l, req, *format == "json")
+}
+
+// samplingFlags are gen's sampling flags; a negative value is one not
+// given.
+type samplingFlags struct {
+	preset                   string
+	temp, topP, minP, repPen float64
+	topK                     int
+	seed                     uint64
+}
+
+func (f *samplingFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.preset, "preset", "", "sampling preset: "+strings.Join(sample.PresetNames(), ", "))
+	fs.Float64Var(&f.temp, "temperature", -1, "temperature (0: greedy; default greedy unless a preset sets it)")
+	fs.IntVar(&f.topK, "top-k", -1, "top-k (0: off)")
+	fs.Float64Var(&f.topP, "top-p", -1, "top-p (1: off)")
+	fs.Float64Var(&f.minP, "min-p", -1, "min-p (0: off)")
+	fs.Float64Var(&f.repPen, "repetition-penalty", -1, "repetition penalty (1: off)")
+	fs.Uint64Var(&f.seed, "seed", 0, "random seed")
+}
+
+// params are the sampling parameters of the flags: the preset's, with
+// each flag given in its place; maxTokens 0 becomes the preset's.
+func (f *samplingFlags) params(maxTokens int) (sample.Params, int, error) {
+	var p sample.Params
+	if f.preset != "" {
+		pp, mt, err := sample.Preset(f.preset)
+		if err != nil {
+			return p, 0, usagef("%v", err)
 		}
-		if ids, err = l.Prompt(*prompt, po); err != nil {
-			return err
+		p = pp
+		if maxTokens == 0 {
+			maxTokens = mt
 		}
 	}
+	if f.temp >= 0 {
+		p.Temperature = float32(f.temp)
+	}
+	if f.topK >= 0 {
+		p.TopK = f.topK
+	}
+	if f.topP >= 0 {
+		p.TopP = float32(f.topP)
+	}
+	if f.minP >= 0 {
+		p.MinP = float32(f.minP)
+	}
+	if f.repPen >= 0 {
+		p.RepetitionPenalty = float32(f.repPen)
+	}
+	p.Seed = f.seed
+	return p, maxTokens, nil
+}
+
+// parseTokenIDs parses --prompt-ids: comma-separated token ids.
+func parseTokenIDs(s string) ([]int32, error) {
+	var ids []int32
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+		if err != nil {
+			return nil, usagef("--prompt-ids: %q is not a token id", f)
+		}
+		ids = append(ids, int32(n))
+	}
+	return ids, nil
+}
+
+// renderPrompt tokenizes the prompt as po says, through the chat
+// template named tmplName instead of the model's when one is named.
+func renderPrompt(l *engine.Loaded, prompt string, po modelprompt.Options, tmplName string) ([]int32, error) {
+	if tmplName != "" {
+		t, err := chat.Named(tmplName)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		po.Template = &t
+	}
+	return l.Prompt(prompt, po)
+}
+
+// generate runs req on the loaded model and writes the text as it comes
+// with a usage line on stderr, or (asJSON) one genOutput document.
+func generate(ctx context.Context, l *engine.Loaded, req engine.Request, asJSON bool) error {
 	eng, err := engine.New(l.Model, l.Tokenizer, engine.Config{})
 	if err != nil {
 		return err
 	}
-	req := engine.Request{PromptIDs: ids, MaxTokens: *maxTokens, Sampling: params, Stop: stops, TopLogprobs: *topLogprobs, IgnoreEOS: *ignoreEOS}
-	if req.Tools, err = genTools(*schemaFile, *regex, *toolsJSON, l); err != nil {
-		return err
-	}
-	if *format == "text" {
+	if !asJSON {
 		req.OnToken = func(t engine.Token) error {
 			_, err := io.WriteString(stdout, t.Text)
 			return err
@@ -166,19 +207,25 @@ func runGen(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *format == "text" {
-		fmt.Fprintln(stdout)
-		if res.Err != nil {
-			return res.Err
-		}
-		u := res.Usage
-		fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d generated tokens, first token %.1f ms, %.2f ms/token (%.0f tok/s)\n",
-			res.StopReason, u.InputTokens, u.OutputTokens, u.TimeToFirstTokenMs, u.TimePerTokenMs, 1000/max(u.TimePerTokenMs, 1e-9))
-		return nil
+	if asJSON {
+		return writeGenJSON(res, req.Tools)
 	}
+	fmt.Fprintln(stdout)
+	if res.Err != nil {
+		return res.Err
+	}
+	u := res.Usage
+	fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d generated tokens, first token %.1f ms, %.2f ms/token (%.0f tok/s)\n",
+		res.StopReason, u.InputTokens, u.OutputTokens, u.TimeToFirstTokenMs, u.TimePerTokenMs, 1000/max(u.TimePerTokenMs, 1e-9))
+	return nil
+}
+
+// writeGenJSON writes the --format json document of res to stdout; run is
+// the request's tool run (nil without one).
+func writeGenJSON(res *engine.Result, run *tools.Run) error {
 	out := genOutput{PromptIDs: res.PromptIDs, OutputIDs: res.OutputIDs, Text: res.Text, StopReason: res.StopReason, Usage: res.Usage}
-	if req.Tools != nil {
-		out.ToolReport, out.ToolTimeMs = req.Tools.Report(), req.Tools.TimeMs()
+	if run != nil {
+		out.ToolReport, out.ToolTimeMs = run.Report(), run.TimeMs()
 	}
 	if res.Err != nil {
 		out.Error = contracts.ErrorFrom(res.Err)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -93,6 +94,22 @@ func EmptyPool(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// SchemaURL returns the test database URL with pool's schema as its
+// search_path: for code under test that opens its own connections (a
+// dev stack, a command given --database-url) and must see only the
+// test's schema. pool is one of Pool or EmptyPool.
+func SchemaURL(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	u, err := url.Parse(URL())
+	if err != nil {
+		t.Fatalf("dbtest: parse %s: %v", redact(URL()), err)
+	}
+	q := u.Query()
+	q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // newSchemaName returns a random schema name, short enough for River's

@@ -111,9 +111,7 @@ type Stack struct {
 	models  *worker.Models
 	worker  *worker.Worker
 	billing *billing.Service
-	gw      *gateway.Gateway
-	http    *http.Server
-	gwAddr  string
+	gateway *gatewayServer
 }
 
 // New returns a stack for cfg; Start starts it.
@@ -192,12 +190,12 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if cfg.HTTPAddr != "" {
-		if err := st.serveGateway(); err != nil {
+		if st.gateway, err = st.serveGateway(cfg.HTTPAddr, cfg.GatewayMetrics); err != nil {
 			return err
 		}
 	}
 	if cfg.AnnounceFile != "" {
-		e := Endpoints{PID: os.Getpid(), NATSURL: st.NATSURL(), DatabaseURL: st.pg.url, GatewayAddr: st.gwAddr, Started: time.Now().UTC()}
+		e := Endpoints{PID: os.Getpid(), NATSURL: st.NATSURL(), DatabaseURL: st.pg.url, GatewayAddr: st.GatewayAddr(), Started: time.Now().UTC()}
 		if err := announce(cfg.AnnounceFile, e); err != nil {
 			return fmt.Errorf("devstack: announce file: %w", err)
 		}
@@ -206,24 +204,37 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-// serveGateway serves the HTTP gateway on cfg.HTTPAddr.
-func (st *Stack) serveGateway() (err error) {
-	st.gw, err = gateway.New(st.nc, gateway.Config{TenantHeader: true, Models: st.models.Paths(), Logger: st.cfg.Logger, Metrics: st.cfg.GatewayMetrics})
+// gatewayServer is an HTTP gateway listening on a port.
+type gatewayServer struct {
+	gw   *gateway.Gateway
+	srv  *http.Server
+	addr string
+}
+
+// serveGateway serves an HTTP gateway of the stack's models on addr,
+// taking the tenant from the X-Zerolayer-Tenant header.
+func (st *Stack) serveGateway(addr string, metrics *gateway.Metrics) (*gatewayServer, error) {
+	gw, err := gateway.New(st.nc, gateway.Config{TenantHeader: true, Models: st.models.Paths(), Logger: st.cfg.Logger, Metrics: metrics})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	l, err := net.Listen("tcp", st.cfg.HTTPAddr)
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		gw.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	st.gwAddr = l.Addr().String()
-	st.http = &http.Server{Handler: st.gw, ReadHeaderTimeout: 10 * time.Second}
+	g := &gatewayServer{gw: gw, srv: &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}, addr: l.Addr().String()}
 	go func() {
-		if err := st.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := g.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			st.cfg.Logger.Error("gateway", "err", err)
 		}
 	}()
-	return nil
+	return g, nil
+}
+
+// stop lets open requests finish until ctx ends, then closes the gateway.
+func (g *gatewayServer) stop(ctx context.Context) error {
+	return errors.Join(g.srv.Shutdown(ctx), g.gw.Close())
 }
 
 // Stop stops the stack in reverse order: the gateway, the worker (running
@@ -245,13 +256,9 @@ func (st *Stack) stop(ctx context.Context) error {
 		unannounce(st.cfg.AnnounceFile)
 	}
 	var errs []error
-	if st.http != nil {
-		errs = append(errs, st.http.Shutdown(ctx))
-		st.http = nil
-	}
-	if st.gw != nil {
-		errs = append(errs, st.gw.Close())
-		st.gw = nil
+	if st.gateway != nil {
+		errs = append(errs, st.gateway.stop(ctx))
+		st.gateway = nil
 	}
 	if st.worker != nil {
 		errs = append(errs, st.worker.Stop(ctx))
@@ -312,4 +319,9 @@ func (st *Stack) Billing() *billing.Service { return st.billing }
 
 // GatewayAddr is the address the HTTP gateway listens on ("" without
 // one).
-func (st *Stack) GatewayAddr() string { return st.gwAddr }
+func (st *Stack) GatewayAddr() string {
+	if st.gateway == nil {
+		return ""
+	}
+	return st.gateway.addr
+}

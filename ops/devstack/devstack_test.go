@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,39 +13,12 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/migrations/dbtest"
 	"github.com/zerolayer/zerolayer/ops/devstack"
+	"github.com/zerolayer/zerolayer/ops/devstack/devstacktest"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 	"github.com/zerolayer/zerolayer/worker"
-	"github.com/zerolayer/zerolayer/worker/sched"
 )
-
-// storiesPath is the shared TinyStories model; the test skips without it.
-func storiesPath(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "models", "stories260K", "stories260K.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared model not present: %v", err)
-	}
-	return p
-}
-
-// schemaURL is a database URL whose connections use a fresh schema of
-// their own (dropped when the test ends), so the stack's migrations and
-// rows stay out of everyone else's way.
-func schemaURL(t *testing.T) string {
-	t.Helper()
-	pool := dbtest.EmptyPool(t)
-	u, err := url.Parse(dbtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // waitFor polls cond until it holds or 30 seconds pass.
 func waitFor(t *testing.T, what string, cond func() (bool, error)) {
@@ -95,28 +67,14 @@ func TestConfigValidate(t *testing.T) {
 // the same model answering through the HTTP gateway.
 func TestStack(t *testing.T) {
 	t.Parallel()
-	model := storiesPath(t)
-	dbURL := schemaURL(t)
 	announce := filepath.Join(t.TempDir(), "dev.json")
-	st, err := devstack.New(devstack.Config{Dir: t.TempDir(), DatabaseURL: dbURL, HTTPAddr: "127.0.0.1:0", AnnounceFile: announce,
-		Models: worker.ModelsConfig{Models: []string{model}, Threads: 1, Sched: sched.Config{KVBlocks: 64, HostSwapMB: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := devstacktest.Start(t, devstack.Config{HTTPAddr: "127.0.0.1:0", AnnounceFile: announce})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Start(ctx); err != nil {
 		t.Fatalf("second Start: %v", err)
 	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			st.Stop(context.Background())
-		}
-	})
+	dbURL := st.DatabaseURL()
 	if st.DatabaseNote() != devstack.Redact(dbURL) || st.GatewayAddr() == "" {
 		t.Errorf("database %q, gateway %q", st.DatabaseNote(), st.GatewayAddr())
 	}
@@ -168,7 +126,6 @@ func TestStack(t *testing.T) {
 
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
-	stopped = true
 	if err := errors.Join(st.Stop(sctx), st.Stop(sctx)); err != nil {
 		t.Fatalf("Stop twice: %v", err)
 	}
@@ -211,5 +168,32 @@ func TestDiscover(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o600)
 	if _, ok, err := devstack.Discover(filepath.Join(dir, "bad.json")); ok || err == nil {
 		t.Errorf("corrupt file: %v, %v", ok, err)
+	}
+}
+
+// TestRunDemo runs the demo scenario on a stack without a gateway of its
+// own (the demo serves one for its HTTP question) and checks every part
+// of its report is there.
+func TestRunDemo(t *testing.T) {
+	t.Parallel()
+	st := devstacktest.Start(t, devstack.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	if err := devstack.RunDemo(ctx, st, &out); err != nil {
+		t.Fatalf("RunDemo: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"submitted 14 jobs: 10 from acme (bulk, low/normal), 4 from globex (high/normal)\n",
+		"── streaming job ", "── POST /v1/chat/completions (OpenAI-compatible, tenant globex, job ",
+		"all 14 jobs finished in ", ": 14 completed, 0 failed, 0 canceled;",
+		"── billing report: acme ──", "── billing report: globex ──", "── batch report: acme demo-",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output without %q:\n%s", want, out.String())
+		}
+	}
+	if st.GatewayAddr() != "" {
+		t.Errorf("the demo's gateway outlived it: %q", st.GatewayAddr())
 	}
 }

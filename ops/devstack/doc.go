@@ -5,7 +5,9 @@
 // started with the machine's initdb and pg_ctl), a worker serving models
 // (worker.OpenModels), the billing service and, optionally, the HTTP
 // gateway. It is what `zerolayer dev` runs; production runs each part as
-// its own service (docker-compose.yml).
+// its own service (docker-compose.yml). RunDemo is `zerolayer dev --demo`:
+// two tenants' mixed batch through a started stack, streamed, waited for
+// and billed, with the reports printed.
 //
 // Data flows as in production: a producer on Conn submits to ZL_JOBS, the
 // worker runs the job and publishes its events, result and usage, billing
@@ -23,6 +25,7 @@
 //
 // It takes everything as Config (environment variables are the command
 // line's business) and may import every zerolayer package that runs in a
-// process: contracts, worker, billing, migrations, producer/gateway; nothing
-// imports it but cmd and tests.
+// process: contracts, worker, billing, migrations, producer (the demo's
+// client) and producer/gateway; nothing imports it but cmd, ops/bench and
+// tests.
 package devstack

@@ -256,9 +256,28 @@ func TestGatewayCompatible(t *testing.T) {
 	t.Parallel()
 	f := newGateway(t)
 	ctx := context.Background()
+	want := checkChatCompletion(t, f, ctx) // the job's text
+	t.Run("openai stream", func(t *testing.T) { checkChatStream(t, f, ctx, want) })
+	t.Run("openai logprobs", func(t *testing.T) { checkChatLogprobs(t, f, ctx, want) })
+	t.Run("openai errors", func(t *testing.T) {
+		if resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", `{"model":"stories260k","messages":[{"role":"user","content":"hi"}],"n":2}`); resp.StatusCode != 400 || errorCode(t, body) != contracts.CodeInvalidRequest {
+			t.Fatalf("n=2: %d %s", resp.StatusCode, body)
+		}
+		if resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", `{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 404 || errorCode(t, body) != contracts.CodeUnknownModel {
+			t.Fatalf("unknown model: %d %s", resp.StatusCode, body)
+		}
+	})
+	t.Run("anthropic", func(t *testing.T) { checkMessages(t, f, ctx, want) })
+}
 
-	// OpenAI.
-	chat := `{"model":"stories260k","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Once upon a time"}]}],"max_tokens":10,"temperature":0`
+// compatChat is the OpenAI chat request of TestGatewayCompatible, without
+// its closing brace.
+const compatChat = `{"model":"stories260k","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Once upon a time"}]}],"max_tokens":10,"temperature":0`
+
+// checkChatCompletion checks a plain chat completion and returns its text.
+func checkChatCompletion(t *testing.T, f *gatewayFixture, ctx context.Context) string {
+	t.Helper()
+	chat := compatChat
 	resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", chat+`}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("chat: %d %s", resp.StatusCode, body)
@@ -284,7 +303,13 @@ func TestGatewayCompatible(t *testing.T) {
 		cc.Choices[0].FinishReason != "length" || cc.Usage.CompletionTokens != 10 || cc.Usage.TotalTokens != cc.Usage.PromptTokens+10 {
 		t.Fatalf("chat completion %s", body)
 	}
-	resp, body = f.do(ctx, "POST", "/v1/chat/completions", "key-acme", chat+`,"stream":true,"stream_options":{"include_usage":true}}`)
+	return want
+}
+
+// checkChatStream: the streamed chunks give the plain text, the finish
+// reason and the usage.
+func checkChatStream(t *testing.T, f *gatewayFixture, ctx context.Context, want string) {
+	resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", compatChat+`,"stream":true,"stream_options":{"include_usage":true}}`)
 	evs := parseSSE(t, body)
 	if resp.StatusCode != 200 || len(evs) < 4 || evs[len(evs)-1].data != "[DONE]" {
 		t.Fatalf("chat stream: %d %s", resp.StatusCode, body)
@@ -318,9 +343,12 @@ func TestGatewayCompatible(t *testing.T) {
 	if streamed.String() != want || finish != "length" || usage != 10 {
 		t.Fatalf("streamed %q (finish %q, usage %d), plain %q", streamed.String(), finish, usage, want)
 	}
-	// Log-probabilities, plain: one per generated token, with the
-	// alternatives asked for, and the same text.
-	resp, body = f.do(ctx, "POST", "/v1/chat/completions", "key-acme", chat+`,"logprobs":true,"top_logprobs":2}`)
+}
+
+// checkChatLogprobs: log-probabilities, plain: one per generated token,
+// with the alternatives asked for, and the same text.
+func checkChatLogprobs(t *testing.T, f *gatewayFixture, ctx context.Context, want string) {
+	resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", compatChat+`,"logprobs":true,"top_logprobs":2}`)
 	var lp struct {
 		Choices []struct {
 			Message  struct{ Content string }
@@ -346,16 +374,13 @@ func TestGatewayCompatible(t *testing.T) {
 			t.Fatalf("logprob %d: %+v", i, c)
 		}
 	}
-	if resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", `{"model":"stories260k","messages":[{"role":"user","content":"hi"}],"n":2}`); resp.StatusCode != 400 || errorCode(t, body) != contracts.CodeInvalidRequest {
-		t.Fatalf("n=2: %d %s", resp.StatusCode, body)
-	}
-	if resp, body := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", `{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 404 || errorCode(t, body) != contracts.CodeUnknownModel {
-		t.Fatalf("unknown model: %d %s", resp.StatusCode, body)
-	}
+}
 
-	// Anthropic, with x-api-key.
+// checkMessages: Anthropic messages, with x-api-key, plain and streamed,
+// give the chat's text.
+func checkMessages(t *testing.T, f *gatewayFixture, ctx context.Context, want string) {
 	msg := `{"model":"stories260k","system":"Be brief.","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":10,"temperature":0`
-	resp, body = f.do(ctx, "POST", "/v1/messages", "", msg+`}`, "x-api-key", "key-acme")
+	resp, body := f.do(ctx, "POST", "/v1/messages", "", msg+`}`, "x-api-key", "key-acme")
 	var m struct {
 		Type, Role string
 		Content    []struct{ Type, Text string }
@@ -375,9 +400,9 @@ func TestGatewayCompatible(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("message stream: %d %s", resp.StatusCode, body)
 	}
-	evs = parseSSE(t, body)
+	evs := parseSSE(t, body)
 	var names []string
-	streamed.Reset()
+	var streamed strings.Builder
 	for _, e := range evs {
 		names = append(names, e.name)
 		var v struct {

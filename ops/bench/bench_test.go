@@ -1,0 +1,155 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/zerolayer/zerolayer/ops/bench"
+	"github.com/zerolayer/zerolayer/ops/devstack"
+	"github.com/zerolayer/zerolayer/ops/devstack/devstacktest"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+)
+
+// TestMain fails the package if a benchmark leaves a goroutine running.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The tests run each benchmark on the TinyStories 260K model with the
+// smallest sizes, and check the counts and that rates are positive, never
+// timings.
+
+func TestModels(t *testing.T) {
+	t.Parallel()
+	path := modeltest.StoriesPath(t)
+	res, err := bench.Models(context.Background(), bench.ModelConfig{Targets: []bench.Target{bench.FileTarget(path)},
+		PromptTokens: 16, GenTokens: 8, Batches: []int{1, 2}, Reps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bandwidth[1] <= 0 {
+		t.Errorf("bandwidth %v", res.Bandwidth)
+	}
+	var tests []string
+	for _, r := range res.Rows {
+		tests = append(tests, r.Test)
+		if r.Model != "stories260K.gguf" || r.Type != "F32" || r.Params <= 0 || r.Threads != 1 || r.TokensPerS <= 0 {
+			t.Errorf("row %+v", r)
+		}
+	}
+	if got := strings.Join(tests, " "); got != "pp16 tg8 batch1 batch2" {
+		t.Errorf("tests %q", got)
+	}
+	var table, js bytes.Buffer
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(table.String(), "stories260K.gguf"); n != 4 || !strings.Contains(table.String(), "% of bandwidth") {
+		t.Errorf("table with %d model rows:\n%s", n, table.String())
+	}
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Bandwidth map[string]float64 `json:"bandwidth_bytes_per_s"`
+		Results   []bench.Row        `json:"results"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || len(doc.Results) != 4 || doc.Bandwidth["1"] <= 0 {
+		t.Errorf("json (%v):\n%s", err, js.String())
+	}
+}
+
+func TestModelsErrors(t *testing.T) {
+	t.Parallel()
+	path := modeltest.StoriesPath(t)
+	for _, cfg := range []bench.ModelConfig{
+		{},
+		{Targets: []bench.Target{bench.FileTarget(path)}, Batches: []int{0}},
+		{Targets: []bench.Target{bench.FileTarget(path)}, PromptTokens: 100000},
+	} {
+		if _, err := bench.Models(context.Background(), cfg); err == nil {
+			t.Errorf("%+v: no error", cfg)
+		}
+	}
+}
+
+func TestScheduler(t *testing.T) {
+	t.Parallel()
+	path := modeltest.StoriesPath(t)
+	var out bytes.Buffer
+	res, err := bench.Scheduler(context.Background(), bench.SchedulerConfig{Model: path, JobCounts: []int{1, 2}, NewTokens: 4,
+		Probes: 3, LoadJobs: 2, MixJobs: 10, ResumeTokens: []int{32}}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Throughput) != 2 || res.Throughput[1].Jobs != 2 {
+		t.Errorf("throughput %+v", res.Throughput)
+	}
+	for _, r := range res.Throughput {
+		if r.Alone <= 0 || r.Batched <= 0 {
+			t.Errorf("throughput %+v", r)
+		}
+	}
+	for _, lat := range [][]float64{res.Idle, res.Loaded, res.Uninterrupted} {
+		if len(lat) != 3 || lat[0] < 0 || lat[0] > lat[2] {
+			t.Errorf("latencies %v: want 3, sorted", lat)
+		}
+	}
+	if len(res.Occupancy) != 2 || res.Occupancy[0].NoFiller || !res.Occupancy[1].NoFiller {
+		t.Errorf("occupancy %+v", res.Occupancy)
+	}
+	for _, o := range res.Occupancy {
+		if o.Steps <= 0 || o.Fill <= 0 || o.Fill > 1 || o.Occupied < 0 || o.Occupied > 1 {
+			t.Errorf("occupancy %+v", o)
+		}
+	}
+	if len(res.Resume) != 1 || res.Resume[0].Tokens != 32 || res.Resume[0].Blocks != 2 || res.Resume[0].Bytes <= 0 ||
+		res.Resume[0].Swap <= 0 || res.Resume[0].Recompute <= 0 {
+		t.Errorf("resume %+v", res.Resume)
+	}
+	for _, part := range []string{"model stories260K.gguf, 1 thread(s)", "\n1. ", "\n2. ", "\n3. ", "\n4. ", "   32 tokens (2 blocks"} {
+		if !strings.Contains(out.String(), part) {
+			t.Errorf("report without %q:\n%s", part, out.String())
+		}
+	}
+}
+
+// TestStackBenchmarks runs the pipeline and the gateway benchmarks on one
+// dev stack.
+func TestStackBenchmarks(t *testing.T) {
+	t.Parallel()
+	st := devstacktest.Start(t, devstack.Config{HTTPAddr: "127.0.0.1:0"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var out bytes.Buffer
+	p, err := bench.Pipeline(ctx, st, bench.PipelineConfig{Jobs: 6, Unloaded: 2}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Jobs != 6 || len(p.Queue) != 6 || len(p.FirstToken) != 6 || len(p.QueueFirstToken) != 6 || len(p.UnloadedQueue) != 2 ||
+		p.Submitted <= 0 || p.Rated < p.Submitted || p.Finished <= 0 || p.Ingested <= 0 {
+		t.Errorf("pipeline %+v", p)
+	}
+	if !strings.Contains(out.String(), "pipeline: 6 jobs") || !strings.Contains(out.String(), "unloaded (2 jobs one at a time)") {
+		t.Errorf("pipeline report:\n%s", out.String())
+	}
+
+	out.Reset()
+	g, err := bench.Gateway(ctx, st, bench.GatewayConfig{Requests: 4, Concurrency: 2, Tokens: 4}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []bench.Rate{g.Producer, g.HTTP} {
+		if r.PerSecond <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+			t.Errorf("rate %+v", r)
+		}
+	}
+	if !strings.HasPrefix(out.String(), "4 requests of 4 tokens, 2 at a time, model stories260k\n") || strings.Count(out.String(), "requests/s") != 2 {
+		t.Errorf("gateway report:\n%s", out.String())
+	}
+}

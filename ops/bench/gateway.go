@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/ops/devstack"
+	"github.com/zerolayer/zerolayer/producer"
+	"github.com/zerolayer/zerolayer/producer/gateway"
+)
+
+// GatewayConfig configures Gateway.
+type GatewayConfig struct {
+	// Requests is the number of chat completions per client. Required.
+	Requests int
+	// Concurrency is how many requests are open at once. Defaults to 64.
+	Concurrency int
+	// Tokens is each completion's max_tokens. Defaults to 32.
+	Tokens int
+}
+
+// GatewayResults are the measurements of Gateway: the Go producer's
+// baseline and the HTTP gateway.
+type GatewayResults struct {
+	Producer, HTTP Rate
+}
+
+// Rate is the throughput and latency of one client.
+type Rate struct {
+	Label     string
+	PerSecond float64
+	// P50 and P99 are latency percentiles in milliseconds.
+	P50, P99 float64
+}
+
+// Gateway sends cfg.Requests chat completions (half of them streamed)
+// through the HTTP gateway of st, which must have one
+// (devstack.Config.HTTPAddr), and, as the baseline in the same process,
+// the same jobs through the Go producer (submit and wait), both as tenant
+// Tenant, and writes requests per second and latencies to w.
+func Gateway(ctx context.Context, st *devstack.Stack, cfg GatewayConfig, w io.Writer) (*GatewayResults, error) {
+	if cfg.Requests <= 0 {
+		return nil, fmt.Errorf("bench: %d gateway requests: want 1 or more", cfg.Requests)
+	}
+	addr := st.GatewayAddr()
+	if addr == "" {
+		return nil, errors.New("bench: the stack serves no HTTP gateway: start it with Config.HTTPAddr (\"127.0.0.1:0\")")
+	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 64)
+	cfg.Tokens = cmp.Or(cfg.Tokens, 32)
+	c, err := producer.New(st.Conn(), producer.Config{Tenant: Tenant, Models: st.Models().Paths()})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	name := st.Models().Names()[0]
+	prompt := func(i int) string { return fmt.Sprintf("Once upon a time %d", i) }
+	fmt.Fprintf(w, "%d requests of %d tokens, %d at a time, model %s\n", cfg.Requests, cfg.Tokens, cfg.Concurrency, name)
+	res := &GatewayResults{}
+	if res.Producer, err = measureRate(cfg, "Go producer (submit + wait)", w, func(i int) error {
+		id, err := c.Submit(ctx, &contracts.JobRequest{Model: name, MaxTokens: cfg.Tokens, Messages: []contracts.Message{{Role: "user", Content: prompt(i)}}}, nil)
+		if err != nil {
+			return err
+		}
+		res, err := c.Wait(ctx, id)
+		if err == nil && res.Status != contracts.StatusCompleted {
+			err = fmt.Errorf("job %s %s", id, res.Status)
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if res.HTTP, err = measureRate(cfg, "HTTP /v1/chat/completions (½ SSE)", w, func(i int) error {
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}],"max_tokens":%d,"stream":%v}`, name, prompt(i), cfg.Tokens, i%2 == 0)
+		return postChat(ctx, addr, body)
+	}); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// postChat posts one chat completion as tenant Tenant and reads the whole
+// answer.
+func postChat(ctx context.Context, addr, body string) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(gateway.TenantHeader, Tenant)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// measureRate runs one(i) for every request, cfg.Concurrency at a time,
+// and writes the rate and latencies to w under label.
+func measureRate(cfg GatewayConfig, label string, w io.Writer, one func(i int) error) (Rate, error) {
+	n := cfg.Requests
+	lat := make([]float64, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, cfg.Concurrency)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s := time.Now()
+			if err := one(i); err != nil {
+				errs <- err
+			}
+			lat[i] = float64(time.Since(s).Microseconds()) / 1000
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0)
+	close(errs)
+	if err := <-errs; err != nil {
+		return Rate{}, fmt.Errorf("%s: %w", label, err)
+	}
+	sort.Float64s(lat)
+	r := Rate{Label: label, PerSecond: float64(n) / took.Seconds(), P50: lat[n/2], P99: lat[n*99/100]}
+	fmt.Fprintf(w, "%-34s %6.1f requests/s   latency p50 %6.0f ms  p99 %6.0f ms\n", label, r.PerSecond, r.P50, r.P99)
+	return r, nil
+}

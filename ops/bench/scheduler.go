@@ -1,0 +1,431 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/device"
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/sched"
+)
+
+// SchedulerConfig configures Scheduler. The sizes default to the
+// benchmark's published ones; a test gives small ones.
+type SchedulerConfig struct {
+	// Model is the GGUF file to schedule. Defaults to "": the generated
+	// 134M Q8_0 model, written to a temporary folder.
+	Model string
+	// Threads is the CPU thread count. Defaults to 1.
+	Threads int
+	// JobCounts are the numbers of jobs of part 1, each run one at a time
+	// and then together. Defaults to 1, 4, 16, 32.
+	JobCounts []int
+	// NewTokens is what each job of part 1 generates. Defaults to 32.
+	NewTokens int
+	// Probes is the number of high-priority jobs timed in part 2, per
+	// condition. Defaults to 50.
+	Probes int
+	// LoadJobs is the number of low-priority jobs that keep the scheduler
+	// busy in part 2. Defaults to 24.
+	LoadJobs int
+	// MixJobs is the number of jobs of part 3's mixed workload. Defaults
+	// to 40.
+	MixJobs int
+	// ResumeTokens are the sequence lengths of part 4. Defaults to 256,
+	// 1024.
+	ResumeTokens []int
+	// Progress receives a line when the generated model is written.
+	// Defaults to io.Discard.
+	Progress io.Writer
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c SchedulerConfig) WithDefaults() SchedulerConfig {
+	if c.Threads == 0 {
+		c.Threads = 1
+	}
+	if len(c.JobCounts) == 0 {
+		c.JobCounts = []int{1, 4, 16, 32}
+	}
+	if c.NewTokens == 0 {
+		c.NewTokens = 32
+	}
+	if c.Probes == 0 {
+		c.Probes = 50
+	}
+	if c.LoadJobs == 0 {
+		c.LoadJobs = 24
+	}
+	if c.MixJobs == 0 {
+		c.MixJobs = 40
+	}
+	if len(c.ResumeTokens) == 0 {
+		c.ResumeTokens = []int{256, 1024}
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+// SchedulerResults are the measurements of Scheduler, one field per part.
+type SchedulerResults struct {
+	Throughput []Throughput
+	// Idle, Loaded and Uninterrupted are the high-priority times to first
+	// token (queue included) in milliseconds, sorted: with the scheduler
+	// idle, under low-priority load, and under load with NoInterrupt.
+	Idle, Loaded, Uninterrupted []float64
+	Occupancy                   []Occupancy
+	Resume                      []Resume
+}
+
+// Throughput is part 1 for one job count: tokens per second of the jobs
+// run one at a time and together.
+type Throughput struct {
+	Jobs           int
+	Alone, Batched float64
+}
+
+// Occupancy is part 3 for one scheduler setting: how well the mixed
+// workload packed the KV arena.
+type Occupancy struct {
+	NoFiller bool
+	// Fill is tokens held ÷ the capacity of the blocks in use; Occupied
+	// is arena blocks in use ÷ allocated while jobs waited.
+	Fill, Occupied float64
+	Steps          int64
+	Preemptions    int64
+	Took           time.Duration
+}
+
+// Resume is part 4 for one sequence length: the cost of bringing a
+// preempted sequence back by swapping its blocks in against recomputing.
+type Resume struct {
+	Tokens, Blocks  int
+	Bytes           int64
+	Swap, Recompute time.Duration
+}
+
+// Scheduler measures the scheduler on the CPU and writes the report to w
+// part by part as it goes: (1) batched against one-at-a-time throughput,
+// (2) high-priority latency idle and under load, (3) KV utilization under
+// a mixed workload, (4) swap against recompute resume cost.
+func Scheduler(ctx context.Context, cfg SchedulerConfig, w io.Writer) (*SchedulerResults, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Model == "" {
+		dir, err := os.MkdirTemp("", "zerolayer-bench-sched-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		t, err := WriteSynthetic134M(dir, gpu.Q8_0, cfg.Progress)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Model = t.Path
+	}
+	be, err := device.Open(device.CPU, cfg.Threads, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	l, err := engine.Load(cfg.Model, be)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	b := &schedBench{ctx: ctx, cfg: cfg, l: l, r: rand.New(rand.NewPCG(1, 1)), w: w}
+	res := &SchedulerResults{}
+	fmt.Fprintf(w, "model %s, %d thread(s)\n\n", filepath.Base(cfg.Model), cfg.Threads)
+	if res.Throughput, err = b.throughput(); err != nil {
+		return nil, err
+	}
+	if res.Idle, res.Loaded, res.Uninterrupted, err = b.priority(); err != nil {
+		return nil, err
+	}
+	if res.Occupancy, err = b.occupancy(); err != nil {
+		return nil, err
+	}
+	if res.Resume, err = b.resume(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// schedBench is the state the parts of Scheduler share.
+type schedBench struct {
+	ctx context.Context
+	cfg SchedulerConfig
+	l   *engine.Loaded
+	r   *rand.Rand
+	w   io.Writer
+}
+
+// start starts a scheduler of the model.
+func (b *schedBench) start(cfg sched.Config) (*sched.Scheduler, error) {
+	s, err := sched.New(b.l.Model, b.l.Tokenizer, cfg)
+	if err == nil {
+		err = s.Start(b.ctx)
+	}
+	return s, err
+}
+
+// prompt is a random prompt of n tokens.
+func (b *schedBench) prompt(n int) []int32 { return randomPrompt(b.r, b.l.Model.Vocab, n) }
+
+// randomPrompt is a prompt of n tokens: BOS, then ids drawn from r past
+// the first three (special) ones.
+func randomPrompt(r *rand.Rand, vocab, n int) []int32 {
+	p := []int32{1}
+	for len(p) < n {
+		p = append(p, int32(3+r.IntN(vocab-3)))
+	}
+	return p
+}
+
+// gen runs one job of maxTok tokens past any end of generation.
+func (b *schedBench) gen(s *sched.Scheduler, p []int32, maxTok int, opts sched.JobOpts) (*engine.Result, sched.Stats, error) {
+	return s.Generate(b.ctx, &engine.Request{PromptIDs: p, MaxTokens: maxTok, IgnoreEOS: true}, opts)
+}
+
+// throughput is part 1: N jobs together against the same N alone.
+func (b *schedBench) throughput() ([]Throughput, error) {
+	fmt.Fprintf(b.w, "1. aggregate decode throughput (prompt 16, %d new tokens each)\n", b.cfg.NewTokens)
+	s, err := b.start(sched.Config{KVMemoryMB: 512, MaxRunning: 64})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Stop(context.Background())
+	var out []Throughput
+	for _, n := range b.cfg.JobCounts {
+		ps := make([][]int32, n)
+		for i := range ps {
+			ps[i] = b.prompt(16)
+		}
+		t0 := time.Now()
+		for _, p := range ps {
+			if _, _, err := b.gen(s, p, b.cfg.NewTokens, sched.JobOpts{}); err != nil {
+				return nil, err
+			}
+		}
+		alone := time.Since(t0)
+		t0 = time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for _, p := range ps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, _, err := b.gen(s, p, b.cfg.NewTokens, sched.JobOpts{}); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return nil, err
+		}
+		together := time.Since(t0)
+		tok := float64(n * b.cfg.NewTokens)
+		t := Throughput{Jobs: n, Alone: tok / alone.Seconds(), Batched: tok / together.Seconds()}
+		fmt.Fprintf(b.w, "   %2d jobs: one at a time %7.1f tok/s, batched %7.1f tok/s  (×%.2f)\n", n, t.Alone, t.Batched, alone.Seconds()/together.Seconds())
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// priority is part 2: high-priority time to first token, idle and under
+// low-priority load, with steps interrupted and not.
+func (b *schedBench) priority() (idle, busy, uninterrupted []float64, err error) {
+	fmt.Fprintf(b.w, "\n2. high-priority time to first token (prompt 32, 8 tokens)\n")
+	if idle, err = b.ttft(false, false); err != nil {
+		return nil, nil, nil, err
+	}
+	if busy, err = b.ttft(true, false); err != nil {
+		return nil, nil, nil, err
+	}
+	if uninterrupted, err = b.ttft(true, true); err != nil {
+		return nil, nil, nil, err
+	}
+	p := percentile
+	fmt.Fprintf(b.w, "   idle:   p50 %7.1f ms  p99 %7.1f ms\n", p(idle, .5), p(idle, .99))
+	fmt.Fprintf(b.w, "   loaded: p50 %7.1f ms  p99 %7.1f ms  (p99 ×%.2f of idle)\n", p(busy, .5), p(busy, .99), p(busy, .99)/p(idle, .99))
+	fmt.Fprintf(b.w, "   loaded, steps not interrupted (NoInterrupt): p50 %7.1f ms  p99 %7.1f ms  (p99 ×%.2f of idle)\n",
+		p(uninterrupted, .5), p(uninterrupted, .99), p(uninterrupted, .99)/p(idle, .99))
+	return idle, busy, uninterrupted, nil
+}
+
+// ttft times the probes' queue and first token, sorted, with or without
+// the low-priority load.
+func (b *schedBench) ttft(load, noInterrupt bool) ([]float64, error) {
+	s, err := b.start(sched.Config{KVMemoryMB: 64, MaxRunning: 16, NoInterrupt: noInterrupt})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Stop(context.Background())
+	lctx, stop := context.WithCancel(b.ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }() // the load ends with its context
+	if load {
+		for i := 0; i < b.cfg.LoadJobs; i++ {
+			// A fresh prompt per job, each load goroutine from its own
+			// source: b.r is not safe for concurrent use.
+			r := rand.New(rand.NewPCG(2, uint64(i)))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for lctx.Err() == nil {
+					p := randomPrompt(r, b.l.Model.Vocab, 64)
+					s.Generate(lctx, &engine.Request{PromptIDs: p, MaxTokens: 64, IgnoreEOS: true}, sched.JobOpts{Class: 2, Tenant: "bulk"})
+				}
+			}()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	var lat []float64
+	for i := 0; i < b.cfg.Probes; i++ {
+		if load {
+			// Arrive at a random point of a low-priority step.
+			time.Sleep(time.Duration(b.r.IntN(50)) * time.Millisecond)
+		}
+		res, st, err := b.gen(s, b.prompt(32), 8, sched.JobOpts{Class: 0, Tenant: "vip"})
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, st.QueueMs+res.Usage.TimeToFirstTokenMs)
+	}
+	sort.Float64s(lat)
+	return lat, nil
+}
+
+// occupancy is part 3: KV utilization under a mixed workload, with and
+// without the filler.
+func (b *schedBench) occupancy() ([]Occupancy, error) {
+	fmt.Fprintf(b.w, "\n3. KV utilization, 50%% short (<64) / 30%% medium (256) / 20%% long (1024) prompts, 16 new tokens\n")
+	// 256 blocks hold about a third of the workload at once: memory, not
+	// slots, is what admission has to pack. The same jobs without the
+	// filler (a long prompt admitted by its first chunk) for comparison.
+	lengths := make([]int, b.cfg.MixJobs)
+	for i := range lengths {
+		lengths[i] = 8 + b.r.IntN(56)
+		switch {
+		case i%10 >= 8:
+			lengths[i] = 1024
+		case i%10 >= 5:
+			lengths[i] = 256
+		}
+	}
+	var out []Occupancy
+	for _, noFiller := range []bool{false, true} {
+		s, err := b.start(sched.Config{KVBlocks: 256, MaxRunning: 32, MaxBatchTokens: 512, NoFiller: noFiller})
+		if err != nil {
+			return nil, err
+		}
+		var wg sync.WaitGroup
+		var preempted atomic.Int64
+		t0 := time.Now()
+		for _, n := range lengths {
+			p := b.prompt(n)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, st, err := b.gen(s, p, 16, sched.JobOpts{}); err == nil {
+					preempted.Add(int64(st.Preemptions))
+				}
+			}()
+		}
+		wg.Wait()
+		o := Occupancy{NoFiller: noFiller, Took: time.Since(t0), Preemptions: preempted.Load()}
+		o.Fill, o.Occupied, o.Steps = s.Utilization()
+		s.Stop(context.Background())
+		name := "with the filler"
+		if noFiller {
+			name = "without (NoFiller)"
+		}
+		fmt.Fprintf(b.w, "   %-19s arena blocks in use ÷ allocated while jobs waited: %.1f%%; tokens held ÷ capacity of the blocks in use: %.1f%% (%d steps, %d preemptions, %.1f s)\n",
+			name, 100*o.Occupied, 100*o.Fill, o.Steps, o.Preemptions, o.Took.Seconds())
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// resume is part 4: copying a victim's blocks back against recomputing
+// them.
+func (b *schedBench) resume() ([]Resume, error) {
+	fmt.Fprintf(b.w, "\n4. resume cost of a preempted sequence\n")
+	var out []Resume
+	for _, n := range b.cfg.ResumeTokens {
+		r, err := b.resumeOne(n)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(b.w, "   %4d tokens (%d blocks, %.1f MiB): swap in %8.3f ms, recompute %9.1f ms  (×%.0f)\n",
+			n, r.Blocks, float64(r.Bytes)/(1<<20), float64(r.Swap.Microseconds())/1000, float64(r.Recompute.Microseconds())/1000, r.Recompute.Seconds()/r.Swap.Seconds())
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// resumeOne times the prefill of an n-token sequence, and swapping its
+// blocks in through the backend's host tier.
+func (b *schedBench) resumeOne(n int) (Resume, error) {
+	const bt = gpu.DefaultBlockTokens
+	m := b.l.Model
+	kv, err := m.NewKV((n+bt-1)/bt, bt)
+	if err != nil {
+		return Resume{}, err
+	}
+	toks := b.prompt(n)
+	pos, seq, tab := make([]int32, n), make([]int32, n), make([]int32, (n+bt-1)/bt)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	for i := range tab {
+		tab[i] = int32(i)
+	}
+	logits := make([]float32, m.Vocab)
+	t0 := time.Now()
+	if err := m.Forward(kv, toks, &gpu.Batch{Pos: pos, Seq: seq, Tables: [][]int32{tab}}, []int32{int32(n - 1)}, logits); err != nil {
+		return Resume{}, err
+	}
+	r := Resume{Tokens: n, Blocks: len(tab), Bytes: int64(len(tab) * kv.Config().BlockFloats() * 4), Recompute: time.Since(t0)}
+	// Through the backend's host tier, as the scheduler swaps: out, then
+	// in (timed, until the device has the blocks).
+	be := m.Backend()
+	tier, err := gpu.NewHostTier(be, kv, len(tab))
+	if err != nil {
+		return Resume{}, err
+	}
+	moves := make([]gpu.BlockMove, len(tab))
+	for i := range moves {
+		moves[i] = gpu.BlockMove{From: i, To: i}
+	}
+	if err := tier.Out(moves); err != nil {
+		return Resume{}, err
+	}
+	if err := be.Sync(); err != nil {
+		return Resume{}, err
+	}
+	t0 = time.Now()
+	if err := tier.In(moves); err != nil {
+		return Resume{}, err
+	}
+	if err := be.Sync(); err != nil {
+		return Resume{}, err
+	}
+	r.Swap = time.Since(t0)
+	return r, nil
+}
+
+// percentile is the q-quantile of sorted s (not empty).
+func percentile(s []float64, q float64) float64 { return s[min(len(s)-1, int(q*float64(len(s))))] }
