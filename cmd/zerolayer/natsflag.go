@@ -20,7 +20,7 @@ type natsFlag struct{ url string }
 // addNATSFlag registers --nats-url on fs.
 func addNATSFlag(fs *flag.FlagSet) *natsFlag {
 	n := &natsFlag{}
-	fs.StringVar(&n.url, "nats-url", "", "NATS server `URL` (default $NATS_URL, else "+nats.DefaultURL+")")
+	fs.StringVar(&n.url, "nats-url", "", "NATS server `URL` (default $NATS_URL, else the running zerolayer dev's, else "+nats.DefaultURL+")")
 	return n
 }
 
