@@ -137,7 +137,7 @@ func (c *Client) PromptTokens(req *contracts.JobRequest) (int, error) {
 	}
 	ids, err := p.Conversation(req.System, prompt.Messages(req.Messages), nil)
 	if err != nil {
-		return 0, contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
+		return 0, prompt.ContractError(err)
 	}
 	return len(ids), nil
 }

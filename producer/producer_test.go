@@ -112,6 +112,18 @@ func TestSubmitIsIdempotentAndValidates(t *testing.T) {
 	if !errors.As(err, &ve) || !errors.Is(err, contracts.CodeMissingMessages) {
 		t.Fatalf("no messages: %v", err)
 	}
+	// A prompt whose length alone cannot fit the model's context is
+	// refused at submit, before it is tokenized, and never queued.
+	if !fileExists(filepath.Join("..", "..", "shared", "models", "stories260K", "stories260K.gguf")) {
+		t.Skip("shared model not present")
+	}
+	huge := &contracts.JobRequest{Model: "stories260k", Messages: []contracts.Message{{Role: "user", Content: strings.Repeat("dog ", 200_000)}}}
+	if _, err := c.Submit(ctx, huge, nil); !errors.Is(err, contracts.CodePromptTooLong) {
+		t.Fatalf("an 800 KB prompt: %v, want prompt_too_long", err)
+	}
+	if st, _ := info.Info(ctx); st.State.Msgs != 1 {
+		t.Fatalf("%d jobs stored after a refused one", st.State.Msgs)
+	}
 }
 
 func TestCancelAndWait(t *testing.T) {

@@ -100,7 +100,7 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 	}
 	ids, err := l.Conversation(system, prompt.Messages(r.Messages), nil)
 	if err != nil {
-		return engine.Request{}, contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
+		return engine.Request{}, prompt.ContractError(err)
 	}
 	var p sample.Params
 	if r.Preset != "" {

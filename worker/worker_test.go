@@ -232,10 +232,14 @@ func TestBadInputIsAnsweredNotLost(t *testing.T) {
 	publish("huge-max", `{"model": "stories260k", "max_tokens": 99999999, "messages": [{"role": "user", "content": "hi"}]}`)
 	long, _ := json.Marshal(strings.Repeat("dog ", 3000))
 	publish("too-long", `{"model": "stories260k", "messages": [{"role": "user", "content": `+string(long)+`}]}`)
+	// Refused by its length alone, before it is tokenized.
+	huge, _ := json.Marshal(strings.Repeat("dog ", 50_000))
+	publish("huge", `{"model": "stories260k", "messages": [{"role": "user", "content": `+string(huge)+`}]}`)
 	publish("good-after", `{"model": "stories260k", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}`)
 	want := map[string]contracts.Code{
 		"bad-json": contracts.CodeMalformedJSON, "no-messages": contracts.CodeMissingMessages, "unknown-model": contracts.CodeUnknownModel,
 		"negative-max": contracts.CodeMaxTokensOutOfRange, "huge-max": contracts.CodeMaxTokensOutOfRange, "too-long": contracts.CodePromptTooLong,
+		"huge": contracts.CodePromptTooLong,
 	}
 	for id, code := range want {
 		res := wait(t, b.Client, id)
@@ -257,6 +261,9 @@ func TestBadInputIsAnsweredNotLost(t *testing.T) {
 		if err := json.Unmarshal(m.Data(), &d); err != nil || want[d.JobID] != d.Code || len(d.RequestBytes()) == 0 {
 			t.Errorf("DLQ record %s: %+v %v", m.Data(), d, err)
 		}
+	}
+	if res := wait(t, b.Client, "huge"); res.Error == nil || !strings.Contains(res.Error.Message, "bytes of prompt are at least") {
+		t.Errorf("a 200 KB prompt is not refused by its length: %+v", res.Error)
 	}
 	if res := wait(t, b.Client, "good-after"); res.Status != contracts.StatusCompleted {
 		t.Fatalf("a good job after bad ones: %+v", res)

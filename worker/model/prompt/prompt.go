@@ -15,6 +15,11 @@ import (
 // chat mode: raw text has no place for one.
 var ErrSystemWithoutChat = errors.New("prompt: a system prompt needs chat mode")
 
+// ErrTooLong is returned for a prompt whose length in bytes alone shows it
+// cannot fit the model's context: it is refused before it is tokenized, so
+// a megabyte of text costs a length check, not a tokenization.
+var ErrTooLong = errors.New("prompt: longer than the context")
+
 // Prompter turns text and conversations into prompt tokens for one model:
 // its tokenizer and chat template, read from the GGUF metadata. It is safe
 // for concurrent use.
@@ -25,6 +30,9 @@ type Prompter struct {
 	// (an unknown template). A file without a template gets the plain one.
 	Chat    chat.Template
 	ChatErr error
+	// Context is the model's context length in tokens (its
+	// <arch>.context_length), 0 when the file does not say.
+	Context int
 }
 
 // New reads the tokenizer and chat template of an opened file. The
@@ -35,6 +43,9 @@ func New(f *gguf.File) (*Prompter, error) {
 		return nil, err
 	}
 	p := &Prompter{File: f, Tokenizer: tok}
+	if n, ok := f.Uint(f.Architecture() + ".context_length"); ok && n <= 1<<31 {
+		p.Context = int(n)
+	}
 	src, _ := f.String("tokenizer.chat_template")
 	p.Chat, p.ChatErr = chat.Detect(src)
 	return p, nil
@@ -75,7 +86,7 @@ func (p *Prompter) Prompt(text string, o Options) ([]int32, error) {
 		if o.System != "" {
 			return nil, ErrSystemWithoutChat
 		}
-		return p.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: true}), nil
+		return p.encode(text, tokenizer.EncodeOptions{AddSpecial: true})
 	}
 	return p.Conversation(o.System, []chat.Message{{Role: chat.RoleUser, Content: text}}, o.Template)
 }
@@ -101,13 +112,27 @@ func (p *Prompter) Conversation(system string, msgs []chat.Message, tmpl *chat.T
 		for _, m := range msgs {
 			parts = append(parts, m.Content)
 		}
-		return p.Tokenizer.Encode(strings.Join(parts, "\n\n"), tokenizer.EncodeOptions{AddSpecial: true}), nil
+		return p.encode(strings.Join(parts, "\n\n"), tokenizer.EncodeOptions{AddSpecial: true})
 	}
 	s, err := t.Render(system, msgs, true)
 	if err != nil {
 		return nil, err
 	}
-	return p.Tokenizer.Encode(s, tokenizer.EncodeOptions{AddSpecial: !t.AddsBOS(), ParseSpecial: true}), nil
+	return p.encode(s, tokenizer.EncodeOptions{AddSpecial: !t.AddsBOS(), ParseSpecial: true})
+}
+
+// encode tokenizes s, unless its length alone shows that it would not fit
+// the context (ErrTooLong): n bytes are at least n / MaxPieceBytes tokens,
+// and a prompt needs room for one generated token.
+func (p *Prompter) encode(s string, o tokenizer.EncodeOptions) ([]int32, error) {
+	if p.Context > 0 {
+		piece := p.Tokenizer.MaxPieceBytes()
+		if least := (len(s) + piece - 1) / piece; least >= p.Context {
+			return nil, fmt.Errorf("%w: %d bytes of prompt are at least %d tokens (a token stands for at most %d bytes), and the context holds %d",
+				ErrTooLong, len(s), least, piece, p.Context)
+		}
+	}
+	return p.Tokenizer.Encode(s, o), nil
 }
 
 // HasTemplate reports whether the model file carries a chat template.
@@ -123,4 +148,14 @@ func Messages(msgs []contracts.Message) []chat.Message {
 		out[i] = chat.Message{Role: string(m.Role), Content: m.Content}
 	}
 	return out
+}
+
+// ContractError turns an error of Prompt or Conversation into its wire
+// form: prompt_too_long for ErrTooLong, invalid_request otherwise (an
+// unknown template, a turn the template cannot render).
+func ContractError(err error) *contracts.Error {
+	if errors.Is(err, ErrTooLong) {
+		return contracts.NewError(contracts.CodePromptTooLong, "%v", err)
+	}
+	return contracts.NewError(contracts.CodeInvalidRequest, "%v", err)
 }

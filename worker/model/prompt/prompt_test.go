@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -100,5 +101,44 @@ func TestConversation(t *testing.T) {
 	}
 	if _, err := p.Prompt("hi", prompt.Options{System: "x"}); !errors.Is(err, prompt.ErrSystemWithoutChat) {
 		t.Errorf("system without chat: %v", err)
+	}
+}
+
+// TestTooLong: a prompt is refused by its length alone only when it really
+// cannot fit (its tokens would fill the context), and a megabyte of text
+// is refused without being tokenized.
+func TestTooLong(t *testing.T) {
+	t.Parallel()
+	p, _ := stories(t)
+	if p.Context <= 0 {
+		t.Fatalf("context %d: not read from the metadata", p.Context)
+	}
+	piece := p.Tokenizer.MaxPieceBytes()
+	if piece < 2 || piece > 64 {
+		t.Fatalf("longest piece %d bytes", piece)
+	}
+	words := []string{"the ", "dog ", "Once upon a time ", "x", "\n", "ünïcödé ", "a"}
+	for n := (p.Context - 8) * piece; n <= (p.Context+8)*piece; n += piece / 2 {
+		for _, w := range words {
+			text := strings.Repeat(w, n/len(w)+1)[:n]
+			ids, err := p.Prompt(text, prompt.Options{})
+			if errors.Is(err, prompt.ErrTooLong) {
+				// Refused: it would really not have fit.
+				if all := p.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: true}); len(all) < p.Context {
+					t.Fatalf("%d bytes of %q refused, but they are %d tokens of a %d context", n, w, len(all), p.Context)
+				}
+				continue
+			}
+			if err != nil || len(ids) == 0 {
+				t.Fatalf("%d bytes of %q: %v", n, w, err)
+			}
+		}
+	}
+	_, err := p.Conversation("", prompt.Messages([]contracts.Message{{Role: contracts.RoleUser, Content: strings.Repeat("dog ", 1<<18)}}), nil)
+	if !errors.Is(err, prompt.ErrTooLong) {
+		t.Fatalf("a megabyte prompt: %v", err)
+	}
+	if ce := prompt.ContractError(err); ce.Code != contracts.CodePromptTooLong {
+		t.Errorf("wire form %+v", ce)
 	}
 }

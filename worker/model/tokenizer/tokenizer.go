@@ -94,6 +94,7 @@ type Tokenizer struct {
 	// for, special tokens rendered as their text.
 	pieceData []byte
 	pieceOff  []uint32
+	maxPiece  int // the longest piece, in bytes (at least 1)
 
 	special specialMatcher
 
@@ -319,8 +320,16 @@ func (t *Tokenizer) loadPieces() {
 			t.pieceData = appendByteDecoded(t.pieceData, s)
 		}
 		t.pieceOff[i+1] = uint32(len(t.pieceData))
+		t.maxPiece = max(t.maxPiece, int(t.pieceOff[i+1]-t.pieceOff[i]))
 	}
+	t.maxPiece = max(t.maxPiece, 1)
 }
+
+// MaxPieceBytes is the most bytes of text one token stands for. Encoding n
+// bytes of text therefore gives at least n / MaxPieceBytes tokens, which
+// lets a caller refuse a text too long for a context without tokenizing
+// it.
+func (t *Tokenizer) MaxPieceBytes() int { return t.maxPiece }
 
 // spaceMark is U+2581, which SentencePiece writes for a space.
 const spaceMark = "\u2581"
