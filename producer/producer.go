@@ -122,20 +122,26 @@ func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *Su
 
 // PromptTokens counts the prompt tokens of req with its model's tokenizer
 // and chat template, or estimates them from the byte length when the model
-// is not configured.
+// is not configured. Inline <tool> blocks are taken out of the system
+// prompt first, as the worker does, so both count the same prompt; a
+// malformed block is refused here.
 func (c *Client) PromptTokens(req *contracts.JobRequest) (int, error) {
+	system, _, err := contracts.ParseSystem(req.System)
+	if err != nil {
+		return 0, err
+	}
 	p, err := c.prompter(req.Model)
 	if err != nil {
 		return 0, err
 	}
 	if p == nil {
-		n := len(req.System)
+		n := len(system)
 		for _, m := range req.Messages {
 			n += len(m.Content)
 		}
 		return n/4 + 1, nil
 	}
-	ids, err := p.Conversation(req.System, prompt.Messages(req.Messages), nil)
+	ids, err := p.Conversation(system, prompt.Messages(req.Messages), nil)
 	if err != nil {
 		return 0, prompt.ContractError(err)
 	}

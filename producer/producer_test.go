@@ -187,3 +187,27 @@ func TestCancelAndWait(t *testing.T) {
 		t.Fatalf("waiting for a job that never ends: %v", err)
 	}
 }
+
+// TestPromptTokensWithoutToolBlocks: inline <tool> blocks are not prompt
+// text (the worker takes them out before it tokenizes), so they do not
+// count towards the bucket; a malformed block is refused at submit.
+func TestPromptTokensWithoutToolBlocks(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t)
+	msgs := []contracts.Message{{Role: "user", Content: "Once upon a time"}}
+	block := `<tool name="json_validator"><param name="schema">{"type": "object", "description": "` + strings.Repeat("long ", 400) + `"}</param></tool>`
+	for _, model := range []string{"stories260k", "not-configured"} {
+		plain, err := c.PromptTokens(&contracts.JobRequest{Model: model, System: "Be brief.", Messages: msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		with, err := c.PromptTokens(&contracts.JobRequest{Model: model, System: "Be brief." + block, Messages: msgs})
+		if err != nil || with != plain {
+			t.Errorf("%s: %d tokens with a tool block, %d without (%v)", model, with, plain, err)
+		}
+	}
+	_, err := c.Submit(context.Background(), &contracts.JobRequest{Model: "stories260k", System: `<tool name="nope"></tool>`, Messages: msgs}, nil)
+	if !errors.Is(err, contracts.CodeUnknownTool) {
+		t.Errorf("unknown inline tool at submit: %v", err)
+	}
+}

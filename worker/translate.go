@@ -85,7 +85,7 @@ func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 // tool actions stream to sink.
 func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink Sink) (engine.Request, error) {
 	// Inline tool blocks in the system prompt are tools, not prompt text.
-	system, inline, err := tools.ParseSystem(r.System)
+	system, inline, err := contracts.ParseSystem(r.System)
 	if err != nil {
 		return engine.Request{}, contracts.ErrorFrom(err)
 	}

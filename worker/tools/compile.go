@@ -227,7 +227,7 @@ func specHash(spec contracts.Tool) string {
 }
 
 // Compile parses and compiles a job's tools for a vocabulary: specs (the
-// request's tools[] and the blocks ParseSystem extracted), then rf
+// request's tools[] and the blocks contracts.ParseSystem extracted), then rf
 // (response_format, the same as a json_validator or regex_matcher tool).
 // Compiled tools are cached by (tool and parameters hash, vocabulary,
 // budget), so the same schema compiles once per tokenizer.

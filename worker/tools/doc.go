@@ -48,8 +48,8 @@
 // # Data flow
 //
 // Compile turns a job's declarations (tools[], response_format, and the
-// <tool> blocks ParseSystem took out of the system prompt) into a Set for
-// one vocabulary; compiled tools are cached by (parameters hash,
+// <tool> blocks contracts.ParseSystem took out of the system prompt) into
+// a Set for one vocabulary; compiled tools are cached by (parameters hash,
 // vocabulary, budget). A Set is immutable and shared; each generation
 // takes a Run. Per step the engine calls Mask (packed bitset, one bit per
 // token), samples, calls Accept with the token, and passes the decoded text
@@ -69,9 +69,11 @@
 // # Layout
 //
 // This package is the public face: Compile and the compile cache
-// (compile.go), Run and its per-token calls (run.go), Budget, errors, the
-// system-prompt DSL (system.go), and the small tools (xml.go, toxicity.go,
-// pii.go, regexrun.go, retry.go). The machinery lives in rooms under
+// (compile.go), Run and its per-token calls (run.go), Budget, errors, and
+// the small tools (xml.go, toxicity.go, pii.go, regexrun.go, retry.go).
+// The system-prompt DSL that declares tools inline is part of the wire
+// contract (contracts.ParseSystem), so that producers count the prompt
+// without its blocks and refuse a malformed one at submit. The machinery lives in rooms under
 // internal/, each importing only the rooms below it:
 //
 //	limit       fuel, memory meter and compile clock, with their sentinels

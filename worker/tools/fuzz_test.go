@@ -51,7 +51,7 @@ func FuzzParseSystem(f *testing.F) {
 	f.Add(`hi <tool name="suffix"><param name="text">x</param></tool>`)
 	f.Add(`<tool name="json_validator" mode="soft"><param name="schema"><![CDATA[{"type":"string"}]]></param></tool>`)
 	f.Fuzz(func(t *testing.T, sys string) {
-		rest, tools, err := ParseSystem(sys)
+		rest, tools, err := contracts.ParseSystem(sys)
 		if err != nil {
 			if _, ok := err.(*contracts.Error); !ok {
 				t.Fatalf("not a contract error: %v", err)

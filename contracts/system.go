@@ -1,13 +1,10 @@
-package tools
+package contracts
 
 import (
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/zerolayer/zerolayer/contracts"
-	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
 )
 
 // Inline tool blocks in a system prompt:
@@ -22,27 +19,27 @@ import (
 // numbers) are parsed as JSON; a list may also be written comma-separated.
 
 // paramKinds says which parameters hold JSON and which hold plain text.
-var paramKinds = map[contracts.ToolName]map[string]byte{
-	contracts.ToolJSONValidator:  {"schema": 'j'},
-	contracts.ToolRegexMatcher:   {"pattern": 's'},
-	contracts.ToolXMLValidator:   {"allowed_tags": 'l'},
-	contracts.ToolPIIRedactor:    {"patterns": 'l', "entities": 'l'},
-	contracts.ToolToxicityFilter: {"words": 'l', "mode": 's'},
-	contracts.ToolRetryOnFail:    {"output_contains": 'l', "max_retries": 'j'},
-	contracts.ToolSuffix:         {"text": 's'},
+var paramKinds = map[ToolName]map[string]byte{
+	ToolJSONValidator:  {"schema": 'j'},
+	ToolRegexMatcher:   {"pattern": 's'},
+	ToolXMLValidator:   {"allowed_tags": 'l'},
+	ToolPIIRedactor:    {"patterns": 'l', "entities": 'l'},
+	ToolToxicityFilter: {"words": 'l', "mode": 's'},
+	ToolRetryOnFail:    {"output_contains": 'l', "max_retries": 'j'},
+	ToolSuffix:         {"text": 's'},
 }
 
-func systemError(code contracts.Code, tool string, format string, args ...any) *contracts.Error {
-	return &contracts.Error{Code: code, Field: "system", Tool: tool, Message: fmt.Sprintf(format, args...)}
+func systemError(code Code, tool string, format string, args ...any) *Error {
+	return &Error{Code: code, Field: "system", Tool: tool, Message: fmt.Sprintf(format, args...)}
 }
 
 // ParseSystem extracts the inline tool blocks from a system prompt and
 // returns the prompt without them (a block alone on its lines takes its
-// line break with it). Errors are *contracts.Error: invalid_request for a
+// line break with it). Errors are *Error: invalid_request for a
 // malformed block, unknown_tool for a tool that does not exist.
-func ParseSystem(system string) (string, []contracts.Tool, error) {
+func ParseSystem(system string) (string, []Tool, error) {
 	var out strings.Builder
-	var tools []contracts.Tool
+	var tools []Tool
 	rest := system
 	for {
 		i := indexTag(rest, "<tool")
@@ -54,7 +51,7 @@ func ParseSystem(system string) (string, []contracts.Tool, error) {
 		block := rest[i:]
 		end := strings.Index(block, "</tool>")
 		if end < 0 {
-			return "", nil, systemError(contracts.CodeInvalidRequest, "", "a <tool> block is not closed with </tool>")
+			return "", nil, systemError(CodeInvalidRequest, "", "a <tool> block is not closed with </tool>")
 		}
 		t, err := parseToolBlock(block[:end])
 		if err != nil {
@@ -80,7 +77,7 @@ func indexTag(s, open string) int {
 			return -1
 		}
 		j := off + i + len(open)
-		if j < len(s) && (s[j] == '>' || grammar.IsJSONSpace(s[j])) {
+		if j < len(s) && (s[j] == '>' || isJSONSpace(s[j])) {
 			return off + i
 		}
 		off = j
@@ -118,19 +115,19 @@ func parseAttrs(s string) (map[string]string, string, error) {
 	}
 }
 
-func parseToolBlock(block string) (contracts.Tool, error) {
+func parseToolBlock(block string) (Tool, error) {
 	attrs, body, err := parseAttrs(block[len("<tool"):])
 	if err != nil {
-		return contracts.Tool{}, systemError(contracts.CodeInvalidRequest, "", "<tool>: %v", err)
+		return Tool{}, systemError(CodeInvalidRequest, "", "<tool>: %v", err)
 	}
-	name := contracts.ToolName(attrs["name"])
-	t := contracts.Tool{Name: name, Mode: contracts.ToolMode(attrs["mode"]), Params: map[string]json.RawMessage{}}
+	name := ToolName(attrs["name"])
+	t := Tool{Name: name, Mode: ToolMode(attrs["mode"]), Params: map[string]json.RawMessage{}}
 	if name == "" {
-		return t, systemError(contracts.CodeInvalidRequest, "", "<tool> needs a name attribute")
+		return t, systemError(CodeInvalidRequest, "", "<tool> needs a name attribute")
 	}
 	kinds, ok := paramKinds[name]
 	if !ok {
-		return t, systemError(contracts.CodeUnknownTool, string(name), "tool %q is not an inline tool", name)
+		return t, systemError(CodeUnknownTool, string(name), "tool %q is not an inline tool", name)
 	}
 	for {
 		body = strings.TrimLeft(body, " \t\r\n")
@@ -138,28 +135,28 @@ func parseToolBlock(block string) (contracts.Tool, error) {
 			break
 		}
 		if indexTag(body, "<param") != 0 {
-			return t, systemError(contracts.CodeInvalidRequest, string(name), "unexpected text inside <tool>: only <param> blocks may appear")
+			return t, systemError(CodeInvalidRequest, string(name), "unexpected text inside <tool>: only <param> blocks may appear")
 		}
 		pattrs, pbody, err := parseAttrs(body[len("<param"):])
 		if err != nil {
-			return t, systemError(contracts.CodeInvalidRequest, string(name), "<param>: %v", err)
+			return t, systemError(CodeInvalidRequest, string(name), "<param>: %v", err)
 		}
 		var val string
 		if strings.HasPrefix(pbody, "<![CDATA[") {
 			e := strings.Index(pbody, "]]>")
 			if e < 0 {
-				return t, systemError(contracts.CodeInvalidRequest, string(name), "CDATA section is not closed")
+				return t, systemError(CodeInvalidRequest, string(name), "CDATA section is not closed")
 			}
 			val = pbody[len("<![CDATA["):e]
 			pbody = pbody[e+3:]
 			if !strings.HasPrefix(strings.TrimLeft(pbody, " \t\r\n"), "</param>") {
-				return t, systemError(contracts.CodeInvalidRequest, string(name), "text after a CDATA section")
+				return t, systemError(CodeInvalidRequest, string(name), "text after a CDATA section")
 			}
 			pbody = strings.TrimLeft(pbody, " \t\r\n")
 		} else {
 			e := strings.Index(pbody, "</param>")
 			if e < 0 {
-				return t, systemError(contracts.CodeInvalidRequest, string(name), "a <param> is not closed with </param>")
+				return t, systemError(CodeInvalidRequest, string(name), "a <param> is not closed with </param>")
 			}
 			val = xmlUnescape(pbody[:e])
 			pbody = pbody[e:]
@@ -168,11 +165,11 @@ func parseToolBlock(block string) (contracts.Tool, error) {
 		pname := pattrs["name"]
 		kind, known := kinds[pname]
 		if !known {
-			return t, systemError(contracts.CodeInvalidRequest, string(name), "tool %s has no param %q", name, pname)
+			return t, systemError(CodeInvalidRequest, string(name), "tool %s has no param %q", name, pname)
 		}
 		raw, err := paramJSON(kind, val)
 		if err != nil {
-			return t, systemError(contracts.CodeInvalidRequest, string(name), "param %s: %v", pname, err)
+			return t, systemError(CodeInvalidRequest, string(name), "param %s: %v", pname, err)
 		}
 		t.Params[pname] = raw
 	}
@@ -260,3 +257,6 @@ func xmlUnescape(s string) string {
 		s = s[j+1:]
 	}
 }
+
+// isJSONSpace reports whether c is JSON (and XML) white space.
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
