@@ -32,7 +32,7 @@ type delivery struct {
 type ingestBundle struct {
 	ns   *natstest.Server
 	svc  *Service
-	logs *logBuffer
+	logs *natstest.LogBuffer
 
 	mu         sync.Mutex
 	deliveries map[string][]delivery
@@ -42,7 +42,7 @@ type ingestBundle struct {
 // and ack on the first delivery of each job in crashOnce.
 func setupIngest(t *testing.T, crashOnce ...string) *ingestBundle {
 	t.Helper()
-	b := &ingestBundle{ns: natstest.Run(t), logs: &logBuffer{}, deliveries: map[string][]delivery{}}
+	b := &ingestBundle{ns: natstest.Run(t), logs: &natstest.LogBuffer{}, deliveries: map[string][]delivery{}}
 	if err := contracts.EnsureStreams(t.Context(), b.ns.JS, contracts.StreamsConfig{}); err != nil {
 		t.Fatal(err)
 	}

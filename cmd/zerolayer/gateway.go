@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +24,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs := newFlags("gateway")
 	nf := addNATSFlag(fs)
 	listen := fs.String("listen", ":8080", "HTTP address")
-	keysFile := fs.String("keys", os.Getenv("ZEROLAYER_API_KEYS_FILE"), "file of API keys, one 'KEY TENANT' per line (env ZEROLAYER_API_KEYS_FILE; also env ZEROLAYER_API_KEYS=KEY=TENANT,…)")
+	keysFile := fs.String("keys", os.Getenv("ZEROLAYER_API_KEYS_FILE"), "key file written by 'zerolayer keys add' (hashed keys; reread when it changes, so a revoke needs no restart) (env ZEROLAYER_API_KEYS_FILE; for development also env ZEROLAYER_API_KEYS=KEY=TENANT,…, plain keys)")
 	tenantHeader := fs.Bool("insecure-tenant-header", false, "without --keys, take the tenant from the X-Zerolayer-Tenant header (development only: anyone can act as any tenant)")
 	syncTimeout := fs.Duration("sync-timeout", 10*time.Minute, "how long a synchronous call (chat completions, messages) waits for its job")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long open requests may finish")
@@ -33,22 +32,13 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	keys, err := readKeys(*keysFile)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	keys, err := gatewayKeys(*keysFile, logger)
 	if err != nil {
 		return err
 	}
-	for _, kv := range strings.Split(os.Getenv("ZEROLAYER_API_KEYS"), ",") {
-		if kv = strings.TrimSpace(kv); kv == "" {
-			continue
-		}
-		k, t, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return usagef("ZEROLAYER_API_KEYS: want KEY=TENANT,… (got an entry without '=')")
-		}
-		keys[k] = t
-	}
-	if len(keys) == 0 && !*tenantHeader {
-		return usagef("give --keys FILE (or --insecure-tenant-header for development)")
+	if keys == nil && !*tenantHeader {
+		return usagef("give --keys FILE (make one with 'zerolayer keys add'), or --insecure-tenant-header for development")
 	}
 	nc, err := nf.connect("gateway", nats.MaxReconnects(-1))
 	if err != nil {
@@ -68,12 +58,16 @@ func runGateway(ctx context.Context, args []string) error {
 		defer stopMetrics()
 	}
 	stop, addr, err := serveGateway(nc, *listen, gateway.Config{Keys: keys, TenantHeader: *tenantHeader, SyncTimeout: *syncTimeout,
-		Models: modelFiles(), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Metrics: gm})
+		Models: modelFiles(), Logger: logger, Metrics: gm})
 	if err != nil {
 		return err
 	}
+	nkeys := 0
+	if keys != nil {
+		nkeys = keys.Len()
+	}
 	fmt.Fprintf(os.Stderr, "gateway: http://%s (jobs: /v1/jobs; OpenAI: /v1/chat/completions; Anthropic: /v1/messages), NATS %s, %d API keys\n",
-		addr, nc.ConnectedUrlRedacted(), len(keys))
+		addr, nc.ConnectedUrlRedacted(), nkeys)
 	<-ctx.Done()
 	return stop(*shutdown)
 }
@@ -102,34 +96,28 @@ func serveGateway(nc *nats.Conn, addr string, cfg gateway.Config) (stop func(tim
 	}, l.Addr().String(), nil
 }
 
-// readKeys reads 'KEY TENANT' lines; blank lines and # comments are
-// skipped.
-func readKeys(path string) (map[string]string, error) {
-	keys := map[string]string{}
-	if path == "" {
-		return keys, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
+// gatewayKeys is the keyring of the key file at path (reread when it
+// changes) and of ZEROLAYER_API_KEYS=KEY=TENANT,… (plain keys for
+// development, hashed at once); nil when there are neither.
+func gatewayKeys(path string, logger *slog.Logger) (*gateway.Keyring, error) {
+	plain := map[string]string{}
+	for _, kv := range strings.Split(os.Getenv("ZEROLAYER_API_KEYS"), ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
 			continue
 		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("%s:%d: want 'KEY TENANT'", path, n)
+		k, t, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("ZEROLAYER_API_KEYS: want KEY=TENANT,… (got an entry without '=')")
 		}
-		if _, dup := keys[fields[0]]; dup {
-			return nil, fmt.Errorf("%s:%d: the key repeats an earlier line", path, n)
-		}
-		keys[fields[0]] = fields[1]
+		plain[k] = t
 	}
-	return keys, sc.Err()
+	if path == "" && len(plain) == 0 {
+		return nil, nil
+	}
+	if len(plain) > 0 {
+		fmt.Fprintf(stderr, "zerolayer gateway: %d plain-text keys from ZEROLAYER_API_KEYS (for development; in production use --keys FILE, written by 'zerolayer keys add')\n", len(plain))
+	}
+	return gateway.NewKeyring(gateway.KeyringConfig{File: path, Keys: plain, Logger: logger})
 }
 
 // modelFiles maps the names of the models on disk (file names without

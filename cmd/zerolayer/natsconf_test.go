@@ -58,7 +58,11 @@ func TestNATSConfigPermissions(t *testing.T) {
 		t.Fatalf("the worker provisions the streams: %v", err)
 	}
 
-	gw, err := gateway.New(connect("gateway", "g"), gateway.Config{Keys: map[string]string{"k-globex": "globex"}})
+	keys, err := gateway.NewKeyring(gateway.KeyringConfig{Keys: map[string]string{"k-globex": "globex"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(connect("gateway", "g"), gateway.Config{Keys: keys})
 	if err != nil {
 		t.Fatalf("the gateway starts (and creates its buckets): %v", err)
 	}

@@ -10,6 +10,20 @@
 // KEY"), never from a request body. Errors carry the contract's stable
 // codes and HTTP statuses (contracts/errors.md).
 //
+// A key is "zl_<id>_<secret>" (keys.go): a public id and 256 random bits.
+// A Keyring holds keys as their SHA-256 only, read from a key file of
+// "ID TENANT sha256:HASH CREATED" lines that it rereads when the file
+// changes, so a revoked key is refused from the next request on:
+//
+//	key, e, _ := gateway.NewKey("acme", time.Now()) // hand key out once
+//	_ = gateway.AppendKeyFile("keys", e)            // store its hash
+//	keys, _ := gateway.NewKeyring(gateway.KeyringConfig{File: "keys"})
+//	gw, _ := gateway.New(nc, gateway.Config{Keys: keys})
+//	// later: gateway.RevokeKeyFile("keys", e.ID)
+//
+// The gateway's logs name a refused key by its id and never hold a key, a
+// secret or a prompt (TestGatewayLogsNoSecrets).
+//
 // A synchronous call whose client goes away cancels its job; a job
 // submitted through /v1/jobs runs whatever the client does, and its events
 // can be followed again from the start or from Last-Event-ID.

@@ -32,9 +32,10 @@ const JobIDHeader = "X-Zerolayer-Job-Id"
 
 // Config configures a Gateway.
 type Config struct {
-	// Keys maps API keys to tenants.
-	Keys map[string]string
-	// TenantHeader, when Keys is empty, takes the tenant from the
+	// Keys authenticates API keys and maps them to tenants (see
+	// NewKeyring). With keys, a request without a key it holds is refused.
+	Keys *Keyring
+	// TenantHeader, when Keys is nil, takes the tenant from the
 	// X-Zerolayer-Tenant header: anyone can act as any tenant, so use it
 	// only in development. Without keys and without it every request is
 	// refused.
@@ -52,7 +53,9 @@ type Config struct {
 	// BatchRetention is how long batch files and states are kept.
 	// Defaults to 30 days.
 	BatchRetention time.Duration
-	// Logger defaults to slog.Default().
+	// Logger receives the gateway's logs: refused keys (by their public
+	// id, never the key) and the key file's reloads. No log line holds a
+	// key, a secret or a prompt. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics, if set, records every request.
 	Metrics *Metrics
@@ -89,14 +92,6 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
-	for k, t := range cfg.Keys {
-		if k == "" {
-			return nil, errors.New("gateway: an empty API key")
-		}
-		if err := contracts.ValidateTenant(t); err != nil {
-			return nil, fmt.Errorf("gateway: tenant of a key: %w", err)
-		}
-	}
 	g := &Gateway{nc: nc, cfg: cfg, clients: map[string]*producer.Client{}, running: map[string]bool{}}
 	g.ctx, g.stop = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
@@ -151,7 +146,7 @@ func (g *Gateway) Close() error {
 // client authenticates r and returns its tenant's producer.
 func (g *Gateway) client(r *http.Request) (*producer.Client, *contracts.Error) {
 	tenant := ""
-	if len(g.cfg.Keys) > 0 {
+	if g.cfg.Keys != nil {
 		key := r.Header.Get("x-api-key")
 		if a := r.Header.Get("Authorization"); key == "" && strings.HasPrefix(a, "Bearer ") {
 			key = strings.TrimSpace(strings.TrimPrefix(a, "Bearer "))
@@ -159,8 +154,12 @@ func (g *Gateway) client(r *http.Request) (*producer.Client, *contracts.Error) {
 		if key == "" {
 			return nil, contracts.NewError(contracts.CodeUnauthenticated, "no API key: send Authorization: Bearer KEY or x-api-key: KEY")
 		}
-		t, ok := g.cfg.Keys[key]
+		t, ok := g.cfg.Keys.Authenticate(key)
 		if !ok {
+			// The id of a well-formed key is public; anything else may be
+			// a secret pasted in the wrong place, so it is not logged.
+			id, _ := KeyID(key)
+			g.cfg.Logger.Warn("gateway: refused an API key", "key_id", id, "remote", r.RemoteAddr, "path", r.URL.Path)
 			return nil, contracts.NewError(contracts.CodeUnauthenticated, "unknown API key")
 		}
 		tenant = t

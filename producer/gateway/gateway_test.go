@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +42,7 @@ func newGateway(t *testing.T) *gatewayFixture {
 	if err := gm.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(b.Srv.Conn, gateway.Config{Keys: map[string]string{"key-acme": "acme", "key-globex": "globex"},
+	gw, err := gateway.New(b.Srv.Conn, gateway.Config{Keys: plainKeys(t, "key-acme", "acme", "key-globex", "globex"),
 		Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)}, Logger: workertest.Logger(t), Metrics: gm})
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +50,21 @@ func newGateway(t *testing.T) *gatewayFixture {
 	srv := httptest.NewServer(gw)
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	return &gatewayFixture{t: t, url: srv.URL, reg: reg}
+}
+
+// plainKeys is a keyring of plain-text keys, as ZEROLAYER_API_KEYS gives:
+// key, tenant, key, tenant, ….
+func plainKeys(t *testing.T, kv ...string) *gateway.Keyring {
+	t.Helper()
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	k, err := gateway.NewKeyring(gateway.KeyringConfig{Keys: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // do sends a request with key and returns the status and body.
@@ -517,7 +534,7 @@ func TestGatewayBatchResume(t *testing.T) {
 	t.Parallel()
 	b := workertest.Setup(t, contracts.StreamsConfig{})
 	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 2}), "w1")
-	cfg := gateway.Config{Keys: map[string]string{"key-acme": "acme"}, Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)}, Logger: workertest.Logger(t)}
+	cfg := gateway.Config{Keys: plainKeys(t, "key-acme", "acme"), Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)}, Logger: workertest.Logger(t)}
 	serve := func() (*gateway.Gateway, *gatewayFixture) {
 		gw, err := gateway.New(b.Srv.Conn, cfg)
 		if err != nil {
@@ -582,4 +599,65 @@ func TestGatewayBatchCancel(t *testing.T) {
 		t.Fatalf("output of a canceled batch: %d %s", resp.StatusCode, body)
 	}
 	t.Logf("%d canceled, %d completed before the cancel", st.Counts.Canceled, st.Counts.Completed)
+}
+
+// TestGatewayLogsNoSecrets: a gateway on a key file, in front of a real
+// worker, serves a right key, refuses a wrong secret, a key of no known
+// form and a revoked key, and its logs name the refused key by its id but
+// hold no key, no secret and no prompt.
+func TestGatewayLogsNoSecrets(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
+	path := filepath.Join(t.TempDir(), "keys")
+	key, e := newKey(t, path, "acme")
+	secret := strings.TrimPrefix(key, e.ID+"_")
+	var logs natstest.LogBuffer
+	keys, err := gateway.NewKeyring(gateway.KeyringConfig{File: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(b.Srv.Conn, gateway.Config{Keys: keys, Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	f := &gatewayFixture{t: t, url: srv.URL}
+	ctx := context.Background()
+
+	const marker = "Zanzibar-quokka-7731"
+	chat := `{"model":"stories260k","messages":[{"role":"user","content":"Once upon a time ` + marker + `"}],"max_tokens":4}`
+	if resp, body := f.do(ctx, "POST", "/v1/chat/completions", key, chat); resp.StatusCode != 200 {
+		t.Fatalf("the right key: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/jobs", key, chat); resp.StatusCode != 202 {
+		t.Fatalf("the right key, a job: %d %s", resp.StatusCode, body)
+	}
+	wrongSecret := e.ID + "_" + strings.Repeat("q", len(secret))
+	garbage := "sk-not-ours-" + marker
+	for _, k := range []string{wrongSecret, garbage, secret} {
+		if resp, body := f.do(ctx, "POST", "/v1/chat/completions", k, chat); resp.StatusCode != 401 || errorCode(t, body) != contracts.CodeUnauthenticated {
+			t.Fatalf("a wrong key: %d %s", resp.StatusCode, body)
+		}
+	}
+	if _, err := gateway.RevokeKeyFile(path, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/chat/completions", key, chat, "x-api-key", key); resp.StatusCode != 401 {
+		t.Fatalf("a revoked key, without a restart: %d %s", resp.StatusCode, body)
+	}
+	b.WaitDrained(t)
+
+	out := logs.String()
+	for _, s := range []string{key, secret, marker, garbage, "Once upon a time"} {
+		if strings.Contains(out, s) {
+			t.Errorf("the logs hold %q:\n%s", s, out)
+		}
+	}
+	// The logger is wired: refusals name the key id, the revoke is seen.
+	if !strings.Contains(out, "key_id="+e.ID) || !strings.Contains(out, "key file reread") {
+		t.Errorf("logs:\n%s", out)
+	}
 }
