@@ -30,9 +30,18 @@ const maxTermReason = 256
 
 // IngesterConfig configures NewIngester.
 type IngesterConfig struct {
-	// JetStream is the connection to consume ZL_USAGE with; the stream
-	// must exist (contracts.EnsureStreams). Required.
+	// JetStream is the connection to consume ZL_USAGE with. When the
+	// stream does not exist yet (billing started before the workers
+	// provisioned it), the ingester creates it if Provision is set, else
+	// waits for it. Required.
 	JetStream jetstream.JetStream
+	// Provision creates the streams (contracts.EnsureStreams with Streams)
+	// when ZL_USAGE does not exist at Start. Defaults to false: the
+	// ingester waits for a worker or an operator to create them.
+	Provision bool
+	// Streams configures the streams Provision creates. Zero fields take
+	// the contract defaults.
+	Streams contracts.StreamsConfig
 	// DB is the billing database, migrated. Required.
 	DB *pgxpool.Pool
 	// River inserts the rating jobs; any client from NewRiver on DB will
@@ -163,6 +172,10 @@ type Ingester struct {
 	cancel  context.CancelFunc
 	work    []chan jetstream.Msg // to the workers, by job id
 	wg      sync.WaitGroup       // the workers
+	// stopWait and waitDone, while the ingester waits for its stream,
+	// stop the waiter and report it ended.
+	stopWait context.CancelFunc
+	waitDone chan struct{}
 
 	stored, duplicates, terminated, retried atomic.Uint64
 
@@ -192,18 +205,84 @@ func (in *Ingester) Stats() IngestStats {
 }
 
 // Start creates or updates the durable consumer and starts consuming. ctx
-// bounds only the start: the ingester runs until Stop. Starting a running
-// ingester does nothing; a stopped one can be started again.
+// bounds only the start: the ingester runs until Stop. When ZL_USAGE does
+// not exist yet, Start creates the streams if Provision is set; otherwise
+// it logs once and returns, and the ingester waits for the stream in the
+// background, looking again with a backoff of up to streamWaitMax, and
+// starts consuming once it exists. Starting a running ingester does
+// nothing; a stopped one can be started again. Start and Stop must not be
+// called concurrently.
 func (in *Ingester) Start(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.running {
 		return nil
 	}
+	err := in.consume(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && in.cfg.Provision {
+		if err = contracts.EnsureStreams(ctx, in.cfg.JetStream, in.cfg.Streams); err != nil {
+			return fmt.Errorf("billing: provision the streams: %w", err)
+		}
+		err = in.consume(ctx)
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		in.cfg.Logger.Warn("billing: stream does not exist yet; waiting for it (a worker with provisioning on, or contracts.EnsureStreams, creates it)",
+			"stream", contracts.StreamUsage)
+		waitCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		in.stopWait, in.waitDone = stop, done
+		go in.waitForStream(waitCtx, done)
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	in.running = true
+	return nil
+}
+
+// Backoff of the wait for ZL_USAGE.
+const (
+	streamWaitMin = 100 * time.Millisecond
+	streamWaitMax = 5 * time.Second
+)
+
+// waitForStream tries to start consuming until it succeeds or ctx ends.
+func (in *Ingester) waitForStream(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	delay := streamWaitMin
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, streamWaitMax)
+		in.mu.Lock()
+		if ctx.Err() != nil {
+			in.mu.Unlock()
+			return
+		}
+		actx, cancel := context.WithTimeout(ctx, streamWaitMax)
+		err := in.consume(actx)
+		cancel()
+		in.mu.Unlock()
+		switch {
+		case err == nil:
+			in.cfg.Logger.Info("billing: stream exists now; consuming usage records", "stream", contracts.StreamUsage)
+			return
+		case !errors.Is(err, jetstream.ErrStreamNotFound) && ctx.Err() == nil:
+			in.cfg.Logger.Warn("billing: waiting for the stream", "stream", contracts.StreamUsage, "error", err)
+		}
+	}
+}
+
+// consume creates or updates the durable consumer and starts consuming,
+// setting cc, cancel and work. in.mu is held.
+func (in *Ingester) consume(ctx context.Context) error {
 	cons, err := in.cfg.JetStream.CreateOrUpdateConsumer(ctx, contracts.StreamUsage, in.cfg.ConsumerConfig())
 	if err != nil {
-		return fmt.Errorf("billing: consumer %s on %s (does the stream exist? contracts.EnsureStreams creates it): %w",
-			in.cfg.Durable, contracts.StreamUsage, err)
+		return fmt.Errorf("billing: consumer %s on %s: %w", in.cfg.Durable, contracts.StreamUsage, err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	// Records of one job always go to the same worker, in stream order,
@@ -234,7 +313,7 @@ func (in *Ingester) Start(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("billing: consume %s: %w", contracts.StreamUsage, err)
 	}
-	in.cc, in.cancel, in.work, in.running = cc, cancel, work, true
+	in.cc, in.cancel, in.work = cc, cancel, work
 	return nil
 }
 
@@ -249,6 +328,17 @@ func (in *Ingester) Stop(ctx context.Context) error {
 		return nil
 	}
 	in.running = false
+	if stop, done := in.stopWait, in.waitDone; stop != nil {
+		// The waiter takes in.mu for each attempt: let it see the stop.
+		in.stopWait, in.waitDone = nil, nil
+		in.mu.Unlock()
+		stop()
+		<-done
+		in.mu.Lock()
+	}
+	if in.cc == nil {
+		return nil // the stream never appeared
+	}
 	cc, cancel, work := in.cc, in.cancel, in.work
 	in.cc, in.cancel, in.work = nil, nil, nil
 	cc.Drain()

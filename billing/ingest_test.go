@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
@@ -42,16 +43,28 @@ type ingestBundle struct {
 // and ack on the first delivery of each job in crashOnce.
 func setupIngest(t *testing.T, crashOnce ...string) *ingestBundle {
 	t.Helper()
+	return startIngest(t, true, IngesterConfig{}, crashOnce...)
+}
+
+// startIngest is setupIngest on a server that has the streams only if
+// streams is set, with ic's Provision and Streams.
+func startIngest(t *testing.T, streams bool, ic IngesterConfig, crashOnce ...string) *ingestBundle {
+	t.Helper()
 	b := &ingestBundle{ns: natstest.Run(t), logs: &natstest.LogBuffer{}, deliveries: map[string][]delivery{}}
-	if err := contracts.EnsureStreams(t.Context(), b.ns.JS, contracts.StreamsConfig{}); err != nil {
-		t.Fatal(err)
+	if streams {
+		if err := contracts.EnsureStreams(t.Context(), b.ns.JS, contracts.StreamsConfig{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	pool := dbtest.Pool(t)
+	// AckWait is long enough for a transaction under -race on a loaded
+	// machine.
+	ic.AckWait, ic.RetryDelay = 2*time.Second, 100*time.Millisecond
 	svc, err := NewService(Config{
 		DB:        pool,
 		JetStream: b.ns.JS,
 		Logger:    slog.New(slog.NewTextHandler(b.logs, nil)),
-		Ingester:  IngesterConfig{AckWait: 2 * time.Second, RetryDelay: 100 * time.Millisecond}, // long enough for a transaction under -race on a loaded machine
+		Ingester:  ic,
 		River:     RiverConfig{RollupDelay: -1},
 	})
 	if err != nil {
@@ -268,6 +281,54 @@ func TestIngesterLifecycle(t *testing.T) {
 	eventually(t, 20*time.Second, func() (bool, string) {
 		n := b.count(t, "SELECT count(*) FROM charges WHERE job_id = $1", u.JobID)
 		return n == 1, "not charged"
+	})
+}
+
+// TestIngesterWaitsForStream starts billing on a server without the
+// streams: it waits, and once a worker provisions them a usage record
+// published is stored.
+func TestIngesterWaitsForStream(t *testing.T) {
+	t.Parallel()
+	b := startIngest(t, false, IngesterConfig{})
+	if !strings.Contains(b.logs.String(), "waiting for it") {
+		t.Errorf("no log line about the wait: %s", b.logs)
+	}
+	if err := contracts.EnsureStreams(t.Context(), b.ns.JS, contracts.StreamsConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	u := usage("late-stream", "acme", "m", time.Now(), 10, 10, 1, 0, 0.5)
+	b.publish(t, "acme", u.JobID, mustJSON(t, u))
+	eventually(t, 20*time.Second, func() (bool, string) {
+		return b.svc.Ingester().Stats().Stored == 1, fmt.Sprintf("stats %+v", b.svc.Ingester().Stats())
+	})
+	if n := strings.Count(b.logs.String(), "waiting for it"); n != 1 {
+		t.Errorf("the wait was logged %d times, want once", n)
+	}
+}
+
+// TestIngesterStopsWhileWaiting stops billing that never saw its stream.
+func TestIngesterStopsWhileWaiting(t *testing.T) {
+	t.Parallel()
+	b := startIngest(t, false, IngesterConfig{})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := b.svc.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ns.JS.Stream(ctx, contracts.StreamUsage); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("billing without provisioning made its stream: %v", err)
+	}
+}
+
+// TestIngesterProvisions starts billing, configured to provision, on a
+// server without the streams: it creates them and stores a record.
+func TestIngesterProvisions(t *testing.T) {
+	t.Parallel()
+	b := startIngest(t, false, IngesterConfig{Provision: true})
+	u := usage("provisioned", "acme", "m", time.Now(), 10, 10, 1, 0, 0.5)
+	b.publish(t, "acme", u.JobID, mustJSON(t, u))
+	eventually(t, 20*time.Second, func() (bool, string) {
+		return b.svc.Ingester().Stats().Stored == 1, fmt.Sprintf("stats %+v", b.svc.Ingester().Stats())
 	})
 }
 

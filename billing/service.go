@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/riverqueue/river"
+
+	"github.com/zerolayer/zerolayer/contracts"
 )
 
 // Config configures a Service.
@@ -99,13 +101,18 @@ func (s *Service) River() *river.Client[pgx.Tx] { return s.river }
 // Ingester returns the service's ingester.
 func (s *Service) Ingester() *Ingester { return s.ingester }
 
-// Start starts River, then the ingester. Starting a running service does
+// Start checks the NATS server is recent enough (contracts.CheckServer),
+// then starts River, then the ingester (which waits in the background for
+// ZL_USAGE if it does not exist yet). Starting a running service does
 // nothing.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.running {
 		return nil
+	}
+	if err := contracts.CheckServer(s.cfg.JetStream.Conn()); err != nil {
+		return err
 	}
 	if err := s.river.Start(ctx); err != nil {
 		return fmt.Errorf("billing: start River: %w", err)

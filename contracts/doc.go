@@ -26,7 +26,9 @@
 //
 // Cancelation is a core NATS message on [CancelSubject] plus a marker in
 // the [CancelBucket] key-value bucket. [EnsureStreams] creates or updates
-// all streams, consumers and the bucket, idempotently.
+// all streams, consumers and the bucket, idempotently. ZL_JOBS binds only
+// [JobsSubjects] (a job on an unknown priority or bucket gets no ack), and
+// [CheckServer] refuses a server older than [MinServerVersion].
 //
 // # Decoding rules
 //

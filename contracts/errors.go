@@ -309,3 +309,26 @@ func ErrorFrom(err error) *Error {
 	}
 	return &Error{Code: CodeInternal, Message: err.Error()}
 }
+
+// ErrServerTooOld reports a NATS server older than MinServerVersion; the
+// error that wraps it is a *ServerVersionError naming both versions.
+var ErrServerTooOld = errors.New("contracts: NATS server too old")
+
+// ServerVersionError reports the version of a NATS server that is too old,
+// or whose version cannot be read. It matches ErrServerTooOld.
+type ServerVersionError struct {
+	// Found is the version the server announced ("" when not connected).
+	Found string
+	// Min is the oldest version zerolayer runs against: MinServerVersion.
+	Min string
+}
+
+func (e *ServerVersionError) Error() string {
+	if e.Found == "" {
+		return fmt.Sprintf("contracts: the NATS server's version is unknown (not connected?); zerolayer needs nats-server %s or newer", e.Min)
+	}
+	return fmt.Sprintf("contracts: the NATS server runs version %s, but zerolayer needs nats-server %s or newer (for stream metadata); upgrade the server", e.Found, e.Min)
+}
+
+// Is reports whether target is ErrServerTooOld.
+func (e *ServerVersionError) Is(target error) bool { return target == ErrServerTooOld }

@@ -165,7 +165,7 @@ func (c StreamsConfig) StreamConfigs() []jetstream.StreamConfig {
 			Metadata:    map[string]string{"zl_contract": ContractVersion},
 		}
 	}
-	jobs := base(StreamJobs, "zerolayer job intake: zl.jobs.<priority>.<bucket>.<tenant>", SubjectJobsAll)
+	jobs := base(StreamJobs, "zerolayer job intake: zl.jobs.<priority>.<bucket>.<tenant>", JobsSubjects()...)
 	jobs.Retention = jetstream.WorkQueuePolicy
 	jobs.MaxAge = c.JobTTL
 	jobs.Duplicates = c.DuplicateWindow
@@ -200,21 +200,28 @@ func (c StreamsConfig) ConsumerConfigs() []jetstream.ConsumerConfig {
 	var out []jetstream.ConsumerConfig
 	for _, p := range Priorities() {
 		for _, b := range AllBuckets() {
-			out = append(out, jetstream.ConsumerConfig{
-				Durable:       ConsumerName(p, b),
-				Description:   fmt.Sprintf("zerolayer workers pulling %s-priority %s jobs", p, b),
-				DeliverPolicy: jetstream.DeliverAllPolicy,
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				AckWait:       c.AckWait,
-				MaxDeliver:    c.MaxDeliver,
-				BackOff:       c.BackOff,
-				FilterSubject: JobsFilter(p, b),
-				MaxAckPending: c.MaxAckPending,
-				Replicas:      c.Replicas,
-			})
+			out = append(out, c.ConsumerConfig(p, b))
 		}
 	}
 	return out
+}
+
+// ConsumerConfig returns the durable pull consumer on ZL_JOBS of one
+// priority and bucket, as EnsureStreams makes it; a worker recreates a
+// lost consumer from it. c must already have its defaults.
+func (c StreamsConfig) ConsumerConfig(p Priority, b Bucket) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerName(p, b),
+		Description:   fmt.Sprintf("zerolayer workers pulling %s-priority %s jobs", p, b),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		BackOff:       c.BackOff,
+		FilterSubject: JobsFilter(p, b),
+		MaxAckPending: c.MaxAckPending,
+		Replicas:      c.Replicas,
+	}
 }
 
 // CancelBucketConfig returns the configuration of the cancel-marker bucket.
@@ -234,7 +241,10 @@ func (c StreamsConfig) CancelBucketConfig() jetstream.KeyValueConfig {
 // consumers on ZL_JOBS and the cancel bucket, so that they match cfg (zero
 // fields take their defaults). It is idempotent: running it again, from any
 // number of processes, converges on the same state. It does not delete
-// streams or consumers it does not know. Changing a setting JetStream
+// streams or consumers it does not know. A ZL_JOBS bound to wider subjects
+// by an older release (zl.jobs.> or zl.jobs.*.*.*) is narrowed in place to
+// JobsSubjects: its messages stay, and those on a known priority and bucket
+// are served as before. Changing a setting JetStream
 // cannot update in place (such as a stream's retention or storage) fails
 // with the server's error.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamsConfig) error {

@@ -58,7 +58,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 	}
 	jobs := info(contracts.StreamJobs)
 	if jobs.Retention != jetstream.WorkQueuePolicy || jobs.Duplicates < contracts.MinDuplicateWindow || jobs.MaxAge != 24*time.Hour ||
-		!slices.Equal(jobs.Subjects, []string{"zl.jobs.*.*.*"}) {
+		!slices.Equal(jobs.Subjects, contracts.JobsSubjects()) || len(jobs.Subjects) != 9 {
 		t.Errorf("ZL_JOBS config = %+v", jobs)
 	}
 	if ev := info(contracts.StreamEvents); ev.Retention != jetstream.LimitsPolicy || ev.MaxAge != time.Hour {
@@ -257,6 +257,102 @@ func TestWorkQueueFilters(t *testing.T) {
 	if err == nil {
 		t.Error("an overlapping consumer was created on the work-queue stream")
 	}
+}
+
+// TestJobsStreamRefusesUnknownClasses publishes jobs on a known and on
+// unknown priorities and buckets: only the known one is stored, the others
+// get no JetStream acknowledgement instead of expiring unserved.
+func TestJobsStreamRefusesUnknownClasses(t *testing.T) {
+	t.Parallel()
+	ns := setup(t, contracts.StreamsConfig{})
+	ctx := t.Context()
+	for _, tc := range []struct {
+		subject string
+		wantErr error
+	}{
+		{"zl.jobs.high.short.acme", nil},
+		{"zl.jobs.low.long.globex", nil},
+		{"zl.jobs.urgent.short.acme", jetstream.ErrNoStreamResponse},
+		{"zl.jobs.high.tiny.acme", jetstream.ErrNoStreamResponse},
+		{"zl.jobs.high.short.acme.extra", jetstream.ErrNoStreamResponse},
+	} {
+		t.Run(tc.subject, func(t *testing.T) {
+			_, err := ns.JS.Publish(ctx, tc.subject, []byte("{}"))
+			if !errors.Is(err, tc.wantErr) {
+				t.Errorf("publish on %s: err = %v, want %v", tc.subject, err, tc.wantErr)
+			}
+		})
+	}
+	if n := jobsMsgs(t, ns.JS); n != 2 {
+		t.Errorf("ZL_JOBS holds %d messages, want the 2 on known classes", n)
+	}
+}
+
+// TestEnsureStreamsMigratesOldJobsSubjects runs EnsureStreams over a
+// ZL_JOBS made by an older release, bound to zl.jobs.>: the stream is
+// narrowed in place, its messages stay, a queued job of a known class is
+// still served, and unknown classes are refused from then on.
+func TestEnsureStreamsMigratesOldJobsSubjects(t *testing.T) {
+	t.Parallel()
+	ns := natstest.Run(t)
+	ctx := t.Context()
+	cfg := contracts.StreamsConfig{}.WithDefaults()
+	old := cfg.StreamConfigs()[0]
+	old.Subjects = []string{"zl.jobs.>"}
+	if _, err := ns.JS.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range []string{"zl.jobs.high.short.acme", "zl.jobs.urgent.short.acme"} {
+		if _, err := ns.JS.Publish(ctx, subj, []byte(subj)); err != nil {
+			t.Fatalf("publish on the old stream: %v", err)
+		}
+	}
+
+	if err := contracts.EnsureStreams(ctx, ns.JS, cfg); err != nil {
+		t.Fatalf("EnsureStreams over the old stream: %v", err)
+	}
+	s, err := ns.JS.Stream(ctx, contracts.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Subjects; !slices.Equal(got, contracts.JobsSubjects()) {
+		t.Errorf("ZL_JOBS subjects after migration = %v, want %v", got, contracts.JobsSubjects())
+	}
+	if n := jobsMsgs(t, ns.JS); n != 2 {
+		t.Errorf("ZL_JOBS holds %d messages after migration, want 2", n)
+	}
+	if _, err := ns.JS.Publish(ctx, "zl.jobs.urgent.short.acme", nil); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Errorf("publish on an unknown priority after migration: err = %v, want %v", err, jetstream.ErrNoStreamResponse)
+	}
+	c, err := ns.JS.Consumer(ctx, contracts.StreamJobs, contracts.ConsumerName(contracts.PriorityHigh, contracts.BucketShort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for m := range batch.Messages() {
+		got = append(got, string(m.Data()))
+	}
+	if !slices.Equal(got, []string{"zl.jobs.high.short.acme"}) {
+		t.Errorf("queued job after migration: fetched %v", got)
+	}
+}
+
+// jobsMsgs returns how many messages ZL_JOBS holds.
+func jobsMsgs(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	s, err := js.Stream(t.Context(), contracts.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return si.State.Msgs
 }
 
 // TestResultsKeepLastPerJob publishes two results for one job: the stream

@@ -25,7 +25,10 @@ const (
 
 // Wildcard subjects, as bound to the streams and used by subscribers.
 const (
-	// SubjectJobsAll matches every job subject (the ZL_JOBS stream).
+	// SubjectJobsAll matches every subject of the zl.jobs.<priority>.
+	// <bucket>.<tenant> shape, known priority and bucket or not. ZL_JOBS
+	// binds the narrower JobsSubjects, so that a job no consumer serves is
+	// refused at publish instead of expiring unseen.
 	SubjectJobsAll = "zl.jobs.*.*.*"
 	// SubjectEventsAll matches every event subject (the ZL_EVENTS stream).
 	SubjectEventsAll = "zl.events.*"
@@ -63,6 +66,20 @@ func JobSubject(p Priority, b Bucket, tenant string) string {
 // the durable consumer for that priority and bucket.
 func JobsFilter(p Priority, b Bucket) string {
 	return SubjectJobsPrefix + string(p) + "." + string(b) + ".*"
+}
+
+// JobsSubjects returns the subjects ZL_JOBS binds: JobsFilter of every
+// priority and bucket, highest priority and shortest bucket first. A
+// publish on zl.jobs with any other priority or bucket reaches no stream
+// and so gets no JetStream acknowledgement.
+func JobsSubjects() []string {
+	var out []string
+	for _, p := range Priorities() {
+		for _, b := range AllBuckets() {
+			out = append(out, JobsFilter(p, b))
+		}
+	}
+	return out
 }
 
 // EventsSubject returns zl.events.<job_id>.

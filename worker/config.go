@@ -28,8 +28,9 @@ type Config struct {
 	// Streams describes the streams and consumers (AckWait, MaxDeliver).
 	// Zero fields take the contract defaults.
 	Streams contracts.StreamsConfig
-	// Provision creates or updates the streams and consumers at Start.
-	// Defaults to false (an operator provisions them).
+	// Provision creates or updates the streams and consumers at Start, and
+	// recreates a consumer deleted while the worker runs. Defaults to false
+	// (an operator provisions them; a deleted consumer is reported).
 	Provision bool
 	// InProgressInterval is how often a running job's lease is extended.
 	// Defaults to a third of Streams.AckWait.
@@ -41,6 +42,10 @@ type Config struct {
 	// before polling the consumers again (redeliveries publish none).
 	// Defaults to 500 milliseconds.
 	IdlePoll time.Duration
+	// ConsumerRecheck is how long the intake waits before it looks up a
+	// missing consumer again (one it may not recreate, or failed to), and
+	// bounds each lookup. Defaults to 5 seconds.
+	ConsumerRecheck time.Duration
 	// DeltaTokens coalesces delta events of jobs that did not ask to
 	// stream: one event per DeltaTokens tokens. Streaming jobs get one
 	// event per token. Defaults to 16.
@@ -77,6 +82,9 @@ func (c Config) WithDefaults() Config {
 	if c.IdlePoll == 0 {
 		c.IdlePoll = 500 * time.Millisecond
 	}
+	if c.ConsumerRecheck == 0 {
+		c.ConsumerRecheck = 5 * time.Second
+	}
 	if c.DeltaTokens == 0 {
 		c.DeltaTokens = 16
 	}
@@ -99,6 +107,9 @@ func (c Config) validate() error {
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("worker: concurrency %d: must be at least 1", c.Concurrency)
+	}
+	if c.ConsumerRecheck < 0 {
+		return fmt.Errorf("worker: consumer recheck %v is negative", c.ConsumerRecheck)
 	}
 	if c.InProgressInterval >= c.Streams.AckWait {
 		return fmt.Errorf("worker: in-progress interval %v must be shorter than the ack wait %v", c.InProgressInterval, c.Streams.AckWait)

@@ -8,7 +8,10 @@
 //     configured for (one per priority and prompt-length bucket), higher
 //     priorities first, with every eighth pull starting from the lowest
 //     class so low-priority jobs always progress. It pulls only when it has
-//     a free slot, so a busy worker leaves jobs to idle ones.
+//     a free slot, so a busy worker leaves jobs to idle ones. A consumer
+//     deleted under it (a fetch answered "no responders") is recreated from
+//     the contract when the worker provisions, else reported missing in the
+//     log and the zerolayer_intake_consumer_missing gauge.
 //  2. The job is decoded and validated (contracts.DecodeJobRequest). A bad
 //     job is answered, never dropped: an error event, a failed result and a
 //     DLQ record, then Term.

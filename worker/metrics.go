@@ -16,6 +16,9 @@ type Metrics struct {
 	jobs      *prometheus.CounterVec
 	tokensIn  prometheus.Counter
 	tokensOut prometheus.Counter
+	// intake health
+	consMissing   *prometheus.GaugeVec
+	consRecreated *prometheus.CounterVec
 }
 
 // NewMetrics returns unregistered metrics.
@@ -34,6 +37,10 @@ func NewMetrics() *Metrics {
 			Help: "Jobs finished, by status and error code."}, []string{"status", "code"}),
 		tokensIn:  prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_prompt_tokens_total", Help: "Prompt tokens of finished jobs."}),
 		tokensOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_generation_tokens_total", Help: "Generated tokens of finished jobs."}),
+		consMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zerolayer_intake_consumer_missing",
+			Help: "1 while the ZL_JOBS consumer of a class this worker serves is missing and not recreated (jobs of the class are not served), else 0."}, labels),
+		consRecreated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_intake_consumer_recreations_total",
+			Help: "ZL_JOBS consumers found deleted and recreated by this worker."}, labels),
 	}
 }
 
@@ -51,7 +58,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
 			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
 	}
-	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut}, toolMetrics...) {
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.consMissing, m.consRecreated}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -81,4 +88,24 @@ func (m *Metrics) observe(status contracts.ResultStatus, e *contracts.Error, u *
 	m.e2e.With(l).Observe((u.QueueMs + u.TotalMs) / 1000)
 	m.tokensIn.Add(float64(u.InputTokens))
 	m.tokensOut.Add(float64(u.OutputTokens))
+}
+
+// consumerMissing records whether the consumer of a class is missing.
+func (m *Metrics) consumerMissing(p contracts.Priority, b contracts.Bucket, missing bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if missing {
+		v = 1
+	}
+	m.consMissing.WithLabelValues(string(p), string(b)).Set(v)
+}
+
+// consumerRecreated counts a consumer recreated after it was deleted.
+func (m *Metrics) consumerRecreated(p contracts.Priority, b contracts.Bucket) {
+	if m == nil {
+		return
+	}
+	m.consRecreated.WithLabelValues(string(p), string(b)).Inc()
 }

@@ -36,8 +36,8 @@ type Worker struct {
 	mu        sync.Mutex
 	started   bool
 	stopped   bool
-	consumers []pullSource // highest priority first
-	aged      []pullSource // the same, lowest priority first
+	consumers []*pullSource // highest priority first
+	aged      []*pullSource // the same, lowest priority first
 	cancelKV  jetstream.KeyValue
 	subs      []*nats.Subscription
 	wake      chan struct{}
@@ -49,10 +49,16 @@ type Worker struct {
 	cancelRun context.CancelCauseFunc
 }
 
+// pullSource is one class's consumer. Only the intake loop touches it
+// after Start.
 type pullSource struct {
 	prio   contracts.Priority
 	bucket contracts.Bucket
 	cons   jetstream.Consumer
+	// missing is set while the consumer is gone and could not be
+	// recreated; checked is when it was last looked up.
+	missing bool
+	checked time.Time
 }
 
 // New returns a worker; it does nothing until Start.
@@ -72,13 +78,17 @@ func New(nc *nats.Conn, exec Executor, cfg Config) (*Worker, error) {
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.cfg.ID }
 
-// Start provisions the streams when configured to, binds the consumers and
+// Start checks the NATS server is recent enough (contracts.CheckServer),
+// provisions the streams when configured to, binds the consumers and
 // starts pulling. It returns once the worker is pulling.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {
 		return nil
+	}
+	if err := contracts.CheckServer(w.nc); err != nil {
+		return err
 	}
 	if w.cfg.Provision {
 		if err := contracts.EnsureStreams(ctx, w.js, w.cfg.Streams); err != nil {
@@ -91,7 +101,8 @@ func (w *Worker) Start(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("worker: consumer %s: %w (are the streams provisioned? run with provisioning on)", contracts.ConsumerName(p, b), err)
 			}
-			w.consumers = append(w.consumers, pullSource{p, b, c})
+			w.consumers = append(w.consumers, &pullSource{prio: p, bucket: b, cons: c})
+			w.cfg.Metrics.consumerMissing(p, b, false)
 		}
 	}
 	for i := len(w.consumers) - 1; i >= 0; i-- {
@@ -224,13 +235,21 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 			if adm != nil && !adm.CanAdmit(src.prio, src.bucket) {
 				continue // leave it for a worker with room
 			}
-			batch, err := src.cons.FetchNoWait(1)
-			if err != nil {
-				w.log.Warn("fetch failed", "priority", src.prio, "err", err)
+			if src.missing && !w.restore(src) {
 				continue
 			}
-			for m := range batch.Messages() {
-				return m
+			batch, err := src.cons.FetchNoWait(1)
+			if err == nil {
+				for m := range batch.Messages() {
+					return m
+				}
+				err = batch.Error()
+			}
+			if err != nil {
+				// A deleted consumer answers with no responders (or
+				// "consumer deleted" to a pending pull): look it up.
+				w.log.Warn("fetch failed", "priority", src.prio, "bucket", src.bucket, "err", err)
+				w.restore(src)
 			}
 		}
 		select {

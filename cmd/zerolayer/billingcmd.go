@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 )
 
@@ -22,6 +23,8 @@ func runBilling(ctx context.Context, args []string) error {
 	dbURL := addDatabaseFlag(fs, ", migrated with 'zerolayer migrate up'")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long in-flight work may finish")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9402)")
+	provision := fs.Bool("provision", false, "create the streams if ZL_USAGE does not exist (else wait for a worker to)")
+	replicas := fs.Int("replicas", 1, "stream replicas when provisioning (3 in production)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,7 +42,8 @@ func runBilling(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Ingester: billing.IngesterConfig{Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas}}})
 	if err != nil {
 		return err
 	}

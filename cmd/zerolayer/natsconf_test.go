@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -107,5 +108,24 @@ func TestNATSConfigPermissions(t *testing.T) {
 	}
 	if err := pub(contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "globex")); err == nil {
 		t.Fatal("acme published a job as globex")
+	}
+	if err := pub("zl.jobs.urgent.short.acme"); err == nil {
+		t.Fatal("a job on an unknown priority was stored")
+	}
+	rc, err := tjs.OrderedConsumer(ctx, contracts.StreamResults, jetstream.OrderedConsumerConfig{FilterSubjects: []string{contracts.ResultsSubject("some-job")}})
+	if err != nil {
+		t.Fatalf("acme reads results through a consumer of its own: %v", err)
+	}
+	if _, err := rc.Next(jetstream.FetchMaxWait(200 * time.Millisecond)); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("acme waits for a result: %v", err)
+	}
+	workers := contracts.ConsumerName(contracts.PriorityNormal, contracts.BucketShort)
+	dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer dcancel()
+	if err := tjs.DeleteConsumer(dctx, contracts.StreamJobs, workers); err == nil {
+		t.Fatal("acme deleted the workers' consumer")
+	}
+	if _, err := wjs.Consumer(ctx, contracts.StreamJobs, workers); err != nil {
+		t.Fatalf("the workers' consumer after acme tried to delete it: %v", err)
 	}
 }

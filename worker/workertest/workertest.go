@@ -100,8 +100,25 @@ func Setup(t *testing.T, streams contracts.StreamsConfig) *Bundle {
 // (with 10 seconds to finish).
 func (b *Bundle) StartWorker(t *testing.T, exec worker.Executor, id string) (*worker.Worker, *nats.Conn) {
 	t.Helper()
+	return b.StartWorkerConfig(t, exec, worker.Config{ID: id})
+}
+
+// StartWorkerConfig is StartWorker with a configuration; its Streams,
+// IdlePoll (50 milliseconds) and Logger (Logger(t)) are filled in when
+// unset.
+func (b *Bundle) StartWorkerConfig(t *testing.T, exec worker.Executor, cfg worker.Config) (*worker.Worker, *nats.Conn) {
+	t.Helper()
+	if cfg.Streams.Replicas == 0 && cfg.Streams.AckWait == 0 {
+		cfg.Streams = b.Streams
+	}
+	if cfg.IdlePoll == 0 {
+		cfg.IdlePoll = 50 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = Logger(t)
+	}
 	nc, _ := b.Srv.Connect(t)
-	w, err := worker.New(nc, exec, worker.Config{ID: id, Streams: b.Streams, IdlePoll: 50 * time.Millisecond, Logger: Logger(t)})
+	w, err := worker.New(nc, exec, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
