@@ -169,6 +169,12 @@ func (c StreamsConfig) StreamConfigs() []jetstream.StreamConfig {
 	jobs.Retention = jetstream.WorkQueuePolicy
 	jobs.MaxAge = c.JobTTL
 	jobs.Duplicates = c.DuplicateWindow
+	// Once a job is stored, its headers alone go out on
+	// zl.stored.jobs.<priority>.<bucket>.<tenant>: a worker woken by it
+	// finds the job in the stream (a subscriber to the publish subject
+	// itself can hear of a job before the stream holds it) and gets no
+	// second copy of the payload.
+	jobs.RePublish = &jetstream.RePublish{Source: SubjectJobsPrefix + ">", Destination: SubjectStoredJobsAll, HeadersOnly: true}
 
 	events := base(StreamEvents, "zerolayer job events: zl.events.<job_id>", SubjectEventsAll)
 	events.MaxAge = c.EventsMaxAge

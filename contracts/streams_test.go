@@ -399,3 +399,27 @@ func TestCancelBucket(t *testing.T) {
 		t.Errorf("Get(unknown) = %v", err)
 	}
 }
+
+// TestStoredJobNotice: once ZL_JOBS has stored a job, its headers alone
+// (no payload) go out on zl.stored.jobs.<priority>.<bucket>.<tenant>,
+// which is what workers wake on.
+func TestStoredJobNotice(t *testing.T) {
+	t.Parallel()
+	ns := setup(t, contracts.StreamsConfig{})
+	sub, err := ns.Conn.SubscribeSync(contracts.SubjectStoredJobsAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityHigh, contracts.BucketShort, "acme"), Data: []byte(`{"model":"m"}`),
+		Header: contracts.NewHeader("job-1", "acme", contracts.Traceparent{})}
+	if _, err := ns.JS.PublishMsg(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	notice, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notice.Subject != "zl.stored.jobs.high.short.acme" || len(notice.Data) != 0 || notice.Header.Get("Nats-Msg-Id") != "job-1" {
+		t.Errorf("notice %s %q %v", notice.Subject, notice.Data, notice.Header)
+	}
+}

@@ -113,9 +113,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker: cancel bucket: %w", err)
 	}
 	w.cancelKV = kv
-	// A new job's publish also reaches core subscribers: use it to wake
-	// the intake instead of polling tightly.
-	s1, err := w.nc.Subscribe(contracts.SubjectJobsPrefix+">", func(*nats.Msg) { w.poke() })
+	// ZL_JOBS republishes each stored job's headers: wake the intake on
+	// them instead of polling tightly. (The publish subject itself can
+	// reach a subscriber before the stream has stored the job, and a
+	// wake-up spent on an empty fetch would leave the job for IdlePoll.)
+	s1, err := w.nc.Subscribe(contracts.SubjectStoredJobsAll, func(*nats.Msg) { w.poke() })
 	if err != nil {
 		return err
 	}
@@ -220,6 +222,8 @@ const agingEvery = 8
 // next returns the next message, preferring higher priorities, or nil when
 // the worker is stopping.
 func (w *Worker) next(pulls int) jetstream.Msg {
+	var graceEnd time.Time // fetch again soon until then (a recent wake-up)
+	var retry time.Duration
 	for {
 		order := w.consumers
 		if pulls%agingEvery == agingEvery-1 {
@@ -252,11 +256,29 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 				w.restore(src)
 			}
 		}
+		// Nothing fetched. After a wake-up, look again soon for a while:
+		// a consumer counts a new message a moment after the stream has
+		// stored it (and announced it), so the fetch right after the
+		// notice can come back empty. Otherwise sleep until the next
+		// notice or IdlePoll.
+		wait := w.cfg.IdlePoll
+		if time.Now().Before(graceEnd) {
+			wait, retry = retry, min(2*retry, wakeRetryMax)
+		}
 		select {
 		case <-w.wake:
-		case <-time.After(w.cfg.IdlePoll):
+			graceEnd, retry = time.Now().Add(wakeGrace), wakeRetryMin
+		case <-time.After(wait):
 		case <-w.quit:
 			return nil
 		}
 	}
 }
+
+// After a wake-up whose fetches found nothing, the intake fetches again
+// after wakeRetryMin, doubling up to wakeRetryMax, for wakeGrace.
+const (
+	wakeGrace    = 250 * time.Millisecond
+	wakeRetryMin = time.Millisecond
+	wakeRetryMax = 25 * time.Millisecond
+)

@@ -413,3 +413,25 @@ func TestSchedulerExecutor(t *testing.T) {
 		}
 	}
 }
+
+// TestWakeUpIsNeverLost: with IdlePoll an hour long, a worker only takes a
+// job when it is woken for it. Three hundred sequential jobs each complete,
+// so no wake-up came before the stream held its job (a lost one would
+// leave the job waiting for the hour).
+func TestWakeUpIsNeverLost(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorkerConfig(t, workertest.NewExecutor(t), worker.Config{ID: "w1", IdlePoll: time.Hour})
+	for i := range 300 {
+		id, err := b.Client.Submit(context.Background(), request("Once upon a time", 1, contracts.PriorityNormal), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := b.Client.Wait(ctx, id)
+		cancel()
+		if err != nil || res.Status != contracts.StatusCompleted {
+			t.Fatalf("job %d: %v %+v (a lost wake-up leaves it for IdlePoll)", i, err, res)
+		}
+	}
+}
