@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 )
 
@@ -23,7 +24,9 @@ import (
 // monitoring and store moved aside) and checks each role can do its work
 // and no more: the worker provisions the streams; the gateway creates its
 // batch buckets, submits for any tenant, stores a batch and looks results
-// up; a tenant publishes jobs on its own subject and not on another's.
+// up; a tenant publishes jobs on its own subject and not on another's,
+// submits, looks up and cancels with the Go client, and has no JetStream
+// API on ZL_JOBS, ZL_USAGE or ZL_DLQ.
 func TestNATSConfigPermissions(t *testing.T) {
 	for k, v := range map[string]string{"ZL_WORKER_PASSWORD": "w", "ZL_BILLING_PASSWORD": "b", "ZL_GATEWAY_PASSWORD": "g",
 		"ZL_TENANT_ACME_PASSWORD": "a", "ZL_SYS_PASSWORD": "s"} {
@@ -127,5 +130,40 @@ func TestNATSConfigPermissions(t *testing.T) {
 	}
 	if _, err := wjs.Consumer(ctx, contracts.StreamJobs, workers); err != nil {
 		t.Fatalf("the workers' consumer after acme tried to delete it: %v", err)
+	}
+
+	// The Go client, as tenant acme: submit, look a result up, cancel.
+	pc, err := producer.New(connect("acme", "a"), producer.Config{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := pc.Submit(ctx, &contracts.JobRequest{Model: "m", MaxTokens: 4, Messages: []contracts.Message{{Role: "user", Content: "hi"}}}, nil)
+	if err != nil {
+		t.Fatalf("acme submits with the Go client: %v", err)
+	}
+	if res, err := pc.Result(ctx, id); err != nil || res != nil {
+		t.Fatalf("acme looks its (pending) result up: %v %v", res, err)
+	}
+	if err := pc.Cancel(ctx, id); err != nil {
+		t.Fatalf("acme cancels its job: %v", err)
+	}
+	// No JetStream API on the streams that hold other tenants' jobs,
+	// usage and dead letters: no info (which lists subjects, tenants and
+	// job ids among them), no message read (a queued prompt, a DLQ
+	// record with its request).
+	tnc := connect("acme", "a")
+	if _, err := tnc.Request("$JS.API.STREAM.MSG.GET."+contracts.StreamResults, []byte(`{"seq":1}`), 2*time.Second); err != nil {
+		t.Fatalf("acme's message read on ZL_RESULTS gets no answer (the refusals below would prove nothing): %v", err)
+	}
+	for _, stream := range []string{contracts.StreamJobs, contracts.StreamUsage, contracts.StreamDLQ} {
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		if _, err := tjs.Stream(sctx, stream); err == nil {
+			t.Errorf("acme reads the info of %s", stream)
+		}
+		scancel()
+		raw, err := tnc.Request("$JS.API.STREAM.MSG.GET."+stream, []byte(`{"seq":1}`), time.Second)
+		if err == nil && !strings.Contains(string(raw.Data), `"error"`) {
+			t.Errorf("acme reads message 1 of %s: %s", stream, raw.Data)
+		}
 	}
 }
