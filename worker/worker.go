@@ -222,7 +222,7 @@ const agingEvery = 8
 // next returns the next message, preferring higher priorities, or nil when
 // the worker is stopping.
 func (w *Worker) next(pulls int) jetstream.Msg {
-	var graceEnd time.Time // fetch again soon until then (a recent wake-up)
+	var retries int // fetch rounds left after a wake-up that found nothing
 	var retry time.Duration
 	for {
 		order := w.consumers
@@ -262,12 +262,12 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 		// notice can come back empty. Otherwise sleep until the next
 		// notice or IdlePoll.
 		wait := w.cfg.IdlePoll
-		if time.Now().Before(graceEnd) {
-			wait, retry = retry, min(2*retry, wakeRetryMax)
+		if retries > 0 {
+			wait, retry, retries = retry, 2*retry, retries-1
 		}
 		select {
 		case <-w.wake:
-			graceEnd, retry = time.Now().Add(wakeGrace), wakeRetryMin
+			retries, retry = wakeRetries, wakeRetryMin
 		case <-time.After(wait):
 		case <-w.quit:
 			return nil
@@ -276,9 +276,11 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 }
 
 // After a wake-up whose fetches found nothing, the intake fetches again
-// after wakeRetryMin, doubling up to wakeRetryMax, for wakeGrace.
+// wakeRetries times, after wakeRetryMin and then twice as long each time
+// (1, 2, 4, 8 ms: a consumer counts a new message within microseconds of
+// its notice, and a wake-up left over from a job already taken costs only
+// these few rounds).
 const (
-	wakeGrace    = 250 * time.Millisecond
+	wakeRetries  = 4
 	wakeRetryMin = time.Millisecond
-	wakeRetryMax = 25 * time.Millisecond
 )
