@@ -1,10 +1,10 @@
 package contracts
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/mod/semver"
 )
 
 // MinServerVersion is the oldest nats-server the workers and billing run
@@ -26,60 +26,14 @@ func CheckServer(nc *nats.Conn) error {
 }
 
 // CheckServerVersion is CheckServer for a version string as a server
-// announces it ("2.10.22", "v2.11.0-RC.1"). A pre-release is older than
-// its release; a version that does not parse is refused.
+// announces it ("2.10.22", "v2.11.0-RC.1"), compared as semantic versions
+// (golang.org/x/mod/semver: a pre-release is older than its release). A
+// version that is not a full major.minor.patch is refused.
 func CheckServerVersion(version string) error {
-	found, ok := parseVersion(version)
-	minimum, _ := parseVersion(MinServerVersion)
-	if !ok || compareVersions(found, minimum) < 0 {
+	v := "v" + strings.TrimPrefix(version, "v")
+	full, _, _ := strings.Cut(v, "+") // build metadata does not order
+	if semver.Canonical(v) != full || semver.Compare(v, "v"+MinServerVersion) < 0 {
 		return &ServerVersionError{Found: version, Min: MinServerVersion}
 	}
 	return nil
-}
-
-// version is major, minor, patch and whether it is a pre-release.
-type version struct {
-	n   [3]int
-	pre bool
-}
-
-func parseVersion(s string) (version, bool) {
-	s = strings.TrimPrefix(s, "v")
-	s, _, _ = strings.Cut(s, "+") // build metadata does not order
-	core, pre, hasPre := strings.Cut(s, "-")
-	parts := strings.Split(core, ".")
-	if len(parts) != 3 || hasPre && pre == "" {
-		return version{}, false
-	}
-	var v version
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return version{}, false
-		}
-		v.n[i] = n
-	}
-	v.pre = hasPre
-	return v, true
-}
-
-// compareVersions returns -1, 0 or 1 as a is older than, the same as, or
-// newer than b. Pre-releases of one version are not ordered among
-// themselves.
-func compareVersions(a, b version) int {
-	for i := range a.n {
-		switch {
-		case a.n[i] < b.n[i]:
-			return -1
-		case a.n[i] > b.n[i]:
-			return 1
-		}
-	}
-	switch {
-	case a.pre && !b.pre:
-		return -1
-	case !a.pre && b.pre:
-		return 1
-	}
-	return 0
 }

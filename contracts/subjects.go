@@ -21,10 +21,6 @@ const (
 	// SubjectCancelPrefix starts zl.cancel.<job_id> (core NATS, not a
 	// stream).
 	SubjectCancelPrefix = "zl.cancel."
-	// SubjectStoredJobsPrefix starts zl.stored.jobs.<priority>.<bucket>.
-	// <tenant>: the headers of each job, republished by JetStream once
-	// ZL_JOBS has stored it (core NATS, no payload). Workers wake on it.
-	SubjectStoredJobsPrefix = "zl.stored.jobs."
 )
 
 // Wildcard subjects, as bound to the streams and used by subscribers.
@@ -34,8 +30,10 @@ const (
 	// binds the narrower JobsSubjects, so that a job no consumer serves is
 	// refused at publish instead of expiring unseen.
 	SubjectJobsAll = "zl.jobs.*.*.*"
-	// SubjectStoredJobsAll matches every stored-job notice (see
-	// SubjectStoredJobsPrefix).
+	// SubjectStoredJobsAll matches every stored-job notice,
+	// zl.stored.jobs.<priority>.<bucket>.<tenant>: the headers of each job,
+	// republished by JetStream once ZL_JOBS has stored it (core NATS, no
+	// payload). Workers wake on it.
 	SubjectStoredJobsAll = "zl.stored.jobs.>"
 	// SubjectEventsAll matches every event subject (the ZL_EVENTS stream).
 	SubjectEventsAll = "zl.events.*"
