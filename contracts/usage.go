@@ -81,9 +81,6 @@ type Usage struct {
 // is well under 2 KiB.
 const MaxUsageBytes = 64 << 10
 
-// maxUsageIDLen bounds the model name, batch_id and custom_id of a record.
-const maxUsageIDLen = 256
-
 // DecodeUsage decodes and validates an untrusted usage record (a ZL_USAGE
 // message body) with the same decoder as job requests. It rejects: more
 // than MaxUsageBytes (request_too_large); anything but one well-formed
@@ -108,8 +105,9 @@ func DecodeUsage(b []byte) (Usage, error) {
 // tenant are valid subject tokens; model is set; priority, bucket and
 // status are the contract's; counts and timings are not negative and
 // timings are finite; confidence is in [0, 1]; attempt is at least 1;
-// created_at and finished_at are set; model, batch_id and custom_id are at
-// most 256 bytes.
+// created_at and finished_at are set; model is at most MaxModelNameLen
+// bytes, batch_id and custom_id at most MaxMetadataValueLen (the bound of
+// the request metadata they come from).
 func (u *Usage) Validate() error {
 	var ps problems
 	add := func(field, format string, a ...any) { ps.add(CodeInvalidRequest, field, format, a...) }
@@ -119,8 +117,8 @@ func (u *Usage) Validate() error {
 	if err := ValidateTenant(u.Tenant); err != nil {
 		add("tenant", "%v", err)
 	}
-	if u.Model == "" || len(u.Model) > maxUsageIDLen {
-		add("model", "model must be 1–%d bytes", maxUsageIDLen)
+	if u.Model == "" || len(u.Model) > MaxModelNameLen {
+		add("model", "model must be 1–%d bytes", MaxModelNameLen)
 	}
 	if !u.Priority.Valid() {
 		add("priority", "priority %q is not high, normal or low", u.Priority)
@@ -171,11 +169,14 @@ func (u *Usage) Validate() error {
 	if u.FinishedAt.IsZero() {
 		add("finished_at", "finished_at is not set")
 	}
-	if len(u.BatchID) > maxUsageIDLen {
-		add("batch_id", "batch_id must be at most %d bytes", maxUsageIDLen)
+	// batch_id and custom_id are request metadata values, bounded as
+	// those are: a record must not be refused for what its request was
+	// allowed to carry.
+	if len(u.BatchID) > MaxMetadataValueLen {
+		add("batch_id", "batch_id must be at most %d bytes", MaxMetadataValueLen)
 	}
-	if len(u.CustomID) > maxUsageIDLen {
-		add("custom_id", "custom_id must be at most %d bytes", maxUsageIDLen)
+	if len(u.CustomID) > MaxMetadataValueLen {
+		add("custom_id", "custom_id must be at most %d bytes", MaxMetadataValueLen)
 	}
 	return ps.err()
 }

@@ -76,7 +76,7 @@ func TestDecodeUsageRejects(t *testing.T) {
 		{"bad status", editUsage(t, "status", "done"), CodeInvalidRequest, "status", "done"},
 		{"attempt 0", editUsage(t, "attempt", 0), CodeInvalidRequest, "attempt", "below 1"},
 		{"bad time", editUsage(t, "created_at", "yesterday"), CodeInvalidRequest, "created_at", "RFC 3339"},
-		{"long batch id", editUsage(t, "batch_id", strings.Repeat("b", 257)), CodeInvalidRequest, "batch_id", "at most 256"},
+		{"long batch id", editUsage(t, "batch_id", strings.Repeat("b", MaxMetadataValueLen+1)), CodeInvalidRequest, "batch_id", "at most 512"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u, err := DecodeUsage(tc.body)
@@ -106,6 +106,10 @@ func TestDecodeUsageIgnoresNewFields(t *testing.T) {
 	// Optional fields may be absent or null.
 	if _, err := DecodeUsage(editUsage(t, "batch_id", nil)); err != nil {
 		t.Errorf("record with a null batch_id: %v", err)
+	}
+	// A batch id as long as request metadata allows is billed.
+	if _, err := DecodeUsage(editUsage(t, "batch_id", strings.Repeat("b", MaxMetadataValueLen))); err != nil {
+		t.Errorf("record with a %d-byte batch_id: %v", MaxMetadataValueLen, err)
 	}
 }
 
