@@ -301,7 +301,7 @@ func (m *Machine) finish(th thread, payload int32) (thread, bool) {
 	return th, true
 }
 
-// Step feeds byte c to th and appends the resulting threads to out.
+// step feeds byte c to th and appends the resulting threads to out.
 func (m *Machine) step(th thread, c byte, out []thread, work *int64) []thread {
 	for {
 		f := &th.f
@@ -924,7 +924,7 @@ func litStep(f *frame, c byte) (int, int32) {
 	return rDead, 0
 }
 
-// CanEnd reports whether th accepts the end of the input.
+// canEnd reports whether th accepts the end of the input.
 func (m *Machine) canEnd(th thread) bool {
 	for {
 		switch th.f.kind {

@@ -10,7 +10,7 @@ import (
 	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
-// Run is one generation's state under a jsonMachine.
+// Run is one generation's state under a Machine.
 type Run struct {
 	m       *Machine
 	threads []thread

@@ -29,7 +29,6 @@ type Node struct {
 	Kind Kind
 	// ID numbers the node within its machine.
 	ID    int32
-	Path  string    // JSON pointer of the (first) subschema, for messages
 	First [4]uint64 // bytes a value of this node may start with
 	// Building is set while the node's fields are being filled in (a cycle
 	// may reach it then).

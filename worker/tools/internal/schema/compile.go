@@ -30,7 +30,7 @@ type Limits struct {
 // Compile compiles the JSON Schema raw to a grammar machine over
 // vi, and the validator that checks the finished output. In soft mode an
 // unsupported keyword is left out and named in the notes instead of
-// failing. Errors are a *schemaError, or a limit sentinel.
+// failing. Errors are an *Error, or a limit sentinel.
 func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock *limit.Clock) (*grammar.Machine, *Validator, []string, error) {
 	root, err := DecodeJSON(raw)
 	if err != nil {

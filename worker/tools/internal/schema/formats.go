@@ -48,7 +48,7 @@ const reRelRef = `(?:(?:[A-Za-z0-9._~!$&'()*+,;=@-]|%[0-9A-Fa-f]{2})+(?:/` + reP
 const reDuration = `P(?:\d+W|(?:\d+D|\d+M(?:\d+D)?|\d+Y(?:\d+M(?:\d+D)?)?)(?:T` + reDurTime + `)?|T` + reDurTime + `)`
 const reDurTime = `(?:\d+H(?:\d+M(?:\d+S)?)?|\d+M(?:\d+S)?|\d+S)`
 
-// formatPatterns maps a format name to its pattern.
+// FormatPatterns maps a format name to its pattern.
 var FormatPatterns = map[string]string{
 	"date":      reDate,
 	"time":      reTime,

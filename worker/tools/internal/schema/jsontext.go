@@ -186,34 +186,31 @@ func AppendJSON(dst []byte, v any, sorted bool) []byte {
 			keys = append([]string(nil), keys...)
 			sort.Strings(keys)
 		}
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, k)
-			dst = append(dst, ':')
-			dst = AppendJSON(dst, t.vals[k], sorted)
-		}
-		return append(dst, '}')
+		return appendJSONObject(dst, keys, t.vals, sorted)
 	case map[string]any:
 		keys := make([]string, 0, len(t))
 		for k := range t {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, k)
-			dst = append(dst, ':')
-			dst = AppendJSON(dst, t[k], sorted)
-		}
-		return append(dst, '}')
+		return appendJSONObject(dst, keys, t, sorted)
 	}
 	return append(dst, "null"...)
+}
+
+// appendJSONObject appends the object of vals with its keys in the order
+// of keys.
+func appendJSONObject(dst []byte, keys []string, vals map[string]any, sorted bool) []byte {
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = AppendJSON(dst, vals[k], sorted)
+	}
+	return append(dst, '}')
 }
 
 // valueKey returns a string equal for two JSON values exactly when JSON

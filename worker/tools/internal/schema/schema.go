@@ -105,16 +105,16 @@ func newSchemaCompiler(doc *schemaDoc, val *Validator, soft bool, lim Limits, cl
 		res:  map[string]*syntax.Regexp{},
 		dfas: map[string]*automaton.DFA{},
 	}
-	c.never = c.newNode("")
+	c.never = c.newNode()
 	c.never.Kind = grammar.KindNever
 	return c
 }
 
-func (c *schemaCompiler) newNode(path string) *grammar.Node {
+func (c *schemaCompiler) newNode() *grammar.Node {
 	if c.memErr == nil {
 		c.memErr = c.mem.Charge(512)
 	}
-	n := &grammar.Node{ID: int32(len(c.all)), Path: path}
+	n := &grammar.Node{ID: int32(len(c.all))}
 	c.all = append(c.all, n)
 	return n
 }
@@ -264,17 +264,17 @@ func (c *schemaCompiler) anyNode() *grammar.Node {
 	if c.any != nil {
 		return c.any
 	}
-	a := c.newNode("")
+	a := c.newNode()
 	c.any = a
 	a.Kind = grammar.KindAlt
-	s := c.newNode("")
+	s := c.newNode()
 	s.Kind, s.String = grammar.KindString, &grammar.StrSpec{MaxLen: math.MaxInt32}
-	num := c.newNode("")
+	num := c.newNode()
 	num.Kind, num.Number = grammar.KindNumber, &grammar.NumSpec{Free: true}
-	o := c.newNode("")
+	o := c.newNode()
 	o.Kind = grammar.KindObject
 	o.Object = &grammar.ObjSpec{Keys: grammar.NewByteTrie(), KeysUnder: []uint64{0}, Words: 1, PatternCombos: []*grammar.Node{a}, MaxProps: math.MaxInt32, MaxKeyLen: math.MaxInt32, FreeKey: true}
-	arr := c.newNode("")
+	arr := c.newNode()
 	arr.Kind, arr.Array = grammar.KindArray, &grammar.ArrSpec{Items: a, MaxItems: math.MaxInt32}
 	lit := c.literals([]any{true, false, nil})
 	a.Alts = []*grammar.Node{s, num, o, arr, lit}
@@ -283,7 +283,7 @@ func (c *schemaCompiler) anyNode() *grammar.Node {
 
 // literals returns a kLit node for values.
 func (c *schemaCompiler) literals(values []any) *grammar.Node {
-	n := c.newNode("")
+	n := c.newNode()
 	n.Kind = grammar.KindLiteral
 	ls := &grammar.LitSpec{Trie: grammar.NewByteTrie()}
 	seen := map[string]bool{}
@@ -348,7 +348,7 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 	if c.memErr != nil {
 		return nil, c.memErr
 	}
-	n := c.newNode(e.locs[0].ptr)
+	n := c.newNode()
 	c.memo[e.key] = n
 	n.Building = true
 	defer func() { n.Building = false }()
@@ -481,28 +481,28 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 		alts = append(alts, c.literals(lits))
 	}
 	if types&tStr != 0 {
-		m, err := c.buildString(members, e.locs[0].ptr)
+		m, err := c.buildString(members)
 		if err != nil {
 			return err
 		}
 		alts = append(alts, m)
 	}
 	if types&(tNum|tInt) != 0 {
-		m, err := c.buildNumber(members, types&tNum == 0, e.locs[0].ptr)
+		m, err := c.buildNumber(members, types&tNum == 0)
 		if err != nil {
 			return err
 		}
 		alts = append(alts, m)
 	}
 	if types&tObj != 0 {
-		m, err := c.buildObject(members, e, e.locs[0].ptr)
+		m, err := c.buildObject(members, e)
 		if err != nil {
 			return err
 		}
 		alts = append(alts, m)
 	}
 	if types&tArr != 0 {
-		m, err := c.buildArray(members, e, e.locs[0].ptr)
+		m, err := c.buildArray(members, e)
 		if err != nil {
 			return err
 		}
@@ -743,8 +743,8 @@ func (c *schemaCompiler) stringParts(members []*sloc) (minLen, maxLen int64, com
 	return minLen, maxLen, comps, nil
 }
 
-func (c *schemaCompiler) buildString(members []*sloc, path string) (*grammar.Node, error) {
-	n := c.newNode(path)
+func (c *schemaCompiler) buildString(members []*sloc) (*grammar.Node, error) {
+	n := c.newNode()
 	minLen, maxLen, comps, err := c.stringParts(members)
 	if err != nil {
 		return nil, err
@@ -765,8 +765,8 @@ func (c *schemaCompiler) buildString(members []*sloc, path string) (*grammar.Nod
 	return n, nil
 }
 
-func (c *schemaCompiler) buildNumber(members []*sloc, integer bool, path string) (*grammar.Node, error) {
-	n := c.newNode(path)
+func (c *schemaCompiler) buildNumber(members []*sloc, integer bool) (*grammar.Node, error) {
+	n := c.newNode()
 	s := &grammar.NumSpec{}
 	tighten := func(r *big.Rat, ex bool, low bool) {
 		if low {
@@ -882,8 +882,8 @@ func (p *objectParts) addName(k string) int {
 
 func memberHasAddl(o *jsonObject) bool { _, ok := o.vals["additionalProperties"]; return ok }
 
-func (c *schemaCompiler) buildObject(members []*sloc, e *expansion, path string) (*grammar.Node, error) {
-	n := c.newNode(path)
+func (c *schemaCompiler) buildObject(members []*sloc, e *expansion) (*grammar.Node, error) {
+	n := c.newNode()
 	n.Kind = grammar.KindObject
 	os := &grammar.ObjSpec{Keys: grammar.NewByteTrie(), MaxProps: math.MaxInt32, MaxKeyLen: math.MaxInt32}
 	n.Object = os
@@ -1331,8 +1331,8 @@ type unevalItems struct {
 	all    bool
 }
 
-func (c *schemaCompiler) buildArray(members []*sloc, e *expansion, path string) (*grammar.Node, error) {
-	n := c.newNode(path)
+func (c *schemaCompiler) buildArray(members []*sloc, e *expansion) (*grammar.Node, error) {
+	n := c.newNode()
 	n.Kind = grammar.KindArray
 	as := &grammar.ArrSpec{MaxItems: math.MaxInt32}
 	n.Array = as

@@ -21,7 +21,7 @@ type Source interface {
 	IsEOG(id int32) bool
 }
 
-// tokenTyper is the optional part of a vocabSource.
+// tokenTyper is the optional part of a Source.
 type tokenTyper interface {
 	TokenType(id int32) tokenizer.TokenType
 }
@@ -42,7 +42,7 @@ type Index struct {
 
 	// Token classes for JSON strings: a plain token is valid UTF-8 without
 	// control characters, '"' or '\\', so inside a free string it only
-	// adds code points; plainUpTo[k] holds the plain tokens of at most k
+	// adds code points; PlainUpTo[k] holds the plain tokens of at most k
 	// code points. The other text tokens are special, listed with the trie
 	// node of each of their bytes.
 	PlainUpTo [][]uint64
@@ -73,12 +73,12 @@ type Index struct {
 	// rootKids[b] is the index of the root's child with byte b, or -1.
 	rootKids [256]int32
 
-	// StrCache is the vocabulary-wide cache of masks inside JSON strings
-	// that carry no pattern (see leafCache).
+	// StringCache is the vocabulary-wide cache of masks inside JSON strings
+	// that carry no pattern (see LeafCache).
 	StringCache LeafCache
 }
 
-// vocabCache maps a comparable vocabSource to its index.
+// vocabCache maps a comparable Source to its index.
 var vocabCache struct {
 	mu    sync.Mutex
 	m     map[Source]*Index
@@ -89,7 +89,7 @@ var vocabCache struct {
 const maxCachedVocabs = 8
 
 // IndexOf returns the index of v, building it on first use. Indexes of
-// comparable vocabSource values (pointers, as *tokenizer.Tokenizer) are
+// comparable Source values (pointers, as *tokenizer.Tokenizer) are
 // cached.
 func IndexOf(v Source) *Index {
 	comparable := reflect.TypeOf(v).Comparable()
@@ -206,7 +206,7 @@ func buildVocabIndex(v Source) *Index {
 	return vi
 }
 
-// classify fills plainUpTo, special and specNodes; ids are the text tokens
+// classify fills PlainUpTo, Special and SpecialNodes; ids are the text tokens
 // in trie order.
 func (vi *Index) classify(ids []int32) {
 	vi.PlainUpTo = make([][]uint64, vi.MaxLen+1)
@@ -244,7 +244,7 @@ func (vi *Index) classify(ids []int32) {
 	}
 }
 
-// subtrees fills subBytes and maxBelow, children before parents.
+// subtrees fills SubBytes and MaxBelow, children before parents.
 func (vi *Index) subtrees() {
 	n := len(vi.NodeByte)
 	vi.SubBytes = make([]automaton.ByteSet, n)
@@ -260,7 +260,7 @@ func (vi *Index) subtrees() {
 	}
 }
 
-// plainSuffixes fills plainBelow.
+// plainSuffixes fills PlainBelow.
 func (vi *Index) plainSuffixes() {
 	n := len(vi.NodeByte)
 	vi.PlainBelow = make([]bool, n)
