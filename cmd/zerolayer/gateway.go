@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 	"github.com/zerolayer/zerolayer/worker/model/store"
 )
@@ -57,7 +55,7 @@ func runGateway(ctx context.Context, args []string) error {
 		}
 		defer stopMetrics()
 	}
-	stop, addr, err := serveGateway(nc, *listen, gateway.Config{Keys: keys, TenantHeader: *tenantHeader, SyncTimeout: *syncTimeout,
+	gs, err := devstack.ServeGateway(nc, *listen, gateway.Config{Keys: keys, TenantHeader: *tenantHeader, SyncTimeout: *syncTimeout,
 		Models: modelFiles(), Logger: logger, Metrics: gm})
 	if err != nil {
 		return err
@@ -67,33 +65,11 @@ func runGateway(ctx context.Context, args []string) error {
 		nkeys = keys.Len()
 	}
 	fmt.Fprintf(os.Stderr, "gateway: http://%s (jobs: /v1/jobs; OpenAI: /v1/chat/completions; Anthropic: /v1/messages), NATS %s, %d API keys\n",
-		addr, nc.ConnectedUrlRedacted(), nkeys)
+		gs.Addr(), nc.ConnectedUrlRedacted(), nkeys)
 	<-ctx.Done()
-	return stop(*shutdown)
-}
-
-// serveGateway serves a gateway on addr until stop is called.
-func serveGateway(nc *nats.Conn, addr string, cfg gateway.Config) (stop func(time.Duration) error, bound string, err error) {
-	gw, err := gateway.New(nc, cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		gw.Close()
-		return nil, "", fmt.Errorf("gateway: %w", err)
-	}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(os.Stderr, "gateway: %v\n", err)
-		}
-	}()
-	return func(d time.Duration) error {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		return errors.Join(srv.Shutdown(ctx), gw.Close())
-	}, l.Addr().String(), nil
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
+	defer cancel()
+	return gs.Stop(sctx)
 }
 
 // gatewayKeys is the keyring of the key file at path (reread when it

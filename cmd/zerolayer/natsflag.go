@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -67,21 +66,11 @@ func runningDev() (devstack.Endpoints, string, bool) {
 // connects to it, named "zerolayer cmd".
 func (n *natsFlag) connect(cmd string, opts ...nats.Option) (*nats.Conn, error) {
 	u, source := n.resolve()
-	shown := redactURL(u)
+	shown := devstack.Redact(u)
 	fmt.Fprintf(stderr, "zerolayer %s: NATS %s (%s)\n", cmd, shown, source)
 	nc, err := nats.Connect(u, append([]nats.Option{nats.Name("zerolayer " + cmd)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s (%s): %w", shown, source, err)
 	}
 	return nc, nil
-}
-
-// redactURL hides the password of a URL (NATS URLs may carry user:pass, or
-// a list of servers, which is shown as it is).
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
 }

@@ -171,9 +171,9 @@ func (d *demo) askHTTP(ctx context.Context) error {
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			g.stop(sctx)
+			g.Stop(sctx)
 		}()
-		addr = g.addr
+		addr = g.Addr()
 	}
 	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"The little dog"}],"max_tokens":40}`, d.model)
 	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))

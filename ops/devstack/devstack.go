@@ -111,7 +111,7 @@ type Stack struct {
 	models  *worker.Models
 	worker  *worker.Worker
 	billing *billing.Service
-	gateway *gatewayServer
+	gateway *GatewayServer
 }
 
 // New returns a stack for cfg; Start starts it.
@@ -204,17 +204,22 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-// gatewayServer is an HTTP gateway listening on a port.
-type gatewayServer struct {
+// GatewayServer is an HTTP gateway listening on a port.
+type GatewayServer struct {
 	gw   *gateway.Gateway
 	srv  *http.Server
 	addr string
 }
 
-// serveGateway serves an HTTP gateway of the stack's models on addr,
-// taking the tenant from the X-Zerolayer-Tenant header.
-func (st *Stack) serveGateway(addr string, metrics *gateway.Metrics) (*gatewayServer, error) {
-	gw, err := gateway.New(st.nc, gateway.Config{TenantHeader: true, Models: st.models.Paths(), Logger: st.cfg.Logger, Metrics: metrics})
+// ServeGateway serves a gateway of cfg in front of nc on addr (":0" for a
+// free port) until Stop; an error of the server is logged to cfg.Logger
+// (slog.Default() when nil).
+func ServeGateway(nc *nats.Conn, addr string, cfg gateway.Config) (*GatewayServer, error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	gw, err := gateway.New(nc, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -223,18 +228,27 @@ func (st *Stack) serveGateway(addr string, metrics *gateway.Metrics) (*gatewaySe
 		gw.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g := &gatewayServer{gw: gw, srv: &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}, addr: l.Addr().String()}
+	g := &GatewayServer{gw: gw, srv: &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}, addr: l.Addr().String()}
 	go func() {
 		if err := g.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			st.cfg.Logger.Error("gateway", "err", err)
+			logger.Error("gateway", "err", err)
 		}
 	}()
 	return g, nil
 }
 
-// stop lets open requests finish until ctx ends, then closes the gateway.
-func (g *gatewayServer) stop(ctx context.Context) error {
+// Addr is the address the gateway listens on.
+func (g *GatewayServer) Addr() string { return g.addr }
+
+// Stop lets open requests finish until ctx ends, then closes the gateway.
+func (g *GatewayServer) Stop(ctx context.Context) error {
 	return errors.Join(g.srv.Shutdown(ctx), g.gw.Close())
+}
+
+// serveGateway serves an HTTP gateway of the stack's models on addr,
+// taking the tenant from the X-Zerolayer-Tenant header.
+func (st *Stack) serveGateway(addr string, metrics *gateway.Metrics) (*GatewayServer, error) {
+	return ServeGateway(st.nc, addr, gateway.Config{TenantHeader: true, Models: st.models.Paths(), Logger: st.cfg.Logger, Metrics: metrics})
 }
 
 // Stop stops the stack in reverse order: the gateway, the worker (running
@@ -257,7 +271,7 @@ func (st *Stack) stop(ctx context.Context) error {
 	}
 	var errs []error
 	if st.gateway != nil {
-		errs = append(errs, st.gateway.stop(ctx))
+		errs = append(errs, st.gateway.Stop(ctx))
 		st.gateway = nil
 	}
 	if st.worker != nil {
@@ -323,5 +337,5 @@ func (st *Stack) GatewayAddr() string {
 	if st.gateway == nil {
 		return ""
 	}
-	return st.gateway.addr
+	return st.gateway.Addr()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -159,11 +160,21 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Redact hides a database URL's password, for messages.
-func Redact(url string) string {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil || cfg.Password == "" {
-		return url
+// Redact hides the password of a database or NATS URL, for messages. A
+// PostgreSQL URL or keyword/value string with a password is shown as
+// postgres://USER:***@HOST:PORT/DATABASE; another URL with user
+// information has its password replaced by xxxxx; anything else (a URL
+// without a password, a list of NATS servers) is shown as it is.
+func Redact(s string) string {
+	cfg, err := pgx.ParseConfig(s)
+	if err != nil {
+		if u, err := url.Parse(s); err == nil && u.User != nil {
+			return u.Redacted()
+		}
+		return s
+	}
+	if cfg.Password == "" {
+		return s
 	}
 	return fmt.Sprintf("postgres://%s:***@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 }
