@@ -110,20 +110,12 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 		}
 		p = pp
 	}
-	if r.Temperature != nil {
-		p.Temperature = float32(*r.Temperature)
-	}
-	if r.TopP != nil {
-		p.TopP = float32(*r.TopP)
-	}
+	setF32(&p.Temperature, r.Temperature)
+	setF32(&p.TopP, r.TopP)
+	setF32(&p.MinP, r.MinP)
+	setF32(&p.RepetitionPenalty, r.RepetitionPenalty)
 	if r.TopK != nil {
 		p.TopK = *r.TopK
-	}
-	if r.MinP != nil {
-		p.MinP = float32(*r.MinP)
-	}
-	if r.RepetitionPenalty != nil {
-		p.RepetitionPenalty = float32(*r.RepetitionPenalty)
 	}
 	if r.Seed != nil {
 		p.Seed = *r.Seed
@@ -141,6 +133,13 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top,
 		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool,
 		OnToken: tokenSink(r, sink), OnToolEvent: toolSink(sink)}, nil
+}
+
+// setF32 sets *dst to *v when the request gives v.
+func setF32(dst *float32, v *float64) {
+	if v != nil {
+		*dst = float32(*v)
+	}
 }
 
 // engineError maps an engine error to a contract error.

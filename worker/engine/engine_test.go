@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/model/prompt"
@@ -17,13 +16,7 @@ import (
 // setup loads stories260K and its reference cases.
 func setup(t *testing.T) (*engine.Loaded, *engine.Engine, []modeltest.Case) {
 	t.Helper()
-	be := cpu.New(cpu.Config{Threads: 2})
-	t.Cleanup(func() { be.Close() })
-	l, err := engine.Load(modeltest.StoriesPath(t), be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := modeltest.LoadStories(t, 2)
 	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: 256})
 	if err != nil {
 		t.Fatal(err)

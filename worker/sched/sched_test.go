@@ -10,23 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
-
-// load opens stories260K on a one-thread CPU backend.
-func load(t testing.TB) *engine.Loaded {
-	t.Helper()
-	be := cpu.New(cpu.Config{Threads: 1})
-	t.Cleanup(func() { be.Close() })
-	l, err := engine.Load(modeltest.StoriesPath(t), be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
 
 func newSched(t testing.TB, l *engine.Loaded, cfg Config) *Scheduler {
 	t.Helper()
@@ -125,7 +111,7 @@ func checkIdle(t *testing.T, s *Scheduler) {
 
 func TestReferenceThroughScheduler(t *testing.T) {
 	t.Parallel()
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	cases := reference(t)
 	// Small prefill chunks, so prompts are cut and mixed with decodes.
 	s := newSched(t, l, Config{MaxBatchTokens: 7})
@@ -175,7 +161,7 @@ func alone(t *testing.T, l *engine.Loaded, jobs []job) [][]int32 {
 
 func TestEquivalence(t *testing.T) {
 	t.Parallel()
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	r := rand.New(rand.NewPCG(1, 2))
 	var short, long []job
 	for i, p := range prompts(t, 16, r) {
@@ -255,7 +241,7 @@ func TestEquivalence(t *testing.T) {
 
 func TestPrefixSharing(t *testing.T) {
 	t.Parallel()
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	s := newSched(t, l, Config{})
 	// 40 shared tokens (two full blocks and a half), then distinct tails.
 	shared := reference(t)[3].PromptIDs[:40]
@@ -280,7 +266,7 @@ func TestPrefixSharing(t *testing.T) {
 
 func TestMemoryCap(t *testing.T) {
 	t.Parallel()
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	s := newSched(t, l, Config{})
 	bb := float64(s.BlockBytes()) / (1 << 20)
 	// A prompt needing 3 blocks under a 2-block cap is rejected.
@@ -307,7 +293,7 @@ func TestRandomizedInvariants(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
 	}
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	s := newSched(t, l, Config{KVBlocks: 40, MaxBatchTokens: 48, HostSwapMB: 1, MaxRunning: 12})
 	r := rand.New(rand.NewPCG(7, 8))
 	ps := prompts(t, 200, r)
@@ -344,7 +330,7 @@ func TestRandomizedInvariants(t *testing.T) {
 // checks that a high-priority job is admitted at once by preempting.
 func TestHighPriorityPreempts(t *testing.T) {
 	t.Parallel()
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	s := newSched(t, l, Config{KVBlocks: 40, HostSwapMB: 8})
 	var lows []job
 	for _, p := range prompts(t, 8, rand.New(rand.NewPCG(3, 4))) {
@@ -384,7 +370,7 @@ func TestHighPriorityPreempts(t *testing.T) {
 // (within 10%).
 func TestFairness(t *testing.T) {
 	t.Parallel()
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +432,7 @@ func max64(a, b int64) int64 {
 // memory nobody else needs, and give the same greedy output as alone.
 func TestFiller(t *testing.T) {
 	t.Parallel()
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	r := rand.New(rand.NewPCG(7, 8))
 	var jobs []job
 	for i := 0; i < 4; i++ {
@@ -505,7 +491,7 @@ func (c *heldCtx) Err() error {
 
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
-	l := load(t)
+	l := modeltest.LoadStories(t, 1)
 	req := func() *engine.Request { return &engine.Request{PromptIDs: reference(t)[0].PromptIDs, MaxTokens: 8} }
 	newS := func(t *testing.T) *Scheduler {
 		s, err := New(l.Model, l.Tokenizer, Config{})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/natstest"
-	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/engine"
@@ -23,37 +22,22 @@ import (
 // ModelName is the name stories260K is served under.
 const ModelName = "stories260k"
 
-// LoadStories loads stories260K on a one-thread CPU backend, skipping the
-// test when the shared fixtures are absent. It returns the loaded model
-// and the backend's name.
-func LoadStories(t testing.TB) (*engine.Loaded, string) {
-	t.Helper()
-	be := cpu.New(cpu.Config{Threads: 1})
-	t.Cleanup(func() { be.Close() })
-	l, err := engine.Load(modeltest.StoriesPath(t), be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l, be.Name()
-}
-
 // NewExecutor serves stories260K one job at a time.
 func NewExecutor(t testing.TB) *worker.InOrderExecutor {
 	t.Helper()
-	l, device := LoadStories(t)
+	l := modeltest.LoadStories(t, 1)
 	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return worker.NewInOrderExecutor(device, &worker.ServedModel{Name: ModelName, Loaded: l, Engine: e})
+	return worker.NewInOrderExecutor(l.Model.Backend().Name(), &worker.ServedModel{Name: ModelName, Loaded: l, Engine: e})
 }
 
 // NewSchedExecutor serves stories260K through a scheduler, stopped at
 // cleanup.
 func NewSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
 	t.Helper()
-	l, device := LoadStories(t)
+	l := modeltest.LoadStories(t, 1)
 	s, err := sched.New(l.Model, l.Tokenizer, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +46,7 @@ func NewSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Stop(context.Background()) })
-	return worker.NewSchedExecutor(device, contracts.Buckets{}, &worker.ScheduledModel{Name: ModelName, Loaded: l, Scheduler: s})
+	return worker.NewSchedExecutor(l.Model.Backend().Name(), contracts.Buckets{}, &worker.ScheduledModel{Name: ModelName, Loaded: l, Scheduler: s})
 }
 
 // Bundle is a JetStream server with the streams and a producer for each of

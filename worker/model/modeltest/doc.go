@@ -2,7 +2,8 @@
 // (worker/model, worker/engine, gpu/cuda): the shared fixtures
 // (stories260K and its reference.json, found in ../shared beside the
 // module), generated models, a greedy multi-sequence decoder and logit
-// comparisons. Only tests import it.
+// comparisons, and stories260K loaded on the CPU backend (LoadStories).
+// Only tests import it.
 //
 //	m := load(t, modeltest.StoriesPath(t)) // skips when ../shared is absent
 //	ref := modeltest.StoriesReference(t)
