@@ -30,6 +30,14 @@
 // [JobsSubjects] (a job on an unknown priority or bucket gets no ack), and
 // [CheckServer] refuses a server older than [MinServerVersion].
 //
+// Per-tenant limits (requests and tokens per minute, jobs in flight, a
+// monthly spend limit) travel as [TenantLimits] in the
+// [TenantLimitsBucket] key-value bucket, written by billing and decoded
+// with [DecodeTenantLimits] by whoever admits jobs (package
+// contracts/quota). A job over a limit is refused with
+// [CodeRateLimited], [CodeConcurrencyLimited] or [CodeSpendLimitExceeded]
+// and [Error.RetryAfterMs].
+//
 // # Decoding rules
 //
 // JSON field names are snake_case. Unknown fields are rejected at any depth

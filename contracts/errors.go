@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Code is a stable, machine-readable error code carried on the wire (in
@@ -42,6 +43,9 @@ const (
 	CodeUnavailable         Code = "unavailable"
 	CodeWorkerShutdown      Code = "worker_shutdown"
 	CodeInternal            Code = "internal"
+	CodeRateLimited         Code = "rate_limited"
+	CodeConcurrencyLimited  Code = "concurrency_limited"
+	CodeSpendLimitExceeded  Code = "spend_limit_exceeded"
 )
 
 // CodeInfo is one row of the error-code table.
@@ -83,6 +87,9 @@ var codeTable = []CodeInfo{
 	{CodeUnavailable, 503, true, "A dependency (NATS, JetStream, storage) is unreachable or full; try again later."},
 	{CodeWorkerShutdown, 503, true, "The worker stopped while running the job; it is redelivered to another worker."},
 	{CodeInternal, 500, true, "An unexpected failure inside zerolayer; retried up to MaxDeliver, then dead-lettered."},
+	{CodeRateLimited, 429, true, "The tenant is over its requests-per-minute or tokens-per-minute limit; submit again after retry_after_ms (HTTP Retry-After). Nothing ran, nothing is charged; a job a worker refused keeps its id in the duplicate window, so resubmit it under a new id."},
+	{CodeConcurrencyLimited, 429, true, "The tenant already has as many jobs in flight as its concurrency limit allows; submit again after retry_after_ms. Nothing ran, nothing is charged (resubmit under a new id as for rate_limited)."},
+	{CodeSpendLimitExceeded, 429, false, "The tenant's month-to-date charges plus the estimated cost of its jobs in flight would pass its monthly spend limit. Nothing ran, nothing is charged."},
 }
 
 // codeIndex maps a code to its row in codeTable.
@@ -186,7 +193,15 @@ type Error struct {
 	Tool string `json:"tool,omitempty"`
 	// ToolCode says why the tool failed, with CodeToolExecutionFailed.
 	ToolCode ToolCode `json:"tool_code,omitempty"`
+	// RetryAfterMs, with a limit code (rate_limited, concurrency_limited,
+	// spend_limit_exceeded), is how many milliseconds to wait before
+	// submitting again; the HTTP gateway sends it as Retry-After too.
+	// Zero when there is no estimate.
+	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
 }
+
+// RetryAfter returns RetryAfterMs as a duration.
+func (e *Error) RetryAfter() time.Duration { return time.Duration(e.RetryAfterMs) * time.Millisecond }
 
 // NewError returns an *Error with the given code and a formatted message.
 func NewError(code Code, format string, args ...any) *Error {

@@ -84,18 +84,51 @@ func FuzzDecodeUsage(f *testing.F) {
 			checkDecodeError(t, err)
 			return
 		}
-		out, err := json.Marshal(u)
-		if err != nil {
-			t.Fatalf("accepted record does not encode: %v", err)
-		}
-		again, err := DecodeUsage(out)
-		if err != nil {
-			t.Fatalf("re-encoded record rejected: %v\n%s", err, out)
-		}
-		if out2, _ := json.Marshal(again); !bytes.Equal(out, out2) {
-			t.Fatalf("decode/encode is not stable:\n%s\n%s", out, out2)
-		}
+		checkStable(t, u, DecodeUsage)
 	})
+}
+
+// FuzzDecodeTenantLimits feeds arbitrary bytes to DecodeTenantLimits
+// (workers and gateways read ZL_LIMITS values with it): never a panic,
+// only known codes, and what it accepts encodes to a value it accepts
+// again unchanged.
+func FuzzDecodeTenantLimits(f *testing.F) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "tenant_limits.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(golden)
+	for _, s := range []string{
+		``, `null`, `{}`, `{"tenant":"a","requests_per_minute":-1}`, `{"tenant":"a","monthly_spend":100}`,
+		`{"tenant":"a","currency":"USD","month":"2026-13","month_to_date":"1e3","updated_at":"2026-01-01T00:00:00Z"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := DecodeTenantLimits(b)
+		if err != nil {
+			checkDecodeError(t, err)
+			return
+		}
+		checkStable(t, l, DecodeTenantLimits)
+	})
+}
+
+// checkStable fails t unless v, which decode accepted, encodes to a
+// message decode accepts again and that encodes to the same bytes.
+func checkStable[T any](t *testing.T, v T, decode func([]byte) (T, error)) {
+	t.Helper()
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("accepted message does not encode: %v", err)
+	}
+	again, err := decode(out)
+	if err != nil {
+		t.Fatalf("re-encoded message rejected: %v\n%s", err, out)
+	}
+	if out2, _ := json.Marshal(again); !bytes.Equal(out, out2) {
+		t.Fatalf("decode/encode is not stable:\n%s\n%s", out, out2)
+	}
 }
 
 // checkDecodeError fails t unless err is what a decoder may return: a

@@ -37,9 +37,15 @@ var fixtures = []fixture{
 	{"event_resumed.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventResumed)},
 	{"event_final.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventFinal)},
 	{"event_error.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
+	{"event_error_rate_limited.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
 	{"result.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_failed.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"usage.json", "usage.json", reflect.TypeFor[Usage](), nil},
+	{"tenant_limits.json", "tenant_limits.json", reflect.TypeFor[TenantLimits](), func(t *testing.T, v any) {
+		if err := v.(*TenantLimits).Validate(); err != nil {
+			t.Errorf("golden tenant limits do not validate: %v", err)
+		}
+	}},
 	{"dlq_record.json", "dlq_record.json", reflect.TypeFor[DLQRecord](), func(t *testing.T, v any) {
 		d := v.(*DLQRecord)
 		if _, err := DecodeJobRequest(d.RequestBytes(), Limits{}); err != nil {

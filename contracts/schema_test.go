@@ -40,6 +40,7 @@ var schemaRoots = []schemaRoot{
 	{"result.json", reflect.TypeFor[Result](), false, resultConditions},
 	{"usage.json", reflect.TypeFor[Usage](), false, nil},
 	{"dlq_record.json", reflect.TypeFor[DLQRecord](), false, nil},
+	{"tenant_limits.json", reflect.TypeFor[TenantLimits](), false, nil},
 }
 
 // enumTypes are the closed sets of values; their values are the string

@@ -244,7 +244,7 @@ func (c StreamsConfig) CancelBucketConfig() jetstream.KeyValueConfig {
 }
 
 // EnsureStreams creates or updates the five streams, the nine durable pull
-// consumers on ZL_JOBS and the cancel bucket, so that they match cfg (zero
+// consumers on ZL_JOBS, the cancel bucket and the tenant-limits bucket, so that they match cfg (zero
 // fields take their defaults). It is idempotent: running it again, from any
 // number of processes, converges on the same state. It does not delete
 // streams or consumers it does not know. A ZL_JOBS bound to wider subjects
@@ -268,8 +268,10 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamsConfi
 			return fmt.Errorf("contracts: ensure consumer %s on %s: %w", cc.Durable, StreamJobs, err)
 		}
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, cfg.CancelBucketConfig()); err != nil {
-		return fmt.Errorf("contracts: ensure key-value bucket %s: %w", CancelBucket, err)
+	for _, kc := range []jetstream.KeyValueConfig{cfg.CancelBucketConfig(), cfg.TenantLimitsBucketConfig()} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("contracts: ensure key-value bucket %s: %w", kc.Bucket, err)
+		}
 	}
 	return nil
 }

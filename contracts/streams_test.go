@@ -43,7 +43,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	want := []string{"KV_" + contracts.CancelBucket, contracts.StreamDLQ, contracts.StreamEvents, contracts.StreamJobs, contracts.StreamResults, contracts.StreamUsage}
+	want := []string{"KV_" + contracts.CancelBucket, "KV_" + contracts.TenantLimitsBucket, contracts.StreamDLQ, contracts.StreamEvents, contracts.StreamJobs, contracts.StreamResults, contracts.StreamUsage}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Errorf("streams = %v, want %v", names, want)
