@@ -31,6 +31,8 @@ var (
 	// usage recorded under the tenant (not run yet, another tenant's, or a
 	// misspelt id).
 	ErrUnknownBatch = errors.New("billing: unknown batch")
+	// ErrInvalidLimits reports tenant limits that cannot be stored.
+	ErrInvalidLimits = errors.New("billing: invalid tenant limits")
 	// ErrInvalidFormat reports an unknown report format.
 	ErrInvalidFormat = errors.New("billing: unknown report format")
 )

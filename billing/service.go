@@ -26,6 +26,10 @@ type Config struct {
 	Ingester IngesterConfig
 	// River configures the River client. Leave its Logger unset.
 	River RiverConfig
+	// Limits configures the publisher of tenant limits to ZL_LIMITS.
+	// Leave its DB, JetStream and Logger unset; its Streams default to
+	// the Ingester's.
+	Limits LimitsPublisherConfig
 	// Logger receives the service's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -49,6 +53,18 @@ func (c Config) WithDefaults() Config {
 		c.Ingester.DB = c.DB
 	}
 	c.River = c.River.WithDefaults()
+	if c.Limits.DB == nil {
+		c.Limits.DB = c.DB
+	}
+	if c.Limits.JetStream == nil {
+		c.Limits.JetStream = c.JetStream
+	}
+	if c.Limits.Logger == nil {
+		c.Limits.Logger = c.Logger
+	}
+	if c.Limits.Streams.Replicas == 0 && c.Limits.Streams.Storage == 0 {
+		c.Limits.Streams = c.Ingester.Streams
+	}
 	return c
 }
 
@@ -70,6 +86,7 @@ type Service struct {
 	cfg      Config
 	river    *river.Client[pgx.Tx]
 	ingester *Ingester
+	limits   *LimitsPublisher
 
 	mu      sync.Mutex
 	running bool
@@ -91,7 +108,11 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, river: rc, ingester: ing}, nil
+	lp, err := NewLimitsPublisher(cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, river: rc, ingester: ing, limits: lp}, nil
 }
 
 // River returns the service's River client, to insert jobs (a RerateArgs,
@@ -101,9 +122,13 @@ func (s *Service) River() *river.Client[pgx.Tx] { return s.river }
 // Ingester returns the service's ingester.
 func (s *Service) Ingester() *Ingester { return s.ingester }
 
+// Limits returns the service's tenant-limits publisher.
+func (s *Service) Limits() *LimitsPublisher { return s.limits }
+
 // Start checks the NATS server is recent enough (contracts.CheckServer),
 // then starts River, then the ingester (which waits in the background for
-// ZL_USAGE if it does not exist yet). Starting a running service does
+// ZL_USAGE if it does not exist yet), then the tenant-limits publisher
+// (which creates ZL_LIMITS if needed and publishes a first round). Starting a running service does
 // nothing.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
@@ -120,11 +145,14 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.ingester.Start(ctx); err != nil {
 		return errors.Join(err, s.river.Stop(context.WithoutCancel(ctx)))
 	}
+	if err := s.limits.Start(ctx); err != nil {
+		return errors.Join(err, s.ingester.Stop(context.WithoutCancel(ctx)), s.river.Stop(context.WithoutCancel(ctx)))
+	}
 	s.running = true
 	return nil
 }
 
-// Stop stops the ingester, then River, each letting the work in hand
+// Stop stops the limits publisher, the ingester, then River, each letting the work in hand
 // finish; if ctx ends first, work in hand is abandoned (to be redone: a
 // record is redelivered, a job retried) and Stop returns ctx.Err().
 // Stopping a stopped service does nothing.
@@ -135,6 +163,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.running = false
+	errLimits := s.limits.Stop(ctx)
 	errIngest := s.ingester.Stop(ctx)
 	errRiver := s.river.Stop(ctx)
 	if errRiver != nil && ctx.Err() != nil {
@@ -145,5 +174,5 @@ func (s *Service) Stop(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return errors.Join(errIngest, errRiver)
+	return errors.Join(errLimits, errIngest, errRiver)
 }
