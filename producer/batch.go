@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -71,7 +72,8 @@ func BatchJobID(batchID, customID string) string { return batchID + "-" + custom
 // one BatchRecord per line to out in input order. A bad line gets an error
 // record and does not stop the batch; the batch stops early only when ctx
 // ends or in or out fails. Each request's metadata gets batch_id and
-// custom_id.
+// custom_id. A line refused at submit for a rate or concurrency limit
+// (Config.Admitter) waits its retry-after and is submitted again.
 func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts BatchOpts) (BatchCounts, error) {
 	if err := contracts.ValidateJobID(opts.ID); err != nil {
 		return BatchCounts{}, fmt.Errorf("producer: batch id: %w", err)
@@ -223,7 +225,7 @@ func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (
 	} else if res != nil {
 		return mine(res)
 	}
-	if _, err := c.Submit(ctx, req, nil); err != nil {
+	if err := c.submitPatiently(ctx, req); err != nil {
 		return nil, contracts.ErrorFrom(err), true
 	}
 	res, err := c.Wait(ctx, req.ID)
@@ -231,6 +233,24 @@ func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (
 		return nil, contracts.ErrorFrom(fmt.Errorf("waiting for %s: %w", req.ID, err)), false
 	}
 	return mine(res)
+}
+
+// submitPatiently submits req, waiting and trying again while it is
+// refused for a rate or concurrency limit (the line is not failed for
+// going too fast), until ctx ends.
+func (c *Client) submitPatiently(ctx context.Context, req *contracts.JobRequest) error {
+	for {
+		_, err := c.Submit(ctx, req, nil)
+		wait, ok := limitRetry(contracts.ErrorFrom(err))
+		if !ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // tally counts a job's result by how it ended; a job without a result

@@ -34,6 +34,9 @@ type Config struct {
 	// Limits are the request limits checked before publishing. Zero fields
 	// take the contract defaults.
 	Limits contracts.Limits
+	// Admitter, if set, checks the tenant's limits before each job is
+	// published (quota.go). Defaults to none: the workers still check.
+	Admitter Admitter
 }
 
 // Client submits jobs and follows them. It is safe for concurrent use.
@@ -114,7 +117,11 @@ func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *Su
 	}
 	m := &nats.Msg{Subject: contracts.JobSubject(r.EffectivePriority(), bucket, c.cfg.Tenant), Data: data,
 		Header: contracts.NewHeader(r.ID, c.cfg.Tenant, tp)}
+	if err := c.admit(&r, n); err != nil {
+		return "", err
+	}
 	if _, err := c.js.PublishMsg(ctx, m); err != nil {
+		c.forget(&r)
 		return "", fmt.Errorf("producer: submit %s: %w", r.ID, err)
 	}
 	return r.ID, nil

@@ -52,6 +52,9 @@ type Config struct {
 	DeltaTokens int
 	// Metrics, if set, records every finished job.
 	Metrics *Metrics
+	// Quota, if set, checks each job against its tenant's limits before
+	// it runs (quota.go). Defaults to none.
+	Quota Quota
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }

@@ -17,6 +17,10 @@
 //     DLQ record, then Term.
 //  3. A cancel marker in the ZL_CANCEL bucket ends the job before it runs;
 //     a message on zl.cancel.<job_id> cancels it while it runs.
+//     A job over its tenant's limits (Config.Quota: requests or tokens per
+//     minute by JetStream's stored time, jobs in flight, monthly spend) is
+//     refused like a bad one, with rate_limited, concurrency_limited or
+//     spend_limit_exceeded, and never runs or bills.
 //  4. The Executor runs it (SchedExecutor batches through a scheduler per
 //     model; InOrderExecutor runs one job at a time). Tokens stream out as delta events on zl.events.<job_id>;
 //     InProgress keeps the lease while it runs.

@@ -85,6 +85,11 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		ctx, stop = context.WithDeadline(ctx, *req.Deadline)
 		defer stop()
 	}
+	if e := w.admitQuota(job); e != nil {
+		w.fail(em, msg, job, e, log)
+		return
+	}
+	defer w.releaseQuota(job)
 	stopLease := w.keepLease(msg)
 	em.publish(&contracts.Event{Type: contracts.EventStarted})
 	usage.QueueMs = ms(time.Since(meta.Timestamp))

@@ -68,6 +68,10 @@ func commandTable() []command {
 		{"batch", "--tenant T --id BATCH --input IN.jsonl [--output OUT.jsonl] [--status | --cancel] [flags]",
 			"run a JSONL file of jobs as one batch: results in input order, resumable, cancelable", runBatch},
 		{"billing", "[flags]", "ingest usage from NATS into Postgres and rate it with River", runBilling},
+		{"tenants", "set-limits | limits", "set or list per-tenant limits (rate, concurrency, monthly spend) that the gateway and workers enforce", runTenants},
+		{"tenants set-limits", "TENANT [--rpm N|none] [--tpm N|none] [--concurrency N|none] [--monthly-spend 100.00|none] [--currency USD] [--database-url URL]",
+			"set a tenant's limits (flags not given keep their value); billing publishes them to the gateways and workers at once", nil},
+		{"tenants limits", "[--database-url URL]", "list every tenant's limits", nil},
 		{"version", "", "print the version, VCS revision and Go version of this binary (also --version)", runVersion},
 	}
 }

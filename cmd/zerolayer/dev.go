@@ -65,6 +65,11 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer stopStack(st)
 	o.reg.MustRegister(billing.NewCollector(st.Billing()))
+	for _, q := range st.Quotas() {
+		if err := q.Register(o.reg); err != nil {
+			return err
+		}
+	}
 	if *metricsAddr != "" {
 		stopMetrics, err := serveMetrics(*metricsAddr, o.reg)
 		if err != nil {

@@ -27,6 +27,7 @@ func runGateway(ctx context.Context, args []string) error {
 	syncTimeout := fs.Duration("sync-timeout", 10*time.Minute, "how long a synchronous call (chat completions, messages) waits for its job")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long open requests may finish")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9401)")
+	limits := fs.Bool("limits", true, "enforce the tenants' limits (zerolayer tenants set-limits), as published by billing in ZL_LIMITS: 429 with Retry-After")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,19 +45,27 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	defer nc.Close()
 	gm := gateway.NewMetrics()
-	if *metricsAddr != "" {
-		reg := prometheus.NewRegistry()
-		if err := gm.Register(reg); err != nil {
+	reg := prometheus.NewRegistry()
+	if err := gm.Register(reg); err != nil {
+		return err
+	}
+	gcfg := gateway.Config{Keys: keys, TenantHeader: *tenantHeader, SyncTimeout: *syncTimeout, Models: modelFiles(), Logger: logger, Metrics: gm}
+	if *limits {
+		q, stop, err := startQuota(ctx, nc, "gateway", reg, logger)
+		if err != nil {
 			return err
 		}
+		defer stop()
+		gcfg.Quota = q
+	}
+	if *metricsAddr != "" {
 		stopMetrics, err := serveMetrics(*metricsAddr, reg)
 		if err != nil {
 			return err
 		}
 		defer stopMetrics()
 	}
-	gs, err := devstack.ServeGateway(nc, *listen, gateway.Config{Keys: keys, TenantHeader: *tenantHeader, SyncTimeout: *syncTimeout,
-		Models: modelFiles(), Logger: logger, Metrics: gm})
+	gs, err := devstack.ServeGateway(nc, *listen, gcfg)
 	if err != nil {
 		return err
 	}

@@ -269,21 +269,24 @@ func TestNATSSource(t *testing.T) {
 	}
 }
 
+// schemaURL is the database URL of pool's schema, for --database-url.
+func schemaURL(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	u, err := url.Parse(dbtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // TestReportUnknownTenant: a report of a tenant billing has never heard of
 // is a runtime error (status 1), not an empty report; a database never
 // migrated gets a hint.
 func TestReportUnknownTenant(t *testing.T) {
-	dbURL := func(pool *pgxpool.Pool) string {
-		u, err := url.Parse(dbtest.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", pool.Config().ConnConfig.RuntimeParams["search_path"])
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	migrated, empty := dbURL(dbtest.Pool(t)), dbURL(dbtest.EmptyPool(t))
+	migrated, empty := schemaURL(t, dbtest.Pool(t)), schemaURL(t, dbtest.EmptyPool(t))
 	for _, args := range [][]string{
 		{"--from", "2026-11-01", "--to", "2026-12-01"},
 		{"--batches"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
@@ -99,6 +101,8 @@ func TestNATSConfigPermissions(t *testing.T) {
 		t.Fatalf("the gateway looks a result up: %v %v", resp, err)
 	}
 
+	checkLimitsPermissions(ctx, t, connect)
+
 	tjs, _ := jetstream.New(connect("acme", "a"))
 	pub := func(subject string) error {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -165,5 +169,33 @@ func TestNATSConfigPermissions(t *testing.T) {
 		if err == nil && !strings.Contains(string(raw.Data), `"error"`) {
 			t.Errorf("acme reads message 1 of %s: %s", stream, raw.Data)
 		}
+	}
+}
+
+// checkLimitsPermissions: billing writes ZL_LIMITS; the worker and the
+// gateway follow it (the gateway also hears results); a tenant cannot
+// write its own limits.
+func checkLimitsPermissions(ctx context.Context, t *testing.T, connect func(user, pass string) *nats.Conn) {
+	t.Helper()
+	bjs, _ := jetstream.New(connect("billing", "b"))
+	kv, err := bjs.KeyValue(ctx, contracts.TenantLimitsBucket)
+	if err != nil {
+		t.Fatalf("billing opens %s: %v", contracts.TenantLimitsBucket, err)
+	}
+	if _, err := kv.Put(ctx, "acme", []byte(`{}`)); err != nil {
+		t.Fatalf("billing writes the limits: %v", err)
+	}
+	for _, role := range []struct{ user, pass, domain string }{{"worker", "w", "worker"}, {"gateway", "g", "gateway"}} {
+		_, stop, err := startQuota(ctx, connect(role.user, role.pass), role.domain, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("the %s follows the limits: %v", role.user, err)
+		}
+		stop()
+	}
+	tjs, _ := jetstream.New(connect("acme", "a"))
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := tjs.Publish(pctx, "$KV."+contracts.TenantLimitsBucket+".acme", []byte(`{}`)); err == nil {
+		t.Fatal("acme wrote its own limits")
 	}
 }

@@ -29,6 +29,7 @@ func runWorker(ctx context.Context, args []string) error {
 	replicas := fs.Int("replicas", 1, "stream replicas when provisioning (3 in production)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are handed back")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9400)")
+	limits := fs.Bool("limits", true, "enforce the tenants' limits (zerolayer tenants set-limits), as published by billing in ZL_LIMITS")
 	var sf schedFlags
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -85,6 +86,14 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Close()
+	if *limits {
+		q, stop, err := startQuota(ctx, nc, "worker", o.reg, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		cfg.Quota = q
+	}
 	w, err := worker.New(nc, s.Executor(), cfg)
 	if err != nil {
 		return err

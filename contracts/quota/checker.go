@@ -147,7 +147,7 @@ func New(nc *nats.Conn, cfg Config) (*Checker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Checker{cfg: cfg, nc: nc, metrics: newMetrics(), tenants: map[string]*tenant{}}, nil
+	return &Checker{cfg: cfg, nc: nc, metrics: newMetrics(cfg.Domain), tenants: map[string]*tenant{}}, nil
 }
 
 func (t *tenant) limited() bool {
@@ -235,7 +235,7 @@ func (c *Checker) Admit(tenantID, jobID string, at time.Time, promptTokens, maxT
 	limit, e := c.check(t, tenantID, now, at, sec, toks, cost)
 	if e != nil {
 		c.mu.Unlock()
-		c.metrics.refused.WithLabelValues(c.cfg.Domain, tenantID, string(e.Code), limit).Inc()
+		c.metrics.refused.WithLabelValues(tenantID, string(e.Code), limit).Inc()
 		return e
 	}
 	t.slots.add(sec, 1, toks)
@@ -243,7 +243,7 @@ func (c *Checker) Admit(tenantID, jobID string, at time.Time, promptTokens, maxT
 	t.inflight++
 	t.pending = t.pending.Add(cost)
 	c.mu.Unlock()
-	c.metrics.admitted.WithLabelValues(c.cfg.Domain, tenantID).Inc()
+	c.metrics.admitted.WithLabelValues(tenantID).Inc()
 	return nil
 }
 

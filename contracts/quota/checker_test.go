@@ -222,7 +222,7 @@ func TestMetrics(t *testing.T) {
 	q.Admit("acme", "a", time.Time{}, 1, 1)
 	q.Admit("acme", "b", time.Time{}, 1, 1)
 	want := `
-# HELP zerolayer_quota_refusals_total Jobs refused for a tenant limit, by admitter (gateway, worker), tenant, error code and limit.
+# HELP zerolayer_quota_refusals_total Jobs refused for a tenant limit, by admitter (domain: gateway, worker), tenant, error code and limit.
 # TYPE zerolayer_quota_refusals_total counter
 zerolayer_quota_refusals_total{code="rate_limited",domain="test",limit="requests_per_minute",tenant="acme"} 1
 `

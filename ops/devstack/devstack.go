@@ -112,6 +112,7 @@ type Stack struct {
 	worker  *worker.Worker
 	billing *billing.Service
 	gateway *GatewayServer
+	quotas  quotas
 }
 
 // New returns a stack for cfg; Start starts it.
@@ -177,7 +178,10 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 	if conc == 0 {
 		conc = st.models.Concurrency()
 	}
-	if st.worker, err = worker.New(st.nc, st.models.Executor(), worker.Config{ID: "dev-worker", Concurrency: conc, Metrics: cfg.WorkerMetrics, Logger: cfg.Logger}); err != nil {
+	if err := st.quotas.start(ctx, st.nc, cfg.Logger); err != nil {
+		return err
+	}
+	if st.worker, err = worker.New(st.nc, st.models.Executor(), worker.Config{ID: "dev-worker", Concurrency: conc, Metrics: cfg.WorkerMetrics, Logger: cfg.Logger, Quota: st.quotas.worker}); err != nil {
 		return err
 	}
 	if err := st.worker.Start(ctx); err != nil {
@@ -248,7 +252,7 @@ func (g *GatewayServer) Stop(ctx context.Context) error {
 // serveGateway serves an HTTP gateway of the stack's models on addr,
 // taking the tenant from the X-Zerolayer-Tenant header.
 func (st *Stack) serveGateway(addr string, metrics *gateway.Metrics) (*GatewayServer, error) {
-	return ServeGateway(st.nc, addr, gateway.Config{TenantHeader: true, Models: st.models.Paths(), Logger: st.cfg.Logger, Metrics: metrics})
+	return ServeGateway(st.nc, addr, gateway.Config{TenantHeader: true, Models: st.models.Paths(), Logger: st.cfg.Logger, Metrics: metrics, Quota: st.quotas.gateway})
 }
 
 // Stop stops the stack in reverse order: the gateway, the worker (running
@@ -282,6 +286,7 @@ func (st *Stack) stop(ctx context.Context) error {
 		errs = append(errs, st.billing.Stop(ctx))
 		st.billing = nil
 	}
+	errs = append(errs, st.quotas.stop(ctx))
 	if st.nc != nil {
 		st.nc.Close()
 		st.nc = nil

@@ -66,6 +66,7 @@ func stopReason(s contracts.StopReason) string {
 
 // anthropicError answers the Messages API's error shape.
 func anthropicError(w http.ResponseWriter, e *contracts.Error) {
+	setRetryAfter(w, e)
 	writeJSON(w, e.HTTPStatus(), anthropicErrorBody(e))
 }
 

@@ -28,6 +28,12 @@
 // submitted through /v1/jobs runs whatever the client does, and its events
 // can be followed again from the start or from Last-Event-ID.
 //
+// With Config.Quota (a *quota.Checker from contracts/quota) a job over its
+// tenant's limits (requests or tokens per minute, jobs in flight, monthly
+// spend, as billing publishes them in ZL_LIMITS) is answered 429 with
+// Retry-After and the code rate_limited, concurrency_limited or
+// spend_limit_exceeded before anything is published.
+//
 // It imports contracts and producer, and never the worker or anything that
 // runs a model (producer's TestNoModelRunner).
 package gateway

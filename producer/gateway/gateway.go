@@ -59,6 +59,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, if set, records every request.
 	Metrics *Metrics
+	// Quota, if set, checks each tenant's limits before a job is
+	// published: a job over a limit is answered 429 with Retry-After
+	// (quota.go). Defaults to none.
+	Quota producer.Admitter
 }
 
 // Gateway serves the HTTP APIs. It is an http.Handler.
@@ -176,7 +180,7 @@ func (g *Gateway) client(r *http.Request) (*producer.Client, *contracts.Error) {
 	if c, ok := g.clients[tenant]; ok {
 		return c, nil
 	}
-	c, err := producer.New(g.nc, producer.Config{Tenant: tenant, Models: g.cfg.Models, Limits: g.cfg.Limits})
+	c, err := producer.New(g.nc, producer.Config{Tenant: tenant, Models: g.cfg.Models, Limits: g.cfg.Limits, Admitter: g.cfg.Quota})
 	if err != nil {
 		return nil, contracts.NewError(contracts.CodeUnavailable, "%v", err)
 	}
@@ -223,6 +227,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // jobError answers the jobs API's error shape: {"error": {code, message, …}}.
 func jobError(w http.ResponseWriter, e *contracts.Error) {
+	setRetryAfter(w, e)
 	writeJSON(w, e.HTTPStatus(), map[string]any{"error": e})
 }
 

@@ -136,6 +136,7 @@ func finishReason(s contracts.StopReason) string {
 
 // openAIError answers OpenAI's error shape, with our code.
 func openAIError(w http.ResponseWriter, e *contracts.Error) {
+	setRetryAfter(w, e)
 	typ := errorType(e, "server_error")
 	switch typ {
 	case "request_too_large", "overloaded_error":
@@ -159,6 +160,8 @@ func errorType(e *contracts.Error, serverError string) string {
 		return "request_too_large"
 	case st == http.StatusServiceUnavailable:
 		return "overloaded_error"
+	case st == http.StatusTooManyRequests:
+		return "rate_limit_error"
 	case st >= 500:
 		return serverError
 	}
