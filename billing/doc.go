@@ -13,12 +13,10 @@
 //	          the previous charge kept in charge_history
 //	BuildReport ◀── charges + usage: totals, cost per dimension, by model,
 //	    priority, bucket and tag; written as a table, CSV or JSON
-//
-// //	tenant_limits + charges ──▶ LimitsPublisher ── every 5 s and on
-//
-//	SetTenantLimits (NOTIFY) ──▶ ZL_LIMITS (contracts.TenantLimits:
-//	limits, month-to-date spend, price estimate), which the gateway and
-//	the workers enforce (contracts/quota)
+//	tenant_limits + charges ──▶ LimitsPublisher ── every 5 s and on
+//	    SetTenantLimits (NOTIFY) ──▶ ZL_LIMITS (contracts.TenantLimits:
+//	    limits, month-to-date spend, price estimate), which the gateway and
+//	    the workers enforce (contracts/quota)
 //
 // The cost of a job is
 //

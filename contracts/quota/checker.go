@@ -267,7 +267,7 @@ func (c *Checker) check(t *tenant, id string, now, at time.Time, sec, toks int64
 		return window * time.Second
 	}
 	if t.rpm != nil || t.tpm != nil {
-		reqs, used := t.slots.sum(sec)
+		reqs, used := t.slots.peak(sec)
 		if t.rpm != nil && reqs+1 > *t.rpm {
 			return LimitRequests, refuse(contracts.CodeRateLimited, untilFree(reqs+1-*t.rpm, false),
 				"over the limit of %d requests per minute (%d admitted in the last minute)", *t.rpm, reqs)

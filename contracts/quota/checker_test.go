@@ -119,11 +119,13 @@ func TestBacklogJudgedBySubmitTime(t *testing.T) {
 	if admitted != 60 {
 		t.Errorf("burst: %d admitted, want 60", admitted)
 	}
-	// Out of order: a job submitted before the burst, drained after it,
-	// is judged by the window ending at its own submit time.
+	// Out of order: a job submitted two minutes before the burst, drained
+	// after it, is judged by the windows around its own submit time; one
+	// submitted 30 seconds before it would put a window over the limit.
 	if err := q.Admit("acme", "late", burst.Add(-2*time.Minute), 1, 1); err != nil {
 		t.Errorf("an older job drained late: %v", err)
 	}
+	wantCode(t, q.Admit("acme", "later", burst.Add(-30*time.Second), 1, 1), contracts.CodeRateLimited, -1)
 }
 
 func TestTokensPerMinute(t *testing.T) {

@@ -36,6 +36,25 @@ func (s slots) sum(sec int64) (reqs, toks int64) {
 	return reqs, toks
 }
 
+// peak returns the most requests and the most tokens admitted in any
+// 60-second window that holds sec: the windows ending at sec and at each
+// later second admitted within a minute of it. A job judged by its own
+// submit time must also fit the windows that end after it, which hold
+// jobs submitted later but admitted earlier (a worker pulling several
+// classes sees jobs slightly out of order).
+func (s slots) peak(sec int64) (reqs, toks int64) {
+	reqs, toks = s.sum(sec)
+	_, hi := s.span(sec)
+	for _, x := range s[hi:] {
+		if x.sec >= sec+window {
+			break
+		}
+		r, k := s.sum(x.sec)
+		reqs, toks = max(reqs, r), max(toks, k)
+	}
+	return reqs, toks
+}
+
 // freeAt returns the second at which at least need units (of requests
 // when toks is false, else of tokens) have left the window ending at sec,
 // or false when the window does not hold that many.
