@@ -29,6 +29,7 @@ func runBench(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 3, "repetitions per test; the best is reported")
 	format := fs.String("format", "table", "output: table or json")
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
+	withLimits := fs.Bool("with-limits", false, "with --pipeline: give the bench tenant limits too high to refuse anything, so every job is checked at submit and at the worker (compare with and without)")
 	gatewayN := fs.Int("gateway", 0, "instead: send this many 32-token chat completions through the HTTP gateway of a dev stack, and the same jobs through the Go producer as the baseline")
 	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")
 	var sf schedFlags
@@ -51,7 +52,7 @@ func runBench(ctx context.Context, args []string) error {
 		_, err := bench.Scheduler(ctx, cfg, stdout)
 		return err
 	case *gatewayN > 0 || *pipeline > 0:
-		return benchOnStack(ctx, *modelName, threads[0], &sf, *pipeline, *gatewayN)
+		return benchOnStack(ctx, *modelName, threads[0], &sf, *pipeline, *gatewayN, *withLimits)
 	}
 	bs, err := intList(*batches)
 	if err != nil {
@@ -102,7 +103,7 @@ func runBench(ctx context.Context, args []string) error {
 // devstack.DefaultModel) in a temporary folder, with the HTTP gateway for
 // the gateway benchmark, and runs the pipeline or the gateway benchmark
 // on it.
-func benchOnStack(ctx context.Context, model string, threads int, sf *schedFlags, pipeline, gatewayN int) error {
+func benchOnStack(ctx context.Context, model string, threads int, sf *schedFlags, pipeline, gatewayN int, withLimits bool) error {
 	mc, err := sf.models([]string{cmp.Or(model, devstack.DefaultModel)}, threads, nil)
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func benchOnStack(ctx context.Context, model string, threads int, sf *schedFlags
 	if gatewayN > 0 {
 		_, err = bench.Gateway(ctx, st, bench.GatewayConfig{Requests: gatewayN}, stdout)
 	} else {
-		_, err = bench.Pipeline(ctx, st, bench.PipelineConfig{Jobs: pipeline}, stdout)
+		_, err = bench.Pipeline(ctx, st, bench.PipelineConfig{Jobs: pipeline, Limits: withLimits}, stdout)
 	}
 	return err
 }

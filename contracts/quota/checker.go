@@ -190,6 +190,14 @@ func (c *Checker) Clear(tenantID string) {
 	}
 }
 
+// Limited reports whether tenantID has any limit in force here.
+func (c *Checker) Limited(tenantID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.tenants[tenantID]
+	return t != nil && t.limited()
+}
+
 // tenant returns the state of id, made on first use. c.mu is held.
 func (c *Checker) tenant(id string) *tenant {
 	t := c.tenants[id]
@@ -306,7 +314,8 @@ func (c *Checker) check(t *tenant, id string, now, at time.Time, sec, toks int64
 
 // Release ends job jobID's time in flight (it finished, failed or was
 // canceled): it stops counting towards max_concurrent at once, and its
-// estimated cost after Config.Settle. Releasing a job not admitted, or
+// estimated cost after Config.Settle (until then, admitting the same id
+// again does not count it twice). Releasing a job not admitted, or
 // twice, does nothing.
 func (c *Checker) Release(tenantID, jobID string) {
 	now := c.cfg.Now()
@@ -317,6 +326,11 @@ func (c *Checker) Release(tenantID, jobID string) {
 		return
 	}
 	if e := t.jobs[jobID]; e != nil && e.released.IsZero() {
+		if e.cost.IsZero() {
+			// Nothing to settle: forget it now (its rate second stays).
+			c.drop(t, jobID, e)
+			return
+		}
 		e.released = now
 		t.inflight--
 	}

@@ -23,6 +23,12 @@ type PipelineConfig struct {
 	// Unloaded is the number of jobs then run one at a time. Defaults to
 	// min(Jobs, 200).
 	Unloaded int
+	// Limits gives Tenant limits too high to refuse anything, so that every
+	// job goes through every check (rate windows, jobs in flight, spend
+	// estimate) at submit, as the gateway does, and at the worker: the
+	// cost of the checks on intake throughput (limits.go). Defaults to
+	// false: the tenant has no limits (a map look-up per job).
+	Limits bool
 }
 
 // PipelineResults are the measurements of Pipeline. Latencies are in
@@ -46,14 +52,20 @@ type PipelineResults struct {
 // (submit → JetStream → worker → usage → Postgres → River rating) as
 // tenant Tenant, then runs jobs one at a time, and writes jobs per second
 // end to end and the queue's share of time to first token to w.
-func Pipeline(ctx context.Context, st *devstack.Stack, cfg PipelineConfig, w io.Writer) (*PipelineResults, error) {
+func Pipeline(ctx context.Context, st *devstack.Stack, cfg PipelineConfig, w io.Writer) (_ *PipelineResults, err error) {
 	if cfg.Jobs <= 0 {
 		return nil, fmt.Errorf("bench: pipeline of %d jobs: want 1 or more", cfg.Jobs)
 	}
 	if cfg.Unloaded == 0 {
 		cfg.Unloaded = min(cfg.Jobs, 200)
 	}
-	c, err := producer.New(st.Conn(), producer.Config{Tenant: Tenant, Models: st.Models().Paths()})
+	pc := producer.Config{Tenant: Tenant, Models: st.Models().Paths()}
+	if cfg.Limits {
+		if pc.Admitter, err = setHighLimits(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	c, err := producer.New(st.Conn(), pc)
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +86,8 @@ func Pipeline(ctx context.Context, st *devstack.Stack, cfg PipelineConfig, w io.
 		return nil, err
 	}
 	n, pct := cfg.Jobs, percentile
-	fmt.Fprintf(w, "pipeline: %d jobs (max_tokens 1) submitted in %.2f s (%.0f jobs/s), all rated after %.2f s: %.1f jobs/s end to end\n",
-		n, res.Submitted.Seconds(), float64(n)/res.Submitted.Seconds(), res.Rated.Seconds(), float64(n)/res.Rated.Seconds())
+	fmt.Fprintf(w, "pipeline: %d jobs (max_tokens 1, tenant limits checked: %v) submitted in %.2f s (%.0f jobs/s), all rated after %.2f s: %.1f jobs/s end to end\n",
+		n, cfg.Limits, res.Submitted.Seconds(), float64(n)/res.Submitted.Seconds(), res.Rated.Seconds(), float64(n)/res.Rated.Seconds())
 	fmt.Fprintf(w, "stages: last job finished by the worker after %.2f s, last usage stored after %.2f s\n", res.Finished, res.Ingested)
 	fmt.Fprintf(w, "queue time (JetStream store → admission) ms: p50 %.2f  p99 %.2f\n", pct(res.Queue, 0.5), pct(res.Queue, 0.99))
 	fmt.Fprintf(w, "time to first token after admission ms:       p50 %.2f  p99 %.2f\n", pct(res.FirstToken, 0.5), pct(res.FirstToken, 0.99))

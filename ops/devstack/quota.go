@@ -43,7 +43,7 @@ func (q *quotas) stop(ctx context.Context) error {
 }
 
 // Quotas returns the worker's and the gateway's admission checks of
-// tenant limits (for their Prometheus metrics).
+// tenant limits, in that order (for their Prometheus metrics).
 func (st *Stack) Quotas() []*quota.Checker {
 	return []*quota.Checker{st.quotas.worker, st.quotas.gateway}
 }
