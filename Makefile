@@ -37,6 +37,7 @@ fuzz:
 	$(GO) test -run x -fuzz FuzzRoundTrip -fuzztime 30s ./worker/model/tokenizer/
 	$(GO) test -run x -fuzz FuzzDecodeJobRequest -fuzztime 30s ./contracts/
 	$(GO) test -run x -fuzz FuzzDecodeUsage -fuzztime 30s ./contracts/
+	$(GO) test -run x -fuzz FuzzDecodeTenantLimits -fuzztime 30s ./contracts/
 
 # Kernel micro-benchmarks, then end-to-end model benchmarks (see README).
 bench-kernels:
