@@ -94,7 +94,8 @@ func startIngest(t *testing.T, streams bool, ic IngesterConfig, crashOnce ...str
 // reports whether JetStream stored it (false: deduplicated).
 func (b *ingestBundle) publish(t *testing.T, tenant, msgID string, body []byte) bool {
 	t.Helper()
-	msg := &nats.Msg{Subject: contracts.UsageSubject(tenant), Data: body, Header: contracts.NewHeader(msgID, tenant, contracts.Traceparent{})}
+	msg := &nats.Msg{Subject: contracts.UsageSubject(tenant), Data: body, Header: contracts.NewHeader(tenant, contracts.Traceparent{})}
+	msg.Header.Set(contracts.HeaderMsgID, msgID)
 	ack, err := b.ns.JS.PublishMsg(t.Context(), msg)
 	if err != nil {
 		t.Fatal(err)
