@@ -39,8 +39,12 @@ type ingestBundle struct {
 	deliveries map[string][]delivery
 }
 
+// jobKey names tenant's job jobID in crashOnce and the deliveries: job ids
+// are unique per tenant only.
+func jobKey(tenant, jobID string) string { return tenant + "/" + jobID }
+
 // setupIngest starts a service whose ingester "crashes" between commit
-// and ack on the first delivery of each job in crashOnce.
+// and ack on the first delivery of each job in crashOnce (jobKeys).
 func setupIngest(t *testing.T, crashOnce ...string) *ingestBundle {
 	t.Helper()
 	return startIngest(t, true, IngesterConfig{}, crashOnce...)
@@ -70,11 +74,12 @@ func startIngest(t *testing.T, streams bool, ic IngesterConfig, crashOnce ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.ingester.afterCommit = func(jobID string, inserted bool, n uint64) bool {
+	svc.ingester.afterCommit = func(tenant, jobID string, inserted bool, n uint64) bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.deliveries[jobID] = append(b.deliveries[jobID], delivery{inserted, n})
-		return !(slices.Contains(crashOnce, jobID) && n == 1)
+		key := jobKey(tenant, jobID)
+		b.deliveries[key] = append(b.deliveries[key], delivery{inserted, n})
+		return !(slices.Contains(crashOnce, key) && n == 1)
 	}
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -113,7 +118,7 @@ func (b *ingestBundle) count(t *testing.T, query string, args ...any) int {
 
 func TestIngestEndToEnd(t *testing.T) {
 	t.Parallel()
-	const crashed = "job-03"
+	crashed := jobKey("beta", "job-03")
 	b := setupIngest(t, crashed)
 	ctx := t.Context()
 
@@ -157,7 +162,7 @@ func TestIngestEndToEnd(t *testing.T) {
 		n := b.count(t, "SELECT count(*) FROM charges")
 		return n == 10, fmt.Sprintf("%d charges", n)
 	})
-	if n := b.count(t, "SELECT count(DISTINCT job_id) FROM usage"); n != 10 {
+	if n := b.count(t, "SELECT count(*) FROM usage"); n != 10 {
 		t.Errorf("%d usage rows, want 10", n)
 	}
 	if n := b.count(t, "SELECT count(*) FROM river_job WHERE kind = $1", RateArgs{}.Kind()); n != 10 {
@@ -165,7 +170,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 
 	for _, u := range records {
-		c, err := GetCharge(ctx, pool, u.JobID)
+		c, err := GetCharge(ctx, pool, u.Tenant, u.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +194,7 @@ func TestIngestEndToEnd(t *testing.T) {
 		if !slices.Equal(c.Tags, wantTags) && !(len(c.Tags) == 0 && len(wantTags) == 0) {
 			t.Errorf("%s: tags %v, want %v", u.JobID, c.Tags, wantTags)
 		}
-		stored, err := GetUsage(ctx, pool, u.JobID)
+		stored, err := GetUsage(ctx, pool, u.Tenant, u.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +237,7 @@ func TestIngestEndToEnd(t *testing.T) {
 			SELECT count(*) FROM (
 				SELECT u.tenant_id, (u.created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS jobs, sum(c.total) AS total,
 					sum(u.input_tokens) AS input_tokens
-				FROM charges c JOIN usage u USING (job_id) GROUP BY 1, 2
+				FROM charges c JOIN usage u USING (tenant_id, job_id) GROUP BY 1, 2
 			) want FULL JOIN usage_daily d USING (tenant_id, day)
 			WHERE d.jobs IS DISTINCT FROM want.jobs OR d.total IS DISTINCT FROM want.total
 			   OR d.input_tokens IS DISTINCT FROM want.input_tokens`).Scan(&diff)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/zerolayer/zerolayer/contracts"
 )
 
 func date(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
@@ -127,36 +129,36 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 	b.store(t, other)
 	b.waitCharged(t, 3)
 
-	check := func(jobID string, book PriceBook, revision int, want Breakdown) {
+	check := func(u contracts.Usage, book PriceBook, revision int, want Breakdown) {
 		t.Helper()
-		c, err := GetCharge(ctx, b.pool, jobID)
+		c, err := GetCharge(ctx, b.pool, u.Tenant, u.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.PriceBookID != book.ID || c.PriceBookVersion != book.Version || c.Revision != revision || !c.Cost.Equal(want) {
 			t.Errorf("%s: charge book %d v%d rev %d cost %+v\nwant book %d v%d rev %d cost %+v",
-				jobID, c.PriceBookID, c.PriceBookVersion, c.Revision, c.Cost, book.ID, book.Version, revision, want)
+				u.JobID, c.PriceBookID, c.PriceBookVersion, c.Revision, c.Cost, book.ID, book.Version, revision, want)
 		}
 	}
 	// 1000 × 0.00001 + 200 × 0.00003 + 40 × 0.000001 + 2.5 × 0.000002 = 0.01 + 0.006 + 0.00004 + 0.000005
-	check("early", v1, 1, Breakdown{Input: dec("0.01"), Output: dec("0.006"), TTFT: dec("0.00004"), Tool: dec("0.000005"), Total: dec("0.016045")})
+	check(early, v1, 1, Breakdown{Input: dec("0.01"), Output: dec("0.006"), TTFT: dec("0.00004"), Tool: dec("0.000005"), Total: dec("0.016045")})
 	// 1000 × 0.00002 + 200 × 0.00004 + 40 × 0.0000005 + 2.5 × 0 = 0.02 + 0.008 + 0.00002
-	check("late", v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(late, v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 	seeded, err := EffectivePriceBook(ctx, b.pool, "beta", "m1", other.CreatedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("other", seeded, 1, defaultHandCost(other))
+	check(other, seeded, 1, defaultHandCost(other))
 
 	// Re-rate the early job under v2 explicitly.
-	res, err := b.river.Insert(ctx, RerateArgs{JobID: "early", PriceBookID: v2.ID}, nil)
+	res, err := b.river.Insert(ctx, RerateArgs{Tenant: "acme", JobID: "early", PriceBookID: v2.ID}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if row := waitJob(t, b, res.Job.ID); row.State != rivertype.JobStateCompleted {
 		t.Fatalf("rerate job %s: %v", row.State, row.Errors)
 	}
-	check("early", v2, 2, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(early, v2, 2, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 
 	// A retroactive correction: v3 effective from March; re-rating by
 	// lookup picks it for the early job.
@@ -165,18 +167,18 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = b.river.Insert(ctx, RerateArgs{JobID: "early"}, nil)
+	res, err = b.river.Insert(ctx, RerateArgs{Tenant: "acme", JobID: "early"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, b, res.Job.ID)
 	// 1000 × 0.000005 + 200 × 0.00001 + 0 + 2.5 × 0.0000001 = 0.005 + 0.002 + 0.00000025
-	check("early", v3, 3, Breakdown{Input: dec("0.005"), Output: dec("0.002"), TTFT: dec("0"), Tool: dec("0.00000025"), Total: dec("0.00700025")})
+	check(early, v3, 3, Breakdown{Input: dec("0.005"), Output: dec("0.002"), TTFT: dec("0"), Tool: dec("0.00000025"), Total: dec("0.00700025")})
 	// The late job still uses v2: v3 is in force from March but v2 from June.
-	check("late", v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(late, v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 
 	// Both previous charges of the early job are kept.
-	rows, err := b.pool.Query(ctx, `SELECT revision, price_book_version, total FROM charge_history WHERE job_id = 'early' ORDER BY revision`)
+	rows, err := b.pool.Query(ctx, `SELECT revision, price_book_version, total FROM charge_history WHERE tenant_id = 'acme' AND job_id = 'early' ORDER BY revision`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,14 +197,14 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 
 	// A book of another tenant cannot re-rate beta's job: the job is
 	// cancelled and the charge left alone.
-	res, err = b.river.Insert(ctx, RerateArgs{JobID: "other", PriceBookID: v1.ID}, nil)
+	res, err = b.river.Insert(ctx, RerateArgs{Tenant: "beta", JobID: "other", PriceBookID: v1.ID}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if row := waitJob(t, b, res.Job.ID); row.State != rivertype.JobStateCancelled {
 		t.Errorf("mismatched rerate ended %s", row.State)
 	}
-	check("other", seeded, 1, defaultHandCost(other))
+	check(other, seeded, 1, defaultHandCost(other))
 
 	// The rollup of the early job's day follows the re-ratings.
 	eventually(t, 20*time.Second, func() (bool, string) {
@@ -234,7 +236,7 @@ func TestRateWithoutPriceBookRetries(t *testing.T) {
 		return j.State == rivertype.JobStateRetryable && strings.Contains(j.Errors[0].Error, ErrNoPriceBook.Error()),
 			fmt.Sprintf("%s: %+v", j.State, j.Errors)
 	})
-	if _, err := GetCharge(ctx, b.pool, "orphan"); !errors.Is(err, ErrNotFound) {
+	if _, err := GetCharge(ctx, b.pool, "acme", "orphan"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("charge without a price book: %v", err)
 	}
 }
