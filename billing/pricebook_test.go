@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -178,20 +179,7 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 	check(late, v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 
 	// Both previous charges of the early job are kept.
-	rows, err := b.pool.Query(ctx, `SELECT revision, price_book_version, total FROM charge_history WHERE tenant_id = 'acme' AND job_id = 'early' ORDER BY revision`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hist []string
-	for rows.Next() {
-		var rev, ver int
-		var total string
-		if err := rows.Scan(&rev, &ver, &total); err != nil {
-			t.Fatal(err)
-		}
-		hist = append(hist, fmt.Sprintf("r%d v%d %s", rev, ver, total))
-	}
-	if fmt.Sprint(hist) != "[r1 v1 0.016045 r2 v2 0.02802]" {
+	if hist := chargeHistory(t, b, "job_id = 'early'"); fmt.Sprint(hist) != "[acme/early r1 v1 0.016045 acme/early r2 v2 0.02802]" {
 		t.Errorf("charge history %v", hist)
 	}
 
@@ -214,6 +202,87 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 		}
 		return len(totals) == 1 && totals[0].Cost.Total.Equal(dec("0.00700025")), fmt.Sprintf("%+v", totals)
 	})
+}
+
+// TestRerateSameJobIDTwoTenants: a re-rating names the tenant's job, and
+// leaves another tenant's job of the same id alone.
+func TestRerateSameJobIDTwoTenants(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := t.Context()
+	acme := usage("shared", "acme", "m1", date(2026, 3, 15), 1000, 200, 40, 2.5, 0.9)
+	beta := usage("shared", "beta", "m1", date(2026, 3, 15), 10, 20, 4, 0, 0.9)
+	b.store(t, acme)
+	b.store(t, beta)
+	b.store(t, acme) // again: stored and rated once
+	b.waitCharged(t, 2)
+	book, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 1, 1), Currency: "USD",
+		PIn: dec("0.00001"), POut: dec("0.00003"), PTTFT: dec("0.000001"), PTool: dec("0.000002")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeded, err := EffectivePriceBook(ctx, b.pool, "beta", "m1", beta.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rerate := func(args RerateArgs, want rivertype.JobState) {
+		t.Helper()
+		res, err := b.river.Insert(ctx, args, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := waitJob(t, b, res.Job.ID); row.State != want {
+			t.Errorf("rerate %+v ended %s, want %s (errors %v)", args, row.State, want, row.Errors)
+		}
+	}
+	rerate(RerateArgs{Tenant: "acme", JobID: "shared"}, rivertype.JobStateCompleted)
+	// acme's book for beta's job, and a tenant without the job: nothing to do.
+	rerate(RerateArgs{Tenant: "beta", JobID: "shared", PriceBookID: book.ID}, rivertype.JobStateCancelled)
+	rerate(RerateArgs{Tenant: "gamma", JobID: "shared"}, rivertype.JobStateCancelled)
+
+	for _, tc := range []struct {
+		u        contracts.Usage
+		book     int64
+		revision int
+		want     Breakdown
+	}{
+		{acme, book.ID, 2, handCost(acme, "0.00001", "0.00003", "0.000001", "0.000002")},
+		{beta, seeded.ID, 1, defaultHandCost(beta)},
+	} {
+		c, err := GetCharge(ctx, b.pool, tc.u.Tenant, "shared")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Tenant != tc.u.Tenant || c.PriceBookID != tc.book || c.Revision != tc.revision || !c.Cost.Equal(tc.want) {
+			t.Errorf("%s: charge %+v, want book %d revision %d cost %+v", tc.u.Tenant, c, tc.book, tc.revision, tc.want)
+		}
+	}
+	// Only acme's charge was replaced.
+	hist := chargeHistory(t, b, "job_id = 'shared'")
+	if want := fmt.Sprintf("[acme/shared r1 v1 %s]", defaultHandCost(acme).Total); fmt.Sprint(hist) != want {
+		t.Errorf("charge history %v, want %s", hist, want)
+	}
+}
+
+// chargeHistory returns the charge_history rows matching where, by tenant,
+// job and revision, each as "tenant/job rREVISION vVERSION total".
+func chargeHistory(t *testing.T, b *dbBundle, where string) []string {
+	t.Helper()
+	rows, err := b.pool.Query(t.Context(), `SELECT tenant_id || '/' || job_id, revision, price_book_version, total::text
+		FROM charge_history WHERE `+where+` ORDER BY tenant_id, job_id, revision`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var job, total string
+		var rev, ver int
+		err := row.Scan(&job, &rev, &ver, &total)
+		return fmt.Sprintf("%s r%d v%d %s", job, rev, ver, total), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hist
 }
 
 func TestRateWithoutPriceBookRetries(t *testing.T) {
