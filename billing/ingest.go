@@ -61,8 +61,7 @@ type IngesterConfig struct {
 	BatchSize int
 	// Workers is how many records are stored at once, each in its own
 	// transaction (records are independent: unique on the tenant and job
-	// id). Keep it
-	// within the pool's connections. Defaults to 8.
+	// id). Keep it within the pool's connections. Defaults to 8.
 	Workers int
 	// RetryDelay is how long a message waits for redelivery after a
 	// database error. Defaults to 5 seconds.
@@ -377,8 +376,7 @@ func shard(msg jetstream.Msg, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(msg.Subject()))
 	if json.Unmarshal(msg.Data(), &head) == nil && head.JobID != "" {
-		// A subject token never holds a space: the pair cannot collide.
-		h.Write([]byte(" " + head.JobID))
+		h.Write([]byte(" " + head.JobID)) // no subject holds a space
 	}
 	return int(h.Sum32() % uint32(n))
 }
