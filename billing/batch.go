@@ -73,7 +73,7 @@ func BuildBatchReport(ctx context.Context, db DB, tenant, batch string) (*BatchR
 	if !known {
 		return nil, fmt.Errorf("%w %q of tenant %s: no usage recorded for it (a batch appears once its first job's usage is ingested)", ErrUnknownBatch, batch, tenant)
 	}
-	const where = `FROM charges c JOIN usage u USING (job_id) WHERE u.tenant_id = $1 AND u.batch_id = $2`
+	const where = `FROM charges c JOIN usage u USING (tenant_id, job_id) WHERE u.tenant_id = $1 AND u.batch_id = $2`
 	cur, currencies, err := currencyOf(ctx, db, where, tenant, batch)
 	if err != nil {
 		return fail(err)
@@ -97,7 +97,7 @@ func BuildBatchReport(ctx context.Context, db DB, tenant, batch string) (*BatchR
 		SELECT coalesce(u.custom_id, ''), u.job_id, u.status, u.input_tokens, u.output_tokens,
 			c.job_id IS NOT NULL, coalesce(c.tags, '{}'), coalesce(c.price_book_version, 0),
 			coalesce(c.cost_input, 0), coalesce(c.cost_output, 0), coalesce(c.cost_ttft, 0), coalesce(c.cost_tool, 0), coalesce(c.total, 0)
-		FROM usage u LEFT JOIN charges c USING (job_id)
+		FROM usage u LEFT JOIN charges c USING (tenant_id, job_id)
 		WHERE u.tenant_id = $1 AND u.batch_id = $2
 		ORDER BY u.custom_id, u.job_id`, tenant, batch)
 	if err != nil {

@@ -127,7 +127,7 @@ func (w *batchRollupWorker) Work(ctx context.Context, job *river.Job[BatchRollup
 				sum(u.input_tokens), sum(u.output_tokens), sum(u.cached_input_tokens),
 				sum(c.cost_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total),
 				min(u.created_at), max(u.finished_at)
-			FROM charges c JOIN usage u USING (job_id)
+			FROM charges c JOIN usage u USING (tenant_id, job_id)
 			WHERE u.tenant_id = $1 AND u.batch_id = $2
 			GROUP BY u.tenant_id, u.batch_id, c.currency`, a.Tenant, a.Batch); err != nil {
 			return fmt.Errorf("billing: batch rollup: %w", err)

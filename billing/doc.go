@@ -5,7 +5,8 @@
 // Data flows like this:
 //
 //	worker ── zl.usage.<tenant> (ZL_USAGE) ──▶ Ingester
-//	    one transaction: usage row (unique on job id) + River RateArgs job
+//	    one transaction: usage row (unique on tenant and job id)
+//	    + River RateArgs job
 //	    then ack the message
 //	River ──▶ rate: price book in force at created_at, Cost, Tags → charges
 //	      ──▶ rollup: per tenant and UTC day → usage_daily
@@ -32,8 +33,11 @@
 // tenant may override per tag (value_tag_rules).
 //
 // A usage record is billed once whatever the redeliveries: the usage table
-// is unique on the job id, the rating job is inserted only with a new row,
-// and a charge is unique on the job id.
+// is unique on (tenant, job id), the rating job is inserted only with a new
+// row, and a charge is unique on (tenant, job id). Job ids are unique per
+// tenant only, so everything that names a job (RateArgs, RerateArgs,
+// GetUsage, GetCharge) names its tenant too; two tenants' jobs of the same
+// id are two jobs, each billed to its own tenant.
 //
 // The tables come from package migrations; tests get a migrated schema of
 // their own from migrations/dbtest.

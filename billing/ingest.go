@@ -60,8 +60,8 @@ type IngesterConfig struct {
 	// it stores; Stop drains them. Defaults to 32.
 	BatchSize int
 	// Workers is how many records are stored at once, each in its own
-	// transaction (records are independent: unique on the job id). Keep it
-	// within the pool's connections. Defaults to 8.
+	// transaction (records are independent: unique on the tenant and job
+	// id). Keep it within the pool's connections. Defaults to 8.
 	Workers int
 	// RetryDelay is how long a message waits for redelivery after a
 	// database error. Defaults to 5 seconds.
@@ -142,8 +142,9 @@ func (c IngesterConfig) ConsumerConfig() jetstream.ConsumerConfig {
 type IngestStats struct {
 	// Stored counts records stored, each with its rating job.
 	Stored uint64
-	// Duplicates counts messages whose job was stored already (a
-	// redelivery, or a second record of one job): acked, not billed again.
+	// Duplicates counts messages whose job (of the same tenant) was stored
+	// already (a redelivery, or a second record of one job): acked, not
+	// billed again.
 	Duplicates uint64
 	// Terminated counts messages that can never be stored.
 	Terminated uint64
@@ -153,10 +154,13 @@ type IngestStats struct {
 
 // Ingester moves usage records from ZL_USAGE into Postgres. For each
 // message it decodes and validates the record, then in one transaction
-// stores it (unique on the job id) and, only if it was not stored before,
-// inserts its RateArgs job; after the commit it acks the message. So a
-// record is billed once however often it is delivered, and a record is
-// acked only once it is safe. A message that can never be stored
+// stores it (unique on the tenant and job id: job ids are unique per
+// tenant only) and, only if it was not stored before, inserts its RateArgs
+// job; after the commit it acks the message. So a record is billed once
+// however often it is delivered, and a record is acked only once it is
+// safe. The job is identified by the subject's tenant and the body's job
+// id, never by the message id (Nats-Msg-Id is JetStream's dedupe key, and
+// its form is the publisher's business). A message that can never be stored
 // (malformed, of an unsupported contract version, rejected by the
 // database's checks) is terminated with the reason and logged; it stays
 // in the stream, which keeps usage for months, for replay after a fix.
@@ -170,7 +174,7 @@ type Ingester struct {
 	running bool
 	cc      jetstream.ConsumeContext
 	cancel  context.CancelFunc
-	work    []chan jetstream.Msg // to the workers, by job id
+	work    []chan jetstream.Msg // to the workers, by tenant and job id
 	wg      sync.WaitGroup       // the workers
 	// stopWait and waitDone, while the ingester waits for its stream,
 	// stop the waiter and report it ended.
@@ -182,7 +186,7 @@ type Ingester struct {
 	// afterCommit, when set (by tests), runs after a record's transaction
 	// committed; returning false skips the ack, as a crash at that point
 	// would.
-	afterCommit func(jobID string, inserted bool, numDelivered uint64) bool
+	afterCommit func(tenant, jobID string, inserted bool, numDelivered uint64) bool
 }
 
 // NewIngester checks cfg and returns an ingester; Start starts it.
@@ -360,19 +364,20 @@ func (in *Ingester) Stop(ctx context.Context) error {
 	return err
 }
 
-// shard picks the worker of a message by the job id in its body (two
-// records of one job may carry different message ids), falling back to
-// the subject for bodies that do not decode (they are terminated anyway).
+// shard picks the worker of a message by its job: the tenant of its
+// subject and the job id in its body (two records of one job may carry
+// different message ids, and two tenants' jobs the same id), falling back
+// to the subject alone for bodies that do not decode (they are terminated
+// anyway).
 func shard(msg jetstream.Msg, n int) int {
 	var head struct {
 		JobID string `json:"job_id"`
 	}
-	key := msg.Subject()
-	if json.Unmarshal(msg.Data(), &head) == nil && head.JobID != "" {
-		key = head.JobID
-	}
 	h := fnv.New32a()
-	h.Write([]byte(key))
+	h.Write([]byte(msg.Subject()))
+	if json.Unmarshal(msg.Data(), &head) == nil && head.JobID != "" {
+		h.Write([]byte(" " + head.JobID)) // no subject holds a space
+	}
 	return int(h.Sum32() % uint32(n))
 }
 
@@ -390,7 +395,7 @@ func (in *Ingester) handle(ctx context.Context, msg jetstream.Msg) {
 		in.terminate(log, msg, err)
 		return
 	}
-	log = log.With("job_id", u.JobID)
+	log = log.With("tenant", u.Tenant, "job_id", u.JobID)
 
 	var inserted bool
 	err = pgx.BeginFunc(ctx, in.cfg.DB, func(tx pgx.Tx) error {
@@ -399,8 +404,8 @@ func (in *Ingester) handle(ctx context.Context, msg jetstream.Msg) {
 		if err != nil || !inserted {
 			return err
 		}
-		if _, err := in.cfg.River.InsertTx(ctx, tx, RateArgs{JobID: u.JobID}, nil); err != nil {
-			return fmt.Errorf("billing: enqueue the rating of job %s: %w", u.JobID, err)
+		if _, err := in.cfg.River.InsertTx(ctx, tx, RateArgs{Tenant: u.Tenant, JobID: u.JobID}, nil); err != nil {
+			return fmt.Errorf("billing: enqueue the rating of %s job %s: %w", u.Tenant, u.JobID, err)
 		}
 		return nil
 	})
@@ -422,7 +427,7 @@ func (in *Ingester) handle(ctx context.Context, msg jetstream.Msg) {
 		in.duplicates.Add(1)
 		log.Info("billing: usage record of this job is stored already; not billing it again")
 	}
-	if in.afterCommit != nil && !in.afterCommit(u.JobID, inserted, delivered) {
+	if in.afterCommit != nil && !in.afterCommit(u.Tenant, u.JobID, inserted, delivered) {
 		return
 	}
 	if err := msg.Ack(); err != nil {

@@ -39,8 +39,12 @@ type ingestBundle struct {
 	deliveries map[string][]delivery
 }
 
+// jobKey names tenant's job jobID in crashOnce and the deliveries: job ids
+// are unique per tenant only.
+func jobKey(tenant, jobID string) string { return tenant + "/" + jobID }
+
 // setupIngest starts a service whose ingester "crashes" between commit
-// and ack on the first delivery of each job in crashOnce.
+// and ack on the first delivery of each job in crashOnce (jobKeys).
 func setupIngest(t *testing.T, crashOnce ...string) *ingestBundle {
 	t.Helper()
 	return startIngest(t, true, IngesterConfig{}, crashOnce...)
@@ -70,11 +74,12 @@ func startIngest(t *testing.T, streams bool, ic IngesterConfig, crashOnce ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.ingester.afterCommit = func(jobID string, inserted bool, n uint64) bool {
+	svc.ingester.afterCommit = func(tenant, jobID string, inserted bool, n uint64) bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.deliveries[jobID] = append(b.deliveries[jobID], delivery{inserted, n})
-		return !(slices.Contains(crashOnce, jobID) && n == 1)
+		key := jobKey(tenant, jobID)
+		b.deliveries[key] = append(b.deliveries[key], delivery{inserted, n})
+		return !(slices.Contains(crashOnce, key) && n == 1)
 	}
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -94,7 +99,8 @@ func startIngest(t *testing.T, streams bool, ic IngesterConfig, crashOnce ...str
 // reports whether JetStream stored it (false: deduplicated).
 func (b *ingestBundle) publish(t *testing.T, tenant, msgID string, body []byte) bool {
 	t.Helper()
-	msg := &nats.Msg{Subject: contracts.UsageSubject(tenant), Data: body, Header: contracts.NewHeader(msgID, tenant, contracts.Traceparent{})}
+	msg := &nats.Msg{Subject: contracts.UsageSubject(tenant), Data: body, Header: contracts.NewHeader(tenant, contracts.Traceparent{})}
+	msg.Header.Set(contracts.HeaderMsgID, msgID)
 	ack, err := b.ns.JS.PublishMsg(t.Context(), msg)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +119,7 @@ func (b *ingestBundle) count(t *testing.T, query string, args ...any) int {
 
 func TestIngestEndToEnd(t *testing.T) {
 	t.Parallel()
-	const crashed = "job-03"
+	crashed := jobKey("beta", "job-03")
 	b := setupIngest(t, crashed)
 	ctx := t.Context()
 
@@ -157,7 +163,7 @@ func TestIngestEndToEnd(t *testing.T) {
 		n := b.count(t, "SELECT count(*) FROM charges")
 		return n == 10, fmt.Sprintf("%d charges", n)
 	})
-	if n := b.count(t, "SELECT count(DISTINCT job_id) FROM usage"); n != 10 {
+	if n := b.count(t, "SELECT count(*) FROM usage"); n != 10 {
 		t.Errorf("%d usage rows, want 10", n)
 	}
 	if n := b.count(t, "SELECT count(*) FROM river_job WHERE kind = $1", RateArgs{}.Kind()); n != 10 {
@@ -165,7 +171,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 
 	for _, u := range records {
-		c, err := GetCharge(ctx, pool, u.JobID)
+		c, err := GetCharge(ctx, pool, u.Tenant, u.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +195,7 @@ func TestIngestEndToEnd(t *testing.T) {
 		if !slices.Equal(c.Tags, wantTags) && !(len(c.Tags) == 0 && len(wantTags) == 0) {
 			t.Errorf("%s: tags %v, want %v", u.JobID, c.Tags, wantTags)
 		}
-		stored, err := GetUsage(ctx, pool, u.JobID)
+		stored, err := GetUsage(ctx, pool, u.Tenant, u.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +238,7 @@ func TestIngestEndToEnd(t *testing.T) {
 			SELECT count(*) FROM (
 				SELECT u.tenant_id, (u.created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS jobs, sum(c.total) AS total,
 					sum(u.input_tokens) AS input_tokens
-				FROM charges c JOIN usage u USING (job_id) GROUP BY 1, 2
+				FROM charges c JOIN usage u USING (tenant_id, job_id) GROUP BY 1, 2
 			) want FULL JOIN usage_daily d USING (tenant_id, day)
 			WHERE d.jobs IS DISTINCT FROM want.jobs OR d.total IS DISTINCT FROM want.total
 			   OR d.input_tokens IS DISTINCT FROM want.input_tokens`).Scan(&diff)
@@ -251,6 +257,112 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 	if jobs != 5 {
 		t.Errorf("acme's daily totals count %d jobs, want 5: %+v", jobs, totals)
+	}
+}
+
+// TestIngestSameJobIDTwoTenants: job ids are unique per tenant only. Two
+// tenants' records of job "BATCH1-line7" are both stored, rated, rolled up
+// and reported, each once and under its own tenant; a redelivery of one and
+// a second record of the other (published by a worker of before the
+// "<tenant>/<job_id>" message ids, so JetStream cannot drop it) are not
+// billed again.
+func TestIngestSameJobIDTwoTenants(t *testing.T) {
+	t.Parallel()
+	const id = "BATCH1-line7"
+	b := setupIngest(t, jobKey("beta", id))
+	ctx := t.Context()
+	pool := b.svc.cfg.DB
+
+	day := time.Date(2026, 11, 7, 9, 0, 0, 0, time.UTC)
+	acme := usage(id, "acme", "stories260K", day, 100, 250, 60, 2.5, 0.97)
+	beta := usage(id, "beta", "stories260K", day.Add(time.Hour), 40, 10, 5, 0, 0.5)
+	for _, u := range []*contracts.Usage{&acme, &beta} {
+		u.BatchID, u.CustomID = "BATCH1", "line7"
+	}
+	for _, u := range []contracts.Usage{acme, beta} {
+		if !b.publish(t, u.Tenant, u.Tenant+"/"+u.JobID, mustJSON(t, u)) {
+			t.Fatalf("%s's %s deduplicated by JetStream", u.Tenant, u.JobID)
+		}
+	}
+	// Within the duplicate window JetStream drops the same message id.
+	if b.publish(t, "beta", "beta/"+id, mustJSON(t, beta)) {
+		t.Error("JetStream stored a second message with the same Nats-Msg-Id")
+	}
+	// acme's job republished by a later attempt, under the bare job id:
+	// JetStream stores it, billing must recognize the job.
+	again := acme
+	again.Attempt, again.OutputTokens = 2, 999_999
+	if !b.publish(t, "acme", id, mustJSON(t, again)) {
+		t.Fatal("second record deduplicated by JetStream")
+	}
+
+	eventually(t, 20*time.Second, func() (bool, string) {
+		s := b.svc.Ingester().Stats()
+		// Duplicates: acme's second record and beta's redelivery.
+		return s.Stored == 2 && s.Duplicates == 2 && s.Terminated == 0, fmt.Sprintf("stats %+v", s)
+	})
+	b.mu.Lock()
+	got := slices.Clone(b.deliveries[jobKey("beta", id)])
+	b.mu.Unlock()
+	if len(got) != 2 || !got[0].inserted || got[0].n != 1 || got[1].inserted || got[1].n < 2 {
+		t.Errorf("deliveries of beta's %s: %+v, want a stored first delivery and a deduplicated redelivery", id, got)
+	}
+	eventually(t, 20*time.Second, func() (bool, string) {
+		n := b.count(t, "SELECT count(*) FROM charges")
+		return n == 2, fmt.Sprintf("%d charges", n)
+	})
+	if n := b.count(t, "SELECT count(*) FROM usage WHERE job_id = $1", id); n != 2 {
+		t.Errorf("%d usage rows of %s, want 2", n, id)
+	}
+	if n := b.count(t, "SELECT count(*) FROM river_job WHERE kind = $1", RateArgs{}.Kind()); n != 2 {
+		t.Errorf("%d rating jobs, want 2", n)
+	}
+
+	for _, u := range []contracts.Usage{acme, beta} {
+		stored, err := GetUsage(ctx, pool, u.Tenant, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored.Tenant != u.Tenant || stored.OutputTokens != u.OutputTokens || stored.Attempt != 1 {
+			t.Errorf("%s: stored %+v, want %+v", u.Tenant, stored, u)
+		}
+		c, err := GetCharge(ctx, pool, u.Tenant, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := defaultHandCost(u); c.Tenant != u.Tenant || c.JobID != id || c.Revision != 1 || !c.Cost.Equal(want) {
+			t.Errorf("%s: charge %+v, want cost %+v", u.Tenant, c, want)
+		}
+
+		// Each tenant's report, daily totals and batch count its job once.
+		r, err := BuildReport(ctx, pool, u.Tenant, day.Add(-time.Hour), day.Add(24*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := defaultHandCost(u); r.Total.Jobs != 1 || r.Unrated != 0 || !r.Total.Cost.Equal(want) || r.Total.OutputTokens != int64(u.OutputTokens) {
+			t.Errorf("%s: report total %+v, unrated %d, want one job costing %+v", u.Tenant, r.Total, r.Unrated, want)
+		}
+		br, err := BuildBatchReport(ctx, pool, u.Tenant, "BATCH1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(br.Lines) != 1 || br.Lines[0].JobID != id || br.Lines[0].Cost == nil || !br.Lines[0].Cost.Equal(defaultHandCost(u)) || br.Total.Jobs != 1 {
+			t.Errorf("%s: batch report %+v", u.Tenant, br)
+		}
+		eventually(t, 20*time.Second, func() (bool, string) {
+			daily, err := DailyTotals(ctx, pool, u.Tenant, "2026-11-07", "2026-11-08")
+			if err != nil {
+				return false, err.Error()
+			}
+			batches, err := BatchTotals(ctx, pool, u.Tenant)
+			if err != nil {
+				return false, err.Error()
+			}
+			want := defaultHandCost(u).Total
+			return len(daily) == 1 && daily[0].Jobs == 1 && daily[0].Cost.Total.Equal(want) &&
+					len(batches) == 1 && batches[0].Jobs == 1 && batches[0].Cost.Total.Equal(want),
+				fmt.Sprintf("%s: daily %+v, batches %+v", u.Tenant, daily, batches)
+		})
 	}
 }
 

@@ -163,7 +163,7 @@ func LimitsSnapshot(ctx context.Context, db DB, l TenantLimits, now time.Time) (
 		SELECT coalesce(sum(c.total) FILTER (WHERE c.currency = $2), 0),
 		       coalesce(sum(u.input_tokens) FILTER (WHERE c.job_id IS NULL), 0),
 		       coalesce(sum(u.output_tokens) FILTER (WHERE c.job_id IS NULL), 0)
-		FROM usage u LEFT JOIN charges c ON c.job_id = u.job_id
+		FROM usage u LEFT JOIN charges c ON c.tenant_id = u.tenant_id AND c.job_id = u.job_id
 		WHERE u.tenant_id = $1 AND u.created_at >= $3 AND u.created_at < $4`,
 		l.Tenant, l.Currency, from, from.AddDate(0, 1, 0)).Scan(&charged, &unratedIn, &unratedOut); err != nil {
 		return contracts.TenantLimits{}, fmt.Errorf("billing: month-to-date spend of %s: %w", l.Tenant, err)

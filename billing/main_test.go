@@ -84,7 +84,7 @@ func (b *dbBundle) store(t *testing.T, u contracts.Usage) {
 		if err != nil || !ok {
 			return err
 		}
-		_, err = b.river.InsertTx(t.Context(), tx, RateArgs{JobID: u.JobID}, nil)
+		_, err = b.river.InsertTx(t.Context(), tx, RateArgs{Tenant: u.Tenant, JobID: u.JobID}, nil)
 		return err
 	})
 	if err != nil {

@@ -54,7 +54,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	db := c.svc.cfg.DB
 	failed := uint64(0)
 	var unrated int64
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM usage u LEFT JOIN charges c USING (job_id) WHERE c.job_id IS NULL`).Scan(&unrated); err == nil {
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM usage u LEFT JOIN charges c USING (tenant_id, job_id) WHERE c.job_id IS NULL`).Scan(&unrated); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.unrated, prometheus.GaugeValue, float64(unrated))
 	} else {
 		failed++

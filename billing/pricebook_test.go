@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/zerolayer/zerolayer/contracts"
 )
 
 func date(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
@@ -127,36 +130,36 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 	b.store(t, other)
 	b.waitCharged(t, 3)
 
-	check := func(jobID string, book PriceBook, revision int, want Breakdown) {
+	check := func(u contracts.Usage, book PriceBook, revision int, want Breakdown) {
 		t.Helper()
-		c, err := GetCharge(ctx, b.pool, jobID)
+		c, err := GetCharge(ctx, b.pool, u.Tenant, u.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.PriceBookID != book.ID || c.PriceBookVersion != book.Version || c.Revision != revision || !c.Cost.Equal(want) {
 			t.Errorf("%s: charge book %d v%d rev %d cost %+v\nwant book %d v%d rev %d cost %+v",
-				jobID, c.PriceBookID, c.PriceBookVersion, c.Revision, c.Cost, book.ID, book.Version, revision, want)
+				u.JobID, c.PriceBookID, c.PriceBookVersion, c.Revision, c.Cost, book.ID, book.Version, revision, want)
 		}
 	}
 	// 1000 × 0.00001 + 200 × 0.00003 + 40 × 0.000001 + 2.5 × 0.000002 = 0.01 + 0.006 + 0.00004 + 0.000005
-	check("early", v1, 1, Breakdown{Input: dec("0.01"), Output: dec("0.006"), TTFT: dec("0.00004"), Tool: dec("0.000005"), Total: dec("0.016045")})
+	check(early, v1, 1, Breakdown{Input: dec("0.01"), Output: dec("0.006"), TTFT: dec("0.00004"), Tool: dec("0.000005"), Total: dec("0.016045")})
 	// 1000 × 0.00002 + 200 × 0.00004 + 40 × 0.0000005 + 2.5 × 0 = 0.02 + 0.008 + 0.00002
-	check("late", v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(late, v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 	seeded, err := EffectivePriceBook(ctx, b.pool, "beta", "m1", other.CreatedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("other", seeded, 1, defaultHandCost(other))
+	check(other, seeded, 1, defaultHandCost(other))
 
 	// Re-rate the early job under v2 explicitly.
-	res, err := b.river.Insert(ctx, RerateArgs{JobID: "early", PriceBookID: v2.ID}, nil)
+	res, err := b.river.Insert(ctx, RerateArgs{Tenant: "acme", JobID: "early", PriceBookID: v2.ID}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if row := waitJob(t, b, res.Job.ID); row.State != rivertype.JobStateCompleted {
 		t.Fatalf("rerate job %s: %v", row.State, row.Errors)
 	}
-	check("early", v2, 2, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(early, v2, 2, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 
 	// A retroactive correction: v3 effective from March; re-rating by
 	// lookup picks it for the early job.
@@ -165,44 +168,31 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = b.river.Insert(ctx, RerateArgs{JobID: "early"}, nil)
+	res, err = b.river.Insert(ctx, RerateArgs{Tenant: "acme", JobID: "early"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, b, res.Job.ID)
 	// 1000 × 0.000005 + 200 × 0.00001 + 0 + 2.5 × 0.0000001 = 0.005 + 0.002 + 0.00000025
-	check("early", v3, 3, Breakdown{Input: dec("0.005"), Output: dec("0.002"), TTFT: dec("0"), Tool: dec("0.00000025"), Total: dec("0.00700025")})
+	check(early, v3, 3, Breakdown{Input: dec("0.005"), Output: dec("0.002"), TTFT: dec("0"), Tool: dec("0.00000025"), Total: dec("0.00700025")})
 	// The late job still uses v2: v3 is in force from March but v2 from June.
-	check("late", v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(late, v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 
 	// Both previous charges of the early job are kept.
-	rows, err := b.pool.Query(ctx, `SELECT revision, price_book_version, total FROM charge_history WHERE job_id = 'early' ORDER BY revision`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hist []string
-	for rows.Next() {
-		var rev, ver int
-		var total string
-		if err := rows.Scan(&rev, &ver, &total); err != nil {
-			t.Fatal(err)
-		}
-		hist = append(hist, fmt.Sprintf("r%d v%d %s", rev, ver, total))
-	}
-	if fmt.Sprint(hist) != "[r1 v1 0.016045 r2 v2 0.02802]" {
+	if hist := chargeHistory(t, b, "job_id = 'early'"); fmt.Sprint(hist) != "[acme/early r1 v1 0.016045 acme/early r2 v2 0.02802]" {
 		t.Errorf("charge history %v", hist)
 	}
 
 	// A book of another tenant cannot re-rate beta's job: the job is
 	// cancelled and the charge left alone.
-	res, err = b.river.Insert(ctx, RerateArgs{JobID: "other", PriceBookID: v1.ID}, nil)
+	res, err = b.river.Insert(ctx, RerateArgs{Tenant: "beta", JobID: "other", PriceBookID: v1.ID}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if row := waitJob(t, b, res.Job.ID); row.State != rivertype.JobStateCancelled {
 		t.Errorf("mismatched rerate ended %s", row.State)
 	}
-	check("other", seeded, 1, defaultHandCost(other))
+	check(other, seeded, 1, defaultHandCost(other))
 
 	// The rollup of the early job's day follows the re-ratings.
 	eventually(t, 20*time.Second, func() (bool, string) {
@@ -212,6 +202,87 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 		}
 		return len(totals) == 1 && totals[0].Cost.Total.Equal(dec("0.00700025")), fmt.Sprintf("%+v", totals)
 	})
+}
+
+// TestRerateSameJobIDTwoTenants: a re-rating names the tenant's job, and
+// leaves another tenant's job of the same id alone.
+func TestRerateSameJobIDTwoTenants(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := t.Context()
+	acme := usage("shared", "acme", "m1", date(2026, 3, 15), 1000, 200, 40, 2.5, 0.9)
+	beta := usage("shared", "beta", "m1", date(2026, 3, 15), 10, 20, 4, 0, 0.9)
+	b.store(t, acme)
+	b.store(t, beta)
+	b.store(t, acme) // again: stored and rated once
+	b.waitCharged(t, 2)
+	book, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 1, 1), Currency: "USD",
+		PIn: dec("0.00001"), POut: dec("0.00003"), PTTFT: dec("0.000001"), PTool: dec("0.000002")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeded, err := EffectivePriceBook(ctx, b.pool, "beta", "m1", beta.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rerate := func(args RerateArgs, want rivertype.JobState) {
+		t.Helper()
+		res, err := b.river.Insert(ctx, args, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := waitJob(t, b, res.Job.ID); row.State != want {
+			t.Errorf("rerate %+v ended %s, want %s (errors %v)", args, row.State, want, row.Errors)
+		}
+	}
+	rerate(RerateArgs{Tenant: "acme", JobID: "shared"}, rivertype.JobStateCompleted)
+	// acme's book for beta's job, and a tenant without the job: nothing to do.
+	rerate(RerateArgs{Tenant: "beta", JobID: "shared", PriceBookID: book.ID}, rivertype.JobStateCancelled)
+	rerate(RerateArgs{Tenant: "gamma", JobID: "shared"}, rivertype.JobStateCancelled)
+
+	for _, tc := range []struct {
+		u        contracts.Usage
+		book     int64
+		revision int
+		want     Breakdown
+	}{
+		{acme, book.ID, 2, handCost(acme, "0.00001", "0.00003", "0.000001", "0.000002")},
+		{beta, seeded.ID, 1, defaultHandCost(beta)},
+	} {
+		c, err := GetCharge(ctx, b.pool, tc.u.Tenant, "shared")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Tenant != tc.u.Tenant || c.PriceBookID != tc.book || c.Revision != tc.revision || !c.Cost.Equal(tc.want) {
+			t.Errorf("%s: charge %+v, want book %d revision %d cost %+v", tc.u.Tenant, c, tc.book, tc.revision, tc.want)
+		}
+	}
+	// Only acme's charge was replaced.
+	hist := chargeHistory(t, b, "job_id = 'shared'")
+	if want := fmt.Sprintf("[acme/shared r1 v1 %s]", defaultHandCost(acme).Total); fmt.Sprint(hist) != want {
+		t.Errorf("charge history %v, want %s", hist, want)
+	}
+}
+
+// chargeHistory returns the charge_history rows matching where, by tenant,
+// job and revision, each as "tenant/job rREVISION vVERSION total".
+func chargeHistory(t *testing.T, b *dbBundle, where string) []string {
+	t.Helper()
+	rows, err := b.pool.Query(t.Context(), `SELECT tenant_id || '/' || job_id, revision, price_book_version, total::text
+		FROM charge_history WHERE `+where+` ORDER BY tenant_id, job_id, revision`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var job, total string
+		var rev, ver int
+		err := row.Scan(&job, &rev, &ver, &total)
+		return fmt.Sprintf("%s r%d v%d %s", job, rev, ver, total), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hist
 }
 
 func TestRateWithoutPriceBookRetries(t *testing.T) {
@@ -234,7 +305,7 @@ func TestRateWithoutPriceBookRetries(t *testing.T) {
 		return j.State == rivertype.JobStateRetryable && strings.Contains(j.Errors[0].Error, ErrNoPriceBook.Error()),
 			fmt.Sprintf("%s: %+v", j.State, j.Errors)
 	})
-	if _, err := GetCharge(ctx, b.pool, "orphan"); !errors.Is(err, ErrNotFound) {
+	if _, err := GetCharge(ctx, b.pool, "acme", "orphan"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("charge without a price book: %v", err)
 	}
 }

@@ -28,9 +28,11 @@ var activeStates = []rivertype.JobState{
 
 // RateArgs is the River job that prices one stored usage record. The
 // ingester inserts it in the transaction that stores the record; it is
-// unique per job id.
+// unique per tenant and job id.
 type RateArgs struct {
-	// JobID is the usage record's job.
+	// Tenant is the usage record's tenant.
+	Tenant string `json:"tenant"`
+	// JobID is the usage record's job, unique within Tenant only.
 	JobID string `json:"job_id"`
 }
 
@@ -48,9 +50,11 @@ func (RateArgs) InsertOpts() river.InsertOpts {
 // version used now, with its revision one higher. Insert it with any River
 // client of the billing schema:
 //
-//	client.Insert(ctx, billing.RerateArgs{JobID: id}, nil)
+//	client.Insert(ctx, billing.RerateArgs{Tenant: tenant, JobID: id}, nil)
 type RerateArgs struct {
-	// JobID is the job to price again.
+	// Tenant is the tenant of the job to price again.
+	Tenant string `json:"tenant"`
+	// JobID is the job to price again, unique within Tenant only.
 	JobID string `json:"job_id"`
 	// PriceBookID, when not 0, is the price book to use; it must apply to
 	// the job's tenant and model. When 0 the book in force at the usage's
@@ -69,7 +73,7 @@ func (RerateArgs) InsertOpts() river.InsertOpts {
 // Charge is a rated job: its cost under one price book version, and its
 // value tags.
 type Charge struct {
-	// JobID is the job.
+	// JobID is the job, unique within Tenant only.
 	JobID string `json:"job_id"`
 	// Tenant and Model are the job's.
 	Tenant string `json:"tenant"`
@@ -89,21 +93,21 @@ type Charge struct {
 	RatedAt time.Time `json:"rated_at"`
 }
 
-// GetCharge returns job jobID's charge, or an error wrapping ErrNotFound
-// when it is not rated (yet).
-func GetCharge(ctx context.Context, db DB, jobID string) (Charge, error) {
+// GetCharge returns the charge of tenant's job jobID, or an error wrapping
+// ErrNotFound when it is not rated (yet).
+func GetCharge(ctx context.Context, db DB, tenant, jobID string) (Charge, error) {
 	var c Charge
 	err := db.QueryRow(ctx, `
 		SELECT job_id, tenant_id, model, price_book_id, price_book_version, currency,
 			cost_input, cost_output, cost_ttft, cost_tool, total, tags, revision, rated_at
-		FROM charges WHERE job_id = $1`, jobID).Scan(
+		FROM charges WHERE tenant_id = $1 AND job_id = $2`, tenant, jobID).Scan(
 		&c.JobID, &c.Tenant, &c.Model, &c.PriceBookID, &c.PriceBookVersion, &c.Currency,
 		&c.Cost.Input, &c.Cost.Output, &c.Cost.TTFT, &c.Cost.Tool, &c.Cost.Total, &c.Tags, &c.Revision, &c.RatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Charge{}, fmt.Errorf("%w: charge of job %s", ErrNotFound, jobID)
+		return Charge{}, fmt.Errorf("%w: charge of %s job %s", ErrNotFound, tenant, jobID)
 	}
 	if err != nil {
-		return Charge{}, fmt.Errorf("billing: read charge of job %s: %w", jobID, err)
+		return Charge{}, fmt.Errorf("billing: read charge of %s job %s: %w", tenant, jobID, err)
 	}
 	return c, nil
 }
@@ -139,11 +143,12 @@ func lockDayShared(ctx context.Context, tx pgx.Tx, tenant, day string) error {
 	return err
 }
 
-// usageToRate loads a job's usage record and takes the shared lock of its
-// day for the rest of tx. A missing record (only a deleted usage row gets
-// here) cancels the River job: there is nothing to bill.
-func usageToRate(ctx context.Context, tx pgx.Tx, jobID string) (contracts.Usage, error) {
-	u, err := GetUsage(ctx, tx, jobID)
+// usageToRate loads the usage record of tenant's job jobID and takes the
+// shared lock of its day for the rest of tx. A missing record (only a
+// deleted usage row gets here) cancels the River job: there is nothing to
+// bill.
+func usageToRate(ctx context.Context, tx pgx.Tx, tenant, jobID string) (contracts.Usage, error) {
+	u, err := GetUsage(ctx, tx, tenant, jobID)
 	if errors.Is(err, ErrNotFound) {
 		return u, river.JobCancel(err)
 	}
@@ -162,7 +167,7 @@ type rateWorker struct {
 
 func (w *rateWorker) Work(ctx context.Context, job *river.Job[RateArgs]) error {
 	return pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-		u, err := usageToRate(ctx, tx, job.Args.JobID)
+		u, err := usageToRate(ctx, tx, job.Args.Tenant, job.Args.JobID)
 		if err != nil {
 			return err
 		}
@@ -186,7 +191,7 @@ const (
 			cost_input, cost_output, cost_ttft, cost_tool, total, tags)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 	chargeReplace = `
-		ON CONFLICT (job_id) DO UPDATE SET
+		ON CONFLICT (tenant_id, job_id) DO UPDATE SET
 			price_book_id = excluded.price_book_id,
 			price_book_version = excluded.price_book_version,
 			currency = excluded.currency,
@@ -208,22 +213,22 @@ func storeCharge(ctx context.Context, tx pgx.Tx, u contracts.Usage, pb PriceBook
 	if err != nil {
 		return err
 	}
-	query := chargeInsert + ` ON CONFLICT (job_id) DO NOTHING`
+	query := chargeInsert + ` ON CONFLICT (tenant_id, job_id) DO NOTHING`
 	if rerate {
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO charge_history (job_id, revision, price_book_id, price_book_version, currency,
+			INSERT INTO charge_history (tenant_id, job_id, revision, price_book_id, price_book_version, currency,
 				cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
-			SELECT job_id, revision, price_book_id, price_book_version, currency,
+			SELECT tenant_id, job_id, revision, price_book_id, price_book_version, currency,
 				cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at
-			FROM charges WHERE job_id = $1`, c.JobID); err != nil {
-			return fmt.Errorf("billing: keep the previous charge of job %s: %w", c.JobID, err)
+			FROM charges WHERE tenant_id = $1 AND job_id = $2`, c.Tenant, c.JobID); err != nil {
+			return fmt.Errorf("billing: keep the previous charge of %s job %s: %w", c.Tenant, c.JobID, err)
 		}
 		query = chargeInsert + chargeReplace
 	}
 	tag, err := tx.Exec(ctx, query, c.JobID, c.Tenant, c.Model, c.PriceBookID, c.PriceBookVersion, c.Currency,
 		c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Tags)
 	if err != nil {
-		return fmt.Errorf("billing: store charge of job %s: %w", c.JobID, err)
+		return fmt.Errorf("billing: store charge of %s job %s: %w", c.Tenant, c.JobID, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return nil // rated already
@@ -243,7 +248,7 @@ type rerateWorker struct {
 
 func (w *rerateWorker) Work(ctx context.Context, job *river.Job[RerateArgs]) error {
 	return pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-		u, err := usageToRate(ctx, tx, job.Args.JobID)
+		u, err := usageToRate(ctx, tx, job.Args.Tenant, job.Args.JobID)
 		if err != nil {
 			return err
 		}

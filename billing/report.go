@@ -63,7 +63,7 @@ const groupColumns = `count(*),
 	coalesce(sum(c.cost_tool), 0), coalesce(sum(c.total), 0)`
 
 // The period's charges, with their usage; $1 tenant, $2 from, $3 to.
-const chargesInPeriod = `FROM charges c JOIN usage u USING (job_id)
+const chargesInPeriod = `FROM charges c JOIN usage u USING (tenant_id, job_id)
 	WHERE u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`
 
 func scanGroup(row pgx.Row, withKey bool) (Group, error) {
@@ -143,7 +143,7 @@ func BuildReport(ctx context.Context, db DB, tenant string, from, to time.Time) 
 		{&r.ByModel, chargesInPeriod, "u.model"},
 		{&r.ByPriority, chargesInPeriod, "u.priority"},
 		{&r.ByBucket, chargesInPeriod, "u.bucket"},
-		{&r.ByTag, `FROM charges c JOIN usage u USING (job_id) CROSS JOIN LATERAL unnest(c.tags) AS t(tag)
+		{&r.ByTag, `FROM charges c JOIN usage u USING (tenant_id, job_id) CROSS JOIN LATERAL unnest(c.tags) AS t(tag)
 			WHERE u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`, "t.tag"},
 	} {
 		rows, err := db.Query(ctx, `SELECT `+d.key+`, `+groupColumns+` `+d.from+` GROUP BY 1 ORDER BY 10 DESC, 1`, args...)
@@ -156,7 +156,7 @@ func BuildReport(ctx context.Context, db DB, tenant string, from, to time.Time) 
 		}
 		*d.dst = groups
 	}
-	err = db.QueryRow(ctx, `SELECT count(*) FROM usage u LEFT JOIN charges c USING (job_id)
+	err = db.QueryRow(ctx, `SELECT count(*) FROM usage u LEFT JOIN charges c USING (tenant_id, job_id)
 		WHERE c.job_id IS NULL AND u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`, args...).Scan(&r.Unrated)
 	if err != nil {
 		return fail(err)

@@ -28,7 +28,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sum decimal.Decimal // of the charges table
-	if err := b.pool.QueryRow(ctx, `SELECT sum(c.total) FROM charges c JOIN usage u USING (job_id)
+	if err := b.pool.QueryRow(ctx, `SELECT sum(c.total) FROM charges c JOIN usage u USING (tenant_id, job_id)
 		WHERE u.tenant_id = 'acme' AND u.created_at >= $1 AND u.created_at < $2`, from, to).Scan(&sum); err != nil {
 		t.Fatal(err)
 	}

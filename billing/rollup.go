@@ -128,7 +128,7 @@ func (w *rollupWorker) Work(ctx context.Context, job *river.Job[RollupArgs]) err
 				cost_input, cost_output, cost_ttft, cost_tool, total)
 			SELECT u.tenant_id, $2::date, c.currency, count(*), sum(u.input_tokens), sum(u.output_tokens), sum(u.cached_input_tokens),
 				sum(c.cost_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total)
-			FROM charges c JOIN usage u USING (job_id)
+			FROM charges c JOIN usage u USING (tenant_id, job_id)
 			WHERE u.tenant_id = $1 AND u.created_at >= $3 AND u.created_at < $4
 			GROUP BY u.tenant_id, c.currency`,
 			job.Args.Tenant, job.Args.Day, from, to); err != nil {

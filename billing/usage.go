@@ -13,7 +13,9 @@ import (
 )
 
 // insertUsage stores u (with raw, its message body) unless a record of the
-// same job is stored already, and reports whether it stored it.
+// same job of the same tenant is stored already, and reports whether it
+// stored it. Job ids are unique per tenant only: another tenant's job of
+// the same id is another job.
 func insertUsage(ctx context.Context, db DB, u contracts.Usage, raw []byte, streamSeq uint64) (bool, error) {
 	if err := EnsureTenant(ctx, db, u.Tenant, ""); err != nil {
 		return false, err
@@ -36,7 +38,7 @@ func insertUsage(ctx context.Context, db DB, u contracts.Usage, raw []byte, stre
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
 			$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28,
 			NULLIF($29, ''), NULLIF($30, ''))
-		ON CONFLICT (job_id) DO NOTHING`,
+		ON CONFLICT (tenant_id, job_id) DO NOTHING`,
 		u.JobID, u.Tenant, u.Model, string(u.Priority), string(u.Bucket), string(u.Status),
 		u.InputTokens, u.OutputTokens, u.CachedInputTokens,
 		FloatDecimal(u.QueueMs), FloatDecimal(u.TimeToFirstTokenMs), FloatDecimal(u.TimePerTokenMs),
@@ -47,25 +49,25 @@ func insertUsage(ctx context.Context, db DB, u contracts.Usage, raw []byte, stre
 		u.CreatedAt, u.FinishedAt, string(raw), seq, u.BatchID, u.CustomID,
 	)
 	if err != nil {
-		return false, fmt.Errorf("billing: store usage of job %s: %w", u.JobID, err)
+		return false, fmt.Errorf("billing: store usage of %s job %s: %w", u.Tenant, u.JobID, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// GetUsage returns the stored usage record of job jobID, decoded from the
-// message body kept with it, or an error wrapping ErrNotFound.
-func GetUsage(ctx context.Context, db DB, jobID string) (contracts.Usage, error) {
+// GetUsage returns the stored usage record of tenant's job jobID, decoded
+// from the message body kept with it, or an error wrapping ErrNotFound.
+func GetUsage(ctx context.Context, db DB, tenant, jobID string) (contracts.Usage, error) {
 	var raw []byte
-	err := db.QueryRow(ctx, `SELECT raw FROM usage WHERE job_id = $1`, jobID).Scan(&raw)
+	err := db.QueryRow(ctx, `SELECT raw FROM usage WHERE tenant_id = $1 AND job_id = $2`, tenant, jobID).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return contracts.Usage{}, fmt.Errorf("%w: usage of job %s", ErrNotFound, jobID)
+		return contracts.Usage{}, fmt.Errorf("%w: usage of %s job %s", ErrNotFound, tenant, jobID)
 	}
 	if err != nil {
-		return contracts.Usage{}, fmt.Errorf("billing: read usage of job %s: %w", jobID, err)
+		return contracts.Usage{}, fmt.Errorf("billing: read usage of %s job %s: %w", tenant, jobID, err)
 	}
 	var u contracts.Usage
 	if err := json.Unmarshal(raw, &u); err != nil {
-		return contracts.Usage{}, fmt.Errorf("billing: decode stored usage of job %s: %w", jobID, err)
+		return contracts.Usage{}, fmt.Errorf("billing: decode stored usage of %s job %s: %w", tenant, jobID, err)
 	}
 	return u, nil
 }

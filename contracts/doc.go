@@ -11,9 +11,12 @@
 // A producer (Go client, HTTP gateway, or plain NATS) decodes and checks a
 // [JobRequest] with [DecodeJobRequest], picks a [Bucket] from the prompt's
 // token count with [Buckets.Bucket], and publishes the body on
-// [JobSubject] (zl.jobs.<priority>.<bucket>.<tenant>, stream ZL_JOBS) with
-// the headers of [NewHeader]: Nats-Msg-Id (the job id, deduplicated for
-// [StreamsConfig.DuplicateWindow]), Zl-Tenant, Zl-Contract and traceparent.
+// [JobSubject] (zl.jobs.<priority>.<bucket>.<tenant>.<job_id>, stream
+// ZL_JOBS) with the headers of [NewHeader]: Zl-Tenant, Zl-Contract and
+// traceparent. Job ids are unique per tenant, and every subject that names
+// a job names its tenant: ZL_JOBS holds one message per subject, so a job
+// resubmitted while queued is refused ([IsDuplicateJob]), and a tenant's
+// NATS account can reach only its own tenant's subjects.
 //
 // Workers share nine durable pull consumers, one per priority and bucket
 // ([ConsumerName], filter [JobsFilter]). A worker publishes [Event]s on
@@ -24,9 +27,12 @@
 // [DLQRecord] on [DLQSubject]. A job redelivered after a crash runs again
 // with a higher attempt and its event seq back at 1.
 //
-// Cancelation is a core NATS message on [CancelSubject] plus a marker in
-// the [CancelBucket] key-value bucket. [EnsureStreams] creates or updates
-// all streams, consumers and the bucket, idempotently. ZL_JOBS binds only
+// Cancelation is a message on [CancelSubject], stored in ZL_CANCEL (looked
+// up before a job runs) and heard by the worker running the job. Results,
+// the last event and cancel requests are read with [LastMsg] (JetStream's
+// direct get), which a tenant's account may use on its own subjects only.
+// [EnsureStreams] creates or updates all streams and consumers,
+// idempotently. ZL_JOBS binds only
 // [JobsSubjects] (a job on an unknown priority or bucket gets no ack), and
 // [CheckServer] refuses a server older than [MinServerVersion].
 //

@@ -87,7 +87,7 @@ var codeTable = []CodeInfo{
 	{CodeUnavailable, 503, true, "A dependency (NATS, JetStream, storage) is unreachable or full; try again later."},
 	{CodeWorkerShutdown, 503, true, "The worker stopped while running the job; it is redelivered to another worker."},
 	{CodeInternal, 500, true, "An unexpected failure inside zerolayer; retried up to MaxDeliver, then dead-lettered."},
-	{CodeRateLimited, 429, true, "The tenant is over its requests-per-minute or tokens-per-minute limit; submit again after retry_after_ms (HTTP Retry-After). Nothing ran, nothing is charged; a job a worker refused keeps its id in the duplicate window, so resubmit it under a new id."},
+	{CodeRateLimited, 429, true, "The tenant is over its requests-per-minute or tokens-per-minute limit; submit again after retry_after_ms (HTTP Retry-After). Nothing ran, nothing is charged; a job a worker refused has a stored result under its id, so resubmit it under a new id."},
 	{CodeConcurrencyLimited, 429, true, "The tenant already has as many jobs in flight as its concurrency limit allows; submit again after retry_after_ms. Nothing ran, nothing is charged (resubmit under a new id as for rate_limited)."},
 	{CodeSpendLimitExceeded, 429, false, "The tenant's month-to-date charges plus the estimated cost of its jobs in flight would pass its monthly spend limit. Nothing ran, nothing is charged."},
 }

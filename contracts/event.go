@@ -55,7 +55,7 @@ var eventRequired = map[EventType][]string{
 	EventError:     {"error"},
 }
 
-// Event is one message on zl.events.<job_id> (stream ZL_EVENTS). Late
+// Event is one message on zl.events.<tenant>.<job_id> (stream ZL_EVENTS). Late
 // subscribers replay a job's events from the start. A redelivered job runs
 // again from scratch with attempt+1 and seq back at 1: a client that sees a
 // higher attempt discards what it built from the lower one.

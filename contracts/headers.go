@@ -11,10 +11,13 @@ import (
 
 // Header names. NATS headers are case-sensitive: use these spellings.
 const (
-	// HeaderMsgID is JetStream's dedupe key; on ZL_JOBS it is the job id,
-	// so that a resubmission inside the duplicate window is dropped. The
-	// worker also sets it to the job id on results and usage records, so
-	// that a redelivered job does not store them twice.
+	// HeaderMsgID is JetStream's dedupe key. The worker sets it on the
+	// events, results and usage records of a job ("<tenant>/<job_id>",
+	// JobRef.String, and EventMsgID for events), so that a redelivered job
+	// does not store them twice. Jobs carry none: a tenant chooses the
+	// headers of what it publishes, so ZL_JOBS deduplicates on the subject
+	// (which carries tenant and job id) instead, and a forged Nats-Msg-Id
+	// on one tenant's job cannot swallow another tenant's.
 	HeaderMsgID = jetstream.MsgIDHeader
 	// HeaderTraceparent carries the W3C trace context of the job, the same
 	// trace id across every hop.
@@ -32,12 +35,10 @@ const (
 // misread a message; adding an optional field does not change it.
 const ContractVersion = "1"
 
-// NewHeader returns the headers a message about job jobID carries:
-// Nats-Msg-Id, Zl-Tenant, Zl-Contract and, when tp is not zero,
-// traceparent.
-func NewHeader(jobID, tenant string, tp Traceparent) nats.Header {
+// NewHeader returns the headers a message about a job of tenant carries:
+// Zl-Tenant, Zl-Contract and, when tp is not zero, traceparent.
+func NewHeader(tenant string, tp Traceparent) nats.Header {
 	h := nats.Header{}
-	h.Set(HeaderMsgID, jobID)
 	h.Set(HeaderTenant, tenant)
 	h.Set(HeaderContract, ContractVersion)
 	if !tp.IsZero() {
@@ -46,11 +47,11 @@ func NewHeader(jobID, tenant string, tp Traceparent) nats.Header {
 	return h
 }
 
-// EventMsgID returns the Nats-Msg-Id of a job's event: "<job_id>/<attempt>/<seq>",
-// so that a worker retrying a publish does not store an event twice while
-// a new attempt's events are kept.
-func EventMsgID(jobID string, attempt int, seq uint64) string {
-	return fmt.Sprintf("%s/%d/%d", jobID, attempt, seq)
+// EventMsgID returns the Nats-Msg-Id of a job's event:
+// "<tenant>/<job_id>/<attempt>/<seq>", so that a worker retrying a publish
+// does not store an event twice while a new attempt's events are kept.
+func EventMsgID(job JobRef, attempt int, seq uint64) string {
+	return fmt.Sprintf("%s/%d/%d", job, attempt, seq)
 }
 
 // CheckContract returns an *Error with CodeUnsupportedContract when h names

@@ -60,14 +60,15 @@ func TestNewTraceparent(t *testing.T) {
 func TestHeaders(t *testing.T) {
 	t.Parallel()
 	tp := NewTraceparent()
-	h := NewHeader("job1", "acme", tp)
-	if h.Get("Nats-Msg-Id") != "job1" || h.Get(HeaderTenant) != "acme" || h.Get(HeaderContract) != ContractVersion || h.Get("traceparent") != tp.String() {
+	h := NewHeader("acme", tp)
+	// A job carries no Nats-Msg-Id: ZL_JOBS deduplicates on the subject.
+	if h.Get("Nats-Msg-Id") != "" || h.Get(HeaderTenant) != "acme" || h.Get(HeaderContract) != ContractVersion || h.Get("traceparent") != tp.String() {
 		t.Errorf("NewHeader = %v", h)
 	}
 	if TraceIDFromHeader(h) != tp.TraceIDString() {
 		t.Error("TraceIDFromHeader")
 	}
-	if NewHeader("j", "t", Traceparent{}).Get(HeaderTraceparent) != "" {
+	if NewHeader("t", Traceparent{}).Get(HeaderTraceparent) != "" {
 		t.Error("zero traceparent must not be sent")
 	}
 	if TraceIDFromHeader(nats.Header{HeaderTraceparent: {"junk"}}) != "" || TraceIDFromHeader(nil) != "" {
@@ -82,7 +83,7 @@ func TestHeaders(t *testing.T) {
 	if err := CheckContract(nats.Header{HeaderContract: {"2"}}); !errors.Is(err, CodeUnsupportedContract) {
 		t.Errorf("CheckContract(2) = %v", err)
 	}
-	if got := EventMsgID("job1", 2, 7); got != "job1/2/7" {
+	if got := EventMsgID(JobRef{"acme", "job1"}, 2, 7); got != "acme/job1/2/7" {
 		t.Errorf("EventMsgID = %q", got)
 	}
 }

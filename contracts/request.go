@@ -62,7 +62,7 @@ type JobRequest struct {
 	// Deadline is when the job stops being useful (RFC 3339); a job still
 	// queued or running then fails with deadline_exceeded.
 	Deadline *time.Time `json:"deadline,omitempty"`
-	// Stream asks for delta events on zl.events.<job_id> as tokens are
+	// Stream asks for delta events on zl.events.<tenant>.<job_id> as tokens are
 	// generated. Without it a worker may coalesce or skip deltas; started,
 	// final and error events are published either way.
 	Stream bool `json:"stream,omitempty"`

@@ -25,7 +25,7 @@ func (s ResultStatus) Valid() bool {
 	return s == StatusCompleted || s == StatusFailed || s == StatusCanceled
 }
 
-// Result is a job's outcome, published on zl.results.<job_id> (stream
+// Result is a job's outcome, published on zl.results.<tenant>.<job_id> (stream
 // ZL_RESULTS, one message per subject, so the last attempt's result is the
 // one kept) for clients that fetch results later rather than follow events.
 type Result struct {

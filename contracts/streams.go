@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 
 // Stream names.
 const (
-	// StreamJobs is the intake: work-queue retention, deduplicated on
-	// Nats-Msg-Id (the job id), messages expire after the job TTL.
+	// StreamJobs is the intake: work-queue retention, at most one message
+	// per subject (which carries tenant and job id, so a queued job cannot
+	// be stored twice), messages expire after the job TTL.
 	StreamJobs = "ZL_JOBS"
 	// StreamEvents holds each job's events for late subscribers.
 	StreamEvents = "ZL_EVENTS"
@@ -21,13 +23,16 @@ const (
 	StreamUsage = "ZL_USAGE"
 	// StreamDLQ holds dead-lettered jobs with the reason.
 	StreamDLQ = "ZL_DLQ"
+	// StreamCancel holds cancel requests, zl.cancel.<tenant>.<job_id>,
+	// one per subject, for the job TTL. A worker looks a job's up before
+	// running it (so a job canceled while queued never runs) and
+	// subscribes to the subjects to stop jobs it is running. The tenant in
+	// the subject is the canceler: a tenant can publish only on its own
+	// subjects, so it can cancel only its own jobs. It replaces the
+	// ZL_CANCEL key-value bucket of earlier releases (KV_ZL_CANCEL), which
+	// any user of the bucket could write for any job and roll up whole.
+	StreamCancel = "ZL_CANCEL"
 )
-
-// CancelBucket is the JetStream key-value bucket of cancel markers: the key
-// is the job id, set by whoever cancels the job, next to a core NATS message
-// on zl.cancel.<job_id>. A worker checks it on intake so that a job canceled
-// while queued is never run. Entries expire after the job TTL.
-const CancelBucket = "ZL_CANCEL"
 
 // ConsumerName returns the durable name of the pull consumer for one
 // priority and bucket: jobs-<priority>-<bucket>.
@@ -165,23 +170,29 @@ func (c StreamsConfig) StreamConfigs() []jetstream.StreamConfig {
 			Metadata:    map[string]string{"zl_contract": ContractVersion},
 		}
 	}
-	jobs := base(StreamJobs, "zerolayer job intake: zl.jobs.<priority>.<bucket>.<tenant>", JobsSubjects()...)
+	jobs := base(StreamJobs, "zerolayer job intake: zl.jobs.<priority>.<bucket>.<tenant>.<job_id>", JobsSubjects()...)
 	jobs.Retention = jetstream.WorkQueuePolicy
 	jobs.MaxAge = c.JobTTL
 	jobs.Duplicates = c.DuplicateWindow
+	// One message per subject, and a full stream refuses new jobs rather
+	// than dropping queued ones: a job resubmitted while queued is refused
+	// (IsDuplicateJob) whatever headers its publisher set.
+	jobs.MaxMsgsPerSubject = 1
+	jobs.Discard = jetstream.DiscardNew
+	jobs.DiscardNewPerSubject = true
 	// Once a job is stored, its headers alone go out on
-	// zl.stored.jobs.<priority>.<bucket>.<tenant>: a worker woken by it
+	// zl.stored.jobs.<priority>.<bucket>.<tenant>.<job_id>: a worker woken by it
 	// finds the job in the stream (a subscriber to the publish subject
 	// itself can hear of a job before the stream holds it) and gets no
 	// second copy of the payload.
 	jobs.RePublish = &jetstream.RePublish{Source: SubjectJobsPrefix + ">", Destination: SubjectStoredJobsAll, HeadersOnly: true}
 
-	events := base(StreamEvents, "zerolayer job events: zl.events.<job_id>", SubjectEventsAll)
+	events := base(StreamEvents, "zerolayer job events: zl.events.<tenant>.<job_id>", SubjectEventsAll)
 	events.MaxAge = c.EventsMaxAge
 	events.Duplicates = min(2*time.Minute, c.EventsMaxAge)
 	events.AllowDirect = true
 
-	results := base(StreamResults, "zerolayer final results: zl.results.<job_id>", SubjectResultsAll)
+	results := base(StreamResults, "zerolayer final results: zl.results.<tenant>.<job_id>", SubjectResultsAll)
 	results.MaxAge = c.ResultsMaxAge
 	results.MaxMsgsPerSubject = 1
 	results.Duplicates = c.DuplicateWindow
@@ -195,7 +206,13 @@ func (c StreamsConfig) StreamConfigs() []jetstream.StreamConfig {
 	dlq.MaxAge = c.DLQMaxAge
 	dlq.Duplicates = min(2*time.Minute, c.DLQMaxAge)
 
-	return []jetstream.StreamConfig{jobs, events, results, usage, dlq}
+	cancels := base(StreamCancel, "zerolayer cancel requests: zl.cancel.<tenant>.<job_id>", SubjectCancelAll)
+	cancels.MaxAge = c.JobTTL
+	cancels.MaxMsgsPerSubject = 1
+	cancels.Duplicates = min(2*time.Minute, c.JobTTL)
+	cancels.AllowDirect = true
+
+	return []jetstream.StreamConfig{jobs, events, results, usage, dlq, cancels}
 }
 
 // ConsumerConfigs returns the durable pull consumers on ZL_JOBS, one per
@@ -230,35 +247,37 @@ func (c StreamsConfig) ConsumerConfig(p Priority, b Bucket) jetstream.ConsumerCo
 	}
 }
 
-// CancelBucketConfig returns the configuration of the cancel-marker bucket.
-// c must already have its defaults.
-func (c StreamsConfig) CancelBucketConfig() jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{
-		Bucket:      CancelBucket,
-		Description: "zerolayer cancel markers, keyed by job id",
-		TTL:         c.JobTTL,
-		Storage:     c.Storage,
-		Replicas:    c.Replicas,
-		History:     1,
-	}
-}
-
-// EnsureStreams creates or updates the five streams, the nine durable pull
-// consumers on ZL_JOBS, the cancel bucket and the tenant-limits bucket, so that they match cfg (zero
-// fields take their defaults). It is idempotent: running it again, from any
-// number of processes, converges on the same state. It does not delete
-// streams or consumers it does not know. A ZL_JOBS bound to wider subjects
-// by an older release (zl.jobs.> or zl.jobs.*.*.*) is narrowed in place to
-// JobsSubjects: its messages stay, and those on a known priority and bucket
-// are served as before. Changing a setting JetStream
-// cannot update in place (such as a stream's retention or storage) fails
-// with the server's error.
+// EnsureStreams creates or updates the six streams, the nine durable pull
+// consumers on ZL_JOBS and the tenant-limits bucket, so that they match cfg (zero fields take their
+// defaults). It is idempotent: running it again, from any number of
+// processes, converges on the same state. It does not delete streams or
+// consumers it does not know (the ZL_CANCEL key-value bucket of older
+// releases is left for an operator to remove).
+//
+// A ZL_JOBS of an older release is updated in place to JobsSubjects: its
+// messages stay, and those on a known priority and bucket are served as
+// before. While it still holds jobs of the old form
+// (zl.jobs.<priority>.<bucket>.<tenant>, many per subject), the limit of
+// one message per subject is not applied, since applying it would drop
+// all but the last queued job of each tenant; the next EnsureStreams after
+// they have drained applies it. Changing a setting JetStream cannot update
+// in place (such as a stream's retention or storage) fails with the
+// server's error.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamsConfig) error {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	for _, sc := range cfg.StreamConfigs() {
+		if sc.Name == StreamJobs {
+			legacy, err := legacyJobs(ctx, js)
+			if err != nil {
+				return err
+			}
+			if legacy {
+				sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject = -1, false
+			}
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("contracts: ensure stream %s: %w", sc.Name, err)
 		}
@@ -268,10 +287,28 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamsConfi
 			return fmt.Errorf("contracts: ensure consumer %s on %s: %w", cc.Durable, StreamJobs, err)
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{cfg.CancelBucketConfig(), cfg.TenantLimitsBucketConfig()} {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
-			return fmt.Errorf("contracts: ensure key-value bucket %s: %w", kc.Bucket, err)
-		}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, cfg.TenantLimitsBucketConfig()); err != nil {
+		return fmt.Errorf("contracts: ensure key-value bucket %s: %w", TenantLimitsBucket, err)
 	}
 	return nil
+}
+
+// legacyJobs reports whether ZL_JOBS exists and holds jobs of the old
+// subject form, which a limit of one message per subject would drop.
+func legacyJobs(ctx context.Context, js jetstream.JetStream) (bool, error) {
+	s, err := js.Stream(ctx, StreamJobs)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("contracts: look up %s: %w", StreamJobs, err)
+	}
+	if s.CachedInfo().Config.MaxMsgsPerSubject == 1 {
+		return false, nil // already in the current form
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(LegacyJobsAll))
+	if err != nil {
+		return false, fmt.Errorf("contracts: look up %s: %w", StreamJobs, err)
+	}
+	return len(info.State.Subjects) > 0, nil
 }

@@ -3,6 +3,7 @@ package contracts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	want := []string{"KV_" + contracts.CancelBucket, "KV_" + contracts.TenantLimitsBucket, contracts.StreamDLQ, contracts.StreamEvents, contracts.StreamJobs, contracts.StreamResults, contracts.StreamUsage}
+	want := []string{contracts.StreamCancel, "KV_" + contracts.TenantLimitsBucket, contracts.StreamDLQ, contracts.StreamEvents, contracts.StreamJobs, contracts.StreamResults, contracts.StreamUsage}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Errorf("streams = %v, want %v", names, want)
@@ -58,7 +59,8 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 	}
 	jobs := info(contracts.StreamJobs)
 	if jobs.Retention != jetstream.WorkQueuePolicy || jobs.Duplicates < contracts.MinDuplicateWindow || jobs.MaxAge != 24*time.Hour ||
-		!slices.Equal(jobs.Subjects, contracts.JobsSubjects()) || len(jobs.Subjects) != 9 {
+		!slices.Equal(jobs.Subjects, contracts.JobsSubjects()) || len(jobs.Subjects) != 9 ||
+		jobs.MaxMsgsPerSubject != 1 || jobs.Discard != jetstream.DiscardNew || !jobs.DiscardNewPerSubject {
 		t.Errorf("ZL_JOBS config = %+v", jobs)
 	}
 	if ev := info(contracts.StreamEvents); ev.Retention != jetstream.LimitsPolicy || ev.MaxAge != time.Hour {
@@ -72,6 +74,10 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 	}
 	if d := info(contracts.StreamDLQ); !slices.Equal(d.Subjects, []string{"zl.dlq.*.*.*"}) {
 		t.Errorf("ZL_DLQ config = %+v", d)
+	}
+	if c := info(contracts.StreamCancel); !slices.Equal(c.Subjects, []string{"zl.cancel.*.*"}) || c.MaxMsgsPerSubject != 1 ||
+		!c.AllowDirect || c.AllowRollup || c.MaxAge != 24*time.Hour {
+		t.Errorf("ZL_CANCEL config = %+v", c)
 	}
 
 	var consumers []string
@@ -147,41 +153,47 @@ func TestStreamsConfigValidate(t *testing.T) {
 	}
 }
 
-// TestDedupeWindow publishes the same job twice with one Nats-Msg-Id: the
-// stream keeps one message and the second ack says Duplicate.
-func TestDedupeWindow(t *testing.T) {
+// TestJobsDedupeOnTenantAndID: ZL_JOBS holds one job per tenant and id.
+// The same id again from the same tenant is refused as a duplicate
+// whatever its headers say; the same id from another tenant is another
+// job; and a Nats-Msg-Id forged by one tenant (the other's id) does not
+// make the stream drop the other tenant's job.
+func TestJobsDedupeOnTenantAndID(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, contracts.StreamsConfig{})
 	ctx := t.Context()
-	subj := contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme")
-	publish := func(body string) *jetstream.PubAck {
-		msg := &nats.Msg{Subject: subj, Data: []byte(body), Header: contracts.NewHeader("job-1", "acme", contracts.NewTraceparent())}
-		ack, err := ns.JS.PublishMsg(ctx, msg)
-		if err != nil {
+	publish := func(tenant, id, msgID string) error {
+		msg := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, tenant, id),
+			Data: []byte(`{"model":"m","messages":[{"role":"user","content":"a"}]}`), Header: contracts.NewHeader(tenant, contracts.NewTraceparent())}
+		if msgID != "" {
+			msg.Header.Set(contracts.HeaderMsgID, msgID)
+		}
+		_, err := ns.JS.PublishMsg(ctx, msg)
+		return err
+	}
+	if err := publish("acme", "job-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish("acme", "job-1", "something-else"); !contracts.IsDuplicateJob(err) {
+		t.Errorf("the same tenant and id again: err = %v, want a duplicate", err)
+	}
+	// beta forges acme's next ids as its own jobs' Nats-Msg-Ids.
+	for i, forged := range []string{"job-2", "acme/job-2", "acme.job-2"} {
+		if err := publish("beta", fmt.Sprintf("forger-%d", i), forged); err != nil {
 			t.Fatal(err)
 		}
-		return ack
 	}
-	first := publish(`{"model":"m","messages":[{"role":"user","content":"a"}]}`)
-	second := publish(`{"model":"m","messages":[{"role":"user","content":"a"}]}`)
-	if first.Duplicate || !second.Duplicate || second.Sequence != first.Sequence {
-		t.Errorf("acks: first %+v, second %+v", first, second)
+	if err := publish("acme", "job-2", ""); err != nil {
+		t.Errorf("acme's job-2 after beta forged its Nats-Msg-Id: %v", err)
 	}
-	s, err := ns.JS.Stream(ctx, contracts.StreamJobs)
-	if err != nil {
-		t.Fatal(err)
+	if err := publish("beta", "job-1", ""); err != nil {
+		t.Errorf("beta's job-1 (acme has one too): %v", err)
 	}
-	si, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if n := jobsMsgs(t, ns.JS); n != 6 {
+		t.Errorf("ZL_JOBS holds %d messages, want 6", n)
 	}
-	if si.State.Msgs != 1 {
-		t.Errorf("ZL_JOBS holds %d messages, want 1", si.State.Msgs)
-	}
-	// Another id is a new job.
-	msg := &nats.Msg{Subject: subj, Data: []byte(`{}`), Header: contracts.NewHeader("job-2", "acme", contracts.Traceparent{})}
-	if ack, err := ns.JS.PublishMsg(ctx, msg); err != nil || ack.Duplicate {
-		t.Errorf("job-2: %+v, %v", ack, err)
+	if contracts.IsDuplicateJob(errors.New("maximum messages per subject exceeded")) || contracts.IsDuplicateJob(nil) {
+		t.Error("IsDuplicateJob matched something other than JetStream's error")
 	}
 }
 
@@ -195,7 +207,7 @@ func TestWorkQueueFilters(t *testing.T) {
 	for _, p := range contracts.Priorities() {
 		for _, b := range contracts.AllBuckets() {
 			id := string(p) + "-" + string(b)
-			msg := &nats.Msg{Subject: contracts.JobSubject(p, b, "tenant_"+id), Data: []byte(id), Header: contracts.NewHeader(id, "tenant_"+id, contracts.Traceparent{})}
+			msg := &nats.Msg{Subject: contracts.JobSubject(p, b, "tenant_"+id, id), Data: []byte(id), Header: contracts.NewHeader("tenant_"+id, contracts.Traceparent{})}
 			if _, err := ns.JS.PublishMsg(ctx, msg); err != nil {
 				t.Fatal(err)
 			}
@@ -270,11 +282,12 @@ func TestJobsStreamRefusesUnknownClasses(t *testing.T) {
 		subject string
 		wantErr error
 	}{
-		{"zl.jobs.high.short.acme", nil},
-		{"zl.jobs.low.long.globex", nil},
-		{"zl.jobs.urgent.short.acme", jetstream.ErrNoStreamResponse},
-		{"zl.jobs.high.tiny.acme", jetstream.ErrNoStreamResponse},
-		{"zl.jobs.high.short.acme.extra", jetstream.ErrNoStreamResponse},
+		{"zl.jobs.high.short.acme.j1", nil},
+		{"zl.jobs.low.long.globex.j1", nil},
+		{"zl.jobs.urgent.short.acme.j2", jetstream.ErrNoStreamResponse},
+		{"zl.jobs.high.tiny.acme.j3", jetstream.ErrNoStreamResponse},
+		{"zl.jobs.high.short.acme", jetstream.ErrNoStreamResponse}, // the old form
+		{"zl.jobs.high.short.acme.j4.extra", jetstream.ErrNoStreamResponse},
 	} {
 		t.Run(tc.subject, func(t *testing.T) {
 			_, err := ns.JS.Publish(ctx, tc.subject, []byte("{}"))
@@ -289,9 +302,11 @@ func TestJobsStreamRefusesUnknownClasses(t *testing.T) {
 }
 
 // TestEnsureStreamsMigratesOldJobsSubjects runs EnsureStreams over a
-// ZL_JOBS made by an older release, bound to zl.jobs.>: the stream is
-// narrowed in place, its messages stay, a queued job of a known class is
-// still served, and unknown classes are refused from then on.
+// ZL_JOBS made by an older release, bound to zl.jobs.> and holding two
+// queued jobs of one tenant on one subject of the old form: the stream is
+// rebound in place, no queued job is dropped (the one-per-subject limit
+// waits), both are still served, unknown classes are refused from then
+// on, and once they have drained the next EnsureStreams applies the limit.
 func TestEnsureStreamsMigratesOldJobsSubjects(t *testing.T) {
 	t.Parallel()
 	ns := natstest.Run(t)
@@ -299,11 +314,12 @@ func TestEnsureStreamsMigratesOldJobsSubjects(t *testing.T) {
 	cfg := contracts.StreamsConfig{}.WithDefaults()
 	old := cfg.StreamConfigs()[0]
 	old.Subjects = []string{"zl.jobs.>"}
+	old.MaxMsgsPerSubject, old.Discard, old.DiscardNewPerSubject = -1, jetstream.DiscardOld, false
 	if _, err := ns.JS.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	for _, subj := range []string{"zl.jobs.high.short.acme", "zl.jobs.urgent.short.acme"} {
-		if _, err := ns.JS.Publish(ctx, subj, []byte(subj)); err != nil {
+	for i, subj := range []string{"zl.jobs.high.short.acme", "zl.jobs.high.short.acme", "zl.jobs.urgent.short.acme"} {
+		if _, err := ns.JS.Publish(ctx, subj, []byte(fmt.Sprintf("%s#%d", subj, i))); err != nil {
 			t.Fatalf("publish on the old stream: %v", err)
 		}
 	}
@@ -315,29 +331,47 @@ func TestEnsureStreamsMigratesOldJobsSubjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.CachedInfo().Config.Subjects; !slices.Equal(got, contracts.JobsSubjects()) {
-		t.Errorf("ZL_JOBS subjects after migration = %v, want %v", got, contracts.JobsSubjects())
+	if got := s.CachedInfo().Config; !slices.Equal(got.Subjects, contracts.JobsSubjects()) || got.MaxMsgsPerSubject == 1 {
+		t.Errorf("ZL_JOBS after migration: subjects %v (want %v), max per subject %d (want unlimited while old jobs are queued)",
+			got.Subjects, contracts.JobsSubjects(), got.MaxMsgsPerSubject)
 	}
-	if n := jobsMsgs(t, ns.JS); n != 2 {
-		t.Errorf("ZL_JOBS holds %d messages after migration, want 2", n)
+	if n := jobsMsgs(t, ns.JS); n != 3 {
+		t.Errorf("ZL_JOBS holds %d messages after migration, want 3", n)
 	}
-	if _, err := ns.JS.Publish(ctx, "zl.jobs.urgent.short.acme", nil); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+	if _, err := ns.JS.Publish(ctx, "zl.jobs.urgent.short.acme.j1", nil); !errors.Is(err, jetstream.ErrNoStreamResponse) {
 		t.Errorf("publish on an unknown priority after migration: err = %v, want %v", err, jetstream.ErrNoStreamResponse)
 	}
 	c, err := ns.JS.Consumer(ctx, contracts.StreamJobs, contracts.ConsumerName(contracts.PriorityHigh, contracts.BucketShort))
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
+	var got []string
+	for len(got) < 2 {
+		batch, err := c.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(got)
+		for m := range batch.Messages() {
+			got = append(got, string(m.Data()))
+			m.DoubleAck(ctx)
+		}
+		if len(got) == n {
+			break
+		}
+	}
+	if !slices.Equal(got, []string{"zl.jobs.high.short.acme#0", "zl.jobs.high.short.acme#1"}) {
+		t.Errorf("queued jobs after migration: fetched %v", got)
+	}
+	// Drained (the urgent one is on no class; an operator purges it).
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject("zl.jobs.urgent.short.acme")); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for m := range batch.Messages() {
-		got = append(got, string(m.Data()))
+	if err := contracts.EnsureStreams(ctx, ns.JS, cfg); err != nil {
+		t.Fatal(err)
 	}
-	if !slices.Equal(got, []string{"zl.jobs.high.short.acme"}) {
-		t.Errorf("queued job after migration: fetched %v", got)
+	if info, err := s.Info(ctx); err != nil || info.Config.MaxMsgsPerSubject != 1 || !info.Config.DiscardNewPerSubject {
+		t.Errorf("ZL_JOBS after the old jobs drained: %+v, %v; want one message per subject", info, err)
 	}
 }
 
@@ -361,9 +395,10 @@ func TestResultsKeepLastPerJob(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, contracts.StreamsConfig{})
 	ctx := t.Context()
-	subj := contracts.ResultsSubject("job-9")
+	subj := contracts.ResultsSubject("acme", "job-9")
 	for i, body := range []string{`{"attempt":1}`, `{"attempt":2}`} {
-		h := contracts.NewHeader("job-9-"+string(rune('a'+i)), "acme", contracts.Traceparent{})
+		h := contracts.NewHeader("acme", contracts.Traceparent{})
+		h.Set(contracts.HeaderMsgID, "acme/job-9/"+string(rune('a'+i)))
 		if _, err := ns.JS.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: []byte(body), Header: h}); err != nil {
 			t.Fatal(err)
 		}
@@ -379,24 +414,38 @@ func TestResultsKeepLastPerJob(t *testing.T) {
 	if string(m.Data) != `{"attempt":2}` {
 		t.Errorf("last result = %s", m.Data)
 	}
+	// The same through LastMsg (direct get), and nothing for another
+	// tenant's job of the same id.
+	if dm, err := contracts.LastMsg(ctx, ns.Conn, contracts.StreamResults, subj); err != nil || dm == nil || string(dm.Data) != `{"attempt":2}` {
+		t.Errorf("LastMsg = %v, %v", dm, err)
+	}
+	if dm, err := contracts.LastMsg(ctx, ns.Conn, contracts.StreamResults, contracts.ResultsSubject("beta", "job-9")); err != nil || dm != nil {
+		t.Errorf("LastMsg(beta's job-9) = %v, %v; want none", dm, err)
+	}
 	if si, err := s.Info(ctx); err != nil || si.State.Msgs != 1 {
 		t.Errorf("ZL_RESULTS holds %+v, %v; want 1 message", si.State, err)
 	}
 }
 
-func TestCancelBucket(t *testing.T) {
+// TestCancelStream: a cancel request is stored per tenant and job id and
+// found by LastMsg; a KV-style roll-up of the whole stream is refused.
+func TestCancelStream(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, contracts.StreamsConfig{})
 	ctx := t.Context()
-	kv, err := ns.JS.KeyValue(ctx, contracts.CancelBucket)
-	if err != nil {
+	if _, err := ns.JS.Publish(ctx, contracts.CancelSubject("acme", "job_01J9Z8Q4W6K2M3N4P5R6S7T8V9"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, "job_01J9Z8Q4W6K2M3N4P5R6S7T8V9", []byte("canceled")); err != nil {
-		t.Fatal(err)
+	if m, err := contracts.LastMsg(ctx, ns.Conn, contracts.StreamCancel, contracts.CancelSubject("acme", "job_01J9Z8Q4W6K2M3N4P5R6S7T8V9")); err != nil || m == nil {
+		t.Errorf("LastMsg(cancel) = %v, %v", m, err)
 	}
-	if _, err := kv.Get(ctx, "job-unknown"); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Errorf("Get(unknown) = %v", err)
+	if m, err := contracts.LastMsg(ctx, ns.Conn, contracts.StreamCancel, contracts.CancelSubject("beta", "job_01J9Z8Q4W6K2M3N4P5R6S7T8V9")); err != nil || m != nil {
+		t.Errorf("LastMsg(another tenant's) = %v, %v; want none", m, err)
+	}
+	roll := nats.NewMsg(contracts.CancelSubject("beta", "x"))
+	roll.Header.Set("Nats-Rollup", "all")
+	if _, err := ns.JS.PublishMsg(ctx, roll); err == nil {
+		t.Error("a roll-up purged ZL_CANCEL")
 	}
 }
 
@@ -410,8 +459,8 @@ func TestStoredJobNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityHigh, contracts.BucketShort, "acme"), Data: []byte(`{"model":"m"}`),
-		Header: contracts.NewHeader("job-1", "acme", contracts.Traceparent{})}
+	m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityHigh, contracts.BucketShort, "acme", "job-1"), Data: []byte(`{"model":"m"}`),
+		Header: contracts.NewHeader("acme", contracts.Traceparent{})}
 	if _, err := ns.JS.PublishMsg(t.Context(), m); err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +468,7 @@ func TestStoredJobNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if notice.Subject != "zl.stored.jobs.high.short.acme" || len(notice.Data) != 0 || notice.Header.Get("Nats-Msg-Id") != "job-1" {
+	if notice.Subject != "zl.stored.jobs.high.short.acme.job-1" || len(notice.Data) != 0 || notice.Header.Get(contracts.HeaderTenant) != "acme" {
 		t.Errorf("notice %s %q %v", notice.Subject, notice.Data, notice.Header)
 	}
 }

@@ -6,48 +6,68 @@ import (
 )
 
 // Subject prefixes. Every subject is "zl.<kind>." followed by tokens that
-// are each a priority, a bucket, a tenant or a job id.
+// are each a priority, a bucket, a tenant or a job id. A job id is unique
+// per tenant, not globally: every subject that names a job names its tenant
+// too, so that tenants are isolated by subject (NATS accounts import only
+// their own tenant's subjects, see ops/nats/nats.conf) and two tenants may
+// use the same id.
 const (
-	// SubjectJobsPrefix starts zl.jobs.<priority>.<bucket>.<tenant>.
+	// SubjectJobsPrefix starts zl.jobs.<priority>.<bucket>.<tenant>.<job_id>.
 	SubjectJobsPrefix = "zl.jobs."
-	// SubjectEventsPrefix starts zl.events.<job_id>.
+	// SubjectEventsPrefix starts zl.events.<tenant>.<job_id>.
 	SubjectEventsPrefix = "zl.events."
-	// SubjectResultsPrefix starts zl.results.<job_id>.
+	// SubjectResultsPrefix starts zl.results.<tenant>.<job_id>.
 	SubjectResultsPrefix = "zl.results."
 	// SubjectUsagePrefix starts zl.usage.<tenant>.
 	SubjectUsagePrefix = "zl.usage."
 	// SubjectDLQPrefix starts zl.dlq.<priority>.<bucket>.<tenant>.
 	SubjectDLQPrefix = "zl.dlq."
-	// SubjectCancelPrefix starts zl.cancel.<job_id> (core NATS, not a
-	// stream).
+	// SubjectCancelPrefix starts zl.cancel.<tenant>.<job_id> (stream
+	// ZL_CANCEL).
 	SubjectCancelPrefix = "zl.cancel."
 )
 
 // Wildcard subjects, as bound to the streams and used by subscribers.
 const (
-	// SubjectJobsAll matches every subject of the zl.jobs.<priority>.
-	// <bucket>.<tenant> shape, known priority and bucket or not. ZL_JOBS
-	// binds the narrower JobsSubjects, so that a job no consumer serves is
-	// refused at publish instead of expiring unseen.
-	SubjectJobsAll = "zl.jobs.*.*.*"
+	// SubjectJobsAll matches every job subject of the current form,
+	// zl.jobs.<priority>.<bucket>.<tenant>.<job_id>, known priority and
+	// bucket or not. ZL_JOBS binds the narrower JobsSubjects, so that a
+	// job no consumer serves is refused at publish instead of expiring
+	// unseen.
+	SubjectJobsAll = "zl.jobs.*.*.*.*"
 	// SubjectStoredJobsAll matches every stored-job notice,
-	// zl.stored.jobs.<priority>.<bucket>.<tenant>: the headers of each job,
-	// republished by JetStream once ZL_JOBS has stored it (core NATS, no
-	// payload). Workers wake on it.
+	// zl.stored.jobs.<priority>.<bucket>.<tenant>.<job_id>: the headers of
+	// each job, republished by JetStream once ZL_JOBS has stored it (core
+	// NATS, no payload). Workers wake on it.
 	SubjectStoredJobsAll = "zl.stored.jobs.>"
 	// SubjectEventsAll matches every event subject (the ZL_EVENTS stream).
-	SubjectEventsAll = "zl.events.*"
+	SubjectEventsAll = "zl.events.*.*"
 	// SubjectResultsAll matches every result subject (the ZL_RESULTS
 	// stream).
-	SubjectResultsAll = "zl.results.*"
+	SubjectResultsAll = "zl.results.*.*"
 	// SubjectUsageAll matches every usage subject (the ZL_USAGE stream).
 	SubjectUsageAll = "zl.usage.*"
 	// SubjectDLQAll matches every DLQ subject (the ZL_DLQ stream).
 	SubjectDLQAll = "zl.dlq.*.*.*"
-	// SubjectCancelAll matches every cancel subject; workers subscribe to
-	// it.
-	SubjectCancelAll = "zl.cancel.*"
+	// SubjectCancelAll matches every cancel subject (the ZL_CANCEL
+	// stream); workers also subscribe to it to stop running jobs.
+	SubjectCancelAll = "zl.cancel.*.*"
 )
+
+// Subjects of contract releases before job ids were scoped by tenant. No
+// component publishes on them any more; they are read where such messages
+// may still be stored: jobs queued on zl.jobs.<priority>.<bucket>.<tenant>
+// (the id in Nats-Msg-Id) are still served, and results stored on
+// zl.results.<job_id> are still found by operators' tools (their Tenant
+// field says whose they are).
+const (
+	// LegacyJobsAll matches the jobs of the old form.
+	LegacyJobsAll = "zl.jobs.*.*.*"
+)
+
+// LegacyResultsSubject returns zl.results.<job_id>, where results were
+// stored before ids were scoped by tenant.
+func LegacyResultsSubject(jobID string) string { return SubjectResultsPrefix + jobID }
 
 // Token length bounds.
 const (
@@ -62,36 +82,51 @@ const (
 // passed ValidateTenant and ValidateJobID (DecodeJobRequest checks the id).
 // A token with a dot or a wildcard would address other subjects.
 
-// JobSubject returns zl.jobs.<priority>.<bucket>.<tenant>.
-func JobSubject(p Priority, b Bucket, tenant string) string {
-	return SubjectJobsPrefix + string(p) + "." + string(b) + "." + tenant
+// JobSubject returns zl.jobs.<priority>.<bucket>.<tenant>.<job_id>. The
+// id in the subject is the idempotency key: ZL_JOBS keeps at most one
+// message per subject, so a resubmission of a queued job is refused by the
+// stream (IsDuplicateJob) and the job runs once; a worker that finds a
+// stored result for the id does not run it again either.
+func JobSubject(p Priority, b Bucket, tenant, jobID string) string {
+	return SubjectJobsPrefix + string(p) + "." + string(b) + "." + tenant + "." + jobID
 }
 
-// JobsFilter returns zl.jobs.<priority>.<bucket>.*, the filter subject of
-// the durable consumer for that priority and bucket.
+// JobsFilter returns zl.jobs.<priority>.<bucket>.>, the filter subject of
+// the durable consumer for that priority and bucket. It matches the jobs of
+// the current form and those of the old one still queued.
 func JobsFilter(p Priority, b Bucket) string {
-	return SubjectJobsPrefix + string(p) + "." + string(b) + ".*"
+	return SubjectJobsPrefix + string(p) + "." + string(b) + ".>"
 }
 
-// JobsSubjects returns the subjects ZL_JOBS binds: JobsFilter of every
-// priority and bucket, highest priority and shortest bucket first. A
-// publish on zl.jobs with any other priority or bucket reaches no stream
-// and so gets no JetStream acknowledgement.
+// JobsSubjects returns the subjects ZL_JOBS binds: zl.jobs.<priority>.
+// <bucket>.*.* for every priority and bucket, highest priority and
+// shortest bucket first. A publish on zl.jobs with any other priority,
+// bucket or number of tokens reaches no stream and so gets no JetStream
+// acknowledgement.
 func JobsSubjects() []string {
 	var out []string
 	for _, p := range Priorities() {
 		for _, b := range AllBuckets() {
-			out = append(out, JobsFilter(p, b))
+			out = append(out, SubjectJobsPrefix+string(p)+"."+string(b)+".*.*")
 		}
 	}
 	return out
 }
 
-// EventsSubject returns zl.events.<job_id>.
-func EventsSubject(jobID string) string { return SubjectEventsPrefix + jobID }
+// EventsSubject returns zl.events.<tenant>.<job_id>.
+func EventsSubject(tenant, jobID string) string { return SubjectEventsPrefix + tenant + "." + jobID }
 
-// ResultsSubject returns zl.results.<job_id>.
-func ResultsSubject(jobID string) string { return SubjectResultsPrefix + jobID }
+// ResultsSubject returns zl.results.<tenant>.<job_id>.
+func ResultsSubject(tenant, jobID string) string { return SubjectResultsPrefix + tenant + "." + jobID }
+
+// ResultsFilter returns zl.results.<tenant>.*: every result of one tenant.
+func ResultsFilter(tenant string) string { return SubjectResultsPrefix + tenant + ".*" }
+
+// EventsFilter returns zl.events.<tenant>.*: every event of one tenant.
+func EventsFilter(tenant string) string { return SubjectEventsPrefix + tenant + ".*" }
+
+// CancelSubject returns zl.cancel.<tenant>.<job_id>.
+func CancelSubject(tenant, jobID string) string { return SubjectCancelPrefix + tenant + "." + jobID }
 
 // UsageSubject returns zl.usage.<tenant>.
 func UsageSubject(tenant string) string { return SubjectUsagePrefix + tenant }
@@ -101,9 +136,6 @@ func DLQSubject(p Priority, b Bucket, tenant string) string {
 	return SubjectDLQPrefix + string(p) + "." + string(b) + "." + tenant
 }
 
-// CancelSubject returns zl.cancel.<job_id>.
-func CancelSubject(jobID string) string { return SubjectCancelPrefix + jobID }
-
 // JobRoute is what a job subject (or a DLQ subject) encodes.
 type JobRoute struct {
 	// Priority is the job's class.
@@ -112,55 +144,93 @@ type JobRoute struct {
 	Bucket Bucket
 	// Tenant is the submitting tenant.
 	Tenant string
+	// JobID is the job id of a job subject of the current form; empty
+	// for a DLQ subject and for a job queued in the old form (its id is
+	// in Nats-Msg-Id).
+	JobID string
 }
 
-// ParseJobSubject splits zl.jobs.<priority>.<bucket>.<tenant>, checking
-// every token. Errors are *Error values with CodeInvalidRequest.
+// ParseJobSubject splits zl.jobs.<priority>.<bucket>.<tenant>.<job_id>
+// (or the old zl.jobs.<priority>.<bucket>.<tenant>), checking every
+// token. Errors are *Error values with CodeInvalidRequest.
 func ParseJobSubject(subject string) (JobRoute, error) {
-	return parseRoute(subject, SubjectJobsPrefix)
+	r, id, err := parseRoute(subject, SubjectJobsPrefix, true)
+	r.JobID = id
+	return r, err
 }
 
 // ParseDLQSubject splits zl.dlq.<priority>.<bucket>.<tenant>, checking every
 // token.
 func ParseDLQSubject(subject string) (JobRoute, error) {
-	return parseRoute(subject, SubjectDLQPrefix)
+	r, _, err := parseRoute(subject, SubjectDLQPrefix, false)
+	return r, err
 }
 
-func parseRoute(subject, prefix string) (JobRoute, error) {
+func parseRoute(subject, prefix string, withID bool) (JobRoute, string, error) {
 	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok {
-		return JobRoute{}, NewError(CodeInvalidRequest, "subject %q does not start with %q", subject, prefix)
+		return JobRoute{}, "", NewError(CodeInvalidRequest, "subject %q does not start with %q", subject, prefix)
 	}
 	parts := strings.Split(rest, ".")
-	if len(parts) != 3 {
-		return JobRoute{}, NewError(CodeInvalidRequest, "subject %q is not %s<priority>.<bucket>.<tenant>", subject, prefix)
+	want := prefix + "<priority>.<bucket>.<tenant>"
+	if withID {
+		want += ".<job_id>"
+	}
+	if len(parts) != 3 && !(withID && len(parts) == 4) {
+		return JobRoute{}, "", NewError(CodeInvalidRequest, "subject %q is not %s", subject, want)
 	}
 	p, err := ParsePriority(parts[0])
 	if err != nil {
-		return JobRoute{}, err
+		return JobRoute{}, "", err
 	}
 	b, err := ParseBucket(parts[1])
 	if err != nil {
-		return JobRoute{}, err
+		return JobRoute{}, "", err
 	}
 	if err := ValidateTenant(parts[2]); err != nil {
-		return JobRoute{}, err
+		return JobRoute{}, "", err
 	}
-	return JobRoute{Priority: p, Bucket: b, Tenant: parts[2]}, nil
+	r := JobRoute{Priority: p, Bucket: b, Tenant: parts[2]}
+	if len(parts) == 4 {
+		if err := ValidateJobID(parts[3]); err != nil {
+			return JobRoute{}, "", err
+		}
+		return r, parts[3], nil
+	}
+	return r, "", nil
 }
 
-// JobIDFromSubject returns the job id of zl.events.<job_id>,
-// zl.results.<job_id> or zl.cancel.<job_id>, checking it.
-func JobIDFromSubject(subject string) (string, error) {
+// JobRef names a job: ids are unique per tenant.
+type JobRef struct {
+	Tenant string
+	JobID  string
+}
+
+// String returns "<tenant>/<job_id>", the form logs and Nats-Msg-Ids use.
+func (r JobRef) String() string { return r.Tenant + "/" + r.JobID }
+
+// JobRefFromSubject returns the tenant and job id of
+// zl.events.<tenant>.<job_id>, zl.results.<tenant>.<job_id> or
+// zl.cancel.<tenant>.<job_id>, checking both.
+func JobRefFromSubject(subject string) (JobRef, error) {
 	for _, prefix := range []string{SubjectEventsPrefix, SubjectResultsPrefix, SubjectCancelPrefix} {
-		if id, ok := strings.CutPrefix(subject, prefix); ok {
-			if err := ValidateJobID(id); err != nil {
-				return "", err
-			}
-			return id, nil
+		rest, ok := strings.CutPrefix(subject, prefix)
+		if !ok {
+			continue
 		}
+		tenant, id, ok := strings.Cut(rest, ".")
+		if !ok {
+			break
+		}
+		if err := ValidateTenant(tenant); err != nil {
+			return JobRef{}, err
+		}
+		if err := ValidateJobID(id); err != nil {
+			return JobRef{}, err
+		}
+		return JobRef{Tenant: tenant, JobID: id}, nil
 	}
-	return "", NewError(CodeInvalidRequest, "subject %q carries no job id", subject)
+	return JobRef{}, NewError(CodeInvalidRequest, "subject %q carries no tenant and job id", subject)
 }
 
 // TenantFromUsageSubject returns the tenant of zl.usage.<tenant>, checking

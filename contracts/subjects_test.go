@@ -9,13 +9,17 @@ import (
 func TestSubjectBuilders(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ got, want string }{
-		{JobSubject(PriorityLow, BucketLong, "acme"), "zl.jobs.low.long.acme"},
-		{JobsFilter(PriorityNormal, BucketShort), "zl.jobs.normal.short.*"},
-		{EventsSubject("j1"), "zl.events.j1"},
-		{ResultsSubject("j1"), "zl.results.j1"},
+		{JobSubject(PriorityLow, BucketLong, "acme", "j1"), "zl.jobs.low.long.acme.j1"},
+		{JobsFilter(PriorityNormal, BucketShort), "zl.jobs.normal.short.>"},
+		{EventsSubject("acme", "j1"), "zl.events.acme.j1"},
+		{EventsFilter("acme"), "zl.events.acme.*"},
+		{ResultsSubject("acme", "j1"), "zl.results.acme.j1"},
+		{ResultsFilter("acme"), "zl.results.acme.*"},
+		{LegacyResultsSubject("j1"), "zl.results.j1"},
 		{UsageSubject("acme"), "zl.usage.acme"},
 		{DLQSubject(PriorityHigh, BucketMedium, "acme"), "zl.dlq.high.medium.acme"},
-		{CancelSubject("j1"), "zl.cancel.j1"},
+		{CancelSubject("acme", "j1"), "zl.cancel.acme.j1"},
+		{JobRef{Tenant: "acme", JobID: "j1"}.String(), "acme/j1"},
 		{ConsumerName(PriorityLow, BucketShort), "jobs-low-short"},
 	}
 	for _, tt := range tests {
@@ -27,30 +31,40 @@ func TestSubjectBuilders(t *testing.T) {
 
 func TestParseSubjects(t *testing.T) {
 	t.Parallel()
-	r, err := ParseJobSubject("zl.jobs.high.short.acme-1")
-	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1"}) {
+	r, err := ParseJobSubject("zl.jobs.high.short.acme-1.job_9")
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "job_9"}) {
 		t.Errorf("ParseJobSubject = %+v, %v", r, err)
 	}
+	// A job queued by an older release: no id in the subject.
+	r, err = ParseJobSubject("zl.jobs.high.short.acme-1")
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", ""}) {
+		t.Errorf("ParseJobSubject(old form) = %+v, %v", r, err)
+	}
 	r, err = ParseDLQSubject(DLQSubject(PriorityLow, BucketLong, "t"))
-	if err != nil || r != (JobRoute{PriorityLow, BucketLong, "t"}) {
+	if err != nil || r != (JobRoute{PriorityLow, BucketLong, "t", ""}) {
 		t.Errorf("ParseDLQSubject = %+v, %v", r, err)
 	}
+	if _, err := ParseDLQSubject("zl.dlq.low.long.t.j"); !errors.Is(err, CodeInvalidRequest) {
+		t.Errorf("ParseDLQSubject accepted a job id token: %v", err)
+	}
 	for _, bad := range []string{
-		"zl.jobs.high.short", "zl.jobs.high.short.a.b", "zl.jobs.urgent.short.a", "zl.jobs.high.tiny.a",
-		"zl.jobs.high.short.*", "zl.jobs.high.short.>", "zl.dlq.high.short.a", "jobs.high.short.a",
+		"zl.jobs.high.short", "zl.jobs.high.short.a.b.c", "zl.jobs.urgent.short.a.j", "zl.jobs.high.tiny.a.j",
+		"zl.jobs.high.short.*", "zl.jobs.high.short.>", "zl.jobs.high.short.a.*", "zl.jobs.high.short.a.>",
+		"zl.dlq.high.short.a", "jobs.high.short.a", "zl.jobs.high.short.a.",
 	} {
 		if _, err := ParseJobSubject(bad); !errors.Is(err, CodeInvalidRequest) {
 			t.Errorf("ParseJobSubject(%q) = %v, want invalid_request", bad, err)
 		}
 	}
-	for _, s := range []string{EventsSubject("j_1"), ResultsSubject("j_1"), CancelSubject("j_1")} {
-		if id, err := JobIDFromSubject(s); err != nil || id != "j_1" {
-			t.Errorf("JobIDFromSubject(%q) = %q, %v", s, id, err)
+	for _, s := range []string{EventsSubject("acme", "j_1"), ResultsSubject("acme", "j_1"), CancelSubject("acme", "j_1")} {
+		if ref, err := JobRefFromSubject(s); err != nil || ref != (JobRef{"acme", "j_1"}) {
+			t.Errorf("JobRefFromSubject(%q) = %+v, %v", s, ref, err)
 		}
 	}
-	for _, bad := range []string{"zl.events.a.b", "zl.events.", "zl.usage.j", "zl.results.*"} {
-		if _, err := JobIDFromSubject(bad); err == nil {
-			t.Errorf("JobIDFromSubject(%q) accepted", bad)
+	for _, bad := range []string{"zl.events.a.b.c", "zl.events.j1", "zl.events.", "zl.events.a.", "zl.usage.a.j",
+		"zl.results.*.j", "zl.results.a.*", "zl.cancel.a.>"} {
+		if _, err := JobRefFromSubject(bad); err == nil {
+			t.Errorf("JobRefFromSubject(%q) accepted", bad)
 		}
 	}
 	if ten, err := TenantFromUsageSubject("zl.usage.acme"); err != nil || ten != "acme" {

@@ -13,7 +13,8 @@
 //
 // The tables: tenants; price_books (versioned, per tenant and model, with
 // a default book seeded from DESIGN.md); usage (one row per job, unique on
-// the job id); charges and charge_history (the priced usage, re-rated
+// the tenant and job id: job ids are unique per tenant only); charges and
+// charge_history (the priced usage, keyed like usage, re-rated
 // charges keep their predecessors); value_tag_rules (defaults seeded); and
 // usage_daily (per tenant and day totals). See README.md.
 //

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
@@ -217,5 +218,122 @@ func TestDBTestSchemasAreIsolated(t *testing.T) {
 	}
 	if n != 0 {
 		t.Errorf("schema b sees %d tenants of schema a", n)
+	}
+}
+
+// TestTenantJobKeyMigration: migration 0007 keys usage, charges and
+// charge_history by (tenant_id, job_id), keeping the rows stored before
+// it and giving pending rating jobs their tenant; its down migration
+// reverts it, refusing while two tenants share a job id.
+func TestTenantJobKeyMigration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.Pool(t)
+	exec := func(sql string, args ...any) error {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql, args...)
+		return err
+	}
+	must := func(sql string, args ...any) {
+		t.Helper()
+		if err := exec(sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	count := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return n
+	}
+	const (
+		insertUsage = `INSERT INTO usage (tenant_id, job_id, model, priority, bucket, status,
+			input_tokens, output_tokens, cached_input_tokens, queue_ms, time_to_first_token_ms, time_per_token_ms,
+			inter_token_ms_p50, inter_token_ms_p99, total_ms, tool_execution_time_ms, memory_allocated_mb,
+			preemptions, recomputed_tokens, attempt, trace_id, worker_id, device, confidence, created_at, finished_at, raw)
+			VALUES ($1, $2, 'm', 'normal', 'short', 'completed', 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '', 'w', 'cpu', 0.5, now(), now(), '{}')`
+		insertCharge = `INSERT INTO charges (tenant_id, job_id, model, price_book_id, price_book_version, currency,
+			cost_input, cost_output, cost_ttft, cost_tool, total)
+			VALUES ($1, $2, 'm', (SELECT min(id) FROM price_books), 1, 'USD', 1, 0, 0, 0, 1)`
+	)
+	// Back to 0006 (and whatever came after 0007 reverted too).
+	steps := len(migrations.All()) - 6
+	down := func() error {
+		t.Helper()
+		_, err := migrations.Down(ctx, pool, steps)
+		return err
+	}
+	if err := down(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Data of before 0007: job ids globally unique, a re-rated charge, a
+	// rating job waiting.
+	must(`INSERT INTO tenants (id, name) VALUES ('acme', ''), ('beta', '')`)
+	must(insertUsage, "acme", "j1")
+	must(insertUsage, "beta", "j2")
+	must(insertCharge, "acme", "j1")
+	must(insertCharge, "beta", "j2")
+	must(`INSERT INTO charge_history (job_id, revision, price_book_id, price_book_version, currency,
+		cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
+		SELECT job_id, 1, price_book_id, 1, currency, 2, 0, 0, 0, 2, '{}', now() FROM charges WHERE job_id = 'j1'`)
+	must(`INSERT INTO river_job (kind, args, max_attempts, queue) VALUES ('zl_billing_rate', '{"job_id": "j2"}', 25, 'billing')`)
+
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM usage JOIN charges USING (tenant_id, job_id)`); n != 2 {
+		t.Errorf("after Up: %d charged usage rows, want 2", n)
+	}
+	if n := count(`SELECT count(*) FROM charge_history WHERE tenant_id = 'acme' AND job_id = 'j1' AND revision = 1`); n != 1 {
+		t.Errorf("after Up: acme's charge history is gone (%d rows)", n)
+	}
+	if n := count(`SELECT count(*) FROM river_job WHERE kind = 'zl_billing_rate' AND args = '{"tenant": "beta", "job_id": "j2"}'`); n != 1 {
+		t.Errorf("after Up: the waiting rating job did not get its tenant")
+	}
+	// Now beta may have a job j1 too, charged and re-rated on its own …
+	must(insertUsage, "beta", "j1")
+	must(insertCharge, "beta", "j1")
+	must(`INSERT INTO charge_history (tenant_id, job_id, revision, price_book_id, price_book_version, currency,
+		cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
+		SELECT tenant_id, job_id, 1, price_book_id, 1, currency, 2, 0, 0, 0, 2, '{}', now() FROM charges WHERE tenant_id = 'beta' AND job_id = 'j1'`)
+	// … but each only once, and a charge only of its own tenant's job.
+	for _, sql := range []string{
+		`INSERT INTO usage SELECT * FROM usage WHERE tenant_id = 'beta' AND job_id = 'j1'`,
+		`INSERT INTO charges SELECT * FROM charges WHERE tenant_id = 'beta' AND job_id = 'j1'`,
+		`INSERT INTO charges SELECT job_id, 'acme', model, price_book_id, price_book_version, currency,
+			cost_input, cost_output, cost_ttft, cost_tool, total FROM charges WHERE tenant_id = 'beta' AND job_id = 'j2'`,
+	} {
+		var pe *pgconn.PgError
+		if err := exec(sql); !errors.As(err, &pe) || pe.Code[:2] != "23" {
+			t.Errorf("%s: %v, want an integrity constraint violation", sql, err)
+		}
+	}
+
+	// Down refuses while two tenants share j1, and changes nothing.
+	var pe *pgconn.PgError
+	if err := down(); !errors.As(err, &pe) || pe.Code != "23505" {
+		t.Fatalf("Down with job j1 in two tenants: %v, want a unique violation", err)
+	}
+	// (Migrations after 0007 run their own transactions: they may be
+	// reverted already.)
+	if st, err := migrations.Status(ctx, pool); err != nil || len(st.Migrations) < 7 || !st.Migrations[6].Applied {
+		t.Errorf("after a failed Down: %+v, %v", st, err)
+	}
+	// Without the duplicate it reverts, keeping the rows.
+	must(`DELETE FROM usage WHERE tenant_id = 'beta' AND job_id = 'j1'`)
+	if err := down(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM usage JOIN charges USING (job_id)`); n != 2 {
+		t.Errorf("after Down: %d charged usage rows, want 2", n)
+	}
+	if n := count(`SELECT count(*) FROM charge_history WHERE job_id = 'j1' AND revision = 1`); n != 1 {
+		t.Errorf("after Down: %d rows of charge history, want 1", n)
+	}
+	if err := exec(insertUsage, "beta", "j1"); err == nil {
+		t.Error("after Down, a second job j1 was stored")
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
@@ -209,21 +207,14 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 }
 
 // submitAndWait returns the stored result of req's job when there is one
-// (a batch run again), else submits req (a repeat within the duplicate
-// window is stored once) and waits for its result. A request that never
-// becomes this tenant's job (the producer rejects it, or its id is another
-// tenant's job) comes back as the error with rejected set.
+// (a batch run again), else submits req (a repeat of a queued job is
+// stored once) and waits for its result. A request the producer rejects
+// comes back as the error with rejected set.
 func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (_ *contracts.Result, _ *contracts.Error, rejected bool) {
-	mine := func(res *contracts.Result) (*contracts.Result, *contracts.Error, bool) {
-		if res.Tenant != c.Tenant() {
-			return nil, contracts.NewError(contracts.CodeInvalidRequest, "job id %s is another tenant's job: choose another batch id", req.ID), true
-		}
-		return res, nil, false
-	}
 	if res, err := c.Result(ctx, req.ID); err != nil {
 		return nil, contracts.ErrorFrom(fmt.Errorf("looking up %s: %w", req.ID, err)), false
 	} else if res != nil {
-		return mine(res)
+		return res, nil, false
 	}
 	if err := c.submitPatiently(ctx, req); err != nil {
 		return nil, contracts.ErrorFrom(err), true
@@ -232,7 +223,7 @@ func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (
 	if err != nil {
 		return nil, contracts.ErrorFrom(fmt.Errorf("waiting for %s: %w", req.ID, err)), false
 	}
-	return mine(res)
+	return res, nil, false
 }
 
 // submitPatiently submits req, waiting and trying again while it is
@@ -302,25 +293,41 @@ func eachJob(in io.Reader, batchID string, fn func(jobID string) error) error {
 }
 
 // Result returns the job's stored result, or nil when it has none (it has
-// not finished, or is unknown or expired), without waiting.
+// not finished, or is unknown or expired), without waiting. A result stored
+// by a release before job ids were scoped by tenant is found too, when
+// this client may read it and it is this tenant's.
 func (c *Client) Result(ctx context.Context, jobID string) (*contracts.Result, error) {
-	s, err := c.js.Stream(ctx, contracts.StreamResults)
-	if err != nil {
+	if err := contracts.ValidateJobID(jobID); err != nil {
 		return nil, err
 	}
-	m, err := s.GetLastMsgForSubject(ctx, contracts.ResultsSubject(jobID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	res, err := c.result(ctx, jobID)
+	if res != nil || err != nil {
+		return res, err
+	}
+	// A tenant's account cannot read the old subjects: no responders (or
+	// no answer at all), and nothing to find there, so the client stops
+	// looking.
+	if c.noLegacy.Load() {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
+	lctx, cancel := context.WithTimeout(ctx, legacyLookupTimeout)
+	defer cancel()
+	m, err := contracts.LastMsg(lctx, c.nc, contracts.StreamResults, contracts.LegacyResultsSubject(jobID))
+	if err != nil && ctx.Err() == nil {
+		c.noLegacy.Store(true)
+	}
+	if err != nil || m == nil {
+		return nil, nil
 	}
 	var r contracts.Result
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return nil, fmt.Errorf("result of %s: %w", jobID, err)
+	if json.Unmarshal(m.Data, &r) != nil || r.Tenant != c.Tenant() {
+		return nil, nil
 	}
 	return &r, nil
 }
+
+// legacyLookupTimeout bounds the look-up of a result in the old form.
+const legacyLookupTimeout = time.Second
 
 // CancelBatch cancels the job of every line of in (a batch input file) of
 // batch batchID, and returns how many it asked to stop. Lines RunBatch
@@ -363,7 +370,7 @@ func (c *Client) BatchStatus(ctx context.Context, in io.Reader, batchID string) 
 		switch {
 		case err != nil:
 			return err
-		case res == nil || res.Tenant != c.Tenant():
+		case res == nil:
 			p.Pending++
 		default:
 			tally(res, &p.Completed, &p.Failed, &p.Canceled)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,15 @@ type Client struct {
 
 	mu        sync.Mutex
 	prompters map[string]*prompt.Prompter
+
+	results resultWatch
+	// liveEvents is set once JetStream's API has been found closed to
+	// this client (a tenant's own NATS account): Events then follows live
+	// events instead of replaying them with a consumer.
+	liveEvents atomic.Bool
+	// noLegacy is set once results stored in the old form (before ids
+	// were scoped by tenant) have been found unreadable to this client.
+	noLegacy atomic.Bool
 }
 
 // New returns a client on an established connection. The streams must
@@ -64,11 +74,14 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, nc: nc, js: js, prompters: map[string]*prompt.Prompter{}}, nil
+	c := &Client{cfg: cfg, nc: nc, js: js, prompters: map[string]*prompt.Prompter{}}
+	c.results.waiters = map[string]map[chan struct{}]bool{}
+	return c, nil
 }
 
-// Close releases the tokenizer files.
+// Close releases the tokenizer files and the results subscription.
 func (c *Client) Close() error {
+	c.results.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for n, p := range c.prompters {
@@ -87,9 +100,11 @@ type SubmitOpts struct {
 
 // Submit validates req, assigns a job id when it has none, buckets it by
 // its prompt length in tokens, and publishes it on
-// zl.jobs.<priority>.<bucket>.<tenant>. It returns once JetStream has
-// stored the job. Submitting the same id again within the duplicate window
-// stores nothing and returns the same id: the job runs once.
+// zl.jobs.<priority>.<bucket>.<tenant>.<job_id>. It returns once JetStream
+// has stored the job. Job ids are unique per tenant: submitting an id again
+// while its job is queued stores nothing, and once it has finished the
+// worker serves the stored result instead of running it again; either way
+// Submit returns the same id and the job runs once.
 func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *SubmitOpts) (string, error) {
 	r := *req
 	if r.ID == "" {
@@ -115,12 +130,12 @@ func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *Su
 	if opts != nil && !opts.Trace.IsZero() {
 		tp = opts.Trace.Child()
 	}
-	m := &nats.Msg{Subject: contracts.JobSubject(r.EffectivePriority(), bucket, c.cfg.Tenant), Data: data,
-		Header: contracts.NewHeader(r.ID, c.cfg.Tenant, tp)}
+	m := &nats.Msg{Subject: contracts.JobSubject(r.EffectivePriority(), bucket, c.cfg.Tenant, r.ID), Data: data,
+		Header: contracts.NewHeader(c.cfg.Tenant, tp)}
 	if err := c.admit(&r, n); err != nil {
 		return "", err
 	}
-	if _, err := c.js.PublishMsg(ctx, m); err != nil {
+	if _, err := c.js.PublishMsg(ctx, m); err != nil && !contracts.IsDuplicateJob(err) {
 		c.forget(&r)
 		return "", fmt.Errorf("producer: submit %s: %w", r.ID, err)
 	}
@@ -173,27 +188,76 @@ func (c *Client) prompter(model string) (*prompt.Prompter, error) {
 	return p, nil
 }
 
-// Events returns the job's events in order, from the first, following new
-// ones until a terminal event (final or error). A client that sees a higher
-// attempt than before discards what it built from the earlier one. The
-// channel is closed after the terminal event, when ctx ends, or on error
-// (reported by the returned func).
+// Events returns the job's events in order, following new ones until a
+// terminal event (final or error). A client that sees a higher attempt than
+// before discards what it built from the earlier one. The channel is closed
+// after the terminal event, when ctx ends, or on error (reported by the
+// returned func).
+//
+// Where the client may use JetStream's API (the system account: the
+// gateway, operators' tools) the events are replayed from the first. In a
+// tenant's own NATS account, which has no JetStream API, they are followed
+// live from the call on: a job that has already ended yields its terminal
+// event, which carries the whole text; follow a job from its start by
+// calling Events before its tokens flow (right after Submit), or read the
+// result.
 func (c *Client) Events(ctx context.Context, jobID string) (<-chan contracts.Event, func() error, error) {
 	if err := contracts.ValidateJobID(jobID); err != nil {
 		return nil, nil, err
 	}
-	cons, err := c.js.OrderedConsumer(ctx, contracts.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{contracts.EventsSubject(jobID)}, DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return nil, nil, err
+	subject := contracts.EventsSubject(c.cfg.Tenant, jobID)
+	if !c.liveEvents.Load() {
+		cons, err := c.js.OrderedConsumer(ctx, contracts.StreamEvents, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy})
+		switch {
+		case err == nil:
+			return c.replayEvents(ctx, jobID, cons)
+		case noJetStreamAPI(err):
+			c.liveEvents.Store(true)
+		default:
+			return nil, nil, err
+		}
 	}
-	out := make(chan contracts.Event, 64)
+	return c.liveEventsOf(ctx, jobID, subject)
+}
+
+// noJetStreamAPI reports whether err says this connection may not use
+// JetStream's API (its account has none, or its user lacks the permission).
+func noJetStreamAPI(err error) bool {
+	return errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrPermissionViolation)
+}
+
+// eventPump delivers decoded events to out until a terminal one.
+type eventPump struct {
+	ctx   context.Context
+	jobID string
+	out   chan contracts.Event
+}
+
+// send delivers one event body; done is true after a terminal event, when
+// ctx ends, or on a malformed body (err).
+func (p *eventPump) send(data []byte) (done bool, err error) {
+	var ev contracts.Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return true, fmt.Errorf("producer: event of %s: %w", p.jobID, err)
+	}
+	select {
+	case p.out <- ev:
+	case <-p.ctx.Done():
+		return true, nil
+	}
+	return ev.Type.Terminal(), nil
+}
+
+func (c *Client) replayEvents(ctx context.Context, jobID string, cons jetstream.Consumer) (<-chan contracts.Event, func() error, error) {
+	p := &eventPump{ctx: ctx, jobID: jobID, out: make(chan contracts.Event, 64)}
 	var ferr error
 	var once sync.Once
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer close(out)
+		defer close(p.out)
 		it, err := cons.Messages()
 		if err != nil {
 			ferr = err
@@ -210,70 +274,191 @@ func (c *Client) Events(ctx context.Context, jobID string) (<-chan contracts.Eve
 				}
 				return
 			}
-			var ev contracts.Event
-			if err := json.Unmarshal(m.Data(), &ev); err != nil {
-				ferr = fmt.Errorf("producer: event of %s: %w", jobID, err)
-				return
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-			if ev.Type.Terminal() {
+			if end, err := p.send(m.Data()); end {
+				ferr = err
 				return
 			}
 		}
 	}()
-	return out, func() error { once.Do(func() { <-done }); return ferr }, nil
+	return p.out, func() error { once.Do(func() { <-done }); return ferr }, nil
+}
+
+// liveRecheck is how often live following looks up the job's last stored
+// event, in case a live message was lost (a reconnect, a slow consumer).
+const liveRecheck = 2 * time.Second
+
+func (c *Client) liveEventsOf(ctx context.Context, jobID, subject string) (<-chan contracts.Event, func() error, error) {
+	msgs := make(chan *nats.Msg, 256)
+	sub, err := c.nc.ChanSubscribe(subject, msgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &eventPump{ctx: ctx, jobID: jobID, out: make(chan contracts.Event, 64)}
+	var ferr error
+	var once sync.Once
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(p.out)
+		defer sub.Unsubscribe()
+		// Subscribed first, then the stored last event: a job that ended
+		// before the subscription is seen ended.
+		last := func() (bool, error) {
+			m, err := contracts.LastMsg(ctx, c.nc, contracts.StreamEvents, subject)
+			if err != nil || m == nil {
+				return ctx.Err() != nil, nil
+			}
+			var ev contracts.Event
+			if json.Unmarshal(m.Data, &ev) != nil || !ev.Type.Terminal() {
+				return false, nil
+			}
+			return p.send(m.Data)
+		}
+		if end, err := last(); end {
+			ferr = err
+			return
+		}
+		t := time.NewTicker(liveRecheck)
+		defer t.Stop()
+		for {
+			var end bool
+			var err error
+			select {
+			case m := <-msgs:
+				end, err = p.send(m.Data)
+			case <-t.C:
+				end, err = last()
+			case <-ctx.Done():
+				return
+			}
+			if end {
+				ferr = err
+				return
+			}
+		}
+	}()
+	return p.out, func() error { once.Do(func() { <-done }); return ferr }, nil
 }
 
 // Wait returns the job's result, waiting for it when the job has not
-// finished.
+// finished. All waits of a client share one subscription to its tenant's
+// results (zl.results.<tenant>.*), so thousands of jobs can be waited for
+// at once without a JetStream consumer each.
 func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, error) {
 	if err := contracts.ValidateJobID(jobID); err != nil {
 		return nil, err
 	}
-	cons, err := c.js.OrderedConsumer(ctx, contracts.StreamResults, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{contracts.ResultsSubject(jobID)}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
-	if err != nil {
+	ch := make(chan struct{}, 1)
+	if err := c.results.add(c, jobID, ch); err != nil {
 		return nil, err
 	}
+	defer c.results.remove(jobID, ch)
+	t := time.NewTicker(liveRecheck)
+	defer t.Stop()
 	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
-		if ctx.Err() != nil {
+		// Registered first, then looked up: a result stored in between
+		// also wakes ch.
+		res, err := c.result(ctx, jobID)
+		if res != nil || err != nil {
+			return res, err
+		}
+		select {
+		case <-ch:
+		case <-t.C: // a notice lost to a reconnect is found here
+		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		var r contracts.Result
-		if err := json.Unmarshal(m.Data(), &r); err != nil {
-			return nil, fmt.Errorf("producer: result of %s: %w", jobID, err)
-		}
-		return &r, nil
 	}
 }
 
-// Cancel asks the job to stop: a marker in the cancel bucket (so a worker
-// that has not started it never runs it) and a message on
-// zl.cancel.<job_id> (so the worker running it stops at the next step).
-// Canceling a finished job does nothing.
+// result returns the job's stored result, or nil.
+func (c *Client) result(ctx context.Context, jobID string) (*contracts.Result, error) {
+	m, err := contracts.LastMsg(ctx, c.nc, contracts.StreamResults, contracts.ResultsSubject(c.cfg.Tenant, jobID))
+	if err != nil || m == nil {
+		return nil, err
+	}
+	var r contracts.Result
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, fmt.Errorf("producer: result of %s: %w", jobID, err)
+	}
+	return &r, nil
+}
+
+// resultWatch is a client's one subscription to its tenant's results,
+// waking the waiters of each job as its result is stored.
+type resultWatch struct {
+	mu      sync.Mutex
+	sub     *nats.Subscription
+	waiters map[string]map[chan struct{}]bool
+}
+
+func (w *resultWatch) add(c *Client, jobID string, ch chan struct{}) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sub == nil {
+		sub, err := c.nc.Subscribe(contracts.ResultsFilter(c.cfg.Tenant), w.notify)
+		if err != nil {
+			return fmt.Errorf("producer: subscribing to results: %w", err)
+		}
+		// Notices are tiny and only wake waiters; never drop them for a
+		// slow reader.
+		sub.SetPendingLimits(-1, 64<<20)
+		w.sub = sub
+	}
+	if w.waiters[jobID] == nil {
+		w.waiters[jobID] = map[chan struct{}]bool{}
+	}
+	w.waiters[jobID][ch] = true
+	return nil
+}
+
+func (w *resultWatch) remove(jobID string, ch chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.waiters[jobID], ch)
+	if len(w.waiters[jobID]) == 0 {
+		delete(w.waiters, jobID)
+	}
+}
+
+func (w *resultWatch) notify(m *nats.Msg) {
+	ref, err := contracts.JobRefFromSubject(m.Subject)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.waiters[ref.JobID] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *resultWatch) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sub != nil {
+		w.sub.Unsubscribe()
+		w.sub = nil
+	}
+}
+
+// Cancel asks the job to stop: a cancel request on
+// zl.cancel.<tenant>.<job_id>, stored in ZL_CANCEL (so a worker that has
+// not started the job never runs it) and heard by the worker running it
+// (which stops at the next step). It names this client's tenant, so it can
+// only ever cancel this tenant's job of that id. Canceling a finished job
+// does nothing.
 func (c *Client) Cancel(ctx context.Context, jobID string) error {
 	if err := contracts.ValidateJobID(jobID); err != nil {
 		return err
 	}
-	kv, err := c.js.KeyValue(ctx, contracts.CancelBucket)
-	if err != nil {
-		return err
+	if _, err := c.js.Publish(ctx, contracts.CancelSubject(c.cfg.Tenant, jobID), nil); err != nil {
+		return fmt.Errorf("producer: cancel %s: %w", jobID, err)
 	}
-	if _, err := kv.Put(ctx, jobID, []byte(c.cfg.Tenant)); err != nil {
-		return err
-	}
-	return c.nc.Publish(contracts.CancelSubject(jobID), []byte(c.cfg.Tenant))
+	return nil
 }
 
 // NewJobID returns a random job id: 32 lowercase hex digits.

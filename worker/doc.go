@@ -15,17 +15,22 @@
 //  2. The job is decoded and validated (contracts.DecodeJobRequest). A bad
 //     job is answered, never dropped: an error event, a failed result and a
 //     DLQ record, then Term.
-//  3. A cancel marker in the ZL_CANCEL bucket ends the job before it runs;
-//     a message on zl.cancel.<job_id> cancels it while it runs.
+//  3. The job is named by its tenant and id (from the subject
+//     zl.jobs.<priority>.<bucket>.<tenant>.<job_id>): a first delivery of a
+//     job whose result is already stored is a resubmission and is acked
+//     without running; a cancel request stored on
+//     zl.cancel.<tenant>.<job_id> (stream ZL_CANCEL) ends it before it runs,
+//     and one heard on that subject cancels it while it runs. Only the
+//     job's tenant can publish there.
 //     A job over its tenant's limits (Config.Quota: requests or tokens per
 //     minute by JetStream's stored time, jobs in flight, monthly spend) is
 //     refused like a bad one, with rate_limited, concurrency_limited or
 //     spend_limit_exceeded, and never runs or bills.
 //  4. The Executor runs it (SchedExecutor batches through a scheduler per
-//     model; InOrderExecutor runs one job at a time). Tokens stream out as delta events on zl.events.<job_id>;
+//     model; InOrderExecutor runs one job at a time). Tokens stream out as delta events on zl.events.<tenant>.<job_id>;
 //     InProgress keeps the lease while it runs.
-//  5. The final event, the result (zl.results.<job_id>) and the usage
-//     record (zl.usage.<tenant>, Nats-Msg-Id = job id) are published and
+//  5. The final event, the result (zl.results.<tenant>.<job_id>) and the
+//     usage record (zl.usage.<tenant>, Nats-Msg-Id = <tenant>/<job_id>) are published and
 //     acknowledged by JetStream, then the job is acked. A crash before the
 //     ack means redelivery: the job runs again with attempt+1, and billing
 //     stores its usage once.

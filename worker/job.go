@@ -29,17 +29,26 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	attempt := int(meta.NumDelivered)
 	h := msg.Headers()
 	route, rerr := contracts.ParseJobSubject(msg.Subject())
-	jobID := h.Get(contracts.HeaderMsgID)
 	req, derr := contracts.DecodeJobRequest(msg.Data(), w.cfg.Limits)
+	// The subject names the job (tenant and id); a job queued by an older
+	// release names it in Nats-Msg-Id or its body.
+	jobID := route.JobID
+	if jobID == "" {
+		jobID = h.Get(contracts.HeaderMsgID)
+	}
 	if jobID == "" && req != nil {
 		jobID = req.ID
 	}
 	if jobID == "" || contracts.ValidateJobID(jobID) != nil {
 		jobID = fmt.Sprintf("seq%d", meta.Sequence.Stream)
 	}
+	if derr == nil && route.JobID != "" && req.ID != "" && req.ID != route.JobID {
+		derr = contracts.NewError(contracts.CodeInvalidRequest, "the request's id %q differs from the job id %q of its subject", req.ID, route.JobID)
+	}
 	tp, _ := contracts.TraceparentFromHeader(h)
 	stream := req != nil && req.Stream
-	em := &emitter{w: w, jobID: jobID, tenant: route.Tenant, attempt: attempt, trace: tp, stream: stream}
+	ref := contracts.JobRef{Tenant: route.Tenant, JobID: jobID}
+	em := &emitter{w: w, ref: ref, attempt: attempt, trace: tp, stream: stream}
 	log := w.log.With("job", jobID, "tenant", route.Tenant, "attempt", attempt)
 	if rerr != nil {
 		// Without a valid subject there is no tenant to answer to.
@@ -64,14 +73,23 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	// Register before looking for a cancel marker: a cancel message that
 	// arrives after the look-up then finds the job.
 	w.mu.Lock()
-	w.running[jobID] = cancel
+	w.running[ref] = cancel
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		delete(w.running, jobID)
+		delete(w.running, ref)
 		w.mu.Unlock()
 	}()
-	if w.canceledBefore(jobID) {
+	// A first delivery of a job whose result is stored is a resubmission
+	// of a finished job: its result stands and nothing runs or is billed
+	// again. (A redelivery runs again: its first attempt may have stored
+	// the result and died before the usage record.)
+	if attempt == 1 && w.finishedBefore(ref) {
+		log.Info("job already finished; its stored result stands")
+		msg.Ack()
+		return
+	}
+	if w.canceledBefore(ref) {
 		log.Info("job canceled before it ran")
 		em.finish(msg, job, &Outcome{}, usage, contracts.NewError(contracts.CodeCanceled, "canceled before it started"), log, false)
 		return
@@ -142,12 +160,26 @@ func (w *Worker) keepLease(msg jetstream.Msg) func() {
 	return func() { close(done); wg.Wait() }
 }
 
-// canceledBefore reports whether a cancel marker exists for the job.
-func (w *Worker) canceledBefore(jobID string) bool {
+// canceledBefore reports whether a cancel request for the job is stored.
+func (w *Worker) canceledBefore(ref contracts.JobRef) bool {
+	return w.stored(contracts.StreamCancel, contracts.CancelSubject(ref.Tenant, ref.JobID))
+}
+
+// finishedBefore reports whether a result of the job is stored.
+func (w *Worker) finishedBefore(ref contracts.JobRef) bool {
+	return w.stored(contracts.StreamResults, contracts.ResultsSubject(ref.Tenant, ref.JobID))
+}
+
+// stored reports whether stream holds a message on subject; a failed
+// look-up counts as none (the job runs).
+func (w *Worker) stored(stream, subject string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := w.cancelKV.Get(ctx, jobID)
-	return err == nil
+	m, err := contracts.LastMsg(ctx, w.nc, stream, subject)
+	if err != nil {
+		w.log.Warn("look-up failed", "stream", stream, "subject", subject, "err", err)
+	}
+	return m != nil
 }
 
 // reject answers a job that cannot run (bad input): error event, failed
@@ -165,25 +197,25 @@ func (w *Worker) fail(em *emitter, msg jetstream.Msg, job *Job, e *contracts.Err
 
 func (w *Worker) terminal(em *emitter, msg jetstream.Msg, route contracts.JobRoute, job *Job, e *contracts.Error) {
 	em.publish(&contracts.Event{Type: contracts.EventError, Error: e})
-	res := &contracts.Result{JobID: em.jobID, Tenant: em.tenant, Status: contracts.StatusFailed, Error: e, Attempt: em.attempt, FinishedAt: time.Now().UTC()}
+	res := &contracts.Result{JobID: em.ref.JobID, Tenant: em.ref.Tenant, Status: contracts.StatusFailed, Error: e, Attempt: em.attempt, FinishedAt: time.Now().UTC()}
 	if job != nil {
 		res.Metadata = job.Request.Metadata
 	}
-	em.publishJSON(contracts.ResultsSubject(em.jobID), em.jobID, res)
+	em.publishJSON(contracts.ResultsSubject(em.ref.Tenant, em.ref.JobID), em.ref.String(), res)
 	meta, _ := msg.Metadata()
 	deliveries := 0
 	if meta != nil {
 		deliveries = int(meta.NumDelivered)
 	}
-	d := &contracts.DLQRecord{JobID: em.jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket,
+	d := &contracts.DLQRecord{JobID: em.ref.JobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket,
 		Code: e.Code, Message: e.Message, Deliveries: deliveries, Time: time.Now().UTC()}
 	if meta != nil {
 		d.StreamSequence = meta.Sequence.Stream
 	}
 	d.SetRequest(msg.Data())
-	em.publishJSON(contracts.DLQSubject(route.Priority, route.Bucket, route.Tenant), em.jobID, d)
+	em.publishJSON(contracts.DLQSubject(route.Priority, route.Bucket, route.Tenant), em.ref.String(), d)
 	if err := em.wait(); err != nil {
-		w.log.Error("publishing a failed job's records", "job", em.jobID, "err", err)
+		w.log.Error("publishing a failed job's records", "job", em.ref.JobID, "tenant", em.ref.Tenant, "err", err)
 		msg.NakWithDelay(w.cfg.RetryDelay)
 		return
 	}
@@ -195,8 +227,7 @@ func (w *Worker) terminal(em *emitter, msg jetstream.Msg, route contracts.JobRou
 // publish acks.
 type emitter struct {
 	w       *Worker
-	jobID   string
-	tenant  string
+	ref     contracts.JobRef
 	attempt int
 	trace   contracts.Traceparent
 	stream  bool
@@ -260,8 +291,8 @@ func (e *emitter) publish(ev *contracts.Event) {
 
 func (e *emitter) publishLocked(ev *contracts.Event) {
 	e.seq++
-	ev.JobID, ev.Tenant, ev.Seq, ev.Attempt, ev.Time = e.jobID, e.tenant, e.seq, e.attempt, time.Now().UTC()
-	e.publishJSONLocked(contracts.EventsSubject(e.jobID), contracts.EventMsgID(e.jobID, e.attempt, e.seq), ev)
+	ev.JobID, ev.Tenant, ev.Seq, ev.Attempt, ev.Time = e.ref.JobID, e.ref.Tenant, e.seq, e.attempt, time.Now().UTC()
+	e.publishJSONLocked(contracts.EventsSubject(e.ref.Tenant, e.ref.JobID), contracts.EventMsgID(e.ref, e.attempt, e.seq), ev)
 }
 
 func (e *emitter) publishJSON(subject, msgID string, v any) {
@@ -279,7 +310,7 @@ func (e *emitter) publishJSONLocked(subject, msgID string, v any) {
 		e.err = err
 		return
 	}
-	m := &nats.Msg{Subject: subject, Data: data, Header: contracts.NewHeader(e.jobID, e.tenant, e.trace)}
+	m := &nats.Msg{Subject: subject, Data: data, Header: contracts.NewHeader(e.ref.Tenant, e.trace)}
 	m.Header.Set(contracts.HeaderMsgID, msgID)
 	f, err := e.w.js.PublishMsgAsync(m)
 	if err != nil {
@@ -351,14 +382,14 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	} else {
 		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, Usage: usage, Text: out.Text, ToolReport: out.ToolReport})
 	}
-	res := &contracts.Result{JobID: e.jobID, Tenant: e.tenant, Status: status, Text: out.Text, TokenIDs: out.TokenIDs,
+	res := &contracts.Result{JobID: e.ref.JobID, Tenant: e.ref.Tenant, Status: status, Text: out.Text, TokenIDs: out.TokenIDs,
 		Usage: usage, Error: jobErr, ToolReport: out.ToolReport, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now}
 	if status == contracts.StatusCompleted {
 		res.StopReason = out.StopReason
 	}
-	e.publishJSON(contracts.ResultsSubject(e.jobID), e.jobID, res)
+	e.publishJSON(contracts.ResultsSubject(e.ref.Tenant, e.ref.JobID), e.ref.String(), res)
 	if usage != nil {
-		e.publishJSON(contracts.UsageSubject(e.tenant), e.jobID, usage)
+		e.publishJSON(contracts.UsageSubject(e.ref.Tenant), e.ref.String(), usage)
 	}
 	if err := e.wait(); err != nil {
 		log.Error("publishing the job's results; it will be redelivered", "err", err)
@@ -368,7 +399,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()
 	if err := msg.DoubleAck(ctx); err != nil {
-		log.Error("ack failed; the job may be redelivered (billing dedupes on the job id)", "err", err)
+		log.Error("ack failed; the job may be redelivered (billing dedupes on tenant and job id)", "err", err)
 		return
 	}
 	e.w.cfg.Metrics.observe(status, jobErr, usage)

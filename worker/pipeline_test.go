@@ -101,7 +101,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch, err := billing.GetCharge(ctx, pool, j.id)
+		ch, err := billing.GetCharge(ctx, pool, j.tenant, j.id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,13 +38,12 @@ type Worker struct {
 	stopped   bool
 	consumers []*pullSource // highest priority first
 	aged      []*pullSource // the same, lowest priority first
-	cancelKV  jetstream.KeyValue
 	subs      []*nats.Subscription
 	wake      chan struct{}
 	quit      chan struct{} // closed by Stop: no new pulls
 	loopDone  chan struct{}
 	jobs      sync.WaitGroup
-	running   map[string]context.CancelCauseFunc
+	running   map[contracts.JobRef]context.CancelCauseFunc
 	runCtx    context.Context // parent of job contexts; canceled to hand jobs back
 	cancelRun context.CancelCauseFunc
 }
@@ -72,7 +71,7 @@ func New(nc *nats.Conn, exec Executor, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID),
-		wake: make(chan struct{}, 1), running: map[string]context.CancelCauseFunc{}}, nil
+		wake: make(chan struct{}, 1), running: map[contracts.JobRef]context.CancelCauseFunc{}}, nil
 }
 
 // ID returns the worker's id.
@@ -108,11 +107,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	for i := len(w.consumers) - 1; i >= 0; i-- {
 		w.aged = append(w.aged, w.consumers[i])
 	}
-	kv, err := w.js.KeyValue(ctx, contracts.CancelBucket)
-	if err != nil {
-		return fmt.Errorf("worker: cancel bucket: %w", err)
+	if _, err := w.js.Stream(ctx, contracts.StreamCancel); err != nil {
+		return fmt.Errorf("worker: stream %s: %w (are the streams provisioned? run with provisioning on)", contracts.StreamCancel, err)
 	}
-	w.cancelKV = kv
 	// ZL_JOBS republishes each stored job's headers: wake the intake on
 	// them instead of polling tightly. (The publish subject itself can
 	// reach a subscriber before the stream has stored the job, and a
@@ -121,10 +118,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s2, err := w.nc.Subscribe(contracts.SubjectCancelPrefix+"*", func(m *nats.Msg) {
-		id, err := contracts.JobIDFromSubject(m.Subject)
+	// A cancel request is stored in ZL_CANCEL (looked up before a job
+	// runs) and heard here by whoever runs the job. Its subject names the
+	// tenant that asked, and only that tenant's job of that id stops.
+	s2, err := w.nc.Subscribe(contracts.SubjectCancelAll, func(m *nats.Msg) {
+		ref, err := contracts.JobRefFromSubject(m.Subject)
 		if err == nil {
-			w.cancelJob(id)
+			w.cancelJob(ref)
 		}
 	})
 	if err != nil {
@@ -152,7 +152,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopped = true
 	close(w.quit)
 	for _, s := range w.subs {
-		if s.Subject != contracts.SubjectCancelPrefix+"*" {
+		if s.Subject != contracts.SubjectCancelAll {
 			s.Unsubscribe()
 		}
 	}
@@ -183,9 +183,9 @@ func (w *Worker) poke() {
 	}
 }
 
-func (w *Worker) cancelJob(id string) {
+func (w *Worker) cancelJob(ref contracts.JobRef) {
 	w.mu.Lock()
-	cancel := w.running[id]
+	cancel := w.running[ref]
 	w.mu.Unlock()
 	if cancel != nil {
 		cancel(errCanceledByClient)

@@ -219,8 +219,8 @@ func TestBadInputIsAnsweredNotLost(t *testing.T) {
 	ctx := context.Background()
 	// Raw publishes, as a non-Go client would send them.
 	publish := func(id string, body string) {
-		m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme"), Data: []byte(body),
-			Header: contracts.NewHeader(id, "acme", contracts.Traceparent{})}
+		m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme", id), Data: []byte(body),
+			Header: contracts.NewHeader("acme", contracts.Traceparent{})}
 		if _, err := b.Srv.JS.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,24 +16,22 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 )
 
-// TestNATSConfigPermissions runs a server from ops/nats/nats.conf (port,
-// monitoring and store moved aside) and checks each role can do its work
-// and no more: the worker provisions the streams; the gateway creates its
-// batch buckets, submits for any tenant, stores a batch and looks results
-// up; a tenant publishes jobs on its own subject and not on another's,
-// submits, looks up and cancels with the Go client, and has no JetStream
-// API on ZL_JOBS, ZL_USAGE or ZL_DLQ.
-func TestNATSConfigPermissions(t *testing.T) {
-	for k, v := range map[string]string{"ZL_WORKER_PASSWORD": "w", "ZL_BILLING_PASSWORD": "b", "ZL_GATEWAY_PASSWORD": "g",
-		"ZL_TENANT_ACME_PASSWORD": "a", "ZL_SYS_PASSWORD": "s"} {
-		t.Setenv(k, v)
+// shippedNATS runs a nats-server from ops/nats/nats.conf (port,
+// monitoring and store moved aside) with the passwords docker-compose.yml
+// gives by default, and returns a connect func for its users.
+func shippedNATS(t *testing.T) (*server.Server, func(user string) *nats.Conn) {
+	t.Helper()
+	passwords := map[string]string{"worker": "change-me-worker", "billing": "change-me-billing", "gateway": "change-me-gateway",
+		"operator": "change-me-operator", "acme": "change-me-acme", "globex": "change-me-globex", "sys": "change-me-sys"}
+	for k, v := range map[string]string{"ZL_WORKER_PASSWORD": "worker", "ZL_BILLING_PASSWORD": "billing", "ZL_GATEWAY_PASSWORD": "gateway",
+		"ZL_OPERATOR_PASSWORD": "operator", "ZL_TENANT_ACME_PASSWORD": "acme", "ZL_TENANT_GLOBEX_PASSWORD": "globex", "ZL_SYS_PASSWORD": "sys"} {
+		t.Setenv(k, passwords[v])
 	}
 	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "ops", "nats", "nats.conf"))
 	if err != nil {
@@ -48,18 +47,47 @@ func TestNATSConfigPermissions(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	connect := func(user, pass string) *nats.Conn {
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pass), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	return srv, func(user string) *nats.Conn {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, passwords[user]), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 		if err != nil {
 			t.Fatalf("connect as %s: %v", user, err)
 		}
 		t.Cleanup(nc.Close)
 		return nc
 	}
+}
+
+// TestDockerComposeUsesShippedNATSConfig: the compose file runs NATS from
+// ops/nats/nats.conf and gives it every password the config names, so the
+// tests on the shipped config are tests of the compose deployment too.
+func TestDockerComposeUsesShippedNATSConfig(t *testing.T) {
+	compose := readFile(t, filepath.Join("..", "..", "docker-compose.yml"))
+	conf := readFile(t, filepath.Join("..", "..", "ops", "nats", "nats.conf"))
+	if !strings.Contains(compose, "./ops/nats/nats.conf:/etc/nats/nats.conf") {
+		t.Error("docker-compose.yml does not mount ops/nats/nats.conf")
+	}
+	for _, f := range strings.Fields(strings.NewReplacer(",", " ", "}", " ", "{", " ").Replace(conf)) {
+		if v, ok := strings.CutPrefix(f, "$ZL_"); ok && !strings.Contains(compose, "ZL_"+v+": ${ZL_"+v) {
+			t.Errorf("nats.conf uses $ZL_%s, which docker-compose.yml does not pass to nats", v)
+		}
+	}
+	if strings.Contains(compose, `"8222:8222"`) {
+		t.Error("docker-compose.yml publishes the NATS monitoring port, which lists every connection's subscriptions, to every network")
+	}
+}
+
+// TestNATSConfigPermissions checks each role of the shipped config can do
+// its work: the worker provisions the streams; the gateway creates its
+// batch buckets, submits for any tenant, stores a batch and looks results
+// up; a tenant, from its own account, submits, looks up, waits for and
+// cancels its jobs with the Go client and follows their events.
+func TestNATSConfigPermissions(t *testing.T) {
+	_, connect := shippedNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	wjs, _ := jetstream.New(connect("worker", "w"))
+	wnc := connect("worker")
+	wjs, _ := jetstream.New(wnc)
 	if err := contracts.EnsureStreams(ctx, wjs, contracts.StreamsConfig{}); err != nil {
 		t.Fatalf("the worker provisions the streams: %v", err)
 	}
@@ -68,15 +96,15 @@ func TestNATSConfigPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(connect("gateway", "g"), gateway.Config{Keys: keys})
+	gw, err := gateway.New(connect("gateway"), gateway.Config{Keys: keys})
 	if err != nil {
 		t.Fatalf("the gateway starts (and creates its buckets): %v", err)
 	}
 	defer gw.Close()
 	hs := httptest.NewServer(gw)
 	defer hs.Close()
-	post := func(path, body string) (int, string) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+path, strings.NewReader(body))
+	call := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, method, hs.URL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer k-globex")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -89,61 +117,33 @@ func TestNATSConfigPermissions(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	job := `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`
-	if code, body := post("/v1/jobs", job); code != 202 {
+	if code, body := call("POST", "/v1/jobs", job); code != 202 {
 		t.Fatalf("the gateway submits for globex: %d %s", code, body)
 	}
-	if code, body := post("/v1/batches?id=b1", `{"custom_id":"a","request":`+job+`}`+"\n"); code != 202 {
+	if code, body := call("POST", "/v1/batches?id=b1", `{"custom_id":"a","request":`+job+`}`+"\n"); code != 202 {
 		t.Fatalf("the gateway stores a batch: %d %s", code, body)
 	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+"/v1/jobs/some-job", nil)
-	req.Header.Set("Authorization", "Bearer k-globex")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 202 {
-		t.Fatalf("the gateway looks a result up: %v %v", resp, err)
+	if code, body := call("GET", "/v1/jobs/some-job", ""); code != 202 {
+		t.Fatalf("the gateway looks a result up: %d %s", code, body)
+	}
+	if code, body := call("POST", "/v1/jobs/some-job/cancel", ""); code != 202 {
+		t.Fatalf("the gateway cancels for globex: %d %s", code, body)
 	}
 
-	checkLimitsPermissions(ctx, t, connect)
-
-	tjs, _ := jetstream.New(connect("acme", "a"))
-	pub := func(subject string) error {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		_, err := tjs.Publish(pctx, subject, []byte(job))
-		return err
-	}
-	if err := pub(contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme")); err != nil {
-		t.Fatalf("acme publishes on its own subject: %v", err)
-	}
-	if err := pub(contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "globex")); err == nil {
-		t.Fatal("acme published a job as globex")
-	}
-	if err := pub("zl.jobs.urgent.short.acme"); err == nil {
-		t.Fatal("a job on an unknown priority was stored")
-	}
-	rc, err := tjs.OrderedConsumer(ctx, contracts.StreamResults, jetstream.OrderedConsumerConfig{FilterSubjects: []string{contracts.ResultsSubject("some-job")}})
-	if err != nil {
-		t.Fatalf("acme reads results through a consumer of its own: %v", err)
-	}
-	if _, err := rc.Next(jetstream.FetchMaxWait(200 * time.Millisecond)); !errors.Is(err, nats.ErrTimeout) {
-		t.Fatalf("acme waits for a result: %v", err)
-	}
-	workers := contracts.ConsumerName(contracts.PriorityNormal, contracts.BucketShort)
-	dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
-	defer dcancel()
-	if err := tjs.DeleteConsumer(dctx, contracts.StreamJobs, workers); err == nil {
-		t.Fatal("acme deleted the workers' consumer")
-	}
-	if _, err := wjs.Consumer(ctx, contracts.StreamJobs, workers); err != nil {
-		t.Fatalf("the workers' consumer after acme tried to delete it: %v", err)
-	}
-
-	// The Go client, as tenant acme: submit, look a result up, cancel.
-	pc, err := producer.New(connect("acme", "a"), producer.Config{Tenant: "acme"})
+	// The Go client, from acme's own account.
+	pc, err := producer.New(connect("acme"), producer.Config{Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := pc.Submit(ctx, &contracts.JobRequest{Model: "m", MaxTokens: 4, Messages: []contracts.Message{{Role: "user", Content: "hi"}}}, nil)
+	defer pc.Close()
+	req := &contracts.JobRequest{Model: "m", MaxTokens: 4, Messages: []contracts.Message{{Role: "user", Content: "hi"}}}
+	id, err := pc.Submit(ctx, req, nil)
 	if err != nil {
 		t.Fatalf("acme submits with the Go client: %v", err)
+	}
+	req.ID = id
+	if again, err := pc.Submit(ctx, req, nil); err != nil || again != id {
+		t.Fatalf("acme resubmits its queued job: %q, %v; want the same id, no error", again, err)
 	}
 	if res, err := pc.Result(ctx, id); err != nil || res != nil {
 		t.Fatalf("acme looks its (pending) result up: %v %v", res, err)
@@ -151,51 +151,279 @@ func TestNATSConfigPermissions(t *testing.T) {
 	if err := pc.Cancel(ctx, id); err != nil {
 		t.Fatalf("acme cancels its job: %v", err)
 	}
-	// No JetStream API on the streams that hold other tenants' jobs,
-	// usage and dead letters: no info (which lists subjects, tenants and
-	// job ids among them), no message read (a queued prompt, a DLQ
-	// record with its request).
-	tnc := connect("acme", "a")
-	if _, err := tnc.Request("$JS.API.STREAM.MSG.GET."+contracts.StreamResults, []byte(`{"seq":1}`), 2*time.Second); err != nil {
-		t.Fatalf("acme's message read on ZL_RESULTS gets no answer (the refusals below would prove nothing): %v", err)
+	// A worker's answer reaches acme's waits and events.
+	evs, evErr, err := pc.Events(ctx, id)
+	if err != nil {
+		t.Fatalf("acme follows its job's events: %v", err)
 	}
-	for _, stream := range []string{contracts.StreamJobs, contracts.StreamUsage, contracts.StreamDLQ} {
-		sctx, scancel := context.WithTimeout(ctx, time.Second)
-		if _, err := tjs.Stream(sctx, stream); err == nil {
-			t.Errorf("acme reads the info of %s", stream)
+	waited := make(chan *contracts.Result, 1)
+	go func() {
+		res, err := pc.Wait(ctx, id)
+		if err != nil {
+			t.Error(err)
 		}
-		scancel()
-		raw, err := tnc.Request("$JS.API.STREAM.MSG.GET."+stream, []byte(`{"seq":1}`), time.Second)
-		if err == nil && !strings.Contains(string(raw.Data), `"error"`) {
-			t.Errorf("acme reads message 1 of %s: %s", stream, raw.Data)
-		}
+		waited <- res
+	}()
+	publishAs(t, wjs, contracts.EventsSubject("acme", id), contracts.Event{JobID: id, Tenant: "acme", Type: contracts.EventFinal, Seq: 1, Attempt: 1, Text: "done"})
+	publishAs(t, wjs, contracts.ResultsSubject("acme", id), contracts.Result{JobID: id, Tenant: "acme", Status: contracts.StatusCompleted, Text: "done", Attempt: 1})
+	if res := <-waited; res == nil || res.Text != "done" {
+		t.Fatalf("acme's Wait: %+v", res)
+	}
+	var got []contracts.Event
+	for ev := range evs {
+		got = append(got, ev)
+	}
+	if err := evErr(); err != nil || len(got) != 1 || got[0].Text != "done" {
+		t.Fatalf("acme's events: %+v, %v", got, err)
+	}
+	if res, err := pc.Result(ctx, id); err != nil || res == nil || res.Text != "done" {
+		t.Fatalf("acme looks its result up: %+v, %v", res, err)
 	}
 }
 
-// checkLimitsPermissions: billing writes ZL_LIMITS; the worker and the
-// gateway follow it (the gateway also hears results); a tenant cannot
-// write its own limits.
-func checkLimitsPermissions(ctx context.Context, t *testing.T, connect func(user, pass string) *nats.Conn) {
+// publishAs publishes v as JSON on subject and waits for the stream's ack.
+func publishAs(t *testing.T, js jetstream.JetStream, subject string, v any) {
 	t.Helper()
-	bjs, _ := jetstream.New(connect("billing", "b"))
-	kv, err := bjs.KeyValue(ctx, contracts.TenantLimitsBucket)
-	if err != nil {
-		t.Fatalf("billing opens %s: %v", contracts.TenantLimitsBucket, err)
+	b, _ := json.Marshal(v)
+	if _, err := js.Publish(t.Context(), subject, b); err != nil {
+		t.Fatalf("publish on %s: %v", subject, err)
 	}
-	if _, err := kv.Put(ctx, "acme", []byte(`{}`)); err != nil {
-		t.Fatalf("billing writes the limits: %v", err)
-	}
-	for _, role := range []struct{ user, pass, domain string }{{"worker", "w", "worker"}, {"gateway", "g", "gateway"}} {
-		_, stop, err := startQuota(ctx, connect(role.user, role.pass), role.domain, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatalf("the %s follows the limits: %v", role.user, err)
-		}
-		stop()
-	}
-	tjs, _ := jetstream.New(connect("acme", "a"))
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+}
+
+// TestHostileTenant runs the shipped config and tries, as tenant acme with
+// the credentials it gives a tenant, every way found to read, cancel or
+// stall tenant globex's jobs, or to see anything of it. Each try has a
+// positive control (acme doing the same to itself works, or the operator
+// sees the thing exists), so a refusal is not an artefact of the test.
+func TestHostileTenant(t *testing.T) {
+	_, connect := shippedNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := tjs.Publish(pctx, "$KV."+contracts.TenantLimitsBucket+".acme", []byte(`{}`)); err == nil {
-		t.Fatal("acme wrote its own limits")
+	op := connect("operator")
+	ojs, _ := jetstream.New(op)
+	if err := contracts.EnsureStreams(ctx, ojs, contracts.StreamsConfig{}); err != nil {
+		t.Fatal(err)
 	}
+	// Watch what workers would hear: cancels, stored-job notices.
+	opCancels, _ := op.SubscribeSync(contracts.SubjectCancelAll)
+	op.Flush()
+
+	// globex has a queued job and a finished one; their ids are known to
+	// acme (batch ids are guessable).
+	gc, err := producer.New(connect("globex"), producer.Config{Tenant: "globex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Close()
+	job := func(id string) *contracts.JobRequest {
+		return &contracts.JobRequest{ID: id, Model: "m", MaxTokens: 4, Messages: []contracts.Message{{Role: "user", Content: "globex's secret prompt"}}}
+	}
+	if _, err := gc.Submit(ctx, job("BATCH1-queued"), nil); err != nil {
+		t.Fatal(err)
+	}
+	publishAs(t, ojs, contracts.ResultsSubject("globex", "BATCH1-done"), contracts.Result{JobID: "BATCH1-done", Tenant: "globex", Status: contracts.StatusCompleted, Text: "globex's secret output"})
+	publishAs(t, ojs, contracts.EventsSubject("globex", "BATCH1-done"), contracts.Event{JobID: "BATCH1-done", Tenant: "globex", Type: contracts.EventFinal, Text: "globex's secret output"})
+	publishAs(t, ojs, contracts.DLQSubject(contracts.PriorityNormal, contracts.BucketShort, "globex"), contracts.DLQRecord{JobID: "BATCH1-bad", Tenant: "globex"})
+	publishAs(t, ojs, contracts.UsageSubject("globex"), map[string]string{"job_id": "BATCH1-done"})
+
+	acme := connect("acme")
+	ajs, _ := jetstream.New(acme)
+	// Everything acme's account can hear, from here on.
+	heard, _ := acme.SubscribeSync(">")
+	acme.Flush()
+	secret := "globex's secret"
+
+	// acme's own subscription to ">" hears its requests too, so a request
+	// nobody else answers times out instead of getting "no responders".
+	request := func(subject, body string) (*nats.Msg, error) {
+		return acme.Request(subject, []byte(body), 500*time.Millisecond)
+	}
+	publish := func(m *nats.Msg) error {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err := ajs.PublishMsg(pctx, m)
+		return err
+	}
+	refused := func(name string, m *nats.Msg, err error) {
+		t.Helper()
+		switch {
+		case err != nil:
+			t.Logf("refused: %s: %v", name, err)
+		case m.Header.Get("Status") != "" && m.Header.Get("Status") != "200":
+			t.Logf("refused: %s: status %s", name, m.Header.Get("Status"))
+		case strings.Contains(string(m.Data), `"error"`) && !strings.Contains(string(m.Data), secret):
+			t.Logf("refused: %s: %s", name, m.Data)
+		default:
+			t.Errorf("ESCAPE: %s: answered %q %v", name, m.Data, m.Header)
+		}
+	}
+	// Positive controls: acme's own direct gets and submits work.
+	publishAs(t, ojs, contracts.ResultsSubject("acme", "BATCH1-done"), contracts.Result{JobID: "BATCH1-done", Tenant: "acme", Status: contracts.StatusCompleted, Text: "acme's"})
+	if m, err := contracts.LastMsg(ctx, acme, contracts.StreamResults, contracts.ResultsSubject("acme", "BATCH1-done")); err != nil || m == nil || !strings.Contains(string(m.Data), "acme's") {
+		t.Fatalf("control: acme reads its own result: %v %v", m, err)
+	}
+
+	// 1. Another tenant's results, events, usage, dead letters and queued
+	// prompts through the JetStream API.
+	for _, tc := range []struct{ name, subject, body string }{
+		{"STREAM.MSG.GET last_by_subj on ZL_RESULTS", "$JS.API.STREAM.MSG.GET.ZL_RESULTS", `{"last_by_subj":"zl.results.globex.BATCH1-done"}`},
+		{"STREAM.MSG.GET seq 1 on ZL_JOBS (a queued prompt)", "$JS.API.STREAM.MSG.GET.ZL_JOBS", `{"seq":1}`},
+		{"STREAM.MSG.GET on ZL_DLQ", "$JS.API.STREAM.MSG.GET.ZL_DLQ", `{"seq":1}`},
+		{"STREAM.MSG.GET on ZL_USAGE", "$JS.API.STREAM.MSG.GET.ZL_USAGE", `{"seq":1}`},
+		{"direct get of globex's result", "$JS.API.DIRECT.GET.ZL_RESULTS.zl.results.globex.BATCH1-done", ""},
+		{"direct get of globex's last event", "$JS.API.DIRECT.GET.ZL_EVENTS.zl.events.globex.BATCH1-done", ""},
+		{"direct get by sequence on ZL_RESULTS", "$JS.API.DIRECT.GET.ZL_RESULTS", `{"seq":1}`},
+		{"direct get next_by_subj on ZL_RESULTS", "$JS.API.DIRECT.GET.ZL_RESULTS", `{"seq":1,"next_by_subj":"zl.results.>"}`},
+		{"direct get of a result stored in the old form", "$JS.API.DIRECT.GET.ZL_RESULTS.zl.results.BATCH1-done", ""},
+		{"STREAM.INFO of ZL_JOBS with a subjects filter (tenants and job ids)", "$JS.API.STREAM.INFO.ZL_JOBS", `{"subjects_filter":">"}`},
+		{"STREAM.INFO of ZL_RESULTS with a subjects filter", "$JS.API.STREAM.INFO.ZL_RESULTS", `{"subjects_filter":">"}`},
+		{"STREAM.LIST", "$JS.API.STREAM.LIST", ""},
+		{"ACCOUNT.INFO", "$JS.API.INFO", ""},
+		// 2. A consumer of its own over everyone's results.
+		{"CONSUMER.CREATE on ZL_RESULTS filtered on zl.results.>", "$JS.API.CONSUMER.CREATE.ZL_RESULTS.spy.zl.results.>",
+			`{"stream_name":"ZL_RESULTS","config":{"name":"spy","filter_subject":"zl.results.>","ack_policy":"none"}}`},
+		{"CONSUMER.CREATE on ZL_JOBS (steal jobs)", "$JS.API.CONSUMER.CREATE.ZL_JOBS.thief",
+			`{"stream_name":"ZL_JOBS","config":{"name":"thief","ack_policy":"explicit"}}`},
+		{"CONSUMER.MSG.NEXT on the workers' consumer", "$JS.API.CONSUMER.MSG.NEXT.ZL_JOBS.jobs-normal-short", `{"batch":1,"no_wait":true}`},
+		// 3. The workers' consumers.
+		{"CONSUMER.DELETE of the workers' consumer", "$JS.API.CONSUMER.DELETE.ZL_JOBS.jobs-normal-short", ""},
+		{"STREAM.PURGE of ZL_JOBS", "$JS.API.STREAM.PURGE.ZL_JOBS", ""},
+		{"STREAM.DELETE of ZL_CANCEL", "$JS.API.STREAM.DELETE.ZL_CANCEL", ""},
+	} {
+		m, err := request(tc.subject, tc.body)
+		refused(tc.name, m, err)
+	}
+	// The system account's connection list answers an account with its
+	// own connections only.
+	if m, err := request("$SYS.REQ.SERVER.PING.CONNZ", `{"subscriptions":true}`); err == nil {
+		for _, leak := range []string{"globex", "zl.cancel", "zl.stored", "zl.results.*"} {
+			if strings.Contains(string(m.Data), leak) {
+				t.Errorf("ESCAPE: $SYS CONNZ shows acme %q: %s", leak, m.Data)
+			}
+		}
+	}
+	if _, err := ojs.Consumer(ctx, contracts.StreamJobs, contracts.ConsumerName(contracts.PriorityNormal, contracts.BucketShort)); err != nil {
+		t.Errorf("the workers' consumer after acme tried to delete it: %v", err)
+	}
+
+	// 4. Cancel globex's job: on globex's subject, in the old KV bucket,
+	// and with a roll-up that would purge every cancel request.
+	for _, subject := range []string{contracts.CancelSubject("globex", "BATCH1-queued"), "$KV.ZL_CANCEL.BATCH1-queued", "$KV.ZL_CANCEL.globex.BATCH1-queued", "zl.cancel.BATCH1-queued"} {
+		refused("cancel via "+subject, nil, publish(nats.NewMsg(subject)))
+	}
+	if m, err := contracts.LastMsg(ctx, op, contracts.StreamCancel, contracts.CancelSubject("globex", "BATCH1-queued")); err != nil || m != nil {
+		t.Errorf("ESCAPE: a cancel request for globex's job is stored: %v %v", m, err)
+	}
+	roll := nats.NewMsg(contracts.CancelSubject("acme", "x"))
+	roll.Header.Set("Nats-Rollup", "all")
+	refused("roll-up of ZL_CANCEL", nil, publish(roll))
+	// acme's cancel of the same id names acme's job only.
+	if err := producerFor(t, acme, "acme").Cancel(ctx, "BATCH1-queued"); err != nil {
+		t.Fatalf("control: acme cancels its own BATCH1-queued: %v", err)
+	}
+	for {
+		m, err := opCancels.NextMsg(300 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if !strings.HasPrefix(m.Subject, "zl.cancel.acme.") {
+			t.Errorf("ESCAPE: workers heard %s from acme", m.Subject)
+		}
+	}
+
+	// 5. Stall globex: its job ids in acme's subjects, a forged
+	// Nats-Msg-Id equal to globex's next ids, and jobs on classes no
+	// consumer serves or on globex's subjects.
+	for i, forged := range []string{"BATCH1-next", "globex/BATCH1-next", "globex.BATCH1-next"} {
+		m := nats.NewMsg(contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme", fmt.Sprint("forge-", i)))
+		m.Data = []byte(`{"model":"m","messages":[{"role":"user","content":"x"}]}`)
+		m.Header.Set(contracts.HeaderMsgID, forged)
+		if err := publish(m); err != nil {
+			t.Fatalf("control: acme submits its own job: %v", err)
+		}
+	}
+	if _, err := gc.Submit(ctx, job("BATCH1-next"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "globex", "BATCH1-next2"),
+		"zl.jobs.urgent.short.acme.x", "zl.jobs.normal.tiny.acme.x", "zl.jobs.normal.short.acme", "zl.jobs.normal.short.acme.x.y"} {
+		m := nats.NewMsg(subject)
+		m.Data = []byte(`{}`)
+		refused("job on "+subject, nil, publish(m))
+	}
+	s, err := ojs.Stream(ctx, contracts.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter("zl.jobs.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"zl.jobs.normal.short.globex.BATCH1-queued", "zl.jobs.normal.short.globex.BATCH1-next"} {
+		if info.State.Subjects[want] != 1 {
+			t.Errorf("ESCAPE: %s not queued once after acme's tries: %v", want, info.State.Subjects)
+		}
+	}
+	if len(info.State.Subjects) != 5 {
+		t.Errorf("ZL_JOBS holds %v; want globex's 2 and acme's 3", info.State.Subjects)
+	}
+
+	// 6. Listen: acme's account heard its own publishes and nothing of
+	// globex's.
+	for {
+		m, err := heard.NextMsg(300 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if strings.Contains(string(m.Data), secret) || strings.HasPrefix(m.Subject, "zl.results.globex.") || strings.HasPrefix(m.Subject, "zl.events.globex.") {
+			t.Errorf("ESCAPE: acme heard %s: %q", m.Subject, m.Data)
+		}
+	}
+	// Replies ZEROLAYER's users get on their inboxes (the gateway's look-up
+	// of globex's result) and live results and events of globex reach no
+	// subscriber in acme's account, _INBOX.> and > included.
+	inbox, _ := acme.SubscribeSync("_INBOX.>")
+	acme.Flush()
+	gwc := producerFor(t, connect("gateway"), "globex")
+	if res, err := gwc.Result(ctx, "BATCH1-done"); err != nil || res == nil {
+		t.Fatalf("control: the gateway reads globex's result: %v %v", res, err)
+	}
+	publishAs(t, ojs, contracts.ResultsSubject("globex", "BATCH1-live"), contracts.Result{JobID: "BATCH1-live", Tenant: "globex", Text: secret})
+	publishAs(t, ojs, contracts.EventsSubject("globex", "BATCH1-live"), contracts.Event{JobID: "BATCH1-live", Tenant: "globex", Text: secret})
+	for _, sub := range []*nats.Subscription{inbox, heard} {
+		if m, err := sub.NextMsg(500 * time.Millisecond); err == nil {
+			t.Errorf("ESCAPE: acme's %s heard %s: %q", sub.Subject, m.Subject, m.Data)
+		}
+	}
+	// The Go client as acme, asking for globex's ids, gets acme's jobs
+	// of those ids (none), never globex's.
+	ac := producerFor(t, acme, "acme")
+	if res, err := ac.Result(ctx, "BATCH1-live"); err != nil || res != nil {
+		t.Errorf("acme's Result(BATCH1-live) = %+v, %v; want none (it is globex's)", res, err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer wcancel()
+	if res, err := ac.Wait(wctx, "BATCH1-live"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("acme's Wait(BATCH1-live) = %+v, %v; want to wait (it is globex's)", res, err)
+	}
+}
+
+// producerFor returns a Go client for tenant on nc, closed at cleanup.
+func producerFor(t *testing.T, nc *nats.Conn, tenant string) *producer.Client {
+	t.Helper()
+	c, err := producer.New(nc, producer.Config{Tenant: tenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

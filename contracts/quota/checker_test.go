@@ -287,7 +287,7 @@ func TestFollowsBucket(t *testing.T) {
 	wantCode(t, q.Admit("acme", "b", time.Time{}, 1, 1), contracts.CodeConcurrencyLimited, -1)
 	// The job's result releases it.
 	res, _ := json.Marshal(contracts.Result{JobID: "a", Tenant: "acme", Status: contracts.StatusCompleted})
-	if err := srv.Conn.Publish(contracts.ResultsSubject("a"), res); err != nil {
+	if err := srv.Conn.Publish(contracts.ResultsSubject("acme", "a"), res); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Until(t, 10*time.Second, "the result released the job", func() bool { return q.Admit("acme", "b", time.Time{}, 1, 1) == nil })

@@ -288,9 +288,6 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 		jobError(w, asError(err))
 		return
 	}
-	if res != nil && res.Tenant != c.Tenant() {
-		res = nil // another tenant's job: as if unknown
-	}
 	if res == nil {
 		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "status": "pending"})
 		return
@@ -298,8 +295,9 @@ func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// cancelJob: POST /v1/jobs/{id}/cancel: 202. A job already known to
-// belong to another tenant answers 404.
+// cancelJob: POST /v1/jobs/{id}/cancel: 202, or 200 with the status of a
+// job that has already ended. Ids are the caller's tenant's: another
+// tenant's job of the same id is a different job, never touched.
 func (g *Gateway) cancelJob(w http.ResponseWriter, r *http.Request) {
 	c, id, ok := g.jobCall(w, r)
 	if !ok {
@@ -307,9 +305,6 @@ func (g *Gateway) cancelJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if res, err := c.Result(r.Context(), id); err != nil {
 		jobError(w, asError(err))
-		return
-	} else if res != nil && res.Tenant != c.Tenant() {
-		jobError(w, contracts.NewError(contracts.CodeNotFound, "no job %s", id))
 		return
 	} else if res != nil {
 		writeJSON(w, http.StatusOK, map[string]string{"id": id, "status": string(res.Status)})
@@ -345,10 +340,8 @@ func (g *Gateway) jobEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sse := newSSE(w)
+	sse.open() // a job not submitted yet may be followed for long
 	for ev := range evs {
-		if ev.Tenant != c.Tenant() {
-			break // another tenant's job: nothing to see
-		}
 		if ev.Attempt < lastAttempt || ev.Attempt == lastAttempt && ev.Seq <= lastSeq {
 			continue
 		}
@@ -374,17 +367,27 @@ func newSSE(w http.ResponseWriter) *sse {
 	return &sse{w: w, f: f}
 }
 
+// open sends the status and headers, once, so that the caller knows the
+// stream is open before the first event.
+func (s *sse) open() {
+	if s.started {
+		return
+	}
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	s.started = true
+	if s.f != nil {
+		s.f.Flush()
+	}
+}
+
 // send writes one event (id and name may be empty) with v as JSON data,
 // or as is when v is a string.
 func (s *sse) send(id, name string, v any) error {
-	if !s.started {
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		s.w.WriteHeader(http.StatusOK)
-		s.started = true
-	}
+	s.open()
 	data, ok := v.(string)
 	if !ok {
 		b, err := json.Marshal(v)
