@@ -80,7 +80,7 @@ func TestTenantLimits(t *testing.T) {
 			t.Fatalf("%s through the gateway: %d, Retry-After %q, %v; want 429 %s with a retry-after", tenant, status, h.Get("Retry-After"), body, code)
 		}
 	}
-	var ran []string
+	var ran []string // job ids, acme's then globex's
 	for range 2 {
 		status, _, body := post("acme")
 		if status != http.StatusAccepted {
@@ -110,12 +110,14 @@ func TestTenantLimits(t *testing.T) {
 	// Straight to NATS (a Go client without an admitter): the worker
 	// refuses, with the code in the error event and the failed result.
 	var refused []string
+	clients := map[string]*producer.Client{}
 	for tenant, code := range map[string]contracts.Code{"acme": contracts.CodeRateLimited, "busy": contracts.CodeConcurrencyLimited, "broke": contracts.CodeSpendLimitExceeded} {
 		c, err := producer.New(st.Conn(), producer.Config{Tenant: tenant, Models: st.Models().Paths()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		clients[tenant] = c
 		id, err := c.Submit(ctx, &contracts.JobRequest{Model: model, MaxTokens: 4, Messages: []contracts.Message{{Role: "user", Content: "Once upon a time"}}}, nil)
 		if err != nil {
 			t.Fatalf("%s publishes straight to NATS: %v", tenant, err)
@@ -154,8 +156,12 @@ func TestTenantLimits(t *testing.T) {
 		}
 		ran = append(ran, body["id"].(string))
 	}
-	for _, id := range ran {
-		res, err := other.Wait(ctx, id)
+	for i, id := range ran {
+		c := other
+		if i < 2 {
+			c = clients["acme"]
+		}
+		res, err := c.Wait(ctx, id)
 		if err != nil || res.Status != contracts.StatusCompleted {
 			t.Fatalf("job %s: %+v, %v", id, res, err)
 		}
