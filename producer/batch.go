@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
