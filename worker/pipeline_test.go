@@ -96,7 +96,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	for _, j := range jobs {
 		var in, out int64
 		var ttft, tool, conf decimal.Decimal
-		err := pool.QueryRow(ctx, `SELECT input_tokens, output_tokens, time_to_first_token_ms, tool_execution_time_ms, confidence FROM usage WHERE job_id = $1`, j.id).
+		err := pool.QueryRow(ctx, `SELECT input_tokens, output_tokens, time_to_first_token_ms, tool_execution_time_ms, confidence FROM usage WHERE tenant_id = $1 AND job_id = $2`, j.tenant, j.id).
 			Scan(&in, &out, &ttft, &tool, &conf)
 		if err != nil {
 			t.Fatal(err)

@@ -47,7 +47,8 @@ func TestNATSConfigValid(t *testing.T) {
 		t.Skip("nats-server not installed")
 	}
 	cmd := exec.Command(p, "-c", filepath.Join("..", "..", "ops", "nats", "nats.conf"), "-t")
-	cmd.Env = append(os.Environ(), "ZL_WORKER_PASSWORD=w", "ZL_BILLING_PASSWORD=b", "ZL_GATEWAY_PASSWORD=g", "ZL_TENANT_ACME_PASSWORD=a", "ZL_SYS_PASSWORD=s")
+	cmd.Env = append(os.Environ(), "ZL_WORKER_PASSWORD=w", "ZL_BILLING_PASSWORD=b", "ZL_GATEWAY_PASSWORD=g", "ZL_OPERATOR_PASSWORD=o",
+		"ZL_TENANT_ACME_PASSWORD=a", "ZL_TENANT_GLOBEX_PASSWORD=x", "ZL_SYS_PASSWORD=s")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("nats-server -t: %v\n%s", err, out)
 	}
