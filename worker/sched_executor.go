@@ -41,17 +41,18 @@ func NewSchedExecutor(device string, buckets contracts.Buckets, models ...*Sched
 func (x *SchedExecutor) Device() string { return x.device }
 
 // CanAdmit reports whether some model could admit a job of this priority
-// with a prompt of the bucket's largest size now.
+// and bucket now (sched.Scheduler.CanAdmit, with the bucket's smallest and
+// largest prompts).
 func (x *SchedExecutor) CanAdmit(p contracts.Priority, b contracts.Bucket) bool {
-	tokens := x.buckets.ShortMax
+	lo, hi := 0, x.buckets.ShortMax
 	switch b {
 	case contracts.BucketMedium:
-		tokens = x.buckets.MediumMax
+		lo, hi = x.buckets.ShortMax, x.buckets.MediumMax
 	case contracts.BucketLong:
-		tokens = 1 << 30 // capped at the model's context
+		lo, hi = x.buckets.MediumMax+1, 1<<30 // capped at the model's context
 	}
 	for _, m := range x.models {
-		if m.Scheduler.CanAdmit(p.Rank(), tokens) {
+		if m.Scheduler.CanAdmit(p.Rank(), lo, hi) {
 			return true
 		}
 	}

@@ -104,7 +104,13 @@ type Scheduler struct {
 	snapAvail   atomic.Int64
 	snapWaiting atomic.Int64
 	snapRunning atomic.Int64
-	highPending atomic.Bool // a high-priority job is on its way to intake
+	// Per class c: jobs of class c waiting, and the blocks (and number)
+	// of running preemptible jobs of a lower class than c, which a job
+	// of class c can take by preemption.
+	snapWaitingClass [numClasses]atomic.Int64
+	snapBelowBlocks  [numClasses]atomic.Int64
+	snapBelowJobs    [numClasses]atomic.Int64
+	highPending      atomic.Bool // a high-priority job is on its way to intake
 	// interruptible: a step may be abandoned for a high-priority arrival
 	// (a synchronous backend, and not NoInterrupt).
 	interruptible   bool
@@ -318,21 +324,63 @@ func (s *Scheduler) Utilization() (fill, occupancy float64, steps int64) {
 	return fill, occupancy, s.stepCount.Load()
 }
 
-// CanAdmit reports whether a job of class with a prompt of up to
-// promptTokens would be admitted soon: the intake pulls only such jobs, so
+// LookAhead is how many jobs of one class the intake keeps waiting in the
+// scheduler (CanAdmit): enough that admission, not the pull order, picks
+// the next job, and few enough that work stays in JetStream for other
+// workers.
+const LookAhead = 2
+
+// CanAdmit reports whether a job of class with a prompt of minTokens to
+// maxTokens would be admitted soon: the intake pulls only such jobs, so
 // work stays in JetStream for workers with room (memory-aware load
-// balancing by pulling).
-func (s *Scheduler) CanAdmit(class, promptTokens int) bool {
-	if s.snapWaiting.Load() >= 2 || s.snapRunning.Load() >= int64(s.cfg.MaxRunning) {
+// balancing by pulling). It holds when fewer than LookAhead jobs of the
+// class wait and the largest such prompt fits in the memory not promised
+// with a slot free — or, for a class above running preemptible work, when
+// preempting that work would make the room: a high-priority job is pulled
+// into a full worker, and admission preempts for it. When the arena could
+// never hold the largest prompt, the smallest decides: a job that fits is
+// run, one that can never fit is refused (ErrTooLarge), and none waits in
+// JetStream for a worker that will never take it.
+func (s *Scheduler) CanAdmit(class, minTokens, maxTokens int) bool {
+	if class < 0 || class >= numClasses || s.snapWaitingClass[class].Load() >= LookAhead {
 		return false
 	}
-	return int64(s.blocksFor(min(promptTokens, s.m.Context)+1)) <= s.snapAvail.Load()
+	need := s.blocksFor(min(maxTokens, s.m.Context) + 1)
+	if need > s.bm.n {
+		need = s.blocksFor(min(minTokens, s.m.Context) + 1)
+	}
+	avail := s.snapAvail.Load()
+	slot := s.snapRunning.Load() < int64(s.cfg.MaxRunning)
+	if int64(need) <= avail && slot {
+		return true
+	}
+	below := s.snapBelowJobs[class].Load()
+	return below > 0 && int64(need) <= avail+s.snapBelowBlocks[class].Load()
 }
 
 func (s *Scheduler) publishSnapshot() {
 	s.snapAvail.Store(int64(s.bm.available() - s.committed()))
 	s.snapWaiting.Store(int64(len(s.waiting)))
 	s.snapRunning.Store(int64(len(s.running)))
+	var waiting, blocks, jobs [numClasses]int64
+	for _, q := range s.waiting {
+		waiting[q.opts.Class]++
+	}
+	for _, q := range s.running {
+		if q.reserved {
+			continue
+		}
+		n := int64(s.privateBlocks(q))
+		for c := 0; c < q.opts.Class; c++ {
+			blocks[c] += n
+			jobs[c]++
+		}
+	}
+	for c := range numClasses {
+		s.snapWaitingClass[c].Store(waiting[c])
+		s.snapBelowBlocks[c].Store(blocks[c])
+		s.snapBelowJobs[c].Store(jobs[c])
+	}
 }
 
 // loop is the step loop.

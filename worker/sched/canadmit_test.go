@@ -1,0 +1,53 @@
+package sched
+
+import (
+	"testing"
+	"time"
+
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+)
+
+// TestCanAdmitPullsHigherClassesIntoAFullWorker fills the running set with
+// low-priority jobs: the intake may no longer pull low (or normal) jobs,
+// but it may pull a high one, for which admission preempts; at most
+// LookAhead jobs of a class wait. An arena too small for a bucket's largest
+// prompt is judged by the bucket's smallest one, not closed for good.
+func TestCanAdmitPullsHigherClassesIntoAFullWorker(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	s := newSched(t, l, Config{MaxRunning: 2, KVBlocks: 64, BlockTokens: 16})
+	prompt := reference(t)[0].PromptIDs
+	const short, medium = 64, 512
+	if !s.CanAdmit(2, 0, short) {
+		t.Fatal("an idle scheduler refuses a short low-priority job")
+	}
+	// Two long low-priority generations fill both slots.
+	done := make(chan outcome, 2)
+	for range 2 {
+		go func() { done <- run(s, []job{{prompt: prompt, max: 400, opts: JobOpts{Tenant: "a", Class: 2}}})[0] }()
+	}
+	// (The step loop publishes what CanAdmit reads after every step.)
+	waitFor(t, 10*time.Second, "both slots held by low jobs: low refused, normal and high pulled", func() bool {
+		return s.snapRunning.Load() == 2 && !s.CanAdmit(2, 0, short) && s.CanAdmit(1, 0, short) && s.CanAdmit(0, 0, short)
+	})
+	// The high job is pulled, admitted by preempting, and finishes first.
+	high := run(s, []job{{prompt: prompt, max: 8, opts: JobOpts{Tenant: "b", Class: 0}}})[0]
+	if high.err != nil {
+		t.Fatal(high.err)
+	}
+	for range 2 {
+		if o := <-done; o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	if high.stats.QueueSteps > 3 {
+		t.Errorf("the high job waited %d steps for admission", high.stats.QueueSteps)
+	}
+	checkIdle(t, s)
+	// A medium bucket whose largest prompt (512 tokens, 33 blocks) can
+	// never fit in a 24-block arena is still pulled when its smallest
+	// fits.
+	s = newSched(t, l, Config{KVBlocks: 24, BlockTokens: 16})
+	waitFor(t, 10*time.Second, "a medium job pulled into the idle 24-block arena", func() bool { return s.CanAdmit(1, short, medium) })
+	checkIdle(t, s)
+}
