@@ -42,7 +42,7 @@ func ExampleBuckets_Bucket() {
 	// 512 medium
 	// 513 long
 	// zl.jobs.high.medium.acme.job-1
-	// jobs-high-medium zl.jobs.high.medium.>
+	// jobs-high-medium zl.jobs.high.medium.*
 }
 
 func ExampleParseTraceparent() {

@@ -34,11 +34,23 @@ const (
 	StreamCancel = "ZL_CANCEL"
 )
 
-// ConsumerName returns the durable name of the pull consumer for one
-// priority and bucket: jobs-<priority>-<bucket>.
+// ConsumerName returns the durable name of the class consumer for one
+// priority and bucket: jobs-<priority>-<bucket>. It serves the jobs queued
+// in the old subject form (JobsFilter).
 func ConsumerName(p Priority, b Bucket) string {
 	return "jobs-" + string(p) + "-" + string(b)
 }
+
+// TenantConsumerName returns the durable name of the pull consumer of one
+// priority, bucket and tenant: jobs-<priority>-<bucket>-<tenant>.
+func TenantConsumerName(p Priority, b Bucket, tenant string) string {
+	return ConsumerName(p, b) + "-" + tenant
+}
+
+// TenantConsumerInactive is how long a class-and-tenant consumer lives
+// without a pull before JetStream removes it; workers recreate it when the
+// tenant has jobs again (its jobs stay in the stream meanwhile).
+const TenantConsumerInactive = time.Hour
 
 // MinDuplicateWindow is the shortest ZL_JOBS duplicate window the contract
 // allows: a client retrying a submission within it is deduplicated.
@@ -245,6 +257,20 @@ func (c StreamsConfig) ConsumerConfig(p Priority, b Bucket) jetstream.ConsumerCo
 		MaxAckPending: c.MaxAckPending,
 		Replicas:      c.Replicas,
 	}
+}
+
+// TenantConsumerConfig returns the durable pull consumer on ZL_JOBS of one
+// priority, bucket and tenant, which workers create when they learn the
+// tenant has jobs of that class (a stored-job notice, or the stream's
+// subjects). It is removed after TenantConsumerInactive without pulls. c
+// must already have its defaults.
+func (c StreamsConfig) TenantConsumerConfig(p Priority, b Bucket, tenant string) jetstream.ConsumerConfig {
+	cc := c.ConsumerConfig(p, b)
+	cc.Durable = TenantConsumerName(p, b, tenant)
+	cc.Description = fmt.Sprintf("zerolayer workers pulling %s-priority %s jobs of %s", p, b, tenant)
+	cc.FilterSubject = TenantJobsFilter(p, b, tenant)
+	cc.InactiveThreshold = TenantConsumerInactive
+	return cc
 }
 
 // EnsureStreams creates or updates the six streams, the nine durable pull

@@ -197,9 +197,11 @@ func TestJobsDedupeOnTenantAndID(t *testing.T) {
 	}
 }
 
-// TestWorkQueueFilters publishes one job per priority and bucket and wants
-// each consumer to see exactly its own; a consumer whose filter overlaps
-// theirs is refused, as the work-queue stream requires.
+// TestWorkQueueFilters publishes one job per priority and bucket, each of
+// its own tenant, and wants each class-and-tenant consumer to see exactly
+// its own (the class consumers, which serve only the old subject form,
+// see none); a consumer whose filter overlaps theirs is refused, as the
+// work-queue stream requires.
 func TestWorkQueueFilters(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, contracts.StreamsConfig{})
@@ -215,7 +217,14 @@ func TestWorkQueueFilters(t *testing.T) {
 	}
 	for _, p := range contracts.Priorities() {
 		for _, b := range contracts.AllBuckets() {
-			c, err := ns.JS.Consumer(ctx, contracts.StreamJobs, contracts.ConsumerName(p, b))
+			if old, err := ns.JS.Consumer(ctx, contracts.StreamJobs, contracts.ConsumerName(p, b)); err != nil {
+				t.Fatal(err)
+			} else if batch, err := old.FetchNoWait(1); err == nil {
+				for m := range batch.Messages() {
+					t.Errorf("the class consumer %s got %s", contracts.ConsumerName(p, b), m.Subject())
+				}
+			}
+			c, err := ns.JS.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, contracts.StreamsConfig{}.WithDefaults().TenantConsumerConfig(p, b, "tenant_"+string(p)+"-"+string(b)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,11 +91,19 @@ func JobSubject(p Priority, b Bucket, tenant, jobID string) string {
 	return SubjectJobsPrefix + string(p) + "." + string(b) + "." + tenant + "." + jobID
 }
 
-// JobsFilter returns zl.jobs.<priority>.<bucket>.>, the filter subject of
-// the durable consumer for that priority and bucket. It matches the jobs of
-// the current form and those of the old one still queued.
+// JobsFilter returns zl.jobs.<priority>.<bucket>.*, the filter subject of
+// the class consumer for that priority and bucket: it matches only jobs
+// queued in the old form (no job id token), which it still serves. Jobs of
+// the current form are pulled through a consumer per class and tenant
+// (TenantJobsFilter), so that workers choose whose job runs next.
 func JobsFilter(p Priority, b Bucket) string {
-	return SubjectJobsPrefix + string(p) + "." + string(b) + ".>"
+	return SubjectJobsPrefix + string(p) + "." + string(b) + ".*"
+}
+
+// TenantJobsFilter returns zl.jobs.<priority>.<bucket>.<tenant>.*, the
+// filter subject of the consumer of one class and tenant.
+func TenantJobsFilter(p Priority, b Bucket, tenant string) string {
+	return SubjectJobsPrefix + string(p) + "." + string(b) + "." + tenant + ".*"
 }
 
 // JobsSubjects returns the subjects ZL_JOBS binds: zl.jobs.<priority>.

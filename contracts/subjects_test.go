@@ -10,7 +10,9 @@ func TestSubjectBuilders(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ got, want string }{
 		{JobSubject(PriorityLow, BucketLong, "acme", "j1"), "zl.jobs.low.long.acme.j1"},
-		{JobsFilter(PriorityNormal, BucketShort), "zl.jobs.normal.short.>"},
+		{JobsFilter(PriorityNormal, BucketShort), "zl.jobs.normal.short.*"},
+		{TenantJobsFilter(PriorityNormal, BucketShort, "acme"), "zl.jobs.normal.short.acme.*"},
+		{TenantConsumerName(PriorityNormal, BucketShort, "acme"), "jobs-normal-short-acme"},
 		{EventsSubject("acme", "j1"), "zl.events.acme.j1"},
 		{EventsFilter("acme"), "zl.events.acme.*"},
 		{ResultsSubject("acme", "j1"), "zl.results.acme.j1"},

@@ -3,6 +3,7 @@ package worker
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
@@ -52,6 +53,10 @@ type Config struct {
 	DeltaTokens int
 	// Metrics, if set, records every finished job.
 	Metrics *Metrics
+	// TenantWeights are the tenants' shares of the intake within a class:
+	// a tenant of weight 2 gets twice the tokens of one of weight 1 while
+	// both have jobs waiting (fair.go). Tenants not listed weigh 1.
+	TenantWeights map[string]float64
 	// Quota, if set, checks each job against its tenant's limits before
 	// it runs (quota.go). Defaults to none.
 	Quota Quota
@@ -111,6 +116,11 @@ func (c Config) validate() error {
 	if c.Concurrency < 1 {
 		return fmt.Errorf("worker: concurrency %d: must be at least 1", c.Concurrency)
 	}
+	for t, wt := range c.TenantWeights {
+		if !(wt > 0) || math.IsInf(wt, 0) {
+			return fmt.Errorf("worker: tenant %s: weight %v must be positive", t, wt)
+		}
+	}
 	if c.ConsumerRecheck < 0 {
 		return fmt.Errorf("worker: consumer recheck %v is negative", c.ConsumerRecheck)
 	}
@@ -118,4 +128,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: in-progress interval %v must be shorter than the ack wait %v", c.InProgressInterval, c.Streams.AckWait)
 	}
 	return nil
+}
+
+// weight returns tenant's intake weight.
+func (c Config) weight(tenant string) float64 {
+	if w, ok := c.TenantWeights[tenant]; ok {
+		return w
+	}
+	return 1
 }

@@ -2,10 +2,12 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/natstest"
@@ -13,94 +15,87 @@ import (
 	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
-// TestLostConsumerRecreated deletes a class's consumer under a running
-// worker that provisions: the worker recreates it, a job of that class
-// completes, and the recreation is counted.
-func TestLostConsumerRecreated(t *testing.T) {
+// TestLostTenantConsumerRecreated deletes the consumer a tenant's jobs of
+// one class are pulled through, under a running worker that does not
+// provision: the worker makes it again (these consumers are made on
+// demand) and the tenant's next job of that class completes.
+func TestLostTenantConsumerRecreated(t *testing.T) {
 	t.Parallel()
-	b, reg, id := loseConsumer(t, worker.Config{Provision: true}, contracts.PriorityNormal)
-	if res := wait(t, b.Client, id); res.Status != contracts.StatusCompleted {
-		t.Fatalf("job after its consumer was deleted: %+v", res)
-	}
-	if n := metricValue(t, reg, "zerolayer_intake_consumer_recreations_total", "normal", "short"); n != 1 {
-		t.Errorf("recreations of normal/short = %v, want 1", n)
-	}
-	if n := metricValue(t, reg, "zerolayer_intake_consumer_missing", "normal", "short"); n != 0 {
-		t.Errorf("normal/short missing = %v, want 0", n)
-	}
-}
-
-// TestLostConsumerReported deletes a class's consumer under a worker that
-// may not provision: the class is reported missing until an operator
-// recreates the consumer, and then its queued job runs.
-func TestLostConsumerReported(t *testing.T) {
-	t.Parallel()
-	b, reg, id := loseConsumer(t, worker.Config{ConsumerRecheck: 100 * time.Millisecond}, contracts.PriorityLow)
-	natstest.Until(t, 30*time.Second, "low/short reported missing", func() bool {
-		return metricValue(t, reg, "zerolayer_intake_consumer_missing", "low", "short") == 1
-	})
-	if n := metricValue(t, reg, "zerolayer_intake_consumer_missing", "high", "short"); n != 0 {
-		t.Errorf("high/short missing = %v, want 0", n)
-	}
-	if err := contracts.EnsureStreams(context.Background(), b.Srv.JS, b.Streams); err != nil {
-		t.Fatal(err)
-	}
-	if res := wait(t, b.Client, id); res.Status != contracts.StatusCompleted {
-		t.Fatalf("job after its consumer was recreated: %+v", res)
-	}
-	natstest.Until(t, 30*time.Second, "low/short no longer missing", func() bool {
-		return metricValue(t, reg, "zerolayer_intake_consumer_missing", "low", "short") == 0
-	})
-	if n := metricValue(t, reg, "zerolayer_intake_consumer_recreations_total", "low", "short"); n != 0 {
-		t.Errorf("a worker without provisioning recreated %v consumers", n)
-	}
-}
-
-// loseConsumer starts a worker with cfg and metrics, deletes the consumer
-// of prio's short bucket through the JetStream API, and submits a short
-// job of that priority. It returns the bundle, the worker's metrics and
-// the job's id.
-func loseConsumer(t *testing.T, cfg worker.Config, prio contracts.Priority) (*workertest.Bundle, *prometheus.Registry, string) {
-	t.Helper()
 	b := workertest.Setup(t, contracts.StreamsConfig{})
-	reg := prometheus.NewRegistry()
-	cfg.ID, cfg.Metrics = "w1", worker.NewMetrics()
-	if err := cfg.Metrics.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	b.StartWorkerConfig(t, workertest.NewExecutor(t), cfg)
+	b.StartWorkerConfig(t, workertest.NewExecutor(t), worker.Config{ID: "w1"})
 	ctx := context.Background()
-	if err := b.Srv.JS.DeleteConsumer(ctx, contracts.StreamJobs, contracts.ConsumerName(prio, contracts.BucketShort)); err != nil {
-		t.Fatal(err)
+	for i := range 2 {
+		id, err := b.Client.Submit(ctx, request("Once upon a time", 8, contracts.PriorityNormal), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := wait(t, b.Client, id); res.Status != contracts.StatusCompleted {
+			t.Fatalf("job %d: %+v", i, res)
+		}
+		name := contracts.TenantConsumerName(contracts.PriorityNormal, contracts.BucketShort, "acme")
+		if err := b.Srv.JS.DeleteConsumer(ctx, contracts.StreamJobs, name); err != nil {
+			t.Fatalf("the worker pulled acme's job through %s: %v", name, err)
+		}
 	}
-	id, err := b.Client.Submit(ctx, request("Once upon a time", 8, prio), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b, reg, id
 }
 
-// metricValue returns the value of a gauge or counter with the given
-// priority and bucket, 0 when it has none.
-func metricValue(t *testing.T, reg *prometheus.Registry, name, prio, bucket string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
+// TestOldFormJobsServedAfterUpgrade: a job queued in the old subject form
+// (zl.jobs.<priority>.<bucket>.<tenant>, id in Nats-Msg-Id) before an
+// upgrade is served by its class consumer after it. A worker that may not
+// provision refuses to start while that consumer is missing, and serves
+// the job once an operator has recreated it.
+func TestOldFormJobsServedAfterUpgrade(t *testing.T) {
+	t.Parallel()
+	ns := natstest.Run(t)
+	ctx := context.Background()
+	cfg := contracts.StreamsConfig{}.WithDefaults()
+	old := cfg.StreamConfigs()[0]
+	old.Subjects = []string{"zl.jobs.*.*.*"}
+	old.MaxMsgsPerSubject, old.Discard, old.DiscardNewPerSubject = -1, jetstream.DiscardOld, false
+	if _, err := ns.JS.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(request("Once upon a time", 8, contracts.PriorityLow))
+	m := &nats.Msg{Subject: "zl.jobs.low.short.acme", Data: body, Header: nats.Header{contracts.HeaderMsgID: {"old-1"}}}
+	if _, err := ns.JS.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := contracts.EnsureStreams(ctx, ns.JS, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.JS.DeleteConsumer(ctx, contracts.StreamJobs, contracts.ConsumerName(contracts.PriorityLow, contracts.BucketShort)); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := ns.Connect(t)
+	w, err := worker.New(nc, workertest.NewExecutor(t), worker.Config{ID: "w1", ConsumerRecheck: 100 * time.Millisecond,
+		IdlePoll: 50 * time.Millisecond, Logger: workertest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range mt.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["priority"] == prio && l["bucket"] == bucket {
-				return mt.GetGauge().GetValue() + mt.GetCounter().GetValue()
-			}
-		}
+	if err := w.Start(ctx); err == nil {
+		defer w.Stop(ctx)
+		t.Fatal("a worker started without the class consumer it needs")
 	}
-	return 0
+	if err := contracts.EnsureStreams(ctx, ns.JS, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	res := waitResult(t, nc, "acme", "old-1")
+	if res.Status != contracts.StatusCompleted {
+		t.Fatalf("the old-form job: %+v", res)
+	}
+}
+
+// waitResult waits for the stored result of tenant's job id.
+func waitResult(t *testing.T, nc *nats.Conn, tenant, id string) *contracts.Result {
+	t.Helper()
+	var res contracts.Result
+	natstest.Until(t, 30*time.Second, "the result of "+id, func() bool {
+		m, err := contracts.LastMsg(context.Background(), nc, contracts.StreamResults, contracts.ResultsSubject(tenant, id))
+		return err == nil && m != nil && json.Unmarshal(m.Data, &res) == nil
+	})
+	return &res
 }

@@ -141,9 +141,11 @@ type Models struct {
 //     here, its KV arena sized as ModelsConfig.Sched says; with
 //     ExecutorInOrder an engine whose arena holds
 //     engine.DefaultKVContexts full contexts.
-//   - The intake should hold Concurrency jobs: a batch plus a few
-//     (MaxRunning + 8) with the scheduler, which admits by memory; one at a
-//     time with the in-order executor.
+//   - The intake should hold Concurrency jobs: with the scheduler, which
+//     decides what it pulls (sched.Scheduler.CanAdmit), enough that slots
+//     never gate it — a full batch, as many preempted jobs waiting to
+//     resume, and the look-ahead of every class (2 × MaxRunning + 8); one
+//     at a time with the in-order executor.
 //
 // On error everything opened so far is closed.
 func OpenModels(ctx context.Context, cfg ModelsConfig) (_ *Models, err error) {
@@ -207,7 +209,7 @@ func OpenModels(ctx context.Context, cfg ModelsConfig) (_ *Models, err error) {
 		m.exec = NewInOrderExecutor(be.Name(), m.served...)
 	} else {
 		m.exec = NewSchedExecutor(be.Name(), contracts.Buckets{}, m.scheduled...)
-		m.conc = cfg.Sched.WithDefaults().MaxRunning + 8
+		m.conc = 2*cfg.Sched.WithDefaults().MaxRunning + 8
 	}
 	return m, nil
 }

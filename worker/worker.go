@@ -44,6 +44,7 @@ type Worker struct {
 	loopDone  chan struct{}
 	jobs      sync.WaitGroup
 	running   map[contracts.JobRef]context.CancelCauseFunc
+	fair      fairness
 	runCtx    context.Context // parent of job contexts; canceled to hand jobs back
 	cancelRun context.CancelCauseFunc
 }
@@ -58,6 +59,11 @@ type pullSource struct {
 	// recreated; checked is when it was last looked up.
 	missing bool
 	checked time.Time
+	// legacy is set while jobs of the old subject form may be queued in
+	// the class (the class consumer serves them); tenants are the
+	// class-and-tenant consumers (fair.go).
+	legacy  bool
+	tenants map[string]*tenantSource
 }
 
 // New returns a worker; it does nothing until Start.
@@ -71,7 +77,7 @@ func New(nc *nats.Conn, exec Executor, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID),
-		wake: make(chan struct{}, 1), running: map[contracts.JobRef]context.CancelCauseFunc{}}, nil
+		wake: make(chan struct{}, 1), running: map[contracts.JobRef]context.CancelCauseFunc{}, fair: fairness{served: map[string]float64{}}}, nil
 }
 
 // ID returns the worker's id.
@@ -114,7 +120,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	// them instead of polling tightly. (The publish subject itself can
 	// reach a subscriber before the stream has stored the job, and a
 	// wake-up spent on an empty fetch would leave the job for IdlePoll.)
-	s1, err := w.nc.Subscribe(contracts.SubjectStoredJobsAll, func(*nats.Msg) { w.poke() })
+	s1, err := w.nc.Subscribe(contracts.SubjectStoredJobsAll, func(m *nats.Msg) { w.fair.notice(m.Subject); w.poke() })
 	if err != nil {
 		return err
 	}
@@ -132,6 +138,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	w.subs = []*nats.Subscription{s1, s2}
+	w.scanTenants(true)
 	w.runCtx, w.cancelRun = context.WithCancelCause(context.Background())
 	w.quit, w.loopDone = make(chan struct{}), make(chan struct{})
 	w.started = true
@@ -230,6 +237,8 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 			order = w.aged // lowest class first this time
 		}
 		adm, _ := w.exec.(Admitter)
+		w.absorb()
+		w.scanTenants(false)
 		for _, src := range order {
 			select {
 			case <-w.quit:
@@ -238,6 +247,12 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 			}
 			if adm != nil && !adm.CanAdmit(src.prio, src.bucket) {
 				continue // leave it for a worker with room
+			}
+			if m := w.pullFair(src); m != nil {
+				return m
+			}
+			if !src.legacy {
+				continue
 			}
 			if src.missing && !w.restore(src) {
 				continue
@@ -248,6 +263,9 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 					return m
 				}
 				err = batch.Error()
+				if err == nil {
+					src.legacy = false // the old-form jobs have drained
+				}
 			}
 			if err != nil {
 				// A deleted consumer answers with no responders (or
@@ -269,6 +287,9 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 		case <-w.wake:
 			retries, retry = wakeRetries, wakeRetryMin
 		case <-time.After(wait):
+			if retries == 0 {
+				w.retryAll() // redelivered jobs publish no notice
+			}
 		case <-w.quit:
 			return nil
 		}

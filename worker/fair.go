@@ -1,0 +1,278 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
+
+// Tenant-aware intake. Jobs of the current subject form are pulled through
+// one consumer per class and tenant (contracts.TenantConsumerConfig), and
+// within a class the intake takes the next job from the tenant that has
+// been served the fewest tokens for its weight (deficit round robin on
+// estimated tokens: prompt + max_tokens), among the tenants with jobs
+// waiting in that class. A tenant's burst therefore cannot push another
+// tenant's jobs behind it: the other tenant's next job is the next pull.
+// Every worker does the same over the same consumers, so shares hold
+// across workers too.
+//
+// Which tenants have jobs waiting comes from the stored-job notices
+// (zl.stored.jobs.<priority>.<bucket>.<tenant>.<job_id>), from a scan of
+// the stream's subjects at Start and every tenantScanEvery (jobs queued
+// while no worker listened), and from trying every known tenant again at
+// each IdlePoll (redeliveries publish no notice).
+
+// tenantScanEvery is how often the intake rereads which tenants have jobs
+// queued, in case it missed their notices.
+const tenantScanEvery = 30 * time.Second
+
+// noticeGrace is how long after a notice an empty fetch does not clear a
+// tenant's pending flag: a consumer counts a new message a moment after the
+// stream has announced it.
+const noticeGrace = 50 * time.Millisecond
+
+// tenantSource is the consumer of one class and tenant.
+type tenantSource struct {
+	tenant  string
+	cons    jetstream.Consumer // nil until created
+	pending bool
+	noticed time.Time
+}
+
+// fairness is the intake's per-tenant state. The notice callback records
+// into noticed under mu; everything else belongs to the intake loop.
+type fairness struct {
+	mu      sync.Mutex
+	noticed map[classKey]map[string]time.Time
+
+	served   map[string]float64 // estimated tokens served / weight
+	lastScan time.Time
+}
+
+type classKey struct {
+	prio   contracts.Priority
+	bucket contracts.Bucket
+}
+
+// notice records a stored-job notice (called from the subscription).
+func (f *fairness) notice(subject string) {
+	route, err := contracts.ParseJobSubject("zl." + strings.TrimPrefix(subject, "zl.stored."))
+	if err != nil || route.JobID == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := classKey{route.Priority, route.Bucket}
+	if f.noticed == nil {
+		f.noticed = map[classKey]map[string]time.Time{}
+	}
+	if f.noticed[k] == nil {
+		f.noticed[k] = map[string]time.Time{}
+	}
+	f.noticed[k][route.Tenant] = time.Now()
+}
+
+// absorb moves the recorded notices into the sources.
+func (w *Worker) absorb() {
+	w.fair.mu.Lock()
+	noticed := w.fair.noticed
+	w.fair.noticed = nil
+	w.fair.mu.Unlock()
+	for k, tenants := range noticed {
+		src := w.source(k)
+		if src == nil {
+			continue // a class this worker does not serve
+		}
+		for t, at := range tenants {
+			ts := w.tenantSource(src, t)
+			ts.pending, ts.noticed = true, at
+		}
+	}
+}
+
+func (w *Worker) source(k classKey) *pullSource {
+	for _, src := range w.consumers {
+		if src.prio == k.prio && src.bucket == k.bucket {
+			return src
+		}
+	}
+	return nil
+}
+
+// tenantSource returns src's source for tenant t, making it (and lifting
+// a tenant back from idle to the least-served active tenant, so idle time
+// is not banked as credit).
+func (w *Worker) tenantSource(src *pullSource, t string) *tenantSource {
+	if ts := src.tenants[t]; ts != nil {
+		if !w.activeTenant(t) {
+			w.liftFromIdle(t)
+		}
+		return ts
+	}
+	if src.tenants == nil {
+		src.tenants = map[string]*tenantSource{}
+	}
+	w.liftFromIdle(t)
+	ts := &tenantSource{tenant: t}
+	src.tenants[t] = ts
+	return ts
+}
+
+func (w *Worker) activeTenant(t string) bool {
+	for _, src := range w.consumers {
+		if ts := src.tenants[t]; ts != nil && ts.pending {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *Worker) liftFromIdle(t string) {
+	low, any := math.Inf(1), false
+	for _, src := range w.consumers {
+		for name, ts := range src.tenants {
+			if ts.pending && name != t {
+				low, any = math.Min(low, w.fair.served[name]), true
+			}
+		}
+	}
+	if any && w.fair.served[t] < low {
+		w.fair.served[t] = low
+	}
+}
+
+// scanTenants reads from ZL_JOBS which tenants have jobs queued in which
+// class (and whether jobs of the old form are), when tenantScanEvery has
+// passed since the last scan.
+func (w *Worker) scanTenants(force bool) {
+	if !force && time.Since(w.fair.lastScan) < tenantScanEvery {
+		return
+	}
+	w.fair.lastScan = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
+	defer cancel()
+	s, err := w.js.Stream(ctx, contracts.StreamJobs)
+	if err != nil {
+		w.log.Warn("reading which tenants have jobs queued", "err", err)
+		return
+	}
+	for _, filter := range []string{contracts.SubjectJobsAll, contracts.LegacyJobsAll} {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			w.log.Warn("reading which tenants have jobs queued", "err", err)
+			return
+		}
+		for subject := range info.State.Subjects {
+			route, err := contracts.ParseJobSubject(subject)
+			if err != nil {
+				continue
+			}
+			src := w.source(classKey{route.Priority, route.Bucket})
+			switch {
+			case src == nil:
+			case route.JobID == "":
+				src.legacy = true
+			default:
+				w.tenantSource(src, route.Tenant).pending = true
+			}
+		}
+	}
+}
+
+// retryAll marks every known tenant source pending again (at IdlePoll:
+// redelivered jobs publish no notice).
+func (w *Worker) retryAll() {
+	for _, src := range w.consumers {
+		for _, ts := range src.tenants {
+			ts.pending = true
+		}
+	}
+}
+
+// pullFair fetches the next job of src's class from the least-served
+// tenant with jobs waiting, or returns nil.
+func (w *Worker) pullFair(src *pullSource) jetstream.Msg {
+	for {
+		var best *tenantSource
+		for _, ts := range src.tenants {
+			if !ts.pending {
+				continue
+			}
+			if best == nil || w.fair.served[ts.tenant] < w.fair.served[best.tenant] ||
+				w.fair.served[ts.tenant] == w.fair.served[best.tenant] && ts.tenant < best.tenant {
+				best = ts
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		if m := w.fetchTenant(src, best); m != nil {
+			w.fair.served[best.tenant] += float64(estimateTokens(m.Data())) / w.cfg.weight(best.tenant)
+			return m
+		}
+		if time.Since(best.noticed) > noticeGrace {
+			best.pending = false
+		} else {
+			return nil // the notice is fresh: the wake-up retries look again soon
+		}
+	}
+}
+
+// fetchTenant fetches one job from ts's consumer, creating the consumer
+// when it is not there (new tenant, or removed after inactivity).
+func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource) jetstream.Msg {
+	for attempt := 0; attempt < 2; attempt++ {
+		if ts.cons == nil || attempt > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
+			c, err := w.js.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, w.cfg.Streams.TenantConsumerConfig(src.prio, src.bucket, ts.tenant))
+			cancel()
+			if err != nil {
+				w.log.Warn("creating a tenant's consumer", "priority", src.prio, "bucket", src.bucket, "tenant", ts.tenant, "err", err)
+				return nil
+			}
+			ts.cons = c
+		}
+		batch, err := ts.cons.FetchNoWait(1)
+		if err == nil {
+			for m := range batch.Messages() {
+				return m
+			}
+			err = batch.Error()
+		}
+		if err == nil {
+			return nil
+		}
+		w.log.Debug("fetch from a tenant's consumer failed; recreating it", "tenant", ts.tenant, "err", err)
+	}
+	return nil
+}
+
+// estimateTokens is a job's cost for fairness: its prompt (4 bytes a
+// token) plus max_tokens (the contract default when unset).
+func estimateTokens(body []byte) int {
+	var r struct {
+		MaxTokens int    `json:"max_tokens"`
+		System    string `json:"system"`
+		Messages  []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &r) != nil {
+		return 1
+	}
+	n := len(r.System)
+	for _, m := range r.Messages {
+		n += len(m.Content)
+	}
+	if r.MaxTokens <= 0 {
+		r.MaxTokens = contracts.Limits{}.WithDefaults().DefaultMaxTokens
+	}
+	return n/4 + r.MaxTokens + 1
+}
