@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,10 +16,12 @@ import (
 	"github.com/zerolayer/zerolayer/ops/bench"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/worker/model/store"
+	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 // runBench parses the bench flags and runs one of the benchmarks of
-// ops/bench: models (the default), --scheduler, --pipeline or --gateway.
+// ops/bench: models (the default), --scheduler, --pipeline, --gateway or
+// --queue.
 func runBench(ctx context.Context, args []string) error {
 	fs := newFlags("bench")
 	modelName := fs.String("model", "", "model file path or name")
@@ -31,6 +36,8 @@ func runBench(ctx context.Context, args []string) error {
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
 	withLimits := fs.Bool("with-limits", false, "with --pipeline: give the bench tenant limits too high to refuse anything, so every job is checked at submit and at the worker (compare with and without)")
 	gatewayN := fs.Int("gateway", 0, "instead: send this many 32-token chat completions through the HTTP gateway of a dev stack, and the same jobs through the Go producer as the baseline")
+	queue := fs.String("queue", "", "instead: run queue scenarios through a dev stack (NATS, producers, worker) on --model or the generated 134M Q8_0 model: fairness, priority, pressure, seed or all (comma-separated)")
+	queueScale := fs.Float64("queue-scale", 1, "with --queue: multiply every scenario's job counts (e.g. 0.25 on a small machine)")
 	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")
 	var sf schedFlags
 	sf.register(fs)
@@ -42,6 +49,8 @@ func runBench(ctx context.Context, args []string) error {
 		return usagef("--threads: want at least one positive number (%v)", err)
 	}
 	switch {
+	case *queue != "":
+		return benchQueue(ctx, *queue, *queueScale, *modelName, threads[0], &sf, *format)
 	case *schedBench:
 		cfg := bench.SchedulerConfig{Threads: threads[0], Progress: os.Stderr}
 		if *modelName != "" {
@@ -133,6 +142,65 @@ func benchOnStack(ctx context.Context, model string, threads int, sf *schedFlags
 		_, err = bench.Pipeline(ctx, st, bench.PipelineConfig{Jobs: pipeline, Limits: withLimits}, stdout)
 	}
 	return err
+}
+
+// benchQueue runs the queue scenarios of list, each on a dev stack of its
+// own serving model (default: the generated 134M Q8_0 model) with the
+// serving flags, a small arena for pressure.
+func benchQueue(ctx context.Context, list string, scale float64, model string, threads int, sf *schedFlags, format string) error {
+	var scenarios []string
+	for _, s := range strings.Split(list, ",") {
+		switch s = strings.TrimSpace(s); {
+		case s == "all":
+			scenarios = append(scenarios, bench.Scenarios()...)
+		case slices.Contains(bench.Scenarios(), s):
+			scenarios = append(scenarios, s)
+		default:
+			return usagef("--queue %q: want %s or all", s, strings.Join(bench.Scenarios(), ", "))
+		}
+	}
+	if scale <= 0 {
+		return usagef("--queue-scale %v: want more than 0", scale)
+	}
+	if format != "table" && format != "json" {
+		return usagef("--format %q: want table or json", format)
+	}
+	dir, err := os.MkdirTemp("", "zerolayer-bench-queue-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if model == "" {
+		t, err := bench.WriteSynthetic134M(dir, gpu.Q8_0, os.Stderr)
+		if err != nil {
+			return err
+		}
+		model = t.Path
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	runs := 0
+	start := func(ctx context.Context, kvBlocks int, metrics *sched.Metrics) (*devstack.Stack, error) {
+		mc, err := sf.models([]string{model}, threads, metrics)
+		if err != nil {
+			return nil, err
+		}
+		mc.Sched.KVBlocks = kvBlocks
+		runs++
+		cfg := devstack.Config{Dir: filepath.Join(dir, fmt.Sprint("stack", runs)), DatabaseURL: os.Getenv("DATABASE_URL"), Models: mc, Logger: log}
+		return startStack(ctx, cfg, sf)
+	}
+	report := io.Writer(stdout)
+	if format == "json" {
+		report = os.Stderr
+	}
+	res, err := bench.Queue(ctx, bench.QueueConfig{Scenarios: scenarios, Stack: start, Scale: scale, Progress: os.Stderr}, report)
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		return res.WriteJSON(stdout)
+	}
+	return nil
 }
 
 func intList(s string) ([]int, error) {

@@ -12,6 +12,17 @@
 //   - Pipeline and Gateway: jobs through a running devstack.Stack, end to
 //     end (submit, JetStream, worker, usage, billing's rating), and chat
 //     completions through its HTTP gateway against the Go producer.
+//   - Queue: scenarios through a dev stack of their own each (NATS in the
+//     path, tenants submitting with producer.Client, the worker serving):
+//     fairness between a tenant's backlog and a late tenant, high-priority
+//     time to first token under a low-priority backlog, a small KV arena
+//     under pressure with low_latency jobs, and the seed cases (mixed
+//     lengths, long-and-short eviction and KV memory back to baseline, a
+//     burst sharing a system prompt, a huge prompt under decoders). Every
+//     figure comes from the jobs' usage records (queue_ms,
+//     time_to_first_token_ms, inter_token_ms_p99, preemptions,
+//     recomputed_tokens, cached_input_tokens, created_at, finished_at),
+//     the KV gauge from the scheduler's metrics.
 //
 // Data flows one way: a Config (from flags, or a test's small sizes) in;
 // model files, or a stack the caller started and stops, measured; a
