@@ -74,43 +74,73 @@ func (s *Scheduler) admissionNeed(q *seq) int {
 	return s.blocksFor(len(q.g.Tokens())) - hits
 }
 
+// span is the tokens q will hold within the admission horizon: its
+// context and its next horizon tokens, no more than its worst case (the
+// prompt and max_tokens) or its memory cap.
+func (s *Scheduler) span(q *seq) int {
+	n := min(len(q.g.Tokens())+s.horizon, len(q.g.Request().PromptIDs)+q.g.MaxNew())
+	if q.maxBlocks > 0 {
+		n = min(n, q.maxBlocks*s.bt)
+	}
+	return max(n, len(q.g.Tokens()))
+}
+
 // admit starts waiting jobs in priority order (with aging; within a class
-// the least-served tenant first), preempting lower classes for higher ones.
-// A job that does not fit is skipped, not waited on: no head-of-line
-// blocking.
+// reserved jobs first, then the least-served tenant first), preempting
+// lower classes for higher ones. A job that does not fit is skipped, not
+// waited on: no head-of-line blocking; but the first reserved job that
+// does not fit holds its blocks against the ordinary jobs after it, so
+// they cannot crowd it out.
+//
+// An ordinary job is admitted only when the arena holds, beside what is
+// promised, the next horizon tokens of every running job and of itself
+// (growingSoon): admitting it must not force an eviction within the
+// horizon. Evictions for memory lengthen the horizon (pressure), calm
+// steps shorten it.
 func (s *Scheduler) admit(now time.Time) {
+	s.calm()
 	if len(s.waiting) == 0 {
 		return
 	}
 	cands := s.admissionOrder(now)
+	hold := 0
 	for _, q := range cands {
 		need := s.admissionNeed(q)
+		fits := need
 		avail := s.bm.available() - s.reservedOutstanding()
 		if !q.reserved {
-			avail = s.bm.available() - s.committed()
-			// Keep a block of headroom per running sequence, so admitting
-			// this job does not force an eviction at the next step
-			// (admission without headroom thrashes under tight memory).
-			avail -= s.growingSoon()
+			avail = s.bm.available() - s.committed() - s.growingSoon() - hold
+			fits = max(need, s.blocksFor(s.span(q))-s.prefixHits(q, false))
 		}
 		slots := s.cfg.MaxRunning - len(s.running)
-		if need > avail || slots <= 0 {
-			// Preempt strictly lower classes to make room, lowest first.
-			cls := s.effClass(q, now)
+		if fits > avail || slots <= 0 {
+			// Preempt lower classes to make room, lowest first; a reserved
+			// job may also take the room of ordinary jobs of its own
+			// class. The job's own class counts, not its class after
+			// aging: aging orders the queue, and a job lifted to the class
+			// of the running ones must not evict them (the evicted job,
+			// as old, would evict it back).
+			cls := q.opts.Class
 			var victims []*seq
 			freed, freedSlots := 0, 0
 			for _, v := range s.victimOrder(nil) {
-				if need <= avail+freed && slots+freedSlots > 0 {
+				if fits <= avail+freed && slots+freedSlots > 0 {
 					break
 				}
-				if v.opts.Class <= cls {
+				if v.opts.Class < cls || (v.opts.Class == cls && !q.reserved) {
 					break
 				}
 				victims = append(victims, v)
 				freed += s.privateBlocks(v)
+				if !q.reserved && v != s.filler {
+					freed += s.soon(v) // its look-ahead goes with it
+				}
 				freedSlots++
 			}
-			if need > avail+freed || slots+freedSlots <= 0 {
+			if fits > avail+freed || slots+freedSlots <= 0 {
+				if q.reserved && hold == 0 {
+					hold = need
+				}
 				continue
 			}
 			for _, v := range victims {
@@ -131,12 +161,15 @@ func (s *Scheduler) admitFiller(cands []*seq, now time.Time) {
 	}
 	free := s.bm.available() - s.committed() - s.growingSoon()
 	for _, q := range cands {
+		if q.reserved && !q.running && !q.finished {
+			return // memory left is the waiting reserved job's
+		}
 		if q.running || q.finished || q.reserved || q.swap != nil {
 			continue
 		}
 		hits := s.prefixHits(q, false)
 		first := s.blocksFor(min(len(q.g.Tokens()), hits*s.bt+s.cfg.MaxBatchTokens)) - hits
-		if first <= 0 || first > free || s.admissionNeed(q) <= free {
+		if first <= 0 || first > free || s.blocksFor(s.span(q))-hits <= free {
 			continue
 		}
 		s.startSeq(q, now)
@@ -161,47 +194,74 @@ func (s *Scheduler) admissionOrder(now time.Time) []*seq {
 	}
 	out := make([]*seq, 0, len(s.waiting))
 	for _, tenants := range byClass {
-		names := make([]string, 0, len(tenants))
-		for t, qs := range tenants {
-			slices.SortStableFunc(qs, func(a, b *seq) int { return a.enq.Compare(b.enq) })
-			names = append(names, t)
+		// Reserved jobs first: their worst case rarely fits after the
+		// ordinary jobs have taken their prompts.
+		out = s.interleave(out, tenants, true)
+		out = s.interleave(out, tenants, false)
+	}
+	return out
+}
+
+// interleave appends to out the jobs of tenants (one class) that are
+// reserved or not as asked: the tenants' queues interleaved, least-served
+// tenant first, each tenant's jobs oldest first.
+func (s *Scheduler) interleave(out []*seq, all map[string][]*seq, reserved bool) []*seq {
+	tenants := map[string][]*seq{}
+	for t, qs := range all {
+		for _, q := range qs {
+			if q.reserved == reserved {
+				tenants[t] = append(tenants[t], q)
+			}
 		}
-		slices.SortFunc(names, func(a, b string) int {
-			sa, sb := s.served[a], s.served[b]
-			switch {
-			case sa < sb:
-				return -1
-			case sa > sb:
-				return 1
+	}
+	names := make([]string, 0, len(tenants))
+	for t, qs := range tenants {
+		slices.SortStableFunc(qs, func(a, b *seq) int { return a.enq.Compare(b.enq) })
+		names = append(names, t)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		sa, sb := s.served[a], s.served[b]
+		switch {
+		case sa < sb:
+			return -1
+		case sa > sb:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for i := 0; ; i++ {
+		added := false
+		for _, t := range names {
+			if i < len(tenants[t]) {
+				out = append(out, tenants[t][i])
+				added = true
 			}
-			return strings.Compare(a, b)
-		})
-		for i := 0; ; i++ {
-			added := false
-			for _, t := range names {
-				if i < len(tenants[t]) {
-					out = append(out, tenants[t][i])
-					added = true
-				}
-			}
-			if !added {
-				break
-			}
+		}
+		if !added {
+			break
 		}
 	}
 	return out
 }
 
-// growingSoon counts running non-reserved sequences that will need a new
-// block within their next few tokens.
+// growingSoon counts the blocks running ordinary sequences (the filler
+// aside) will need within the admission horizon beyond what they hold and
+// what committed already promises them.
 func (s *Scheduler) growingSoon() int {
 	n := 0
 	for _, q := range s.running {
-		if !q.reserved && len(q.blocks)*s.bt-len(q.g.Tokens()) < 4 {
-			n++
+		if !q.reserved && q != s.filler {
+			n += s.soon(q)
 		}
 	}
 	return n
+}
+
+// soon is the blocks q will need within the horizon beyond what it holds
+// and what committed promises it.
+func (s *Scheduler) soon(q *seq) int {
+	have := max(len(q.blocks), s.blocksFor(len(q.g.Tokens())))
+	return max(0, s.blocksFor(s.span(q))-have)
 }
 
 // startSeq moves q from waiting to running, restoring swapped blocks or
@@ -229,6 +289,10 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 			}
 			s.event(q, "resumed", detail)
 		}
+	}
+	if q.stats.Preemptions > 0 {
+		q.resumeOut = len(q.g.Result().OutputIDs)
+		q.protectUntil = q.resumeOut + s.cfg.RunQuantum
 	}
 	if !q.admitted {
 		q.admitted = true

@@ -31,6 +31,18 @@ type Config struct {
 	// copied to; when it is full they are dropped and recomputed on
 	// resume. Negative disables swapping. Defaults to 256.
 	HostSwapMB int
+	// HostSwapBlocks, when set, is the exact number of blocks the host
+	// tier holds and overrides HostSwapMB's size (tests use it; a
+	// negative HostSwapMB still disables the tier). Defaults to 0.
+	HostSwapBlocks int
+	// RunQuantum is the number of tokens a preempted job generates after
+	// it resumes before it may be evicted for memory again (while a job
+	// of its class outside its quantum can go instead), and the shortest
+	// look-ahead of admission: a job is admitted only when the arena
+	// holds the next RunQuantum tokens (more after evictions for memory,
+	// up to the context) of every running job and of it. Defaults to
+	// BlockTokens.
+	RunQuantum int
 	// EvictionGCInterval is how long swapped blocks are kept for a
 	// sequence that has not resumed; after it they are released and the
 	// sequence recomputes. Defaults to 30 seconds.
@@ -74,6 +86,7 @@ func (c Config) WithDefaults() Config {
 	setI(&c.MaxBatchTokens, 256)
 	setI(&c.MaxRunning, 64)
 	setI(&c.HostSwapMB, 256)
+	setI(&c.RunQuantum, c.BlockTokens)
 	if c.EvictionGCInterval == 0 {
 		c.EvictionGCInterval = 30 * time.Second
 	}
@@ -95,6 +108,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("sched: KVMemoryMB %d: must be at least 1", c.KVMemoryMB)
 	case c.BlockTokens < 1:
 		return fmt.Errorf("sched: BlockTokens %d: must be at least 1", c.BlockTokens)
+	case c.RunQuantum < 1:
+		return fmt.Errorf("sched: RunQuantum %d: must be at least 1 token", c.RunQuantum)
 	case c.MaxBatchTokens < 1 || c.MaxRunning < 1:
 		return fmt.Errorf("sched: MaxBatchTokens and MaxRunning must be at least 1")
 	}

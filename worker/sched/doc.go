@@ -25,18 +25,27 @@
 //
 // Admission: low_latency (and not-preemptible, and optionally high
 // priority) jobs are admitted only with their worst case reserved — the
-// banker's rule — and are never evicted; others are admitted when their
-// prompt fits in the blocks not already promised (reservations, and the
-// prompts of admitted jobs still prefilling) with a little headroom, and
-// may be preempted. When no waiting job fits whole, one (the filler) is
+// banker's rule — and are never evicted (one whose worst case exceeds its
+// own max_memory_mb is refused); others are admitted when the blocks not
+// already promised (reservations, and the prompts of admitted jobs still
+// prefilling) hold the next horizon tokens of every running job and of
+// theirs, so admitting a job does not force an eviction within the
+// horizon, and may be preempted. The horizon starts at RunQuantum, doubles
+// (up to the context) after each step that evicted for memory and halves
+// after as many calm steps as it is long. When no waiting job fits whole, one (the filler) is
 // admitted with blocks for its first prefill chunk and prefills from
 // memory nobody else needs, never preempting for it. Candidates are taken in
 // class order (high, normal, low; a waiting job rises a class per
 // AgingAfter), the least-served tenant first within a class (virtual token
 // counters: each tenant's processed tokens, lifted to the least-served
 // active tenant when it returns from idle), and a job that does not fit is
-// skipped rather than waited on, so nothing blocks the head of the line. A
-// higher class that cannot fit preempts lower ones.
+// skipped rather than waited on, so nothing blocks the head of the line.
+// Within a class reserved jobs come first; one that cannot fit may
+// preempt ordinary jobs of its class, and if it still cannot fit, the
+// ordinary jobs after it may not take its blocks. A higher class that
+// cannot fit preempts lower ones; aging orders the queue but gives no
+// right to preempt (a job aged into the running jobs' class would evict
+// them, and they it, with the arena nearly empty).
 //
 // Latency: a high-priority job that arrives while a step without
 // high-priority rows runs stops that step at its next layer (on a
@@ -47,10 +56,17 @@
 // layer (or, where steps cannot be interrupted, as on a GPU that queues a
 // whole step at once, the step) in flight at an arrival is short.
 //
-// Preemption: victims are taken lowest class first, then lowest
-// priority_score = w_r × remaining_tokens + w_t × temperature. Their blocks
-// are copied to the host tier while it has room (resumed by copying back),
-// else dropped and recomputed on resume (recomputed_tokens; never billed).
+// Preemption: victims are taken lowest class first; within a class a job
+// resumed less than RunQuantum tokens ago goes last (it makes progress
+// before it is evicted again); then jobs the host tier can take now, by
+// lowest priority_score = w_r × remaining_tokens + w_t × temperature (the
+// seed's contract), before jobs that could only be recomputed, fewest
+// computed tokens first: a recompute costs the victim's whole context, so
+// the score (which picks the job closest to finishing) would pick the
+// dearest. A growing job that is itself the first in that order waits
+// instead. Blocks are copied to the host tier while it has room (resumed
+// by copying back), else dropped and recomputed on resume
+// (recomputed_tokens; never billed).
 // The tier is the backend's (gpu.NewHostTier): pinned memory and copies on
 // the copy stream on CUDA, ordered with the kernels. Host copies older
 // than EvictionGCInterval are released.

@@ -38,28 +38,69 @@ func (s *Scheduler) score(q *seq) float64 {
 	return s.cfg.WeightRemaining*float64(remaining) + s.cfg.WeightTemperature*q.opts.Temperature
 }
 
-// victimOrder sorts preemptible running jobs: lowest class first, then
-// lowest score.
+// swappable reports whether q's blocks fit in the host tier now, so that
+// evicting q costs copies rather than a recompute of its context.
+func (s *Scheduler) swappable(q *seq) bool {
+	return s.host.tier != nil && len(q.blocks) > 0 && len(s.host.free) >= len(q.blocks)
+}
+
+// protected reports whether q, resumed after a preemption, has yet to
+// generate its RunQuantum tokens: until then it is evicted only when no
+// unprotected job of its class is left.
+func (s *Scheduler) protected(q *seq) bool {
+	return q.stats.Preemptions > 0 && len(q.g.Result().OutputIDs) < q.protectUntil
+}
+
+// victimOrder sorts preemptible running jobs, the first evicted first:
+// lowest class first; within a class jobs inside their run quantum last;
+// then those the host tier can take now, by lowest score (the seed's
+// contract), before those that could only be recomputed, by the fewest
+// tokens to recompute (a recompute costs the victim's whole context, so
+// the score, which picks the job closest to finishing, would pick the
+// dearest one).
 func (s *Scheduler) victimOrder(exclude *seq) []*seq {
-	var vs []*seq
+	type cand struct {
+		q         *seq
+		prot, rec bool
+		score     float64
+	}
+	var cs []cand
 	for _, q := range s.running {
 		if !q.reserved && q != exclude {
-			vs = append(vs, q)
+			c := cand{q: q, prot: s.protected(q), rec: !s.swappable(q)}
+			if c.rec {
+				c.score = float64(q.computed)
+			} else {
+				c.score = s.score(q)
+			}
+			cs = append(cs, c)
 		}
 	}
-	slices.SortStableFunc(vs, func(a, b *seq) int {
-		if a.opts.Class != b.opts.Class {
-			return b.opts.Class - a.opts.Class
+	key := func(b bool) int {
+		if b {
+			return 1
 		}
-		sa, sb := s.score(a), s.score(b)
+		return 0
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int {
 		switch {
-		case sa < sb:
+		case a.q.opts.Class != b.q.opts.Class:
+			return b.q.opts.Class - a.q.opts.Class
+		case a.prot != b.prot:
+			return key(a.prot) - key(b.prot)
+		case a.rec != b.rec:
+			return key(a.rec) - key(b.rec)
+		case a.score < b.score:
 			return -1
-		case sa > sb:
+		case a.score > b.score:
 			return 1
 		}
 		return 0
 	})
+	vs := make([]*seq, len(cs))
+	for i, c := range cs {
+		vs[i] = c.q
+	}
 	return vs
 }
 
@@ -74,6 +115,41 @@ func (s *Scheduler) privateBlocks(v *seq) int {
 	return n
 }
 
+// shortOfMemory is why grow evicts: the arena ran out while a running job
+// grew (rather than a higher class, or a reservation, wanting room).
+const shortOfMemory = "KV memory ran short"
+
+// pressure doubles the admission horizon after an eviction for memory,
+// at most once a step and up to the model's context: admission had
+// promised more than the arena holds, so it looks further ahead until a
+// calm spell (see calm) shortens the look-ahead again.
+func (s *Scheduler) pressure() {
+	if s.pressed {
+		return
+	}
+	s.pressed, s.calmSteps = true, 0
+	s.horizon = min(2*s.horizon, max(s.cfg.RunQuantum, s.m.Context))
+}
+
+// calm ends a step's accounting for the horizon (admission calls it once
+// a loop): after as many steps without an eviction for memory as the
+// horizon is long, the horizon halves, down to RunQuantum, so admission
+// grows optimistic again when jobs end sooner than their worst case.
+func (s *Scheduler) calm() {
+	if s.pressed {
+		s.pressed = false
+		return
+	}
+	if len(s.running) == 0 {
+		return
+	}
+	s.calmSteps++
+	if s.calmSteps >= s.horizon {
+		s.horizon = max(s.horizon/2, s.cfg.RunQuantum)
+		s.calmSteps = 0
+	}
+}
+
 // preempt evicts q: its blocks go to the host tier when it has room,
 // otherwise they are dropped and recomputed on resume.
 func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
@@ -86,6 +162,12 @@ func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
 		mode = "swap"
 	}
 	q.highWater = max(q.highWater, q.computed)
+	if q.stats.Preemptions > 0 && len(q.g.Result().OutputIDs) == q.resumeOut {
+		s.noProgress.Add(1)
+	}
+	if why == shortOfMemory {
+		s.pressure()
+	}
 	s.releaseBlocks(q)
 	if s.filler == q {
 		s.filler = nil

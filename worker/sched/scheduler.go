@@ -124,6 +124,13 @@ type Scheduler struct {
 	occSteps    atomic.Int64 // steps with jobs waiting
 	interrupted atomic.Int64 // steps abandoned for a high-priority arrival
 	fillers     atomic.Int64 // jobs admitted as the filler
+	noProgress  atomic.Int64 // evictions of a resumed job that had generated nothing since
+
+	// Admission look-ahead (preempt.go: pressure, calm): admission keeps
+	// room for every running job's next horizon tokens.
+	horizon   int
+	calmSteps int
+	pressed   bool // evicted for memory this step
 }
 
 // seq is one job inside the scheduler.
@@ -148,6 +155,9 @@ type seq struct {
 	swap       []int // host tier slots holding the blocks while swapped out
 	swapTokens int
 	swapAt     time.Time
+	// resumeOut is the output length when q last resumed; protectUntil
+	// the output length that ends its run quantum.
+	resumeOut, protectUntil int
 
 	stats    Stats
 	err      error
@@ -178,8 +188,13 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	s := &Scheduler{cfg: cfg, m: m, tok: tok, kv: kv, bm: newBlockManager(blocks), bt: cfg.BlockTokens,
 		submit: make(chan *seq, 64), quit: make(chan struct{}), loopDone: make(chan struct{}),
 		served: map[string]float64{}, active: map[string]int{}}
+	s.horizon = cfg.RunQuantum
 	if cfg.HostSwapMB > 0 {
-		if n := int(int64(cfg.HostSwapMB) << 20 / blockBytes); n > 0 {
+		n := int(int64(cfg.HostSwapMB) << 20 / blockBytes)
+		if cfg.HostSwapBlocks > 0 {
+			n = cfg.HostSwapBlocks
+		}
+		if n > 0 {
 			// The backend's own tier where it has one (pinned memory and
 			// asynchronous copies on a GPU).
 			tier, err := gpu.NewHostTier(m.Backend(), kv, n)
@@ -269,8 +284,11 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	q.reserved = opts.LowLatency || opts.NotPreemptible || (opts.Class == 0 && s.cfg.ReserveHighPriority)
 	if q.reserved {
 		q.worst = s.blocksFor(prompt + g.MaxNew())
-		if q.maxBlocks > 0 {
-			q.worst = min(q.worst, q.maxBlocks)
+		if q.maxBlocks > 0 && q.worst > q.maxBlocks {
+			// The banker's rule: a reserved job is admitted only if it
+			// can finish, and under its cap it cannot.
+			return nil, Stats{}, fmt.Errorf("%w: a reserved (low_latency or not preemptible) job's worst case of %d prompt and %d new tokens needs %d KV blocks of %d bytes; max_memory_mb %.1f allows %d: lower max_tokens or raise max_memory_mb",
+				ErrTooLarge, prompt, g.MaxNew(), q.worst, s.BlockBytes(), opts.MaxMemoryMB, q.maxBlocks)
 		}
 	}
 	need := s.blocksFor(prompt + 1)

@@ -1,0 +1,182 @@
+package sched
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+)
+
+// pressureJobs are issue 12's arena-pressure workloads scaled to
+// stories260K (16-token blocks): n greedy jobs whose prompts are cut to
+// promptLen tokens, each generating up to newTokens.
+func pressureJobs(t testing.TB, n, promptLen, newTokens int) []job {
+	r := rand.New(rand.NewPCG(12, 3))
+	var jobs []job
+	long := reference(t)[5].PromptIDs[1:]
+	for _, p := range prompts(t, n, r) {
+		for len(p) < promptLen {
+			p = append(p, long...)
+		}
+		jobs = append(jobs, job{prompt: p[:promptLen], max: newTokens})
+	}
+	return jobs
+}
+
+// figures are one run's preemption figures.
+type figures struct {
+	preemptions, recomputed, generated int
+	took                               time.Duration
+}
+
+func (f figures) perToken() float64 { return float64(f.preemptions) / float64(f.generated) }
+
+// runPressure runs jobs through s, checks that every one is served with
+// the greedy output it has alone, and returns the figures.
+func runPressure(t *testing.T, s *Scheduler, jobs []job, want [][]int32) figures {
+	t.Helper()
+	t0 := time.Now()
+	outs := run(s, jobs)
+	f := figures{took: time.Since(t0)}
+	for i, o := range outs {
+		if o.err != nil {
+			t.Fatalf("job %d: %v", i, o.err)
+		}
+		if !slices.Equal(o.res.OutputIDs, want[i]) {
+			t.Errorf("job %d: %v\nalone:  %v", i, o.res.OutputIDs, want[i])
+		}
+		f.preemptions += o.stats.Preemptions
+		f.recomputed += o.stats.RecomputedTokens
+		f.generated += len(o.res.OutputIDs)
+	}
+	t.Logf("%d jobs: %d preemptions (%.4f per generated token), %d recomputed tokens, %d generated, %.0f tok/s, %d steps, %d evictions without progress",
+		len(jobs), f.preemptions, f.perToken(), f.recomputed, f.generated, float64(f.generated)/f.took.Seconds(), s.stepCount.Load(), s.noProgress.Load())
+	return f
+}
+
+// TestArenaPressure is issue 12's two thrashing scenarios: 30 jobs of 9
+// blocks worst case in a 21-block arena (the host tier takes every
+// victim), and 8 jobs of 10 blocks in 21 blocks with a 7-block host tier
+// (victims that do not fit recompute). Preemptions stay under 0.01 per
+// generated token, no resumed job is evicted before it has generated a
+// token, and outputs match running alone.
+func TestArenaPressure(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		jobs []job
+	}{
+		// Worst case 31 + 113 = 144 tokens: 9 blocks.
+		{"swap", Config{KVBlocks: 21, MaxBatchTokens: 64}, pressureJobs(t, 30, 31, 113)},
+		// 31 + 120 = 151 tokens: 10 blocks, more than the tier holds.
+		{"recompute", Config{KVBlocks: 21, MaxBatchTokens: 64, HostSwapBlocks: 7}, pressureJobs(t, 8, 31, 120)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := alone(t, l, tc.jobs)
+			s := newSched(t, l, tc.cfg)
+			f := runPressure(t, s, tc.jobs, want)
+			if f.perToken() > 0.01 {
+				t.Errorf("%d preemptions for %d tokens: %.4f a token, want at most 0.01", f.preemptions, f.generated, f.perToken())
+			}
+			if n := s.noProgress.Load(); n != 0 {
+				t.Errorf("%d evictions of a resumed job that had generated nothing since", n)
+			}
+			checkIdle(t, s)
+		})
+	}
+}
+
+// TestNoPreemptionWithRoom: with memory to spare and more jobs than
+// batch slots, jobs that wait long enough to age into a higher class must
+// not evict the running jobs of their own class (issue 12's 624 swaps in
+// a mostly empty arena).
+func TestNoPreemptionWithRoom(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	s := newSched(t, l, Config{MaxRunning: 4, AgingAfter: 10 * time.Millisecond})
+	jobs := pressureJobs(t, 24, 20, 60)
+	for i := range jobs {
+		jobs[i].opts = JobOpts{Class: 1, Tenant: "one"}
+	}
+	pre := 0
+	for i, o := range run(s, jobs) {
+		if o.err != nil {
+			t.Fatalf("job %d: %v", i, o.err)
+		}
+		pre += o.stats.Preemptions
+	}
+	t.Logf("%d preemptions, %d of %d blocks in use at most", pre, 4*5, s.Blocks())
+	if pre != 0 {
+		t.Errorf("%d preemptions with the arena nearly empty", pre)
+	}
+	checkIdle(t, s)
+}
+
+// TestReservedNotCrowdedOut: a low_latency job arriving while ordinary
+// jobs of its class fill the arena is admitted within a step (taking the
+// room of preemptible jobs), and is never preempted.
+func TestReservedNotCrowdedOut(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	s := newSched(t, l, Config{KVBlocks: 21, MaxBatchTokens: 64})
+	jobs := pressureJobs(t, 12, 31, 113)
+	done := make(chan []outcome)
+	go func() { done <- run(s, jobs) }()
+	waitFor(t, 10*time.Second, "the ordinary jobs filling the arena", func() bool { return s.snapAvail.Load() <= 2 })
+	ll := pressureJobs(t, 1, 20, 100)[0]
+	ll.opts = JobOpts{LowLatency: true}
+	o := run(s, []job{ll})[0]
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	t.Logf("low_latency job: queued %.2f ms, %d steps", o.stats.QueueMs, o.stats.QueueSteps)
+	if o.stats.QueueSteps > 2 || o.stats.Preemptions != 0 {
+		t.Errorf("low_latency job waited %d steps, preempted %d times", o.stats.QueueSteps, o.stats.Preemptions)
+	}
+	for i, o := range <-done {
+		if o.err != nil {
+			t.Fatalf("job %d: %v", i, o.err)
+		}
+	}
+	checkIdle(t, s)
+}
+
+// TestReservedOverCap: the banker's rule refuses at admission a
+// low_latency job whose worst case exceeds its own max_memory_mb, rather
+// than admitting it to stop at the cap; an ordinary job under the same cap
+// is admitted and stops with memory_limit.
+func TestReservedOverCap(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	s := newSched(t, l, Config{})
+	capMB := 3 * float64(s.BlockBytes()) / (1 << 20)
+	p := reference(t)[0].PromptIDs
+	for _, tc := range []struct {
+		name    string
+		opts    JobOpts
+		max     int
+		wantErr error
+		stop    string
+	}{
+		{"low_latency over its cap", JobOpts{LowLatency: true, MaxMemoryMB: capMB}, 200, ErrTooLarge, ""},
+		{"not preemptible over its cap", JobOpts{NotPreemptible: true, MaxMemoryMB: capMB}, 200, ErrTooLarge, ""},
+		{"low_latency within its cap", JobOpts{LowLatency: true, MaxMemoryMB: capMB}, 3*16 - len(p), nil, engine.StopMaxTokens},
+		{"ordinary over its cap", JobOpts{MaxMemoryMB: capMB}, 200, nil, engine.StopMemoryLimit},
+	} {
+		o := run(s, []job{{prompt: p, max: tc.max, opts: tc.opts}})[0]
+		if !errors.Is(o.err, tc.wantErr) {
+			t.Errorf("%s: error %v, want %v", tc.name, o.err, tc.wantErr)
+			continue
+		}
+		if o.err == nil && o.res.StopReason != tc.stop {
+			t.Errorf("%s: stopped with %s, want %s", tc.name, o.res.StopReason, tc.stop)
+		}
+	}
+	checkIdle(t, s)
+}
