@@ -21,21 +21,23 @@ func TestCanAdmitPullsHigherClassesIntoAFullWorker(t *testing.T) {
 	if !s.CanAdmit(2, 0, short) {
 		t.Fatal("an idle scheduler refuses a short low-priority job")
 	}
-	// Two long low-priority generations fill both slots.
-	done := make(chan outcome, 2)
-	for range 2 {
+	// Long low-priority generations fill both slots (more of them than
+	// slots, so the set stays full while the test looks).
+	const lows = 12
+	done := make(chan outcome, lows)
+	for range lows {
 		go func() { done <- run(s, []job{{prompt: prompt, max: 400, opts: JobOpts{Tenant: "a", Class: 2}}})[0] }()
 	}
 	// (The step loop publishes what CanAdmit reads after every step.)
 	waitFor(t, 10*time.Second, "both slots held by low jobs: low refused, normal and high pulled", func() bool {
-		return s.snapRunning.Load() == 2 && !s.CanAdmit(2, 0, short) && s.CanAdmit(1, 0, short) && s.CanAdmit(0, 0, short)
+		return s.snapRunning.Load() == 2 && s.snapBelowJobs[0].Load() == 2 && !s.CanAdmit(2, 0, short) && s.CanAdmit(1, 0, short) && s.CanAdmit(0, 0, short)
 	})
 	// The high job is pulled, admitted by preempting, and finishes first.
 	high := run(s, []job{{prompt: prompt, max: 8, opts: JobOpts{Tenant: "b", Class: 0}}})[0]
 	if high.err != nil {
 		t.Fatal(high.err)
 	}
-	for range 2 {
+	for range lows {
 		if o := <-done; o.err != nil {
 			t.Fatal(o.err)
 		}

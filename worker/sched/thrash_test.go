@@ -125,10 +125,13 @@ func TestReservedNotCrowdedOut(t *testing.T) {
 	t.Parallel()
 	l := modeltest.LoadStories(t, 1)
 	s := newSched(t, l, Config{KVBlocks: 21, MaxBatchTokens: 64})
-	jobs := pressureJobs(t, 12, 31, 113)
+	// Enough of them that the arena stays full while the test looks.
+	jobs := pressureJobs(t, 40, 31, 113)
 	done := make(chan []outcome)
 	go func() { done <- run(s, jobs) }()
-	waitFor(t, 10*time.Second, "the ordinary jobs filling the arena", func() bool { return s.snapAvail.Load() <= 2 })
+	waitFor(t, 10*time.Second, "the ordinary jobs filling the arena", func() bool {
+		return s.snapAvail.Load() <= 2 || s.snapRunning.Load() >= 1 && s.snapWaiting.Load() >= 1
+	})
 	ll := pressureJobs(t, 1, 20, 100)[0]
 	ll.opts = JobOpts{LowLatency: true}
 	o := run(s, []job{ll})[0]
