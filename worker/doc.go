@@ -4,13 +4,21 @@
 //
 // Data flow for one job:
 //
-//  1. The intake pulls from the durable consumers of ZL_JOBS it is
-//     configured for (one per priority and prompt-length bucket), higher
-//     priorities first, with every eighth pull starting from the lowest
-//     class so low-priority jobs always progress. It pulls only when it has
-//     a free slot, so a busy worker leaves jobs to idle ones. A consumer
-//     deleted under it (a fetch answered "no responders") is recreated from
-//     the contract when the worker provisions, else reported missing in the
+//  1. The intake pulls from ZL_JOBS through one durable consumer per
+//     priority, prompt-length bucket and tenant (fair.go: made on demand,
+//     as stored-job notices and scans of the stream show tenants with jobs
+//     waiting), higher priorities first, with every eighth pull starting
+//     from the lowest class so low-priority jobs always progress. Within a
+//     class it takes the next job of the tenant served the fewest
+//     estimated tokens for its weight (Config.TenantWeights), so one
+//     tenant's backlog never queues another's jobs behind it. It pulls a
+//     class only while the executor would admit it (Admitter: at most
+//     sched.LookAhead jobs of a class waiting in the scheduler, and a
+//     higher class pulled into a full worker when preempting lower work
+//     makes room), so a busy worker leaves jobs to idle ones. The class
+//     consumers (one per priority and bucket) serve jobs queued in the old
+//     subject form; one deleted under the worker is recreated from the
+//     contract when the worker provisions, else reported missing in the
 //     log and the zerolayer_intake_consumer_missing gauge.
 //  2. The job is decoded and validated (contracts.DecodeJobRequest). A bad
 //     job is answered, never dropped: an error event, a failed result and a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ func runWorker(ctx context.Context, args []string) error {
 	replicas := fs.Int("replicas", 1, "stream replicas when provisioning (3 in production)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are handed back")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9400)")
+	weights := fs.String("tenant-weights", "", "tenants' shares of the intake within a class, e.g. acme=2,globex=0.5 (others weigh 1)")
 	limits := fs.Bool("limits", true, "enforce the tenants' limits (zerolayer tenants set-limits), as published by billing in ZL_LIMITS")
 	var sf schedFlags
 	sf.register(fs)
@@ -43,6 +45,17 @@ func runWorker(ctx context.Context, args []string) error {
 			return usagef("--priorities: %v", err)
 		}
 		cfg.Priorities = append(cfg.Priorities, pr)
+	}
+	if *weights != "" {
+		cfg.TenantWeights = map[string]float64{}
+		for _, kv := range strings.Split(*weights, ",") {
+			t, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			w, err := strconv.ParseFloat(v, 64)
+			if !ok || err != nil || contracts.ValidateTenant(t) != nil || !(w > 0) {
+				return usagef("--tenant-weights: %q is not TENANT=WEIGHT with a positive weight", kv)
+			}
+			cfg.TenantWeights[t] = w
+		}
 	}
 	for _, b := range strings.Split(*buckets, ",") {
 		bk, err := contracts.ParseBucket(strings.TrimSpace(b))
