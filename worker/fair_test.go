@@ -9,6 +9,7 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/worker"
+	"github.com/zerolayer/zerolayer/worker/sched"
 	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
@@ -16,6 +17,12 @@ import (
 // before a worker serving one job at a time starts, waits for all, and
 // returns the tenants in the order their jobs finished.
 func finishOrder(t *testing.T, weights map[string]float64, counts map[string]int) []string {
+	t.Helper()
+	return finishOrderOn(t, workertest.NewExecutor(t), 1, weights, counts)
+}
+
+// finishOrderOn is finishOrder with another executor and concurrency.
+func finishOrderOn(t *testing.T, exec worker.Executor, conc int, weights map[string]float64, counts map[string]int) []string {
 	t.Helper()
 	b := workertest.Setup(t, contracts.StreamsConfig{})
 	ctx := context.Background()
@@ -31,7 +38,7 @@ func finishOrder(t *testing.T, weights map[string]float64, counts map[string]int
 			jobs = append(jobs, job{tenant, id})
 		}
 	}
-	b.StartWorkerConfig(t, workertest.NewExecutor(t), worker.Config{ID: "w1", TenantWeights: weights})
+	b.StartWorkerConfig(t, exec, worker.Config{ID: "w1", Concurrency: conc, TenantWeights: weights})
 	type fin struct {
 		tenant string
 		res    *contracts.Result
@@ -85,5 +92,24 @@ func TestIntakeTenantWeights(t *testing.T) {
 	}
 	if n < 19 || n > 21 {
 		t.Errorf("acme got %d of the first 30 jobs, want 20 ± 1 (weight 2 against 1): %v", n, fmt.Sprint(order[:30]))
+	}
+}
+
+// TestIntakeFairWithBatching: with continuous batching (four sequences a
+// step), two tenants backlogged in one class, one queued entirely before
+// the other, share the batch: each has about half of the first 30 jobs
+// finished (FIFO would give them all to acme).
+func TestIntakeFairWithBatching(t *testing.T) {
+	t.Parallel()
+	exec := workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 4})
+	order := finishOrderOn(t, exec, 2*4+8, nil, map[string]int{"acme": 30, "globex": 30})
+	n := 0
+	for _, tenant := range order[:30] {
+		if tenant == "globex" {
+			n++
+		}
+	}
+	if n < 12 || n > 18 {
+		t.Errorf("globex got %d of the first 30 jobs, want 15 ± 3: %v", n, order[:30])
 	}
 }
