@@ -52,8 +52,9 @@ type fairness struct {
 	mu      sync.Mutex
 	noticed map[classKey]map[string]time.Time
 
-	served   map[string]float64 // estimated tokens served / weight
-	lastScan time.Time
+	served    map[string]float64 // estimated tokens served / weight
+	lastScan  time.Time
+	lastRetry time.Time
 }
 
 type classKey struct {
@@ -186,9 +187,13 @@ func (w *Worker) scanTenants(force bool) {
 	}
 }
 
-// retryAll marks every known tenant source pending again (at IdlePoll:
-// redelivered jobs publish no notice).
+// retryAll marks every known tenant source pending again: at each
+// IdlePoll, busy or not (redelivered jobs publish no notice, and a fetch
+// can come back empty while a consumer is still counting its messages, so
+// a tenant found empty once is looked at again soon, never left until
+// other tenants' backlogs drain).
 func (w *Worker) retryAll() {
+	w.fair.lastRetry = time.Now()
 	for _, src := range w.consumers {
 		for _, ts := range src.tenants {
 			ts.pending = true

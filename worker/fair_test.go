@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
@@ -111,5 +112,49 @@ func TestIntakeFairWithBatching(t *testing.T) {
 	}
 	if n < 12 || n > 18 {
 		t.Errorf("globex got %d of the first 30 jobs, want 15 ± 3: %v", n, order[:30])
+	}
+}
+
+// TestIntakeLateTenantMidRun: globex submits while the worker is already
+// draining acme's backlog (its notices arrive mid-run, its consumer is
+// made then): globex's jobs finish before acme's backlog does.
+func TestIntakeLateTenantMidRun(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	ctx := context.Background()
+	var acmeIDs []string
+	for range 30 {
+		id, err := b.Client.Submit(ctx, request("Once upon a time", 400, contracts.PriorityNormal), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acmeIDs = append(acmeIDs, id)
+	}
+	// Long jobs on two slots: globex's notices are old by the time a slot
+	// frees and the intake first pulls its class.
+	b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 2}), worker.Config{ID: "w1", Concurrency: 2*2 + 8})
+	wait(t, b.Client, acmeIDs[0]) // the worker is draining acme's backlog
+	var globexIDs []string
+	for range 5 {
+		id, err := b.Other.Submit(ctx, request("Once upon a time", 24, contracts.PriorityNormal), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		globexIDs = append(globexIDs, id)
+	}
+	var lastGlobex time.Time
+	for _, id := range globexIDs {
+		if r := wait(t, b.Other, id); r.FinishedAt.After(lastGlobex) {
+			lastGlobex = r.FinishedAt
+		}
+	}
+	after := 0
+	for _, id := range acmeIDs {
+		if wait(t, b.Client, id).FinishedAt.After(lastGlobex) {
+			after++
+		}
+	}
+	if after < 15 {
+		t.Errorf("only %d of acme's 30 jobs finished after globex's last (globex waited for acme's backlog)", after)
 	}
 }

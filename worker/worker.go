@@ -239,6 +239,9 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 		adm, _ := w.exec.(Admitter)
 		w.absorb()
 		w.scanTenants(false)
+		if time.Since(w.fair.lastRetry) >= w.cfg.IdlePoll {
+			w.retryAll()
+		}
 		for _, src := range order {
 			select {
 			case <-w.quit:

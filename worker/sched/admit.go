@@ -24,6 +24,7 @@ func (s *Scheduler) enqueue(q *seq) {
 		}
 	}
 	s.active[t]++
+	s.enqueued[q.opts.Class]++
 	if q.opts.Class == 0 {
 		s.lastHigh = time.Now()
 		s.highPending.Store(false)

@@ -110,7 +110,15 @@ type Scheduler struct {
 	snapWaitingClass [numClasses]atomic.Int64
 	snapBelowBlocks  [numClasses]atomic.Int64
 	snapBelowJobs    [numClasses]atomic.Int64
-	highPending      atomic.Bool // a high-priority job is on its way to intake
+	// sent counts, per class, jobs handed to Generate that no published
+	// snapshot counts yet (the loop subtracts them when it publishes one
+	// that does): CanAdmit adds them, so the intake cannot pull a whole
+	// backlog in the time between two snapshots (a step can take a second
+	// on a CPU). enqueued is the loop's count of jobs taken since the last
+	// snapshot.
+	sent        [numClasses]atomic.Int64
+	enqueued    [numClasses]int64
+	highPending atomic.Bool // a high-priority job is on its way to intake
 	// interruptible: a step may be abandoned for a high-priority arrival
 	// (a synchronous backend, and not NoInterrupt).
 	interruptible   bool
@@ -304,9 +312,11 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		// once it has the job.
 		s.highPending.Store(true)
 	}
+	s.sent[opts.Class].Add(1)
 	select {
 	case s.submit <- q:
 	case <-s.quit:
+		s.sent[opts.Class].Add(-1)
 		return nil, Stats{}, ErrStopped
 	}
 	// The send can land in the buffer after a stopping loop has drained
@@ -360,7 +370,7 @@ const LookAhead = 2
 // run, one that can never fit is refused (ErrTooLarge), and none waits in
 // JetStream for a worker that will never take it.
 func (s *Scheduler) CanAdmit(class, minTokens, maxTokens int) bool {
-	if class < 0 || class >= numClasses || s.snapWaitingClass[class].Load() >= LookAhead {
+	if class < 0 || class >= numClasses || s.snapWaitingClass[class].Load()+s.sent[class].Load() >= LookAhead {
 		return false
 	}
 	need := s.blocksFor(min(maxTokens, s.m.Context) + 1)
@@ -396,6 +406,8 @@ func (s *Scheduler) publishSnapshot() {
 	}
 	for c := range numClasses {
 		s.snapWaitingClass[c].Store(waiting[c])
+		s.sent[c].Add(-s.enqueued[c])
+		s.enqueued[c] = 0
 		s.snapBelowBlocks[c].Store(blocks[c])
 		s.snapBelowJobs[c].Store(jobs[c])
 	}

@@ -130,7 +130,7 @@ func TestReservedNotCrowdedOut(t *testing.T) {
 	l := modeltest.LoadStories(t, 1)
 	s := newSched(t, l, Config{KVBlocks: 21, MaxBatchTokens: 64})
 	// Enough of them that the arena stays full while the test looks.
-	jobs := pressureJobs(t, 40, 31, 113)
+	jobs := pressureJobs(t, 160, 31, 113)
 	done := make(chan []outcome)
 	go func() { done <- run(s, jobs) }()
 	waitFor(t, 10*time.Second, "the ordinary jobs filling the arena", func() bool {
