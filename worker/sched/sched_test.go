@@ -193,7 +193,33 @@ func TestEquivalence(t *testing.T) {
 		{"interrupted steps", Config{MaxBatchTokens: 32}, normal, wantShort},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSched(t, l, tc.cfg)
+			// The preemption cases need jobs to arrive faster than the
+			// first ones grow; on a loaded machine they may trickle in and
+			// run one after another without preempting. Such a run proves
+			// nothing about swaps, so it is run again (up to three times).
+			for attempt := 1; ; attempt++ {
+				if !equivalenceRun(t, l, tc.name, tc.cfg, tc.jobs, tc.want, attempt == 3) {
+					return
+				}
+				t.Logf("no preemption in run %d: running again", attempt)
+			}
+		})
+	}
+}
+
+// equivalenceRun runs one TestEquivalence case and reports whether it
+// should run again (a preemption case that did not preempt; its check is
+// left for the last attempt, which reports it).
+func equivalenceRun(t *testing.T, l *engine.Loaded, name string, cfg Config, jobs []job, want [][]int32, last bool) (again bool) {
+	t.Helper()
+	{
+		{
+			tc := struct {
+				name string
+				jobs []job
+				want [][]int32
+			}{name, jobs, want}
+			s := newSched(t, l, cfg)
 			stopPoking := make(chan struct{})
 			if tc.name == "interrupted steps" {
 				go func() {
@@ -222,6 +248,13 @@ func TestEquivalence(t *testing.T) {
 				cached += o.stats.CachedInputTokens
 			}
 			t.Logf("preemptions %d, recomputed tokens %d, cached input tokens %d, steps %d", pre, recomputed, cached, s.stepCount.Load())
+			if pre == 0 && (tc.name == "swap out and in" || tc.name == "drop and recompute") && !last {
+				if t.Failed() {
+					return false
+				}
+				checkIdle(t, s)
+				return true
+			}
 			switch tc.name {
 			case "swap out and in":
 				if pre == 0 || recomputed != 0 {
@@ -238,8 +271,9 @@ func TestEquivalence(t *testing.T) {
 				}
 			}
 			checkIdle(t, s)
-		})
+		}
 	}
+	return false
 }
 
 func TestPrefixSharing(t *testing.T) {

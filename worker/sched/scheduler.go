@@ -361,29 +361,45 @@ const LookAhead = 2
 // CanAdmit reports whether a job of class with a prompt of minTokens to
 // maxTokens would be admitted soon: the intake pulls only such jobs, so
 // work stays in JetStream for workers with room (memory-aware load
-// balancing by pulling). It holds when fewer than LookAhead jobs of the
-// class wait and the largest such prompt fits in the memory not promised
-// with a slot free — or, for a class above running preemptible work, when
-// preempting that work would make the room: a high-priority job is pulled
-// into a full worker, and admission preempts for it. When the arena could
+// balancing by pulling). It holds when the next step can start the job (a
+// slot and memory beside the jobs already waiting), or when fewer than
+// LookAhead jobs of the class wait and the largest such prompt fits in the
+// memory not promised with a slot free — or, for a class above running
+// preemptible work, when preempting that work would make the room: a
+// high-priority job is pulled into a full worker, and admission preempts
+// for it. When the arena could
 // never hold the largest prompt, the smallest decides: a job that fits is
 // run, one that can never fit is refused (ErrTooLarge), and none waits in
 // JetStream for a worker that will never take it.
 func (s *Scheduler) CanAdmit(class, minTokens, maxTokens int) bool {
-	if class < 0 || class >= numClasses || s.snapWaitingClass[class].Load()+s.sent[class].Load() >= LookAhead {
+	if class < 0 || class >= numClasses {
 		return false
 	}
-	need := s.blocksFor(min(maxTokens, s.m.Context) + 1)
-	if need > s.bm.n {
-		need = s.blocksFor(min(minTokens, s.m.Context) + 1)
+	need := int64(s.blocksFor(min(maxTokens, s.m.Context) + 1))
+	if need > int64(s.bm.n) {
+		need = int64(s.blocksFor(min(minTokens, s.m.Context) + 1))
 	}
 	avail := s.snapAvail.Load()
+	// Jobs the scheduler has or is being handed and has not started.
+	var pending int64
+	for c := range numClasses {
+		pending += s.snapWaitingClass[c].Load() + s.sent[c].Load()
+	}
+	if s.snapRunning.Load()+pending < int64(s.cfg.MaxRunning) && need*(pending+1) <= avail {
+		// A slot and the memory for this job besides those already
+		// waiting: the next step admits it, so an idle worker fills its
+		// batch at once instead of LookAhead jobs a step.
+		return true
+	}
+	if s.snapWaitingClass[class].Load()+s.sent[class].Load() >= LookAhead {
+		return false
+	}
 	slot := s.snapRunning.Load() < int64(s.cfg.MaxRunning)
-	if int64(need) <= avail && slot {
+	if need <= avail && slot {
 		return true
 	}
 	below := s.snapBelowJobs[class].Load()
-	return below > 0 && int64(need) <= avail+s.snapBelowBlocks[class].Load()
+	return below > 0 && need <= avail+s.snapBelowBlocks[class].Load()
 }
 
 func (s *Scheduler) publishSnapshot() {
