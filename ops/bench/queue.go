@@ -338,6 +338,11 @@ func (q *queueRun) submit(c *producer.Client, req *contracts.JobRequest) (*pendi
 		r, err := c.Wait(q.ctx, id)
 		switch {
 		case err != nil:
+		case r.Usage == nil && r.Status == contracts.StatusCanceled:
+			// Canceled before it started (a backlog canceled while
+			// still queued): nothing ran, nothing to measure.
+			p.res <- waited{d: done{Tenant: c.Tenant(), Submitted: at, Usage: contracts.Usage{JobID: id, Status: r.Status}}}
+			return
 		case r.Usage == nil:
 			err = fmt.Errorf("job %s ended %s without usage", id, r.Status)
 		}
