@@ -250,7 +250,10 @@ func (p *eventPump) send(data []byte) (done bool, err error) {
 	return ev.Type.Terminal(), nil
 }
 
-func (c *Client) replayEvents(ctx context.Context, jobID string, cons jetstream.Consumer) (<-chan contracts.Event, func() error, error) {
+// pumpEvents runs follow in a goroutine feeding a new pump's channel,
+// which is closed when follow returns; the returned func waits for that
+// and reports follow's error.
+func pumpEvents(ctx context.Context, jobID string, follow func(p *eventPump) error) (<-chan contracts.Event, func() error, error) {
 	p := &eventPump{ctx: ctx, jobID: jobID, out: make(chan contracts.Event, 64)}
 	var ferr error
 	var once sync.Once
@@ -258,10 +261,16 @@ func (c *Client) replayEvents(ctx context.Context, jobID string, cons jetstream.
 	go func() {
 		defer close(done)
 		defer close(p.out)
+		ferr = follow(p)
+	}()
+	return p.out, func() error { once.Do(func() { <-done }); return ferr }, nil
+}
+
+func (c *Client) replayEvents(ctx context.Context, jobID string, cons jetstream.Consumer) (<-chan contracts.Event, func() error, error) {
+	return pumpEvents(ctx, jobID, func(p *eventPump) error {
 		it, err := cons.Messages()
 		if err != nil {
-			ferr = err
-			return
+			return err
 		}
 		stop := context.AfterFunc(ctx, it.Stop)
 		defer stop()
@@ -270,17 +279,15 @@ func (c *Client) replayEvents(ctx context.Context, jobID string, cons jetstream.
 			m, err := it.Next()
 			if err != nil {
 				if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					ferr = err
+					return err
 				}
-				return
+				return nil
 			}
 			if end, err := p.send(m.Data()); end {
-				ferr = err
-				return
+				return err
 			}
 		}
-	}()
-	return p.out, func() error { once.Do(func() { <-done }); return ferr }, nil
+	})
 }
 
 // liveRecheck is how often live following looks up the job's last stored
@@ -293,13 +300,7 @@ func (c *Client) liveEventsOf(ctx context.Context, jobID, subject string) (<-cha
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &eventPump{ctx: ctx, jobID: jobID, out: make(chan contracts.Event, 64)}
-	var ferr error
-	var once sync.Once
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(p.out)
+	return pumpEvents(ctx, jobID, func(p *eventPump) error {
 		defer sub.Unsubscribe()
 		// Subscribed first, then the stored last event: a job that ended
 		// before the subscription is seen ended.
@@ -315,8 +316,7 @@ func (c *Client) liveEventsOf(ctx context.Context, jobID, subject string) (<-cha
 			return p.send(m.Data)
 		}
 		if end, err := last(); end {
-			ferr = err
-			return
+			return err
 		}
 		t := time.NewTicker(liveRecheck)
 		defer t.Stop()
@@ -329,15 +329,13 @@ func (c *Client) liveEventsOf(ctx context.Context, jobID, subject string) (<-cha
 			case <-t.C:
 				end, err = last()
 			case <-ctx.Done():
-				return
+				return nil
 			}
 			if end {
-				ferr = err
-				return
+				return err
 			}
 		}
-	}()
-	return p.out, func() error { once.Do(func() { <-done }); return ferr }, nil
+	})
 }
 
 // Wait returns the job's result, waiting for it when the job has not

@@ -219,7 +219,7 @@ func (w *Worker) pullFair(src *pullSource) jetstream.Msg {
 			return nil
 		}
 		if m := w.fetchTenant(src, best); m != nil {
-			w.fair.served[best.tenant] += float64(estimateTokens(m.Data())) / w.cfg.weight(best.tenant)
+			w.fair.served[best.tenant] += float64(estimateTokens(m.Data(), w.cfg.Limits)) / w.cfg.weight(best.tenant)
 			return m
 		}
 		if time.Since(best.noticed) > noticeGrace {
@@ -259,25 +259,15 @@ func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource) jetstream.Msg {
 	return nil
 }
 
-// estimateTokens is a job's cost for fairness: its prompt (4 bytes a
-// token) plus max_tokens (the contract default when unset).
-func estimateTokens(body []byte) int {
-	var r struct {
-		MaxTokens int    `json:"max_tokens"`
-		System    string `json:"system"`
-		Messages  []struct {
-			Content string `json:"content"`
-		} `json:"messages"`
-	}
+// estimateTokens is a job's cost for fairness: its prompt estimated as the
+// quota check estimates it (contracts.JobRequest.EstimatedPromptTokens)
+// plus max_tokens (lim's default when unset); at least 1, whatever the
+// body (the job itself is checked when it is handled).
+func estimateTokens(body []byte, lim contracts.Limits) int {
+	var r contracts.JobRequest
 	if json.Unmarshal(body, &r) != nil {
 		return 1
 	}
-	n := len(r.System)
-	for _, m := range r.Messages {
-		n += len(m.Content)
-	}
-	if r.MaxTokens <= 0 {
-		r.MaxTokens = contracts.Limits{}.WithDefaults().DefaultMaxTokens
-	}
-	return n/4 + r.MaxTokens + 1
+	r.ApplyDefaults(lim)
+	return max(r.EstimatedPromptTokens()+r.MaxTokens, 1)
 }

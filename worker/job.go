@@ -84,12 +84,13 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	// of a finished job: its result stands and nothing runs or is billed
 	// again. (A redelivery runs again: its first attempt may have stored
 	// the result and died before the usage record.)
-	if attempt == 1 && w.finishedBefore(ref) {
+	finished, canceled := w.lookUp(ref, attempt == 1)
+	if finished {
 		log.Info("job already finished; its stored result stands")
 		msg.Ack()
 		return
 	}
-	if w.canceledBefore(ref) {
+	if canceled {
 		log.Info("job canceled before it ran")
 		em.finish(msg, job, &Outcome{}, usage, contracts.NewError(contracts.CodeCanceled, "canceled before it started"), log, false)
 		return
@@ -160,14 +161,20 @@ func (w *Worker) keepLease(msg jetstream.Msg) func() {
 	return func() { close(done); wg.Wait() }
 }
 
-// canceledBefore reports whether a cancel request for the job is stored.
-func (w *Worker) canceledBefore(ref contracts.JobRef) bool {
-	return w.stored(contracts.StreamCancel, contracts.CancelSubject(ref.Tenant, ref.JobID))
-}
-
-// finishedBefore reports whether a result of the job is stored.
-func (w *Worker) finishedBefore(ref contracts.JobRef) bool {
-	return w.stored(contracts.StreamResults, contracts.ResultsSubject(ref.Tenant, ref.JobID))
+// lookUp reports whether a result of the job is stored (asked only when
+// withResult) and whether a cancel request for it is; the two direct gets
+// go out together, so a job waits one round trip for them, not two.
+func (w *Worker) lookUp(ref contracts.JobRef, withResult bool) (finished, canceled bool) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if withResult {
+			finished = w.stored(contracts.StreamResults, contracts.ResultsSubject(ref.Tenant, ref.JobID))
+		}
+	}()
+	canceled = w.stored(contracts.StreamCancel, contracts.CancelSubject(ref.Tenant, ref.JobID))
+	<-done
+	return finished, canceled
 }
 
 // stored reports whether stream holds a message on subject; a failed

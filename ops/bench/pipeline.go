@@ -121,6 +121,17 @@ func oneTokenJob(model string, p contracts.Priority) *contracts.JobRequest {
 // priorities in turn, and returns their ids in order.
 func submitOneTokenJobs(ctx context.Context, c *producer.Client, model string, n int) ([]string, error) {
 	ids := make([]string, n)
+	err := fanOut(n, func(i int) (err error) {
+		ids[i], err = c.Submit(ctx, oneTokenJob(model, contracts.Priorities()[i%3]), nil)
+		return err
+	})
+	return ids, err
+}
+
+// fanOut calls fn(0) … fn(n-1) from four goroutines, each taking every
+// fourth index (so submissions keep roughly their order), and returns the
+// first error.
+func fanOut(n int, fn func(i int) error) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
@@ -130,18 +141,18 @@ func submitOneTokenJobs(ctx context.Context, c *producer.Client, model string, n
 		go func(g int) {
 			defer wg.Done()
 			for i := g; i < n; i += submitters {
-				id, err := c.Submit(ctx, oneTokenJob(model, contracts.Priorities()[i%3]), nil)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
 				}
-				ids[i] = id
-				mu.Unlock()
 			}
 		}(g)
 	}
 	wg.Wait()
-	return ids, firstErr
+	return firstErr
 }
 
 // waitCharged polls until billing has rated every job of ids.

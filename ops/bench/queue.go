@@ -384,28 +384,22 @@ func cmpErr(a, b error) error {
 // burst submits reqs from four goroutines as c's tenant, in order.
 func (q *queueRun) burst(c *producer.Client, reqs []*contracts.JobRequest) ([]*pending, error) {
 	ps := make([]*pending, len(reqs))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	const submitters = 4
-	for g := 0; g < submitters; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := g; i < len(reqs); i += submitters {
-				p, err := q.submit(c, reqs[i])
-				mu.Lock()
-				firstErr = cmpErr(firstErr, err)
-				ps[i] = p
-				mu.Unlock()
-			}
-		}(g)
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	if err := fanOut(len(reqs), func(i int) (err error) {
+		ps[i], err = q.submit(c, reqs[i])
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	return ps, nil
+}
+
+// serve submits reqs as a burst and waits for all of them to complete.
+func (q *queueRun) serve(c *producer.Client, reqs []*contracts.JobRequest) ([]done, error) {
+	ps, err := q.burst(c, reqs)
+	if err != nil {
+		return nil, err
+	}
+	return collect(ps, false)
 }
 
 // jobs makes n jobs of one shape.

@@ -73,11 +73,7 @@ func (q *queueRun) seedMixed(res *SeedResult) error {
 		}
 		reqs = append(reqs, req)
 	}
-	ps, err := q.burst(cl, reqs)
-	if err != nil {
-		return err
-	}
-	ds, err := collect(ps, false)
+	ds, err := q.serve(cl, reqs)
 	if err != nil {
 		return err
 	}
@@ -114,11 +110,7 @@ func (q *queueRun) seedEvict(res *SeedResult) error {
 	if res.KVBaseline, err = gauge(reg, "zerolayer_kv_cache_blocks_used"); err != nil {
 		return err
 	}
-	ps, err := q.burst(cl, reqs)
-	if err != nil {
-		return err
-	}
-	ds, err := collect(ps, false)
+	ds, err := q.serve(cl, reqs)
 	if err != nil {
 		return err
 	}
@@ -221,11 +213,7 @@ func (q *queueRun) seedShared(res *SeedResult) error {
 	q.mu.Lock()
 	res.PrefixTok = q.overhead[true] - q.overhead[false]
 	q.mu.Unlock()
-	ps, err := q.burst(cl, reqs)
-	if err != nil {
-		return err
-	}
-	ds, err := collect(ps, false)
+	ds, err := q.serve(cl, reqs)
 	if err != nil {
 		return err
 	}

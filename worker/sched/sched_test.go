@@ -95,7 +95,7 @@ func run(s *Scheduler, jobs []job) []outcome {
 func checkIdle(t *testing.T, s *Scheduler) {
 	t.Helper()
 	waitFor(t, 5*time.Second, "scheduler idle", func() bool {
-		return s.snapRunning.Load() == 0 && s.snapWaiting.Load() == 0
+		return s.snapRunning.Load() == 0 && s.snapWaiting() == 0
 	})
 	// Once Stop returns the loop has exited: its state is ours to read.
 	if err := s.Stop(context.Background()); err != nil {
@@ -381,7 +381,7 @@ func TestHighPriorityPreempts(t *testing.T) {
 	// (it holds room for running jobs to grow, so low jobs queue while
 	// blocks are free).
 	waitFor(t, 10*time.Second, "the low-priority jobs filling the arena", func() bool {
-		return s.snapAvail.Load() <= 2 || s.snapRunning.Load() >= 1 && s.snapWaiting.Load() >= 1
+		return s.snapAvail.Load() <= 2 || s.snapRunning.Load() >= 1 && s.snapWaiting() >= 1
 	})
 	before := s.stepCount.Load()
 	o := run(s, []job{{prompt: reference(t)[0].PromptIDs, max: 10, opts: JobOpts{Class: 0, Tenant: "vip"}}})[0]

@@ -102,7 +102,6 @@ type Scheduler struct {
 
 	// Snapshot for other goroutines.
 	snapAvail   atomic.Int64
-	snapWaiting atomic.Int64
 	snapRunning atomic.Int64
 	// Per class c: jobs of class c waiting, and the blocks (and number)
 	// of running preemptible jobs of a lower class than c, which a job
@@ -381,9 +380,9 @@ func (s *Scheduler) CanAdmit(class, minTokens, maxTokens int) bool {
 	}
 	avail := s.snapAvail.Load()
 	// Jobs the scheduler has or is being handed and has not started.
-	var pending int64
+	pending := s.snapWaiting()
 	for c := range numClasses {
-		pending += s.snapWaitingClass[c].Load() + s.sent[c].Load()
+		pending += s.sent[c].Load()
 	}
 	if s.snapRunning.Load()+pending < int64(s.cfg.MaxRunning) && need*(pending+1) <= avail {
 		// A slot and the memory for this job besides those already
@@ -402,9 +401,17 @@ func (s *Scheduler) CanAdmit(class, minTokens, maxTokens int) bool {
 	return below > 0 && need <= avail+s.snapBelowBlocks[class].Load()
 }
 
+// snapWaiting is the number of jobs waiting in the last snapshot.
+func (s *Scheduler) snapWaiting() int64 {
+	var n int64
+	for c := range numClasses {
+		n += s.snapWaitingClass[c].Load()
+	}
+	return n
+}
+
 func (s *Scheduler) publishSnapshot() {
 	s.snapAvail.Store(int64(s.bm.available() - s.committed()))
-	s.snapWaiting.Store(int64(len(s.waiting)))
 	s.snapRunning.Store(int64(len(s.running)))
 	var waiting, blocks, jobs [numClasses]int64
 	for _, q := range s.waiting {

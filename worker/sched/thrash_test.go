@@ -138,7 +138,7 @@ func TestReservedNotCrowdedOut(t *testing.T) {
 	// checks below still hold, so the wait is not itself a check.
 	full := false
 	for deadline := time.Now().Add(10 * time.Second); !full && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		full = s.snapAvail.Load() <= 2 || s.snapRunning.Load() >= 1 && s.snapWaiting.Load() >= 1
+		full = s.snapAvail.Load() <= 2 || s.snapRunning.Load() >= 1 && s.snapWaiting() >= 1
 	}
 	t.Logf("arena seen full before the low_latency job: %v", full)
 	ll := pressureJobs(t, 1, 20, 100)[0]
