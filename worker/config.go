@@ -53,9 +53,10 @@ type Config struct {
 	DeltaTokens int
 	// Metrics, if set, records every finished job.
 	Metrics *Metrics
-	// TenantWeights are the tenants' shares of the intake within a class:
-	// a tenant of weight 2 gets twice the tokens of one of weight 1 while
-	// both have jobs waiting (fair.go). Tenants not listed weigh 1.
+	// TenantWeights are the tenants' shares within a class, of the intake
+	// (fair.go) and of the scheduler's batch (Job.Weight): a tenant of
+	// weight 2 gets twice the tokens of one of weight 1 while both have
+	// jobs waiting. Tenants not listed weigh 1.
 	TenantWeights map[string]float64
 	// Quota, if set, checks each job against its tenant's limits before
 	// it runs (quota.go). Defaults to none.

@@ -12,10 +12,13 @@
 //     class it takes the next job of the tenant served the fewest
 //     estimated tokens for its weight (Config.TenantWeights), so one
 //     tenant's backlog never queues another's jobs behind it. It pulls a
-//     class only while the executor would admit it (Admitter: at most
-//     sched.LookAhead jobs of a class waiting in the scheduler, and a
-//     higher class pulled into a full worker when preempting lower work
-//     makes room), so a busy worker leaves jobs to idle ones. The class
+//     tenant's job only while the executor would admit it (Admitter: at
+//     most sched.LookAhead new jobs of a class waiting in the scheduler,
+//     plus one per tenant up to sched.LookAheadTenants so the scheduler,
+//     which shares the batch between tenants by weight, sees every
+//     tenant's next job; and a higher class pulled into a full worker when
+//     preempting lower work makes room), so a busy worker leaves jobs to
+//     idle ones. The class
 //     consumers (one per priority and bucket) serve jobs queued in the old
 //     subject form; one deleted under the worker is recreated from the
 //     contract when the worker provisions, else reported missing in the

@@ -20,6 +20,9 @@ type Job struct {
 	Trace contracts.Traceparent
 	// EnqueuedAt is when JetStream stored the job.
 	EnqueuedAt time.Time
+	// Weight is the tenant's share of its class against other tenants'
+	// (Config.TenantWeights); zero means 1.
+	Weight float64
 }
 
 // Sink receives a running job's output as it is produced. Calls come from
@@ -35,11 +38,15 @@ type Sink interface {
 }
 
 // Admitter is implemented by executors that admit jobs by memory: the
-// intake pulls from a (priority, bucket) consumer only when CanAdmit says
-// a job from it would be admitted, so jobs stay in JetStream for workers
-// with room.
+// intake pulls a tenant's job of a (priority, bucket) class only when
+// CanAdmit says it would be admitted, so jobs stay in JetStream for
+// workers with room. The tenant is empty for jobs of the old subject form,
+// pulled without regard to tenant.
 type Admitter interface {
-	CanAdmit(p contracts.Priority, b contracts.Bucket) bool
+	CanAdmit(p contracts.Priority, b contracts.Bucket, tenant string) bool
+	// OnCapacity registers f, called (without blocking) whenever the
+	// executor may admit more than when CanAdmit last said no.
+	OnCapacity(f func())
 }
 
 // Outcome is what an executor reports for a job that ran: the output and

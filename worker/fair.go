@@ -202,12 +202,15 @@ func (w *Worker) retryAll() {
 }
 
 // pullFair fetches the next job of src's class from the least-served
-// tenant with jobs waiting, or returns nil.
-func (w *Worker) pullFair(src *pullSource) jetstream.Msg {
+// tenant with jobs waiting whose job admit would take, or returns nil.
+// Tenants admit refuses are left for a worker with room (and for this one,
+// later).
+func (w *Worker) pullFair(src *pullSource, admit func(tenant string) bool) jetstream.Msg {
+	refused := map[string]bool{}
 	for {
 		var best *tenantSource
 		for _, ts := range src.tenants {
-			if !ts.pending {
+			if !ts.pending || refused[ts.tenant] {
 				continue
 			}
 			if best == nil || w.fair.served[ts.tenant] < w.fair.served[best.tenant] ||
@@ -217,6 +220,10 @@ func (w *Worker) pullFair(src *pullSource) jetstream.Msg {
 		}
 		if best == nil {
 			return nil
+		}
+		if !admit(best.tenant) {
+			refused[best.tenant] = true
+			continue
 		}
 		if m := w.fetchTenant(src, best); m != nil {
 			w.fair.served[best.tenant] += float64(estimateTokens(m.Data(), w.cfg.Limits)) / w.cfg.weight(best.tenant)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/sched"
@@ -156,5 +157,113 @@ func TestIntakeLateTenantMidRun(t *testing.T) {
 	}
 	if after < 15 {
 		t.Errorf("only %d of acme's 30 jobs finished after globex's last (globex waited for acme's backlog)", after)
+	}
+}
+
+// TestLateTenantShareThroughNATS is issue 12's fairness scenario end to
+// end: acme's backlog fills every slot of the worker's batch, then globex
+// submits 16 jobs. While both are backlogged (from globex's submission
+// until half its jobs have ended: globex has more jobs left than its share
+// of the batch throughout), the output tokens split by the tenants'
+// weights within ±10% — globex's jobs take their share of the batch by
+// swapping acme's out, not by waiting for acme's jobs to end.
+func TestLateTenantShareThroughNATS(t *testing.T) {
+	t.Parallel()
+	for _, weight := range []float64{1, 2} {
+		t.Run(fmt.Sprint("globex-weighs-", weight), func(t *testing.T) {
+			lateTenantShareThroughNATS(t, weight)
+		})
+	}
+}
+
+func lateTenantShareThroughNATS(t *testing.T, weight float64) {
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	ctx := context.Background()
+	metrics := sched.NewMetrics()
+	exec := workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 8, Metrics: metrics})
+	b.StartWorkerConfig(t, exec, worker.Config{ID: "w1", Concurrency: 64, TenantWeights: map[string]float64{"globex": weight}})
+	greedy := func() *contracts.JobRequest {
+		r := request("Once upon a time", 300, contracts.PriorityNormal)
+		zero := 0.0
+		r.Temperature = &zero
+		return r
+	}
+	var acme []string
+	for range 40 {
+		id, err := b.Client.Submit(ctx, greedy(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acme = append(acme, id)
+	}
+	// Every slot acme's: 8 tokens a step for a few steps.
+	natstest.Until(t, 30*time.Second, "acme's jobs in every slot", func() bool { return metrics.TenantTokens("acme") >= 80 })
+	start := time.Now()
+	var globex []string
+	for range 16 {
+		id, err := b.Other.Submit(ctx, greedy(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		globex = append(globex, id)
+	}
+	// Sample both tenants' token counters until half of globex's jobs have
+	// ended.
+	type sample struct {
+		at         time.Time
+		acme, glob float64
+	}
+	read := func() sample {
+		return sample{time.Now(), metrics.TenantTokens("acme"), metrics.TenantTokens("globex")}
+	}
+	samples := []sample{read()}
+	ended := make(chan error, len(globex))
+	for _, id := range globex {
+		go func() {
+			_, err := b.Other.Wait(ctx, id)
+			ended <- err
+		}()
+	}
+	for n := 0; n < len(globex)/2; {
+		select {
+		case err := <-ended:
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		case <-time.After(10 * time.Millisecond):
+			samples = append(samples, read())
+		}
+	}
+	last := read()
+	// The window opens at globex's first token: the time to it is the
+	// intake's and the first prefill's, tens of steps of this tiny model,
+	// not a share (the queue benchmark reports it from submission).
+	first := samples[0]
+	for _, s := range samples {
+		if s.glob > first.glob {
+			break
+		}
+		first = s
+	}
+	a, g := last.acme-first.acme, last.glob-first.glob
+	if a+g < 500 {
+		t.Fatalf("only %.0f tokens generated while both were backlogged: too short a window to judge", a+g)
+	}
+	share, want := g/(a+g), weight/(weight+1)
+	t.Logf("weight %v: first token %.0f ms after globex's submission; then %.1f s until half its jobs had ended: acme %.0f tokens, globex %.0f (share %.3f, want %.3f)",
+		weight, first.at.Sub(start).Seconds()*1000, last.at.Sub(first.at).Seconds(), a, g, share, want)
+	if d := share/want - 1; d < -0.1 || d > 0.1 {
+		t.Errorf("globex's token share %.3f while both were backlogged, want %.3f ± 10%%", share, want)
+	}
+	for _, id := range globex {
+		if r := wait(t, b.Other, id); r.Status != contracts.StatusCompleted {
+			t.Errorf("globex's job %s: %+v", id, r)
+		}
+	}
+	for _, id := range acme {
+		if r := wait(t, b.Client, id); r.Status != contracts.StatusCompleted {
+			t.Errorf("acme's job %s: %+v", id, r)
+		}
 	}
 }

@@ -64,7 +64,8 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		w.reject(em, msg, route, nil, contracts.ErrorFrom(derr), log)
 		return
 	}
-	job := &Job{ID: jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket, Attempt: attempt, Request: req, Trace: tp, EnqueuedAt: meta.Timestamp}
+	job := &Job{ID: jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket, Attempt: attempt, Request: req, Trace: tp, EnqueuedAt: meta.Timestamp,
+		Weight: w.cfg.weight(route.Tenant)}
 	usage := contracts.Usage{JobID: jobID, Tenant: route.Tenant, Model: req.Model, Priority: route.Priority, Bucket: route.Bucket,
 		Attempt: attempt, TraceID: traceID(tp), WorkerID: w.cfg.ID, Device: w.exec.Device(), CreatedAt: meta.Timestamp.UTC(),
 		BatchID: req.Metadata["batch_id"], CustomID: req.Metadata["custom_id"]}

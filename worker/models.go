@@ -144,7 +144,8 @@ type Models struct {
 //   - The intake should hold Concurrency jobs: with the scheduler, which
 //     decides what it pulls (sched.Scheduler.CanAdmit), enough that slots
 //     never gate it — a full batch, as many preempted jobs waiting to
-//     resume, and the look-ahead of every class (2 × MaxRunning + 8); one
+//     resume, and the look-ahead of every class (2 × MaxRunning + 3 ×
+//     (LookAhead + LookAheadTenants)); one
 //     at a time with the in-order executor.
 //
 // On error everything opened so far is closed.
@@ -209,7 +210,7 @@ func OpenModels(ctx context.Context, cfg ModelsConfig) (_ *Models, err error) {
 		m.exec = NewInOrderExecutor(be.Name(), m.served...)
 	} else {
 		m.exec = NewSchedExecutor(be.Name(), contracts.Buckets{}, m.scheduled...)
-		m.conc = 2*cfg.Sched.WithDefaults().MaxRunning + 8
+		m.conc = 2*cfg.Sched.WithDefaults().MaxRunning + 3*(sched.LookAhead+sched.LookAheadTenants)
 	}
 	return m, nil
 }

@@ -50,7 +50,7 @@ func TestOpenModels(t *testing.T) {
 		executor string
 		conc     int
 	}{
-		{worker.ExecutorSched, 2*2 + 8},
+		{worker.ExecutorSched, 2*2 + 3*(sched.LookAhead+sched.LookAheadTenants)},
 		{worker.ExecutorInOrder, 1},
 	} {
 		t.Run(tc.executor, func(t *testing.T) {

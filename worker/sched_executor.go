@@ -40,10 +40,10 @@ func NewSchedExecutor(device string, buckets contracts.Buckets, models ...*Sched
 // Device names the device jobs run on.
 func (x *SchedExecutor) Device() string { return x.device }
 
-// CanAdmit reports whether some model could admit a job of this priority
-// and bucket now (sched.Scheduler.CanAdmit, with the bucket's smallest and
-// largest prompts).
-func (x *SchedExecutor) CanAdmit(p contracts.Priority, b contracts.Bucket) bool {
+// CanAdmit reports whether some model could admit a job of this priority,
+// bucket and tenant now (sched.Scheduler.CanAdmit, with the bucket's
+// smallest and largest prompts).
+func (x *SchedExecutor) CanAdmit(p contracts.Priority, b contracts.Bucket, tenant string) bool {
 	lo, hi := 0, x.buckets.ShortMax
 	switch b {
 	case contracts.BucketMedium:
@@ -52,11 +52,20 @@ func (x *SchedExecutor) CanAdmit(p contracts.Priority, b contracts.Bucket) bool 
 		lo, hi = x.buckets.MediumMax+1, 1<<30 // capped at the model's context
 	}
 	for _, m := range x.models {
-		if m.Scheduler.CanAdmit(p.Rank(), lo, hi) {
+		if m.Scheduler.CanAdmit(p.Rank(), tenant, lo, hi) {
 			return true
 		}
 	}
 	return false
+}
+
+// OnCapacity registers f with every model's scheduler
+// (sched.Scheduler.OnCapacity): the intake looks again when one may take
+// more work.
+func (x *SchedExecutor) OnCapacity(f func()) {
+	for _, m := range x.models {
+		m.Scheduler.OnCapacity(f)
+	}
 }
 
 // Execute runs the job through its model's scheduler.
@@ -74,7 +83,7 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 	if !prio.Valid() {
 		prio = r.EffectivePriority()
 	}
-	opts := sched.JobOpts{Tenant: job.Tenant, Class: prio.Rank(), OnEvent: func(kind, detail string) { sink.Event(kind, detail) }}
+	opts := sched.JobOpts{Tenant: job.Tenant, Weight: job.Weight, Class: prio.Rank(), OnEvent: func(kind, detail string) { sink.Event(kind, detail) }}
 	if r.Temperature != nil {
 		opts.Temperature = *r.Temperature
 	}

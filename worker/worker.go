@@ -124,6 +124,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if adm, ok := w.exec.(Admitter); ok {
+		// A job CanAdmit turned away is pulled as soon as there is room.
+		adm.OnCapacity(w.poke)
+	}
 	// A cancel request is stored in ZL_CANCEL (looked up before a job
 	// runs) and heard here by whoever runs the job. Its subject names the
 	// tenant that asked, and only that tenant's job of that id stops.
@@ -248,14 +252,12 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 				return nil
 			default:
 			}
-			if adm != nil && !adm.CanAdmit(src.prio, src.bucket) {
-				continue // leave it for a worker with room
-			}
-			if m := w.pullFair(src); m != nil {
+			admit := func(tenant string) bool { return adm == nil || adm.CanAdmit(src.prio, src.bucket, tenant) }
+			if m := w.pullFair(src, admit); m != nil {
 				return m
 			}
-			if !src.legacy {
-				continue
+			if !src.legacy || !admit("") {
+				continue // (or leave it for a worker with room)
 			}
 			if src.missing && !w.restore(src) {
 				continue

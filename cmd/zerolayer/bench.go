@@ -16,7 +16,6 @@ import (
 	"github.com/zerolayer/zerolayer/ops/bench"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/worker/model/store"
-	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 // runBench parses the bench flags and runs one of the benchmarks of
@@ -179,12 +178,15 @@ func benchQueue(ctx context.Context, list string, scale float64, model string, t
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	runs := 0
-	start := func(ctx context.Context, kvBlocks int, metrics *sched.Metrics) (*devstack.Stack, error) {
-		mc, err := sf.models([]string{model}, threads, metrics)
+	start := func(ctx context.Context, o bench.StackOpts) (*devstack.Stack, error) {
+		mc, err := sf.models([]string{model}, threads, o.Metrics)
 		if err != nil {
 			return nil, err
 		}
-		mc.Sched.KVBlocks = kvBlocks
+		mc.Sched.KVBlocks = o.KVBlocks
+		if o.MaxRunning > 0 {
+			mc.Sched.MaxRunning = o.MaxRunning
+		}
 		runs++
 		cfg := devstack.Config{Dir: filepath.Join(dir, fmt.Sprint("stack", runs)), DatabaseURL: os.Getenv("DATABASE_URL"), Models: mc, Logger: log}
 		return startStack(ctx, cfg, sf)

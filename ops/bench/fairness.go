@@ -26,18 +26,27 @@ type FairnessResult struct {
 	LateFirstAdmittedS float64 `json:"late_first_admitted_s"`
 	FirstLastAdmittedS float64 `json:"first_last_admitted_s"`
 	FirstLastFinishedS float64 `json:"first_last_finished_s"`
-	// WindowS is the time both tenants had jobs unfinished: from the late
-	// tenant's first submission to the earlier of the two tenants' last
-	// finishes. FirstTokensPerS and LateTokensPerS are each tenant's
-	// output tokens in that window per second, each job's tokens spread
-	// evenly from its first token (created_at + queue_ms +
-	// time_to_first_token_ms) to finished_at.
-	WindowS         float64 `json:"window_s"`
+	// MaxRunning is the worker's batch cap (QueueConfig.FairMaxRunning).
+	MaxRunning int `json:"max_running,omitempty"`
+	// BackloggedS is the time both tenants were backlogged, had jobs
+	// waiting for the worker: from the late tenant's first submission to
+	// the earlier of the two tenants' last first admissions.
+	// FirstTokensPerS and LateTokensPerS are each tenant's output tokens
+	// in that window per second, read from the scheduler's per-tenant
+	// counters (zerolayer_tenant_generated_tokens_total) every 50 ms.
+	BackloggedS     float64 `json:"backlogged_s"`
 	FirstTokensPerS float64 `json:"first_tokens_per_s"`
 	LateTokensPerS  float64 `json:"late_tokens_per_s"`
-	// ShareError is |share − ½| ÷ ½ of the late tenant's token share in
-	// the window, against equal weights (target ≤ 0.10).
+	// ShareError is |share − ½| ÷ ½ of the late tenant's token share while
+	// both were backlogged, against equal weights (target ≤ 0.10).
 	ShareError float64 `json:"share_error"`
+	// WindowS, LateTokensPerSUnfinished and ShareErrorUnfinished are the
+	// same over the longer window while both had jobs unfinished (to the
+	// earlier of the two tenants' last finishes): once a tenant's last
+	// jobs run it is no longer backlogged, and its share is its demand.
+	WindowS                  float64 `json:"window_s"`
+	ShareErrorUnfinished     float64 `json:"share_error_unfinished"`
+	LateTokensPerSUnfinished float64 `json:"late_tokens_per_s_unfinished"`
 }
 
 // fairness runs both orders: the big tenant first, then the small one
@@ -59,8 +68,10 @@ func (q *queueRun) fairness() ([]FairnessResult, error) {
 		fmt.Fprintf(q.w, "  %s queue time: %s\n", r.Late, r.LateQueue)
 		fmt.Fprintf(q.w, "  from %s's first submit: its first job admitted after %.1f s; %s's last job admitted after %.1f s, finished after %.1f s\n",
 			r.Late, r.LateFirstAdmittedS, r.First, r.FirstLastAdmittedS, r.FirstLastFinishedS)
-		fmt.Fprintf(q.w, "  both backlogged %.1f s: %s %.1f tokens/s, %s %.1f tokens/s; share error vs equal weights %.0f%% (target ≤ 10%%)\n",
-			r.WindowS, r.First, r.FirstTokensPerS, r.Late, r.LateTokensPerS, 100*r.ShareError)
+		fmt.Fprintf(q.w, "  both backlogged (jobs waiting) %.1f s, batch cap %d: %s %.1f tokens/s, %s %.1f tokens/s; share error vs equal weights %.0f%% (target ≤ 10%%)\n",
+			r.BackloggedS, r.MaxRunning, r.First, r.FirstTokensPerS, r.Late, r.LateTokensPerS, 100*r.ShareError)
+		fmt.Fprintf(q.w, "  both unfinished %.1f s: %s %.1f tokens/s; share error %.0f%%\n",
+			r.WindowS, r.Late, r.LateTokensPerSUnfinished, 100*r.ShareErrorUnfinished)
 	}
 	return out, nil
 }
@@ -82,6 +93,7 @@ func (q *queueRun) fairOrder(first, late string, n1, n2 int) (*FairnessResult, e
 	if err != nil {
 		return nil, err
 	}
+	sampled := q.sampleTokens(first, late)
 	start := time.Now()
 	p1, err := q.burst(c1, r1)
 	if err != nil {
@@ -102,7 +114,8 @@ func (q *queueRun) fairOrder(first, late string, n1, n2 int) (*FairnessResult, e
 	if err != nil {
 		return nil, err
 	}
-	res := &FairnessResult{First: first, Late: late, FirstJobs: n1, LateJobs: n2, DelayS: q.cfg.FairDelay.Seconds(),
+	tokens := sampled()
+	res := &FairnessResult{First: first, Late: late, FirstJobs: n1, LateJobs: n2, DelayS: q.cfg.FairDelay.Seconds(), MaxRunning: max(q.cfg.FairMaxRunning, 0),
 		LateQueue: dist(of(d2, func(d done) float64 { return d.Usage.QueueMs }))}
 	t0 := earliest(d2, func(d done) time.Time { return d.Submitted })
 	secs := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
@@ -115,13 +128,91 @@ func (q *queueRun) fairOrder(first, late string, n1, n2 int) (*FairnessResult, e
 		end = end2
 	}
 	res.WindowS = max(secs(end), 0) // 0: the first tenant was done before the late one came
-	a, b := tokensIn(d1, t0, end), tokensIn(d2, t0, end)
-	res.FirstTokensPerS, res.LateTokensPerS = ratio(a, res.WindowS), ratio(b, res.WindowS)
-	if a+b > 0 {
-		share := b / (a + b)
-		res.ShareError = max(share-0.5, 0.5-share) / 0.5
-	}
+	_, b, e := tokens.shares(first, late, t0, end)
+	res.LateTokensPerSUnfinished, res.ShareErrorUnfinished = ratio(b, res.WindowS), e
+	backlogged := minTime(latest(d1, done.admitted), latest(d2, done.admitted))
+	res.BackloggedS = max(secs(backlogged), 0)
+	a, b, e := tokens.shares(first, late, t0, backlogged)
+	res.FirstTokensPerS, res.LateTokensPerS, res.ShareError = ratio(a, res.BackloggedS), ratio(b, res.BackloggedS), e
 	return res, nil
+}
+
+// tokenSamples are the scheduler's per-tenant output token counters
+// (sched.Metrics.TenantTokens) read every sampleEvery: what each tenant
+// got in a window, preemptions and all.
+type tokenSamples []tokenSample
+
+type tokenSample struct {
+	at     time.Time
+	tokens map[string]float64
+}
+
+const sampleEvery = 50 * time.Millisecond
+
+// sampleTokens samples tenants' counters until the returned function is
+// called, which returns the samples.
+func (q *queueRun) sampleTokens(tenants ...string) func() tokenSamples {
+	var out tokenSamples
+	stop, done := make(chan struct{}), make(chan struct{})
+	read := func() {
+		s := tokenSample{at: time.Now(), tokens: map[string]float64{}}
+		for _, t := range tenants {
+			s.tokens[t] = q.metrics.TenantTokens(t)
+		}
+		out = append(out, s)
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(sampleEvery)
+		defer tick.Stop()
+		for {
+			read()
+			select {
+			case <-tick.C:
+			case <-stop:
+				read()
+				return
+			}
+		}
+	}()
+	return func() tokenSamples {
+		close(stop)
+		<-done
+		return out
+	}
+}
+
+// at is tenant's count at t, interpolated between the samples around it.
+func (ts tokenSamples) at(tenant string, t time.Time) float64 {
+	for i, s := range ts {
+		if s.at.Before(t) {
+			continue
+		}
+		if i == 0 {
+			return s.tokens[tenant]
+		}
+		p := ts[i-1]
+		f := t.Sub(p.at).Seconds() / s.at.Sub(p.at).Seconds()
+		return p.tokens[tenant] + f*(s.tokens[tenant]-p.tokens[tenant])
+	}
+	if len(ts) == 0 {
+		return 0
+	}
+	return ts[len(ts)-1].tokens[tenant]
+}
+
+// shares returns the output tokens of tenants a and b in [from, to] and
+// b's share error against an equal split.
+func (ts tokenSamples) shares(a, b string, from, to time.Time) (na, nb, shareErr float64) {
+	if !to.After(from) {
+		return 0, 0, 0
+	}
+	na, nb = ts.at(a, to)-ts.at(a, from), ts.at(b, to)-ts.at(b, from)
+	if na+nb > 0 {
+		share := nb / (na + nb)
+		shareErr = max(share-0.5, 0.5-share) / 0.5
+	}
+	return na, nb, shareErr
 }
 
 func finished(d done) time.Time { return d.Usage.FinishedAt }
@@ -144,40 +235,6 @@ func latest(ds []done, f func(done) time.Time) time.Time {
 		}
 	}
 	return t
-}
-
-// tokensIn is the output tokens of ds generated in [from, to], each job's
-// spread evenly from its first token to its finish (the first token
-// itself at the first-token time).
-func tokensIn(ds []done, from, to time.Time) float64 {
-	var n float64
-	for _, d := range ds {
-		out := float64(d.Usage.OutputTokens)
-		if out == 0 {
-			continue
-		}
-		a, b := d.firstToken(), d.Usage.FinishedAt
-		if !a.Before(from) && !a.After(to) {
-			n++
-		}
-		rest := out - 1
-		span := b.Sub(a).Seconds()
-		if rest <= 0 || span <= 0 {
-			continue
-		}
-		lo, hi := maxTime(a, from), minTime(b, to)
-		if hi.After(lo) {
-			n += rest * hi.Sub(lo).Seconds() / span
-		}
-	}
-	return n
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -21,10 +21,19 @@ import (
 // them.
 func Scenarios() []string { return []string{"fairness", "priority", "pressure", "seed"} }
 
-// StackFunc starts a dev stack for one scenario of Queue: its scheduler
-// has an arena of kvBlocks blocks (0: the serving default) and reports to
-// metrics. Queue stops the stack when the scenario ends.
-type StackFunc func(ctx context.Context, kvBlocks int, metrics *sched.Metrics) (*devstack.Stack, error)
+// StackFunc starts a dev stack for one scenario of Queue, its scheduler
+// configured as o says. Queue stops the stack when the scenario ends.
+type StackFunc func(ctx context.Context, o StackOpts) (*devstack.Stack, error)
+
+// StackOpts are what a scenario asks of its stack's scheduler.
+type StackOpts struct {
+	// KVBlocks is the arena in blocks; 0 means the serving default.
+	KVBlocks int
+	// MaxRunning caps the batch; 0 means the serving default.
+	MaxRunning int
+	// Metrics receives the scheduler's measurements.
+	Metrics *sched.Metrics
+}
 
 // QueueConfig configures Queue. The sizes default to the published run
 // (issue 12); Scale shrinks the job counts for a smaller machine, and a
@@ -46,6 +55,15 @@ type QueueConfig struct {
 	// the counts. Default to 200, 20 and 3 seconds.
 	FairFirst, FairLate int
 	FairDelay           time.Duration
+	// FairMaxRunning caps the fairness scenario's batch so that both
+	// tenants are backlogged in the worker, which is where token shares
+	// are decided, in either order: the smaller tenant's jobs (FairLate,
+	// scaled) outnumber the whole batch, and so also its half. With a
+	// batch larger than a tenant's jobs, all of them run at once and its
+	// share is its demand (max-min fairness), not its weight. Defaults to
+	// ¾ of the scaled FairLate rounded down to even (an odd batch cannot
+	// split evenly), at least 4; negative means the serving default.
+	FairMaxRunning int
 	// Backlog and Probes are priority's low-priority backlog and its
 	// high-priority jobs, submitted ProbeGap apart. Default to 150, 10
 	// and 300 ms.
@@ -98,6 +116,7 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	setI(&c.FairFirst, 200)
 	setI(&c.FairLate, 20)
 	setD(&c.FairDelay, 3*time.Second)
+	setI(&c.FairMaxRunning, max(4, 3*c.n(c.FairLate)/4&^1))
 	setI(&c.Backlog, 150)
 	setI(&c.Probes, 10)
 	setD(&c.ProbeGap, 300*time.Millisecond)
@@ -173,12 +192,15 @@ func Queue(ctx context.Context, cfg QueueConfig, w io.Writer) (*QueueResults, er
 	res := &QueueResults{}
 	for _, name := range cfg.Scenarios {
 		fmt.Fprintf(cfg.Progress, "queue scenario %s ...\n", name)
-		blocks := 0
-		if name == "pressure" {
-			blocks = cfg.PressureBlocks
+		o := StackOpts{Metrics: sched.NewMetrics()}
+		switch name {
+		case "pressure":
+			o.KVBlocks = cfg.PressureBlocks
+		case "fairness":
+			o.MaxRunning = max(cfg.FairMaxRunning, 0)
 		}
-		metrics := sched.NewMetrics()
-		st, err := cfg.Stack(ctx, blocks, metrics)
+		metrics := o.Metrics
+		st, err := cfg.Stack(ctx, o)
 		if err != nil {
 			return nil, err
 		}
@@ -303,9 +325,6 @@ type done struct {
 // admitted is when the worker admitted the job: its submission plus its
 // queue time.
 func (d done) admitted() time.Time { return d.Usage.CreatedAt.Add(ms(d.Usage.QueueMs)) }
-
-// firstToken is when the job's first token came.
-func (d done) firstToken() time.Time { return d.admitted().Add(ms(d.Usage.TimeToFirstTokenMs)) }
 
 // fromSubmit is the time from submission to the first token, in ms.
 func (d done) fromSubmit() float64 { return d.Usage.QueueMs + d.Usage.TimeToFirstTokenMs }

@@ -25,14 +25,14 @@ func TestQueue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	stacks := 0
-	start := func(ctx context.Context, kvBlocks int, metrics *sched.Metrics) (*devstack.Stack, error) {
+	start := func(ctx context.Context, o bench.StackOpts) (*devstack.Stack, error) {
 		stacks++
-		blocks := kvBlocks
+		blocks := o.KVBlocks
 		if blocks == 0 {
 			blocks = 256
 		}
 		return devstacktest.Start(t, devstack.Config{Models: worker.ModelsConfig{Models: []string{path}, Threads: 1,
-			Sched: sched.Config{KVBlocks: blocks, HostSwapMB: -1, Metrics: metrics}}}), nil
+			Sched: sched.Config{KVBlocks: blocks, MaxRunning: o.MaxRunning, HostSwapMB: -1, Metrics: o.Metrics}}}), nil
 	}
 	var out bytes.Buffer
 	res, err := bench.Queue(ctx, bench.QueueConfig{Stack: start,

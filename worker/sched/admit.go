@@ -1,10 +1,10 @@
 package sched
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -24,6 +24,7 @@ func (s *Scheduler) enqueue(q *seq) {
 		}
 	}
 	s.active[t]++
+	s.weight[t] = q.opts.Weight
 	s.enqueued[q.opts.Class]++
 	if q.opts.Class == 0 {
 		s.lastHigh = time.Now()
@@ -121,15 +122,27 @@ func (s *Scheduler) admit(now time.Time) {
 			// aging: aging orders the queue, and a job lifted to the class
 			// of the running ones must not evict them (the evicted job,
 			// as old, would evict it back).
+			//
+			// An ordinary job may also take the room of its own class's
+			// jobs of a tenant served more than its share (fairVictim).
 			cls := q.opts.Class
 			var victims []*seq
 			freed, freedSlots := 0, 0
+			var fair *fairShare
 			for _, v := range s.victimOrder(nil) {
 				if fits <= avail+freed && slots+freedSlots > 0 {
 					break
 				}
-				if v.opts.Class < cls || (v.opts.Class == cls && !q.reserved) {
+				if v.opts.Class < cls {
 					break
+				}
+				if v.opts.Class == cls && !q.reserved {
+					if fair == nil {
+						fair = s.fairShare(cls)
+					}
+					if !fair.victim(q, v) {
+						continue
+					}
 				}
 				victims = append(victims, v)
 				freed += s.privateBlocks(v)
@@ -151,6 +164,67 @@ func (s *Scheduler) admit(now time.Time) {
 		s.startSeq(q, now)
 	}
 	s.admitFiller(cands, now)
+}
+
+// fairShare is what victim judges one candidate's victims by: the running
+// sequences of its class per tenant (the candidate counted in once a
+// victim is chosen), and the host tier slots the victims chosen so far
+// will take.
+type fairShare struct {
+	s      *Scheduler
+	runs   map[string]int
+	host   int
+	joined bool
+}
+
+func (s *Scheduler) fairShare(class int) *fairShare {
+	f := &fairShare{s: s, runs: map[string]int{}}
+	for _, r := range s.running {
+		if r.opts.Class == class {
+			f.runs[r.opts.Tenant]++
+		}
+	}
+	return f
+}
+
+// victim reports whether v, running in q's class for another tenant, may
+// be preempted so that q runs, and counts it gone if so. Tenant fairness
+// in a continuous batch is a matter of who holds the running slots (each
+// running sequence gets a token a step), so when one tenant's backlog
+// took the batch before another's jobs arrived, admission alone would
+// leave the newcomer waiting for whole jobs to end. It holds when
+//   - after the swap q's tenant still runs no more sequences of the class
+//     for its weight than v's: preemption moves the batch toward the
+//     weighted shares and never past them, so two tenants cannot evict
+//     each other back and forth (and admission fills freed slots by the
+//     same measure: interleave);
+//   - v goes to the host tier (a recompute costs its whole context:
+//     waiting for a slot to free is cheaper than that) and is outside its
+//     run quantum.
+func (f *fairShare) victim(q, v *seq) bool {
+	s := f.s
+	t, u := q.opts.Tenant, v.opts.Tenant
+	if t == u || s.protected(v) || s.host.tier == nil || len(v.blocks) == 0 || len(s.host.free)-f.host < len(v.blocks) {
+		return false
+	}
+	mine := f.runs[t]
+	if !f.joined {
+		mine++
+	}
+	if float64(mine)/s.tenantWeight(t) > float64(f.runs[u]-1)/s.tenantWeight(u) {
+		return false
+	}
+	f.runs[t], f.joined = mine, true
+	f.runs[u]--
+	f.host += len(v.blocks)
+	return true
+}
+
+func (s *Scheduler) tenantWeight(t string) float64 {
+	if w := s.weight[t]; w > 0 {
+		return w
+	}
+	return 1
 }
 
 // admitFiller admits, when none is running, the first waiting job whose
@@ -182,8 +256,8 @@ func (s *Scheduler) admitFiller(cands []*seq, now time.Time) {
 
 // admissionOrder lists the waiting jobs in the order admission considers
 // them: by class after aging; within a class the tenants' queues are
-// interleaved, least-served tenant first, each tenant's jobs oldest first,
-// so a batch fills fairly in one pass.
+// interleaved so the batch fills toward the tenants' weighted shares
+// (interleave), each tenant's jobs oldest first.
 func (s *Scheduler) admissionOrder(now time.Time) []*seq {
 	byClass := make([]map[string][]*seq, numClasses)
 	for _, q := range s.waiting {
@@ -194,55 +268,94 @@ func (s *Scheduler) admissionOrder(now time.Time) []*seq {
 		byClass[c][q.opts.Tenant] = append(byClass[c][q.opts.Tenant], q)
 	}
 	out := make([]*seq, 0, len(s.waiting))
-	for _, tenants := range byClass {
+	for c, tenants := range byClass {
+		if tenants == nil {
+			continue
+		}
+		runs := map[string]int{}
+		for _, r := range s.running {
+			if r.opts.Class == c {
+				runs[r.opts.Tenant]++
+			}
+		}
 		// Reserved jobs first: their worst case rarely fits after the
 		// ordinary jobs have taken their prompts.
-		out = s.interleave(out, tenants, true)
-		out = s.interleave(out, tenants, false)
+		out = s.interleave(out, tenants, true, runs)
+		out = s.interleave(out, tenants, false, runs)
 	}
 	return out
 }
 
 // interleave appends to out the jobs of tenants (one class) that are
-// reserved or not as asked: the tenants' queues interleaved, least-served
-// tenant first, each tenant's jobs oldest first.
-func (s *Scheduler) interleave(out []*seq, all map[string][]*seq, reserved bool) []*seq {
-	tenants := map[string][]*seq{}
+// reserved or not as asked, in the order that evens the class's batch out
+// by weight: each next job is the oldest of the tenant that would then run
+// the fewest sequences of the class for its weight, counting in runs those
+// running and those already placed in out (runs is updated); ties go to
+// the tenant served the fewest tokens for its weight, then by name. In a
+// continuous batch every running sequence gets a token a step, so shares
+// of the batch are shares of the output tokens.
+func (s *Scheduler) interleave(out []*seq, all map[string][]*seq, reserved bool, runs map[string]int) []*seq {
+	h := &tenantHeap{s: s, runs: runs}
 	for t, qs := range all {
+		var mine []*seq
 		for _, q := range qs {
 			if q.reserved == reserved {
-				tenants[t] = append(tenants[t], q)
+				mine = append(mine, q)
 			}
 		}
-	}
-	names := make([]string, 0, len(tenants))
-	for t, qs := range tenants {
-		slices.SortStableFunc(qs, func(a, b *seq) int { return a.enq.Compare(b.enq) })
-		names = append(names, t)
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		sa, sb := s.served[a], s.served[b]
-		switch {
-		case sa < sb:
-			return -1
-		case sa > sb:
-			return 1
+		if len(mine) > 0 {
+			slices.SortStableFunc(mine, func(a, b *seq) int { return a.enq.Compare(b.enq) })
+			h.q = append(h.q, tenantQueue{tenant: t, jobs: mine})
 		}
-		return strings.Compare(a, b)
-	})
-	for i := 0; ; i++ {
-		added := false
-		for _, t := range names {
-			if i < len(tenants[t]) {
-				out = append(out, tenants[t][i])
-				added = true
-			}
-		}
-		if !added {
-			break
+	}
+	heap.Init(h)
+	for h.Len() > 0 {
+		tq := &h.q[0]
+		out = append(out, tq.jobs[0])
+		tq.jobs = tq.jobs[1:]
+		runs[tq.tenant]++
+		if len(tq.jobs) == 0 {
+			heap.Pop(h)
+		} else {
+			heap.Fix(h, 0)
 		}
 	}
 	return out
+}
+
+// tenantQueue is one tenant's waiting jobs of a class, oldest first.
+type tenantQueue struct {
+	tenant string
+	jobs   []*seq
+}
+
+// tenantHeap orders tenant queues for interleave.
+type tenantHeap struct {
+	s    *Scheduler
+	runs map[string]int
+	q    []tenantQueue
+}
+
+func (h *tenantHeap) Len() int      { return len(h.q) }
+func (h *tenantHeap) Swap(i, j int) { h.q[i], h.q[j] = h.q[j], h.q[i] }
+func (h *tenantHeap) Push(x any)    { h.q = append(h.q, x.(tenantQueue)) }
+func (h *tenantHeap) Pop() any {
+	x := h.q[len(h.q)-1]
+	h.q = h.q[:len(h.q)-1]
+	return x
+}
+
+func (h *tenantHeap) Less(i, j int) bool {
+	a, b := h.q[i].tenant, h.q[j].tenant
+	ra := float64(h.runs[a]+1) / h.s.tenantWeight(a)
+	rb := float64(h.runs[b]+1) / h.s.tenantWeight(b)
+	switch {
+	case ra != rb:
+		return ra < rb
+	case h.s.served[a] != h.s.served[b]:
+		return h.s.served[a] < h.s.served[b]
+	}
+	return a < b
 }
 
 // growingSoon counts the blocks running ordinary sequences (the filler
@@ -296,6 +409,7 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 		q.protectUntil = q.resumeOut + s.cfg.RunQuantum
 	}
 	if !q.admitted {
+		s.fresh.add(q.opts.Class, q.opts.Tenant, -1)
 		q.admitted = true
 		q.stats.QueueMs = float64(now.Sub(q.submitted).Microseconds()) / 1000
 		q.stats.QueueSteps = s.stepCount.Load() - q.submitStep

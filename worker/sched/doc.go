@@ -36,10 +36,16 @@
 // admitted with blocks for its first prefill chunk and prefills from
 // memory nobody else needs, never preempting for it. Candidates are taken in
 // class order (high, normal, low; a waiting job rises a class per
-// AgingAfter), the least-served tenant first within a class (virtual token
-// counters: each tenant's processed tokens, lifted to the least-served
-// active tenant when it returns from idle), and a job that does not fit is
-// skipped rather than waited on, so nothing blocks the head of the line.
+// AgingAfter); within a class the tenants' jobs are interleaved so the
+// batch fills toward their weighted shares (JobOpts.Weight: the tenant
+// that would then run the fewest sequences of the class for its weight
+// goes next, ties to the one served the fewest tokens for its weight —
+// each running sequence gets a token a step, so shares of the batch are
+// shares of the output tokens); and a job that does not fit is skipped
+// rather than waited on, so nothing blocks the head of the line. When one
+// tenant's jobs hold the batch as another's arrive, the newcomer's jobs
+// swap that tenant's out (after their run quantum, host tier only) until
+// the weighted shares are even, never past them.
 // Within a class reserved jobs come first; one that cannot fit may
 // preempt ordinary jobs of its class, and if it still cannot fit, the
 // ordinary jobs after it may not take its blocks. A higher class that

@@ -1,6 +1,9 @@
 package sched
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
 
 // Metrics are the scheduler's Prometheus metrics, named after vLLM's
 // (zerolayer_ instead of vllm:). Register them with Register.
@@ -21,6 +24,7 @@ type Metrics struct {
 	rejections      prometheus.Counter
 	interrupted     prometheus.Counter
 	stepTokens      prometheus.Histogram
+	tenantTokens    *prometheus.CounterVec
 	lastHits, lastQ uint64
 }
 
@@ -49,6 +53,8 @@ func NewMetrics() *Metrics {
 		swapGC:       c("kv_swap_gc_total", "Swapped sequences whose host copy expired (they recompute)."),
 		rejections:   c("admission_rejections_total", "Jobs rejected because they can never fit in KV memory."),
 		interrupted:  c("steps_interrupted_total", "Forward steps abandoned mid-way for an arriving high-priority job (run again after it is admitted)."),
+		tenantTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_tenant_generated_tokens_total",
+			Help: "Output tokens generated, by tenant: the shares fairness divides."}, []string{"tenant"}),
 		stepTokens: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zerolayer_step_tokens",
 			Help: "Tokens per forward step (decode rows plus prefill chunks).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 	}
@@ -57,7 +63,7 @@ func NewMetrics() *Metrics {
 // Register registers every metric with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsed, m.kvFree, m.kvCached, m.kvUsage, m.hostUsed,
-		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.stepTokens} {
+		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.stepTokens, m.tenantTokens} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -78,4 +84,13 @@ func (m *Metrics) observe(s *Scheduler) {
 	m.prefixQueries.Add(float64(s.bm.lookups - m.lastQ))
 	m.prefixHits.Add(float64(s.bm.hits - m.lastHits))
 	m.lastQ, m.lastHits = s.bm.lookups, s.bm.hits
+}
+
+// TenantTokens returns the output tokens generated for tenant so far.
+func (m *Metrics) TenantTokens(tenant string) float64 {
+	var d dto.Metric
+	if m.tenantTokens.WithLabelValues(tenant).Write(&d) != nil {
+		return 0
+	}
+	return d.GetCounter().GetValue()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,10 @@ const numClasses = 3
 type JobOpts struct {
 	// Tenant shares the batch fairly with other tenants of its class.
 	Tenant string
+	// Weight is the tenant's share of its class against the other
+	// tenants' (tokens served are counted divided by it). Zero means 1;
+	// the latest job's weight counts for its tenant.
+	Weight float64
 	// Class is 0 (high), 1 (normal) or 2 (low).
 	Class int
 	// LowLatency admits the job only with its worst case reserved (the
@@ -97,8 +102,13 @@ type Scheduler struct {
 		logits               []float32
 		batch                gpu.Batch
 	}
-	served map[string]float64 // virtual token counters per tenant
+	served map[string]float64 // virtual token counters per tenant: tokens ÷ weight
+	weight map[string]float64 // tenant → its latest job's weight
 	active map[string]int     // tenant → its waiting+running sequences
+	// fresh counts jobs handed to Generate and never admitted yet (not
+	// those waiting again after a preemption), per class and tenant: the
+	// look-ahead CanAdmit keeps.
+	fresh freshJobs
 
 	// Snapshot for other goroutines.
 	snapAvail   atomic.Int64
@@ -122,6 +132,16 @@ type Scheduler struct {
 	// (a synchronous backend, and not NoInterrupt).
 	interruptible   bool
 	lastInterrupted bool // the last step was interrupted
+
+	// watchers are told when the scheduler may take more work
+	// (OnCapacity); last* are the snapshot they were last told about.
+	watchMu                          sync.Mutex
+	watchers                         []func()
+	lastAvail, lastRunning, lastWait int64
+
+	// stepTokens, if set (by tests, before Start), is told after each
+	// completed step how many output tokens each tenant got in it.
+	stepTokens func(map[string]int)
 
 	// Totals for tests, metrics and benchmarks.
 	stepCount   atomic.Int64
@@ -194,7 +214,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	}
 	s := &Scheduler{cfg: cfg, m: m, tok: tok, kv: kv, bm: newBlockManager(blocks), bt: cfg.BlockTokens,
 		submit: make(chan *seq, 64), quit: make(chan struct{}), loopDone: make(chan struct{}),
-		served: map[string]float64{}, active: map[string]int{}}
+		served: map[string]float64{}, weight: map[string]float64{}, active: map[string]int{}}
 	s.horizon = cfg.RunQuantum
 	if cfg.HostSwapMB > 0 {
 		n := int(int64(cfg.HostSwapMB) << 20 / blockBytes)
@@ -277,6 +297,12 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	if opts.Class < 0 || opts.Class >= numClasses {
 		return nil, Stats{}, fmt.Errorf("sched: class %d outside [0,%d)", opts.Class, numClasses)
 	}
+	if !(opts.Weight >= 0) || math.IsInf(opts.Weight, 1) {
+		return nil, Stats{}, fmt.Errorf("sched: tenant weight %v: must be a positive number (0 means 1)", opts.Weight)
+	}
+	if opts.Weight == 0 {
+		opts.Weight = 1
+	}
 	q := &seq{g: g, opts: opts, ctx: ctx, submitted: time.Now(), done: make(chan struct{})}
 	q.enq = q.submitted
 	q.submitStep = s.stepCount.Load()
@@ -312,10 +338,12 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		s.highPending.Store(true)
 	}
 	s.sent[opts.Class].Add(1)
+	s.fresh.add(opts.Class, opts.Tenant, 1)
 	select {
 	case s.submit <- q:
 	case <-s.quit:
 		s.sent[opts.Class].Add(-1)
+		s.fresh.add(opts.Class, opts.Tenant, -1)
 		return nil, Stats{}, ErrStopped
 	}
 	// The send can land in the buffer after a stopping loop has drained
@@ -352,25 +380,36 @@ func (s *Scheduler) Utilization() (fill, occupancy float64, steps int64) {
 }
 
 // LookAhead is how many jobs of one class the intake keeps waiting in the
-// scheduler (CanAdmit): enough that admission, not the pull order, picks
-// the next job, and few enough that work stays in JetStream for other
-// workers.
+// scheduler beyond what the next step can start (CanAdmit): enough that
+// admission, not the pull order, picks the next job, and few enough that
+// work stays in JetStream for other workers. Jobs waiting again after a
+// preemption do not count: they are the scheduler's own, not a choice.
 const LookAhead = 2
 
-// CanAdmit reports whether a job of class with a prompt of minTokens to
-// maxTokens would be admitted soon: the intake pulls only such jobs, so
-// work stays in JetStream for workers with room (memory-aware load
-// balancing by pulling). It holds when the next step can start the job (a
-// slot and memory beside the jobs already waiting), or when fewer than
-// LookAhead jobs of the class wait and the largest such prompt fits in the
-// memory not promised with a slot free — or, for a class above running
-// preemptible work, when preempting that work would make the room: a
-// high-priority job is pulled into a full worker, and admission preempts
-// for it. When the arena could
-// never hold the largest prompt, the smallest decides: a job that fits is
-// run, one that can never fit is refused (ErrTooLarge), and none waits in
-// JetStream for a worker that will never take it.
-func (s *Scheduler) CanAdmit(class, minTokens, maxTokens int) bool {
+// LookAheadTenants bounds, per class, the jobs the look-ahead holds when
+// each tenant may have one job of its own there: admission then chooses
+// between tenants (the least served first, preempting a tenant over its
+// share: see fairVictim), not the pull order, even while one tenant's
+// jobs fill LookAhead.
+const LookAheadTenants = 8
+
+// CanAdmit reports whether a job of class and tenant with a prompt of
+// minTokens to maxTokens would be admitted soon: the intake pulls only
+// such jobs, so work stays in JetStream for workers with room
+// (memory-aware load balancing by pulling). It holds when the next step
+// can start the job (a slot and memory beside the jobs already waiting);
+// when the tenant has no job of the class waiting yet (up to
+// LookAheadTenants of them), so that admission, which is fair between
+// tenants, sees every tenant's next job; or when fewer than LookAhead jobs
+// of the class wait and the largest such prompt fits in the memory not
+// promised with a slot free — or, for a class above running preemptible
+// work, when preempting that work would make the room: a high-priority job
+// is pulled into a full worker, and admission preempts for it. When the
+// arena could never hold the largest prompt, the smallest decides: a job
+// that fits is run, one that can never fit is refused (ErrTooLarge), and
+// none waits in JetStream for a worker that will never take it. An empty
+// tenant (jobs of the old subject form) gets no look-ahead of its own.
+func (s *Scheduler) CanAdmit(class int, tenant string, minTokens, maxTokens int) bool {
 	if class < 0 || class >= numClasses {
 		return false
 	}
@@ -390,7 +429,11 @@ func (s *Scheduler) CanAdmit(class, minTokens, maxTokens int) bool {
 		// batch at once instead of LookAhead jobs a step.
 		return true
 	}
-	if s.snapWaitingClass[class].Load()+s.sent[class].Load() >= LookAhead {
+	fresh, mine := s.fresh.count(class, tenant)
+	if tenant != "" && mine == 0 && fresh < LookAheadTenants {
+		return true
+	}
+	if fresh >= LookAhead {
 		return false
 	}
 	slot := s.snapRunning.Load() < int64(s.cfg.MaxRunning)
@@ -399,6 +442,36 @@ func (s *Scheduler) CanAdmit(class, minTokens, maxTokens int) bool {
 	}
 	below := s.snapBelowJobs[class].Load()
 	return below > 0 && need <= avail+s.snapBelowBlocks[class].Load()
+}
+
+// freshJobs counts jobs handed to Generate and not admitted yet, per class
+// and per class and tenant. Generate adds, the step loop subtracts; the
+// intake reads.
+type freshJobs struct {
+	mu       sync.Mutex
+	n        [numClasses]int
+	byTenant [numClasses]map[string]int
+}
+
+func (f *freshJobs) add(class int, tenant string, d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n[class] += d
+	if f.byTenant[class] == nil {
+		f.byTenant[class] = map[string]int{}
+	}
+	if n := f.byTenant[class][tenant] + d; n > 0 {
+		f.byTenant[class][tenant] = n
+	} else {
+		delete(f.byTenant[class], tenant)
+	}
+}
+
+// count returns the class's fresh jobs and the tenant's among them.
+func (f *freshJobs) count(class int, tenant string) (all, mine int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n[class], f.byTenant[class][tenant]
 }
 
 // snapWaiting is the number of jobs waiting in the last snapshot.
@@ -410,9 +483,38 @@ func (s *Scheduler) snapWaiting() int64 {
 	return n
 }
 
+// OnCapacity registers f to be called, on the step loop, whenever the
+// scheduler may take more work than at its last snapshot: memory freed, a
+// sequence ended, or a waiting job admitted. An intake that CanAdmit
+// turned away looks again then, instead of at its next poll. f must not
+// block.
+func (s *Scheduler) OnCapacity(f func()) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.watchers = append(s.watchers, f)
+}
+
+// tellWatchers calls the OnCapacity functions when the snapshot shows more
+// room than the last one they were told about.
+func (s *Scheduler) tellWatchers(avail, running, waiting int64) {
+	more := avail > s.lastAvail || running < s.lastRunning || waiting < s.lastWait
+	s.lastAvail, s.lastRunning, s.lastWait = avail, running, waiting
+	if !more {
+		return
+	}
+	s.watchMu.Lock()
+	ws := s.watchers
+	s.watchMu.Unlock()
+	for _, f := range ws {
+		f()
+	}
+}
+
 func (s *Scheduler) publishSnapshot() {
-	s.snapAvail.Store(int64(s.bm.available() - s.committed()))
+	avail := int64(s.bm.available() - s.committed())
+	s.snapAvail.Store(avail)
 	s.snapRunning.Store(int64(len(s.running)))
+	defer s.tellWatchers(avail, int64(len(s.running)), int64(len(s.waiting)))
 	var waiting, blocks, jobs [numClasses]int64
 	for _, q := range s.waiting {
 		waiting[q.opts.Class]++
@@ -524,6 +626,9 @@ func (s *Scheduler) finish(q *seq, reason string, err error) {
 		return
 	}
 	q.finished = true
+	if !q.admitted {
+		s.fresh.add(q.opts.Class, q.opts.Tenant, -1)
+	}
 	s.releaseBlocks(q)
 	if s.filler == q {
 		s.filler = nil

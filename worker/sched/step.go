@@ -218,12 +218,28 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 // the rows at the end of their tokens, finishing or restarting their jobs.
 func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 	done := time.Now()
+	if s.stepTokens != nil || s.cfg.Metrics != nil {
+		got := map[string]int{}
+		for _, r := range plan {
+			if r.samples {
+				got[r.q.opts.Tenant]++
+			}
+		}
+		if s.stepTokens != nil {
+			s.stepTokens(got)
+		}
+		if m := s.cfg.Metrics; m != nil {
+			for t, n := range got {
+				m.tenantTokens.WithLabelValues(t).Add(float64(n))
+			}
+		}
+	}
 	li := 0
 	for _, r := range plan {
 		q := r.q
 		q.computed += r.n
 		q.highWater = max(q.highWater, q.computed)
-		s.served[q.opts.Tenant] += float64(r.n)
+		s.served[q.opts.Tenant] += float64(r.n) / q.opts.Weight
 		s.registerFull(q)
 		if !r.samples {
 			continue // prefill chunk: no logits yet

@@ -1,0 +1,124 @@
+package sched
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+)
+
+// TestLateTenantShare is issue 12's fairness scenario inside the
+// scheduler: one tenant's backlog fills every batch slot, then a second
+// tenant's jobs arrive. The newcomer must not wait for whole jobs to end:
+// its first job runs within a few steps (a job of the full tenant is
+// swapped out for it), and while both have jobs waiting the output tokens
+// split by the tenants' weights within ±10%, with greedy outputs equal to
+// running alone.
+func TestLateTenantShare(t *testing.T) {
+	t.Parallel()
+	for _, weight := range []float64{1, 2} {
+		t.Run(map[float64]string{1: "equal", 2: "late-weighs-2"}[weight], func(t *testing.T) {
+			t.Parallel()
+			lateTenantShare(t, weight)
+		})
+	}
+}
+
+func lateTenantShare(t *testing.T, weight float64) {
+	l := modeltest.LoadStories(t, 1)
+	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, s)
+	big := pressureJobs(t, 40, 20, 160)
+	late := pressureJobs(t, 16, 24, 160)
+	for i := range big {
+		big[i].opts = JobOpts{Class: 1, Tenant: "big"}
+	}
+	for i := range late {
+		late[i].opts = JobOpts{Class: 1, Tenant: "late", Weight: weight}
+	}
+	// Per-step output tokens of each tenant, from the step loop.
+	// The late tenant arrives once a step has given the big tenant a
+	// token in every slot.
+	var mu sync.Mutex
+	var steps []map[string]int
+	full := make(chan int)
+	s.stepTokens = func(got map[string]int) {
+		mu.Lock()
+		steps = append(steps, got)
+		n := len(steps)
+		mu.Unlock()
+		if got["big"] == 8 && full != nil {
+			full <- n
+			full = nil
+		}
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var bigOut, lateOut []outcome
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); bigOut = run(s, big) }()
+	var arrival int
+	select {
+	case arrival = <-full:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the big tenant never had a token in every slot")
+	}
+	go func() { defer wg.Done(); lateOut = run(s, late) }()
+	wg.Wait()
+
+	firstQueue, lastAdmit := int64(-1), int64(0)
+	for i, o := range lateOut {
+		if o.err != nil {
+			t.Fatalf("late job %d: %v", i, o.err)
+		}
+		if firstQueue < 0 || o.stats.QueueSteps < firstQueue {
+			firstQueue = o.stats.QueueSteps
+		}
+	}
+	// The step the late tenant's last job was admitted at: its backlog
+	// ends there. (QueueSteps counts from its submission, within a step or
+	// two of arrival.)
+	for _, o := range lateOut {
+		lastAdmit = max(lastAdmit, int64(arrival)+o.stats.QueueSteps)
+	}
+	pre := 0
+	for i, o := range bigOut {
+		if o.err != nil {
+			t.Fatalf("big job %d: %v", i, o.err)
+		}
+		pre += o.stats.Preemptions
+	}
+	got := map[string]int{}
+	mu.Lock()
+	for _, st := range steps[arrival:min(int(lastAdmit), len(steps))] {
+		for tenant, n := range st {
+			got[tenant] += n
+		}
+	}
+	mu.Unlock()
+	share := float64(got["late"]) / float64(got["late"]+got["big"])
+	want := weight / (weight + 1)
+	t.Logf("weight %.0f: late tenant's first job admitted %d steps after submission; steps %d–%d: late %d tokens, big %d (share %.3f, want %.3f); %d preemptions of the big tenant's jobs",
+		weight, firstQueue, arrival, lastAdmit, got["late"], got["big"], share, want, pre)
+	if firstQueue > 3 {
+		t.Errorf("the late tenant's first job waited %d steps, want ≤ 3", firstQueue)
+	}
+	if d := share/want - 1; d < -0.1 || d > 0.1 {
+		t.Errorf("late tenant's token share %.3f while both had jobs waiting, want %.3f ± 10%%", share, want)
+	}
+	want2 := alone(t, l, append(slices.Clone(big), late...))
+	for i, o := range append(bigOut, lateOut...) {
+		if !slices.Equal(o.res.OutputIDs, want2[i]) {
+			t.Errorf("job %d: %v\nalone: %v", i, o.res.OutputIDs, want2[i])
+		}
+	}
+	checkIdle(t, s)
+}
