@@ -28,6 +28,8 @@ func (s *Scheduler) enqueue(q *seq) {
 	s.enqueued[q.opts.Class]++
 	if q.opts.Class == 0 {
 		s.lastHigh = time.Now()
+	}
+	if q.opts.Class == 0 || q.opts.LowLatency {
 		s.highPending.Store(false)
 	}
 	s.waiting = append(s.waiting, q)

@@ -127,7 +127,7 @@ type Scheduler struct {
 	// snapshot.
 	sent        [numClasses]atomic.Int64
 	enqueued    [numClasses]int64
-	highPending atomic.Bool // a high-priority job is on its way to intake
+	highPending atomic.Bool // a high-priority or low_latency job is on its way to intake
 	// interruptible: a step may be abandoned for a high-priority arrival
 	// (a synchronous backend, and not NoInterrupt).
 	interruptible   bool
@@ -331,10 +331,12 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	if need > s.Blocks() {
 		return nil, Stats{}, fmt.Errorf("%w: the job needs %d KV blocks, the arena has %d", ErrTooLarge, need, s.Blocks())
 	}
-	if opts.Class == 0 {
+	if opts.Class == 0 || opts.LowLatency {
 		// Before the send: a step in flight without high-priority rows
 		// stops at its next layer (see step), and intake clears the flag
-		// once it has the job.
+		// once it has the job. A low_latency job's queue time is then
+		// the same under load as idle: it is admitted (by its reserved
+		// path) after a layer, not after a whole step.
 		s.highPending.Store(true)
 	}
 	s.sent[opts.Class].Add(1)

@@ -196,8 +196,9 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 			}(r.q.g)
 		}
 	}
-	// A step without high-priority rows gives way to a high-priority job
-	// that arrives while it runs: it stops at the next layer and is run
+	// A step without high-priority rows gives way to a high-priority (or
+	// low_latency) job that arrives while it runs: it stops at the next
+	// layer and is run
 	// again, with the new job, after admission. Nothing is lost but the
 	// layers already done (the rerun writes the same K and V). Taking the
 	// flag means one arrival stops at most one step, and a step right
