@@ -69,6 +69,14 @@ type IngesterConfig struct {
 	// worker's batch fills up to it (or to its share of MaxAckPending);
 	// a trickle is stored a message at a time. Defaults to 256.
 	MaxBatch int
+	// RateInBatches enqueues the rating of the records a transaction
+	// stored as one RateBatchArgs job, instead of one RateArgs job per
+	// record: River then writes one job row (inserted, fetched, completed)
+	// per batch rather than per record, which is most of what rating costs
+	// (see BenchmarkLedger). A record that cannot be rated yet still gets
+	// a RateArgs job of its own. Defaults to false: one RateArgs job per
+	// record, rated many at once by the River client (see RateArgs).
+	RateInBatches bool
 	// RetryDelay is how long a message waits for redelivery after a
 	// database error. Defaults to 5 seconds.
 	RetryDelay time.Duration
@@ -91,7 +99,7 @@ func (c IngesterConfig) WithDefaults() IngesterConfig {
 		c.BatchSize = 32
 	}
 	if c.Workers == 0 {
-		c.Workers = 8
+		c.Workers = 2
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 256
@@ -470,17 +478,25 @@ func (in *Ingester) store(ctx context.Context, ds []*inbound) {
 		if err != nil {
 			return err
 		}
-		var jobs []river.InsertManyParams
+		var fresh []JobRef
 		for i, d := range ds {
 			if d.stored = stored[i]; d.stored {
-				jobs = append(jobs, river.InsertManyParams{Args: RateArgs{Tenant: d.row.u.Tenant, JobID: d.row.u.JobID}})
+				fresh = append(fresh, JobRef{d.row.u.Tenant, d.row.u.JobID})
 			}
 		}
-		if len(jobs) == 0 {
+		var jobs []river.InsertManyParams
+		switch {
+		case len(fresh) == 0:
 			return nil
+		case in.cfg.RateInBatches:
+			jobs = []river.InsertManyParams{{Args: RateBatchArgs{Jobs: fresh}}}
+		default:
+			for _, j := range fresh {
+				jobs = append(jobs, river.InsertManyParams{Args: RateArgs(j)})
+			}
 		}
 		if _, err := in.cfg.River.InsertManyTx(ctx, tx, jobs); err != nil {
-			return fmt.Errorf("billing: enqueue the rating of %d usage records: %w", len(jobs), err)
+			return fmt.Errorf("billing: enqueue the rating of %d usage records: %w", len(fresh), err)
 		}
 		return nil
 	})

@@ -97,40 +97,55 @@ func ledgerPool(tb testing.TB) *pgxpool.Pool {
 // (20,000 by default) are published to ZL_USAGE on an embedded JetStream
 // server, then a billing service with its default configuration is started
 // on a fresh schema, and the clock runs until every record has its charge.
-// It reports records/s (ingest and rating together). Run it once per
+// It reports records/s (ingest and rating together), with one RateArgs
+// job per record (the default) and with RateInBatches. Run it once per
 // measurement:
 //
 //	go test ./billing -run '^$' -bench Ledger -benchtime 1x -count 3
 func BenchmarkLedger(b *testing.B) {
 	records := ledgerUsage(*ledgerRecords, 1)
-	var busy time.Duration
-	for range b.N {
-		b.StopTimer()
-		ns := natstest.Run(b)
-		if err := contracts.EnsureStreams(context.Background(), ns.JS, contracts.StreamsConfig{}); err != nil {
-			b.Fatal(err)
-		}
-		publishUsage(b, ns.JS, "", records)
-		pool := ledgerPool(b)
-		svc, err := NewService(Config{DB: pool, JetStream: ns.JS, Logger: discardLogger()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		start := time.Now()
-		if err := svc.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		waitCharges(b, pool, len(records), 30*time.Minute)
-		busy += time.Since(start)
-		b.StopTimer()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := svc.Stop(ctx); err != nil {
-			b.Errorf("stop: %v", err)
-		}
-		cancel()
+	for _, mode := range []struct {
+		name    string
+		batches bool
+	}{{"rate=per-record", false}, {"rate=batched", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var busy time.Duration
+			for range b.N {
+				busy += ledgerRun(b, records, IngesterConfig{RateInBatches: mode.batches})
+			}
+			b.ReportMetric(float64(len(records)*b.N)/busy.Seconds(), "records/s")
+		})
 	}
-	b.ReportMetric(float64(len(records)*b.N)/busy.Seconds(), "records/s")
+}
+
+// ledgerRun publishes records, then times a billing service with ic until
+// every record is charged.
+func ledgerRun(b *testing.B, records []contracts.Usage, ic IngesterConfig) time.Duration {
+	b.StopTimer()
+	ns := natstest.Run(b)
+	if err := contracts.EnsureStreams(context.Background(), ns.JS, contracts.StreamsConfig{}); err != nil {
+		b.Fatal(err)
+	}
+	publishUsage(b, ns.JS, "", records)
+	pool := ledgerPool(b)
+	svc, err := NewService(Config{DB: pool, JetStream: ns.JS, Logger: discardLogger(), Ingester: ic})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	start := time.Now()
+	if err := svc.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	waitCharges(b, pool, len(records), 30*time.Minute)
+	busy := time.Since(start)
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := svc.Stop(ctx); err != nil {
+		b.Errorf("stop: %v", err)
+	}
+	return busy
 }
 
 // waitCharges polls until the charges table holds n rows.

@@ -36,7 +36,7 @@ type RiverConfig struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c RiverConfig) WithDefaults() RiverConfig {
 	if c.MaxWorkers == 0 {
-		c.MaxWorkers = 20
+		c.MaxWorkers = 256
 	}
 	if c.FetchCooldown == 0 {
 		c.FetchCooldown = 10 * time.Millisecond
@@ -58,7 +58,8 @@ func (c RiverConfig) validate() error {
 }
 
 // NewRiver returns a River client on pool with billing's workers
-// registered: RateArgs, RerateArgs, RollupArgs and BatchRollupArgs, all on Queue. The
+// registered: RateArgs, RateBatchArgs, RerateArgs, RollupArgs and
+// BatchRollupArgs, all on Queue. The
 // pool's schema (search_path) must have the migrations applied. Start the
 // client to work the queue (or run a Service, which does); any client may
 // insert.
@@ -68,7 +69,9 @@ func NewRiver(pool *pgxpool.Pool, cfg RiverConfig) (*river.Client[pgx.Tx], error
 		return nil, err
 	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &rateWorker{db: pool, rollupDelay: cfg.RollupDelay})
+	r := &rater{db: pool, rollupDelay: cfg.RollupDelay}
+	river.AddWorker(workers, &rateWorker{rater: r})
+	river.AddWorker(workers, &rateBatchWorker{rater: r})
 	river.AddWorker(workers, &rerateWorker{db: pool, rollupDelay: cfg.RollupDelay})
 	river.AddWorker(workers, &rollupWorker{db: pool})
 	river.AddWorker(workers, &batchRollupWorker{db: pool})

@@ -62,10 +62,12 @@ func storeTenants(ctx context.Context, db DB, ids, names []string) error {
 	return nil
 }
 
-// jobRef names a job: job ids are unique per tenant only.
-type jobRef struct {
+// JobRef names a job: job ids are unique per tenant only.
+type JobRef struct {
+	// Tenant is the job's tenant.
 	Tenant string `json:"tenant"`
-	JobID  string `json:"job_id"`
+	// JobID is the job, unique within Tenant only.
+	JobID string `json:"job_id"`
 }
 
 // checkTenant returns ErrUnknownTenant when tenant is not stored. Every

@@ -3,7 +3,6 @@ package billing
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -42,11 +41,11 @@ func insertUsage(ctx context.Context, db DB, u contracts.Usage, raw []byte, stre
 // wait for each other instead of deadlocking.
 func insertUsages(ctx context.Context, db DB, rows []usageRow) ([]bool, error) {
 	stored := make([]bool, len(rows))
-	first := make(map[jobRef]int, len(rows)) // a job's first row
+	first := make(map[JobRef]int, len(rows)) // a job's first row
 	var tenants []string
 	var cols usageColumns
 	for i, r := range rows {
-		key := jobRef{r.u.Tenant, r.u.JobID}
+		key := JobRef{r.u.Tenant, r.u.JobID}
 		if _, dup := first[key]; dup {
 			continue
 		}
@@ -93,7 +92,7 @@ func insertUsages(ctx context.Context, db DB, rows []usageRow) ([]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("billing: store %d usage records: %w", len(first), err)
 	}
-	var key jobRef
+	var key JobRef
 	_, err = pgx.ForEachRow(res, []any{&key.Tenant, &key.JobID}, func() error {
 		stored[first[key]] = true
 		return nil
@@ -171,17 +170,56 @@ func (c *usageColumns) args() []any {
 // GetUsage returns the stored usage record of tenant's job jobID, decoded
 // from the message body kept with it, or an error wrapping ErrNotFound.
 func GetUsage(ctx context.Context, db DB, tenant, jobID string) (contracts.Usage, error) {
-	var raw []byte
-	err := db.QueryRow(ctx, `SELECT raw FROM usage WHERE tenant_id = $1 AND job_id = $2`, tenant, jobID).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return contracts.Usage{}, fmt.Errorf("%w: usage of %s job %s", ErrNotFound, tenant, jobID)
-	}
+	us, err := getUsages(ctx, db, []JobRef{{tenant, jobID}})
 	if err != nil {
-		return contracts.Usage{}, fmt.Errorf("billing: read usage of %s job %s: %w", tenant, jobID, err)
+		return contracts.Usage{}, err
 	}
-	var u contracts.Usage
-	if err := json.Unmarshal(raw, &u); err != nil {
-		return contracts.Usage{}, fmt.Errorf("billing: decode stored usage of %s job %s: %w", tenant, jobID, err)
+	if us[0].err != nil {
+		return contracts.Usage{}, us[0].err
 	}
-	return u, nil
+	return us[0].u, nil
+}
+
+// storedUsage is a stored usage record, or why it could not be read.
+type storedUsage struct {
+	u   contracts.Usage
+	err error // wraps ErrNotFound when it is not stored
+}
+
+// getUsages reads the stored usage records of jobs with one query, in the
+// order of jobs. A record not stored, or whose body does not decode, has
+// its err set; the error returned is the query's.
+func getUsages(ctx context.Context, db DB, jobs []JobRef) ([]storedUsage, error) {
+	tenants, ids := make([]string, len(jobs)), make([]string, len(jobs))
+	for i, j := range jobs {
+		tenants[i], ids[i] = j.Tenant, j.JobID
+	}
+	rows, err := db.Query(ctx, `
+		SELECT q.i, u.raw
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(tenant_id, job_id, i)
+		JOIN usage u USING (tenant_id, job_id)`, tenants, ids)
+	if err != nil {
+		return nil, fmt.Errorf("billing: read %d usage records: %w", len(jobs), err)
+	}
+	out := make([]storedUsage, len(jobs))
+	found := make([]bool, len(jobs))
+	var i int
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&i, &raw}, func() error {
+		j := jobs[i-1]
+		found[i-1] = true
+		if err := json.Unmarshal(raw, &out[i-1].u); err != nil {
+			out[i-1].err = fmt.Errorf("billing: decode stored usage of %s job %s: %w", j.Tenant, j.JobID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("billing: read %d usage records: %w", len(jobs), err)
+	}
+	for i, j := range jobs {
+		if !found[i] {
+			out[i].err = fmt.Errorf("%w: usage of %s job %s", ErrNotFound, j.Tenant, j.JobID)
+		}
+	}
+	return out, nil
 }
