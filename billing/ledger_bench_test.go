@@ -41,10 +41,10 @@ func ledgerUsage(n int, seed uint64) []contracts.Usage {
 	return out
 }
 
-// publishUsage publishes every record on its tenant's usage subject, each
-// under its own message id (msgPrefix + tenant/job id), and waits for
-// JetStream to have stored them all.
-func publishUsage(tb testing.TB, js jetstream.JetStream, msgPrefix string, records []contracts.Usage) {
+// publishUsage publishes every record on its tenant's usage subject, the
+// i-th under Nats-Msg-Id msgID(i, record), and waits for JetStream to have
+// stored them all.
+func publishUsage(tb testing.TB, js jetstream.JetStream, records []contracts.Usage, msgID func(int, contracts.Usage) string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -53,7 +53,10 @@ func publishUsage(tb testing.TB, js jetstream.JetStream, msgPrefix string, recor
 	settle := func() {
 		for _, f := range acks {
 			select {
-			case <-f.Ok():
+			case ack := <-f.Ok():
+				if ack.Duplicate {
+					tb.Fatalf("publish %s: JetStream dropped it as a duplicate", f.Msg().Header.Get(contracts.HeaderMsgID))
+				}
 			case err := <-f.Err():
 				tb.Fatalf("publish %s: %v", f.Msg().Subject, err)
 			case <-ctx.Done():
@@ -62,9 +65,9 @@ func publishUsage(tb testing.TB, js jetstream.JetStream, msgPrefix string, recor
 		}
 		acks = acks[:0]
 	}
-	for _, u := range records {
+	for i, u := range records {
 		msg := &nats.Msg{Subject: contracts.UsageSubject(u.Tenant), Data: mustJSON(tb, u), Header: contracts.NewHeader(u.Tenant, contracts.Traceparent{})}
-		msg.Header.Set(contracts.HeaderMsgID, msgPrefix+u.Tenant+"/"+u.JobID)
+		msg.Header.Set(contracts.HeaderMsgID, msgID(i, u))
 		f, err := js.PublishMsgAsync(msg)
 		if err != nil {
 			tb.Fatal(err)
@@ -75,6 +78,9 @@ func publishUsage(tb testing.TB, js jetstream.JetStream, msgPrefix string, recor
 	}
 	settle()
 }
+
+// byJob is the message id a worker gives a usage record.
+func byJob(_ int, u contracts.Usage) string { return u.Tenant + "/" + u.JobID }
 
 // ledgerPool is a migrated schema of its own with as many connections as
 // the dev stack gives billing (16).
@@ -126,7 +132,7 @@ func ledgerRun(b *testing.B, records []contracts.Usage, ic IngesterConfig) time.
 	if err := contracts.EnsureStreams(context.Background(), ns.JS, contracts.StreamsConfig{}); err != nil {
 		b.Fatal(err)
 	}
-	publishUsage(b, ns.JS, "", records)
+	publishUsage(b, ns.JS, records, byJob)
 	pool := ledgerPool(b)
 	svc, err := NewService(Config{DB: pool, JetStream: ns.JS, Logger: discardLogger(), Ingester: ic})
 	if err != nil {

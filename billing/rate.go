@@ -18,8 +18,15 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
-// Queue is the River queue of billing's jobs.
+// Queue is the River queue of billing's jobs but the ratings.
 const Queue = "billing"
+
+// RateQueue is the River queue of the rating jobs (RateArgs and
+// RateBatchArgs). They have a queue of their own because they are worked
+// many at once (RiverConfig.RateWorkers) but hold a database connection
+// only while they lead their rating group, where the other jobs (rollups,
+// re-ratings) each hold one while they run.
+const RateQueue = "billing_rate"
 
 // activeStates are the job states a unique billing job is deduplicated
 // against: a job waiting or running, not one that has finished, so that
@@ -44,7 +51,7 @@ func (RateArgs) Kind() string { return "zl_billing_rate" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (RateArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, Priority: 1, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: RateQueue, Priority: 1, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
 // RerateArgs is the River job that prices an already rated job again, for

@@ -25,7 +25,7 @@ func (RateBatchArgs) Kind() string { return "zl_billing_rate_batch" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (RateBatchArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, Priority: 1}
+	return river.InsertOpts{Queue: RateQueue, Priority: 1}
 }
 
 // rateBatchWorker prices the records of a RateBatchArgs job (rater). A
