@@ -63,7 +63,9 @@ type IngesterConfig struct {
 	// Workers is how many transactions store records at once. Each
 	// worker stores the messages waiting for it, up to MaxBatch, in one
 	// transaction; the records of one job always go to the same worker.
-	// Keep it within the pool's connections. Defaults to 8.
+	// Keep it within the pool's connections. Defaults to 2 (on two cores,
+	// two larger transactions store more records a second than eight
+	// smaller ones).
 	Workers int
 	// MaxBatch is the most messages one transaction stores. Under load a
 	// worker's batch fills up to it (or to its share of MaxAckPending);
@@ -159,7 +161,7 @@ func (c IngesterConfig) ConsumerConfig() jetstream.ConsumerConfig {
 
 // IngestStats counts what an Ingester did with the messages it was given.
 type IngestStats struct {
-	// Stored counts records stored, each with its rating job.
+	// Stored counts records stored, each enqueued for rating.
 	Stored uint64
 	// Duplicates counts messages whose job (of the same tenant) was stored
 	// already (a redelivery, or a second record of one job): acked, not
@@ -176,10 +178,12 @@ type IngestStats struct {
 // record, then in one transaction for the batch stores the records (unique
 // on the tenant and job id: job ids are unique per tenant only; a record of
 // a job stored already, or earlier in the batch, is left out) and, for the
-// records it stored, inserts their RateArgs jobs (InsertManyTx); after the
+// records it stored, inserts their rating jobs (InsertManyTx: a RateArgs
+// job per record, or one RateBatchArgs job with RateInBatches); after the
 // commit it acks each message. So a record is billed once however often it
-// is delivered, and a record is acked only once it is safe. The job is identified by the subject's tenant and the body's job
-// id, never by the message id (Nats-Msg-Id is JetStream's dedupe key, and
+// is delivered, and a record is acked only once it is safe. The job is
+// identified by the subject's tenant and the body's job id, never by the
+// message id (Nats-Msg-Id is JetStream's dedupe key, and
 // its form is the publisher's business). A message that can never be stored
 // (malformed, of an unsupported contract version, rejected by the
 // database's checks) is terminated with the reason and logged; it stays

@@ -38,7 +38,9 @@ var activeStates = []rivertype.JobState{
 
 // RateArgs is the River job that prices one stored usage record. The
 // ingester inserts it in the transaction that stores the record; it is
-// unique per tenant and job id.
+// unique per tenant and job id. The records of the RateArgs (and
+// RateBatchArgs) jobs a client runs at once are rated together, in one
+// transaction.
 type RateArgs struct {
 	// Tenant is the usage record's tenant.
 	Tenant string `json:"tenant"`
