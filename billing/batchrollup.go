@@ -41,7 +41,7 @@ func noteBatchCharge(ctx context.Context, tx pgx.Tx, tenant, batch string, delay
 	if batch == "" {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+batchLock+`)`, tenant, batch); err != nil {
+	if err := lockShared(ctx, tx, batchLock, [][2]string{{tenant, batch}}); err != nil {
 		return err
 	}
 	if _, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx, BatchRollupArgs{Tenant: tenant, Batch: batch}, after(delay)); err != nil {

@@ -5,10 +5,13 @@
 // Data flows like this:
 //
 //	worker ── zl.usage.<tenant> (ZL_USAGE) ──▶ Ingester
-//	    one transaction: usage row (unique on tenant and job id)
-//	    + River RateArgs job
-//	    then ack the message
-//	River ──▶ rate: price book in force at created_at, Cost, Tags → charges
+//	    one transaction per batch of messages: usage rows (one insert,
+//	    unique on tenant and job id) + River rating jobs (InsertManyTx: a
+//	    RateArgs per record, or one RateBatchArgs per batch)
+//	    then ack each message
+//	River ──▶ rate: the records of the rating jobs running at once, in
+//	      one transaction: price book in force at created_at, Cost,
+//	      Tags → charges (one insert, unique on tenant and job id)
 //	      ──▶ rollup: per tenant and UTC day → usage_daily
 //	      ──▶ rerate (on request): a new price-book version → charges,
 //	          the previous charge kept in charge_history
@@ -34,7 +37,9 @@
 //
 // A usage record is billed once whatever the redeliveries: the usage table
 // is unique on (tenant, job id), the rating job is inserted only with a new
-// row, and a charge is unique on (tenant, job id). Job ids are unique per
+// row, and a charge is unique on (tenant, job id) and never overwritten by
+// a rating (only a re-rating replaces it), so a rating run twice bills
+// nothing twice. Job ids are unique per
 // tenant only, so everything that names a job (RateArgs, RerateArgs,
 // GetUsage, GetCharge) names its tenant too; two tenants' jobs of the same
 // id are two jobs, each billed to its own tenant.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -59,10 +60,25 @@ type IngesterConfig struct {
 	// BatchSize is how many messages a process buffers ahead of the ones
 	// it stores; Stop drains them. Defaults to 32.
 	BatchSize int
-	// Workers is how many records are stored at once, each in its own
-	// transaction (records are independent: unique on the tenant and job
-	// id). Keep it within the pool's connections. Defaults to 8.
+	// Workers is how many transactions store records at once. Each
+	// worker stores the messages waiting for it, up to MaxBatch, in one
+	// transaction; the records of one job always go to the same worker.
+	// Keep it within the pool's connections. Defaults to 2 (on two cores,
+	// two larger transactions store more records a second than eight
+	// smaller ones).
 	Workers int
+	// MaxBatch is the most messages one transaction stores. Under load a
+	// worker's batch fills up to it (or to its share of MaxAckPending);
+	// a trickle is stored a message at a time. Defaults to 256.
+	MaxBatch int
+	// RateInBatches enqueues the rating of the records a transaction
+	// stored as one RateBatchArgs job, instead of one RateArgs job per
+	// record: River then writes one job row (inserted, fetched, completed)
+	// per batch rather than per record, which is most of what rating costs
+	// (see BenchmarkLedger). A record that cannot be rated yet still gets
+	// a RateArgs job of its own. Defaults to false: one RateArgs job per
+	// record, rated many at once by the River client (see RateArgs).
+	RateInBatches bool
 	// RetryDelay is how long a message waits for redelivery after a
 	// database error. Defaults to 5 seconds.
 	RetryDelay time.Duration
@@ -85,7 +101,10 @@ func (c IngesterConfig) WithDefaults() IngesterConfig {
 		c.BatchSize = 32
 	}
 	if c.Workers == 0 {
-		c.Workers = 8
+		c.Workers = 2
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 256
 	}
 	if c.RetryDelay == 0 {
 		c.RetryDelay = 5 * time.Second
@@ -108,13 +127,15 @@ func (c IngesterConfig) validate() error {
 	case c.River == nil:
 		return bad("IngesterConfig.River is nil; pass a client from billing.NewRiver")
 	case c.AckWait < 100*time.Millisecond:
-		return bad("IngesterConfig.AckWait %v is below 100ms; storing a record takes a database transaction", c.AckWait)
+		return bad("IngesterConfig.AckWait %v is below 100ms; storing records takes a database transaction", c.AckWait)
 	case c.MaxAckPending < 1:
 		return bad("IngesterConfig.MaxAckPending %d must be at least 1", c.MaxAckPending)
 	case c.BatchSize < 1 || c.BatchSize > c.MaxAckPending:
 		return bad("IngesterConfig.BatchSize %d must be in [1, MaxAckPending %d]", c.BatchSize, c.MaxAckPending)
 	case c.Workers < 1 || c.Workers > 1024:
 		return bad("IngesterConfig.Workers %d must be in [1, 1024]", c.Workers)
+	case c.MaxBatch < 1 || c.MaxBatch > 10_000:
+		return bad("IngesterConfig.MaxBatch %d must be in [1, 10000]", c.MaxBatch)
 	case c.RetryDelay < 0:
 		return bad("IngesterConfig.RetryDelay %v is negative", c.RetryDelay)
 	}
@@ -140,7 +161,7 @@ func (c IngesterConfig) ConsumerConfig() jetstream.ConsumerConfig {
 
 // IngestStats counts what an Ingester did with the messages it was given.
 type IngestStats struct {
-	// Stored counts records stored, each with its rating job.
+	// Stored counts records stored, each enqueued for rating.
 	Stored uint64
 	// Duplicates counts messages whose job (of the same tenant) was stored
 	// already (a redelivery, or a second record of one job): acked, not
@@ -152,21 +173,27 @@ type IngestStats struct {
 	Retried uint64
 }
 
-// Ingester moves usage records from ZL_USAGE into Postgres. For each
-// message it decodes and validates the record, then in one transaction
-// stores it (unique on the tenant and job id: job ids are unique per
-// tenant only) and, only if it was not stored before, inserts its RateArgs
-// job; after the commit it acks the message. So a record is billed once
-// however often it is delivered, and a record is acked only once it is
-// safe. The job is identified by the subject's tenant and the body's job
-// id, never by the message id (Nats-Msg-Id is JetStream's dedupe key, and
+// Ingester moves usage records from ZL_USAGE into Postgres. It takes the
+// messages in batches: for each message it decodes and validates the
+// record, then in one transaction for the batch stores the records (unique
+// on the tenant and job id: job ids are unique per tenant only; a record of
+// a job stored already, or earlier in the batch, is left out) and, for the
+// records it stored, inserts their rating jobs (InsertManyTx: a RateArgs
+// job per record, or one RateBatchArgs job with RateInBatches); after the
+// commit it acks each message. So a record is billed once however often it
+// is delivered, and a record is acked only once it is safe. The job is
+// identified by the subject's tenant and the body's job id, never by the
+// message id (Nats-Msg-Id is JetStream's dedupe key, and
 // its form is the publisher's business). A message that can never be stored
 // (malformed, of an unsupported contract version, rejected by the
 // database's checks) is terminated with the reason and logged; it stays
 // in the stream, which keeps usage for months, for replay after a fix.
 //
-// Messages are handled one at a time per process; run several processes
-// (they share the durable consumer) to go faster.
+// A database error leaves the whole batch for redelivery (NakWithDelay):
+// nothing of it was stored. A record the database rejects fails its
+// batch's statement, so the batch is stored again a record at a time and
+// only that record is terminated. Several processes may share the durable
+// consumer.
 type Ingester struct {
 	cfg IngesterConfig
 
@@ -291,14 +318,17 @@ func (in *Ingester) consume(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	// Records of one job always go to the same worker, in stream order,
 	// so the first record of a job is the one stored, as with one worker.
+	// A worker's channel holds every message it may be given (no more
+	// than MaxAckPending are unacked), so that the consume callback never
+	// waits on a busy worker while the others idle.
 	work := make([]chan jetstream.Msg, in.cfg.Workers)
 	for i := range work {
-		work[i] = make(chan jetstream.Msg)
+		work[i] = make(chan jetstream.Msg, in.cfg.MaxAckPending)
 		in.wg.Add(1)
 		go func(ch chan jetstream.Msg) {
 			defer in.wg.Done()
-			for msg := range ch {
-				in.handle(runCtx, msg)
+			for batch := range batches(ch, in.cfg.MaxBatch) {
+				in.handle(runCtx, batch)
 			}
 		}(work[i])
 	}
@@ -381,58 +411,137 @@ func shard(msg jetstream.Msg, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// handle stores one message's record and settles the message.
-func (in *Ingester) handle(ctx context.Context, msg jetstream.Msg) {
-	log := in.cfg.Logger.With("subject", msg.Subject())
-	var seq, delivered uint64
-	if md, err := msg.Metadata(); err == nil {
-		seq, delivered = md.Sequence.Stream, md.NumDelivered
-		log = log.With("stream_seq", seq, "delivered", delivered)
+// batches yields the messages of ch in batches of up to max: a batch is
+// the next message and those already waiting behind it. It ends when ch is
+// closed and drained.
+func batches(ch <-chan jetstream.Msg, max int) iter.Seq[[]jetstream.Msg] {
+	return func(yield func([]jetstream.Msg) bool) {
+		for msg := range ch {
+			batch := []jetstream.Msg{msg}
+		more:
+			for len(batch) < max {
+				select {
+				case msg, ok := <-ch:
+					if !ok {
+						break more
+					}
+					batch = append(batch, msg)
+				default:
+					break more
+				}
+			}
+			if !yield(batch) {
+				return
+			}
+		}
 	}
+}
 
-	u, err := decodeMessage(msg)
-	if err != nil {
-		in.terminate(log, msg, err)
+// inbound is one message of a batch and its decoded record.
+type inbound struct {
+	msg       jetstream.Msg
+	log       *slog.Logger
+	delivered uint64
+	row       usageRow
+	stored    bool
+}
+
+// handle stores a batch of messages' records and settles the messages.
+func (in *Ingester) handle(ctx context.Context, msgs []jetstream.Msg) {
+	ds := make([]*inbound, 0, len(msgs))
+	for _, msg := range msgs {
+		d := &inbound{msg: msg, log: in.cfg.Logger.With("subject", msg.Subject())}
+		if md, err := msg.Metadata(); err == nil {
+			d.row.streamSeq, d.delivered = md.Sequence.Stream, md.NumDelivered
+			d.log = d.log.With("stream_seq", md.Sequence.Stream, "delivered", md.NumDelivered)
+		}
+		u, err := decodeMessage(msg)
+		if err != nil {
+			in.terminate(d.log, msg, err)
+			continue
+		}
+		d.row.u, d.row.raw = u, msg.Data()
+		d.log = d.log.With("tenant", u.Tenant, "job_id", u.JobID)
+		ds = append(ds, d)
+	}
+	in.store(ctx, ds)
+}
+
+// store stores ds's records in one transaction with their rating jobs,
+// then settles their messages.
+func (in *Ingester) store(ctx context.Context, ds []*inbound) {
+	if len(ds) == 0 {
 		return
 	}
-	log = log.With("tenant", u.Tenant, "job_id", u.JobID)
-
-	var inserted bool
-	err = pgx.BeginFunc(ctx, in.cfg.DB, func(tx pgx.Tx) error {
-		var err error
-		inserted, err = insertUsage(ctx, tx, u, msg.Data(), seq)
-		if err != nil || !inserted {
+	err := pgx.BeginFunc(ctx, in.cfg.DB, func(tx pgx.Tx) error {
+		rows := make([]usageRow, len(ds))
+		for i, d := range ds {
+			rows[i] = d.row
+		}
+		stored, err := insertUsages(ctx, tx, rows)
+		if err != nil {
 			return err
 		}
-		if _, err := in.cfg.River.InsertTx(ctx, tx, RateArgs{Tenant: u.Tenant, JobID: u.JobID}, nil); err != nil {
-			return fmt.Errorf("billing: enqueue the rating of %s job %s: %w", u.Tenant, u.JobID, err)
+		var fresh []JobRef
+		for i, d := range ds {
+			if d.stored = stored[i]; d.stored {
+				fresh = append(fresh, JobRef{d.row.u.Tenant, d.row.u.JobID})
+			}
+		}
+		var jobs []river.InsertManyParams
+		switch {
+		case len(fresh) == 0:
+			return nil
+		case in.cfg.RateInBatches:
+			jobs = []river.InsertManyParams{{Args: RateBatchArgs{Jobs: fresh}}}
+		default:
+			for _, j := range fresh {
+				jobs = append(jobs, river.InsertManyParams{Args: RateArgs(j)})
+			}
+		}
+		if _, err := in.cfg.River.InsertManyTx(ctx, tx, jobs); err != nil {
+			return fmt.Errorf("billing: enqueue the rating of %d usage records: %w", len(fresh), err)
 		}
 		return nil
 	})
-	if err != nil {
-		if permanent(err) {
-			in.terminate(log, msg, err)
-			return
+	switch {
+	case err != nil && permanent(err) && len(ds) > 1:
+		// One record breaks a check of the schema, and the statement of
+		// the batch with it: store them one by one, so that it alone is
+		// terminated.
+		for _, d := range ds {
+			in.store(ctx, []*inbound{d})
 		}
-		in.retried.Add(1)
-		log.Warn("billing: usage record not stored; it will be delivered again", "retry_in", in.cfg.RetryDelay, "error", err)
-		if err := msg.NakWithDelay(in.cfg.RetryDelay); err != nil {
-			log.Warn("billing: nak failed; the message comes back after AckWait", "error", err)
+		return
+	case err != nil && permanent(err):
+		in.terminate(ds[0].log, ds[0].msg, err)
+		return
+	case err != nil:
+		in.retried.Add(uint64(len(ds)))
+		in.cfg.Logger.Warn("billing: usage records not stored; they will be delivered again",
+			"records", len(ds), "retry_in", in.cfg.RetryDelay, "error", err)
+		for _, d := range ds {
+			if err := d.msg.NakWithDelay(in.cfg.RetryDelay); err != nil {
+				d.log.Warn("billing: nak failed; the message comes back after AckWait", "error", err)
+			}
 		}
 		return
 	}
-	if inserted {
-		in.stored.Add(1)
-	} else {
-		in.duplicates.Add(1)
-		log.Info("billing: usage record of this job is stored already; not billing it again")
-	}
-	if in.afterCommit != nil && !in.afterCommit(u.Tenant, u.JobID, inserted, delivered) {
-		return
-	}
-	if err := msg.Ack(); err != nil {
-		// The record is stored; a redelivery will be recognized.
-		log.Warn("billing: ack failed; the message will be delivered again and deduplicated", "error", err)
+	for _, d := range ds {
+		u := d.row.u
+		if d.stored {
+			in.stored.Add(1)
+		} else {
+			in.duplicates.Add(1)
+			d.log.Info("billing: usage record of this job is stored already; not billing it again")
+		}
+		if in.afterCommit != nil && !in.afterCommit(u.Tenant, u.JobID, d.stored, d.delivered) {
+			continue
+		}
+		if err := d.msg.Ack(); err != nil {
+			// The record is stored; a redelivery will be recognized.
+			d.log.Warn("billing: ack failed; the message will be delivered again and deduplicated", "error", err)
+		}
 	}
 }
 

@@ -60,7 +60,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		failed++
 	}
 	counts := map[string]int64{"available": 0, "scheduled": 0, "retryable": 0, "running": 0}
-	rows, err := db.Query(ctx, `SELECT state::text, count(*) FROM river_job WHERE queue = $1 AND state IN ('available', 'scheduled', 'retryable', 'running') GROUP BY 1`, Queue)
+	rows, err := db.Query(ctx, `SELECT state::text, count(*) FROM river_job WHERE queue = ANY($1) AND state IN ('available', 'scheduled', 'retryable', 'running') GROUP BY 1`, []string{Queue, RateQueue})
 	if err == nil {
 		for rows.Next() {
 			var s string

@@ -74,9 +74,14 @@ const priceBookColumns = `id, coalesce(tenant_id, ''), coalesce(model, ''), vers
 
 func scanPriceBook(row pgx.Row) (PriceBook, error) {
 	var pb PriceBook
-	err := row.Scan(&pb.ID, &pb.Tenant, &pb.Model, &pb.Version, &pb.EffectiveAt, &pb.Currency, &pb.PIn, &pb.POut, &pb.PTTFT, &pb.PTool, &pb.Note)
+	err := row.Scan(pb.dest()...)
 	pb.EffectiveAt = pb.EffectiveAt.UTC()
 	return pb, err
+}
+
+// dest returns where to scan priceBookColumns into.
+func (pb *PriceBook) dest() []any {
+	return []any{&pb.ID, &pb.Tenant, &pb.Model, &pb.Version, &pb.EffectiveAt, &pb.Currency, &pb.PIn, &pb.POut, &pb.PTTFT, &pb.PTool, &pb.Note}
 }
 
 // EffectivePriceBook returns the price book that prices usage of tenant's
@@ -87,21 +92,63 @@ func scanPriceBook(row pgx.Row) (PriceBook, error) {
 // it takes the latest effective one (the highest version on a tie). It
 // returns ErrNoPriceBook when no scope has one.
 func EffectivePriceBook(ctx context.Context, db DB, tenant, model string, at time.Time) (PriceBook, error) {
-	pb, err := scanPriceBook(db.QueryRow(ctx, `
-		SELECT `+priceBookColumns+`
-		FROM price_books
-		WHERE (tenant_id = $1 OR tenant_id IS NULL)
-		  AND (model = $2 OR model IS NULL)
-		  AND effective_at <= $3
-		ORDER BY tenant_id IS NULL, model IS NULL, effective_at DESC, version DESC
-		LIMIT 1`, tenant, model, at))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return PriceBook{}, fmt.Errorf("%w: tenant %s, model %s, at %s", ErrNoPriceBook, tenant, model, at.UTC().Format(time.RFC3339Nano))
-	}
+	books, err := effectivePriceBooks(ctx, db, []bookFor{{tenant, model, at}})
 	if err != nil {
-		return PriceBook{}, fmt.Errorf("billing: look up price book: %w", err)
+		return PriceBook{}, err
 	}
-	return pb, nil
+	if books[0] == nil {
+		return PriceBook{}, noPriceBook(tenant, model, at)
+	}
+	return *books[0], nil
+}
+
+// bookFor is what picks the book in force: usage of Tenant's Model
+// created At.
+type bookFor struct {
+	Tenant, Model string
+	At            time.Time
+}
+
+func noPriceBook(tenant, model string, at time.Time) error {
+	return fmt.Errorf("%w: tenant %s, model %s, at %s", ErrNoPriceBook, tenant, model, at.UTC().Format(time.RFC3339Nano))
+}
+
+// effectivePriceBooks looks up, with one query, the book EffectivePriceBook
+// returns for each of qs; nil where there is none.
+func effectivePriceBooks(ctx context.Context, db DB, qs []bookFor) ([]*PriceBook, error) {
+	tenants, models, ats := make([]string, len(qs)), make([]string, len(qs)), make([]time.Time, len(qs))
+	for i, q := range qs {
+		tenants[i], models[i], ats[i] = q.Tenant, q.Model, q.At
+	}
+	rows, err := db.Query(ctx, `
+		SELECT q.i, pb.*
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS q(tenant, model, at, i)
+		CROSS JOIN LATERAL (
+			SELECT `+priceBookColumns+`
+			FROM price_books
+			WHERE (tenant_id = q.tenant OR tenant_id IS NULL)
+			  AND (model = q.model OR model IS NULL)
+			  AND effective_at <= q.at
+			ORDER BY tenant_id IS NULL, model IS NULL, effective_at DESC, version DESC
+			LIMIT 1) pb`, tenants, models, ats)
+	if err != nil {
+		return nil, fmt.Errorf("billing: look up price books: %w", err)
+	}
+	out := make([]*PriceBook, len(qs))
+	for rows.Next() {
+		var i int
+		pb := new(PriceBook)
+		if err := rows.Scan(append([]any{&i}, pb.dest()...)...); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("billing: look up price books: %w", err)
+		}
+		pb.EffectiveAt = pb.EffectiveAt.UTC()
+		out[i-1] = pb
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("billing: look up price books: %w", err)
+	}
+	return out, nil
 }
 
 // GetPriceBook returns the stored price book id, or an error wrapping

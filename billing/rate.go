@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,12 +13,20 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/shopspring/decimal"
 
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
-// Queue is the River queue of billing's jobs.
+// Queue is the River queue of billing's jobs but the ratings.
 const Queue = "billing"
+
+// RateQueue is the River queue of the rating jobs (RateArgs and
+// RateBatchArgs). They have a queue of their own because they are worked
+// many at once (RiverConfig.RateWorkers) but hold a database connection
+// only while they lead their rating group, where the other jobs (rollups,
+// re-ratings) each hold one while they run.
+const RateQueue = "billing_rate"
 
 // activeStates are the job states a unique billing job is deduplicated
 // against: a job waiting or running, not one that has finished, so that
@@ -28,7 +38,9 @@ var activeStates = []rivertype.JobState{
 
 // RateArgs is the River job that prices one stored usage record. The
 // ingester inserts it in the transaction that stores the record; it is
-// unique per tenant and job id.
+// unique per tenant and job id. The records of the RateArgs (and
+// RateBatchArgs) jobs a client runs at once are rated together, in one
+// transaction.
 type RateArgs struct {
 	// Tenant is the usage record's tenant.
 	Tenant string `json:"tenant"`
@@ -41,7 +53,7 @@ func (RateArgs) Kind() string { return "zl_billing_rate" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (RateArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, Priority: 1, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: RateQueue, Priority: 1, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
 // RerateArgs is the River job that prices an already rated job again, for
@@ -118,6 +130,11 @@ func price(ctx context.Context, tx pgx.Tx, u contracts.Usage, pb PriceBook) (Cha
 	if err != nil {
 		return Charge{}, err
 	}
+	return newCharge(u, pb, rules), nil
+}
+
+// newCharge is the first charge of u under pb with the tag rules in force.
+func newCharge(u contracts.Usage, pb PriceBook, rules []TagRule) Charge {
 	return Charge{
 		JobID:            u.JobID,
 		Tenant:           u.Tenant,
@@ -128,7 +145,7 @@ func price(ctx context.Context, tx pgx.Tx, u contracts.Usage, pb PriceBook) (Cha
 		Cost:             Cost(u, pb),
 		Tags:             Tags(u, rules),
 		Revision:         1,
-	}, nil
+	}
 }
 
 // usageDay is the UTC day a usage record is rolled up into.
@@ -139,8 +156,7 @@ func usageDay(u contracts.Usage) string { return u.CreatedAt.UTC().Format(time.D
 // rollup of that day is computed under the exclusive one, so a rollup never
 // misses a charge committed while it runs (see rollupWorker).
 func lockDayShared(ctx context.Context, tx pgx.Tx, tenant, day string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+dayLock+`)`, tenant, day)
-	return err
+	return lockShared(ctx, tx, dayLock, [][2]string{{tenant, day}})
 }
 
 // usageToRate loads the usage record of tenant's job jobID and takes the
@@ -158,39 +174,266 @@ func usageToRate(ctx context.Context, tx pgx.Tx, tenant, jobID string) (contract
 	return u, lockDayShared(ctx, tx, u.Tenant, usageDay(u))
 }
 
-// rateWorker prices a newly stored usage record.
-type rateWorker struct {
-	river.WorkerDefaults[RateArgs]
+// rater rates stored usage records for the rating workers of one River
+// client: the records of the RateArgs and RateBatchArgs jobs running at
+// once are rated together (rateGroup), in one transaction (rateTx).
+type rater struct {
 	db          *pgxpool.Pool
 	rollupDelay time.Duration
+	group       rateGroup
 }
 
-func (w *rateWorker) Work(ctx context.Context, job *river.Job[RateArgs]) error {
-	return pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-		u, err := usageToRate(ctx, tx, job.Args.Tenant, job.Args.JobID)
-		if err != nil {
+// rate rates jobs with the records queued beside them and returns each
+// one's error (see rateTx), or the error of their transaction.
+func (r *rater) rate(ctx context.Context, jobs []JobRef) ([]error, error) {
+	return r.group.do(ctx, jobs, func(ctx context.Context, jobs []JobRef) (errs []error, err error) {
+		err = pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
+			errs, err = rateTx(ctx, tx, jobs, r.rollupDelay)
 			return err
-		}
-		pb, err := EffectivePriceBook(ctx, tx, u.Tenant, u.Model, u.CreatedAt)
-		if err != nil {
-			return err
-		}
-		if err := storeCharge(ctx, tx, u, pb, false, w.rollupDelay); err != nil {
-			return err
-		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		})
+		return errs, err
 	})
 }
 
-// chargeInsert stores a charge; with chargeReplace a re-rating replaces
-// the row and counts a revision.
-const (
-	chargeInsert = `
+// rateWorker prices a newly stored usage record. A charge is unique on the
+// tenant and job id, and a job with a charge already is left alone, so a
+// job run again (a retry, a rescue after a crash) bills nothing twice; the
+// job completes after the commit.
+type rateWorker struct {
+	river.WorkerDefaults[RateArgs]
+	*rater
+}
+
+// Work returns nil once the record is charged (or was before), a JobCancel
+// for a record that is not stored (only a deleted usage row gets here:
+// there is nothing to bill), and the record's error otherwise
+// (ErrNoPriceBook: River retries it).
+func (w *rateWorker) Work(ctx context.Context, job *river.Job[RateArgs]) error {
+	errs, err := w.rate(ctx, []JobRef{{job.Args.Tenant, job.Args.JobID}})
+	switch {
+	case err != nil:
+		return err
+	case errors.Is(errs[0], ErrNotFound):
+		return river.JobCancel(errs[0])
+	}
+	return errs[0]
+}
+
+// rateTx rates the stored usage records of jobs within tx: it reads them,
+// looks up their price books and tag rules, stores their charges with one
+// statement (a job with a charge already is left alone) and asks for the
+// rollups of their days and batches. It returns each job's error: nil when
+// charged (now or before), one wrapping ErrNotFound for a record not
+// stored, ErrNoPriceBook for one no book prices yet, a decoding error for
+// a stored body that does not decode. The error returned is the
+// transaction's: tx is then unusable.
+func rateTx(ctx context.Context, tx pgx.Tx, jobs []JobRef, rollupDelay time.Duration) ([]error, error) {
+	errs := make([]error, len(jobs))
+	stored, err := getUsages(ctx, tx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	var us []contracts.Usage
+	var at []int // us[k] is jobs[at[k]]'s
+	for i, s := range stored {
+		if errs[i] = s.err; s.err == nil {
+			us, at = append(us, s.u), append(at, i)
+		}
+	}
+	if len(us) == 0 {
+		return errs, nil
+	}
+	cs, err := priceMany(ctx, tx, us)
+	if err != nil {
+		return nil, err
+	}
+	var charges []Charge
+	var charged []contracts.Usage
+	for k, c := range cs {
+		if c == nil {
+			u := us[k]
+			errs[at[k]] = noPriceBook(u.Tenant, u.Model, u.CreatedAt)
+			continue
+		}
+		charges, charged = append(charges, *c), append(charged, us[k])
+	}
+	if len(charges) == 0 {
+		return errs, nil
+	}
+	inserted, err := insertCharges(ctx, tx, charges)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []contracts.Usage
+	for k, ok := range inserted {
+		if ok {
+			fresh = append(fresh, charged[k])
+		}
+	}
+	return errs, noteCharges(ctx, tx, fresh, rollupDelay)
+}
+
+// priceMany prices us (each with the book in force at its created_at and
+// its tenant's tag rules) with two queries; nil where no book applies.
+func priceMany(ctx context.Context, tx pgx.Tx, us []contracts.Usage) ([]*Charge, error) {
+	qs := make([]bookFor, len(us))
+	var tenants []string
+	for i, u := range us {
+		qs[i] = bookFor{u.Tenant, u.Model, u.CreatedAt}
+		tenants = append(tenants, u.Tenant)
+	}
+	books, err := effectivePriceBooks(ctx, tx, qs)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := loadTagRules(ctx, tx, slices.Compact(slices.Sorted(slices.Values(tenants))))
+	if err != nil {
+		return nil, fmt.Errorf("billing: load tag rules: %w", err)
+	}
+	out := make([]*Charge, len(us))
+	for i, u := range us {
+		if books[i] != nil {
+			c := newCharge(u, *books[i], rules[u.Tenant])
+			out[i] = &c
+		}
+	}
+	return out, nil
+}
+
+// insertCharges stores cs with one statement, each unless its job has a
+// charge already, and reports which it stored. Rows go in key order, so
+// that two transactions charging the same jobs wait for each other
+// instead of deadlocking.
+func insertCharges(ctx context.Context, tx pgx.Tx, cs []Charge) ([]bool, error) {
+	n := len(cs)
+	jobIDs, tenants, models, currencies, tags := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	bookIDs, versions := make([]int64, n), make([]int64, n)
+	costs := [5][]string{make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
+	first := make(map[JobRef]int, n)
+	for i, c := range cs {
+		if _, dup := first[JobRef{c.Tenant, c.JobID}]; !dup {
+			first[JobRef{c.Tenant, c.JobID}] = i
+		}
+		jobIDs[i], tenants[i], models[i], currencies[i] = c.JobID, c.Tenant, c.Model, c.Currency
+		// Tags match ^[a-z][a-z0-9_]{0,62}$ (value_tag_rules): no comma.
+		tags[i] = strings.Join(c.Tags, ",")
+		bookIDs[i], versions[i] = c.PriceBookID, int64(c.PriceBookVersion)
+		for d, v := range []decimal.Decimal{c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total} {
+			costs[d][i] = v.String()
+		}
+	}
+	rows, err := tx.Query(ctx, `
 		INSERT INTO charges (job_id, tenant_id, model, price_book_id, price_book_version, currency,
 			cost_input, cost_output, cost_ttft, cost_tool, total, tags)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
-	chargeReplace = `
+		SELECT job_id, tenant_id, model, book_id, version::integer, currency,
+			cost_input::numeric, cost_output::numeric, cost_ttft::numeric, cost_tool::numeric, total::numeric,
+			string_to_array(tags, ',')
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[],
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+			AS c(job_id, tenant_id, model, book_id, version, currency, cost_input, cost_output, cost_ttft, cost_tool, total, tags)
+		ORDER BY tenant_id, job_id
+		ON CONFLICT (tenant_id, job_id) DO NOTHING
+		RETURNING tenant_id, job_id`,
+		jobIDs, tenants, models, bookIDs, versions, currencies, costs[0], costs[1], costs[2], costs[3], costs[4], tags)
+	if err != nil {
+		return nil, fmt.Errorf("billing: store %d charges: %w", n, err)
+	}
+	inserted := make([]bool, n)
+	var key JobRef
+	if _, err := pgx.ForEachRow(rows, []any{&key.Tenant, &key.JobID}, func() error {
+		inserted[first[key]] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("billing: store %d charges: %w", n, err)
+	}
+	return inserted, nil
+}
+
+// noteCharges, within the transaction that charged us, asks for the
+// rollups of their days and batches after delay, holding the shared side
+// of each one's lock first (see rollupWorker): the days' locks, then the
+// batches', each set in key order, so that no two rating transactions wait
+// for each other in a cycle.
+func noteCharges(ctx context.Context, tx pgx.Tx, us []contracts.Usage, delay time.Duration) error {
+	var days, batches [][2]string
+	for _, u := range us {
+		days = append(days, [2]string{u.Tenant, usageDay(u)})
+		if u.BatchID != "" {
+			batches = append(batches, [2]string{u.Tenant, u.BatchID})
+		}
+	}
+	days = slices.Compact(slices.SortedFunc(slices.Values(days), compareKeys))
+	batches = slices.Compact(slices.SortedFunc(slices.Values(batches), compareKeys))
+	var jobs []river.InsertManyParams
+	if err := lockShared(ctx, tx, dayLock, days); err != nil {
+		return fmt.Errorf("billing: lock the days of %d charges: %w", len(us), err)
+	}
+	for _, d := range days {
+		jobs = append(jobs, river.InsertManyParams{Args: RollupArgs{Tenant: d[0], Day: d[1]}, InsertOpts: after(delay)})
+	}
+	if err := lockShared(ctx, tx, batchLock, batches); err != nil {
+		return fmt.Errorf("billing: lock the batches of %d charges: %w", len(us), err)
+	}
+	for _, b := range batches {
+		jobs = append(jobs, river.InsertManyParams{Args: BatchRollupArgs{Tenant: b[0], Batch: b[1]}, InsertOpts: after(delay)})
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	if _, err := river.ClientFromContext[pgx.Tx](ctx).InsertManyTx(ctx, tx, jobs); err != nil {
+		return fmt.Errorf("billing: enqueue the rollups of %d charges: %w", len(us), err)
+	}
+	return nil
+}
+
+func compareKeys(a, b [2]string) int {
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(a[1], b[1])
+}
+
+// lockShared takes, for the rest of tx, the shared side of lock (dayLock
+// or batchLock, of $1 and $2) for each of pairs, in the order of the locks'
+// keys.
+func lockShared(ctx context.Context, tx pgx.Tx, lock string, pairs [][2]string) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	a, b := make([]string, len(pairs)), make([]string, len(pairs))
+	for i, p := range pairs {
+		a[i], b[i] = p[0], p[1]
+	}
+	keys := strings.NewReplacer("$1", "p.a", "$2", "p.b").Replace(lock)
+	// The lock function is volatile: Postgres calls it after the sort.
+	_, err := tx.Exec(ctx, `
+		SELECT pg_advisory_xact_lock_shared(k1, k2)
+		FROM (SELECT DISTINCT `+keys+` FROM unnest($1::text[], $2::text[]) AS p(a, b)) AS k(k1, k2)
+		ORDER BY k1, k2`, a, b)
+	return err
+}
+
+// rerateCharge prices u with pb again and, within tx, replaces its charge
+// with the new one (its revision one higher), keeping the previous one in
+// charge_history; a job with no charge yet gets its first. The charge
+// stored asks for the rollups of its day and batch.
+func rerateCharge(ctx context.Context, tx pgx.Tx, u contracts.Usage, pb PriceBook, rollupDelay time.Duration) error {
+	c, err := price(ctx, tx, u, pb)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO charge_history (tenant_id, job_id, revision, price_book_id, price_book_version, currency,
+			cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
+		SELECT tenant_id, job_id, revision, price_book_id, price_book_version, currency,
+			cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at
+		FROM charges WHERE tenant_id = $1 AND job_id = $2`, c.Tenant, c.JobID); err != nil {
+		return fmt.Errorf("billing: keep the previous charge of %s job %s: %w", c.Tenant, c.JobID, err)
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO charges (job_id, tenant_id, model, price_book_id, price_book_version, currency,
+			cost_input, cost_output, cost_ttft, cost_tool, total, tags)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (tenant_id, job_id) DO UPDATE SET
 			price_book_id = excluded.price_book_id,
 			price_book_version = excluded.price_book_version,
@@ -202,36 +445,10 @@ const (
 			total = excluded.total,
 			tags = excluded.tags,
 			revision = charges.revision + 1,
-			rated_at = now()`
-)
-
-// storeCharge prices u with pb and stores the charge within tx: a first
-// rating only when the job has none, a re-rating (rerate) in place of the
-// one it has. A charge stored asks for the rollups of its day and batch.
-func storeCharge(ctx context.Context, tx pgx.Tx, u contracts.Usage, pb PriceBook, rerate bool, rollupDelay time.Duration) error {
-	c, err := price(ctx, tx, u, pb)
-	if err != nil {
-		return err
-	}
-	query := chargeInsert + ` ON CONFLICT (tenant_id, job_id) DO NOTHING`
-	if rerate {
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO charge_history (tenant_id, job_id, revision, price_book_id, price_book_version, currency,
-				cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
-			SELECT tenant_id, job_id, revision, price_book_id, price_book_version, currency,
-				cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at
-			FROM charges WHERE tenant_id = $1 AND job_id = $2`, c.Tenant, c.JobID); err != nil {
-			return fmt.Errorf("billing: keep the previous charge of %s job %s: %w", c.Tenant, c.JobID, err)
-		}
-		query = chargeInsert + chargeReplace
-	}
-	tag, err := tx.Exec(ctx, query, c.JobID, c.Tenant, c.Model, c.PriceBookID, c.PriceBookVersion, c.Currency,
-		c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Tags)
-	if err != nil {
+			rated_at = now()`,
+		c.JobID, c.Tenant, c.Model, c.PriceBookID, c.PriceBookVersion, c.Currency,
+		c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Tags); err != nil {
 		return fmt.Errorf("billing: store charge of %s job %s: %w", c.Tenant, c.JobID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return nil // rated already
 	}
 	if err := noteBatchCharge(ctx, tx, u.Tenant, u.BatchID, rollupDelay); err != nil {
 		return err
@@ -268,7 +485,7 @@ func (w *rerateWorker) Work(ctx context.Context, job *river.Job[RerateArgs]) err
 		if err != nil {
 			return err
 		}
-		if err := storeCharge(ctx, tx, u, pb, true, w.rollupDelay); err != nil {
+		if err := rerateCharge(ctx, tx, u, pb, w.rollupDelay); err != nil {
 			return err
 		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)

@@ -208,13 +208,23 @@ func MergeTagRules(defaults, tenant []TagRule) []TagRule {
 // value_tag_rules table: the tenant's, merged over the defaults
 // (MergeTagRules).
 func LoadTagRules(ctx context.Context, db DB, tenant string) ([]TagRule, error) {
+	rules, err := loadTagRules(ctx, db, []string{tenant})
+	if err != nil {
+		return nil, fmt.Errorf("billing: load tag rules of %s: %w", tenant, err)
+	}
+	return rules[tenant], nil
+}
+
+// loadTagRules is LoadTagRules for many tenants with one query: the rules
+// in force for each of tenants.
+func loadTagRules(ctx context.Context, db DB, tenants []string) (map[string][]TagRule, error) {
 	rows, err := db.Query(ctx, `
 		SELECT coalesce(tenant_id, ''), tag, metric, op, threshold
 		FROM value_tag_rules
-		WHERE tenant_id IS NULL OR tenant_id = $1
-		ORDER BY id`, tenant)
+		WHERE tenant_id IS NULL OR tenant_id = ANY($1)
+		ORDER BY id`, tenants)
 	if err != nil {
-		return nil, fmt.Errorf("billing: load tag rules of %s: %w", tenant, err)
+		return nil, err
 	}
 	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TagRule, error) {
 		var r TagRule
@@ -222,17 +232,22 @@ func LoadTagRules(ctx context.Context, db DB, tenant string) ([]TagRule, error) 
 		return r, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("billing: load tag rules of %s: %w", tenant, err)
+		return nil, err
 	}
-	var defaults, own []TagRule
+	var defaults []TagRule
+	own := map[string][]TagRule{}
 	for _, r := range all {
 		if r.Tenant == "" {
 			defaults = append(defaults, r)
 		} else {
-			own = append(own, r)
+			own[r.Tenant] = append(own[r.Tenant], r)
 		}
 	}
-	return MergeTagRules(defaults, own), nil
+	out := make(map[string][]TagRule, len(tenants))
+	for _, t := range tenants {
+		out[t] = MergeTagRules(defaults, own[t])
+	}
+	return out, nil
 }
 
 // SetTagRules replaces the rules of one tag for one tenant (or, with tenant

@@ -3,6 +3,7 @@ package billing
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,19 +28,46 @@ type Beginner interface {
 
 // EnsureTenant stores tenant if it is not stored yet, named name (the id
 // when name is empty). An existing tenant keeps its name. The ingester
-// calls it for every usage record, so tenants need no registration before
-// their first job.
+// stores the tenants of every batch of usage records (ensureTenants), so
+// tenants need no registration before their first job.
 func EnsureTenant(ctx context.Context, db DB, tenant, name string) error {
-	if err := contracts.ValidateTenant(tenant); err != nil {
-		return err
-	}
 	if name == "" {
 		name = tenant
 	}
-	if _, err := db.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, tenant, name); err != nil {
-		return fmt.Errorf("billing: store tenant %s: %w", tenant, err)
+	return storeTenants(ctx, db, []string{tenant}, []string{name})
+}
+
+// ensureTenants is EnsureTenant for many tenants at once (repeats allowed),
+// each named by its id.
+func ensureTenants(ctx context.Context, db DB, tenants []string) error {
+	ids := slices.Compact(slices.Sorted(slices.Values(tenants)))
+	return storeTenants(ctx, db, ids, ids)
+}
+
+// storeTenants stores the tenants ids (distinct, in a fixed order so that
+// concurrent transactions do not deadlock) with their names, unless stored.
+func storeTenants(ctx context.Context, db DB, ids, names []string) error {
+	for _, id := range ids {
+		if err := contracts.ValidateTenant(id); err != nil {
+			return err
+		}
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO tenants (id, name) SELECT * FROM unnest($1::text[], $2::text[])
+		ON CONFLICT (id) DO NOTHING`, ids, names); err != nil {
+		if len(ids) == 1 {
+			return fmt.Errorf("billing: store tenant %s: %w", ids[0], err)
+		}
+		return fmt.Errorf("billing: store %d tenants: %w", len(ids), err)
 	}
 	return nil
+}
+
+// JobRef names a job: job ids are unique per tenant only.
+type JobRef struct {
+	// Tenant is the job's tenant.
+	Tenant string `json:"tenant"`
+	// JobID is the job, unique within Tenant only.
+	JobID string `json:"job_id"`
 }
 
 // checkTenant returns ErrUnknownTenant when tenant is not stored. Every
