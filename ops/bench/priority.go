@@ -18,6 +18,11 @@ type PriorityResult struct {
 	// of the p99s.
 	Ratio    float64 `json:"ratio_p50"`
 	RatioP99 float64 `json:"ratio_p99"`
+	// IdleQueue and LoadedQueue are the parts of those times spent before
+	// admission (usage queue_ms: JetStream, the intake, the scheduler's
+	// queue); the rest is the prefill up to the first token.
+	IdleQueue   Dist `json:"idle_queue_ms"`
+	LoadedQueue Dist `json:"loaded_queue_ms"`
 	// BacklogDone is the backlog's jobs that finished before the rest were
 	// canceled, once the high-priority ones had ended.
 	BacklogDone int `json:"backlog_done"`
@@ -84,6 +89,8 @@ func (q *queueRun) priority() (*PriorityResult, error) {
 	}
 	res := &PriorityResult{Backlog: len(backlog), Idle: dist(of(idle, done.fromSubmit)), Loaded: dist(of(loaded, done.fromSubmit))}
 	res.Ratio, res.RatioP99 = ratio(res.Loaded.P50, res.Idle.P50), ratio(res.Loaded.P99, res.Idle.P99)
+	queue := func(d done) float64 { return d.Usage.QueueMs }
+	res.IdleQueue, res.LoadedQueue = dist(of(idle, queue)), dist(of(loaded, queue))
 	for _, d := range bd {
 		if d.Usage.Status == contracts.StatusCompleted {
 			res.BacklogDone++
@@ -93,6 +100,7 @@ func (q *queueRun) priority() (*PriorityResult, error) {
 		len(idle), c.ProbeGap, c.PromptTokens, c.MaxTokens)
 	fmt.Fprintf(q.w, "  idle:                          %s\n", res.Idle)
 	fmt.Fprintf(q.w, "  behind %3d low-priority jobs:  %s\n", res.Backlog, res.Loaded)
+	fmt.Fprintf(q.w, "  of which before admission: idle %s; loaded %s\n", res.IdleQueue, res.LoadedQueue)
 	fmt.Fprintf(q.w, "  ratio loaded/idle: p50 %.2f×, p99 %.2f× (target ≤ 1.5×); %d backlog jobs finished before the rest were canceled\n",
 		res.Ratio, res.RatioP99, res.BacklogDone)
 	return res, nil
