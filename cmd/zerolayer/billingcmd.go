@@ -43,7 +43,7 @@ func runBilling(ctx context.Context, args []string) error {
 		return err
 	}
 	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Ingester: billing.IngesterConfig{Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas}}})
+		Ingester: billing.IngesterConfig{Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas}, RateInBatches: true}})
 	if err != nil {
 		return err
 	}

@@ -187,7 +187,8 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 	if err := st.worker.Start(ctx); err != nil {
 		return err
 	}
-	if st.billing, err = billing.NewService(billing.Config{DB: st.pool, JetStream: st.js, Logger: cfg.Logger}); err != nil {
+	if st.billing, err = billing.NewService(billing.Config{DB: st.pool, JetStream: st.js, Logger: cfg.Logger,
+		Ingester: billing.IngesterConfig{RateInBatches: true}}); err != nil {
 		return err
 	}
 	if err := st.billing.Start(ctx); err != nil {
