@@ -34,8 +34,9 @@ type Config struct {
 	// bound off. Defaults to 150 ms.
 	MaxStepLatency time.Duration
 	// MinPrefillTokens is the smallest chunk MaxStepLatency may cut a
-	// step's prefill to, so prompts always progress (at most
-	// MaxBatchTokens). Defaults to 16.
+	// step's prefill to, so prompts always progress; with more sequences
+	// decoding than that, their number is the floor (prompts progress at
+	// least at the decodes' pace). At most MaxBatchTokens. Defaults to 16.
 	MinPrefillTokens int
 	// MaxRunning caps the sequences in a batch. Defaults to 64.
 	MaxRunning int

@@ -276,7 +276,11 @@ func (s *Scheduler) paceBudget(budget int, onlyHigh bool) int {
 	if decodes == 0 {
 		return budget
 	}
-	n := s.pace.chunk(s.cfg.MaxStepLatency, decodes, min(s.cfg.MinPrefillTokens, budget), budget)
+	// The floor: prompts progress at least at the decodes' pace, so that
+	// under many decodes (whose step alone may take the whole bound)
+	// arriving jobs do not queue for their first token ever longer.
+	floor := min(max(s.cfg.MinPrefillTokens, decodes), budget)
+	n := s.pace.chunk(s.cfg.MaxStepLatency, decodes, floor, budget)
 	if n < budget {
 		s.paced.Add(1)
 	}
