@@ -57,8 +57,9 @@
 //
 // Pace: while sequences decode, a step's prefill chunk is cut so that the
 // step stays under MaxStepLatency, from a fit of measured step times to
-// a fixed cost plus a cost per token (never below MinPrefillTokens, so
-// prompts progress); a step without decodes takes full chunks.
+// a fixed cost plus a cost per token (never below MinPrefillTokens or
+// the number of decodes, so prompts progress at least at the decodes'
+// pace); a step without decodes takes full chunks.
 //
 // Latency: a high-priority job that arrives while a step without
 // high-priority rows runs stops that step at its next layer (on a
