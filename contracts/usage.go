@@ -49,8 +49,16 @@ type Usage struct {
 	ToolExecutionTimeMs float64 `json:"tool_execution_time_ms"`
 
 	// MemoryAllocatedMB is the job's own measured peak of KV cache plus
-	// tool memory, in MiB.
+	// tool memory, in MiB: the KV blocks it computed itself. Blocks it
+	// shared from another job (a common prompt prefix) are in
+	// SharedMemoryMB instead, so that summed over jobs each block counts
+	// once.
 	MemoryAllocatedMB float64 `json:"memory_allocated_mb"`
+	// SharedMemoryMB is the measured peak of KV cache the job shared with
+	// the job that computed it (prefix-cache blocks), in MiB; that job's
+	// MemoryAllocatedMB counts it. Absent when zero, and in records of
+	// workers that counted shared blocks in MemoryAllocatedMB.
+	SharedMemoryMB float64 `json:"shared_memory_mb,omitempty"`
 	// Preemptions counts the times the job was evicted.
 	Preemptions int `json:"preemptions"`
 	// RecomputedTokens counts the tokens computed again after evictions
@@ -151,6 +159,7 @@ func (u *Usage) Validate() error {
 		{"time_per_token_ms", u.TimePerTokenMs}, {"inter_token_ms_p50", u.InterTokenMsP50},
 		{"inter_token_ms_p99", u.InterTokenMsP99}, {"total_ms", u.TotalMs},
 		{"tool_execution_time_ms", u.ToolExecutionTimeMs}, {"memory_allocated_mb", u.MemoryAllocatedMB},
+		{"shared_memory_mb", u.SharedMemoryMB},
 		{"confidence", u.Confidence},
 	} {
 		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < 0 {

@@ -52,7 +52,9 @@ func TestHighPriorityBehindBacklogThroughNATS(t *testing.T) {
 	if high.Status != contracts.StatusCompleted || high.Usage == nil {
 		t.Fatalf("the high-priority job: %+v", high)
 	}
-	admitted := func(u *contracts.Usage) time.Time { return u.CreatedAt.Add(time.Duration(u.QueueMs * float64(time.Millisecond))) }
+	admitted := func(u *contracts.Usage) time.Time {
+		return u.CreatedAt.Add(time.Duration(u.QueueMs * float64(time.Millisecond)))
+	}
 	at := admitted(high.Usage)
 	before, after := 0, 0
 	for _, lid := range low {

@@ -76,6 +76,7 @@ func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 	u.InterTokenMsP99 = percentile(res.Usage.GapsMs, 0.99)
 	u.TotalMs = res.Usage.TotalMs
 	u.MemoryAllocatedMB = float64(res.Usage.KVBytes+res.Usage.ToolBytes) / (1 << 20)
+	u.SharedMemoryMB = float64(res.Usage.SharedKVBytes) / (1 << 20)
 	u.Confidence = res.Usage.Confidence
 	u.ToolExecutionTimeMs = res.Usage.ToolMs
 	return out

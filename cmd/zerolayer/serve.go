@@ -24,6 +24,7 @@ type schedFlags struct {
 	hostSwapMB     int
 	maxBatchTokens int
 	maxRunning     int
+	maxStepLatency time.Duration
 	gcInterval     time.Duration
 	reserveHigh    bool
 	noInterrupt    bool
@@ -39,6 +40,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.hostSwapMB, "host-swap-mb", 256, "host tier for preempted KV blocks (0 or less: recompute only)")
 	fs.IntVar(&f.maxBatchTokens, "max-batch-tokens", 256, "prefill tokens per step beside the decodes")
 	fs.IntVar(&f.maxRunning, "max-running", 64, "sequences per batch")
+	fs.DurationVar(&f.maxStepLatency, "max-step-latency", 150*time.Millisecond, "while sequences decode, cut prefill chunks so a step stays under this (0: no bound, full --max-batch-tokens chunks)")
 	fs.DurationVar(&f.gcInterval, "eviction-gc-interval", 30*time.Second, "how long swapped KV blocks are kept for a preempted job")
 	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
 	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it at its next layer (CPU)")
@@ -64,10 +66,14 @@ func (f *schedFlags) models(names []string, threads int, metrics *sched.Metrics)
 	if swap <= 0 {
 		swap = -1
 	}
+	stepLatency := f.maxStepLatency
+	if stepLatency <= 0 {
+		stepLatency = -1
+	}
 	return worker.ModelsConfig{Models: names, ModelDirs: modelDirs(), Device: f.device, Threads: threads, Executor: f.executor,
 		GPUMemoryFraction: f.gpuFraction,
 		Sched: sched.Config{KVMemoryMB: max(f.kvMemoryMB, 0), HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
-			EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, NoInterrupt: f.noInterrupt, Metrics: metrics},
+			MaxStepLatency: stepLatency, EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, NoInterrupt: f.noInterrupt, Metrics: metrics},
 		OnDeviceFallback: func(err error) { fmt.Fprintf(os.Stderr, "no CUDA device (%v); running on the CPU\n", err) },
 	}, nil
 }

@@ -30,11 +30,19 @@ type SeedResult struct {
 	// tokens computed beyond one prefill of the shared prefix: Σ(input −
 	// cached) − (Σ input − (jobs − 1)·prefix). The prefix is the prompt
 	// tokens with the system prompt less those without it.
-	Shared     Totals  `json:"shared"`
-	PrefixTok  int     `json:"shared_prefix_tokens"`
-	Duplicated int     `json:"duplicated_prefill_tokens"`
-	FirstTTFT  float64 `json:"first_ttft_ms"`
-	LaterTTFT  Dist    `json:"later_ttft_ms"`
+	Shared     Totals `json:"shared"`
+	PrefixTok  int    `json:"shared_prefix_tokens"`
+	Duplicated int    `json:"duplicated_prefill_tokens"`
+	// DuplicatedFull is the scheduler's count of prompt tokens computed
+	// in full blocks another sequence computed too
+	// (zerolayer_prefill_duplicated_tokens_total over the burst): unlike
+	// Duplicated it leaves out the shared prefix's partial last block,
+	// which no block cache can share. Attached counts the jobs that waited
+	// for another's prefill of their prefix (zerolayer_prefix_attaches_total).
+	DuplicatedFull float64 `json:"duplicated_full_block_tokens"`
+	Attached       float64 `json:"prefix_attaches"`
+	FirstTTFT      float64 `json:"first_ttft_ms"`
+	LaterTTFT      Dist    `json:"later_ttft_ms"`
 	// DecodeAlone and DecodeWithHuge are the decoders' inter_token_ms_p99
 	// alone and while a HugePrompt-token prompt is prefilled.
 	DecodeAlone    Dist `json:"decoders_inter_token_p99_alone_ms"`
@@ -175,6 +183,20 @@ func countLong(reqs []*contracts.JobRequest, long int) int {
 	return n
 }
 
+// counter reads a counter of reg, 0 when it has none.
+func counter(reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
 // gauge reads a gauge of reg.
 func gauge(reg *prometheus.Registry, name string) (float64, error) {
 	mfs, err := reg.Gather()
@@ -213,10 +235,17 @@ func (q *queueRun) seedShared(res *SeedResult) error {
 	q.mu.Lock()
 	res.PrefixTok = q.overhead[true] - q.overhead[false]
 	q.mu.Unlock()
+	reg := prometheus.NewRegistry()
+	if err := q.metrics.Register(reg); err != nil {
+		return err
+	}
+	dup0, att0 := counter(reg, "zerolayer_prefill_duplicated_tokens_total"), counter(reg, "zerolayer_prefix_attaches_total")
 	ds, err := q.serve(cl, reqs)
 	if err != nil {
 		return err
 	}
+	res.DuplicatedFull = counter(reg, "zerolayer_prefill_duplicated_tokens_total") - dup0
+	res.Attached = counter(reg, "zerolayer_prefix_attaches_total") - att0
 	res.Shared = totals(ds)
 	res.Duplicated = (res.Shared.InputTokens - res.Shared.CachedTokens) - (res.Shared.InputTokens - (len(ds)-1)*res.PrefixTok)
 	first := 0
@@ -238,6 +267,8 @@ func (q *queueRun) seedShared(res *SeedResult) error {
 	fmt.Fprintf(q.w, "  %d input tokens, %d cached: %d duplicated prefill tokens (%.0f%% of the %d an ideal prefix cache saves)\n",
 		res.Shared.InputTokens, res.Shared.CachedTokens, res.Duplicated,
 		100*ratio(float64(res.Duplicated), float64((len(ds)-1)*res.PrefixTok)), (len(ds)-1)*res.PrefixTok)
+	fmt.Fprintf(q.w, "  full-block prompt tokens computed twice (scheduler counter): %.0f; jobs that waited for another's prefill of their prefix: %.0f\n",
+		res.DuplicatedFull, res.Attached)
 	fmt.Fprintf(q.w, "  time to first token after admission: first admitted %.0f ms, later ones %s\n", res.FirstTTFT, res.LaterTTFT)
 	return nil
 }

@@ -121,8 +121,13 @@ type Usage struct {
 	// TotalMs is the time from the start of the call to the end of this
 	// request.
 	TotalMs float64 `json:"-"`
-	// KVBytes is the peak KV cache memory the request held.
+	// KVBytes is the peak KV cache memory the request held of its own
+	// (blocks it computed).
 	KVBytes int64 `json:"-"`
+	// SharedKVBytes is the peak KV cache memory it held that another
+	// request computed and counts (prefix-cache blocks), apart from
+	// KVBytes.
+	SharedKVBytes int64 `json:"-"`
 	// ToolBytes is the memory its inline tools held at the end
 	// (tools.Run.MemoryBytes).
 	ToolBytes int64 `json:"-"`

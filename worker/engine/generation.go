@@ -101,6 +101,13 @@ func (g *Generation) NoteKVBytes(n int64) {
 	g.res.Usage.KVBytes = max(g.res.Usage.KVBytes, n)
 }
 
+// NoteSharedKVBytes records the KV memory the request holds now that it
+// shares, computed by another request (a prefix cache's blocks): it is
+// not in NoteKVBytes's count. Usage reports the peak.
+func (g *Generation) NoteSharedKVBytes(n int64) {
+	g.res.Usage.SharedKVBytes = max(g.res.Usage.SharedKVBytes, n)
+}
+
 // Observe consumes the logits of the request's last row: it samples the
 // next token, streams its text, and checks the stop conditions. It returns
 // the token to feed next and true, or false when the generation finished.

@@ -109,6 +109,9 @@ func (s *Scheduler) admit(now time.Time) {
 	cands := s.admissionOrder(now)
 	hold := 0
 	for _, q := range cands {
+		if s.awaitsPrefix(q) {
+			continue
+		}
 		need := s.admissionNeed(q)
 		fits := need
 		avail := s.bm.available() - s.reservedOutstanding()
@@ -241,7 +244,7 @@ func (s *Scheduler) admitFiller(cands []*seq, now time.Time) {
 		if q.reserved && !q.running && !q.finished {
 			return // memory left is the waiting reserved job's
 		}
-		if q.running || q.finished || q.reserved || q.swap != nil {
+		if q.running || q.finished || q.reserved || q.swap != nil || s.awaitsPrefix(q) {
 			continue
 		}
 		hits := s.prefixHits(q, false)

@@ -25,6 +25,19 @@ type Config struct {
 	// beside one decode token per running sequence, so a long prompt is
 	// cut into chunks and never stalls running decodes. Defaults to 256.
 	MaxBatchTokens int
+	// MaxStepLatency bounds the time of a step that carries decodes: while
+	// sequences are decoding, prompts are prefilled in chunks sized from
+	// the measured cost of a step (a fixed part and a part per token,
+	// fitted over recent steps) so that the step stays under it, and
+	// decodes keep their pace while a long prompt streams in. Steps
+	// without decodes take full MaxBatchTokens chunks. Negative turns the
+	// bound off. Defaults to 150 ms.
+	MaxStepLatency time.Duration
+	// MinPrefillTokens is the smallest chunk MaxStepLatency may cut a
+	// step's prefill to, so prompts always progress; with more sequences
+	// decoding than that, their number is the floor (prompts progress at
+	// least at the decodes' pace). At most MaxBatchTokens. Defaults to 16.
+	MinPrefillTokens int
 	// MaxRunning caps the sequences in a batch. Defaults to 64.
 	MaxRunning int
 	// HostSwapMB sizes the host tier preempted sequences' blocks are
@@ -85,6 +98,10 @@ func (c Config) WithDefaults() Config {
 	setI(&c.BlockTokens, gpu.DefaultBlockTokens)
 	setI(&c.MaxBatchTokens, 256)
 	setI(&c.MaxRunning, 64)
+	setI(&c.MinPrefillTokens, 16)
+	if c.MaxStepLatency == 0 {
+		c.MaxStepLatency = 150 * time.Millisecond
+	}
 	setI(&c.HostSwapMB, 256)
 	setI(&c.RunQuantum, c.BlockTokens)
 	if c.EvictionGCInterval == 0 {
@@ -112,6 +129,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("sched: RunQuantum %d: must be at least 1 token", c.RunQuantum)
 	case c.MaxBatchTokens < 1 || c.MaxRunning < 1:
 		return fmt.Errorf("sched: MaxBatchTokens and MaxRunning must be at least 1")
+	case c.MinPrefillTokens < 1:
+		return fmt.Errorf("sched: MinPrefillTokens %d: must be at least 1 token (leave it 0 for the default, 16)", c.MinPrefillTokens)
 	}
 	return nil
 }

@@ -22,6 +22,14 @@
 // over all tokens before them) and shared: a job whose prompt starts like a
 // cached one reuses its blocks (cached_input_tokens). Unreferenced cached
 // blocks stay until their memory is needed, least recently used first.
+// A job whose next prompt block is being computed by a running sequence
+// (of its class or a higher one) attaches: it waits, unadmitted and
+// holding nothing, until that owner has computed the blocks they share,
+// then takes them from the cache, so a burst sharing a system prompt
+// prefills it once; an owner preempted or canceled stops being waited on
+// at once. A job's usage counts the blocks it computed itself, and the
+// blocks it shared apart (SharedKVBytes), so that summed over jobs each
+// block counts once.
 //
 // Admission: low_latency (and not-preemptible, and optionally high
 // priority) jobs are admitted only with their worst case reserved — the
@@ -52,6 +60,12 @@
 // cannot fit preempts lower ones; aging orders the queue but gives no
 // right to preempt (a job aged into the running jobs' class would evict
 // them, and they it, with the arena nearly empty).
+//
+// Pace: while sequences decode, a step's prefill chunk is cut so that the
+// step stays under MaxStepLatency, from a fit of measured step times to
+// a fixed cost plus a cost per token (never below MinPrefillTokens or
+// the number of decodes, so prompts progress at least at the decodes'
+// pace); a step without decodes takes full chunks.
 //
 // Latency: a high-priority job that arrives while a step without
 // high-priority rows runs stops that step at its next layer (on a
@@ -93,7 +107,10 @@
 //     blocks out to the host tier and back in, and releasing host copies
 //     kept too long.
 //   - prefix.go: the prefix cache: chain hashes of full blocks, lookups at
-//     admission, registering blocks as they fill.
+//     admission, registering blocks as they fill, attaching to a running
+//     sequence's prefill, counting blocks computed twice.
+//   - pace.go: the step-time model that sizes prefill chunks beside
+//     decodes (MaxStepLatency).
 //   - step.go: one forward pass: planning the rows (and growing their
 //     blocks), running the batch, applying the results.
 //   - blocks.go: the block manager: reference counts, the free list and

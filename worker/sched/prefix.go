@@ -39,6 +39,9 @@ func (s *Scheduler) prefixHits(q *seq, take bool) int {
 		}
 		hits++
 	}
+	if take {
+		q.shared = hits
+	}
 	return hits
 }
 
@@ -52,4 +55,104 @@ func (s *Scheduler) registerFull(q *seq) {
 		s.bm.register(q.blocks[i], s.hashAt(q, i))
 	}
 	q.registered = max(q.registered, full)
+}
+
+// attachOwner returns a running sequence, of q's class or a higher one,
+// that is still computing the full block of q's tokens that follows the
+// hits blocks q finds in the prefix cache (the same chain hash: the same
+// tokens, and the same before them); nil when there is none. Such a q
+// attaches: it waits, unadmitted, until the owner has computed the blocks
+// they share and takes them from the prefix cache, instead of computing
+// them a second time beside it.
+//
+// A waiting attacher holds no memory and no place in line (admission
+// skips it as it skips a job that does not fit), so it blocks nobody; and
+// it waits only on a running owner, which progresses every step: an owner
+// preempted or finished (canceled) is no longer running, and the attacher
+// is admitted on its own the next step, prefilling what the cache lacks.
+// An owner of a lower class is not waited on: its chunks may be cut small
+// for higher-priority traffic, and it may be preempted for q's class.
+func (s *Scheduler) attachOwner(q *seq, hits int) *seq {
+	if s.cfg.DisablePrefixCache || q.swap != nil {
+		return nil
+	}
+	end := (hits + 1) * s.bt // the end of the block after the hits
+	if end > len(q.g.Tokens())-1 {
+		return nil // not a block admission would take from the cache
+	}
+	h := s.hashAt(q, hits)
+	for _, o := range s.running {
+		if o == q || o.opts.Class > q.opts.Class || o.computed >= end || end > len(o.g.Tokens()) {
+			continue
+		}
+		if s.hashAt(o, hits) == h {
+			return o
+		}
+	}
+	return nil
+}
+
+// awaitsPrefix reports whether waiting job q is to wait for a running
+// sequence computing its next prompt blocks (attachOwner) rather than be
+// admitted now, and counts a job's first wait.
+func (s *Scheduler) awaitsPrefix(q *seq) bool {
+	if s.attachOwner(q, s.prefixHits(q, false)) == nil {
+		return false
+	}
+	if !q.attached {
+		q.attached = true
+		s.attaches.Add(1)
+		if m := s.cfg.Metrics; m != nil {
+			m.attaches.Inc()
+		}
+	}
+	return true
+}
+
+// countDuplicated adds to the scheduler's count the prompt tokens plan
+// computes in full blocks that another sequence computes too: blocks whose
+// contents (chain hash) are in the prefix cache already, or that another
+// running sequence has begun computing before this step, or that an
+// earlier row of this step computes. With the prefix cache and attaching,
+// none should be: a block is computed once and shared.
+func (s *Scheduler) countDuplicated(plan []stepRow) {
+	var dup int64
+	var thisStep map[uint64]bool // made for the first prompt block: decode steps allocate nothing
+	for _, r := range plan {
+		q := r.q
+		from, to := q.computed, q.computed+r.n
+		full := len(q.g.Request().PromptIDs) / s.bt // full prompt blocks
+		for i := from / s.bt; i < full && i*s.bt < to; i++ {
+			h := s.hashAt(q, i)
+			n := min(to, (i+1)*s.bt) - max(from, i*s.bt)
+			if s.computedElsewhere(q, i, h) || thisStep[h] {
+				dup += int64(n)
+			}
+			if thisStep == nil {
+				thisStep = map[uint64]bool{}
+			}
+			thisStep[h] = true
+		}
+	}
+	if dup > 0 {
+		s.duplicated.Add(dup)
+		if m := s.cfg.Metrics; m != nil {
+			m.duplicated.Add(float64(dup))
+		}
+	}
+}
+
+// computedElsewhere reports whether block i of q, whose chain hash is h,
+// is in the prefix cache as another block than q's, or has been begun by
+// another running sequence.
+func (s *Scheduler) computedElsewhere(q *seq, i int, h uint64) bool {
+	if b, ok := s.bm.cache[h]; ok && (i >= len(q.blocks) || q.blocks[i] != b) {
+		return true
+	}
+	for _, o := range s.running {
+		if o != q && o.computed > i*s.bt && (i+1)*s.bt <= len(o.g.Tokens()) && s.hashAt(o, i) == h {
+			return true
+		}
+	}
+	return false
 }

@@ -487,27 +487,8 @@ func TestFiller(t *testing.T) {
 	// 12–13 blocks each in a 24-block arena: one fits whole at a time.
 	// All are queued before the step loop starts, so the admission
 	// sequence does not depend on goroutine timing.
-	s, err := New(l.Model, l.Tokenizer, Config{KVBlocks: 24, MaxBatchTokens: 48, HostSwapMB: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopAtCleanup(t, s)
-	var outs []outcome
-	done := make(chan struct{})
-	go func() { outs = run(s, jobs); close(done) }()
-	waitFor(t, 10*time.Second, "every job submitted", func() bool { return len(s.submit) >= len(jobs) })
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	for i, o := range outs {
-		if o.err != nil {
-			t.Fatal(o.err)
-		}
-		if !slices.Equal(o.res.OutputIDs, want[i]) {
-			t.Errorf("job %d: %v\nalone:  %v", i, o.res.OutputIDs, want[i])
-		}
-	}
+	s := newQueued(t, l, Config{KVBlocks: 24, MaxBatchTokens: 48, HostSwapMB: 16})
+	sameAsAlone(t, startQueued(t, s, jobs, func(jobs []job) []outcome { return run(s, jobs) }), want, 0)
 	t.Logf("%d fillers, %d steps", s.fillers.Load(), s.stepCount.Load())
 	if s.fillers.Load() == 0 {
 		t.Error("no job was admitted as the filler")

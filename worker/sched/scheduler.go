@@ -152,6 +152,13 @@ type Scheduler struct {
 	interrupted atomic.Int64 // steps abandoned for a high-priority arrival
 	fillers     atomic.Int64 // jobs admitted as the filler
 	noProgress  atomic.Int64 // evictions of a resumed job that had generated nothing since
+	attaches    atomic.Int64 // jobs that waited for another sequence computing their prompt's blocks
+	duplicated  atomic.Int64 // prompt tokens computed in blocks another sequence computed too
+	paced       atomic.Int64 // steps whose prefill budget MaxStepLatency cut
+
+	// pace sizes prefill chunks beside decodes from measured step times
+	// (MaxStepLatency).
+	pace pacer
 
 	// Admission look-ahead (preempt.go: pressure, calm): admission keeps
 	// room for every running job's next horizon tokens.
@@ -176,6 +183,8 @@ type seq struct {
 	blocks     []int32
 	hashes     []uint64 // chain hash of each full block of tokens, computed once
 	registered int      // leading blocks already offered to the prefix cache
+	shared     int      // leading blocks taken from the prefix cache (computed by another job)
+	attached   bool     // has waited for a running sequence computing its prompt's blocks
 	submitStep int64    // the step count at submission
 	running    bool
 
@@ -652,6 +661,7 @@ func (s *Scheduler) releaseBlocks(q *seq) {
 		s.bm.release(b)
 	}
 	q.blocks = q.blocks[:0]
+	q.shared = 0
 }
 
 func (s *Scheduler) event(q *seq, kind, detail string) {

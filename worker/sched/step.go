@@ -34,7 +34,7 @@ func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
 		}
 		q.blocks = append(q.blocks, b)
 	}
-	q.g.NoteKVBytes(int64(len(q.blocks)) * s.BlockBytes())
+	s.noteMemory(q)
 	return true
 }
 
@@ -56,6 +56,7 @@ func (s *Scheduler) step() {
 	if len(plan) == 0 {
 		return
 	}
+	began := time.Now()
 	toks, logits, err := s.forward(plan)
 	s.lastInterrupted = errors.Is(err, model.ErrInterrupted)
 	if s.lastInterrupted {
@@ -72,6 +73,8 @@ func (s *Scheduler) step() {
 		return
 	}
 	s.stepCount.Add(1)
+	s.pace.observe(len(toks), time.Since(began))
+	s.countDuplicated(plan)
 	var held, slots int64
 	for _, q := range s.running {
 		held += int64(q.computed)
@@ -113,6 +116,7 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 	if now.Sub(s.lastHigh) < highTrafficWindow {
 		lowBudget = max(1, s.cfg.MaxBatchTokens/8)
 	}
+	budget = s.paceBudget(budget, onlyHigh)
 	var plan []stepRow
 	for _, q := range slices.Clone(s.running) {
 		if !q.running {
@@ -267,7 +271,44 @@ func (s *Scheduler) restart(q *seq) {
 		s.bm.release(b)
 	}
 	q.blocks = q.blocks[:keep]
+	q.shared = min(q.shared, keep)
 	q.hashes = q.hashes[:min(len(q.hashes), keep)]
 	q.registered = min(q.registered, keep)
 	q.computed = keep * s.bt
+}
+
+// paceBudget bounds a step's prefill tokens, budget at most, so that a
+// step carrying decodes stays under MaxStepLatency (see pacer); a step
+// without decodes keeps budget. onlyHigh: the step runs class 0 alone.
+func (s *Scheduler) paceBudget(budget int, onlyHigh bool) int {
+	if s.cfg.MaxStepLatency < 0 {
+		return budget
+	}
+	decodes := 0
+	for _, q := range s.running {
+		if len(q.g.Tokens())-q.computed <= 1 && (!onlyHigh || q.opts.Class == 0) {
+			decodes++
+		}
+	}
+	if decodes == 0 {
+		return budget
+	}
+	// The floor: prompts progress at least at the decodes' pace, so that
+	// under many decodes (whose step alone may take the whole bound)
+	// arriving jobs do not queue for their first token ever longer.
+	floor := min(max(s.cfg.MinPrefillTokens, decodes), budget)
+	n := s.pace.chunk(s.cfg.MaxStepLatency, decodes, floor, budget)
+	if n < budget {
+		s.paced.Add(1)
+	}
+	return n
+}
+
+// noteMemory records q's KV memory for its usage: the blocks it computed
+// itself, and apart from them the blocks it took from the prefix cache,
+// which the job that computed them counts, so that summed over jobs each
+// block counts once.
+func (s *Scheduler) noteMemory(q *seq) {
+	q.g.NoteKVBytes(int64(len(q.blocks)-q.shared) * s.BlockBytes())
+	q.g.NoteSharedKVBytes(int64(q.shared) * s.BlockBytes())
 }
