@@ -21,7 +21,6 @@ func TestLateTenantShare(t *testing.T) {
 	t.Parallel()
 	for _, weight := range []float64{1, 2} {
 		t.Run(map[float64]string{1: "equal", 2: "late-weighs-2"}[weight], func(t *testing.T) {
-			t.Parallel()
 			lateTenantShare(t, weight)
 		})
 	}
@@ -29,7 +28,7 @@ func TestLateTenantShare(t *testing.T) {
 
 func lateTenantShare(t *testing.T, weight float64) {
 	l := modeltest.LoadStories(t, 1)
-	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 8})
+	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 8, KVMemoryMB: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

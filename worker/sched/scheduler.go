@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -579,6 +580,12 @@ func (s *Scheduler) loop() {
 		if s.cfg.Metrics != nil {
 			s.cfg.Metrics.observe(s)
 		}
+		// The loop never blocks while it has work, and the goroutines it
+		// made runnable (a Generate caller it answered, the intake it
+		// told of room) queue behind it on its processor: give them
+		// their turn between steps rather than at the runtime's next
+		// preemption, which a step of assembly kernels can put off.
+		runtime.Gosched()
 	}
 }
 
