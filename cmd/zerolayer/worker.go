@@ -30,7 +30,7 @@ func runWorker(ctx context.Context, args []string) error {
 	replicas := fs.Int("replicas", 1, "stream replicas when provisioning (3 in production)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are handed back")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9400)")
-	weights := fs.String("tenant-weights", "", "tenants' shares of the intake within a class, e.g. acme=2,globex=0.5 (others weigh 1)")
+	weights := fs.String("tenant-weights", "", "tenants' shares within a class, of the intake and of the batch, e.g. acme=2,globex=0.5 (others weigh 1)")
 	limits := fs.Bool("limits", true, "enforce the tenants' limits (zerolayer tenants set-limits), as published by billing in ZL_LIMITS")
 	var sf schedFlags
 	sf.register(fs)
