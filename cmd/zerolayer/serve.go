@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +71,7 @@ func (f *schedFlags) models(names []string, threads int, metrics *sched.Metrics)
 	if stepLatency <= 0 {
 		stepLatency = -1
 	}
+	threads = spareProcessor(threads)
 	return worker.ModelsConfig{Models: names, ModelDirs: modelDirs(), Device: f.device, Threads: threads, Executor: f.executor,
 		GPUMemoryFraction: f.gpuFraction,
 		Sched: sched.Config{KVMemoryMB: max(f.kvMemoryMB, 0), HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
@@ -112,4 +114,22 @@ func setupMetrics() (*observed, error) {
 		return nil, err
 	}
 	return &observed{reg: reg, sched: sm, metrics: wm}, nil
+}
+
+// spareProcessor returns the compute threads to use for threads (0: one per
+// processor) and, when they would take every processor the Go runtime has,
+// gives the runtime one more: the compute threads keep their cores busy
+// between kernels, and without a processor to spare NATS, the intake and
+// the gateway wait for a matrix product to end before they answer (the
+// operating system shares the cores between the threads instead, and wakes
+// a thread that slept first).
+func spareProcessor(threads int) int {
+	procs := runtime.GOMAXPROCS(0)
+	if threads <= 0 {
+		threads = procs
+	}
+	if threads >= procs {
+		runtime.GOMAXPROCS(threads + 1)
+	}
+	return threads
 }
