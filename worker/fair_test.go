@@ -168,6 +168,12 @@ func TestIntakeLateTenantMidRun(t *testing.T) {
 // ±10% — globex's jobs take their share of the batch by swapping acme's
 // out, not by waiting for acme's jobs to end.
 func TestLateTenantShareThroughNATS(t *testing.T) {
+	if testing.Short() {
+		// Under the race detector the intake's round trips slow far more
+		// than the tiny model's steps, and the newcomer's ramp (one job
+		// per intake cycle) takes a share of the short window.
+		t.Skip("a share measured over a second of stories260K steps; run without -short")
+	}
 	t.Parallel()
 	for _, weight := range []float64{1, 2} {
 		t.Run(fmt.Sprint("globex-weighs-", weight), func(t *testing.T) {
