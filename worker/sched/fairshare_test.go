@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -49,7 +50,7 @@ func lateTenantShare(t *testing.T, weight float64) {
 	full := make(chan int)
 	s.stepTokens = func(got map[string]int) {
 		mu.Lock()
-		steps = append(steps, got)
+		steps = append(steps, maps.Clone(got))
 		n := len(steps)
 		mu.Unlock()
 		if got["big"] == 8 && full != nil {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model"
@@ -102,6 +104,10 @@ type Scheduler struct {
 		tables               [][]int32
 		logits               []float32
 		batch                gpu.Batch
+		tenantTokens         map[string]int // output tokens per tenant this step
+		// tenantCounters are Metrics' per-tenant token counters, looked
+		// up once each (the label lookup hashes on every call).
+		tenantCounters map[string]prometheus.Counter
 	}
 	served map[string]float64 // virtual token counters per tenant: tokens ÷ weight
 	weight map[string]float64 // tenant → its latest job's weight
@@ -141,7 +147,8 @@ type Scheduler struct {
 	lastAvail, lastRunning, lastWait int64
 
 	// stepTokens, if set (by tests, before Start), is told after each
-	// completed step how many output tokens each tenant got in it.
+	// completed step how many output tokens each tenant got in it (the
+	// map is reused: valid during the call only).
 	stepTokens func(map[string]int)
 
 	// Totals for tests, metrics and benchmarks.

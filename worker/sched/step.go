@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model"
@@ -224,7 +226,13 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 	done := time.Now()
 	if s.stepTokens != nil || s.cfg.Metrics != nil {
-		got := map[string]int{}
+		// Reused, like the other step buffers.
+		got := s.buf.tenantTokens
+		if got == nil {
+			got = map[string]int{}
+			s.buf.tenantTokens = got
+		}
+		clear(got)
 		for _, r := range plan {
 			if r.samples {
 				got[r.q.opts.Tenant]++
@@ -234,8 +242,16 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 			s.stepTokens(got)
 		}
 		if m := s.cfg.Metrics; m != nil {
+			if s.buf.tenantCounters == nil {
+				s.buf.tenantCounters = map[string]prometheus.Counter{}
+			}
 			for t, n := range got {
-				m.tenantTokens.WithLabelValues(t).Add(float64(n))
+				c := s.buf.tenantCounters[t]
+				if c == nil {
+					c = m.tenantTokens.WithLabelValues(t)
+					s.buf.tenantCounters[t] = c
+				}
+				c.Add(float64(n))
 			}
 		}
 	}
