@@ -24,13 +24,12 @@ func (s *Scheduler) enqueue(q *seq) {
 		}
 	}
 	s.active[t]++
-	s.weight[t] = q.opts.Weight
 	s.enqueued[q.opts.Class]++
 	if q.opts.Class == 0 {
 		s.lastHigh = time.Now()
 	}
 	if q.opts.Class == 0 || q.opts.LowLatency {
-		s.highPending.Store(false)
+		s.urgentPending.Store(false)
 	}
 	s.waiting = append(s.waiting, q)
 }
@@ -216,20 +215,13 @@ func (f *fairShare) victim(q, v *seq) bool {
 	if !f.joined {
 		mine++
 	}
-	if float64(mine)/s.tenantWeight(t) > float64(f.runs[u]-1)/s.tenantWeight(u) {
+	if float64(mine)/q.opts.Weight > float64(f.runs[u]-1)/v.opts.Weight {
 		return false
 	}
 	f.runs[t], f.joined = mine, true
 	f.runs[u]--
 	f.host += len(v.blocks)
 	return true
-}
-
-func (s *Scheduler) tenantWeight(t string) float64 {
-	if w := s.weight[t]; w > 0 {
-		return w
-	}
-	return 1
 }
 
 // admitFiller admits, when none is running, the first waiting job whose
@@ -352,8 +344,9 @@ func (h *tenantHeap) Pop() any {
 
 func (h *tenantHeap) Less(i, j int) bool {
 	a, b := h.q[i].tenant, h.q[j].tenant
-	ra := float64(h.runs[a]+1) / h.s.tenantWeight(a)
-	rb := float64(h.runs[b]+1) / h.s.tenantWeight(b)
+	// A tenant's jobs carry its weight (JobOpts.Weight).
+	ra := float64(h.runs[a]+1) / h.q[i].jobs[0].opts.Weight
+	rb := float64(h.runs[b]+1) / h.q[j].jobs[0].opts.Weight
 	switch {
 	case ra != rb:
 		return ra < rb

@@ -228,7 +228,7 @@ func equivalenceRun(t *testing.T, l *engine.Loaded, name string, cfg Config, job
 						case <-stopPoking:
 							return
 						case <-time.After(20 * time.Microsecond):
-							s.highPending.Store(true)
+							s.urgentPending.Store(true)
 						}
 					}
 				}()

@@ -27,8 +27,8 @@ type JobOpts struct {
 	// Tenant shares the batch fairly with other tenants of its class.
 	Tenant string
 	// Weight is the tenant's share of its class against the other
-	// tenants' (tokens served are counted divided by it). Zero means 1;
-	// the latest job's weight counts for its tenant.
+	// tenants' (its running sequences and tokens served are counted
+	// divided by it). Zero means 1.
 	Weight float64
 	// Class is 0 (high), 1 (normal) or 2 (low).
 	Class int
@@ -110,7 +110,6 @@ type Scheduler struct {
 		tenantCounters map[string]prometheus.Counter
 	}
 	served map[string]float64 // virtual token counters per tenant: tokens ÷ weight
-	weight map[string]float64 // tenant → its latest job's weight
 	active map[string]int     // tenant → its waiting+running sequences
 	// fresh counts jobs handed to Generate and never admitted yet (not
 	// those waiting again after a preemption), per class and tenant: the
@@ -132,19 +131,18 @@ type Scheduler struct {
 	// backlog in the time between two snapshots (a step can take a second
 	// on a CPU). enqueued is the loop's count of jobs taken since the last
 	// snapshot.
-	sent        [numClasses]atomic.Int64
-	enqueued    [numClasses]int64
-	highPending atomic.Bool // a high-priority or low_latency job is on its way to intake
+	sent          [numClasses]atomic.Int64
+	enqueued      [numClasses]int64
+	urgentPending atomic.Bool // a high-priority or low_latency job is on its way to intake
 	// interruptible: a step may be abandoned for a high-priority arrival
 	// (a synchronous backend, and not NoInterrupt).
 	interruptible   bool
 	lastInterrupted bool // the last step was interrupted
 
 	// watchers are told when the scheduler may take more work
-	// (OnCapacity); last* are the snapshot they were last told about.
-	watchMu                          sync.Mutex
-	watchers                         []func()
-	lastAvail, lastRunning, lastWait int64
+	// (OnCapacity).
+	watchMu  sync.Mutex
+	watchers []func()
 
 	// stepTokens, if set (by tests, before Start), is told after each
 	// completed step how many output tokens each tenant got in it (the
@@ -231,7 +229,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	}
 	s := &Scheduler{cfg: cfg, m: m, tok: tok, kv: kv, bm: newBlockManager(blocks), bt: cfg.BlockTokens,
 		submit: make(chan *seq, 64), quit: make(chan struct{}), loopDone: make(chan struct{}),
-		served: map[string]float64{}, weight: map[string]float64{}, active: map[string]int{}}
+		served: map[string]float64{}, active: map[string]int{}}
 	s.horizon = cfg.RunQuantum
 	if cfg.HostSwapMB > 0 {
 		n := int(int64(cfg.HostSwapMB) << 20 / blockBytes)
@@ -354,7 +352,7 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		// once it has the job. A low_latency job's queue time is then
 		// the same under load as idle: it is admitted (by its reserved
 		// path) after a layer, not after a whole step.
-		s.highPending.Store(true)
+		s.urgentPending.Store(true)
 	}
 	s.sent[opts.Class].Add(1)
 	s.fresh.add(opts.Class, opts.Tenant, 1)
@@ -513,14 +511,8 @@ func (s *Scheduler) OnCapacity(f func()) {
 	s.watchers = append(s.watchers, f)
 }
 
-// tellWatchers calls the OnCapacity functions when the snapshot shows more
-// room than the last one they were told about.
-func (s *Scheduler) tellWatchers(avail, running, waiting int64) {
-	more := avail > s.lastAvail || running < s.lastRunning || waiting < s.lastWait
-	s.lastAvail, s.lastRunning, s.lastWait = avail, running, waiting
-	if !more {
-		return
-	}
+// tellWatchers calls the OnCapacity functions.
+func (s *Scheduler) tellWatchers() {
 	s.watchMu.Lock()
 	ws := s.watchers
 	s.watchMu.Unlock()
@@ -530,10 +522,13 @@ func (s *Scheduler) tellWatchers(avail, running, waiting int64) {
 }
 
 func (s *Scheduler) publishSnapshot() {
-	avail := int64(s.bm.available() - s.committed())
+	// More room than the last snapshot showed: the watchers look again.
+	avail, running := int64(s.bm.available()-s.committed()), int64(len(s.running))
+	if avail > s.snapAvail.Load() || running < s.snapRunning.Load() || int64(len(s.waiting)) < s.snapWaiting() {
+		defer s.tellWatchers()
+	}
 	s.snapAvail.Store(avail)
-	s.snapRunning.Store(int64(len(s.running)))
-	defer s.tellWatchers(avail, int64(len(s.running)), int64(len(s.waiting)))
+	s.snapRunning.Store(running)
 	var waiting, blocks, jobs [numClasses]int64
 	for _, q := range s.waiting {
 		waiting[q.opts.Class]++

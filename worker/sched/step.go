@@ -212,7 +212,7 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 	// steps cannot starve the rest.
 	var stop func() bool
 	if s.interruptible && !s.lastInterrupted && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.opts.Class == 0 }) {
-		stop = func() bool { return s.highPending.Swap(false) }
+		stop = func() bool { return s.urgentPending.Swap(false) }
 	}
 	s.buf.batch = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}
 	err := s.m.ForwardInterruptible(s.kv, toks, &s.buf.batch, rows, logits, stop)
