@@ -206,7 +206,7 @@ func (w *Worker) retryAll() {
 // Tenants admit refuses are left for a worker with room (and for this one,
 // later).
 func (w *Worker) pullFair(src *pullSource, admit func(tenant string) bool) jetstream.Msg {
-	refused := map[string]bool{}
+	var refused map[string]bool // made on the first refusal
 	for {
 		var best *tenantSource
 		for _, ts := range src.tenants {
@@ -222,6 +222,9 @@ func (w *Worker) pullFair(src *pullSource, admit func(tenant string) bool) jetst
 			return nil
 		}
 		if !admit(best.tenant) {
+			if refused == nil {
+				refused = map[string]bool{}
+			}
 			refused[best.tenant] = true
 			continue
 		}

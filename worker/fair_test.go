@@ -188,31 +188,12 @@ func lateTenantShareThroughNATS(t *testing.T, weight float64) {
 	metrics := sched.NewMetrics()
 	exec := workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 8, Metrics: metrics})
 	b.StartWorkerConfig(t, exec, worker.Config{ID: "w1", Concurrency: 64, TenantWeights: map[string]float64{"globex": weight}})
-	greedy := func() *contracts.JobRequest {
-		r := request("Once upon a time", 300, contracts.PriorityNormal)
-		zero := 0.0
-		r.Temperature = &zero
-		return r
-	}
-	var acme []string
-	for range 40 {
-		id, err := b.Client.Submit(ctx, greedy(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acme = append(acme, id)
-	}
+	job := func() *contracts.JobRequest { return greedy("Once upon a time", 300, contracts.PriorityNormal) }
+	acme := submitN(t, b.Client, 40, job)
 	// Every slot acme's: 8 tokens a step for a few steps.
 	natstest.Until(t, 30*time.Second, "acme's jobs in every slot", func() bool { return metrics.TenantTokens("acme") >= 80 })
 	start := time.Now()
-	var globex []string
-	for range 16 {
-		id, err := b.Other.Submit(ctx, greedy(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		globex = append(globex, id)
-	}
+	globex := submitN(t, b.Other, 16, job)
 	// Sample both tenants' token counters until three quarters of
 	// globex's jobs have ended (its last quarter then runs in its share of
 	// the batch: it is backlogged up to about half, and at its share to

@@ -24,11 +24,9 @@ func TestArenaPressureThroughNATS(t *testing.T) {
 	ctx := context.Background()
 	exec := workertest.NewSchedExecutor(t, sched.Config{KVBlocks: 21})
 	b.StartWorkerConfig(t, exec, worker.Config{ID: "w1", Concurrency: 64})
-	zero := 0.0
 	var ids, ll []string
 	for i := range 32 {
-		r := request("Once upon a time", 120, contracts.PriorityNormal)
-		r.Temperature = &zero
+		r := greedy("Once upon a time", 120, contracts.PriorityNormal)
 		c := b.Client
 		if i%16 == 15 {
 			r.Memory = &contracts.MemoryOptions{LowLatency: true}

@@ -28,23 +28,10 @@ func TestHighPriorityBehindBacklogThroughNATS(t *testing.T) {
 	const batch = 4
 	exec := workertest.NewSchedExecutor(t, sched.Config{MaxRunning: batch, Metrics: metrics})
 	b.StartWorkerConfig(t, exec, worker.Config{ID: "w1", Concurrency: 64})
-	greedy := func(p contracts.Priority, n int) *contracts.JobRequest {
-		r := request("Once upon a time", n, p)
-		zero := 0.0
-		r.Temperature = &zero
-		return r
-	}
-	var low []string
-	for range 40 {
-		id, err := b.Client.Submit(ctx, greedy(contracts.PriorityLow, 300), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		low = append(low, id)
-	}
+	low := submitN(t, b.Client, 40, func() *contracts.JobRequest { return greedy("Once upon a time", 300, contracts.PriorityLow) })
 	natstest.Until(t, 30*time.Second, "the low backlog in every slot", func() bool { return metrics.TenantTokens("acme") >= 10*batch })
 	submitted := time.Now()
-	id, err := b.Other.Submit(ctx, greedy(contracts.PriorityHigh, 8), nil)
+	id, err := b.Other.Submit(ctx, greedy("Once upon a time", 8, contracts.PriorityHigh), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

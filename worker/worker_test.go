@@ -21,6 +21,29 @@ func request(prompt string, maxTokens int, prio contracts.Priority) *contracts.J
 	return &contracts.JobRequest{Model: workertest.ModelName, Messages: []contracts.Message{{Role: "user", Content: prompt}}, MaxTokens: maxTokens, Priority: prio}
 }
 
+// greedy is request at temperature 0: like jobs give like outputs, so they
+// run alike.
+func greedy(prompt string, maxTokens int, prio contracts.Priority) *contracts.JobRequest {
+	r := request(prompt, maxTokens, prio)
+	zero := 0.0
+	r.Temperature = &zero
+	return r
+}
+
+// submitN submits n jobs made by mk as c and returns their ids.
+func submitN(t *testing.T, c *producer.Client, n int, mk func() *contracts.JobRequest) []string {
+	t.Helper()
+	ids := make([]string, 0, n)
+	for range n {
+		id, err := c.Submit(context.Background(), mk(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 func wait(t *testing.T, c *producer.Client, id string) *contracts.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
