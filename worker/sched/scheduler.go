@@ -406,7 +406,7 @@ const LookAhead = 2
 // LookAheadTenants bounds, per class, the jobs the look-ahead holds when
 // each tenant may have one job of its own there: admission then chooses
 // between tenants (the least served first, preempting a tenant over its
-// share: see fairVictim), not the pull order, even while one tenant's
+// share: see fairShare.victim), not the pull order, even while one tenant's
 // jobs fill LookAhead.
 const LookAheadTenants = 8
 
