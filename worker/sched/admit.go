@@ -128,7 +128,7 @@ func (s *Scheduler) admit(now time.Time) {
 			// as old, would evict it back).
 			//
 			// An ordinary job may also take the room of its own class's
-			// jobs of a tenant served more than its share (fairVictim).
+			// jobs of a tenant running more than its share (fairShare.victim).
 			cls := q.opts.Class
 			var victims []*seq
 			freed, freedSlots := 0, 0
