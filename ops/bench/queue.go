@@ -149,8 +149,11 @@ func (c QueueConfig) validate() error {
 		return fmt.Errorf("bench: queue scale %v: want more than 0", c.Scale)
 	}
 	for _, s := range c.Scenarios {
+		if part, ok := strings.CutPrefix(s, "seed:"); ok && contains(SeedParts(), part) {
+			continue
+		}
 		if !contains(Scenarios(), s) {
-			return fmt.Errorf("bench: queue scenario %q: want one of %s", s, strings.Join(Scenarios(), ", "))
+			return fmt.Errorf("bench: queue scenario %q: want one of %s, or seed:<part> with a part of %s", s, strings.Join(Scenarios(), ", "), strings.Join(SeedParts(), ", "))
 		}
 	}
 	return nil
@@ -247,6 +250,9 @@ func (q *queueRun) run(name string, res *QueueResults) (err error) {
 		res.Pressure, err = q.pressure()
 	case "seed":
 		res.Seed, err = q.seed()
+	default:
+		part, _ := strings.CutPrefix(name, "seed:")
+		res.Seed, err = q.seed(part)
 	}
 	return err
 }

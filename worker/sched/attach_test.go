@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -243,7 +244,7 @@ func TestPacedPrefillEquivalence(t *testing.T) {
 	want := alone(t, l, jobs)
 	s := newQueued(t, l, Config{MaxStepLatency: time.Millisecond, MinPrefillTokens: 16})
 	for range pacerWarmup {
-		s.pace.observe(10, time.Second)
+		s.pace.observe(stepShape{tokens: 10}, time.Second)
 	}
 	// All queued before the loop starts: the first step prefills the
 	// short prompts and a first chunk of the long one; from the second on
@@ -260,37 +261,106 @@ func TestPacerChunk(t *testing.T) {
 	t.Parallel()
 	ms := time.Millisecond
 	var p pacer
-	if got := p.chunk(100*ms, 8, 16, 256); got != 256 {
+	if got := p.chunk(100*ms, stepShape{tokens: 8}, 0, 16, 256); got != 256 {
 		t.Errorf("unmeasured: chunk %d, want the ceiling 256", got)
 	}
-	// Steps of 10 ms plus 1 ms a token, of assorted sizes.
-	for i := range 40 {
+	// Steps of 10 ms plus 1 ms a token, of assorted sizes, attention
+	// free: enough of them that the early misfits no longer count as
+	// spread.
+	for i := range 200 {
 		n := []int{8, 40, 8, 72, 24}[i%5]
-		p.observe(n, 10*ms+time.Duration(n)*ms)
+		p.observe(stepShape{tokens: n}, 10*ms+time.Duration(n)*ms)
 	}
-	fixed, per, ok := p.model()
-	t.Logf("fixed %.2f ms, %.3f ms a token", fixed*1000, per*1000)
+	m, ok := p.model()
+	t.Logf("fixed %.2f ms, %.3f ms a token, spread %.4f ms", m.fixed*1000, m.perToken*1000, p.spread(m)*1000)
+	decodes := stepShape{tokens: 8}
 	for _, tc := range []struct {
-		bound             time.Duration
-		decodes, floor, c int
-		want              int
+		bound    time.Duration
+		base     stepShape
+		floor, c int
+		want     int
 	}{
-		{100 * ms, 8, 16, 256, 82},  // (100 − 10) / 1 − 8
-		{100 * ms, 8, 16, 64, 64},   // the ceiling
-		{15 * ms, 8, 16, 256, 16},   // the floor: prompts always progress
-		{500 * ms, 0, 16, 256, 256}, // room for more than the ceiling
+		{100 * ms, decodes, 16, 256, 82},      // (100 − 10) / 1 − 8
+		{100 * ms, decodes, 16, 64, 64},       // the ceiling
+		{15 * ms, decodes, 16, 256, 16},       // the floor: prompts always progress
+		{500 * ms, stepShape{}, 16, 256, 256}, // room for more than the ceiling
 	} {
-		if got := p.chunk(tc.bound, tc.decodes, tc.floor, tc.c); !ok || got < tc.want-1 || got > tc.want+1 {
-			t.Errorf("chunk(%v, %d decodes, floor %d, ceiling %d) = %d, want %d", tc.bound, tc.decodes, tc.floor, tc.c, got, tc.want)
+		if got := p.chunk(tc.bound, tc.base, 0, tc.floor, tc.c); !ok || got < tc.want-1 || got > tc.want+1 {
+			t.Errorf("chunk(%v, %+v, floor %d, ceiling %d) = %d, want %d", tc.bound, tc.base, tc.floor, tc.c, got, tc.want)
 		}
 	}
 	// Steps all alike carry no slope: the mean time per token, which
 	// errs towards shorter steps.
 	var q pacer
 	for range 10 {
-		q.observe(20, 40*ms)
+		q.observe(stepShape{tokens: 20}, 40*ms)
 	}
-	if got := q.chunk(100*ms, 8, 16, 256); got != 42 {
+	if got := q.chunk(100*ms, decodes, 0, 16, 256); got != 42 {
 		t.Errorf("uniform steps of 2 ms a token: chunk %d, want 42", got)
+	}
+}
+
+// TestPacerAttention: a prompt prefilled in chunks beside decodes, its
+// chunks attending to ever more positions; the pacer learns the cost per
+// attended position and cuts the chunks as the context grows, so that
+// the steps stay at the bound.
+func TestPacerAttention(t *testing.T) {
+	t.Parallel()
+	const fixed, perToken, perAttn = 10e-3, 1e-3, 2e-6 // seconds
+	cost := func(w stepShape) time.Duration {
+		return time.Duration((fixed + perToken*float64(w.tokens) + perAttn*float64(w.attended)) * float64(time.Second))
+	}
+	bound := 100 * time.Millisecond
+	var p pacer
+	decodes := stepShape{tokens: 8, attended: 8 * 100}
+	from, last := 0, 0
+	var chunks []int
+	for from < 4000 {
+		k := p.chunk(bound, decodes, from, 4, 256)
+		w := decodes
+		w.tokens += k
+		w.attended += attendedBy(from, k)
+		d := cost(w)
+		if p.steps > 20 && d > bound+time.Millisecond {
+			m, _ := p.model()
+			t.Fatalf("step %d: a chunk of %d from position %d takes %v, over the bound %v (model %+v, spread %.2f ms; chunks %v)", p.steps, k, from, d, bound, m, p.spread(m)*1e3, chunks)
+		}
+		p.observe(w, d)
+		chunks = append(chunks, k)
+		from += k
+		last = k
+	}
+	m, _ := p.model()
+	t.Logf("fitted fixed %.2f ms, %.3f ms a token, %.4f µs an attended position; chunks %v", m.fixed*1e3, m.perToken*1e3, m.perAttn*1e6, chunks)
+	if math.Abs(m.perAttn/perAttn-1) > 0.05 || math.Abs(m.perToken/perToken-1) > 0.05 {
+		t.Errorf("fitted %.4f ms a token, %.5f ms a position: want %.4f and %.5f", m.perToken*1e3, m.perAttn*1e3, perToken*1e3, perAttn*1e3)
+	}
+	// At the end: (100 − 10 − 8 − 1.6) ms for k rows at ≈ 1 + 0.002·from ms.
+	want := int((bound.Seconds() - fixed - perToken*8 - perAttn*800) / (perToken + perAttn*float64(from)))
+	if last > want+2 {
+		t.Errorf("last chunk %d from position %d, want at most about %d", last, from, want)
+	}
+}
+
+// TestPacerSpread: steps whose times scatter ±20% around the same model
+// get smaller chunks, so that the slow ones too stay under the bound.
+func TestPacerSpread(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	var steady, noisy pacer
+	for i := range 200 {
+		n := []int{8, 40, 8, 72, 24}[i%5]
+		d := 10*ms + time.Duration(n)*ms
+		steady.observe(stepShape{tokens: n}, d)
+		f := []float64{0.8, 1.2}[i%2]
+		noisy.observe(stepShape{tokens: n}, time.Duration(float64(d)*f))
+	}
+	a := steady.chunk(100*ms, stepShape{tokens: 8}, 0, 16, 256)
+	b := noisy.chunk(100*ms, stepShape{tokens: 8}, 0, 16, 256)
+	m, _ := noisy.model()
+	t.Logf("chunks: steady %d, ±20%% %d (spread %.1f ms)", a, b, noisy.spread(m)*1e3)
+	// The slow steps take 1.2× the model: (b + 8 + 10)·1.2 ≤ 100.
+	if b >= a || float64(b+8+10)*1.2 > 100 {
+		t.Errorf("chunk of %d under ±20%% spread (steady: %d): a step 1.2× slower than the model is over the 100 ms bound", b, a)
 	}
 }

@@ -27,8 +27,9 @@ type Config struct {
 	MaxBatchTokens int
 	// MaxStepLatency bounds the time of a step that carries decodes: while
 	// sequences are decoding, prompts are prefilled in chunks sized from
-	// the measured cost of a step (a fixed part and a part per token,
-	// fitted over recent steps) so that the step stays under it, and
+	// the measured cost of a step (a fixed part, a part per token and a
+	// part per position attended, fitted over recent steps, with a margin
+	// for their spread) so that the step stays under it, and
 	// decodes keep their pace while a long prompt streams in. Steps
 	// without decodes take full MaxBatchTokens chunks. Negative turns the
 	// bound off. Defaults to 150 ms.

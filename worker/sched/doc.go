@@ -63,7 +63,9 @@
 //
 // Pace: while sequences decode, a step's prefill chunk is cut so that the
 // step stays under MaxStepLatency, from a fit of measured step times to
-// a fixed cost plus a cost per token (never below MinPrefillTokens or
+// a fixed cost, a cost per token and a cost per attended position (a
+// chunk deep in a long prompt attends to more), aimed below the bound by
+// the measured spread of step times (never below MinPrefillTokens or
 // the number of decodes, so prompts progress at least at the decodes'
 // pace); a step without decodes takes full chunks.
 //

@@ -75,7 +75,7 @@ func (s *Scheduler) step() {
 		return
 	}
 	s.stepCount.Add(1)
-	s.pace.observe(len(toks), time.Since(began))
+	s.pace.observe(planShape(plan), time.Since(began))
 	s.countDuplicated(plan)
 	var held, slots int64
 	for _, q := range s.running {
@@ -300,24 +300,43 @@ func (s *Scheduler) paceBudget(budget int, onlyHigh bool) int {
 	if s.cfg.MaxStepLatency < 0 {
 		return budget
 	}
-	decodes := 0
+	// The decode rows, and where the prompts' chunks start: the furthest
+	// prompt, whose chunk attends to the most.
+	var decodes stepShape
+	from := 0
 	for _, q := range s.running {
-		if len(q.g.Tokens())-q.computed <= 1 && (!onlyHigh || q.opts.Class == 0) {
-			decodes++
+		if onlyHigh && q.opts.Class != 0 {
+			continue
+		}
+		if len(q.g.Tokens())-q.computed <= 1 {
+			decodes.tokens++
+			decodes.attended += q.computed + 1
+		} else {
+			from = max(from, q.computed)
 		}
 	}
-	if decodes == 0 {
+	if decodes.tokens == 0 {
 		return budget
 	}
 	// The floor: prompts progress at least at the decodes' pace, so that
 	// under many decodes (whose step alone may take the whole bound)
 	// arriving jobs do not queue for their first token ever longer.
-	floor := min(max(s.cfg.MinPrefillTokens, decodes), budget)
-	n := s.pace.chunk(s.cfg.MaxStepLatency, decodes, floor, budget)
+	floor := min(max(s.cfg.MinPrefillTokens, decodes.tokens), budget)
+	n := s.pace.chunk(s.cfg.MaxStepLatency, decodes, from, floor, budget)
 	if n < budget {
 		s.paced.Add(1)
 	}
 	return n
+}
+
+// planShape is the work of plan's rows, for the pacer.
+func planShape(plan []stepRow) stepShape {
+	var w stepShape
+	for _, r := range plan {
+		w.tokens += r.n
+		w.attended += attendedBy(r.q.computed, r.n)
+	}
+	return w
 }
 
 // noteMemory records q's KV memory for its usage: the blocks it computed
