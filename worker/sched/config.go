@@ -77,9 +77,10 @@ type Config struct {
 	// first prefill chunk when memory would otherwise sit idle. Defaults
 	// to false.
 	NoFiller bool
-	// NoInterrupt keeps a step without high-priority rows running when a
-	// high-priority job arrives, instead of abandoning it at the next
-	// layer (only synchronous backends, the CPU, can abandon a step).
+	// NoInterrupt keeps a step running when a high-priority job arrives,
+	// instead of abandoning it at the next layer unless it carries a
+	// high-priority prompt (only synchronous backends, the CPU, can
+	// abandon a step).
 	// Defaults to false.
 	NoInterrupt bool
 	// Metrics, if set, receives the scheduler's measurements.

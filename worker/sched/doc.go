@@ -69,8 +69,8 @@
 // the number of decodes, so prompts progress at least at the decodes'
 // pace); a step without decodes takes full chunks.
 //
-// Latency: a high-priority job that arrives while a step without
-// high-priority rows runs stops that step at its next layer (on a
+// Latency: a high-priority job that arrives while a step runs that
+// carries no high-priority prompt stops that step at its next layer (on a
 // synchronous backend, the CPU; the step runs again after admission, and
 // batch-invariant kernels make the rerun write the same K and V), and its
 // first token gets a step of its own class. For a while after

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -191,6 +192,9 @@ func TestEquivalence(t *testing.T) {
 		// Steps abandoned mid-way, as for a high-priority arrival, and run
 		// again.
 		{"interrupted steps", Config{MaxBatchTokens: 32}, normal, wantShort},
+		// High-priority jobs: their steps give way once no prompt of
+		// theirs is in them (decodes only).
+		{"interrupted high-priority decodes", Config{MaxBatchTokens: 32}, short, wantShort},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The preemption cases need jobs to arrive faster than the
@@ -221,7 +225,7 @@ func equivalenceRun(t *testing.T, l *engine.Loaded, name string, cfg Config, job
 			}{name, jobs, want}
 			s := newSched(t, l, cfg)
 			stopPoking := make(chan struct{})
-			if tc.name == "interrupted steps" {
+			if strings.HasPrefix(tc.name, "interrupted") {
 				go func() {
 					for {
 						select {
@@ -264,7 +268,7 @@ func equivalenceRun(t *testing.T, l *engine.Loaded, name string, cfg Config, job
 				if pre == 0 || recomputed == 0 {
 					t.Errorf("want recomputes: %d preemptions, %d recomputed", pre, recomputed)
 				}
-			case "interrupted steps":
+			case "interrupted steps", "interrupted high-priority decodes":
 				t.Logf("%d steps interrupted", s.interrupted.Load())
 				if s.interrupted.Load() == 0 {
 					t.Error("no step was interrupted")

@@ -347,7 +347,7 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		return nil, Stats{}, fmt.Errorf("%w: the job needs %d KV blocks, the arena has %d", ErrTooLarge, need, s.Blocks())
 	}
 	if opts.Class == 0 || opts.LowLatency {
-		// Before the send: a step in flight without high-priority rows
+		// Before the send: a step in flight without a high-priority prompt
 		// stops at its next layer (see step), and intake clears the flag
 		// once it has the job. A low_latency job's queue time is then
 		// the same under load as idle: it is admitted (by its reserved

@@ -44,6 +44,12 @@ func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
 // classes prefill in small chunks.
 const highTrafficWindow = 10 * time.Second
 
+// highBeforeFirstToken reports whether q is a high-priority job that has
+// not yet produced its first token.
+func (q *seq) highBeforeFirstToken() bool {
+	return q.opts.Class == 0 && len(q.g.Result().OutputIDs) == 0 && !q.g.Done()
+}
+
 // stepRow is one sequence's share of a step.
 type stepRow struct {
 	q       *seq
@@ -103,13 +109,7 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 	// A high-priority job waiting for its first token gets a step of its
 	// class alone: lower classes skip one step rather than lengthen the
 	// high-priority job's time to first token.
-	onlyHigh := false
-	for _, q := range s.running {
-		if q.opts.Class == 0 && len(q.g.Result().OutputIDs) == 0 && !q.g.Done() {
-			onlyHigh = true
-			break
-		}
-	}
+	onlyHigh := slices.ContainsFunc(s.running, (*seq).highBeforeFirstToken)
 	// While high-priority traffic is about, lower classes prefill in
 	// small chunks, so a step in flight when a high-priority job arrives
 	// is short: where steps cannot be interrupted it is waited for whole,
@@ -202,16 +202,19 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 			}(r.q.g)
 		}
 	}
-	// A step without high-priority rows gives way to a high-priority (or
-	// low_latency) job that arrives while it runs: it stops at the next
-	// layer and is run
-	// again, with the new job, after admission. Nothing is lost but the
-	// layers already done (the rerun writes the same K and V). Taking the
-	// flag means one arrival stops at most one step, and a step right
-	// after an interrupted one always completes, so arrivals faster than
-	// steps cannot starve the rest.
+	// A step gives way to a high-priority (or low_latency) job that
+	// arrives while it runs: it stops at the next layer and is run again,
+	// with the new job, after admission. Nothing is lost but the layers
+	// already done (the rerun writes the same K and V). Only a step
+	// carrying a high-priority job's prompt runs to its end: that job's
+	// first token is what an arrival would be preferred for. A step with
+	// high-priority decodes gives way too (they lose a part of one step;
+	// the arrival would otherwise wait for a whole one). Taking the flag
+	// means one arrival stops at most one step, and a step right after an
+	// interrupted one always completes, so arrivals faster than steps
+	// cannot starve the rest.
 	var stop func() bool
-	if s.interruptible && !s.lastInterrupted && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.opts.Class == 0 }) {
+	if s.interruptible && !s.lastInterrupted && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.highBeforeFirstToken() }) {
 		stop = func() bool { return s.urgentPending.Swap(false) }
 	}
 	s.buf.batch = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}
