@@ -38,6 +38,12 @@ type Generation struct {
 	maskErr         error
 }
 
+// Admitted restarts g's clock at t, when a scheduler admits the job after
+// it waited in a queue: its time to first token and total time count from
+// admission (the usage contract), not from when g was made, so that the
+// wait is counted once, in the queue time.
+func (g *Generation) Admitted(t time.Time) { g.start = t }
+
 // NewGeneration validates r against the model and starts its clock.
 func NewGeneration(m *model.Model, tok *tokenizer.Tokenizer, r *Request) (*Generation, error) {
 	if len(r.PromptIDs) == 0 {

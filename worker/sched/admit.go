@@ -410,6 +410,7 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 		s.fresh.add(q.opts.Class, q.opts.Tenant, -1)
 		q.admitted = true
 		q.stats.QueueMs = float64(now.Sub(q.submitted).Microseconds()) / 1000
+		q.g.Admitted(now)
 		q.stats.QueueSteps = s.stepCount.Load() - q.submitStep
 	}
 	q.running = true

@@ -615,3 +615,28 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueTimeCountedOnce: a job that waits in the scheduler's queue
+// (behind a running one, with room for one) has the wait in its queue
+// time, and its time to first token and total time count from admission,
+// as the usage contract says: the wait is not counted twice.
+func TestQueueTimeCountedOnce(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	s := newSched(t, l, Config{MaxRunning: 1})
+	p := reference(t)[0].PromptIDs
+	outs := run(s, []job{{prompt: p, max: 200}, {prompt: p, max: 4, delay: 2 * time.Millisecond}})
+	for _, o := range outs {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	first, second := outs[0], outs[1]
+	u := second.res.Usage
+	t.Logf("first: total %.1f ms; second: queue %.1f ms, ttft %.1f ms, total %.1f ms", first.res.Usage.TotalMs, second.stats.QueueMs, u.TimeToFirstTokenMs, u.TotalMs)
+	if second.stats.QueueMs <= 0 || u.TimeToFirstTokenMs >= second.stats.QueueMs || u.TotalMs >= second.stats.QueueMs {
+		t.Errorf("the second job waited %.1f ms for the first (%.1f ms long, 200 tokens) and then ran 4 tokens: its time to first token %.1f ms and total %.1f ms include the wait",
+			second.stats.QueueMs, first.res.Usage.TotalMs, u.TimeToFirstTokenMs, u.TotalMs)
+	}
+	checkIdle(t, s)
+}
