@@ -35,7 +35,8 @@ const tenantScanEvery = 30 * time.Second
 
 // noticeGrace is how long after a notice an empty fetch does not clear a
 // tenant's pending flag: a consumer counts a new message a moment after the
-// stream has announced it.
+// stream has announced it. It is also how long the server holds the pull
+// the intake then sends (pullNoticed).
 const noticeGrace = 50 * time.Millisecond
 
 // tenantSource is the consumer of one class and tenant.
@@ -44,6 +45,16 @@ type tenantSource struct {
 	cons    jetstream.Consumer // nil until created
 	pending bool
 	noticed time.Time
+	// waiting is set while a pull for a noticed job waits on the server
+	// (pullNoticed); its answer comes through Worker.arrived.
+	waiting bool
+}
+
+// arrival is the answer to a pull that waited on the server: the job, or
+// nil when the pull expired empty (another worker took the job).
+type arrival struct {
+	ts *tenantSource
+	m  jetstream.Msg
 }
 
 // fairness is the intake's per-tenant state. The notice callback records
@@ -206,11 +217,17 @@ func (w *Worker) retryAll() {
 // Tenants admit refuses are left for a worker with room (and for this one,
 // later).
 func (w *Worker) pullFair(src *pullSource, admit func(tenant string) bool) jetstream.Msg {
-	var refused map[string]bool // made on the first refusal
+	var skip map[string]bool // tenants passed over this time; made on the first
+	pass := func(ts *tenantSource) {
+		if skip == nil {
+			skip = map[string]bool{}
+		}
+		skip[ts.tenant] = true
+	}
 	for {
 		var best *tenantSource
 		for _, ts := range src.tenants {
-			if !ts.pending || refused[ts.tenant] {
+			if !ts.pending || ts.waiting || skip[ts.tenant] {
 				continue
 			}
 			if best == nil || w.fair.served[ts.tenant] < w.fair.served[best.tenant] ||
@@ -222,22 +239,71 @@ func (w *Worker) pullFair(src *pullSource, admit func(tenant string) bool) jetst
 			return nil
 		}
 		if !admit(best.tenant) {
-			if refused == nil {
-				refused = map[string]bool{}
-			}
-			refused[best.tenant] = true
+			pass(best)
 			continue
 		}
 		if m := w.fetchTenant(src, best); m != nil {
-			w.fair.served[best.tenant] += float64(estimateTokens(m.Data(), w.cfg.Limits)) / w.cfg.weight(best.tenant)
+			w.charge(best, m)
 			return m
 		}
 		if time.Since(best.noticed) > noticeGrace {
 			best.pending = false
 		} else {
-			return nil // the notice is fresh: the wake-up retries look again soon
+			// The notice is fresh: the consumer has not counted the job
+			// yet. Ask the server to hand it over when it has.
+			w.pullNoticed(best)
+			pass(best)
 		}
 	}
+}
+
+// charge counts job m against ts's tenant, for fairness.
+func (w *Worker) charge(ts *tenantSource, m jetstream.Msg) {
+	w.fair.served[ts.tenant] += float64(estimateTokens(m.Data(), w.cfg.Limits)) / w.cfg.weight(ts.tenant)
+}
+
+// pullNoticed sends ts's consumer a pull that waits on the server for up
+// to noticeGrace: a job whose notice came before its consumer counted it
+// is handed over the moment the consumer has, instead of at a later poll
+// (a sleep on this side would either spin or add its length to the job's
+// queue time). The answer comes through w.arrived; the intake loop takes
+// it like a fetched job. A job that arrives once the worker is stopping
+// is handed back at once.
+func (w *Worker) pullNoticed(ts *tenantSource) {
+	if ts.cons == nil {
+		return
+	}
+	batch, err := ts.cons.Fetch(1, jetstream.FetchMaxWait(noticeGrace))
+	if err != nil {
+		w.log.Debug("pull for a noticed job failed", "tenant", ts.tenant, "err", err)
+		return
+	}
+	ts.waiting = true
+	w.pulls.Add(1)
+	go func() {
+		defer w.pulls.Done()
+		a := arrival{ts: ts}
+		for m := range batch.Messages() {
+			a.m = m
+		}
+		select {
+		case w.arrived <- a:
+		case <-w.quit:
+			if a.m != nil {
+				a.m.Nak()
+			}
+		}
+	}()
+}
+
+// take accepts an answered pull (pullNoticed): ts may be pulled again,
+// and a job it brought is charged to its tenant.
+func (w *Worker) take(a arrival) jetstream.Msg {
+	a.ts.waiting = false
+	if a.m != nil {
+		w.charge(a.ts, a.m)
+	}
+	return a.m
 }
 
 // fetchTenant fetches one job from ts's consumer, creating the consumer

@@ -18,6 +18,7 @@ import (
 var (
 	errCanceledByClient = errors.New("worker: canceled by the submitter")
 	errShutdown         = errors.New("worker: shutting down")
+	errLookedUp         = errors.New("worker: the job's result or a cancel request is stored")
 )
 
 // Worker pulls jobs from the ZL_JOBS consumers it is configured for, runs
@@ -40,7 +41,9 @@ type Worker struct {
 	aged      []*pullSource // the same, lowest priority first
 	subs      []*nats.Subscription
 	wake      chan struct{}
-	quit      chan struct{} // closed by Stop: no new pulls
+	arrived   chan arrival   // answers to pulls waiting on the server (fair.go)
+	pulls     sync.WaitGroup // those pulls' goroutines
+	quit      chan struct{}  // closed by Stop: no new pulls
 	loopDone  chan struct{}
 	jobs      sync.WaitGroup
 	running   map[contracts.JobRef]context.CancelCauseFunc
@@ -77,7 +80,7 @@ func New(nc *nats.Conn, exec Executor, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID),
-		wake: make(chan struct{}, 1), running: map[contracts.JobRef]context.CancelCauseFunc{}, fair: fairness{served: map[string]float64{}}}, nil
+		wake: make(chan struct{}, 1), arrived: make(chan arrival), running: map[contracts.JobRef]context.CancelCauseFunc{}, fair: fairness{served: map[string]float64{}}}, nil
 }
 
 // ID returns the worker's id.
@@ -117,9 +120,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker: stream %s: %w (are the streams provisioned? run with provisioning on)", contracts.StreamCancel, err)
 	}
 	// ZL_JOBS republishes each stored job's headers: wake the intake on
-	// them instead of polling tightly. (The publish subject itself can
-	// reach a subscriber before the stream has stored the job, and a
-	// wake-up spent on an empty fetch would leave the job for IdlePoll.)
+	// them instead of polling. (The publish subject itself can reach a
+	// subscriber before the stream has stored the job; the notice comes
+	// after, and names the consumer to pull from.)
 	s1, err := w.nc.Subscribe(contracts.SubjectStoredJobsAll, func(m *nats.Msg) { w.fair.notice(m.Subject); w.poke() })
 	if err != nil {
 		return err
@@ -169,6 +172,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	<-w.loopDone
+	w.pulls.Wait() // a job they bring now is handed back
 	done := make(chan struct{})
 	go func() { w.jobs.Wait(); close(done) }()
 	var err error
@@ -233,14 +237,19 @@ const agingEvery = 8
 // next returns the next message, preferring higher priorities, or nil when
 // the worker is stopping.
 func (w *Worker) next(pulls int) jetstream.Msg {
-	var retries int // fetch rounds left after a wake-up that found nothing
-	var retry time.Duration
 	for {
 		order := w.consumers
 		if pulls%agingEvery == agingEvery-1 {
 			order = w.aged // lowest class first this time
 		}
 		adm, _ := w.exec.(Admitter)
+		select {
+		case a := <-w.arrived:
+			if m := w.take(a); m != nil {
+				return m
+			}
+		default:
+		}
 		w.absorb()
 		w.scanTenants(false)
 		if time.Since(w.fair.lastRetry) >= w.cfg.IdlePoll {
@@ -279,34 +288,19 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 				w.restore(src)
 			}
 		}
-		// Nothing fetched. After a wake-up, look again soon for a while:
-		// a consumer counts a new message a moment after the stream has
-		// stored it (and announced it), so the fetch right after the
-		// notice can come back empty. Otherwise sleep until the next
-		// notice or IdlePoll.
-		wait := w.cfg.IdlePoll
-		if retries > 0 {
-			wait, retry, retries = retry, 2*retry, retries-1
-		}
+		// Nothing fetched: wait for the next notice, the answer to a pull
+		// waiting on the server, or IdlePoll (redelivered jobs publish no
+		// notice).
 		select {
 		case <-w.wake:
-			retries, retry = wakeRetries, wakeRetryMin
-		case <-time.After(wait):
-			if retries == 0 {
-				w.retryAll() // redelivered jobs publish no notice
+		case a := <-w.arrived:
+			if m := w.take(a); m != nil {
+				return m
 			}
+		case <-time.After(w.cfg.IdlePoll):
+			w.retryAll()
 		case <-w.quit:
 			return nil
 		}
 	}
 }
-
-// After a wake-up whose fetches found nothing, the intake fetches again
-// wakeRetries times, after wakeRetryMin and then twice as long each time
-// (1, 2, 4, 8 ms: a consumer counts a new message within microseconds of
-// its notice, and a wake-up left over from a job already taken costs only
-// these few rounds).
-const (
-	wakeRetries  = 4
-	wakeRetryMin = time.Millisecond
-)

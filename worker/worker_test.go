@@ -233,6 +233,13 @@ func TestCancel(t *testing.T) {
 	if res2.Status != contracts.StatusCanceled || res2.Usage != nil {
 		t.Fatalf("canceled-before-start result %+v", res2)
 	}
+	// It starts while its cancel request is looked up; nothing of that
+	// start is published, only the answer.
+	for _, ev := range events(t, b.Client, req2.ID) {
+		if ev.Type == contracts.EventStarted || ev.Type == contracts.EventDelta || ev.Seq != 1 {
+			t.Errorf("canceled-before-start job published a %s event (seq %d): want only its answer, seq 1", ev.Type, ev.Seq)
+		}
+	}
 }
 
 func TestBadInputIsAnsweredNotLost(t *testing.T) {
