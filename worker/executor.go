@@ -38,14 +38,16 @@ type Sink interface {
 }
 
 // Admitter is implemented by executors that admit jobs by memory: the
-// intake pulls a tenant's job of a (priority, bucket) class only when
-// CanAdmit says it would be admitted, so jobs stay in JetStream for
-// workers with room. The tenant is empty for jobs of the old subject form,
-// pulled without regard to tenant.
+// intake pulls a tenant's jobs of a (priority, bucket) class only as many
+// as Admits says would be admitted, so jobs stay in JetStream for workers
+// with room. The tenant is empty for jobs of the old subject form, pulled
+// without regard to tenant.
 type Admitter interface {
-	CanAdmit(p contracts.Priority, b contracts.Bucket, tenant string) bool
+	// Admits is how many jobs of the class and tenant the executor would
+	// take now (0: none).
+	Admits(p contracts.Priority, b contracts.Bucket, tenant string) int
 	// OnCapacity registers f, called (without blocking) whenever the
-	// executor may admit more than when CanAdmit last said no.
+	// executor may admit more than when Admits last said none.
 	OnCapacity(f func())
 }
 

@@ -212,11 +212,13 @@ func (w *Worker) retryAll() {
 	}
 }
 
-// pullFair fetches the next job of src's class from the least-served
-// tenant with jobs waiting whose job admit would take, or returns nil.
-// Tenants admit refuses are left for a worker with room (and for this one,
-// later).
-func (w *Worker) pullFair(src *pullSource, admit func(tenant string) bool) jetstream.Msg {
+// pullFair fetches the next jobs of src's class from the least-served
+// tenant with jobs waiting, its share of the room (room allows for it,
+// split evenly among the tenants with jobs waiting, so that one tenant's
+// batch does not take the room of the others'), and returns the first (the
+// rest go to w.ready), or nil. Tenants without room are left for a worker
+// with room (and for this one, later).
+func (w *Worker) pullFair(src *pullSource, room func(tenant string) int) jetstream.Msg {
 	var skip map[string]bool // tenants passed over this time; made on the first
 	pass := func(ts *tenantSource) {
 		if skip == nil {
@@ -226,10 +228,12 @@ func (w *Worker) pullFair(src *pullSource, admit func(tenant string) bool) jetst
 	}
 	for {
 		var best *tenantSource
+		waiting := 0 // tenants with jobs waiting: they share the room
 		for _, ts := range src.tenants {
 			if !ts.pending || ts.waiting || skip[ts.tenant] {
 				continue
 			}
+			waiting++
 			if best == nil || w.fair.served[ts.tenant] < w.fair.served[best.tenant] ||
 				w.fair.served[ts.tenant] == w.fair.served[best.tenant] && ts.tenant < best.tenant {
 				best = ts
@@ -238,13 +242,18 @@ func (w *Worker) pullFair(src *pullSource, admit func(tenant string) bool) jetst
 		if best == nil {
 			return nil
 		}
-		if !admit(best.tenant) {
+		n := room(best.tenant)
+		if n == 0 {
 			pass(best)
 			continue
 		}
-		if m := w.fetchTenant(src, best); m != nil {
-			w.charge(best, m)
-			return m
+		n = max(1, n/waiting)
+		if ms := w.fetchTenant(src, best, n); len(ms) > 0 {
+			for _, m := range ms {
+				w.charge(best, m)
+			}
+			w.ready = append(w.ready, ms[1:]...)
+			return ms[0]
 		}
 		if time.Since(best.noticed) > noticeGrace {
 			best.pending = false
@@ -286,6 +295,11 @@ func (w *Worker) pullNoticed(ts *tenantSource) {
 		for m := range batch.Messages() {
 			a.m = m
 		}
+		if a.m != nil {
+			w.cfg.Metrics.fetch(1)
+		} else {
+			w.cfg.Metrics.fetch(0)
+		}
 		select {
 		case w.arrived <- a:
 		case <-w.quit:
@@ -306,9 +320,10 @@ func (w *Worker) take(a arrival) jetstream.Msg {
 	return a.m
 }
 
-// fetchTenant fetches one job from ts's consumer, creating the consumer
-// when it is not there (new tenant, or removed after inactivity).
-func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource) jetstream.Msg {
+// fetchTenant fetches up to n jobs from ts's consumer, in one request,
+// creating the consumer when it is not there (new tenant, or removed after
+// inactivity).
+func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource, n int) []jetstream.Msg {
 	for attempt := 0; attempt < 2; attempt++ {
 		if ts.cons == nil || attempt > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
@@ -320,15 +335,17 @@ func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource) jetstream.Msg {
 			}
 			ts.cons = c
 		}
-		batch, err := ts.cons.FetchNoWait(1)
+		batch, err := ts.cons.FetchNoWait(n)
+		var ms []jetstream.Msg
 		if err == nil {
 			for m := range batch.Messages() {
-				return m
+				ms = append(ms, m)
 			}
 			err = batch.Error()
+			w.cfg.Metrics.fetch(len(ms))
 		}
-		if err == nil {
-			return nil
+		if err == nil || len(ms) > 0 {
+			return ms
 		}
 		w.log.Debug("fetch from a tenant's consumer failed; recreating it", "tenant", ts.tenant, "err", err)
 	}

@@ -84,46 +84,20 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	// A first delivery of a job whose result is stored is a resubmission
 	// of a finished job: its result stands and nothing runs or is billed
 	// again. (A redelivery runs again: its first attempt may have stored
-	// the result and died before the usage record.) A job with a stored
-	// cancel request does not run either. The look-up is a round trip to
-	// the server; the job starts meanwhile, with everything it would
-	// publish held back (emitter.gate) until the look-up clears it, or
-	// dropped, the job stopped, when it finds either.
-	em.gate()
-	looked := make(chan struct{})
-	var finished, canceled bool
-	go func() {
-		defer close(looked)
-		finished, canceled = w.lookUp(ref, attempt == 1)
-		if finished || canceled {
-			em.drop()
-			cancel(errLookedUp)
-		} else {
-			em.open()
-		}
-	}()
-	// settled waits for the look-up and answers a job it found finished
-	// or canceled, reporting whether it did.
-	settled := func() bool {
-		<-looked
-		switch {
-		case finished:
-			log.Info("job already finished; its stored result stands")
-			msg.Ack()
-		case canceled:
-			log.Info("job canceled before it ran")
-			em.reopen()
-			em.finish(msg, job, &Outcome{}, usage, contracts.NewError(contracts.CodeCanceled, "canceled before it started"), log, false)
-		default:
-			return false
-		}
-		return true
+	// the result and died before the usage record.)
+	finished, canceled := w.lookUp(ref, attempt == 1)
+	if finished {
+		log.Info("job already finished; its stored result stands")
+		msg.Ack()
+		return
+	}
+	if canceled {
+		log.Info("job canceled before it ran")
+		em.finish(msg, job, &Outcome{}, usage, contracts.NewError(contracts.CodeCanceled, "canceled before it started"), log, false)
+		return
 	}
 	if req.Deadline != nil {
 		if !req.Deadline.After(start) {
-			if settled() {
-				return
-			}
 			w.fail(em, msg, job, contracts.NewError(contracts.CodeDeadlineExceeded, "the deadline %s passed before the job started", req.Deadline.Format(time.RFC3339)), log)
 			return
 		}
@@ -132,9 +106,6 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		defer stop()
 	}
 	if e := w.admitQuota(job); e != nil {
-		if settled() {
-			return
-		}
 		w.fail(em, msg, job, e, log)
 		return
 	}
@@ -144,16 +115,11 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	usage.QueueMs = ms(time.Since(meta.Timestamp))
 	out, err := w.exec.Execute(ctx, job, em)
 	stopLease()
-	if errors.Is(context.Cause(ctx), errShutdown) {
-		log.Info("handing the job back: worker shutting down")
-		msg.Nak()
-		return
-	}
-	if settled() {
-		return // what it ran is dropped: nothing was published or billed
-	}
 	cause := context.Cause(ctx)
 	switch {
+	case errors.Is(cause, errShutdown):
+		log.Info("handing the job back: worker shutting down")
+		msg.Nak()
 	case err != nil:
 		e := contracts.ErrorFrom(err)
 		if e.Retryable() && attempt < w.cfg.Streams.MaxDeliver {
@@ -278,10 +244,6 @@ type emitter struct {
 	seq     uint64
 	futures []jetstream.PubAckFuture
 	err     error
-	// While gated, messages are held in held instead of sent; dropped,
-	// they are discarded.
-	gated, dropped bool
-	held           []*nats.Msg
 	// pending delta, when coalescing
 	text string
 	ids  []int32
@@ -358,60 +320,12 @@ func (e *emitter) publishJSONLocked(subject, msgID string, v any) {
 	}
 	m := &nats.Msg{Subject: subject, Data: data, Header: contracts.NewHeader(e.ref.Tenant, e.trace)}
 	m.Header.Set(contracts.HeaderMsgID, msgID)
-	switch {
-	case e.dropped:
-	case e.gated:
-		e.held = append(e.held, m)
-	default:
-		e.sendLocked(m)
-	}
-}
-
-func (e *emitter) sendLocked(m *nats.Msg) {
-	if e.err != nil {
-		return
-	}
 	f, err := e.w.js.PublishMsgAsync(m)
 	if err != nil {
-		e.err = fmt.Errorf("publish %s: %w", m.Subject, err)
+		e.err = fmt.Errorf("publish %s: %w", subject, err)
 		return
 	}
 	e.futures = append(e.futures, f)
-}
-
-// gate holds e's messages until open or drop.
-func (e *emitter) gate() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.gated = true
-}
-
-// open sends the held messages, in order, and lets later ones through.
-func (e *emitter) open() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.gated = false
-	for _, m := range e.held {
-		e.sendLocked(m)
-	}
-	e.held = nil
-}
-
-// drop discards the held messages and every later one until reopen.
-func (e *emitter) drop() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.gated, e.dropped, e.held = false, true, nil
-}
-
-// reopen lets messages through again after drop, numbering events from
-// the start (none of the dropped ones went out), for a job's answer once
-// what it ran has been discarded.
-func (e *emitter) reopen() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.dropped, e.seq = false, 0
-	e.text, e.ids, e.lps = "", nil, nil
 }
 
 // wait returns the first publish failure of the messages sent so far.

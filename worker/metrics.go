@@ -19,6 +19,8 @@ type Metrics struct {
 	// intake health
 	consMissing   *prometheus.GaugeVec
 	consRecreated *prometheus.CounterVec
+	fetches       prometheus.Counter
+	fetched       prometheus.Counter
 }
 
 // NewMetrics returns unregistered metrics.
@@ -41,6 +43,10 @@ func NewMetrics() *Metrics {
 			Help: "1 while the ZL_JOBS consumer of a class this worker serves is missing and not recreated (jobs of the class are not served), else 0."}, labels),
 		consRecreated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_intake_consumer_recreations_total",
 			Help: "ZL_JOBS consumers found deleted and recreated by this worker."}, labels),
+		fetches: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_intake_fetch_requests_total",
+			Help: "Pull requests the intake sent to ZL_JOBS consumers."}),
+		fetched: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_intake_jobs_fetched_total",
+			Help: "Jobs those pull requests brought: over fetch requests, the jobs per request."}),
 	}
 }
 
@@ -58,7 +64,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
 			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
 	}
-	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.consMissing, m.consRecreated}, toolMetrics...) {
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.consMissing, m.consRecreated, m.fetches, m.fetched}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -108,4 +114,13 @@ func (m *Metrics) consumerRecreated(p contracts.Priority, b contracts.Bucket) {
 		return
 	}
 	m.consRecreated.WithLabelValues(string(p), string(b)).Inc()
+}
+
+// fetch counts a pull request that brought n jobs.
+func (m *Metrics) fetch(n int) {
+	if m == nil {
+		return
+	}
+	m.fetches.Inc()
+	m.fetched.Add(float64(n))
 }

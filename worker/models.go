@@ -142,7 +142,7 @@ type Models struct {
 //     ExecutorInOrder an engine whose arena holds
 //     engine.DefaultKVContexts full contexts.
 //   - The intake should hold Concurrency jobs: with the scheduler, which
-//     decides what it pulls (sched.Scheduler.CanAdmit), enough that slots
+//     decides what it pulls (sched.Scheduler.Room), enough that slots
 //     never gate it — a full batch, as many preempted jobs waiting to
 //     resume, and the look-ahead of every class (2 × MaxRunning + 3 ×
 //     (LookAhead + LookAheadTenants)); one

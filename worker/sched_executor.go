@@ -40,10 +40,10 @@ func NewSchedExecutor(device string, buckets contracts.Buckets, models ...*Sched
 // Device names the device jobs run on.
 func (x *SchedExecutor) Device() string { return x.device }
 
-// CanAdmit reports whether some model could admit a job of this priority,
-// bucket and tenant now (sched.Scheduler.CanAdmit, with the bucket's
-// smallest and largest prompts).
-func (x *SchedExecutor) CanAdmit(p contracts.Priority, b contracts.Bucket, tenant string) bool {
+// Admits is how many jobs of this priority, bucket and tenant the model
+// with the most room would admit now (sched.Scheduler.Room, with the
+// bucket's smallest and largest prompts): the jobs may be for any model.
+func (x *SchedExecutor) Admits(p contracts.Priority, b contracts.Bucket, tenant string) int {
 	lo, hi := 0, x.buckets.ShortMax
 	switch b {
 	case contracts.BucketMedium:
@@ -51,12 +51,11 @@ func (x *SchedExecutor) CanAdmit(p contracts.Priority, b contracts.Bucket, tenan
 	case contracts.BucketLong:
 		lo, hi = x.buckets.MediumMax+1, 1<<30 // capped at the model's context
 	}
+	n := 0
 	for _, m := range x.models {
-		if m.Scheduler.CanAdmit(p.Rank(), tenant, lo, hi) {
-			return true
-		}
+		n = max(n, m.Scheduler.Room(p.Rank(), tenant, lo, hi))
 	}
-	return false
+	return n
 }
 
 // OnCapacity registers f with every model's scheduler

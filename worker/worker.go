@@ -18,7 +18,6 @@ import (
 var (
 	errCanceledByClient = errors.New("worker: canceled by the submitter")
 	errShutdown         = errors.New("worker: shutting down")
-	errLookedUp         = errors.New("worker: the job's result or a cancel request is stored")
 )
 
 // Worker pulls jobs from the ZL_JOBS consumers it is configured for, runs
@@ -41,9 +40,10 @@ type Worker struct {
 	aged      []*pullSource // the same, lowest priority first
 	subs      []*nats.Subscription
 	wake      chan struct{}
-	arrived   chan arrival   // answers to pulls waiting on the server (fair.go)
-	pulls     sync.WaitGroup // those pulls' goroutines
-	quit      chan struct{}  // closed by Stop: no new pulls
+	arrived   chan arrival    // answers to pulls waiting on the server (fair.go)
+	ready     []jetstream.Msg // fetched in a batch, not yet given a slot (intake loop only)
+	pulls     sync.WaitGroup  // those pulls' goroutines
+	quit      chan struct{}   // closed by Stop: no new pulls
 	loopDone  chan struct{}
 	jobs      sync.WaitGroup
 	running   map[contracts.JobRef]context.CancelCauseFunc
@@ -128,7 +128,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	if adm, ok := w.exec.(Admitter); ok {
-		// A job CanAdmit turned away is pulled as soon as there is room.
+		// A job Admits turned away is pulled as soon as there is room.
 		adm.OnCapacity(w.poke)
 	}
 	// A cancel request is stored in ZL_CANCEL (looked up before a job
@@ -207,9 +207,17 @@ func (w *Worker) cancelJob(ref contracts.JobRef) {
 	}
 }
 
-// loop pulls one job per free slot.
+// loop runs one job per free slot.
 func (w *Worker) loop() {
 	defer close(w.loopDone)
+	defer func() {
+		// Fetched in a batch and never started: back to JetStream now,
+		// not after AckWait.
+		for _, m := range w.ready {
+			m.Nak()
+		}
+		w.ready = nil
+	}()
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	for pulls := 0; ; pulls++ {
 		select {
@@ -217,7 +225,7 @@ func (w *Worker) loop() {
 		case <-w.quit:
 			return
 		}
-		msg := w.next(pulls)
+		msg := w.next(pulls, cap(slots)-len(slots)+1)
 		if msg == nil {
 			return
 		}
@@ -234,10 +242,20 @@ func (w *Worker) loop() {
 // priority jobs are taken even under a steady stream of high ones.
 const agingEvery = 8
 
+// fetchBatchMax is the most jobs the intake fetches in one request.
+const fetchBatchMax = 64
+
 // next returns the next message, preferring higher priorities, or nil when
-// the worker is stopping.
-func (w *Worker) next(pulls int) jetstream.Msg {
+// the worker is stopping. free is the slots free for jobs, this one's
+// included: it fetches up to that many at once (as many as the executor
+// admits), and hands the rest out on the next calls.
+func (w *Worker) next(pulls, free int) jetstream.Msg {
 	for {
+		if len(w.ready) > 0 {
+			m := w.ready[0]
+			w.ready = w.ready[1:]
+			return m
+		}
 		order := w.consumers
 		if pulls%agingEvery == agingEvery-1 {
 			order = w.aged // lowest class first this time
@@ -261,11 +279,17 @@ func (w *Worker) next(pulls int) jetstream.Msg {
 				return nil
 			default:
 			}
-			admit := func(tenant string) bool { return adm == nil || adm.CanAdmit(src.prio, src.bucket, tenant) }
-			if m := w.pullFair(src, admit); m != nil {
+			room := func(tenant string) int {
+				n := min(free, fetchBatchMax)
+				if adm != nil {
+					n = min(n, adm.Admits(src.prio, src.bucket, tenant))
+				}
+				return n
+			}
+			if m := w.pullFair(src, room); m != nil {
 				return m
 			}
-			if !src.legacy || !admit("") {
+			if !src.legacy || room("") == 0 {
 				continue // (or leave it for a worker with room)
 			}
 			if src.missing && !w.restore(src) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
@@ -452,6 +453,7 @@ func TestWakeUpIsNeverLost(t *testing.T) {
 	t.Parallel()
 	b := workertest.Setup(t, contracts.StreamsConfig{})
 	b.StartWorkerConfig(t, workertest.NewExecutor(t), worker.Config{ID: "w1", IdlePoll: time.Hour})
+	var worst float64
 	for i := range 300 {
 		id, err := b.Client.Submit(context.Background(), request("Once upon a time", 1, contracts.PriorityNormal), nil)
 		if err != nil {
@@ -463,5 +465,58 @@ func TestWakeUpIsNeverLost(t *testing.T) {
 		if err != nil || res.Status != contracts.StatusCompleted {
 			t.Fatalf("job %d: %v %+v (a lost wake-up leaves it for IdlePoll)", i, err, res)
 		}
+		// The queue's share: stored to started. Nothing waits on a timer,
+		// so it is a few round trips; the bound is generous for a loaded
+		// machine under the race detector (ops/bench reports the real
+		// distribution).
+		worst = max(worst, res.Usage.QueueMs)
+	}
+	t.Logf("longest queue time of 300 jobs one at a time: %.1f ms", worst)
+	if worst > 250 {
+		t.Errorf("a job one at a time into an idle worker waited %.1f ms in the queue", worst)
+	}
+}
+
+// TestIntakeFetchesInBatches: jobs queued before the worker starts are
+// fetched many to a pull request (as many as the scheduler admits), not
+// one request a job.
+func TestIntakeFetchesInBatches(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	const n = 200
+	var ids []string
+	for range n {
+		id, err := b.Client.Submit(context.Background(), request("Once upon a time", 1, contracts.PriorityNormal), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	m := worker.NewMetrics()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	// As the worker command sizes it for the scheduler (worker.Models).
+	b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{}), worker.Config{ID: "w1", Metrics: m, Concurrency: 2*64 + 3*(sched.LookAhead+sched.LookAheadTenants)})
+	for _, id := range ids {
+		if res := wait(t, b.Client, id); res.Status != contracts.StatusCompleted {
+			t.Fatalf("%+v", res)
+		}
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			got[f.GetName()] += mt.GetCounter().GetValue()
+		}
+	}
+	reqs, jobs := got["zerolayer_intake_fetch_requests_total"], got["zerolayer_intake_jobs_fetched_total"]
+	t.Logf("%d jobs in %.0f pull requests", n, reqs)
+	if jobs != n || reqs > n/8 {
+		t.Errorf("%.0f jobs fetched in %.0f pull requests: want all %d, at least 8 a request", jobs, reqs, n)
 	}
 }

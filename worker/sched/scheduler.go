@@ -427,8 +427,17 @@ const LookAheadTenants = 8
 // none waits in JetStream for a worker that will never take it. An empty
 // tenant (jobs of the old subject form) gets no look-ahead of its own.
 func (s *Scheduler) CanAdmit(class int, tenant string, minTokens, maxTokens int) bool {
+	return s.Room(class, tenant, minTokens, maxTokens) > 0
+}
+
+// Room is how many jobs of the class and tenant, with prompts of
+// minTokens to maxTokens, the scheduler would take now (CanAdmit): as many
+// as the next step can start, slots and memory beside the jobs already
+// waiting, when it can start one; otherwise one (a look-ahead job) or
+// none. The intake fetches that many at once.
+func (s *Scheduler) Room(class int, tenant string, minTokens, maxTokens int) int {
 	if class < 0 || class >= numClasses {
-		return false
+		return 0
 	}
 	need := int64(s.blocksFor(min(maxTokens, s.m.Context) + 1))
 	if need > int64(s.bm.n) {
@@ -444,21 +453,23 @@ func (s *Scheduler) CanAdmit(class int, tenant string, minTokens, maxTokens int)
 		// A slot and the memory for this job besides those already
 		// waiting: the next step admits it, so an idle worker fills its
 		// batch at once instead of LookAhead jobs a step.
-		return true
+		return int(min(int64(s.cfg.MaxRunning)-s.snapRunning.Load()-pending, avail/need-pending))
 	}
 	fresh, mine := s.fresh.count(class, tenant)
 	if tenant != "" && mine == 0 && fresh < LookAheadTenants {
-		return true
+		return 1
 	}
 	if fresh >= LookAhead {
-		return false
+		return 0
 	}
 	slot := s.snapRunning.Load() < int64(s.cfg.MaxRunning)
 	if need <= avail && slot {
-		return true
+		return 1
 	}
-	below := s.snapBelowJobs[class].Load()
-	return below > 0 && need <= avail+s.snapBelowBlocks[class].Load()
+	if below := s.snapBelowJobs[class].Load(); below > 0 && need <= avail+s.snapBelowBlocks[class].Load() {
+		return 1
+	}
+	return 0
 }
 
 // freshJobs counts jobs handed to Generate and not admitted yet, per class
