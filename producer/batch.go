@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -59,6 +60,12 @@ type BatchOpts struct {
 	Window int
 	// Progress, if set, is called after each record is written.
 	Progress func(BatchCounts)
+	// Stalled, if set, is called when no record has been written for
+	// StallAfter (default 10 s), and again each StallAfter while none is,
+	// with the custom_id of the line the output waits on (the oldest
+	// unanswered) and how many lines are in flight.
+	Stalled    func(waitingOn string, inFlight int)
+	StallAfter time.Duration
 	// MaxLineBytes bounds one input line. Defaults to 4 MiB.
 	MaxLineBytes int
 }
@@ -71,7 +78,12 @@ func BatchJobID(batchID, customID string) string { return batchID + "-" + custom
 // record and does not stop the batch; the batch stops early only when ctx
 // ends or in or out fails. Each request's metadata gets batch_id and
 // custom_id. A line refused at submit for a rate or concurrency limit
-// (Config.Admitter) waits its retry-after and is submitted again.
+// (Config.Admitter) waits its retry-after and is submitted again; a
+// look-up, submit or wait that fails for a passing reason (a timeout, a
+// reconnect) is tried again: a line gets a record only once its job has a
+// result or its request was refused for good, never for an error of the
+// runner's own. When ctx ends, lines without a record get none (their
+// jobs may still run): run the batch again with the same ID to resume.
 func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts BatchOpts) (BatchCounts, error) {
 	if err := contracts.ValidateJobID(opts.ID); err != nil {
 		return BatchCounts{}, fmt.Errorf("producer: batch id: %w", err)
@@ -82,12 +94,16 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 	if opts.MaxLineBytes <= 0 {
 		opts.MaxLineBytes = 4 << 20
 	}
+	if opts.StallAfter <= 0 {
+		opts.StallAfter = 10 * time.Second
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	type slot struct {
 		rec     BatchRecord
 		invalid bool // the line never became a job
+		stopped bool // ctx ended before the line had its answer
 		done    chan struct{}
 	}
 	// The writer takes slots in input order; the window bounds how many
@@ -96,12 +112,31 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 	var counts BatchCounts
 	var mu sync.Mutex // counts
 	writeErr := make(chan error, 1)
+	var inFlight atomic.Int64
 	go func() {
 		enc := json.NewEncoder(out)
+		stall := time.NewTicker(opts.StallAfter)
+		defer stall.Stop()
 		for s := range slots {
-			select {
-			case <-s.done:
-			case <-ctx.Done():
+		wait:
+			for {
+				select {
+				case <-s.done:
+					break wait
+				case <-ctx.Done():
+					// A line answered as ctx ended is written only if
+					// it has its answer: never a record for the
+					// runner's own stop.
+					writeErr <- ctx.Err()
+					return
+				case <-stall.C:
+					if opts.Stalled != nil {
+						opts.Stalled(s.rec.CustomID, int(inFlight.Load()))
+					}
+				}
+			}
+			stall.Reset(opts.StallAfter)
+			if s.stopped {
 				writeErr <- ctx.Err()
 				return
 			}
@@ -146,10 +181,13 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 			return nil
 		}
 		wg.Add(1)
+		inFlight.Add(1)
 		go func() {
 			defer wg.Done()
 			defer close(s.done)
+			defer inFlight.Add(-1)
 			s.rec.Result, s.rec.Error, s.invalid = c.submitAndWait(ctx, req)
+			s.stopped = s.rec.Result == nil && s.rec.Error == nil
 		}()
 		return nil
 	})
@@ -208,23 +246,62 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 
 // submitAndWait returns the stored result of req's job when there is one
 // (a batch run again), else submits req (a repeat of a queued job is
-// stored once) and waits for its result. A request the producer rejects
-// comes back as the error with rejected set.
+// stored once) and waits for its result. A request refused for good comes
+// back as the error with rejected set. Look-ups, submits and waits that
+// fail for a passing reason are tried again; it returns neither a result
+// nor an error only when ctx ends first.
 func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (_ *contracts.Result, _ *contracts.Error, rejected bool) {
-	if res, err := c.Result(ctx, req.ID); err != nil {
-		return nil, contracts.ErrorFrom(fmt.Errorf("looking up %s: %w", req.ID, err)), false
-	} else if res != nil {
-		return res, nil, false
+	res, err := retrying(ctx, func() (*contracts.Result, error) { return c.Result(ctx, req.ID) })
+	if res != nil || err != nil {
+		return res, nil, false // err: ctx ended
 	}
-	if err := c.submitPatiently(ctx, req); err != nil {
+	if _, err := retrying(ctx, func() (struct{}, error) { return struct{}{}, c.submitPatiently(ctx, req) }); err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, false
+		}
 		return nil, contracts.ErrorFrom(err), true
 	}
-	res, err := c.Wait(ctx, req.ID)
-	if err != nil {
-		return nil, contracts.ErrorFrom(fmt.Errorf("waiting for %s: %w", req.ID, err)), false
-	}
+	res, _ = retrying(ctx, func() (*contracts.Result, error) { return c.Wait(ctx, req.ID) })
 	return res, nil, false
 }
+
+// retrying calls f until it succeeds, fails for good (an error with a
+// contract code that is not retryable, internal aside: the request itself
+// is refused), or ctx ends, waiting longer after each passing failure (up to
+// retryMaxWait). It returns ctx's error when ctx ended.
+func retrying[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	wait := retryMinWait
+	for {
+		v, err := f()
+		if err == nil || ctx.Err() != nil {
+			return v, cmpOr(ctx.Err(), err)
+		}
+		var ce *contracts.Error
+		if errors.As(err, &ce) && !ce.Retryable() && ce.Code != contracts.CodeInternal {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, retryMaxWait)
+	}
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// The waits between tries of a look-up, submit or wait that failed for a
+// passing reason.
+const (
+	retryMinWait = 100 * time.Millisecond
+	retryMaxWait = 5 * time.Second
+)
 
 // submitPatiently submits req, waiting and trying again while it is
 // refused for a rate or concurrency limit (the line is not failed for

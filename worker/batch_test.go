@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
@@ -51,15 +54,7 @@ func TestBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var recs []producer.BatchRecord
-		sc := bufio.NewScanner(&out)
-		for sc.Scan() {
-			var r producer.BatchRecord
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatal(err)
-			}
-			recs = append(recs, r)
-		}
+		recs := records(t, &out)
 		if len(seen) != len(recs) || seen[len(seen)-1] != counts {
 			t.Fatalf("progress %v for %d records, final counts %+v", seen, len(recs), counts)
 		}
@@ -126,4 +121,99 @@ func TestBatch(t *testing.T) {
 	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != usage {
 		t.Fatalf("usage records %d after the second run, %d before: a job ran twice", n, usage)
 	}
+}
+
+// TestBatchInterruptedUnderConsumerLimit runs a 400-line batch (a window of
+// 256 lines in flight) against streams that allow one consumer each, so a
+// runner that followed each job with a consumer of its own would be
+// refused by the server; the run is interrupted after 50 records and
+// resumed. Every line is answered once, none is failed for the
+// interruption, and every job is billed once.
+func TestBatchInterruptedUnderConsumerLimit(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	ctx := context.Background()
+	for _, name := range []string{contracts.StreamResults, contracts.StreamEvents} {
+		s, err := b.Srv.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		cfg.MaxConsumers = 1
+		if err := b.Srv.JS.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		s, err = b.Srv.JS.CreateStream(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The limit holds: a second consumer is refused.
+		c1, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{}); err == nil {
+			t.Fatalf("%s: a second consumer was created under a limit of one", name)
+		}
+		if err := s.DeleteConsumer(ctx, c1.CachedInfo().Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
+	const n = 400
+	var in bytes.Buffer
+	for i := range n {
+		raw, _ := json.Marshal(map[string]any{"custom_id": fmt.Sprintf("l%03d", i), "request": request(fmt.Sprintf("A cat named %d", i), 2, contracts.PriorityNormal)})
+		in.Write(append(raw, '\n'))
+	}
+	run := func(stopAfter int) ([]producer.BatchRecord, producer.BatchCounts, error) {
+		rctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+		defer cancel()
+		var out bytes.Buffer
+		counts, err := b.Client.RunBatch(rctx, bytes.NewReader(in.Bytes()), &out, producer.BatchOpts{ID: "big", Progress: func(c producer.BatchCounts) {
+			if stopAfter > 0 && c.Done() >= stopAfter {
+				cancel() // the user's Ctrl-C
+			}
+		}})
+		recs := records(t, &out)
+		return recs, counts, err
+	}
+	answered := func(recs []producer.BatchRecord) {
+		t.Helper()
+		for i, r := range recs {
+			if r.CustomID != fmt.Sprintf("l%03d", i) || r.Error != nil || r.Result == nil || r.Result.Status != contracts.StatusCompleted {
+				t.Fatalf("record %d: %+v (error %v)", i, r, r.Error)
+			}
+		}
+	}
+	recs, counts, err := run(50)
+	if !errors.Is(err, context.Canceled) || len(recs) < 50 || len(recs) >= n || counts.Failed+counts.Invalid != 0 {
+		t.Fatalf("interrupted run: %d records, counts %+v, err %v", len(recs), counts, err)
+	}
+	answered(recs)
+	t.Logf("interrupted after %d records", len(recs))
+	recs, counts, err = run(0)
+	if err != nil || len(recs) != n || counts.Completed != n {
+		t.Fatalf("resumed run: %d records, counts %+v, err %v", len(recs), counts, err)
+	}
+	answered(recs)
+	b.WaitDrained(t)
+	if u := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); u != n {
+		t.Fatalf("%d usage records for %d jobs", u, n)
+	}
+}
+
+// records parses a batch output.
+func records(t *testing.T, out *bytes.Buffer) []producer.BatchRecord {
+	t.Helper()
+	var recs []producer.BatchRecord
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		var r producer.BatchRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
 }

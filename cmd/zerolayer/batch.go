@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/zerolayer/zerolayer/producer"
 )
@@ -56,7 +62,7 @@ func runBatch(ctx context.Context, args []string) error {
 	}
 	if *cancelBatch {
 		n, err := c.CancelBatch(ctx, in, *id)
-		fmt.Fprintf(os.Stderr, "batch %s: cancel sent to %d jobs\n", *id, n)
+		fmt.Fprintf(stderr, "batch %s: cancel sent to %d jobs\n", *id, n)
 		return err
 	}
 	var out io.Writer = stdout
@@ -68,18 +74,147 @@ func runBatch(ctx context.Context, args []string) error {
 		defer f.Close()
 		out = f
 	}
-	start := time.Now()
-	last := time.Time{}
-	progress := func(c producer.BatchCounts) {
-		if *quiet || time.Since(last) < time.Second {
-			return
+	total := -1 // unknown: stdin
+	if *input != "-" {
+		if total, err = countLines(*input); err != nil {
+			return err
 		}
-		last = time.Now()
-		fmt.Fprintf(os.Stderr, "batch %s: %d done of %d read (%d completed, %d failed, %d canceled, %d invalid), %s\n",
-			*id, c.Done(), c.Total, c.Completed, c.Failed, c.Canceled, c.Invalid, time.Since(start).Round(time.Second))
 	}
-	counts, err := c.RunBatch(ctx, in, out, producer.BatchOpts{ID: *id, Window: *window, Progress: progress})
-	fmt.Fprintf(os.Stderr, "batch %s: %d lines: %d completed, %d failed, %d canceled, %d invalid in %s\n",
-		*id, counts.Total, counts.Completed, counts.Failed, counts.Canceled, counts.Invalid, time.Since(start).Round(time.Millisecond))
-	return err
+	pr := newBatchProgress(stderr, *id, total, *quiet)
+	counts, err := c.RunBatch(ctx, in, out, producer.BatchOpts{ID: *id, Window: *window, Progress: pr.update, Stalled: pr.stalled})
+	pr.finish(counts)
+	if err != nil && ctx.Err() != nil {
+		resume := fmt.Sprintf("zerolayer batch --tenant %s --id %s --input %s", c.Tenant(), *id, *input)
+		if *output != "" {
+			resume += " --output " + *output
+		}
+		fmt.Fprintf(stderr, "batch %s interrupted: %d lines answered%s; the jobs already submitted go on running and are billed once.\nResume (finished lines are answered from their stored results, nothing runs twice):\n  %s\n",
+			*id, counts.Done(), ofTotal(total), resume)
+		return exitStatus{code: 130, msg: "interrupted"}
+	}
+	if err != nil {
+		return err
+	}
+	if bad := counts.Failed + counts.Invalid; bad > 0 {
+		return exitStatus{code: 1, msg: fmt.Sprintf("%d of %d lines failed or were invalid (see their error in the output)", bad, counts.Total)}
+	}
+	return nil
+}
+
+func ofTotal(total int) string {
+	if total < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" of %d", total)
+}
+
+// countLines counts the non-blank lines of the file at path, the lines a
+// batch reads (for the progress total).
+func countLines(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	n := 0
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
+
+// batchProgress shows a batch's progress on w: a bar with the lines done,
+// their rate and the time left when w is a terminal, else a plain line
+// every batchProgressEvery; and, when nothing is answered for a while,
+// which line the output waits on.
+type batchProgress struct {
+	w     io.Writer
+	id    string
+	total int
+	quiet bool
+	start time.Time
+
+	mu   sync.Mutex
+	bar  *progressbar.ProgressBar // nil when w is not a terminal
+	last time.Time                // the last plain line
+	done int
+}
+
+// batchProgressEvery is how often a plain progress line is written.
+const batchProgressEvery = 5 * time.Second
+
+func newBatchProgress(w io.Writer, id string, total int, quiet bool) *batchProgress {
+	p := &batchProgress{w: w, id: id, total: total, quiet: quiet, start: time.Now(), last: time.Now()}
+	if f, ok := w.(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("batch "+id),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("lines"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+func (p *batchProgress) update(c producer.BatchCounts) {
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = c.Done()
+	if p.bar != nil {
+		p.bar.Set(p.done)
+		return
+	}
+	if time.Since(p.last) >= batchProgressEvery {
+		p.last = time.Now()
+		fmt.Fprintln(p.w, p.line(c))
+	}
+}
+
+// line is a plain progress line.
+func (p *batchProgress) line(c producer.BatchCounts) string {
+	el := time.Since(p.start)
+	rate := float64(c.Done()) / el.Seconds()
+	s := fmt.Sprintf("batch %s: %d%s lines answered", p.id, c.Done(), ofTotal(p.total))
+	if p.total > 0 {
+		s += fmt.Sprintf(" (%.0f%%)", 100*float64(c.Done())/float64(p.total))
+	}
+	s += fmt.Sprintf(", %.1f lines/s", rate)
+	if p.total > 0 && rate > 0 && c.Done() < p.total {
+		s += ", ETA " + time.Duration(float64(p.total-c.Done())/rate*float64(time.Second)).Round(time.Second).String()
+	}
+	return s + fmt.Sprintf("; %d completed, %d failed, %d canceled, %d invalid; %s", c.Completed, c.Failed, c.Canceled, c.Invalid, el.Round(time.Second))
+}
+
+func (p *batchProgress) stalled(waitingOn string, inFlight int) {
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Clear()
+	}
+	fmt.Fprintf(p.w, "batch %s: nothing answered for a while; the output waits on line custom_id %q (%d lines in flight; `zerolayer batch --status` shows where they stand)\n", p.id, waitingOn, inFlight)
+}
+
+// finish clears the bar and writes the summary.
+func (p *batchProgress) finish(c producer.BatchCounts) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Finish()
+	}
+	fmt.Fprintf(p.w, "batch %s: %d lines: %d completed, %d failed, %d canceled, %d invalid in %s\n",
+		p.id, c.Total, c.Completed, c.Failed, c.Canceled, c.Invalid, time.Since(p.start).Round(time.Millisecond))
 }

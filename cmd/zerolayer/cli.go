@@ -124,13 +124,25 @@ func run(args []string, out, errOut io.Writer) int {
 	return exitCode(name, c.run(ctx, rest))
 }
 
+// exitStatus ends a command with status code, reporting msg.
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e exitStatus) Error() string { return e.msg }
+
 // exitCode reports err of command name and returns the exit status.
 func exitCode(name string, err error) int {
 	var he helpError
 	var ue usageError
+	var es exitStatus
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &es):
+		fmt.Fprintf(stderr, "zerolayer %s: %s\n", name, es.msg)
+		return es.code
 	case errors.As(err, &he):
 		writeHelp(stdout, he.fs)
 		return 0
