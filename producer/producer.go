@@ -106,25 +106,92 @@ type SubmitOpts struct {
 // worker serves the stored result instead of running it again; either way
 // Submit returns the same id and the job runs once.
 func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *SubmitOpts) (string, error) {
+	r, m, err := c.prepare(req, opts)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.js.PublishMsg(ctx, m); err != nil && !contracts.IsDuplicateJob(err) {
+		c.forget(r)
+		return "", fmt.Errorf("producer: submit %s: %w", r.ID, err)
+	}
+	return r.ID, nil
+}
+
+// SubmitMany submits reqs as Submit does each, but publishes them all
+// before it waits for JetStream's acknowledgements (up to submitManyChunk
+// at a time), so that a bulk submission costs about one round trip per
+// chunk rather than one per job. ids[i] and errs[i] are those of reqs[i];
+// a request refused or not stored does not keep the others from being
+// submitted.
+func (c *Client) SubmitMany(ctx context.Context, reqs []*contracts.JobRequest, opts *SubmitOpts) (ids []string, errs []error) {
+	ids, errs = make([]string, len(reqs)), make([]error, len(reqs))
+	type sent struct {
+		i int
+		r *contracts.JobRequest
+		f jetstream.PubAckFuture
+	}
+	for lo := 0; lo < len(reqs); lo += submitManyChunk {
+		var fs []sent
+		for i := lo; i < min(lo+submitManyChunk, len(reqs)); i++ {
+			r, m, err := c.prepare(reqs[i], opts)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			f, err := c.js.PublishMsgAsync(m)
+			if err != nil {
+				c.forget(r)
+				errs[i] = fmt.Errorf("producer: submit %s: %w", r.ID, err)
+				continue
+			}
+			fs = append(fs, sent{i, r, f})
+		}
+		for _, s := range fs {
+			var err error
+			select {
+			case <-s.f.Ok():
+			case err = <-s.f.Err():
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+			if err != nil && !contracts.IsDuplicateJob(err) {
+				c.forget(s.r)
+				errs[s.i] = fmt.Errorf("producer: submit %s: %w", s.r.ID, err)
+				continue
+			}
+			ids[s.i] = s.r.ID
+		}
+	}
+	return ids, errs
+}
+
+// submitManyChunk is how many jobs SubmitMany publishes before it waits for
+// their acknowledgements (the client's async publishes in flight are
+// bounded too).
+const submitManyChunk = 512
+
+// prepare checks req and makes its message: a copy of req with its id,
+// defaults and admission (Config.Admitter) done.
+func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contracts.JobRequest, *nats.Msg, error) {
 	r := *req
 	if r.ID == "" {
 		r.ID = NewJobID()
 	}
 	if err := r.Validate(c.cfg.Limits); err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	r.ApplyDefaults(c.cfg.Limits)
 	n, err := c.PromptTokens(&r)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	bucket := c.cfg.Buckets.Bucket(n)
 	data, err := json.Marshal(&r)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	if len(data) > c.cfg.Limits.MaxRequestBytes {
-		return "", contracts.NewError(contracts.CodeRequestTooLarge, "request is %d bytes, above the limit of %d", len(data), c.cfg.Limits.MaxRequestBytes)
+		return nil, nil, contracts.NewError(contracts.CodeRequestTooLarge, "request is %d bytes, above the limit of %d", len(data), c.cfg.Limits.MaxRequestBytes)
 	}
 	tp := contracts.NewTraceparent()
 	if opts != nil && !opts.Trace.IsZero() {
@@ -133,13 +200,9 @@ func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *Su
 	m := &nats.Msg{Subject: contracts.JobSubject(r.EffectivePriority(), bucket, c.cfg.Tenant, r.ID), Data: data,
 		Header: contracts.NewHeader(c.cfg.Tenant, tp)}
 	if err := c.admit(&r, n); err != nil {
-		return "", err
+		return nil, nil, err
 	}
-	if _, err := c.js.PublishMsg(ctx, m); err != nil && !contracts.IsDuplicateJob(err) {
-		c.forget(&r)
-		return "", fmt.Errorf("producer: submit %s: %w", r.ID, err)
-	}
-	return r.ID, nil
+	return &r, m, nil
 }
 
 // PromptTokens counts the prompt tokens of req with its model's tokenizer

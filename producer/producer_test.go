@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,5 +201,44 @@ func TestPromptTokensWithoutToolBlocks(t *testing.T) {
 	_, err := c.Submit(context.Background(), &contracts.JobRequest{Model: "stories260k", System: `<tool name="nope"></tool>`, Messages: msgs}, nil)
 	if !errors.Is(err, contracts.CodeUnknownTool) {
 		t.Errorf("unknown inline tool at submit: %v", err)
+	}
+}
+
+// TestSubmitMany submits 1,200 jobs (more than one chunk) in one call, with
+// a request the contract refuses and a repeated id among them: each gets
+// its own answer, and the stream holds every good job once.
+func TestSubmitMany(t *testing.T) {
+	t.Parallel()
+	srv, c := setup(t)
+	ctx := context.Background()
+	const n = 1200
+	var reqs []*contracts.JobRequest
+	for i := range n {
+		reqs = append(reqs, &contracts.JobRequest{ID: fmt.Sprintf("job-%04d", i), Model: "m", MaxTokens: 4,
+			Messages: []contracts.Message{{Role: "user", Content: "Once upon a time"}}})
+	}
+	reqs[7].Messages = nil                                                                                      // refused: no messages
+	reqs[900] = &contracts.JobRequest{ID: reqs[899].ID, Model: "m", MaxTokens: 4, Messages: reqs[899].Messages} // a repeat
+	ids, errs := c.SubmitMany(ctx, reqs, nil)
+	for i := range reqs {
+		switch {
+		case i == 7:
+			if !errors.Is(errs[i], contracts.CodeMissingMessages) || ids[i] != "" {
+				t.Errorf("request 7: id %q, err %v: want missing_messages", ids[i], errs[i])
+			}
+		case errs[i] != nil || ids[i] != reqs[i].ID:
+			t.Errorf("request %d: id %q, err %v", i, ids[i], errs[i])
+		}
+	}
+	s, err := srv.JS.Stream(ctx, contracts.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Msgs; got != n-2 {
+		t.Errorf("the stream holds %d jobs, want %d (one refused, one repeat)", got, n-2)
 	}
 }

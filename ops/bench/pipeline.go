@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -120,12 +121,12 @@ func oneTokenJob(model string, p contracts.Priority) *contracts.JobRequest {
 // submitOneTokenJobs submits n one-token jobs from four goroutines, the
 // priorities in turn, and returns their ids in order.
 func submitOneTokenJobs(ctx context.Context, c *producer.Client, model string, n int) ([]string, error) {
-	ids := make([]string, n)
-	err := fanOut(n, func(i int) (err error) {
-		ids[i], err = c.Submit(ctx, oneTokenJob(model, contracts.Priorities()[i%3]), nil)
-		return err
-	})
-	return ids, err
+	reqs := make([]*contracts.JobRequest, n)
+	for i := range reqs {
+		reqs[i] = oneTokenJob(model, contracts.Priorities()[i%3])
+	}
+	ids, errs := c.SubmitMany(ctx, reqs, nil)
+	return ids, errors.Join(errs...)
 }
 
 // fanOut calls fn(0) … fn(n-1) from four goroutines, each taking every
