@@ -75,7 +75,7 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, nc: nc, js: js, prompters: map[string]*prompt.Prompter{}}
-	c.results.waiters = map[string]map[chan struct{}]bool{}
+	c.results.waiters = map[string]map[chan []byte]bool{}
 	return c, nil
 }
 
@@ -409,7 +409,7 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 	if err := contracts.ValidateJobID(jobID); err != nil {
 		return nil, err
 	}
-	ch := make(chan struct{}, 1)
+	ch := make(chan []byte, 1)
 	if err := c.results.add(c, jobID, ch); err != nil {
 		return nil, err
 	}
@@ -417,14 +417,21 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 	t := time.NewTicker(liveRecheck)
 	defer t.Stop()
 	for {
-		// Registered first, then looked up: a result stored in between
-		// also wakes ch.
+		// Registered first, then looked up: a result published in
+		// between comes through ch.
 		res, err := c.result(ctx, jobID)
 		if res != nil || err != nil {
 			return res, err
 		}
 		select {
-		case <-ch:
+		case data := <-ch:
+			// The result itself, as it was published: a look-up now
+			// could reach the stream a moment before it has stored the
+			// message that the subscription already carried.
+			var r contracts.Result
+			if json.Unmarshal(data, &r) == nil {
+				return &r, nil
+			}
 		case <-t.C: // a notice lost to a reconnect is found here
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -446,14 +453,14 @@ func (c *Client) result(ctx context.Context, jobID string) (*contracts.Result, e
 }
 
 // resultWatch is a client's one subscription to its tenant's results,
-// waking the waiters of each job as its result is stored.
+// handing each job's waiters its result as it is published.
 type resultWatch struct {
 	mu      sync.Mutex
 	sub     *nats.Subscription
-	waiters map[string]map[chan struct{}]bool
+	waiters map[string]map[chan []byte]bool
 }
 
-func (w *resultWatch) add(c *Client, jobID string, ch chan struct{}) error {
+func (w *resultWatch) add(c *Client, jobID string, ch chan []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sub == nil {
@@ -461,19 +468,18 @@ func (w *resultWatch) add(c *Client, jobID string, ch chan struct{}) error {
 		if err != nil {
 			return fmt.Errorf("producer: subscribing to results: %w", err)
 		}
-		// Notices are tiny and only wake waiters; never drop them for a
-		// slow reader.
+		// Never drop a result for a slow reader.
 		sub.SetPendingLimits(-1, 64<<20)
 		w.sub = sub
 	}
 	if w.waiters[jobID] == nil {
-		w.waiters[jobID] = map[chan struct{}]bool{}
+		w.waiters[jobID] = map[chan []byte]bool{}
 	}
 	w.waiters[jobID][ch] = true
 	return nil
 }
 
-func (w *resultWatch) remove(jobID string, ch chan struct{}) {
+func (w *resultWatch) remove(jobID string, ch chan []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.waiters[jobID], ch)
@@ -491,7 +497,7 @@ func (w *resultWatch) notify(m *nats.Msg) {
 	defer w.mu.Unlock()
 	for ch := range w.waiters[ref.JobID] {
 		select {
-		case ch <- struct{}{}:
+		case ch <- m.Data:
 		default:
 		}
 	}
