@@ -235,6 +235,22 @@ func (in *Ingester) Stats() IngestStats {
 	}
 }
 
+// Backlog is the usage records in ZL_USAGE the ingester has not stored
+// yet: those its durable consumer has not delivered, and those delivered
+// and not acknowledged. While billing is behind (or down) they accumulate
+// there, within the stream's limits, and the workers go on serving.
+func (in *Ingester) Backlog(ctx context.Context) (int64, error) {
+	c, err := in.cfg.JetStream.Consumer(ctx, contracts.StreamUsage, in.cfg.Durable)
+	if err != nil {
+		return 0, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return int64(info.NumPending) + int64(info.NumAckPending), nil
+}
+
 // Start creates or updates the durable consumer and starts consuming. ctx
 // bounds only the start: the ingester runs until Stop. When ZL_USAGE does
 // not exist yet, Start creates the streams if Provision is set; otherwise

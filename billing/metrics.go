@@ -9,12 +9,14 @@ import (
 )
 
 // Collector exports the billing service's state to Prometheus: the
-// ingester's counts, and, read from Postgres at each scrape, the usage
-// records not rated yet and billing's River jobs waiting.
+// ingester's counts, its backlog in ZL_USAGE, and, read from Postgres at
+// each scrape, the usage records not rated yet and billing's River jobs
+// waiting.
 type Collector struct {
 	svc      *Service
 	ingested *prometheus.Desc
 	unrated  *prometheus.Desc
+	backlog  *prometheus.Desc
 	queued   *prometheus.Desc
 	errors   *prometheus.Desc
 	failures atomic.Uint64
@@ -28,10 +30,12 @@ func NewCollector(svc *Service) *Collector {
 			"Usage messages handled by the ingester, by outcome (stored, duplicate, terminated, retried).", []string{"outcome"}, nil),
 		unrated: prometheus.NewDesc("zerolayer_billing_unrated_usage",
 			"Usage records stored but not rated yet.", nil, nil),
+		backlog: prometheus.NewDesc("zerolayer_billing_usage_backlog",
+			"Usage records in ZL_USAGE not stored by billing yet (its consumer's pending and unacknowledged messages).", nil, nil),
 		queued: prometheus.NewDesc("zerolayer_billing_river_jobs",
 			"Billing's River jobs by state (available, scheduled, retryable, running).", []string{"state"}, nil),
 		errors: prometheus.NewDesc("zerolayer_billing_scrape_errors_total",
-			"Scrapes whose database reads failed.", nil, nil),
+			"Scrapes whose database (or ZL_USAGE consumer) reads failed.", nil, nil),
 	}
 }
 
@@ -39,6 +43,7 @@ func NewCollector(svc *Service) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.ingested
 	ch <- c.unrated
+	ch <- c.backlog
 	ch <- c.queued
 	ch <- c.errors
 }
@@ -56,6 +61,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	var unrated int64
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM usage u LEFT JOIN charges c USING (tenant_id, job_id) WHERE c.job_id IS NULL`).Scan(&unrated); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.unrated, prometheus.GaugeValue, float64(unrated))
+	} else {
+		failed++
+	}
+	if n, err := c.svc.Ingester().Backlog(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(n))
 	} else {
 		failed++
 	}

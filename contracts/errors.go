@@ -46,6 +46,7 @@ const (
 	CodeRateLimited         Code = "rate_limited"
 	CodeConcurrencyLimited  Code = "concurrency_limited"
 	CodeSpendLimitExceeded  Code = "spend_limit_exceeded"
+	CodeOverloaded          Code = "overloaded"
 )
 
 // CodeInfo is one row of the error-code table.
@@ -90,6 +91,7 @@ var codeTable = []CodeInfo{
 	{CodeRateLimited, 429, true, "The tenant is over its requests-per-minute or tokens-per-minute limit; submit again after retry_after_ms (HTTP Retry-After). Nothing ran, nothing is charged; a job a worker refused has a stored result under its id, so resubmit it under a new id."},
 	{CodeConcurrencyLimited, 429, true, "The tenant already has as many jobs in flight as its concurrency limit allows; submit again after retry_after_ms. Nothing ran, nothing is charged (resubmit under a new id as for rate_limited)."},
 	{CodeSpendLimitExceeded, 429, false, "The tenant's month-to-date charges plus the estimated cost of its jobs in flight would pass its monthly spend limit. Nothing ran, nothing is charged."},
+	{CodeOverloaded, 503, true, "The job queue is at its limit (ZL_JOBS's message or byte cap, or the server's storage): the workers are behind. Nothing was queued; submit again later (the same id is safe)."},
 }
 
 // codeIndex maps a code to its row in codeTable.

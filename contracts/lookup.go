@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,15 +43,40 @@ func LastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.
 // lookupTimeout bounds a LastMsg whose context has no deadline.
 const lookupTimeout = 5 * time.Second
 
-// jsErrMaxMsgsPerSubject is JetStream's error code for a publish refused
-// because its subject already holds the most messages allowed
-// (DiscardNewPerSubject).
+// jsErrMaxMsgsPerSubject is JetStream's error code for a publish the
+// stream could not store (JSStreamStoreFailedF): its description says why,
+// "maximum messages per subject exceeded" (DiscardNewPerSubject) or
+// "maximum messages exceeded" / "maximum bytes exceeded" (DiscardNew).
 const jsErrMaxMsgsPerSubject jetstream.ErrorCode = 10077
 
 // IsDuplicateJob reports whether err is ZL_JOBS refusing a publish because
 // a job with the same tenant and id is already queued on that subject: the
-// submission is a repeat, and the job will run once.
+// submission is a repeat, and the job will run once. (The server gives the
+// same error code to a stream that is full, with another description: that
+// is IsQueueFull, and the job was not stored.)
 func IsDuplicateJob(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrMaxMsgsPerSubject
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrMaxMsgsPerSubject &&
+		strings.Contains(apiErr.Description, "per subject")
+}
+
+// jsErrInsufficientResources is the server's JetStream storage being
+// exhausted.
+const jsErrInsufficientResources jetstream.ErrorCode = 10023
+
+// IsQueueFull reports whether err is a stream refusing a publish because it
+// is at its message or byte limit (with DiscardNew, as ZL_JOBS is), or the
+// server is out of JetStream storage: nothing was stored.
+func IsQueueFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case jsErrInsufficientResources:
+		return true
+	case jsErrMaxMsgsPerSubject:
+		return !strings.Contains(apiErr.Description, "per subject")
+	}
+	return false
 }

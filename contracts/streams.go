@@ -103,6 +103,13 @@ type StreamsConfig struct {
 	// MaxAckPending caps the jobs of one consumer held unacked by all
 	// workers together. Defaults to 1,000.
 	MaxAckPending int
+	// JobsMaxMsgs and JobsMaxBytes cap the jobs ZL_JOBS holds queued: at
+	// the cap a submit is refused with CodeOverloaded (the workers are
+	// behind) instead of the queue growing without bound. Defaults to 0:
+	// no cap but the server's storage (whose exhaustion is refused the
+	// same way).
+	JobsMaxMsgs  int64
+	JobsMaxBytes int64
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -192,6 +199,12 @@ func (c StreamsConfig) StreamConfigs() []jetstream.StreamConfig {
 	jobs.MaxMsgsPerSubject = 1
 	jobs.Discard = jetstream.DiscardNew
 	jobs.DiscardNewPerSubject = true
+	if c.JobsMaxMsgs > 0 {
+		jobs.MaxMsgs = c.JobsMaxMsgs
+	}
+	if c.JobsMaxBytes > 0 {
+		jobs.MaxBytes = c.JobsMaxBytes
+	}
 	// Once a job is stored, its headers alone go out on
 	// zl.stored.jobs.<priority>.<bucket>.<tenant>.<job_id>: a worker woken by it
 	// finds the job in the stream (a subscriber to the publish subject

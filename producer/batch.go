@@ -300,7 +300,7 @@ func cmpOr(a, b error) error {
 // passing reason.
 const (
 	retryMinWait = 100 * time.Millisecond
-	retryMaxWait = 5 * time.Second
+	retryMaxWait = time.Second
 )
 
 // submitPatiently submits req, waiting and trying again while it is

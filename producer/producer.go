@@ -112,9 +112,18 @@ func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *Su
 	}
 	if _, err := c.js.PublishMsg(ctx, m); err != nil && !contracts.IsDuplicateJob(err) {
 		c.forget(r)
-		return "", fmt.Errorf("producer: submit %s: %w", r.ID, err)
+		return "", submitError(r.ID, err)
 	}
 	return r.ID, nil
+}
+
+// submitError is the error of a publish of job id that was not stored: a
+// full queue is CodeOverloaded.
+func submitError(id string, err error) error {
+	if contracts.IsQueueFull(err) {
+		return contracts.NewError(contracts.CodeOverloaded, "job %s not queued: the job queue is full (%v); the workers are behind, submit again later", id, err)
+	}
+	return fmt.Errorf("producer: submit %s: %w", id, err)
 }
 
 // SubmitMany submits reqs as Submit does each, but publishes them all
@@ -141,7 +150,7 @@ func (c *Client) SubmitMany(ctx context.Context, reqs []*contracts.JobRequest, o
 			f, err := c.js.PublishMsgAsync(m)
 			if err != nil {
 				c.forget(r)
-				errs[i] = fmt.Errorf("producer: submit %s: %w", r.ID, err)
+				errs[i] = submitError(r.ID, err)
 				continue
 			}
 			fs = append(fs, sent{i, r, f})
@@ -156,7 +165,7 @@ func (c *Client) SubmitMany(ctx context.Context, reqs []*contracts.JobRequest, o
 			}
 			if err != nil && !contracts.IsDuplicateJob(err) {
 				c.forget(s.r)
-				errs[s.i] = fmt.Errorf("producer: submit %s: %w", s.r.ID, err)
+				errs[s.i] = submitError(s.r.ID, err)
 				continue
 			}
 			ids[s.i] = s.r.ID

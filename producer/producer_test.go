@@ -242,3 +242,45 @@ func TestSubmitMany(t *testing.T) {
 		t.Errorf("the stream holds %d jobs, want %d (one refused, one repeat)", got, n-2)
 	}
 }
+
+// TestSubmitToFullQueue: with ZL_JOBS capped at 5 jobs and no worker, the
+// sixth submit is refused with CodeOverloaded at once (retryable, nothing
+// stored), Submit and SubmitMany alike, while a repeat of a queued job is
+// still the same job, not an error.
+func TestSubmitToFullQueue(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Run(t)
+	if err := contracts.EnsureStreams(context.Background(), srv.JS, contracts.StreamsConfig{JobsMaxMsgs: 5}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := producer.New(srv.Conn, producer.Config{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	job := func(i int) *contracts.JobRequest {
+		return &contracts.JobRequest{ID: fmt.Sprintf("j%d", i), Model: "m", MaxTokens: 4, Messages: []contracts.Message{{Role: "user", Content: "hi"}}}
+	}
+	for i := range 5 {
+		if _, err := c.Submit(ctx, job(i), nil); err != nil {
+			t.Fatalf("job %d: %v", i, err)
+		}
+	}
+	began := time.Now()
+	_, err = c.Submit(ctx, job(5), nil)
+	var ce *contracts.Error
+	if !errors.As(err, &ce) || ce.Code != contracts.CodeOverloaded || !ce.Retryable() || time.Since(began) > 5*time.Second {
+		t.Fatalf("sixth job into a queue of five: %v after %v, want %s at once", err, time.Since(began), contracts.CodeOverloaded)
+	}
+	t.Logf("refused: %v", err)
+	if id, err := c.Submit(ctx, job(2), nil); err != nil || id != "j2" {
+		t.Errorf("a repeat of a queued job into the full queue: %q %v", id, err)
+	}
+	_, errs := c.SubmitMany(ctx, []*contracts.JobRequest{job(6), job(7)}, nil)
+	for i, err := range errs {
+		if !errors.Is(err, contracts.CodeOverloaded) {
+			t.Errorf("SubmitMany %d: %v, want %s", i, err, contracts.CodeOverloaded)
+		}
+	}
+}

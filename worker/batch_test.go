@@ -217,3 +217,29 @@ func records(t *testing.T, out *bytes.Buffer) []producer.BatchRecord {
 	}
 	return recs
 }
+
+// TestBatchIntoFullQueue: a 30-line batch into a queue capped at 5 jobs,
+// a worker draining it: the lines refused as overloaded wait and are
+// submitted again, and every line completes (none is failed for it).
+func TestBatchIntoFullQueue(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{JobsMaxMsgs: 5})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
+	var in bytes.Buffer
+	for i := range 30 {
+		raw, _ := json.Marshal(map[string]any{"custom_id": fmt.Sprintf("l%02d", i), "request": request("Once upon a time", 8, contracts.PriorityNormal)})
+		in.Write(append(raw, '\n'))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	counts, err := b.Client.RunBatch(ctx, &in, &out, producer.BatchOpts{ID: "full"})
+	if err != nil || counts.Completed != 30 {
+		t.Fatalf("counts %+v, err %v", counts, err)
+	}
+	for i, r := range records(t, &out) {
+		if r.Error != nil || r.Result == nil || r.Result.Status != contracts.StatusCompleted {
+			t.Fatalf("record %d: %+v (error %v)", i, r, r.Error)
+		}
+	}
+}
