@@ -240,14 +240,12 @@ func (in *Ingester) Stats() IngestStats {
 // and not acknowledged. While billing is behind (or down) they accumulate
 // there, within the stream's limits, and the workers go on serving.
 func (in *Ingester) Backlog(ctx context.Context) (int64, error) {
+	// Consumer reads the consumer's info: one round trip.
 	c, err := in.cfg.JetStream.Consumer(ctx, contracts.StreamUsage, in.cfg.Durable)
 	if err != nil {
 		return 0, err
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
+	info := c.CachedInfo()
 	return int64(info.NumPending) + int64(info.NumAckPending), nil
 }
 

@@ -55,9 +55,18 @@ const jsErrMaxMsgsPerSubject jetstream.ErrorCode = 10077
 // same error code to a stream that is full, with another description: that
 // is IsQueueFull, and the job was not stored.)
 func IsDuplicateJob(err error) bool {
+	perSubject, ok := storeFailed(err)
+	return ok && perSubject
+}
+
+// storeFailed reports whether err is a publish the stream could not store
+// (jsErrMaxMsgsPerSubject), and whether for its per-subject limit.
+func storeFailed(err error) (perSubject, ok bool) {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrMaxMsgsPerSubject &&
-		strings.Contains(apiErr.Description, "per subject")
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrMaxMsgsPerSubject {
+		return false, false
+	}
+	return strings.Contains(apiErr.Description, "per subject"), true
 }
 
 // jsErrInsufficientResources is the server's JetStream storage being
@@ -68,15 +77,9 @@ const jsErrInsufficientResources jetstream.ErrorCode = 10023
 // is at its message or byte limit (with DiscardNew, as ZL_JOBS is), or the
 // server is out of JetStream storage: nothing was stored.
 func IsQueueFull(err error) bool {
+	if perSubject, ok := storeFailed(err); ok {
+		return !perSubject
+	}
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	switch apiErr.ErrorCode {
-	case jsErrInsufficientResources:
-		return true
-	case jsErrMaxMsgsPerSubject:
-		return !strings.Contains(apiErr.Description, "per subject")
-	}
-	return false
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrInsufficientResources
 }

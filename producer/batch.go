@@ -3,6 +3,7 @@ package producer
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,7 +104,6 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 	type slot struct {
 		rec     BatchRecord
 		invalid bool // the line never became a job
-		stopped bool // ctx ended before the line had its answer
 		done    chan struct{}
 	}
 	// The writer takes slots in input order; the window bounds how many
@@ -136,7 +136,8 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 				}
 			}
 			stall.Reset(opts.StallAfter)
-			if s.stopped {
+			if s.rec.Result == nil && s.rec.Error == nil {
+				// ctx ended before the line had its answer.
 				writeErr <- ctx.Err()
 				return
 			}
@@ -187,7 +188,6 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 			defer close(s.done)
 			defer inFlight.Add(-1)
 			s.rec.Result, s.rec.Error, s.invalid = c.submitAndWait(ctx, req)
-			s.stopped = s.rec.Result == nil && s.rec.Error == nil
 		}()
 		return nil
 	})
@@ -274,7 +274,7 @@ func retrying[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	for {
 		v, err := f()
 		if err == nil || ctx.Err() != nil {
-			return v, cmpOr(ctx.Err(), err)
+			return v, cmp.Or(ctx.Err(), err)
 		}
 		var ce *contracts.Error
 		if errors.As(err, &ce) && !ce.Retryable() && ce.Code != contracts.CodeInternal {
@@ -287,13 +287,6 @@ func retrying[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		}
 		wait = min(2*wait, retryMaxWait)
 	}
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // The waits between tries of a look-up, submit or wait that failed for a

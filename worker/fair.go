@@ -291,15 +291,11 @@ func (w *Worker) pullNoticed(ts *tenantSource) {
 	w.pulls.Add(1)
 	go func() {
 		defer w.pulls.Done()
-		a := arrival{ts: ts}
+		a, n := arrival{ts: ts}, 0
 		for m := range batch.Messages() {
-			a.m = m
+			a.m, n = m, n+1
 		}
-		if a.m != nil {
-			w.cfg.Metrics.fetch(1)
-		} else {
-			w.cfg.Metrics.fetch(0)
-		}
+		w.cfg.Metrics.fetch(n)
 		select {
 		case w.arrived <- a:
 		case <-w.quit:

@@ -182,13 +182,18 @@ type fairShare struct {
 }
 
 func (s *Scheduler) fairShare(class int) *fairShare {
-	f := &fairShare{s: s, runs: map[string]int{}}
+	return &fairShare{s: s, runs: s.runsByTenant(class)}
+}
+
+// runsByTenant counts the running sequences of class per tenant.
+func (s *Scheduler) runsByTenant(class int) map[string]int {
+	runs := map[string]int{}
 	for _, r := range s.running {
 		if r.opts.Class == class {
-			f.runs[r.opts.Tenant]++
+			runs[r.opts.Tenant]++
 		}
 	}
-	return f
+	return runs
 }
 
 // victim reports whether v, running in q's class for another tenant, may
@@ -269,12 +274,7 @@ func (s *Scheduler) admissionOrder(now time.Time) []*seq {
 		if tenants == nil {
 			continue
 		}
-		runs := map[string]int{}
-		for _, r := range s.running {
-			if r.opts.Class == c {
-				runs[r.opts.Tenant]++
-			}
-		}
+		runs := s.runsByTenant(c)
 		// Reserved jobs first: their worst case rarely fits after the
 		// ordinary jobs have taken their prompts.
 		out = s.interleave(out, tenants, true, runs)

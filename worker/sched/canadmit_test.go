@@ -7,18 +7,18 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
 
-// TestCanAdmitPullsHigherClassesIntoAFullWorker fills the running set with
+// TestRoomPullsHigherClassesIntoAFullWorker fills the running set with
 // low-priority jobs: the intake may no longer pull low (or normal) jobs,
 // but it may pull a high one, for which admission preempts; at most
 // LookAhead jobs of a class wait. An arena too small for a bucket's largest
 // prompt is judged by the bucket's smallest one, not closed for good.
-func TestCanAdmitPullsHigherClassesIntoAFullWorker(t *testing.T) {
+func TestRoomPullsHigherClassesIntoAFullWorker(t *testing.T) {
 	t.Parallel()
 	l := modeltest.LoadStories(t, 1)
 	s := newSched(t, l, Config{MaxRunning: 2, KVBlocks: 64, BlockTokens: 16})
 	prompt := reference(t)[0].PromptIDs
 	const short, medium = 64, 512
-	if !s.CanAdmit(2, "", 0, short) {
+	if s.Room(2, "", 0, short) == 0 {
 		t.Fatal("an idle scheduler refuses a short low-priority job")
 	}
 	// Long low-priority generations fill both slots (more of them than
@@ -28,9 +28,9 @@ func TestCanAdmitPullsHigherClassesIntoAFullWorker(t *testing.T) {
 	for range lows {
 		go func() { done <- run(s, []job{{prompt: prompt, max: 400, opts: JobOpts{Tenant: "a", Class: 2}}})[0] }()
 	}
-	// (The step loop publishes what CanAdmit reads after every step.)
+	// (The step loop publishes what Room reads after every step.)
 	waitFor(t, 10*time.Second, "both slots held by low jobs: low refused, normal and high pulled", func() bool {
-		return s.snapRunning.Load() == 2 && s.snapBelowJobs[0].Load() == 2 && !s.CanAdmit(2, "", 0, short) && s.CanAdmit(1, "", 0, short) && s.CanAdmit(0, "", 0, short)
+		return s.snapRunning.Load() == 2 && s.snapBelowJobs[0].Load() == 2 && s.Room(2, "", 0, short) == 0 && s.Room(1, "", 0, short) > 0 && s.Room(0, "", 0, short) > 0
 	})
 	// The high job is pulled, admitted by preempting, and finishes first.
 	high := run(s, []job{{prompt: prompt, max: 8, opts: JobOpts{Tenant: "b", Class: 0}}})[0]
@@ -50,6 +50,6 @@ func TestCanAdmitPullsHigherClassesIntoAFullWorker(t *testing.T) {
 	// never fit in a 24-block arena is still pulled when its smallest
 	// fits.
 	s = newSched(t, l, Config{KVBlocks: 24, BlockTokens: 16})
-	waitFor(t, 10*time.Second, "a medium job pulled into the idle 24-block arena", func() bool { return s.CanAdmit(1, "", short, medium) })
+	waitFor(t, 10*time.Second, "a medium job pulled into the idle 24-block arena", func() bool { return s.Room(1, "", short, medium) > 0 })
 	checkIdle(t, s)
 }

@@ -113,7 +113,7 @@ type Scheduler struct {
 	active map[string]int     // tenant → its waiting+running sequences
 	// fresh counts jobs handed to Generate and never admitted yet (not
 	// those waiting again after a preemption), per class and tenant: the
-	// look-ahead CanAdmit keeps.
+	// look-ahead Room keeps.
 	fresh freshJobs
 
 	// Snapshot for other goroutines.
@@ -127,7 +127,7 @@ type Scheduler struct {
 	snapBelowJobs    [numClasses]atomic.Int64
 	// sent counts, per class, jobs handed to Generate that no published
 	// snapshot counts yet (the loop subtracts them when it publishes one
-	// that does): CanAdmit adds them, so the intake cannot pull a whole
+	// that does): Room adds them, so the intake cannot pull a whole
 	// backlog in the time between two snapshots (a step can take a second
 	// on a CPU). enqueued is the loop's count of jobs taken since the last
 	// snapshot.
@@ -397,7 +397,7 @@ func (s *Scheduler) Utilization() (fill, occupancy float64, steps int64) {
 }
 
 // LookAhead is how many jobs of one class the intake keeps waiting in the
-// scheduler beyond what the next step can start (CanAdmit): enough that
+// scheduler beyond what the next step can start (Room): enough that
 // admission, not the pull order, picks the next job, and few enough that
 // work stays in JetStream for other workers. Jobs waiting again after a
 // preemption do not count: they are the scheduler's own, not a choice.
@@ -410,31 +410,23 @@ const LookAhead = 2
 // jobs fill LookAhead.
 const LookAheadTenants = 8
 
-// CanAdmit reports whether a job of class and tenant with a prompt of
-// minTokens to maxTokens would be admitted soon: the intake pulls only
-// such jobs, so work stays in JetStream for workers with room
-// (memory-aware load balancing by pulling). It holds when the next step
-// can start the job (a slot and memory beside the jobs already waiting);
-// when the tenant has no job of the class waiting yet (up to
-// LookAheadTenants of them), so that admission, which is fair between
-// tenants, sees every tenant's next job; or when fewer than LookAhead jobs
-// of the class wait and the largest such prompt fits in the memory not
-// promised with a slot free — or, for a class above running preemptible
-// work, when preempting that work would make the room: a high-priority job
-// is pulled into a full worker, and admission preempts for it. When the
-// arena could never hold the largest prompt, the smallest decides: a job
-// that fits is run, one that can never fit is refused (ErrTooLarge), and
-// none waits in JetStream for a worker that will never take it. An empty
-// tenant (jobs of the old subject form) gets no look-ahead of its own.
-func (s *Scheduler) CanAdmit(class int, tenant string, minTokens, maxTokens int) bool {
-	return s.Room(class, tenant, minTokens, maxTokens) > 0
-}
-
-// Room is how many jobs of the class and tenant, with prompts of
-// minTokens to maxTokens, the scheduler would take now (CanAdmit): as many
-// as the next step can start, slots and memory beside the jobs already
-// waiting, when it can start one; otherwise one (a look-ahead job) or
-// none. The intake fetches that many at once.
+// Room is how many jobs of class and tenant, with prompts of minTokens to
+// maxTokens, the scheduler would take now: the intake pulls only that many,
+// so work stays in JetStream for workers with room (memory-aware load
+// balancing by pulling). When the next step can start such a job (a slot
+// and memory beside the jobs already waiting) it is as many as the next
+// step can start. Otherwise it is one when the tenant has no job of the
+// class waiting yet (up to LookAheadTenants of them), so that admission,
+// which is fair between tenants, sees every tenant's next job; or when
+// fewer than LookAhead jobs of the class wait and the largest such prompt
+// fits in the memory not promised with a slot free — or, for a class above
+// running preemptible work, when preempting that work would make the room:
+// a high-priority job is pulled into a full worker, and admission preempts
+// for it. Else none. When the arena could never hold the largest prompt,
+// the smallest decides: a job that fits is run, one that can never fit is
+// refused (ErrTooLarge), and none waits in JetStream for a worker that
+// will never take it. An empty tenant (jobs of the old subject form) gets
+// no look-ahead of its own.
 func (s *Scheduler) Room(class int, tenant string, minTokens, maxTokens int) int {
 	if class < 0 || class >= numClasses {
 		return 0
@@ -477,14 +469,12 @@ func (s *Scheduler) Room(class int, tenant string, minTokens, maxTokens int) int
 // intake reads.
 type freshJobs struct {
 	mu       sync.Mutex
-	n        [numClasses]int
 	byTenant [numClasses]map[string]int
 }
 
 func (f *freshJobs) add(class int, tenant string, d int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.n[class] += d
 	if f.byTenant[class] == nil {
 		f.byTenant[class] = map[string]int{}
 	}
@@ -499,7 +489,10 @@ func (f *freshJobs) add(class int, tenant string, d int) {
 func (f *freshJobs) count(class int, tenant string) (all, mine int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.n[class], f.byTenant[class][tenant]
+	for _, n := range f.byTenant[class] {
+		all += n
+	}
+	return all, f.byTenant[class][tenant]
 }
 
 // snapWaiting is the number of jobs waiting in the last snapshot.
@@ -513,7 +506,7 @@ func (s *Scheduler) snapWaiting() int64 {
 
 // OnCapacity registers f to be called, on the step loop, whenever the
 // scheduler may take more work than at its last snapshot: memory freed, a
-// sequence ended, or a waiting job admitted. An intake that CanAdmit
+// sequence ended, or a waiting job admitted. An intake that Room
 // turned away looks again then, instead of at its next poll. f must not
 // block.
 func (s *Scheduler) OnCapacity(f func()) {
