@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -34,12 +35,12 @@ func (s *Scheduler) enqueue(q *seq) {
 	s.waiting = append(s.waiting, q)
 }
 
-// committed is the free blocks already promised: the outstanding worst
-// case of reserved jobs, and the blocks admitted jobs still need for their
-// prompts (they get them chunk by chunk). The filler's prompt is not
-// promised: it takes only what is left.
+// committed is the free blocks already promised: those the reserved jobs
+// will still take at their peak (reservedAhead), and the blocks admitted
+// jobs still need for their prompts (they get them chunk by chunk). The
+// filler's prompt is not promised: it takes only what is left.
 func (s *Scheduler) committed() int {
-	n := s.reservedOutstanding()
+	n := s.reservedAhead(nil)
 	for _, q := range s.running {
 		if !q.reserved && q != s.filler {
 			n += max(0, s.blocksFor(len(q.g.Tokens()))-len(q.blocks))
@@ -48,15 +49,106 @@ func (s *Scheduler) committed() int {
 	return n
 }
 
-// reservedOutstanding is what reserved running jobs may still allocate.
-func (s *Scheduler) reservedOutstanding() int {
-	n := 0
-	for _, q := range s.running {
-		if q.reserved {
-			n += max(0, q.worst-len(q.blocks))
+// reservedAhead is the blocks beyond those they hold that the reserved
+// running jobs, and q's prompt and generation when q is not nil (the job
+// being admitted), will take at the peak of their use if every one of
+// them generates one token a step up to its max_tokens (a job that stops
+// earlier only lowers it). Reserved jobs are admitted only while the
+// arena holds that peak, so none of them waits for a block on the way;
+// the banker's rule (reserveFloor) is what still holds them safe when the
+// steps do not go in step, as when a step runs high-priority jobs alone.
+// Unlike the sum of their outstanding worst cases, the peak lets the
+// blocks of a job near its end go to a newer job that needs them later.
+func (s *Scheduler) reservedAhead(q *seq) int {
+	ev := s.buf.peakEvents[:0]
+	held, now := 0, 0
+	// A job with ctx tokens, its prompt computed, needs blocksFor(ctx + t)
+	// blocks at step t from now, up to its last step, rem−1; at rem its
+	// private blocks go. A prompt still to compute (left tokens) takes
+	// its blocks now and delays the rest by the steps its chunks take.
+	add := func(ctx, left, have, private, worstTokens int) {
+		now += have
+		lag := max(0, (left+s.cfg.MaxBatchTokens-1)/s.cfg.MaxBatchTokens-1)
+		rem, n := max(0, worstTokens-ctx), have
+		for ; ; n++ {
+			t := max(0, n*s.bt+1-ctx) // the first step needing block n+1
+			if t >= rem {
+				break
+			}
+			ev = append(ev, peakEvent{t + lag*min(t, 1), 1})
+		}
+		ev = append(ev, peakEvent{rem + lag, -(private + n - have)})
+	}
+	for _, r := range s.running {
+		if r.reserved {
+			held += len(r.blocks)
+			toks := len(r.g.Tokens())
+			add(toks, toks-r.computed, len(r.blocks), s.privateBlocks(r), len(r.g.Request().PromptIDs)+r.g.MaxNew())
 		}
 	}
-	return n
+	if q != nil {
+		hits := s.prefixHits(q, false)
+		held += hits
+		toks := len(q.g.Tokens())
+		add(toks, toks-hits*s.bt, hits, 0, len(q.g.Request().PromptIDs)+q.g.MaxNew())
+	}
+	s.buf.peakEvents = ev
+	// Blocks freed at a step are there for the growth at the same step.
+	slices.SortFunc(ev, func(a, b peakEvent) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.d, b.d)) })
+	peak := now
+	for _, e := range ev {
+		now += e.d
+		peak = max(peak, now)
+	}
+	return peak - held
+}
+
+// peakEvent is a change of d blocks in the reserved jobs' use at step t
+// from now (reservedAhead).
+type peakEvent struct{ t, d int }
+
+// claim is a reserved job's standing in the banker's rule: the blocks it
+// may still allocate, and those its end gives back.
+type claim struct{ need, release int }
+
+// claimOf is q's claim, as if it held more blocks than it does (more may
+// be negative).
+func (s *Scheduler) claimOf(q *seq, more int) claim {
+	return claim{need: max(0, q.worst-len(q.blocks)-more), release: s.privateBlocks(q) + more}
+}
+
+// reserveFloor is the fewest free blocks with which every reserved running
+// job can still finish (the banker's safe state), with q's claim replaced
+// by c when q is not nil: running, or the job being admitted. Ordinary
+// jobs never take the arena below it (they are preempted instead), so it
+// is what reserved jobs are sure to get; unlike the sum of their
+// outstanding worst cases, it lets jobs near their end lend the blocks a
+// newer one needs later.
+func (s *Scheduler) reserveFloor(q *seq, c ...claim) int {
+	cs := s.buf.claims[:0]
+	for _, r := range s.running {
+		if r.reserved && r != q {
+			cs = append(cs, s.claimOf(r, 0))
+		}
+	}
+	cs = append(cs, c...)
+	s.buf.claims = cs
+	return safeFloor(cs)
+}
+
+// safeFloor is the fewest free blocks with which every claim can be met in
+// some order, each claim, once met, giving back its blocks to the next.
+// With a single kind of resource the order of increasing need is the best
+// one (a larger need never helps to go first), so only that order is
+// checked. It sorts cs.
+func safeFloor(cs []claim) int {
+	slices.SortFunc(cs, func(a, b claim) int { return cmp.Compare(a.need, b.need) })
+	floor, back := 0, 0
+	for _, c := range cs {
+		floor = max(floor, c.need-back)
+		back += c.release
+	}
+	return floor
 }
 
 // effClass is q's class after aging.
@@ -112,9 +204,12 @@ func (s *Scheduler) admit(now time.Time) {
 			continue
 		}
 		need := s.admissionNeed(q)
-		fits := need
-		avail := s.bm.available() - s.reservedOutstanding()
-		if !q.reserved {
+		var fits, avail int
+		if q.reserved {
+			// q's prompt and the peak of its generation must fit beside
+			// the reserved jobs running.
+			fits, avail = s.reservedAhead(q), s.bm.available()
+		} else {
 			avail = s.bm.available() - s.committed() - s.growingSoon() - hold
 			fits = max(need, s.blocksFor(s.span(q))-s.prefixHits(q, false))
 		}
@@ -157,7 +252,9 @@ func (s *Scheduler) admit(now time.Time) {
 			}
 			if fits > avail+freed || slots+freedSlots <= 0 {
 				if q.reserved && hold == 0 {
-					hold = need
+					// What q needs free beyond what is already kept
+					// free for the reserved jobs running.
+					hold = max(0, fits-s.reservedAhead(nil))
 				}
 				continue
 			}

@@ -32,6 +32,12 @@ func TestRoomPullsHigherClassesIntoAFullWorker(t *testing.T) {
 	waitFor(t, 10*time.Second, "both slots held by low jobs: low refused, normal and high pulled", func() bool {
 		return s.snapRunning.Load() == 2 && s.snapBelowJobs[0].Load() == 2 && s.Room(2, "", 0, short) == 0 && s.Room(1, "", 0, short) > 0 && s.Room(0, "", 0, short) > 0
 	})
+	// Ten of tenant a's jobs wait, more than LookAheadTenants: another
+	// tenant still gets its one job into the look-ahead (a low_latency
+	// job among them waited 1.5 s in JetStream when a's batch closed it).
+	if n := s.Room(2, "c", 0, short); n != 1 {
+		t.Errorf("with %d of tenant a's jobs waiting, Room for tenant c's first = %d, want 1", lows-2, n)
+	}
 	// The high job is pulled, admitted by preempting, and finishes first.
 	high := run(s, []job{{prompt: prompt, max: 8, opts: JobOpts{Tenant: "b", Class: 0}}})[0]
 	if high.err != nil {

@@ -23,6 +23,7 @@ type Metrics struct {
 	swapGC          prometheus.Counter
 	rejections      prometheus.Counter
 	interrupted     prometheus.Counter
+	reservedWaits   prometheus.Counter
 	attaches        prometheus.Counter
 	duplicated      prometheus.Counter
 	stepTokens      prometheus.Histogram
@@ -50,13 +51,14 @@ func NewMetrics() *Metrics {
 		prefixHits:    c("prefix_cache_hits_total", "Prefix-cache block look-ups that hit."),
 		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_num_preemptions_total",
 			Help: "Sequences evicted, by mode (swap or recompute)."}, []string{"mode"}),
-		swappedBytes: c("kv_swapped_bytes_total", "Bytes of KV blocks copied to the host tier."),
-		swapIns:      c("kv_swap_ins_total", "Sequences resumed from the host tier."),
-		swapGC:       c("kv_swap_gc_total", "Swapped sequences whose host copy expired (they recompute)."),
-		rejections:   c("admission_rejections_total", "Jobs rejected because they can never fit in KV memory."),
-		interrupted:  c("steps_interrupted_total", "Forward steps abandoned mid-way for an arriving high-priority job (run again after it is admitted)."),
-		attaches:     c("prefix_attaches_total", "Jobs that waited for a running sequence computing their prompt's leading blocks, to share them instead of computing them again."),
-		duplicated:   c("prefill_duplicated_tokens_total", "Prompt tokens computed in full blocks that another sequence computed too (in the prefix cache already, or computed beside them)."),
+		swappedBytes:  c("kv_swapped_bytes_total", "Bytes of KV blocks copied to the host tier."),
+		swapIns:       c("kv_swap_ins_total", "Sequences resumed from the host tier."),
+		swapGC:        c("kv_swap_gc_total", "Swapped sequences whose host copy expired (they recompute)."),
+		rejections:    c("admission_rejections_total", "Jobs rejected because they can never fit in KV memory."),
+		interrupted:   c("steps_interrupted_total", "Forward steps abandoned mid-way for an arriving high-priority job (run again after it is admitted)."),
+		reservedWaits: c("reserved_waits_total", "Steps a reserved (low_latency) job sat out because the KV block it needed is kept for another reserved job to finish (the banker's rule)."),
+		attaches:      c("prefix_attaches_total", "Jobs that waited for a running sequence computing their prompt's leading blocks, to share them instead of computing them again."),
+		duplicated:    c("prefill_duplicated_tokens_total", "Prompt tokens computed in full blocks that another sequence computed too (in the prefix cache already, or computed beside them)."),
 		tenantTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_tenant_generated_tokens_total",
 			Help: "Output tokens generated, by tenant: the shares fairness divides."}, []string{"tenant"}),
 		stepTokens: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zerolayer_step_tokens",
@@ -67,7 +69,7 @@ func NewMetrics() *Metrics {
 // Register registers every metric with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsed, m.kvFree, m.kvCached, m.kvUsage, m.hostUsed,
-		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.attaches, m.duplicated, m.stepTokens, m.tenantTokens} {
+		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.reservedWaits, m.attaches, m.duplicated, m.stepTokens, m.tenantTokens} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

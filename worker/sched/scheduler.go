@@ -103,6 +103,8 @@ type Scheduler struct {
 		toks, pos, seq, rows []int32
 		tables               [][]int32
 		logits               []float32
+		claims               []claim
+		peakEvents           []peakEvent
 		batch                gpu.Batch
 		tenantTokens         map[string]int // output tokens per tenant this step
 		// tenantCounters are Metrics' per-tenant token counters, looked
@@ -161,6 +163,9 @@ type Scheduler struct {
 	attaches    atomic.Int64 // jobs that waited for another sequence computing their prompt's blocks
 	duplicated  atomic.Int64 // prompt tokens computed in blocks another sequence computed too
 	paced       atomic.Int64 // steps whose prefill budget MaxStepLatency cut
+	// reservedWaits counts the steps a reserved job sat out because the
+	// block it needed was kept for another reserved job to finish.
+	reservedWaits atomic.Int64
 
 	// pace sizes prefill chunks beside decodes from measured step times
 	// (MaxStepLatency).
@@ -416,7 +421,9 @@ const LookAheadTenants = 8
 // balancing by pulling). When the next step can start such a job (a slot
 // and memory beside the jobs already waiting) it is as many as the next
 // step can start. Otherwise it is one when the tenant has no job of the
-// class waiting yet (up to LookAheadTenants of them), so that admission,
+// class waiting yet (up to LookAheadTenants tenants, however many jobs the
+// others have waiting: one tenant's batch, fetched while memory seemed
+// free, must not close the look-ahead to the rest), so that admission,
 // which is fair between tenants, sees every tenant's next job; or when
 // fewer than LookAhead jobs of the class wait and the largest such prompt
 // fits in the memory not promised with a slot free — or, for a class above
@@ -447,8 +454,8 @@ func (s *Scheduler) Room(class int, tenant string, minTokens, maxTokens int) int
 		// batch at once instead of LookAhead jobs a step.
 		return int(min(int64(s.cfg.MaxRunning)-s.snapRunning.Load()-pending, avail/need-pending))
 	}
-	fresh, mine := s.fresh.count(class, tenant)
-	if tenant != "" && mine == 0 && fresh < LookAheadTenants {
+	fresh, tenants, mine := s.fresh.count(class, tenant)
+	if tenant != "" && mine == 0 && tenants < LookAheadTenants {
 		return 1
 	}
 	if fresh >= LookAhead {
@@ -485,14 +492,15 @@ func (f *freshJobs) add(class int, tenant string, d int) {
 	}
 }
 
-// count returns the class's fresh jobs and the tenant's among them.
-func (f *freshJobs) count(class int, tenant string) (all, mine int) {
+// count returns the class's fresh jobs, the tenants they are of, and the
+// tenant's among them.
+func (f *freshJobs) count(class int, tenant string) (all, tenants, mine int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, n := range f.byTenant[class] {
 		all += n
 	}
-	return all, f.byTenant[class][tenant]
+	return all, len(f.byTenant[class]), f.byTenant[class][tenant]
 }
 
 // snapWaiting is the number of jobs waiting in the last snapshot.

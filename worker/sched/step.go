@@ -15,12 +15,26 @@ import (
 )
 
 // grow gives q the blocks for need positions' worth of blocks, preempting
-// others (or q itself) when memory runs short. It reports whether q is
-// still running.
+// others (or q itself) when memory runs short. It reports whether q got
+// them: an ordinary q that did not was preempted; a reserved one still
+// runs, and waits (skips steps) until the blocks it needs are sure not to
+// keep another reserved job from finishing (the banker's rule: one that
+// can always finishes, and gives its blocks back).
 func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
 	for len(q.blocks) < need {
-		if !q.reserved && s.bm.available()-s.reservedOutstanding() <= 0 {
+		short := s.bm.available()-s.reservedAhead(nil) <= 0
+		if q.reserved {
+			short = s.bm.available()-1 < s.reserveFloor(q, s.claimOf(q, 1))
+		}
+		if short {
 			vs := s.victimOrder(nil)
+			if q.reserved && len(vs) == 0 {
+				s.reservedWaits.Add(1)
+				if m := s.cfg.Metrics; m != nil {
+					m.reservedWaits.Inc()
+				}
+				return false
+			}
 			if len(vs) == 0 || vs[0] == q {
 				s.preempt(q, now, "KV memory ran short")
 				return false
@@ -30,8 +44,7 @@ func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
 		}
 		b, ok := s.bm.alloc()
 		if !ok {
-			// Only a reserved job can get here, and the banker's rule
-			// guarantees its blocks.
+			// The floor kept a block free for q.
 			panic("sched: KV arena exhausted under a reservation")
 		}
 		q.blocks = append(q.blocks, b)

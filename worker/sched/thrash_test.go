@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -189,6 +190,115 @@ func TestReservedOverCap(t *testing.T) {
 		if o.err == nil && o.res.StopReason != tc.stop {
 			t.Errorf("%s: stopped with %s, want %s", tc.name, o.res.StopReason, tc.stop)
 		}
+	}
+	checkIdle(t, s)
+}
+
+// TestSafeFloor: the free blocks the banker's rule keeps for reserved jobs
+// is the least with which they can all finish one after another, not the
+// sum of what they may still allocate.
+func TestSafeFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		claims []claim
+		want   int
+	}{
+		{"none", nil, 0},
+		{"one", []claim{{need: 7, release: 2}}, 7},
+		// The one about to finish lends its 9 blocks to the others.
+		{"one near its end", []claim{{need: 6, release: 3}, {need: 0, release: 9}, {need: 3, release: 6}}, 0},
+		// Three fresh 9-block jobs with 2-block prompts: the first needs 7,
+		// and each then hands 2 more to the next.
+		{"three fresh", []claim{{need: 7, release: 2}, {need: 7, release: 2}, {need: 7, release: 2}}, 7},
+		{"order matters", []claim{{need: 10, release: 1}, {need: 2, release: 8}}, 2},
+	} {
+		if got := safeFloor(slices.Clone(tc.claims)); got != tc.want {
+			t.Errorf("%s: safeFloor = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReservedPeak: three low_latency jobs whose worst cases (9 blocks
+// each) together exceed a 21-block arena. Reserving every worst case in
+// full kept the third waiting until the first ended; now it is admitted
+// as soon as the arena holds the peak of the three's use, the first two's
+// blocks coming back as the third grows into them. None is preempted,
+// none sits out a step for want of a block, and each output is the one it
+// has alone.
+func TestReservedPeak(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	// Worst case 31 + 113 = 144 tokens: 9 blocks.
+	jobs := pressureJobs(t, 3, 31, 113)
+	for i := range jobs {
+		jobs[i].opts = JobOpts{LowLatency: true}
+	}
+	want := alone(t, l, jobs)
+	s := newSched(t, l, Config{KVBlocks: 21, MaxBatchTokens: 64})
+	for i, o := range run(s, jobs) {
+		if o.err != nil {
+			t.Fatalf("job %d: %v", i, o.err)
+		}
+		if !slices.Equal(o.res.OutputIDs, want[i]) {
+			t.Errorf("job %d: %v\nalone:  %v", i, o.res.OutputIDs, want[i])
+		}
+		t.Logf("job %d: queued %d steps, %d tokens", i, o.stats.QueueSteps, len(o.res.OutputIDs))
+		// The third job fits at step 95 of the first two (⌈(31 + t) ÷ 16⌉
+		// blocks at step t: 2 × 9 + 3 ≤ 21 at their last step); they end
+		// at step 113.
+		if o.stats.QueueSteps >= 113 || o.stats.Preemptions != 0 {
+			t.Errorf("job %d queued %d steps (the others end after 113) and was preempted %d times", i, o.stats.QueueSteps, o.stats.Preemptions)
+		}
+	}
+	if n := s.reservedWaits.Load(); n != 0 {
+		t.Errorf("reserved jobs sat out %d steps for want of a block", n)
+	}
+	checkIdle(t, s)
+}
+
+// TestReservedSafeState: admission's peak counts on a prompt taking
+// ⌈prompt ÷ MaxBatchTokens⌉ steps; here a step latency bound no step
+// meets cuts prefill chunks beside decodes to 2 tokens, so a 200-token
+// prompt (a 13-block job that the peak has ending soon) holds its blocks
+// four times longer, while two 9-block jobs grow into the blocks it was
+// to give back (23 blocks for 31). They must sit out steps rather than take a block that another
+// reserved job needs to finish (the banker's rule). All three finish with
+// their outputs alone, none is preempted, and the arena never runs dry.
+func TestReservedSafeState(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	jobs := append(pressureJobs(t, 2, 31, 113), pressureJobs(t, 1, 200, 8)...)
+	for i := range jobs {
+		jobs[i].opts = JobOpts{LowLatency: true}
+	}
+	want := alone(t, l, jobs)
+	s := newSched(t, l, Config{KVBlocks: 23, MaxBatchTokens: 8, MaxStepLatency: time.Nanosecond, MinPrefillTokens: 2})
+	// The long one comes once the others decode (alone it would prefill
+	// in full chunks), and early enough for the peak to admit it at once:
+	// the second 31-token prompt goes in 2-token chunks beside the first
+	// one's decodes, from step 4 to about 19.
+	first := make(chan []outcome)
+	go func() { first <- run(s, jobs[:2]) }()
+	for s.stepCount.Load() < 20 {
+		runtime.Gosched()
+	}
+	long := run(s, jobs[2:])
+	outs := append(<-first, long...)
+	for i, o := range outs {
+		if o.err != nil {
+			t.Fatalf("job %d: %v", i, o.err)
+		}
+		if !slices.Equal(o.res.OutputIDs, want[i]) {
+			t.Errorf("job %d: %v\nalone:  %v", i, o.res.OutputIDs, want[i])
+		}
+		if o.stats.Preemptions != 0 {
+			t.Errorf("reserved job %d was preempted %d times", i, o.stats.Preemptions)
+		}
+		t.Logf("job %d: queued %d steps, %d tokens", i, o.stats.QueueSteps, len(o.res.OutputIDs))
+	}
+	t.Logf("%d steps sat out by a reserved job, %d steps in all", s.reservedWaits.Load(), s.stepCount.Load())
+	if s.reservedWaits.Load() == 0 {
+		t.Errorf("no reserved job sat out a step: the test no longer puts the jobs out of step")
 	}
 	checkIdle(t, s)
 }
