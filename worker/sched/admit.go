@@ -199,8 +199,21 @@ func (s *Scheduler) admit(now time.Time) {
 	}
 	cands := s.admissionOrder(now)
 	hold := 0
+	room := s.prefillRoom(now)
 	for _, q := range cands {
 		if s.awaitsPrefix(q) {
+			continue
+		}
+		// A job is admitted when the next step can start its prompt:
+		// admitted earlier it would hold its blocks and wait for the
+		// prompts before it all the same, and the wait would count as its
+		// time to first token rather than in the queue, where admission
+		// can still choose (fairly, by priority) what runs next. A
+		// high-priority job waits only for high-priority prompts (it gets
+		// a step of its class alone); a reserved one has its blocks at
+		// once.
+		p := s.prefillOf(q)
+		if p > 0 && !q.reserved && room.left(q.opts.Class) <= 0 {
 			continue
 		}
 		need := s.admissionNeed(q)
@@ -263,8 +276,57 @@ func (s *Scheduler) admit(now time.Time) {
 			}
 		}
 		s.startSeq(q, now)
+		room.take(q.opts.Class, p)
 	}
 	s.admitFiller(cands, now)
+}
+
+// prefillOf is the prompt tokens q will compute when admitted now: none
+// when it resumes from the host tier, and none when all but its last
+// token are in the prefix cache (its first step is then a decode).
+func (s *Scheduler) prefillOf(q *seq) int {
+	if q.swap != nil {
+		return 0
+	}
+	n := len(q.g.Tokens()) - s.prefixHits(q, false)*s.bt
+	if n <= 1 {
+		return 0
+	}
+	return n
+}
+
+// prefillRoom is the prefill tokens the next step can run beyond those
+// the running sequences' prompts still take: its budget (paced as the
+// step will pace it) less their remaining prompt tokens, for the high
+// class (whose prompts get steps of their own) and for the others.
+func (s *Scheduler) prefillRoom(now time.Time) prefillRoom {
+	var r prefillRoom
+	r.high, r.low = s.budgets(now, false)
+	for _, q := range s.running {
+		if rem := len(q.g.Tokens()) - q.computed; rem > 1 {
+			r.take(q.opts.Class, rem)
+		}
+	}
+	return r
+}
+
+// prefillRoom is what is left of the next step's prefill budget for jobs
+// of the high class and for the rest.
+type prefillRoom struct{ high, low int }
+
+func (r *prefillRoom) left(class int) int {
+	if class == 0 {
+		return r.high
+	}
+	return r.low
+}
+
+// take counts n prompt tokens of a class-class job against the budget.
+func (r *prefillRoom) take(class, n int) {
+	if class == 0 {
+		r.high -= n
+	}
+	r.low -= n
 }
 
 // fairShare is what victim judges one candidate's victims by: the running
@@ -508,7 +570,8 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 		q.admitted = true
 		q.stats.QueueMs = float64(now.Sub(q.submitted).Microseconds()) / 1000
 		q.g.Admitted(now)
-		q.stats.QueueSteps = s.stepCount.Load() - q.submitStep
+		q.admitStep = s.stepCount.Load()
+		q.stats.QueueSteps = q.admitStep - q.submitStep
 	}
 	q.running = true
 	s.running = append(s.running, q)

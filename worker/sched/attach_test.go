@@ -364,3 +364,39 @@ func TestPacerSpread(t *testing.T) {
 		t.Errorf("chunk of %d under ±20%% spread (steady: %d): a step 1.2× slower than the model is over the 100 ms bound", b, a)
 	}
 }
+
+// TestAdmitWhenPrefillStarts: a burst sharing a prefix, queued at once
+// (the seed's shared-system-prompt burst). The later jobs wait for the
+// first one's prefill of the shared blocks, and are then admitted as the
+// step's prefill budget can start their own tails, not all at once: each
+// gets its first token within the steps its own tail takes, fewer than the
+// first job's, where admitting all nine at once had the last wait for the
+// eight tails before it.
+func TestAdmitWhenPrefillStarts(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	const n, prefix, budget = 10, 100, 32 // six full shared blocks, then 4 + 20 tokens each
+	var jobs []job
+	for _, p := range sharedPrompts(n, prefix, 20, 5) {
+		jobs = append(jobs, job{prompt: p, max: 12, opts: JobOpts{Class: 1}})
+	}
+	want := alone(t, l, jobs)
+	// No pacing: the budget is 32 tokens a step whatever the steps take.
+	s := newQueued(t, l, Config{MaxBatchTokens: budget, MaxStepLatency: -1})
+	outs := startQueued(t, s, jobs, func(jobs []job) []outcome { return run(s, jobs) })
+	sameAsAlone(t, outs, want, 0)
+	var first int64
+	for _, o := range outs {
+		if o.stats.CachedInputTokens == 0 {
+			first = o.stats.FirstTokenSteps
+		}
+	}
+	for i, o := range outs {
+		t.Logf("job %d: %d cached, queued %d steps, first token after %d", i, o.stats.CachedInputTokens, o.stats.QueueSteps, o.stats.FirstTokenSteps)
+		// An attached job computes 24 tokens: at most two steps.
+		if o.stats.CachedInputTokens > 0 && (o.stats.FirstTokenSteps > 2 || o.stats.FirstTokenSteps >= first) {
+			t.Errorf("job %d: first token %d steps after admission, want at most 2 and fewer than the first job's %d", i, o.stats.FirstTokenSteps, first)
+		}
+	}
+	sharedOnce(t, s, n-1, n-1)
+}

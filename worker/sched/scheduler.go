@@ -55,6 +55,9 @@ type Stats struct {
 	// QueueSteps counts the forward steps run between submission and first
 	// admission.
 	QueueSteps int64
+	// FirstTokenSteps counts the forward steps from first admission to the
+	// first output token, the step that produced it included.
+	FirstTokenSteps int64
 	// CachedInputTokens counts prompt tokens served from the prefix cache.
 	CachedInputTokens int
 	// Preemptions counts evictions.
@@ -197,6 +200,7 @@ type seq struct {
 	shared     int      // leading blocks taken from the prefix cache (computed by another job)
 	attached   bool     // has waited for a running sequence computing its prompt's blocks
 	submitStep int64    // the step count at submission
+	admitStep  int64    // the step count at first admission
 	running    bool
 
 	swap       []int // host tier slots holding the blocks while swapped out

@@ -118,20 +118,14 @@ func (s *Scheduler) step() {
 // blocks (which may preempt others). Rows whose sequence was preempted
 // meanwhile are left out.
 func (s *Scheduler) planStep(now time.Time) []stepRow {
-	budget := s.cfg.MaxBatchTokens
 	// A high-priority job waiting for its first token gets a step of its
 	// class alone: lower classes skip one step rather than lengthen the
 	// high-priority job's time to first token.
 	onlyHigh := slices.ContainsFunc(s.running, (*seq).highBeforeFirstToken)
-	// While high-priority traffic is about, lower classes prefill in
-	// small chunks, so a step in flight when a high-priority job arrives
-	// is short: where steps cannot be interrupted it is waited for whole,
-	// and where they can, one of its layers is.
-	lowBudget := budget
-	if now.Sub(s.lastHigh) < highTrafficWindow {
-		lowBudget = max(1, s.cfg.MaxBatchTokens/8)
+	budget, lowBudget := s.budgets(now, onlyHigh)
+	if budget < s.cfg.MaxBatchTokens {
+		s.paced.Add(1)
 	}
-	budget = s.paceBudget(budget, onlyHigh)
 	var plan []stepRow
 	for _, q := range slices.Clone(s.running) {
 		if !q.running {
@@ -283,7 +277,11 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 		}
 		l := logits[li*s.m.Vocab : (li+1)*s.m.Vocab]
 		li++
-		if _, ok := q.g.Observe(l, done); !ok {
+		_, ok := q.g.Observe(l, done)
+		if q.stats.FirstTokenSteps == 0 && len(q.g.Result().OutputIDs) > 0 {
+			q.stats.FirstTokenSteps = s.stepCount.Load() - q.admitStep
+		}
+		if !ok {
 			if q.g.Done() {
 				s.finish(q, "", nil)
 			} else {
@@ -307,6 +305,20 @@ func (s *Scheduler) restart(q *seq) {
 	q.hashes = q.hashes[:min(len(q.hashes), keep)]
 	q.registered = min(q.registered, keep)
 	q.computed = keep * s.bt
+}
+
+// budgets is the next step's prefill budget (paceBudget), and the part
+// of it lower classes may take: while high-priority traffic is about,
+// they prefill in small chunks, so a step in flight when a high-priority
+// job arrives is short (where steps cannot be interrupted it is waited
+// for whole, and where they can, one of its layers is).
+func (s *Scheduler) budgets(now time.Time, onlyHigh bool) (budget, low int) {
+	budget = s.paceBudget(s.cfg.MaxBatchTokens, onlyHigh)
+	low = budget
+	if now.Sub(s.lastHigh) < highTrafficWindow {
+		low = min(budget, max(1, s.cfg.MaxBatchTokens/8))
+	}
+	return budget, low
 }
 
 // paceBudget bounds a step's prefill tokens, budget at most, so that a
@@ -338,11 +350,7 @@ func (s *Scheduler) paceBudget(budget int, onlyHigh bool) int {
 	// under many decodes (whose step alone may take the whole bound)
 	// arriving jobs do not queue for their first token ever longer.
 	floor := min(max(s.cfg.MinPrefillTokens, decodes.tokens), budget)
-	n := s.pace.chunk(s.cfg.MaxStepLatency, decodes, from, floor, budget)
-	if n < budget {
-		s.paced.Add(1)
-	}
-	return n
+	return s.pace.chunk(s.cfg.MaxStepLatency, decodes, from, floor, budget)
 }
 
 // planShape is the work of plan's rows, for the pacer.
