@@ -44,7 +44,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.maxStepLatency, "max-step-latency", 150*time.Millisecond, "while sequences decode, cut prefill chunks so a step stays under this (0: no bound, full --max-batch-tokens chunks)")
 	fs.DurationVar(&f.gcInterval, "eviction-gc-interval", 30*time.Second, "how long swapped KV blocks are kept for a preempted job")
 	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
-	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it at its next layer (CPU)")
+	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it within half a layer (CPU)")
 }
 
 // models returns the serving config of the flags for the named models,

@@ -77,8 +77,10 @@ func (m *Model) Forward(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int
 }
 
 // ForwardInterruptible is Forward that, on a synchronous backend
-// (gpu.Synchronous), asks stop before each layer and before the output
-// head, and abandons the step with ErrInterrupted when it says so. The
+// (gpu.Synchronous), asks stop before each layer's attention and its
+// feed-forward half and before the output head, and abandons the step
+// with ErrInterrupted when it says so (an arrival then waits for half a
+// layer at most). The
 // rows' K and V may then be partly written, which is harmless: running
 // the same rows again writes the same values. On a backend that queues
 // work, stop is not asked (the step is queued in microseconds).
@@ -145,6 +147,9 @@ func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, lo
 		be.MatMul(o, att, l.wo)
 		be.Add(x, o)
 
+		if stopped() {
+			return ErrInterrupted
+		}
 		be.RMSNorm(xb, x, l.ffnNorm, m.NormEps)
 		be.MatMul(g, xb, l.gate)
 		be.MatMul(u, xb, l.up)

@@ -56,7 +56,8 @@ func TestBatchInvariance(t *testing.T) {
 	}
 }
 
-// TestForwardInterruptible stops a step at every layer boundary in turn,
+// TestForwardInterruptible stops a step at every check in turn (before
+// each layer's attention and its feed-forward half, and the output head),
 // then runs it again: the logits must equal those of an uninterrupted run
 // (the partial K/V writes of the abandoned step are overwritten with the
 // same values).
@@ -82,8 +83,8 @@ func TestForwardInterruptible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Layers ask before each layer and once before the output head.
-	for at := 1; at <= m.Layers+1; at++ {
+	// Layers ask twice each, and once more before the output head.
+	for at := 1; at <= 2*m.Layers+1; at++ {
 		kv, _ := m.NewKV(1, 16)
 		if _, err := run(kv, at); err != model.ErrInterrupted {
 			t.Fatalf("stop at check %d: err %v, want ErrInterrupted", at, err)

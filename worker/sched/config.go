@@ -78,7 +78,7 @@ type Config struct {
 	// to false.
 	NoFiller bool
 	// NoInterrupt keeps a step running when a high-priority job arrives,
-	// instead of abandoning it at the next layer unless it carries a
+	// instead of abandoning it within half a layer unless it carries a
 	// high-priority prompt (only synchronous backends, the CPU, can
 	// abandon a step).
 	// Defaults to false.

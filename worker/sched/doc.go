@@ -70,7 +70,7 @@
 // pace); a step without decodes takes full chunks.
 //
 // Latency: a high-priority job that arrives while a step runs that
-// carries no high-priority prompt stops that step at its next layer (on a
+// carries no high-priority prompt stops that step within half a layer (on a
 // synchronous backend, the CPU; the step runs again after admission, and
 // batch-invariant kernels make the rerun write the same K and V), and its
 // first token gets a step of its own class. For a while after

@@ -357,10 +357,10 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	}
 	if opts.Class == 0 || opts.LowLatency {
 		// Before the send: a step in flight without a high-priority prompt
-		// stops at its next layer (see step), and intake clears the flag
+		// stops within half a layer (see step), and intake clears the flag
 		// once it has the job. A low_latency job's queue time is then
 		// the same under load as idle: it is admitted (by its reserved
-		// path) after a layer, not after a whole step.
+		// path) after half a layer, not after a whole step.
 		s.urgentPending.Store(true)
 	}
 	s.sent[opts.Class].Add(1)

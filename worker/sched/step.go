@@ -210,7 +210,7 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 		}
 	}
 	// A step gives way to a high-priority (or low_latency) job that
-	// arrives while it runs: it stops at the next layer and is run again,
+	// arrives while it runs: it stops within half a layer and is run again,
 	// with the new job, after admission. Nothing is lost but the layers
 	// already done (the rerun writes the same K and V). Only a step
 	// carrying a high-priority job's prompt runs to its end: that job's
@@ -311,7 +311,7 @@ func (s *Scheduler) restart(q *seq) {
 // of it lower classes may take: while high-priority traffic is about,
 // they prefill in small chunks, so a step in flight when a high-priority
 // job arrives is short (where steps cannot be interrupted it is waited
-// for whole, and where they can, one of its layers is).
+// for whole, and where they can, half of one of its layers is).
 func (s *Scheduler) budgets(now time.Time, onlyHigh bool) (budget, low int) {
 	budget = s.paceBudget(s.cfg.MaxBatchTokens, onlyHigh)
 	low = budget
