@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -187,7 +188,7 @@ func (g *Gateway) startBatch(c *producer.Client, id string) {
 func (g *Gateway) runBatch(c *producer.Client, id string) error {
 	ctx := g.ctx
 	tenant := c.Tenant()
-	in, err := g.batches.files.Get(ctx, batchFile(tenant, id, "input"))
+	in, err := g.spoolInput(ctx, tenant, id)
 	if err != nil {
 		return err
 	}
@@ -219,6 +220,35 @@ func (g *Gateway) runBatch(c *producer.Client, id string) error {
 		}
 	})
 	return err
+}
+
+// spoolInput copies batch id's input from the object store to a
+// temporary file, removed when closed, and returns it at its start. The
+// batch is read at the pace its lines are answered, and the object
+// store's reader does not wait that long: read straight from it, a batch
+// of thousands of lines stopped part-way with "nats: timeout".
+func (g *Gateway) spoolInput(ctx context.Context, tenant, id string) (*os.File, error) {
+	obj, err := g.batches.files.Get(ctx, batchFile(tenant, id, "input"))
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	f, err := os.CreateTemp("", "zerolayer-batch-*.jsonl")
+	if err != nil {
+		return nil, fmt.Errorf("gateway: spooling batch %s: %w", id, err)
+	}
+	// Unlinked now: the file lives while it is open, and nothing is left
+	// behind if the gateway dies.
+	os.Remove(f.Name())
+	if _, err := io.Copy(f, obj); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("gateway: spooling batch %s: %w", id, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("gateway: spooling batch %s: %w", id, err)
+	}
+	return f, nil
 }
 
 // batchCall authenticates a call on /v1/batches/{id} and reads the batch's

@@ -582,6 +582,40 @@ func TestGatewayBatchResume(t *testing.T) {
 	}
 }
 
+// TestGatewayBatchOutlastsTheReadTimeout: a batch's input is read as its
+// lines are answered, which can take longer than the JetStream API timeout
+// (5 s) after which the object store's reader gives up ("nats: timeout":
+// a 10,000-line batch stopped at line 2,354). No worker runs for the
+// first 6 s, so the lines past RunBatch's window of 256 are read after
+// that; the batch still runs to its end.
+func TestGatewayBatchOutlastsTheReadTimeout(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	cfg := gateway.Config{Keys: plainKeys(t, "key-acme", "acme"), Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)}, Logger: workertest.Logger(t)}
+	gw, err := gateway.New(b.Srv.Conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	f := &gatewayFixture{t: t, url: srv.URL}
+	ctx := context.Background()
+	const n = 300
+	var in strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Once upon a time there was a little cat, number %d"}],"max_tokens":2}}`+"\n", i, i)
+	}
+	if resp, body := f.do(ctx, "POST", "/v1/batches?id=slow-read", "key-acme", in.String()); resp.StatusCode != 202 {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	time.Sleep(6 * time.Second)
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
+	if st := f.waitBatch(ctx, "slow-read"); st.Error != "" || st.Counts.Completed != n {
+		t.Fatalf("batch %+v", st)
+	}
+}
+
 // TestGatewayBatchCancel: canceling a running batch ends it with its jobs
 // canceled (billed for what ran) and its output written.
 func TestGatewayBatchCancel(t *testing.T) {
