@@ -22,7 +22,7 @@ type PipelineConfig struct {
 	// Jobs is the number of one-token jobs submitted at once. Required.
 	Jobs int
 	// Unloaded is the number of jobs then run one at a time. Defaults to
-	// min(Jobs, 200).
+	// min(Jobs, 1000).
 	Unloaded int
 	// Limits gives Tenant limits too high to refuse anything, so that every
 	// job goes through every check (rate windows, jobs in flight, spend
@@ -58,7 +58,7 @@ func Pipeline(ctx context.Context, st *devstack.Stack, cfg PipelineConfig, w io.
 		return nil, fmt.Errorf("bench: pipeline of %d jobs: want 1 or more", cfg.Jobs)
 	}
 	if cfg.Unloaded == 0 {
-		cfg.Unloaded = min(cfg.Jobs, 200)
+		cfg.Unloaded = min(cfg.Jobs, 1000)
 	}
 	pc := producer.Config{Tenant: Tenant, Models: st.Models().Paths()}
 	if cfg.Limits {
@@ -109,7 +109,7 @@ func Pipeline(ctx context.Context, st *devstack.Stack, cfg PipelineConfig, w io.
 	}
 	sort.Float64s(res.UnloadedQueue)
 	q := res.UnloadedQueue
-	fmt.Fprintf(w, "unloaded (%d jobs one at a time) queue time ms: p50 %.2f  p99 %.2f\n", len(q), pct(q, 0.5), pct(q, 0.99))
+	fmt.Fprintf(w, "unloaded (%d jobs one at a time) queue time ms: p50 %.2f  p99 %.2f  max %.2f\n", len(q), pct(q, 0.5), pct(q, 0.99), pct(q, 1))
 	return res, nil
 }
 
