@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/riverqueue/river"
 
@@ -57,8 +58,9 @@ type IngesterConfig struct {
 	// MaxAckPending caps the messages delivered and not yet acked, for all
 	// ingester processes together. Defaults to 256.
 	MaxAckPending int
-	// BatchSize is how many messages a process buffers ahead of the ones
-	// it stores; Stop drains them. Defaults to 32.
+	// BatchSize is how many messages a process asks for in one pull
+	// request (the next one goes out when they have all arrived, or the
+	// request expired). Defaults to 32.
 	BatchSize int
 	// Workers is how many transactions store records at once. Each
 	// worker stores the messages waiting for it, up to MaxBatch, in one
@@ -199,10 +201,12 @@ type Ingester struct {
 
 	mu      sync.Mutex
 	running bool
-	cc      jetstream.ConsumeContext
-	cancel  context.CancelFunc
-	work    []chan jetstream.Msg // to the workers, by tenant and job id
-	wg      sync.WaitGroup       // the workers
+	// stopPulls stops the fetch loops, pulls waits for them.
+	stopPulls context.CancelFunc
+	pulls     sync.WaitGroup
+	cancel    context.CancelFunc
+	work      []chan jetstream.Msg // to the workers, by tenant and job id
+	wg        sync.WaitGroup       // the workers
 	// stopWait and waitDone, while the ingester waits for its stream,
 	// stop the waiter and report it ended.
 	stopWait context.CancelFunc
@@ -333,8 +337,8 @@ func (in *Ingester) consume(ctx context.Context) error {
 	// Records of one job always go to the same worker, in stream order,
 	// so the first record of a job is the one stored, as with one worker.
 	// A worker's channel holds every message it may be given (no more
-	// than MaxAckPending are unacked), so that the consume callback never
-	// waits on a busy worker while the others idle.
+	// than MaxAckPending are unacked), so that the fetch loop never waits
+	// on a busy worker while the others idle.
 	work := make([]chan jetstream.Msg, in.cfg.Workers)
 	for i := range work {
 		work[i] = make(chan jetstream.Msg, in.cfg.MaxAckPending)
@@ -346,30 +350,58 @@ func (in *Ingester) consume(ctx context.Context) error {
 			}
 		}(work[i])
 	}
-	cc, err := cons.Consume(
-		func(msg jetstream.Msg) { work[shard(msg, len(work))] <- msg },
-		jetstream.PullMaxMessages(in.cfg.BatchSize),
-		// Short pulls: under a burst a pull can go silent on the server
-		// (no messages, no heartbeats; seen on the embedded server with
-		// thousands of records a second), and the client notices only
-		// when two heartbeats are missed, then pulls again. With the
-		// default 30 s expiry that held 1,700 of 3,000 records for 30 s;
-		// with this one a stall lasts about two seconds.
-		jetstream.PullExpiry(ingestPullExpiry),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			in.cfg.Logger.Warn("billing: consuming usage records", "consumer", in.cfg.Durable, "error", err)
-		}),
-	)
-	if err != nil {
-		for _, ch := range work {
-			close(ch)
-		}
-		in.wg.Wait()
-		cancel()
-		return fmt.Errorf("billing: consume %s: %w", contracts.StreamUsage, err)
-	}
-	in.cc, in.cancel, in.work = cc, cancel, work
+	// Fetch loops rather than Consume: under a burst, Consume's own
+	// bookkeeping sometimes ended with no pull request on the server and
+	// none on the way (the consumer's waiting pulls were 0 for as long as
+	// the client took to miss two heartbeats; 1.9 s of 3 s in one 5,000-
+	// record pipeline run), while a fetch ends for certain, with its batch
+	// or its expiry, before the next one is sent. One loop, so that the
+	// workers get the messages in stream order.
+	pullCtx, stopPulls := context.WithCancel(runCtx)
+	deliver := func(msg jetstream.Msg) { work[shard(msg, len(work))] <- msg }
+	in.pulls.Add(1)
+	go func() {
+		defer in.pulls.Done()
+		in.pull(pullCtx, cons, deliver)
+	}()
+	in.stopPulls, in.cancel, in.work = stopPulls, cancel, work
 	return nil
+}
+
+// pull fetches messages and hands them to deliver until ctx ends. A
+// message that arrives after that is handed back to the server at once
+// (it would otherwise wait out AckWait before another process gets it).
+func (in *Ingester) pull(ctx context.Context, cons jetstream.Consumer, deliver func(jetstream.Msg)) {
+	backoff := streamWaitMin
+	for ctx.Err() == nil {
+		// The request expires on the server a little before fctx does
+		// (FetchContext keeps a tenth of the time as grace); Stop's
+		// cancel ends it at once.
+		fctx, cancel := context.WithTimeout(ctx, ingestPullExpiry)
+		batch, err := cons.Fetch(in.cfg.BatchSize, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			in.cfg.Logger.Warn("billing: pulling usage records", "consumer", in.cfg.Durable, "error", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, streamWaitMax)
+			continue
+		}
+		backoff = streamWaitMin
+		for msg := range batch.Messages() {
+			if ctx.Err() != nil {
+				msg.Nak()
+				continue
+			}
+			deliver(msg)
+		}
+		cancel()
+		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			in.cfg.Logger.Warn("billing: pulling usage records", "consumer", in.cfg.Durable, "error", err)
+		}
+	}
 }
 
 // Stop stops consuming and waits until the messages already received are
@@ -391,26 +423,28 @@ func (in *Ingester) Stop(ctx context.Context) error {
 		<-done
 		in.mu.Lock()
 	}
-	if in.cc == nil {
+	if in.stopPulls == nil {
 		return nil // the stream never appeared
 	}
-	cc, cancel, work := in.cc, in.cancel, in.work
-	in.cc, in.cancel, in.work = nil, nil, nil
-	cc.Drain()
-	var err error
-	select {
-	case <-cc.Closed():
-	case <-ctx.Done():
-		cancel()
-		cc.Stop()
-		<-cc.Closed()
-		err = ctx.Err()
-	}
-	// The consume callback has returned for good: no more sends on work.
+	stopPulls, cancel, work := in.stopPulls, in.cancel, in.work
+	in.stopPulls, in.cancel, in.work = nil, nil, nil
+	stopPulls()
+	in.pulls.Wait()
+	// The fetch loop has returned: no more sends on work. The workers
+	// store what they were given, unless ctx ends first.
 	for _, ch := range work {
 		close(ch)
 	}
-	in.wg.Wait()
+	done := make(chan struct{})
+	go func() { in.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		cancel()
+		<-done
+		err = ctx.Err()
+	}
 	cancel()
 	return err
 }
@@ -458,8 +492,10 @@ func batches(ch <-chan jetstream.Msg, max int) iter.Seq[[]jetstream.Msg] {
 	}
 }
 
-// ingestPullExpiry is how long a pull of the ingester's Consume lasts; its
-// heartbeats come at half that.
+// ingestPullExpiry is how long one of the ingester's pull requests waits
+// on the server for its batch to fill (the messages come as they are
+// stored); with the client's second of grace, it bounds how long a request
+// lost with a server restart goes unnoticed.
 const ingestPullExpiry = 2 * time.Second
 
 // inbound is one message of a batch and its decoded record.
