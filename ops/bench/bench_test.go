@@ -144,12 +144,13 @@ func TestStackBenchmarks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []bench.Rate{g.Producer, g.HTTP} {
-		if r.PerSecond <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+	for _, r := range []bench.Rate{g.Producer, g.HTTP, g.SequentialProducer, g.SequentialHTTP} {
+		if r.PerSecond <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Max < r.P99 {
 			t.Errorf("rate %+v", r)
 		}
 	}
-	if !strings.HasPrefix(out.String(), "4 requests of 4 tokens, 2 at a time, model stories260k\n") || strings.Count(out.String(), "requests/s") != 2 {
+	if !strings.HasPrefix(out.String(), "4 requests of 4 tokens, 2 at a time, model stories260k\n") || strings.Count(out.String(), "requests/s") != 4 ||
+		!strings.Contains(out.String(), "4 one-token requests one at a time") {
 		t.Errorf("gateway report:\n%s", out.String())
 	}
 }

@@ -26,20 +26,27 @@ type GatewayConfig struct {
 	Concurrency int
 	// Tokens is each completion's max_tokens. Defaults to 32.
 	Tokens int
+	// Sequential is the number of one-token completions then sent one at
+	// a time through each client, on an otherwise idle stack: their
+	// latency is the pipeline's own (queue, gateway), not a backlog's.
+	// Defaults to min(Requests, 1000); -1 skips them.
+	Sequential int
 }
 
 // GatewayResults are the measurements of Gateway: the Go producer's
 // baseline and the HTTP gateway.
 type GatewayResults struct {
 	Producer, HTTP Rate
+	// SequentialProducer and SequentialHTTP are the one-at-a-time calls.
+	SequentialProducer, SequentialHTTP Rate
 }
 
 // Rate is the throughput and latency of one client.
 type Rate struct {
 	Label     string
 	PerSecond float64
-	// P50 and P99 are latency percentiles in milliseconds.
-	P50, P99 float64
+	// P50, P99 and Max are latency percentiles in milliseconds.
+	P50, P99, Max float64
 }
 
 // Gateway sends cfg.Requests chat completions (half of them streamed)
@@ -57,6 +64,7 @@ func Gateway(ctx context.Context, st *devstack.Stack, cfg GatewayConfig, w io.Wr
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 64)
 	cfg.Tokens = cmp.Or(cfg.Tokens, 32)
+	cfg.Sequential = cmp.Or(cfg.Sequential, min(cfg.Requests, 1000))
 	c, err := producer.New(st.Conn(), producer.Config{Tenant: Tenant, Models: st.Models().Paths()})
 	if err != nil {
 		return nil, err
@@ -65,24 +73,40 @@ func Gateway(ctx context.Context, st *devstack.Stack, cfg GatewayConfig, w io.Wr
 	name := st.Models().Names()[0]
 	prompt := func(i int) string { return fmt.Sprintf("Once upon a time %d", i) }
 	fmt.Fprintf(w, "%d requests of %d tokens, %d at a time, model %s\n", cfg.Requests, cfg.Tokens, cfg.Concurrency, name)
-	res := &GatewayResults{}
-	if res.Producer, err = measureRate(cfg, "Go producer (submit + wait)", w, func(i int) error {
-		id, err := c.Submit(ctx, &contracts.JobRequest{Model: name, MaxTokens: cfg.Tokens, Messages: []contracts.Message{{Role: "user", Content: prompt(i)}}}, nil)
-		if err != nil {
+	viaProducer := func(tokens int) func(i int) error {
+		return func(i int) error {
+			id, err := c.Submit(ctx, &contracts.JobRequest{Model: name, MaxTokens: tokens, Messages: []contracts.Message{{Role: "user", Content: prompt(i)}}}, nil)
+			if err != nil {
+				return err
+			}
+			res, err := c.Wait(ctx, id)
+			if err == nil && res.Status != contracts.StatusCompleted {
+				err = fmt.Errorf("job %s %s", id, res.Status)
+			}
 			return err
 		}
-		res, err := c.Wait(ctx, id)
-		if err == nil && res.Status != contracts.StatusCompleted {
-			err = fmt.Errorf("job %s %s", id, res.Status)
+	}
+	viaHTTP := func(tokens int) func(i int) error {
+		return func(i int) error {
+			body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}],"max_tokens":%d,"stream":%v}`, name, prompt(i), tokens, i%2 == 0)
+			return postChat(ctx, addr, body)
 		}
-		return err
-	}); err != nil {
+	}
+	res := &GatewayResults{}
+	if res.Producer, err = measureRate(cfg.Requests, cfg.Concurrency, "Go producer (submit + wait)", w, viaProducer(cfg.Tokens)); err != nil {
 		return nil, err
 	}
-	if res.HTTP, err = measureRate(cfg, "HTTP /v1/chat/completions (½ SSE)", w, func(i int) error {
-		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}],"max_tokens":%d,"stream":%v}`, name, prompt(i), cfg.Tokens, i%2 == 0)
-		return postChat(ctx, addr, body)
-	}); err != nil {
+	if res.HTTP, err = measureRate(cfg.Requests, cfg.Concurrency, "HTTP /v1/chat/completions (½ SSE)", w, viaHTTP(cfg.Tokens)); err != nil {
+		return nil, err
+	}
+	if cfg.Sequential <= 0 {
+		return res, nil
+	}
+	fmt.Fprintf(w, "%d one-token requests one at a time, nothing else running\n", cfg.Sequential)
+	if res.SequentialProducer, err = measureRate(cfg.Sequential, 1, "Go producer (submit + wait)", w, viaProducer(1)); err != nil {
+		return nil, err
+	}
+	if res.SequentialHTTP, err = measureRate(cfg.Sequential, 1, "HTTP /v1/chat/completions (½ SSE)", w, viaHTTP(1)); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -108,13 +132,12 @@ func postChat(ctx context.Context, addr, body string) error {
 	return nil
 }
 
-// measureRate runs one(i) for every request, cfg.Concurrency at a time,
-// and writes the rate and latencies to w under label.
-func measureRate(cfg GatewayConfig, label string, w io.Writer, one func(i int) error) (Rate, error) {
-	n := cfg.Requests
+// measureRate runs one(i) for n requests, concurrency at a time, and
+// writes the rate and latencies to w under label.
+func measureRate(n, concurrency int, label string, w io.Writer, one func(i int) error) (Rate, error) {
 	lat := make([]float64, n)
 	errs := make(chan error, n)
-	sem := make(chan struct{}, cfg.Concurrency)
+	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
@@ -137,7 +160,7 @@ func measureRate(cfg GatewayConfig, label string, w io.Writer, one func(i int) e
 		return Rate{}, fmt.Errorf("%s: %w", label, err)
 	}
 	sort.Float64s(lat)
-	r := Rate{Label: label, PerSecond: float64(n) / took.Seconds(), P50: lat[n/2], P99: lat[n*99/100]}
-	fmt.Fprintf(w, "%-34s %6.1f requests/s   latency p50 %6.0f ms  p99 %6.0f ms\n", label, r.PerSecond, r.P50, r.P99)
+	r := Rate{Label: label, PerSecond: float64(n) / took.Seconds(), P50: percentile(lat, 0.5), P99: percentile(lat, 0.99), Max: lat[n-1]}
+	fmt.Fprintf(w, "%-34s %6.1f requests/s   latency p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms\n", label, r.PerSecond, r.P50, r.P99, r.Max)
 	return r, nil
 }
