@@ -24,12 +24,16 @@ const (
 	BatchStates = "ZL_BATCH_STATES"
 )
 
-// BatchState is a batch as GET /v1/batches/{id} reports it.
+// NativeBatches is the path of the native JSONL batches API.
+const NativeBatches = "/v1/zl/batches"
+
+// BatchState is a batch as GET /v1/zl/batches/{id} reports it.
 type BatchState struct {
 	ID     string `json:"id"`
 	Tenant string `json:"tenant"`
 	// Status is in_progress, canceling or ended. A batch whose gateway
-	// stopped stays in_progress until POST /v1/batches/{id}/resume.
+	// stopped is resumed when a gateway starts again (or by POST
+	// /v1/zl/batches/{id}/resume).
 	Status string               `json:"status"`
 	Counts producer.BatchCounts `json:"request_counts"`
 	// Error says why a run stopped early (the output is then absent).
@@ -37,6 +41,12 @@ type BatchState struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// API is the API that created the batch: empty for the native one,
+	// else "anthropic" or "openai", whose own fields are kept in Ext. The
+	// input file always holds native lines (the API's requests mapped to
+	// jobs); the output file native records.
+	API string          `json:"api,omitempty"`
+	Ext json.RawMessage `json:"ext,omitempty"`
 }
 
 // batchStore holds the batch buckets.
@@ -109,7 +119,7 @@ func (g *Gateway) updateState(ctx context.Context, tenant, id string, fn func(*B
 	}
 }
 
-// createBatch: POST /v1/batches?id=ID with the JSONL input as the body:
+// createBatch: POST /v1/zl/batches?id=ID with the JSONL input as the body:
 // 202 with the batch state. The same id again answers the batch as it is
 // (batch ids are idempotency keys).
 func (g *Gateway) createBatch(w http.ResponseWriter, r *http.Request) {
@@ -154,8 +164,44 @@ func (g *Gateway) createBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.startBatch(c, id)
-	w.Header().Set("Location", "/v1/batches/"+id)
+	w.Header().Set("Location", NativeBatches+"/"+id)
 	writeJSON(w, http.StatusAccepted, st)
+}
+
+// resumeBatches starts the batches left in progress by a gateway that
+// stopped (every tenant's): a batch survives a restart. Finished lines are
+// answered from their stored results; nothing runs twice. Two gateways
+// starting at once may both run a batch: its lines are still answered
+// and billed once (job ids are the lines'), and the output is written by
+// each, the same.
+func (g *Gateway) resumeBatches() {
+	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
+	defer cancel()
+	keys, err := g.batches.states.ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return
+	}
+	if err != nil {
+		g.cfg.Logger.Warn("gateway: listing batches to resume", "err", err)
+		return
+	}
+	for key := range keys.Keys() {
+		e, err := g.batches.states.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var st BatchState
+		if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" {
+			continue
+		}
+		c, ce := g.clientFor(st.Tenant)
+		if ce != nil {
+			g.cfg.Logger.Warn("gateway: resuming a batch", "tenant", st.Tenant, "batch", st.ID, "err", ce)
+			continue
+		}
+		g.cfg.Logger.Info("gateway: resuming a batch left in progress", "tenant", st.Tenant, "batch", st.ID)
+		g.startBatch(c, st.ID)
+	}
 }
 
 // startBatch runs batch id in the background unless this gateway already
@@ -251,7 +297,7 @@ func (g *Gateway) spoolInput(ctx context.Context, tenant, id string) (*os.File, 
 	return f, nil
 }
 
-// batchCall authenticates a call on /v1/batches/{id} and reads the batch's
+// batchCall authenticates a call on /v1/zl/batches/{id} and reads the batch's
 // state; on failure (or an unknown batch: 404) it has answered.
 func (g *Gateway) batchCall(w http.ResponseWriter, r *http.Request) (*producer.Client, *BatchState, bool) {
 	c, id, ok := g.jobCall(w, r)
@@ -270,14 +316,14 @@ func (g *Gateway) batchCall(w http.ResponseWriter, r *http.Request) (*producer.C
 	return c, st, true
 }
 
-// getBatch: GET /v1/batches/{id}.
+// getBatch: GET /v1/zl/batches/{id}.
 func (g *Gateway) getBatch(w http.ResponseWriter, r *http.Request) {
 	if _, st, ok := g.batchCall(w, r); ok {
 		writeJSON(w, http.StatusOK, st)
 	}
 }
 
-// batchOutput: GET /v1/batches/{id}/output: the output file once the batch
+// batchOutput: GET /v1/zl/batches/{id}/output: the output file once the batch
 // ended (400 invalid_request before).
 func (g *Gateway) batchOutput(w http.ResponseWriter, r *http.Request) {
 	_, st, ok := g.batchCall(w, r)
@@ -302,7 +348,7 @@ func (g *Gateway) batchOutput(w http.ResponseWriter, r *http.Request) {
 	io.Copy(w, out)
 }
 
-// resumeBatch: POST /v1/batches/{id}/resume runs a batch again whose
+// resumeBatch: POST /v1/zl/batches/{id}/resume runs a batch again whose
 // gateway stopped (or that ended with an error): finished lines are
 // answered from their results, nothing runs twice.
 func (g *Gateway) resumeBatch(w http.ResponseWriter, r *http.Request) {
@@ -323,7 +369,7 @@ func (g *Gateway) resumeBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, st)
 }
 
-// cancelBatch: POST /v1/batches/{id}/cancel cancels the batch's jobs; the
+// cancelBatch: POST /v1/zl/batches/{id}/cancel cancels the batch's jobs; the
 // run ends as they do, with what ran billed.
 func (g *Gateway) cancelBatch(w http.ResponseWriter, r *http.Request) {
 	c, st, ok := g.batchCall(w, r)

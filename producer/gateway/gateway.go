@@ -109,11 +109,14 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("GET /v1/jobs/{id}", g.getJob)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", g.jobEvents)
 	mux.HandleFunc("POST /v1/jobs/{id}/cancel", g.cancelJob)
+	// The native JSONL batches. (They were under /v1/batches, which is
+	// OpenAI's now; POST /v1/batches?id=B still creates one.)
+	mux.HandleFunc("POST "+NativeBatches, g.createBatch)
+	mux.HandleFunc("GET "+NativeBatches+"/{id}", g.getBatch)
+	mux.HandleFunc("GET "+NativeBatches+"/{id}/output", g.batchOutput)
+	mux.HandleFunc("POST "+NativeBatches+"/{id}/resume", g.resumeBatch)
+	mux.HandleFunc("POST "+NativeBatches+"/{id}/cancel", g.cancelBatch)
 	mux.HandleFunc("POST /v1/batches", g.createBatch)
-	mux.HandleFunc("GET /v1/batches/{id}", g.getBatch)
-	mux.HandleFunc("GET /v1/batches/{id}/output", g.batchOutput)
-	mux.HandleFunc("POST /v1/batches/{id}/resume", g.resumeBatch)
-	mux.HandleFunc("POST /v1/batches/{id}/cancel", g.cancelBatch)
 	mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
 	mux.HandleFunc("POST /v1/messages", g.messages)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -127,6 +130,11 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	if cfg.Metrics != nil {
 		g.handler = cfg.Metrics.observe(mux)
 	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.resumeBatches()
+	}()
 	return g, nil
 }
 
@@ -149,14 +157,23 @@ func (g *Gateway) Close() error {
 
 // client authenticates r and returns its tenant's producer.
 func (g *Gateway) client(r *http.Request) (*producer.Client, *contracts.Error) {
-	tenant := ""
-	if g.cfg.Keys != nil {
+	tenant, e := g.authenticate(r)
+	if e != nil {
+		return nil, e
+	}
+	return g.clientFor(tenant)
+}
+
+// authenticate returns the tenant r acts as.
+func (g *Gateway) authenticate(r *http.Request) (string, *contracts.Error) {
+	switch {
+	case g.cfg.Keys != nil:
 		key := r.Header.Get("x-api-key")
 		if a := r.Header.Get("Authorization"); key == "" && strings.HasPrefix(a, "Bearer ") {
 			key = strings.TrimSpace(strings.TrimPrefix(a, "Bearer "))
 		}
 		if key == "" {
-			return nil, contracts.NewError(contracts.CodeUnauthenticated, "no API key: send Authorization: Bearer KEY or x-api-key: KEY")
+			return "", contracts.NewError(contracts.CodeUnauthenticated, "no API key: send Authorization: Bearer KEY or x-api-key: KEY")
 		}
 		t, ok := g.cfg.Keys.Authenticate(key)
 		if !ok {
@@ -164,17 +181,22 @@ func (g *Gateway) client(r *http.Request) (*producer.Client, *contracts.Error) {
 			// a secret pasted in the wrong place, so it is not logged.
 			id, _ := KeyID(key)
 			g.cfg.Logger.Warn("gateway: refused an API key", "key_id", id, "remote", r.RemoteAddr, "path", r.URL.Path)
-			return nil, contracts.NewError(contracts.CodeUnauthenticated, "unknown API key")
+			return "", contracts.NewError(contracts.CodeUnauthenticated, "unknown API key")
 		}
-		tenant = t
-	} else if g.cfg.TenantHeader {
-		tenant = r.Header.Get(TenantHeader)
+		return t, nil
+	case g.cfg.TenantHeader:
+		tenant := r.Header.Get(TenantHeader)
 		if err := contracts.ValidateTenant(tenant); err != nil {
-			return nil, contracts.NewError(contracts.CodeUnauthenticated, "%s header: %v", TenantHeader, err)
+			return "", contracts.NewError(contracts.CodeUnauthenticated, "%s header: %v", TenantHeader, err)
 		}
-	} else {
-		return nil, contracts.NewError(contracts.CodeUnauthenticated, "this gateway has no API keys configured")
+		return tenant, nil
+	default:
+		return "", contracts.NewError(contracts.CodeUnauthenticated, "this gateway has no API keys configured")
 	}
+}
+
+// clientFor returns tenant's producer, made on first use.
+func (g *Gateway) clientFor(tenant string) (*producer.Client, *contracts.Error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c, ok := g.clients[tenant]; ok {

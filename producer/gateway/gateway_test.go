@@ -158,7 +158,7 @@ func (f *gatewayFixture) waitBatch(ctx context.Context, id string) gateway.Batch
 	f.t.Helper()
 	var st gateway.BatchState
 	natstest.Until(f.t, 60*time.Second, "the end of batch "+id, func() bool {
-		_, body := f.do(ctx, "GET", "/v1/batches/"+id, "key-acme", "")
+		_, body := f.do(ctx, "GET", "/v1/zl/batches/"+id, "key-acme", "")
 		if err := json.Unmarshal(body, &st); err != nil {
 			f.t.Fatalf("state %s: %v", body, err)
 		}
@@ -501,14 +501,14 @@ func TestGatewayBatches(t *testing.T) {
 	if resp.StatusCode != 202 {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := f.do(ctx, "GET", "/v1/batches/nightly-1/output", "key-acme", ""); resp.StatusCode != 400 && resp.StatusCode != 200 {
+	if resp, body := f.do(ctx, "GET", "/v1/zl/batches/nightly-1/output", "key-acme", ""); resp.StatusCode != 400 && resp.StatusCode != 200 {
 		t.Fatalf("output before the end: %d %s", resp.StatusCode, body)
 	}
 	st := f.waitBatch(ctx, "nightly-1")
 	if st.Error != "" || st.Counts != (producer.BatchCounts{Total: 7, Completed: 6, Invalid: 1}) {
 		t.Fatalf("ended batch %+v", st)
 	}
-	resp, body = f.do(ctx, "GET", "/v1/batches/nightly-1/output", "key-acme", "")
+	resp, body = f.do(ctx, "GET", "/v1/zl/batches/nightly-1/output", "key-acme", "")
 	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
 	if resp.StatusCode != 200 || len(lines) != 7 {
 		t.Fatalf("output: %d, %d lines\n%s", resp.StatusCode, len(lines), body)
@@ -524,18 +524,18 @@ func TestGatewayBatches(t *testing.T) {
 	if resp, body := f.do(ctx, "POST", "/v1/batches?id=nightly-1", "key-acme", in.String()); resp.StatusCode != 200 || !strings.Contains(string(body), `"ended"`) {
 		t.Fatalf("create again: %d %s", resp.StatusCode, body)
 	}
-	for _, path := range []string{"/v1/batches/nightly-1", "/v1/batches/nightly-1/output"} {
+	for _, path := range []string{"/v1/zl/batches/nightly-1", "/v1/zl/batches/nightly-1/output"} {
 		if resp, _ := f.do(ctx, "GET", path, "key-globex", ""); resp.StatusCode != 404 {
 			t.Fatalf("another tenant's %s: %d", path, resp.StatusCode)
 		}
 	}
-	if resp, body := f.do(ctx, "POST", "/v1/batches?id=bad/id", "key-acme", in.String()); resp.StatusCode != 400 {
+	if resp, body := f.do(ctx, "POST", "/v1/zl/batches?id=bad/id", "key-acme", in.String()); resp.StatusCode != 400 {
 		t.Fatalf("bad id: %d %s", resp.StatusCode, body)
 	}
 }
 
 // TestGatewayBatchResume: a batch whose gateway stops mid-run stays
-// in_progress; another gateway resumes it to the end, and no job runs
+// in_progress; the next gateway to start resumes it to the end, and no job runs
 // twice.
 func TestGatewayBatchResume(t *testing.T) {
 	t.Parallel()
@@ -557,19 +557,21 @@ func TestGatewayBatchResume(t *testing.T) {
 		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":300}}`+"\n", i, i)
 	}
 	gw1, f1 := serve()
-	if resp, body := f1.do(ctx, "POST", "/v1/batches?id=b-resume", "key-acme", in.String()); resp.StatusCode != 202 {
+	if resp, body := f1.do(ctx, "POST", "/v1/zl/batches?id=b-resume", "key-acme", in.String()); resp.StatusCode != 202 {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
 	gw1.Close() // the gateway stops mid-run
-	gw2, f2 := serve()
-	defer gw2.Close()
 	var st gateway.BatchState
-	_, body := f2.do(ctx, "GET", "/v1/batches/b-resume", "key-acme", "")
+	_, body := f1.do(ctx, "GET", "/v1/zl/batches/b-resume", "key-acme", "")
 	json.Unmarshal(body, &st)
 	if st.Status != "in_progress" {
 		t.Fatalf("after its gateway stopped: %s", body)
 	}
-	if resp, body := f2.do(ctx, "POST", "/v1/batches/b-resume/resume", "key-acme", ""); resp.StatusCode != 202 {
+	// The next gateway resumes it on its own; an explicit resume of a
+	// running batch changes nothing.
+	gw2, f2 := serve()
+	defer gw2.Close()
+	if resp, body := f2.do(ctx, "POST", "/v1/zl/batches/b-resume/resume", "key-acme", ""); resp.StatusCode != 202 && resp.StatusCode != 200 {
 		t.Fatalf("resume: %d %s", resp.StatusCode, body)
 	}
 	st = f2.waitBatch(ctx, "b-resume")
@@ -606,7 +608,7 @@ func TestGatewayBatchOutlastsTheReadTimeout(t *testing.T) {
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Once upon a time there was a little cat, number %d"}],"max_tokens":2}}`+"\n", i, i)
 	}
-	if resp, body := f.do(ctx, "POST", "/v1/batches?id=slow-read", "key-acme", in.String()); resp.StatusCode != 202 {
+	if resp, body := f.do(ctx, "POST", "/v1/zl/batches?id=slow-read", "key-acme", in.String()); resp.StatusCode != 202 {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
 	time.Sleep(6 * time.Second)
@@ -626,17 +628,17 @@ func TestGatewayBatchCancel(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":400,"priority":"low"}}`+"\n", i, i)
 	}
-	if resp, body := f.do(ctx, "POST", "/v1/batches?id=to-cancel", "key-acme", in.String()); resp.StatusCode != 202 {
+	if resp, body := f.do(ctx, "POST", "/v1/zl/batches?id=to-cancel", "key-acme", in.String()); resp.StatusCode != 202 {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := f.do(ctx, "POST", "/v1/batches/to-cancel/cancel", "key-acme", ""); resp.StatusCode != 202 && resp.StatusCode != 200 {
+	if resp, body := f.do(ctx, "POST", "/v1/zl/batches/to-cancel/cancel", "key-acme", ""); resp.StatusCode != 202 && resp.StatusCode != 200 {
 		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
 	}
 	st := f.waitBatch(ctx, "to-cancel")
 	if st.Counts.Total != 6 || st.Counts.Canceled == 0 || st.Counts.Completed+st.Counts.Canceled != 6 {
 		t.Fatalf("canceled batch %+v", st)
 	}
-	if resp, body := f.do(ctx, "GET", "/v1/batches/to-cancel/output", "key-acme", ""); resp.StatusCode != 200 || strings.Count(string(body), "\n") != 6 {
+	if resp, body := f.do(ctx, "GET", "/v1/zl/batches/to-cancel/output", "key-acme", ""); resp.StatusCode != 200 || strings.Count(string(body), "\n") != 6 {
 		t.Fatalf("output of a canceled batch: %d %s", resp.StatusCode, body)
 	}
 	t.Logf("%d canceled, %d completed before the cancel", st.Counts.Canceled, st.Counts.Completed)
