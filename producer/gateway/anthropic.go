@@ -86,6 +86,14 @@ func messageUsageOf(u *contracts.Usage) messageUsage {
 	return messageUsage{u.InputTokens, u.OutputTokens}
 }
 
+// anthropicMessage is the Messages API's message for a completed job's
+// result.
+func anthropicMessage(id, model string, res *contracts.Result) map[string]any {
+	content := []map[string]any{{"type": "text", "text": res.Text}}
+	return map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
+		"content": content, "stop_reason": stopReason(res.StopReason), "stop_sequence": nil, "usage": messageUsageOf(res.Usage)}
+}
+
 // messages: POST /v1/messages.
 func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	var mr messagesRequest
@@ -108,7 +116,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 			anthropicError(w, e)
 			return
 		}
-		writeJSON(w, http.StatusOK, message(res.Text, stopReason(res.StopReason), messageUsageOf(res.Usage)))
+		writeJSON(w, http.StatusOK, anthropicMessage(s.id, req.Model, res))
 		return
 	}
 	out := newSSE(w)

@@ -204,6 +204,16 @@ func usageOf(u *contracts.Usage) *chatUsage {
 	return &chatUsage{u.InputTokens, u.OutputTokens, u.InputTokens + u.OutputTokens}
 }
 
+// chatCompletion is the chat completions API's answer for a completed
+// job's result; logprobs is its choice's logprobs (nil: none asked).
+func chatCompletion(id, model string, created int64, res *contracts.Result, logprobs any) map[string]any {
+	return map[string]any{
+		"id": id, "object": "chat.completion", "created": created, "model": model,
+		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": res.Text},
+			"logprobs": logprobs, "finish_reason": finishReason(res.StopReason)}},
+		"usage": usageOf(res.Usage)}
+}
+
 // chatCompletions: POST /v1/chat/completions.
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var cr chatRequest
@@ -214,11 +224,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	req := s.req
 	created := time.Now().Unix()
 	completion := func(text string, stop contracts.StopReason, u *contracts.Usage, logprobs any) {
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": s.id, "object": "chat.completion", "created": created, "model": req.Model,
-			"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": text},
-				"logprobs": logprobs, "finish_reason": finishReason(stop)}},
-			"usage": usageOf(u)})
+		writeJSON(w, http.StatusOK, chatCompletion(s.id, req.Model, created, &contracts.Result{Text: text, StopReason: stop, Usage: u}, logprobs))
 	}
 	if !cr.Stream && cr.Logprobs {
 		// Log-probabilities travel on the delta events only: follow them
