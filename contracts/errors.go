@@ -47,6 +47,7 @@ const (
 	CodeConcurrencyLimited  Code = "concurrency_limited"
 	CodeSpendLimitExceeded  Code = "spend_limit_exceeded"
 	CodeOverloaded          Code = "overloaded"
+	CodeMethodNotAllowed    Code = "method_not_allowed"
 )
 
 // CodeInfo is one row of the error-code table.
@@ -84,7 +85,7 @@ var codeTable = []CodeInfo{
 	{CodeToolExecutionFailed, 422, false, "An inline tool failed inside the decode loop; tool and tool_code say which and why."},
 	{CodeDeadlineExceeded, 504, false, "The job's deadline passed before it finished."},
 	{CodeCanceled, 499, false, "The job was canceled by its submitter."},
-	{CodeNotFound, 404, false, "No job or result with that id is known (it may have expired)."},
+	{CodeNotFound, 404, false, "No job, result, batch, file or route with that id or path is known (it may have expired)."},
 	{CodeUnavailable, 503, true, "A dependency (NATS, JetStream, storage) is unreachable or full; try again later."},
 	{CodeWorkerShutdown, 503, true, "The worker stopped while running the job; it is redelivered to another worker."},
 	{CodeInternal, 500, true, "An unexpected failure inside zerolayer; retried up to MaxDeliver, then dead-lettered."},
@@ -92,6 +93,7 @@ var codeTable = []CodeInfo{
 	{CodeConcurrencyLimited, 429, true, "The tenant already has as many jobs in flight as its concurrency limit allows; submit again after retry_after_ms. Nothing ran, nothing is charged (resubmit under a new id as for rate_limited)."},
 	{CodeSpendLimitExceeded, 429, false, "The tenant's month-to-date charges plus the estimated cost of its jobs in flight would pass its monthly spend limit. Nothing ran, nothing is charged."},
 	{CodeOverloaded, 503, true, "The job queue is at its limit (ZL_JOBS's message or byte cap, or the server's storage): the workers are behind. Nothing was queued; submit again later (the same id is safe)."},
+	{CodeMethodNotAllowed, 405, false, "The HTTP gateway serves that path, but not with that method; the Allow header lists the ones it takes."},
 }
 
 // codeIndex maps a code to its row in codeTable.

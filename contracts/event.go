@@ -94,6 +94,9 @@ type Event struct {
 
 	// StopReason says why generation ended (final).
 	StopReason StopReason `json:"stop_reason,omitempty"`
+	// StopSequence is the stop sequence that ended the text, when
+	// StopReason is stop_sequence (final).
+	StopSequence string `json:"stop_sequence,omitempty"`
 	// Usage is the job's usage record, also published on zl.usage.<tenant>
 	// (final).
 	Usage *Usage `json:"usage,omitempty"`

@@ -42,6 +42,9 @@ type Result struct {
 	TokenIDs []int32 `json:"token_ids,omitempty"`
 	// StopReason says why generation ended (completed).
 	StopReason StopReason `json:"stop_reason,omitempty"`
+	// StopSequence is the stop sequence that ended the text, when
+	// StopReason is stop_sequence (completed).
+	StopSequence string `json:"stop_sequence,omitempty"`
 	// Usage is the job's usage record (absent when the job never ran).
 	Usage *Usage `json:"usage,omitempty"`
 	// ToolReport sums up what each inline tool did.

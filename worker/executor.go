@@ -59,6 +59,8 @@ type Outcome struct {
 	Text       string
 	TokenIDs   []int32
 	StopReason contracts.StopReason
+	// StopSequence is the stop sequence that ended the text.
+	StopSequence string
 	// Canceled is set when the job stopped because its context was
 	// canceled (by the submitter, or a passed deadline); the output is
 	// what ran before.

@@ -388,12 +388,12 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	if jobErr != nil && status == contracts.StatusFailed {
 		e.publish(&contracts.Event{Type: contracts.EventError, Error: jobErr})
 	} else {
-		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, Usage: usage, Text: out.Text, ToolReport: out.ToolReport})
+		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, StopSequence: out.StopSequence, Usage: usage, Text: out.Text, ToolReport: out.ToolReport})
 	}
 	res := &contracts.Result{JobID: e.ref.JobID, Tenant: e.ref.Tenant, Status: status, Text: out.Text, TokenIDs: out.TokenIDs,
 		Usage: usage, Error: jobErr, ToolReport: out.ToolReport, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now}
 	if status == contracts.StatusCompleted {
-		res.StopReason = out.StopReason
+		res.StopReason, res.StopSequence = out.StopReason, out.StopSequence
 	}
 	e.publishJSON(contracts.ResultsSubject(e.ref.Tenant, e.ref.JobID), e.ref.String(), res)
 	if usage != nil {

@@ -57,7 +57,7 @@ func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 	case engine.StopEndTurn:
 		out.StopReason = contracts.StopEndTurn
 	case engine.StopSequence:
-		out.StopReason = contracts.StopSequence
+		out.StopReason, out.StopSequence = contracts.StopSequence, res.StopSequence
 	case engine.StopMaxTokens, engine.StopContextLimit:
 		out.StopReason = contracts.StopMaxTokens
 	case engine.StopMemoryLimit:

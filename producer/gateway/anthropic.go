@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/zerolayer/zerolayer/contracts"
 )
@@ -29,6 +30,9 @@ func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	if mr.MaxTokens == nil {
 		return nil, contracts.NewError(contracts.CodeMaxTokensOutOfRange, "max_tokens is required")
 	}
+	if *mr.MaxTokens < 0 {
+		return nil, contracts.NewError(contracts.CodeMaxTokensOutOfRange, "max_tokens %d is negative", *mr.MaxTokens)
+	}
 	if len(mr.Tools) > 0 && string(mr.Tools) != "null" && string(mr.Tools) != "[]" {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "tools (tool use) are not supported; use the jobs API's inline tools")
 	}
@@ -52,6 +56,11 @@ func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	return req, nil
 }
 
+// jobless reports a request that is answered without running a job:
+// max_tokens 0 asks for no output (the API's way to warm a prompt cache;
+// here the answer only counts the prompt).
+func (mr *messagesRequest) jobless() bool { return mr.MaxTokens != nil && *mr.MaxTokens == 0 }
+
 // stopReason maps a stop reason to the Messages API's.
 func stopReason(s contracts.StopReason) string {
 	switch s {
@@ -64,34 +73,60 @@ func stopReason(s contracts.StopReason) string {
 	}
 }
 
+// statusOverloaded is the status the Anthropic API answers when it is
+// overloaded (its clients retry it, as they do 503).
+const statusOverloaded = 529
+
 // anthropicError answers the Messages API's error shape.
 func anthropicError(w http.ResponseWriter, e *contracts.Error) {
 	setRetryAfter(w, e)
-	writeJSON(w, e.HTTPStatus(), anthropicErrorBody(e))
+	status := e.HTTPStatus()
+	if status == http.StatusServiceUnavailable {
+		status = statusOverloaded
+	}
+	writeJSON(w, status, anthropicErrorBody(e))
 }
 
 func anthropicErrorBody(e *contracts.Error) map[string]any {
 	return map[string]any{"type": "error", "error": map[string]any{"type": errorType(e, "api_error"), "message": e.Error(), "code": e.Code}}
 }
 
+// messageUsage is the Messages API's usage: input_tokens counts the
+// prompt tokens not read from the cache (the KV cache's shared prefix),
+// cache_read_input_tokens those that were; nothing is written to a cache
+// the caller pays for.
 type messageUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
 }
 
 func messageUsageOf(u *contracts.Usage) messageUsage {
 	if u == nil {
 		return messageUsage{}
 	}
-	return messageUsage{u.InputTokens, u.OutputTokens}
+	return messageUsage{InputTokens: u.InputTokens - u.CachedInputTokens, CacheReadInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens}
+}
+
+// stopSequence is the stop_sequence field: the sequence that matched, or
+// null.
+func stopSequence(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // anthropicMessage is the Messages API's message for a completed job's
 // result.
 func anthropicMessage(id, model string, res *contracts.Result) map[string]any {
-	content := []map[string]any{{"type": "text", "text": res.Text}}
+	content := []map[string]any{}
+	if res.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": res.Text})
+	}
 	return map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
-		"content": content, "stop_reason": stopReason(res.StopReason), "stop_sequence": nil, "usage": messageUsageOf(res.Usage)}
+		"content": content, "stop_reason": stopReason(res.StopReason), "stop_sequence": stopSequence(res.StopSequence), "usage": messageUsageOf(res.Usage)}
 }
 
 // messages: POST /v1/messages.
@@ -110,6 +145,28 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		return map[string]any{"id": s.id, "type": "message", "role": "assistant", "model": req.Model,
 			"content": content, "stop_reason": stop, "stop_sequence": nil, "usage": u}
 	}
+	if s.id == "" {
+		// max_tokens 0: no output, the prompt counted.
+		n, err := c.PromptTokens(req)
+		if err != nil {
+			anthropicError(w, asError(err))
+			return
+		}
+		done := &contracts.Result{StopReason: contracts.StopMaxTokens, Usage: &contracts.Usage{InputTokens: n}}
+		id := "msg_" + strings.TrimPrefix(newRequestID(), "req_")
+		if !mr.Stream {
+			writeJSON(w, http.StatusOK, anthropicMessage(id, req.Model, done))
+			return
+		}
+		out := newSSE(w)
+		msg := message("", nil, messageUsage{InputTokens: n})
+		msg["id"] = id
+		out.send("", "message_start", map[string]any{"type": "message_start", "message": msg})
+		out.send("", "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "max_tokens", "stop_sequence": nil},
+			"usage": messageUsageOf(done.Usage)})
+		out.send("", "message_stop", map[string]any{"type": "message_stop"})
+		return
+	}
 	if !mr.Stream {
 		res, e := s.wait()
 		if e != nil {
@@ -119,26 +176,45 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, anthropicMessage(s.id, req.Model, res))
 		return
 	}
+	// The stream opens with the job's first token (or its end): an error
+	// before that, an unknown model included, is answered with its status
+	// and the API's error body, as the SDKs expect, not as an event.
 	out := newSSE(w)
 	inTokens, _ := c.PromptTokens(req)
 	send := func(name string, v map[string]any) error {
 		v["type"] = name
 		return out.send("", name, v)
 	}
-	if err := send("message_start", map[string]any{"message": message("", nil, messageUsage{InputTokens: inTokens})}); err != nil {
-		s.abandon()
-		return
+	opened := false
+	open := func() error {
+		if opened {
+			return nil
+		}
+		opened = true
+		if err := send("message_start", map[string]any{"message": message("", nil, messageUsage{InputTokens: inTokens})}); err != nil {
+			return err
+		}
+		return send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 	}
-	send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 	final, e := s.stream(func(text string, _ []contracts.TokenLogprob) error {
+		if err := open(); err != nil {
+			return err
+		}
 		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": text}})
 	})
 	if e != nil {
+		if !out.started {
+			anthropicError(w, e)
+			return
+		}
 		out.send("", "error", anthropicErrorBody(e))
 		return
 	}
+	if err := open(); err != nil {
+		return
+	}
 	send("content_block_stop", map[string]any{"index": 0})
-	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stopReason(final.StopReason), "stop_sequence": nil},
+	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stopReason(final.StopReason), "stop_sequence": stopSequence(final.StopSequence)},
 		"usage": messageUsageOf(final.Usage)})
 	send("message_stop", map[string]any{})
 }

@@ -191,8 +191,8 @@ func (g *Gateway) resumeBatches() {
 			continue
 		}
 		var st BatchState
-		if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" {
-			continue
+		if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" || !st.CreatedAt.Before(g.started) {
+			continue // (one made since this gateway started is run by its creator)
 		}
 		c, ce := g.clientFor(st.Tenant)
 		if ce != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,6 +77,7 @@ type Gateway struct {
 	running map[string]bool             // batches this gateway runs
 
 	batches *batchStore
+	started time.Time       // for the models' creation times
 	ctx     context.Context // ends at Close: stops the batch runs
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -96,7 +98,7 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
-	g := &Gateway{nc: nc, cfg: cfg, clients: map[string]*producer.Client{}, running: map[string]bool{}}
+	g := &Gateway{nc: nc, cfg: cfg, clients: map[string]*producer.Client{}, running: map[string]bool{}, started: time.Now()}
 	g.ctx, g.stop = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
 	defer cancel()
@@ -119,6 +121,9 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("POST /v1/batches", g.createBatch)
 	mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
 	mux.HandleFunc("POST /v1/messages", g.messages)
+	mux.HandleFunc("POST /v1/messages/count_tokens", g.countTokens)
+	mux.HandleFunc("GET /v1/models", g.listModels)
+	mux.HandleFunc("GET /v1/models/{id}", g.getModel)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !nc.IsConnected() {
 			http.Error(w, "NATS is not connected", http.StatusServiceUnavailable)
@@ -126,9 +131,10 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 		}
 		io.WriteString(w, "ok\n")
 	})
-	g.handler = mux
+	mux.HandleFunc("/", g.unrouted(mux))
+	g.handler = g.compat(mux)
 	if cfg.Metrics != nil {
-		g.handler = cfg.Metrics.observe(mux)
+		g.handler = cfg.Metrics.observe(g.handler)
 	}
 	g.wg.Add(1)
 	go func() {
@@ -210,15 +216,38 @@ func (g *Gateway) clientFor(tenant string) (*producer.Client, *contracts.Error) 
 	return c, nil
 }
 
-// body reads a request body of at most the request byte limit.
+// knownModel refuses a model the gateway does not know, when it was given
+// the served models (Config.Models); without them any name passes here
+// and the worker decides.
+func (g *Gateway) knownModel(name string) *contracts.Error {
+	if len(g.cfg.Models) == 0 {
+		return nil
+	}
+	if _, ok := g.cfg.Models[name]; !ok {
+		return contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here", name)
+	}
+	return nil
+}
+
+// body reads a request body of at most the request byte limit, which
+// must be UTF-8. A body that declares a larger length is refused before
+// any of it is read (a client waiting on Expect: 100-continue gets the
+// 413 instead of sending it).
 func (g *Gateway) body(w http.ResponseWriter, r *http.Request) ([]byte, *contracts.Error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(g.cfg.Limits.MaxRequestBytes)))
+	limit := int64(g.cfg.Limits.MaxRequestBytes)
+	if r.ContentLength > limit {
+		return nil, contracts.NewError(contracts.CodeRequestTooLarge, "the body is %d bytes, larger than %d", r.ContentLength, limit)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
 		return nil, contracts.NewError(contracts.CodeRequestTooLarge, "the body is larger than %d bytes", mb.Limit)
 	}
 	if err != nil {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "reading the body: %v", err)
+	}
+	if !utf8.Valid(b) {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "the body is not valid UTF-8 (JSON text must be)")
 	}
 	return b, nil
 }

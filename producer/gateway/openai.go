@@ -75,11 +75,19 @@ func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	}
 	req := &contracts.JobRequest{Model: cr.Model, System: system, Messages: msgs, Temperature: cr.Temperature, TopP: cr.TopP,
 		Stream: cr.Stream, Metadata: cr.Metadata}
-	switch {
-	case cr.MaxCompletionTokens != nil:
-		req.MaxTokens = *cr.MaxCompletionTokens
-	case cr.MaxTokens != nil:
-		req.MaxTokens = *cr.MaxTokens
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"max_completion_tokens", cr.MaxCompletionTokens}, {"max_tokens", cr.MaxTokens}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 {
+			return nil, contracts.NewError(contracts.CodeMaxTokensOutOfRange, "%s %d: want at least 1", f.name, *f.v)
+		}
+		if req.MaxTokens == 0 {
+			req.MaxTokens = *f.v
+		}
 	}
 	if cr.TopLogprobs != nil && !cr.Logprobs {
 		return nil, contracts.NewError(contracts.CodeInvalidSampling, "top_logprobs needs logprobs: true")
@@ -192,16 +200,23 @@ func byteList(s string) []int {
 }
 
 type chatUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		// CachedTokens counts the prompt tokens read from the KV cache's
+		// shared prefix (included in PromptTokens).
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 func usageOf(u *contracts.Usage) *chatUsage {
 	if u == nil {
 		return nil
 	}
-	return &chatUsage{u.InputTokens, u.OutputTokens, u.InputTokens + u.OutputTokens}
+	cu := &chatUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+	cu.PromptTokensDetails.CachedTokens = u.CachedInputTokens
+	return cu
 }
 
 // chatCompletion is the chat completions API's answer for a completed

@@ -40,8 +40,8 @@ func (g *Gateway) startSync(w http.ResponseWriter, r *http.Request, body compatR
 		fail(w, e)
 		return nil
 	}
-	if err := json.Unmarshal(raw, body); err != nil {
-		fail(w, contracts.NewError(contracts.CodeMalformedJSON, "%v", err))
+	if e := decodeJSON(raw, body); e != nil {
+		fail(w, e)
 		return nil
 	}
 	req, e := body.job()
@@ -50,11 +50,27 @@ func (g *Gateway) startSync(w http.ResponseWriter, r *http.Request, body compatR
 		return nil
 	}
 	s := &syncCall{g: g, c: c, r: r, req: req}
+	if jl, ok := body.(interface{ jobless() bool }); ok && jl.jobless() {
+		// Answered without a job (s.id stays empty), for a model served.
+		if e := g.knownModel(req.Model); e != nil {
+			fail(w, e)
+			return nil
+		}
+		return s
+	}
 	if e := s.submit(w); e != nil {
 		fail(w, e)
 		return nil
 	}
 	return s
+}
+
+// decodeJSON decodes a compatible API's request body into v.
+func decodeJSON(raw []byte, v any) *contracts.Error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return contracts.NewError(contracts.CodeMalformedJSON, "%v", err)
+	}
+	return nil
 }
 
 // priority applies the priority header to req.
@@ -81,6 +97,7 @@ func (s *syncCall) submit(w http.ResponseWriter) *contracts.Error {
 	}
 	s.id = id
 	w.Header().Set(JobIDHeader, id)
+	setRequestID(w, id)
 	return nil
 }
 

@@ -139,13 +139,16 @@ type Usage struct {
 
 // Result is a finished generation.
 type Result struct {
-	PromptIDs   []int32
-	OutputIDs   []int32
-	Text        string
-	StopReason  string
-	Usage       Usage
-	Logprobs    []float32
-	TopLogprobs [][]sample.TokenLogprob
+	PromptIDs  []int32
+	OutputIDs  []int32
+	Text       string
+	StopReason string
+	// StopSequence is the stop sequence that ended the text
+	// (StopSequence).
+	StopSequence string
+	Usage        Usage
+	Logprobs     []float32
+	TopLogprobs  [][]sample.TokenLogprob
 	// Err is set when an inline tool failed (StopToolError): a
 	// *contracts.Error naming the tool.
 	Err error

@@ -312,6 +312,9 @@ func (g *Generation) Finish(reason string) {
 	g.done = true
 	r.Text = g.text.String()
 	r.StopReason = reason
+	if reason == StopSequence {
+		r.StopSequence = g.stop.Matched()
+	}
 	if t != nil {
 		r.Usage.ToolMs = t.TimeMs()
 		r.Usage.ToolBytes = t.MemoryBytes()

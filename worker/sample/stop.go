@@ -11,6 +11,7 @@ type StopMatcher struct {
 	stops   []string
 	held    string
 	stopped bool
+	matched string
 }
 
 // NewStopMatcher returns a matcher for stops. Empty strings are ignored;
@@ -49,13 +50,17 @@ func (m *StopMatcher) Push(text string) (emit string, stopped bool) {
 		}
 	}
 	if start >= 0 {
-		m.stopped, m.held = true, ""
+		m.stopped, m.held, m.matched = true, "", buf[start:end]
 		return buf[:start], true
 	}
 	h := m.holdLen(buf)
 	m.held = buf[len(buf)-h:]
 	return buf[:len(buf)-h], false
 }
+
+// Matched returns the stop sequence that stopped the text, or "" while
+// none has.
+func (m *StopMatcher) Matched() string { return m.matched }
 
 // holdLen returns the length of the longest suffix of buf that is a proper
 // prefix of some stop sequence.
