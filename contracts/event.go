@@ -169,6 +169,9 @@ type TokenLogprob struct {
 	TokenID int32 `json:"token_id"`
 	// Token is the token's text, when it decodes on its own.
 	Token string `json:"token,omitempty"`
+	// Bytes are the bytes the token stands for in the vocabulary (a
+	// byte-fallback token's single byte; no space prefix taken off).
+	Bytes []byte `json:"bytes,omitempty"`
 	// Logprob is the natural log of the token's probability under the
 	// model (before temperature and truncation).
 	Logprob float64 `json:"logprob"`
@@ -183,6 +186,8 @@ type TopLogprob struct {
 	TokenID int32 `json:"token_id"`
 	// Token is the token's text, when it decodes on its own.
 	Token string `json:"token,omitempty"`
+	// Bytes are the bytes the token stands for in the vocabulary.
+	Bytes []byte `json:"bytes,omitempty"`
 	// Logprob is the natural log of the token's probability.
 	Logprob float64 `json:"logprob"`
 }

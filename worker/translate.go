@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/prompt"
+	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 	"github.com/zerolayer/zerolayer/worker/sample"
 	"github.com/zerolayer/zerolayer/worker/tools"
 )
@@ -18,14 +20,18 @@ import (
 // engine result an Outcome (outcomeFrom), an engine error a contract error
 // (engineError).
 
-// tokenSink streams generated tokens to the sink, with logprobs when asked.
-func tokenSink(r *contracts.JobRequest, sink Sink) func(engine.Token) error {
+// tokenSink streams generated tokens to the sink, with logprobs when asked:
+// each token, and each alternative, with its vocabulary bytes and, when
+// they are UTF-8 on their own, its text.
+func tokenSink(r *contracts.JobRequest, sink Sink, tok *tokenizer.Tokenizer) func(engine.Token) error {
 	return func(t engine.Token) error {
 		var lps []contracts.TokenLogprob
 		if r.Logprobs {
-			lp := contracts.TokenLogprob{TokenID: t.ID, Token: t.Text, Logprob: float64(t.Logprob)}
+			b := tok.Piece(t.ID)
+			lp := contracts.TokenLogprob{TokenID: t.ID, Token: validText(b), Bytes: b, Logprob: float64(t.Logprob)}
 			for _, alt := range t.Top {
-				lp.TopLogprobs = append(lp.TopLogprobs, contracts.TopLogprob{TokenID: alt.ID, Logprob: float64(alt.Logprob)})
+				ab := tok.Piece(alt.ID)
+				lp.TopLogprobs = append(lp.TopLogprobs, contracts.TopLogprob{TokenID: alt.ID, Token: validText(ab), Bytes: ab, Logprob: float64(alt.Logprob)})
 			}
 			lps = []contracts.TokenLogprob{lp}
 		}
@@ -36,6 +42,14 @@ func tokenSink(r *contracts.JobRequest, sink Sink) func(engine.Token) error {
 		sink.Delta(t.Text, ids, lps)
 		return nil
 	}
+}
+
+// validText is b as text when it is UTF-8, else "".
+func validText(b []byte) string {
+	if !utf8.Valid(b) {
+		return ""
+	}
+	return string(b)
 }
 
 // toolSink forwards tool actions as tool events.
@@ -133,7 +147,7 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 	}
 	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top,
 		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool,
-		OnToken: tokenSink(r, sink), OnToolEvent: toolSink(sink)}, nil
+		OnToken: tokenSink(r, sink, l.Tokenizer), OnToolEvent: toolSink(sink)}, nil
 }
 
 // setF32 sets *dst to *v when the request gives v.

@@ -229,3 +229,39 @@ func serveGateway(t *testing.T, gw *gateway.Gateway) *gatewayFixture {
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	return &gatewayFixture{t: t, url: srv.URL}
 }
+
+// TestSDKLogprobs: each token and each alternative comes with its text
+// and bytes.
+func TestSDKLogprobs(t *testing.T) {
+	t.Parallel()
+	f := newGateway(t)
+	oc := f.openaiClient("key-acme")
+	cc, err := oc.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "stories260k", MaxCompletionTokens: openai.Int(12),
+		Logprobs: openai.Bool(true), TopLogprobs: openai.Int(3), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once upon a time")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lps := cc.Choices[0].Logprobs.Content
+	if len(lps) != 12 {
+		t.Fatalf("%d logprobs for 12 tokens", len(lps))
+	}
+	var text strings.Builder
+	for i, lp := range lps {
+		if lp.Token == "" || len(lp.Bytes) == 0 || len(lp.TopLogprobs) != 3 {
+			t.Fatalf("token %d: %+v", i, lp)
+		}
+		for _, alt := range lp.TopLogprobs {
+			if alt.Token == "" || len(alt.Bytes) == 0 || alt.Logprob > 0 {
+				t.Fatalf("token %d alternative %+v", i, alt)
+			}
+		}
+		for _, b := range lp.Bytes {
+			text.WriteByte(byte(b))
+		}
+	}
+	// The tokens' bytes make up the text (less the space the tokenizer
+	// puts before the first word).
+	if got := strings.TrimPrefix(text.String(), " "); got != cc.Choices[0].Message.Content {
+		t.Fatalf("bytes spell %q; content %q", got, cc.Choices[0].Message.Content)
+	}
+}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -183,18 +184,37 @@ func openAILogprobs(lps []contracts.TokenLogprob) []map[string]any {
 	for _, l := range lps {
 		top := make([]map[string]any, 0, len(l.TopLogprobs))
 		for _, t := range l.TopLogprobs {
-			top = append(top, map[string]any{"token": t.Token, "logprob": t.Logprob, "bytes": byteList(t.Token)})
+			top = append(top, map[string]any{"token": tokenText(t.Token, t.Bytes), "logprob": t.Logprob, "bytes": byteList(t.Token, t.Bytes)})
 		}
-		out = append(out, map[string]any{"token": l.Token, "logprob": l.Logprob, "bytes": byteList(l.Token), "top_logprobs": top})
+		out = append(out, map[string]any{"token": tokenText(l.Token, l.Bytes), "logprob": l.Logprob, "bytes": byteList(l.Token, l.Bytes), "top_logprobs": top})
 	}
 	return out
 }
 
-// byteList is s's UTF-8 bytes as numbers, as the API writes them.
-func byteList(s string) []int {
-	out := make([]int, len(s))
-	for i := range len(s) {
-		out[i] = int(s[i])
+// tokenText is a token's text, or for a token whose bytes are not UTF-8
+// on their own (part of a character), "bytes:" and the bytes escaped, as
+// the API writes such tokens.
+func tokenText(text string, b []byte) string {
+	if text != "" || len(b) == 0 {
+		return text
+	}
+	var sb strings.Builder
+	sb.WriteString("bytes:")
+	for _, c := range b {
+		fmt.Fprintf(&sb, "\\x%02x", c)
+	}
+	return sb.String()
+}
+
+// byteList is the token's bytes (its text's, when the worker sent none)
+// as numbers, as the API writes them.
+func byteList(text string, b []byte) []int {
+	if b == nil {
+		b = []byte(text)
+	}
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
 	}
 	return out
 }
