@@ -194,6 +194,13 @@ func (g *Gateway) resumeBatches() {
 		if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" {
 			continue
 		}
+		// A batch whose input is not stored yet is still being created:
+		// its creator starts it (run now, it would stop at once with
+		// "object not found", and the creator's start would be skipped
+		// as a repeat).
+		if _, err := g.batches.files.GetInfo(ctx, batchFile(st.Tenant, st.ID, "input")); err != nil {
+			continue
+		}
 		c, ce := g.clientFor(st.Tenant)
 		if ce != nil {
 			g.cfg.Logger.Warn("gateway: resuming a batch", "tenant", st.Tenant, "batch", st.ID, "err", ce)
