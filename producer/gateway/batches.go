@@ -266,12 +266,15 @@ func (g *Gateway) runBatch(c *producer.Client, id string) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // the gateway is stopping: the batch stays in_progress, to be resumed
 	}
-	_, err = g.updateState(ctx, tenant, id, func(st *BatchState) {
+	end, err := g.updateState(ctx, tenant, id, func(st *BatchState) {
 		st.Counts, st.Status, st.EndedAt = counts, "ended", time.Now().UTC()
 		if err := errors.Join(runErr, storeErr); err != nil {
 			st.Error = err.Error()
 		}
 	})
+	if err == nil {
+		g.openAIBatchEnded(end)
+	}
 	return err
 }
 
