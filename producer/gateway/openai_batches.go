@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -567,14 +567,17 @@ func (g *Gateway) cancelLines(ctx context.Context, c *producer.Client, st *Batch
 	return err
 }
 
-// expireOpenAIBatches cancels, until the gateway closes, the lines of the
-// OpenAI batches this gateway runs whose completion window has passed;
-// such a batch ends expired. It looks a tenth of the window apart (at
-// least every minute).
+// expireOpenAIBatches looks, until the gateway closes, at the OpenAI
+// batches this gateway runs: one whose completion window has passed has
+// its lines canceled and ends expired; one canceling (a cancel, or an
+// expiry) has its lines canceled once more by this gateway, should the
+// gateway that took the cancel have stopped before it canceled them all.
+// It looks a tenth of the window apart (at least every minute).
 func (g *Gateway) expireOpenAIBatches() {
 	every := min(max(g.cfg.OpenAIBatchWindow/10, 50*time.Millisecond), time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	canceled := map[string]bool{} // the running batches whose lines this gateway canceled
 	for {
 		select {
 		case <-g.ctx.Done():
@@ -582,47 +585,56 @@ func (g *Gateway) expireOpenAIBatches() {
 		case <-t.C:
 		}
 		g.mu.Lock()
-		var keys []string
-		for k := range g.running {
-			keys = append(keys, k)
-		}
+		running := maps.Clone(g.running)
 		g.mu.Unlock()
-		for _, k := range keys {
+		maps.DeleteFunc(canceled, func(k string, _ bool) bool { return !running[k] })
+		for k := range running {
 			tenant, id, _ := strings.Cut(k, ".")
-			if err := g.expireOpenAIBatch(tenant, id); err != nil && g.ctx.Err() == nil {
+			done, err := g.expireOpenAIBatch(tenant, id, canceled[k])
+			if err != nil && g.ctx.Err() == nil {
 				g.cfg.Logger.Warn("gateway: expiring a batch", "tenant", tenant, "batch", id, "err", err)
 			}
+			canceled[k] = canceled[k] || done
 		}
 	}
 }
 
-// expireOpenAIBatch cancels the lines of tenant's batch id if it is an
-// OpenAI batch past its window.
-func (g *Gateway) expireOpenAIBatch(tenant, id string) error {
+// expireOpenAIBatch marks tenant's batch id expired when it is an OpenAI
+// batch past its window, and cancels its lines if it is canceling and
+// they were not canceled here yet (canceled). It reports whether they
+// are canceled now.
+func (g *Gateway) expireOpenAIBatch(tenant, id string, canceled bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
 	defer cancel()
 	st, err := g.batchState(ctx, tenant, id)
 	if err != nil || st == nil || st.API != apiOpenAI || st.Status == "ended" {
-		return err
+		return false, err
 	}
-	if x := extOf(st); x.ExpiredAt != 0 || time.Now().Unix() < x.ExpiresAt {
-		return nil
-	}
-	expired := false
-	st, err = g.updateExt(ctx, tenant, id, func(st *BatchState, x *openAIBatchExt) {
-		if expired = st.Status != "ended" && x.ExpiredAt == 0; expired {
-			st.Status, x.ExpiredAt = "canceling", time.Now().Unix()
+	if x := extOf(st); x.ExpiredAt == 0 && time.Now().Unix() >= x.ExpiresAt {
+		st, err = g.updateExt(ctx, tenant, id, func(st *BatchState, x *openAIBatchExt) {
+			if st.Status != "ended" && x.ExpiredAt == 0 {
+				st.Status, x.ExpiredAt = "canceling", time.Now().Unix()
+				canceled = false
+			}
+		})
+		if err != nil {
+			return false, err
 		}
-	})
-	if err != nil || !expired {
-		return err
+		if st.Status == "canceling" {
+			g.cfg.Logger.Info("gateway: a batch's completion window passed: canceling its unfinished lines", "tenant", tenant, "batch", id)
+		}
+	}
+	if st.Status != "canceling" || canceled {
+		return canceled, nil
 	}
 	c, e := g.clientFor(tenant)
 	if e != nil {
-		return e
+		return false, e
 	}
-	g.cfg.Logger.Info("gateway: a batch's completion window passed: canceling its unfinished lines", "tenant", tenant, "batch", id)
-	return g.cancelLines(ctx, c, st)
+	if err := g.cancelLines(ctx, c, st); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // openAIBatchEnded writes the output of an OpenAI batch whose run just
@@ -750,7 +762,18 @@ func (g *Gateway) finishOpenAIBatch(ctx context.Context, st *BatchState) (*Batch
 // HTTP status and the chat completions API's error body for it.
 func openAIErrorResponse(requestID string, e *contracts.Error) map[string]any {
 	// The body is what openAIError answers, so that the two stay the same.
-	rec := httptest.NewRecorder()
+	rec := &answer{header: http.Header{}}
 	openAIError(rec, e)
-	return map[string]any{"status_code": rec.Code, "request_id": requestID, "body": json.RawMessage(bytes.TrimSpace(rec.Body.Bytes()))}
+	return map[string]any{"status_code": rec.status, "request_id": requestID, "body": json.RawMessage(bytes.TrimSpace(rec.body.Bytes()))}
 }
+
+// answer is an http.ResponseWriter that keeps what is written to it.
+type answer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (a *answer) Header() http.Header         { return a.header }
+func (a *answer) WriteHeader(status int)      { a.status = status }
+func (a *answer) Write(b []byte) (int, error) { return a.body.Write(b) }
