@@ -153,17 +153,18 @@ func TestOpenAIBatches(t *testing.T) {
 	for i, id := range ids {
 		in.WriteString(chatLine(id, fmt.Sprintf("Once upon a time %d", i), 8+i))
 	}
-	// Refused by the chat completions mapping (n) and by the contract
-	// (an unknown model).
+	// Refused by the chat completions mapping (n), by the contract (an
+	// unknown model), and by batches (logprobs).
 	in.WriteString(`{"custom_id":"two choices","method":"POST","url":"/v1/chat/completions","body":{"model":"stories260k","n":2,"messages":[{"role":"user","content":"hi"}]}}` + "\n\n")
 	in.WriteString(`{"custom_id":"no such model","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-0","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}}` + "\n")
+	in.WriteString(`{"custom_id":"logprobs","method":"POST","url":"/v1/chat/completions","body":{"model":"stories260k","logprobs":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}}` + "\n")
 	file := uploadBatchFile(t, oc, in.String())
 	batch := newOpenAIBatch(t, oc, file.ID)
-	if batch.Status != "in_progress" || batch.RequestCounts.Total != 6 || batch.ExpiresAt < batch.CreatedAt+23*3600 {
+	if batch.Status != "in_progress" || batch.RequestCounts.Total != 7 || batch.ExpiresAt < batch.CreatedAt+23*3600 {
 		t.Fatalf("new batch %s", batch.RawJSON())
 	}
 	batch = waitOpenAIBatch(t, oc, batch.ID)
-	if batch.Status != "completed" || !countsAre(batch, 6, 4, 2) ||
+	if batch.Status != "completed" || !countsAre(batch, 7, 4, 3) ||
 		batch.OutputFileID == "" || batch.ErrorFileID == "" || batch.CompletedAt < batch.CreatedAt || batch.FinalizingAt == 0 || batch.InProgressAt == 0 {
 		t.Fatalf("completed batch %s", batch.RawJSON())
 	}
@@ -183,8 +184,9 @@ func TestOpenAIBatches(t *testing.T) {
 		}
 	}
 	errs := fileLines(t, oc, batch.ErrorFileID)
-	if len(errs) != 2 || errs[0].CustomID != "two choices" || errs[0].Response == nil || errs[0].Response.StatusCode != 400 ||
-		errs[1].CustomID != "no such model" || errs[1].Response == nil || errs[1].Response.StatusCode != 404 {
+	if len(errs) != 3 || errs[0].CustomID != "two choices" || errs[0].Response == nil || errs[0].Response.StatusCode != 400 ||
+		errs[1].CustomID != "no such model" || errs[1].Response == nil || errs[1].Response.StatusCode != 404 ||
+		errs[2].CustomID != "logprobs" || errs[2].Response == nil || errs[2].Response.StatusCode != 400 {
 		t.Fatalf("error lines %+v", errs)
 	}
 	var eb struct {
