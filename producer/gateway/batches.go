@@ -194,6 +194,13 @@ func (g *Gateway) resumeBatches() {
 		if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" || !st.CreatedAt.Before(g.started) {
 			continue // (one made since this gateway started is run by its creator)
 		}
+		// A batch whose input is not stored yet is still being created:
+		// its creator starts it (run now, it would stop at once with
+		// "object not found", and the creator's start would be skipped
+		// as a repeat).
+		if _, err := g.batches.files.GetInfo(ctx, batchFile(st.Tenant, st.ID, "input")); err != nil {
+			continue
+		}
 		c, ce := g.clientFor(st.Tenant)
 		if ce != nil {
 			g.cfg.Logger.Warn("gateway: resuming a batch", "tenant", st.Tenant, "batch", st.ID, "err", ce)
@@ -259,12 +266,15 @@ func (g *Gateway) runBatch(c *producer.Client, id string) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // the gateway is stopping: the batch stays in_progress, to be resumed
 	}
-	_, err = g.updateState(ctx, tenant, id, func(st *BatchState) {
+	end, err := g.updateState(ctx, tenant, id, func(st *BatchState) {
 		st.Counts, st.Status, st.EndedAt = counts, "ended", time.Now().UTC()
 		if err := errors.Join(runErr, storeErr); err != nil {
 			st.Error = err.Error()
 		}
 	})
+	if err == nil {
+		g.openAIBatchEnded(end)
+	}
 	return err
 }
 

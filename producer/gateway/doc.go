@@ -24,6 +24,11 @@
 // The gateway's logs name a refused key by its id and never hold a key, a
 // secret or a prompt (TestGatewayLogsNoSecrets).
 //
+// OpenAI's Files and Batches APIs (openai_files.go, openai_batches.go) run
+// on the native batches: an uploaded file of chat completions requests
+// becomes a native batch, resumed and billed line by line as any, whose
+// end writes OpenAI's output and error files (TestOpenAIBatches).
+//
 // A synchronous call whose client goes away cancels its job; a job
 // submitted through /v1/jobs runs whatever the client does, and its events
 // can be followed again from the start or from Last-Event-ID.

@@ -54,6 +54,10 @@ type Config struct {
 	// BatchRetention is how long batch files and states are kept.
 	// Defaults to 30 days.
 	BatchRetention time.Duration
+	// OpenAIBatchWindow is the completion window of batches made through
+	// OpenAI's Batches API ("24h"): a batch unfinished after it has its
+	// remaining lines canceled and ends expired. Defaults to 24 hours.
+	OpenAIBatchWindow time.Duration
 	// Logger receives the gateway's logs: refused keys (by their public
 	// id, never the key) and the key file's reloads. No log line holds a
 	// key, a secret or a prompt. Defaults to slog.Default().
@@ -94,6 +98,9 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	if cfg.BatchRetention <= 0 {
 		cfg.BatchRetention = 30 * 24 * time.Hour
 	}
+	if cfg.OpenAIBatchWindow <= 0 {
+		cfg.OpenAIBatchWindow = 24 * time.Hour
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -118,7 +125,7 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("GET "+NativeBatches+"/{id}/output", g.batchOutput)
 	mux.HandleFunc("POST "+NativeBatches+"/{id}/resume", g.resumeBatch)
 	mux.HandleFunc("POST "+NativeBatches+"/{id}/cancel", g.cancelBatch)
-	mux.HandleFunc("POST /v1/batches", g.createBatch)
+	g.openAIBatchRoutes(mux) // OpenAI's files and batches; POST /v1/batches?id=B goes to createBatch
 	mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
 	mux.HandleFunc("POST /v1/messages", g.messages)
 	mux.HandleFunc("POST /v1/messages/count_tokens", g.countTokens)
