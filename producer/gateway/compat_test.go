@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer/gateway"
-	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
@@ -190,12 +188,7 @@ func TestSDKMisc(t *testing.T) {
 func TestSDKOverloaded(t *testing.T) {
 	t.Parallel()
 	b := workertest.Setup(t, contracts.StreamsConfig{JobsMaxMsgs: 1}) // no worker: the first job stays queued
-	gw, err := gateway.New(b.Srv.Conn, gateway.Config{Keys: plainKeys(t, "key-acme", "acme"),
-		Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)}, Logger: workertest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := serveGateway(t, gw)
+	f := serveGateway(t, b, gateway.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ac := f.anthropicClient("key-acme")
@@ -205,7 +198,7 @@ func TestSDKOverloaded(t *testing.T) {
 	if resp, body := f.do(ctx, "POST", "/v1/jobs", "key-acme", `{"model":"stories260k","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}`); resp.StatusCode != 202 {
 		t.Fatalf("first job: %d %s", resp.StatusCode, body)
 	}
-	_, err = ac.Messages.New(ctx, params)
+	_, err := ac.Messages.New(ctx, params)
 	var ae *anthropic.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 529 {
 		t.Fatalf("full queue: %v", err)
@@ -219,49 +212,5 @@ func TestSDKOverloaded(t *testing.T) {
 	var oe *openai.Error
 	if !errors.As(err, &oe) || oe.StatusCode != 503 || oe.Code != string(contracts.CodeOverloaded) {
 		t.Fatalf("openai overloaded: %v", err)
-	}
-}
-
-// serveGateway serves gw over HTTP for the test.
-func serveGateway(t *testing.T, gw *gateway.Gateway) *gatewayFixture {
-	t.Helper()
-	srv := httptest.NewServer(gw)
-	t.Cleanup(func() { srv.Close(); gw.Close() })
-	return &gatewayFixture{t: t, url: srv.URL}
-}
-
-// TestSDKLogprobs: each token and each alternative comes with its text
-// and bytes.
-func TestSDKLogprobs(t *testing.T) {
-	t.Parallel()
-	f := newGateway(t)
-	oc := f.openaiClient("key-acme")
-	cc, err := oc.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "stories260k", MaxCompletionTokens: openai.Int(12),
-		Logprobs: openai.Bool(true), TopLogprobs: openai.Int(3), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once upon a time")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lps := cc.Choices[0].Logprobs.Content
-	if len(lps) != 12 {
-		t.Fatalf("%d logprobs for 12 tokens", len(lps))
-	}
-	var text strings.Builder
-	for i, lp := range lps {
-		if lp.Token == "" || len(lp.Bytes) == 0 || len(lp.TopLogprobs) != 3 {
-			t.Fatalf("token %d: %+v", i, lp)
-		}
-		for _, alt := range lp.TopLogprobs {
-			if alt.Token == "" || len(alt.Bytes) == 0 || alt.Logprob > 0 {
-				t.Fatalf("token %d alternative %+v", i, alt)
-			}
-		}
-		for _, b := range lp.Bytes {
-			text.WriteByte(byte(b))
-		}
-	}
-	// The tokens' bytes make up the text (less the space the tokenizer
-	// puts before the first word).
-	if got := strings.TrimPrefix(text.String(), " "); got != cc.Choices[0].Message.Content {
-		t.Fatalf("bytes spell %q; content %q", got, cc.Choices[0].Message.Content)
 	}
 }
