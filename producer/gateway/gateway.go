@@ -53,6 +53,11 @@ type Config struct {
 	// BatchRetention is how long batch files and states are kept.
 	// Defaults to 30 days.
 	BatchRetention time.Duration
+	// AnthropicBatchExpiry is how long an Anthropic message batch may
+	// run: one that has not ended that long after it was created expires,
+	// its unfinished requests canceled and reported expired. Defaults to
+	// 24 hours, as Anthropic's.
+	AnthropicBatchExpiry time.Duration
 	// Logger receives the gateway's logs: refused keys (by their public
 	// id, never the key) and the key file's reloads. No log line holds a
 	// key, a secret or a prompt. Defaults to slog.Default().
@@ -92,6 +97,9 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	if cfg.BatchRetention <= 0 {
 		cfg.BatchRetention = 30 * 24 * time.Hour
 	}
+	if cfg.AnthropicBatchExpiry <= 0 {
+		cfg.AnthropicBatchExpiry = 24 * time.Hour
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -119,6 +127,7 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("POST /v1/batches", g.createBatch)
 	mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
 	mux.HandleFunc("POST /v1/messages", g.messages)
+	g.anthropicBatchRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !nc.IsConnected() {
 			http.Error(w, "NATS is not connected", http.StatusServiceUnavailable)
