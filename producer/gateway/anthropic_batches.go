@@ -107,8 +107,11 @@ func (g *Gateway) anthropicBatchRoutes(mux *http.ServeMux) {
 func newMessageBatchID() string {
 	var b [8]byte
 	rand.Read(b[:])
-	return fmt.Sprintf("msgbatch_%012x%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%s%012x%s", messageBatchIDPrefix, time.Now().UnixMilli(), hex.EncodeToString(b[:]))
 }
+
+// messageBatchIDPrefix begins every message batch id.
+const messageBatchIDPrefix = "msgbatch_"
 
 // createMessageBatch: POST /v1/messages/batches with
 // {"requests": [{"custom_id", "params"}]}: every request is checked and
@@ -554,33 +557,44 @@ func (g *Gateway) listMessageBatches(w http.ResponseWriter, r *http.Request) {
 		anthropicError(w, contracts.NewError(contracts.CodeInvalidRequest, "before_id and after_id: give one or the other"))
 		return
 	}
-	all, err := g.tenantMessageBatches(r.Context(), c.Tenant())
+	ids, err := g.messageBatchIDs(r.Context(), c.Tenant())
 	if err != nil {
 		anthropicError(w, asError(err))
 		return
 	}
-	// Newest first: ids sort by creation (newMessageBatchID).
-	slices.SortFunc(all, func(a, b *BatchState) int { return strings.Compare(b.ID, a.ID) })
-	var page []*BatchState
-	hasMore := false
+	// ids[lo:hi] are the candidates, newest first; the page is the first
+	// limit of them that are message batches (a candidate may be deleted,
+	// or a native batch so named), taken from the cursor's side. One more
+	// says whether there are more.
+	lo, hi := 0, len(ids)
 	switch {
 	case before != "":
-		end := 0 // all[:end] are newer than before
-		for end < len(all) && all[end].ID > before {
-			end++
-		}
-		start := max(0, end-limit)
-		page, hasMore = all[start:end], start > 0
+		hi, _ = slices.BinarySearchFunc(ids, before, func(id, target string) int { return strings.Compare(target, id) })
 	case after != "":
-		start := 0
-		for start < len(all) && all[start].ID >= after {
-			start++
+		lo, _ = slices.BinarySearchFunc(ids, after, func(id, target string) int { return strings.Compare(target, id) })
+		if lo < len(ids) && ids[lo] == after {
+			lo++
 		}
-		end := min(len(all), start+limit)
-		page, hasMore = all[start:end], end < len(all)
-	default:
-		end := min(len(all), limit)
-		page, hasMore = all[:end], end < len(all)
+	}
+	var page []*BatchState
+	for k := 0; k < hi-lo && len(page) <= limit; k++ {
+		i := lo + k
+		if before != "" {
+			i = hi - 1 - k // the ones nearest the cursor, the newer side
+		}
+		st, err := g.batchState(r.Context(), c.Tenant(), ids[i])
+		if err != nil {
+			anthropicError(w, asError(err))
+			return
+		}
+		if st != nil && st.API == "anthropic" {
+			page = append(page, st)
+		}
+	}
+	hasMore := len(page) > limit
+	page = page[:min(len(page), limit)]
+	if before != "" {
+		slices.Reverse(page)
 	}
 	data := make([]messageBatch, 0, len(page))
 	for _, st := range page {
@@ -593,31 +607,35 @@ func (g *Gateway) listMessageBatches(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"data": data, "has_more": hasMore, "first_id": first, "last_id": last})
 }
 
-// tenantMessageBatches returns the states of tenant's message batches.
-func (g *Gateway) tenantMessageBatches(ctx context.Context, tenant string) ([]*BatchState, error) {
-	watch, err := g.batches.states.Watch(ctx, batchKey(tenant, "*"), jetstream.IgnoreDeletes())
+// messageBatchIDs returns the ids of tenant's batches that may be message
+// batches (they have its ids' prefix), newest first (ids sort by
+// creation: newMessageBatchID). They are read from the subjects of the
+// states' stream, one consistent answer: the initial values of a KV watch
+// (and so a key listing) were seen to miss a batch whose state was being
+// updated meanwhile, as a running batch's often is. A deleted batch's id
+// may be among them.
+func (g *Gateway) messageBatchIDs(ctx context.Context, tenant string) ([]string, error) {
+	js, err := jetstream.New(g.nc)
 	if err != nil {
 		return nil, err
 	}
-	defer watch.Stop()
-	var out []*BatchState
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-watch.Updates():
-			if !ok {
-				return nil, fmt.Errorf("gateway: listing batches: the watch ended")
-			}
-			if e == nil { // every current value has been delivered
-				return out, nil
-			}
-			var st BatchState
-			if json.Unmarshal(e.Value(), &st) == nil && st.API == "anthropic" {
-				out = append(out, &st)
-			}
+	s, err := js.Stream(ctx, "KV_"+BatchStates)
+	if err != nil {
+		return nil, err
+	}
+	prefix := "$KV." + BatchStates + "." + batchKey(tenant, "")
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(prefix+"*"))
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for subj := range info.State.Subjects {
+		if id := strings.TrimPrefix(subj, prefix); strings.HasPrefix(id, messageBatchIDPrefix) {
+			ids = append(ids, id)
 		}
 	}
+	slices.SortFunc(ids, func(a, b string) int { return strings.Compare(b, a) })
+	return ids, nil
 }
 
 // messageBatchResults: GET /v1/messages/batches/{id}/results once the
