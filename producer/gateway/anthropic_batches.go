@@ -53,6 +53,11 @@ type anthropicBatchExt struct {
 	ExpiredAt time.Time `json:"expired_at,omitzero"`
 }
 
+// due reports whether the batch is past its expiry at now.
+func (ext *anthropicBatchExt) due(now time.Time) bool {
+	return !ext.ExpiresAt.IsZero() && !now.Before(ext.ExpiresAt)
+}
+
 // anthropicExt reads st's Anthropic fields.
 func anthropicExt(st *BatchState) *anthropicBatchExt {
 	var ext anthropicBatchExt
@@ -394,7 +399,7 @@ func (g *Gateway) tendMessageBatch(ctx context.Context, c *producer.Client, st *
 		g.startBatch(c, st.ID)
 		st = again
 	}
-	if ext := anthropicExt(st); st.Status == "in_progress" && ext.ExpiredAt.IsZero() && !time.Now().Before(ext.ExpiresAt) {
+	if ext := anthropicExt(st); st.Status == "in_progress" && ext.ExpiredAt.IsZero() && ext.due(time.Now()) {
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
@@ -429,7 +434,7 @@ func (g *Gateway) watchAnthropicExpiry(c *producer.Client, id string, at time.Ti
 func (g *Gateway) expireMessageBatch(c *producer.Client, id string) {
 	ctx := g.ctx
 	st, err := g.batchState(ctx, c.Tenant(), id)
-	if err != nil || st == nil || st.Status != "in_progress" {
+	if err != nil || st == nil || st.Status != "in_progress" || !anthropicExt(st).due(time.Now()) {
 		return
 	}
 	if anthropicExt(st).ExpiredAt.IsZero() {

@@ -226,8 +226,12 @@ func TestMessageBatches(t *testing.T) {
 		if page, err := gc.Messages.Batches.List(ctx, anthropic.MessageBatchListParams{}); err != nil || len(page.Data) != 0 {
 			t.Fatalf("another tenant's list: %v %+v", err, page)
 		}
-		// Nor is a native batch an Anthropic one.
-		_, err = ac.Messages.Batches.Get(ctx, "nightly-1", anthropic.MessageBatchGetParams{})
+		// Nor is a native batch of the tenant a message batch.
+		if resp, body := f.do(ctx, "POST", "/v1/zl/batches?id=msgbatch_native", "key-acme",
+			`{"custom_id":"a","request":{"model":"stories260k","messages":[{"role":"user","content":"hi"}],"max_tokens":4}}`); resp.StatusCode != 202 {
+			t.Fatalf("native batch: %d %s", resp.StatusCode, body)
+		}
+		_, err = ac.Messages.Batches.Get(ctx, "msgbatch_native", anthropic.MessageBatchGetParams{})
 		apiError(t, err, 404, "not_found_error")
 	})
 }
