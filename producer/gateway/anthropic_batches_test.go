@@ -233,6 +233,7 @@ func TestMessageBatches(t *testing.T) {
 		}
 		_, err = ac.Messages.Batches.Get(ctx, "msgbatch_native", anthropic.MessageBatchGetParams{})
 		apiError(t, err, 404, "not_found_error")
+		f.waitBatch(ctx, "msgbatch_native") // not left running as the gateway closes
 	})
 }
 
@@ -377,6 +378,9 @@ func TestMessageBatchList(t *testing.T) {
 	if err != nil || !slices.Equal(idsOf(page.Data), []string{ids[4], ids[3], ids[1], ids[0]}) || page.HasMore {
 		t.Fatalf("after the delete: %v %+v", err, page)
 	}
+	for _, id := range []string{ids[4], ids[3], ids[1], ids[0]} {
+		waitEnded(t, ac, id) // none left running as the gateway closes
+	}
 }
 
 // TestMessageBatchExpiry: a batch that has not ended by its expiry ends
@@ -420,7 +424,8 @@ func TestMessageBatchExpiry(t *testing.T) {
 }
 
 // TestMessageBatchResume: a batch whose gateway stops mid-run finishes on
-// the next gateway by itself, every request answered once and billed once.
+// the next gateway by itself, every request answered once and billed once;
+// a run that stopped with an error runs again when the batch is read.
 func TestMessageBatchResume(t *testing.T) {
 	t.Parallel()
 	b, serve := batchGateway(t, gateway.Config{})
@@ -472,5 +477,39 @@ func TestMessageBatchResume(t *testing.T) {
 		if jobs[mb.ID+"-"+r.CustomID] != 1 {
 			t.Fatalf("request %s billed %d times", r.CustomID, jobs[mb.ID+"-"+r.CustomID])
 		}
+	}
+
+	// A run that stopped with an error (as when the output could not be
+	// stored) runs again when the batch is read, from the stored results:
+	// nothing runs or is billed twice.
+	kv, err := b.Srv.JS.KeyValue(ctx, gateway.BatchStates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "acme."+mb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st gateway.BatchState
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Error = "storing the output: simulated"
+	raw, _ := json.Marshal(st)
+	if _, err := kv.Put(ctx, "acme."+mb.ID, raw); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := ac.Messages.Batches.Get(ctx, mb.ID, anthropic.MessageBatchGetParams{}); err != nil ||
+		again.ProcessingStatus != anthropic.MessageBatchProcessingStatusInProgress {
+		t.Fatalf("a batch whose run stopped: %v %+v", err, again)
+	}
+	if ended := waitEnded(t, ac, mb.ID); countsOf(ended.RequestCounts) != (requestCounts{0, 8, 0, 0, 0}) {
+		t.Fatalf("run again: %s", ended.RawJSON())
+	}
+	if results := batchResults(t, ac, mb.ID); len(results) != 8 || results[7].Result.Type != "succeeded" {
+		t.Fatalf("results after the run again: %d", len(results))
+	}
+	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 8 {
+		t.Fatalf("%d usage records for 8 requests after the run again", n)
 	}
 }
