@@ -208,6 +208,9 @@ func (g *Gateway) resumeBatches() {
 		}
 		g.cfg.Logger.Info("gateway: resuming a batch left in progress", "tenant", st.Tenant, "batch", st.ID)
 		g.startBatch(c, st.ID)
+		if st.API == "anthropic" {
+			g.watchAnthropicExpiry(c, st.ID, anthropicExt(&st).ExpiresAt)
+		}
 	}
 }
 

@@ -39,6 +39,15 @@
 // Retry-After and the code rate_limited, concurrency_limited or
 // spend_limit_exceeded before anything is published.
 //
+// Anthropic's Message Batches API (/v1/messages/batches, with create, get,
+// list, cancel, delete and results; anthropic_batches.go) runs on the
+// native batches: every request is checked and mapped to a job when the
+// batch is created (one bad request refuses the batch, naming it), the run
+// is the native run (resumed by a gateway that starts, billed per line),
+// and the results are mapped from the native output. A batch that has not
+// ended 24 hours after it was created (Config.AnthropicBatchExpiry)
+// expires: its unfinished requests are canceled and reported expired.
+//
 // It imports contracts and producer, and never the worker or anything that
 // runs a model (producer's TestNoModelRunner).
 package gateway

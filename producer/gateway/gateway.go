@@ -58,6 +58,11 @@ type Config struct {
 	// OpenAI's Batches API ("24h"): a batch unfinished after it has its
 	// remaining lines canceled and ends expired. Defaults to 24 hours.
 	OpenAIBatchWindow time.Duration
+	// AnthropicBatchExpiry is how long an Anthropic message batch may
+	// run: one that has not ended that long after it was created expires,
+	// its unfinished requests canceled and reported expired. Defaults to
+	// 24 hours, as Anthropic's.
+	AnthropicBatchExpiry time.Duration
 	// Logger receives the gateway's logs: refused keys (by their public
 	// id, never the key) and the key file's reloads. No log line holds a
 	// key, a secret or a prompt. Defaults to slog.Default().
@@ -101,6 +106,9 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	if cfg.OpenAIBatchWindow <= 0 {
 		cfg.OpenAIBatchWindow = 24 * time.Hour
 	}
+	if cfg.AnthropicBatchExpiry <= 0 {
+		cfg.AnthropicBatchExpiry = 24 * time.Hour
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -131,6 +139,7 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("POST /v1/messages/count_tokens", g.countTokens)
 	mux.HandleFunc("GET /v1/models", g.listModels)
 	mux.HandleFunc("GET /v1/models/{id}", g.getModel)
+	g.anthropicBatchRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !nc.IsConnected() {
 			http.Error(w, "NATS is not connected", http.StatusServiceUnavailable)
