@@ -738,28 +738,3 @@ func (g *Gateway) batchModels(ctx context.Context, tenant, id string) (map[strin
 	}
 	return models, nil
 }
-
-// spoolObject copies object name from the batch files to a temporary
-// file, removed when closed, and returns it at its start (as spoolInput
-// does a batch's input).
-func (g *Gateway) spoolObject(ctx context.Context, name string) (*os.File, error) {
-	obj, err := g.batches.files.Get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer obj.Close()
-	f, err := os.CreateTemp("", "zerolayer-batch-*.jsonl")
-	if err != nil {
-		return nil, fmt.Errorf("gateway: spooling %s: %w", name, err)
-	}
-	os.Remove(f.Name())
-	if _, err := io.Copy(f, obj); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("gateway: spooling %s: %w", name, err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("gateway: spooling %s: %w", name, err)
-	}
-	return f, nil
-}

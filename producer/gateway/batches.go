@@ -282,31 +282,45 @@ func (g *Gateway) runBatch(c *producer.Client, id string) error {
 }
 
 // spoolInput copies batch id's input from the object store to a
-// temporary file, removed when closed, and returns it at its start. The
-// batch is read at the pace its lines are answered, and the object
-// store's reader does not wait that long: read straight from it, a batch
-// of thousands of lines stopped part-way with "nats: timeout".
+// temporary file (see spoolObject). The batch is read at the pace its
+// lines are answered, and the object store's reader does not wait that
+// long: read straight from it, a batch of thousands of lines stopped
+// part-way with "nats: timeout".
 func (g *Gateway) spoolInput(ctx context.Context, tenant, id string) (*os.File, error) {
-	obj, err := g.batches.files.Get(ctx, batchFile(tenant, id, "input"))
+	return g.spoolObject(ctx, batchFile(tenant, id, "input"))
+}
+
+// spoolObject copies object name from the batch files to a temporary
+// file, removed when closed, and returns it at its start.
+func (g *Gateway) spoolObject(ctx context.Context, name string) (*os.File, error) {
+	obj, err := g.batches.files.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	defer obj.Close()
-	f, err := os.CreateTemp("", "zerolayer-batch-*.jsonl")
+	f, err := tempFile()
 	if err != nil {
-		return nil, fmt.Errorf("gateway: spooling batch %s: %w", id, err)
+		return nil, err
 	}
-	// Unlinked now: the file lives while it is open, and nothing is left
-	// behind if the gateway dies.
-	os.Remove(f.Name())
 	if _, err := io.Copy(f, obj); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("gateway: spooling batch %s: %w", id, err)
+		return nil, fmt.Errorf("gateway: spooling %s: %w", name, err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("gateway: spooling batch %s: %w", id, err)
+		return nil, fmt.Errorf("gateway: spooling %s: %w", name, err)
 	}
+	return f, nil
+}
+
+// tempFile returns an empty temporary file, already unlinked: it lives
+// while it is open, and nothing is left behind if the gateway dies.
+func tempFile() (*os.File, error) {
+	f, err := os.CreateTemp("", "zerolayer-batch-*.jsonl")
+	if err != nil {
+		return nil, fmt.Errorf("gateway: a temporary file: %w", err)
+	}
+	os.Remove(f.Name())
 	return f, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -113,17 +112,6 @@ func (g *Gateway) putFile(ctx context.Context, tenant, id, filename, purpose str
 		return openAIFile{}, err
 	}
 	f, _ := g.fileObject(info, id)
-	return f, nil
-}
-
-// tempFile returns an empty temporary file, already unlinked: it lives
-// while it is open (see spoolInput).
-func tempFile() (*os.File, error) {
-	f, err := os.CreateTemp("", "zerolayer-openai-*.jsonl")
-	if err != nil {
-		return nil, fmt.Errorf("gateway: a temporary file: %w", err)
-	}
-	os.Remove(f.Name())
 	return f, nil
 }
 
