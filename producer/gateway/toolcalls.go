@@ -206,12 +206,20 @@ func toolPrompt(tools []toolDef, mode, name string) string {
 }
 
 // callSchema is the schema of one call object of any of tools: the anyOf
-// of {"name": {"const": T}, "arguments": T's schema} per tool.
+// of {"name": {"const": T}, "arguments": T's schema} per tool. A tool's
+// schema without an $id is given one (urn:zerolayer:tool:T), so that its
+// local $refs (#/$defs/…) still point into it once it is nested.
 func callSchema(tools []toolDef) json.RawMessage {
 	branches := make([]map[string]any, len(tools))
 	for i, t := range tools {
+		args := t.schema
+		var m map[string]json.RawMessage
+		if json.Unmarshal(args, &m) == nil && m["$id"] == nil {
+			m["$id"], _ = json.Marshal("urn:zerolayer:tool:" + t.name)
+			args, _ = json.Marshal(m)
+		}
 		branches[i] = map[string]any{"type": "object",
-			"properties":           map[string]any{"name": map[string]any{"const": t.name}, "arguments": t.schema},
+			"properties":           map[string]any{"name": map[string]any{"const": t.name}, "arguments": args},
 			"required":             []string{"name", "arguments"},
 			"additionalProperties": false}
 	}

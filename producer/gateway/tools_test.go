@@ -15,10 +15,10 @@ import (
 )
 
 // The tools of the tool call tests: small schemas, so that a constrained
-// call completes well within max_tokens.
+// call completes well within max_tokens; get_time's has a local $ref.
 const (
 	weatherSchema = `{"type":"object","properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`
-	timeSchema    = `{"type":"object","properties":{"zone":{"enum":["UTC","CET"]}},"required":["zone"],"additionalProperties":false}`
+	timeSchema    = `{"$defs":{"zone":{"enum":["UTC","CET"]}},"type":"object","properties":{"zone":{"$ref":"#/$defs/zone"}},"required":["zone"],"additionalProperties":false}`
 )
 
 var toolSchemas = map[string]string{"get_weather": weatherSchema, "get_time": timeSchema}
@@ -77,8 +77,11 @@ func anthropicTools(t *testing.T, names ...string) []anthropic.ToolUnionParam {
 		for _, r := range m["required"].([]any) {
 			req = append(req, r.(string))
 		}
-		tool := anthropic.ToolUnionParamOfTool(anthropic.ToolInputSchemaParam{Properties: m["properties"], Required: req,
-			ExtraFields: map[string]any{"additionalProperties": false}}, n)
+		extra := map[string]any{"additionalProperties": false}
+		if d, ok := m["$defs"]; ok {
+			extra["$defs"] = d
+		}
+		tool := anthropic.ToolUnionParamOfTool(anthropic.ToolInputSchemaParam{Properties: m["properties"], Required: req, ExtraFields: extra}, n)
 		tool.OfTool.Description = anthropic.String("Looks up " + strings.TrimPrefix(n, "get_") + ".")
 		out = append(out, tool)
 	}
