@@ -135,7 +135,16 @@ type ResponseFormat struct {
 	// Pattern is the RE2 regular expression the whole output must match;
 	// with type regex.
 	Pattern string `json:"pattern,omitempty"`
+	// Trigger, with type json_schema, makes the constraint optional: the
+	// output is either text that does not start with Trigger (free), or
+	// Trigger followed by a document valid for Schema and nothing after
+	// it. 1–MaxTriggerBytes bytes. The gateways use it for tool calls the
+	// model may or may not make.
+	Trigger string `json:"trigger,omitempty"`
 }
+
+// MaxTriggerBytes bounds ResponseFormat.Trigger.
+const MaxTriggerBytes = 32
 
 // ResponseFormatType says how a ResponseFormat constrains the output.
 type ResponseFormatType string

@@ -7,7 +7,8 @@ type ToolName string
 // see the worker's tools package for what each does.
 const (
 	// ToolJSONValidator constrains the output to a JSON Schema.
-	// Params: schema (required).
+	// Params: schema (required), trigger (the schema then binds only
+	// output that starts with it; see ResponseFormat.Trigger).
 	ToolJSONValidator ToolName = "json_validator"
 	// ToolRegexMatcher constrains the output to an RE2 pattern.
 	// Params: pattern (required).
@@ -58,7 +59,7 @@ var toolSpecs = []struct {
 	name   ToolName
 	params []toolParam
 }{
-	{ToolJSONValidator, []toolParam{{name: "schema", kind: paramSchema, required: true}}},
+	{ToolJSONValidator, []toolParam{{name: "schema", kind: paramSchema, required: true}, {name: "trigger", kind: paramString}}},
 	{ToolRegexMatcher, []toolParam{{name: "pattern", kind: paramRegex, required: true}}},
 	{ToolXMLValidator, []toolParam{{name: "allowed_tags", kind: paramStrings, required: true}}},
 	{ToolPIIRedactor, []toolParam{{name: "patterns", kind: paramRegexes}, {name: "entities", kind: paramStrings}}},

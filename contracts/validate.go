@@ -173,6 +173,9 @@ func (r *JobRequest) Validate(lim Limits) error {
 			if rf.Pattern != "" {
 				ps.add(CodeInvalidRequest, "response_format.pattern", "type json_schema takes no pattern")
 			}
+			if len(rf.Trigger) > MaxTriggerBytes {
+				ps.add(CodeInvalidRequest, "response_format.trigger", "trigger is %d bytes, above the limit of %d", len(rf.Trigger), MaxTriggerBytes)
+			}
 		case FormatRegex:
 			if rf.Pattern == "" {
 				ps.add(CodeInvalidRegex, "response_format.pattern", "type regex needs a pattern")
@@ -181,6 +184,9 @@ func (r *JobRequest) Validate(lim Limits) error {
 			}
 			if len(rf.Schema) != 0 {
 				ps.add(CodeInvalidRequest, "response_format.schema", "type regex takes no schema")
+			}
+			if rf.Trigger != "" {
+				ps.add(CodeInvalidRequest, "response_format.trigger", "type regex takes no trigger")
 			}
 		default:
 			ps.add(CodeInvalidRequest, "response_format.type", "type %q is not json_schema or regex", rf.Type)

@@ -114,6 +114,12 @@ func TestValidate(t *testing.T) {
 		{"format type mix-up", Limits{}, func(r *JobRequest) {
 			r.ResponseFormat = &ResponseFormat{Type: FormatRegex, Pattern: "a+", Schema: schema}
 		}, []problem{{CodeInvalidRequest, "response_format.schema"}}},
+		{"regex with a trigger", Limits{}, func(r *JobRequest) {
+			r.ResponseFormat = &ResponseFormat{Type: FormatRegex, Pattern: "a+", Trigger: "<call>"}
+		}, []problem{{CodeInvalidRequest, "response_format.trigger"}}},
+		{"trigger too long", Limits{}, func(r *JobRequest) {
+			r.ResponseFormat = &ResponseFormat{Type: FormatJSONSchema, Schema: schema, Trigger: strings.Repeat("x", MaxTriggerBytes+1)}
+		}, []problem{{CodeInvalidRequest, "response_format.trigger"}}},
 		{"unknown format type", Limits{}, func(r *JobRequest) { r.ResponseFormat = &ResponseFormat{Type: "xml"} },
 			[]problem{{CodeInvalidRequest, "response_format.type"}}},
 		{"tools", Limits{}, func(r *JobRequest) {

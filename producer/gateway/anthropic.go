@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -21,7 +22,15 @@ type messagesRequest struct {
 	TopK          *int            `json:"top_k"`
 	Stream        bool            `json:"stream"`
 	Tools         json.RawMessage `json:"tools"`
-	Metadata      *struct {
+	// ToolChoice is {"type": "auto" | "any" | "tool" | "none", "name": …};
+	// disable_parallel_tool_use is accepted, but an answer makes at most
+	// one call.
+	ToolChoice *struct {
+		Type                   string `json:"type"`
+		Name                   string `json:"name"`
+		DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
+	} `json:"tool_choice"`
+	Metadata *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
 }
@@ -33,8 +42,9 @@ func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	if *mr.MaxTokens < 0 {
 		return nil, contracts.NewError(contracts.CodeMaxTokensOutOfRange, "max_tokens %d is negative", *mr.MaxTokens)
 	}
-	if len(mr.Tools) > 0 && string(mr.Tools) != "null" && string(mr.Tools) != "[]" {
-		return nil, contracts.NewError(contracts.CodeInvalidRequest, "tools (tool use) are not supported; use the jobs API's inline tools")
+	tools, mode, name, e := mr.toolChoice()
+	if e != nil {
+		return nil, e
 	}
 	var system []string
 	if len(mr.System) > 0 && string(mr.System) != "null" {
@@ -53,7 +63,62 @@ func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	if mr.Metadata != nil && mr.Metadata.UserID != "" {
 		req.Metadata = map[string]string{"user_id": mr.Metadata.UserID}
 	}
+	if e := applyTools(req, tools, mode, name); e != nil {
+		return nil, e
+	}
 	return req, nil
+}
+
+// toolChoice reads the tools (custom tools; the API's server tools are
+// refused) and the tool choice: the mode (auto when there are tools and
+// no choice) and, for type tool, its name.
+func (mr *messagesRequest) toolChoice() ([]toolDef, string, string, *contracts.Error) {
+	var tools []toolDef
+	if len(mr.Tools) > 0 && string(mr.Tools) != "null" {
+		var raw []struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		}
+		if err := json.Unmarshal(mr.Tools, &raw); err != nil {
+			return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "tools: want a list of {name, description, input_schema}: %v", err)
+		}
+		for i, t := range raw {
+			field := fmt.Sprintf("tools[%d]", i)
+			if t.Type != "" && t.Type != "custom" {
+				return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "%s.type %q: only custom tools are supported", field, t.Type)
+			}
+			if len(t.InputSchema) == 0 || string(t.InputSchema) == "null" {
+				return nil, "", "", contracts.NewError(contracts.CodeInvalidSchema, "%s.input_schema is missing", field)
+			}
+			tools = append(tools, toolDef{name: t.Name, description: t.Description, schema: t.InputSchema, field: field})
+		}
+		if e := checkTools(tools); e != nil {
+			return nil, "", "", e
+		}
+	}
+	mode, name := choiceAuto, ""
+	if len(tools) == 0 {
+		mode = choiceNone
+	}
+	if tc := mr.ToolChoice; tc != nil {
+		switch tc.Type {
+		case choiceAuto, choiceNone, choiceAny:
+			mode = tc.Type
+		case choiceTool:
+			if tc.Name == "" {
+				return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "tool_choice type tool needs a name")
+			}
+			mode, name = choiceTool, tc.Name
+		default:
+			return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "tool_choice.type %q: want auto, any, tool or none", tc.Type)
+		}
+		if len(tools) == 0 && (mode == choiceAny || mode == choiceTool) {
+			return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "tool_choice asks for a tool call, but there are no tools")
+		}
+	}
+	return tools, mode, name, nil
 }
 
 // jobless reports a request that is answered without running a job:
@@ -119,15 +184,29 @@ func stopSequence(s string) any {
 }
 
 // anthropicMessage is the Messages API's message for a completed job's
-// result.
+// result. When the output is a tool call (see toolCallOf) the content is
+// one tool_use block and stop_reason is tool_use; a call cut short (the
+// output stopped inside it) has input {} and the stop reason of the
+// output, max_tokens.
 func anthropicMessage(id, model string, res *contracts.Result) map[string]any {
 	content := []map[string]any{}
-	if res.Text != "" {
+	stop := stopReason(res.StopReason)
+	if c := toolCallOf(res); c != nil {
+		input := json.RawMessage(`{}`)
+		if c.complete {
+			input = json.RawMessage(c.arguments)
+			stop = "tool_use"
+		}
+		content = append(content, map[string]any{"type": "tool_use", "id": toolUseID(id), "name": c.name, "input": input})
+	} else if res.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": res.Text})
 	}
 	return map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
-		"content": content, "stop_reason": stopReason(res.StopReason), "stop_sequence": stopSequence(res.StopSequence), "usage": messageUsageOf(res.Usage)}
+		"content": content, "stop_reason": stop, "stop_sequence": stopSequence(res.StopSequence), "usage": messageUsageOf(res.Usage)}
 }
+
+// toolUseID is the id of the tool_use block of message id.
+func toolUseID(id string) string { return "toolu_" + strings.TrimPrefix(id, "msg_") }
 
 // messages: POST /v1/messages.
 func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
@@ -185,22 +264,37 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		v["type"] = name
 		return out.send("", name, v)
 	}
-	opened := false
-	open := func() error {
-		if opened {
+	// The one content block is text, or a tool_use block when the output
+	// is a tool call (its input streamed as input_json_delta).
+	opened, block := false, ""
+	open := func(kind, name string) error {
+		if !opened {
+			opened = true
+			if err := send("message_start", map[string]any{"message": message("", nil, messageUsage{InputTokens: inTokens})}); err != nil {
+				return err
+			}
+		}
+		if block != "" {
 			return nil
 		}
-		opened = true
-		if err := send("message_start", map[string]any{"message": message("", nil, messageUsage{InputTokens: inTokens})}); err != nil {
-			return err
+		block = kind
+		if kind == "tool_use" {
+			return send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use", "id": toolUseID(s.id), "name": name, "input": map[string]any{}}})
 		}
 		return send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 	}
-	final, e := s.stream(func(text string, _ []contracts.TokenLogprob) error {
-		if err := open(); err != nil {
+	cs := newCallStream(req.Metadata[toolCallKey], func(text string) error {
+		if err := open("text", ""); err != nil {
 			return err
 		}
 		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": text}})
+	}, func(name string) error {
+		return open("tool_use", name)
+	}, func(args string) error {
+		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": args}})
+	})
+	final, e := s.stream(func(text string, _ []contracts.TokenLogprob) error {
+		return cs.feed(text)
 	})
 	if e != nil {
 		if !out.started {
@@ -210,11 +304,19 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		out.send("", "error", anthropicErrorBody(e))
 		return
 	}
-	if err := open(); err != nil {
+	call, err := cs.end()
+	if err != nil {
 		return
 	}
+	if err := open("text", ""); err != nil {
+		return
+	}
+	stop := stopReason(final.StopReason)
+	if call != nil && call.complete {
+		stop = "tool_use"
+	}
 	send("content_block_stop", map[string]any{"index": 0})
-	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stopReason(final.StopReason), "stop_sequence": stopSequence(final.StopSequence)},
+	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": stopSequence(final.StopSequence)},
 		"usage": messageUsageOf(final.Usage)})
 	send("message_stop", map[string]any{})
 }

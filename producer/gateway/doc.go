@@ -4,7 +4,8 @@
 // of results out, kept in a JetStream object store), and two
 // compatible synchronous APIs, OpenAI's chat completions and Anthropic's
 // Messages, each of which submits a job and answers with its output
-// (streamed as SSE when asked).
+// (streamed as SSE when asked). Their tool calls (function calling, tool
+// use) are made with constrained decoding (toolcalls.go).
 //
 // Tenants come from API keys ("Authorization: Bearer KEY" or "x-api-key:
 // KEY"), never from a request body. Errors carry the contract's stable

@@ -11,27 +11,87 @@ import (
 )
 
 // textContent reads a message content that is a string or a list of text
-// parts ({"type": "text", "text": …}), as both compatible APIs allow.
+// parts ({"type": "text", "text": …}), as both compatible APIs allow. The
+// Messages API's tool turns are rendered as text (see renderCall and
+// renderResult): a tool_use part as the call the model made, a
+// tool_result part (its content a string or text parts) as the result.
 func textContent(raw json.RawMessage, where string) (string, *contracts.Error) {
 	var s string
+	if len(raw) == 0 {
+		return "", nil // absent: an assistant message with tool calls only
+	}
 	if err := json.Unmarshal(raw, &s); err == nil {
 		return s, nil
 	}
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type      string          `json:"type"`
+		Text      string          `json:"text"`
+		Name      string          `json:"name"`
+		Input     json.RawMessage `json:"input"`
+		ToolUseID string          `json:"tool_use_id"`
+		Content   json.RawMessage `json:"content"`
+		IsError   bool            `json:"is_error"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return "", contracts.NewError(contracts.CodeInvalidRequest, "%s: want a string or a list of text parts", where)
 	}
 	var sb strings.Builder
 	for i, p := range parts {
-		if p.Type != "text" {
-			return "", contracts.NewError(contracts.CodeInvalidRequest, "%s[%d]: part type %q; only text is supported", where, i, p.Type)
+		switch p.Type {
+		case "text":
+			sb.WriteString(p.Text)
+		case "tool_use":
+			lineBreak(&sb)
+			sb.WriteString(renderCall(p.Name, string(p.Input)))
+		case "tool_result":
+			var text string
+			if len(p.Content) > 0 && string(p.Content) != "null" {
+				var e *contracts.Error
+				if text, e = textContent(p.Content, fmt.Sprintf("%s[%d].content", where, i)); e != nil {
+					return "", e
+				}
+			}
+			lineBreak(&sb)
+			sb.WriteString(renderResult(p.ToolUseID, text, p.IsError))
+		default:
+			return "", contracts.NewError(contracts.CodeInvalidRequest, "%s[%d]: part type %q; only text, tool_use and tool_result are supported", where, i, p.Type)
 		}
-		sb.WriteString(p.Text)
 	}
 	return sb.String(), nil
+}
+
+// lineBreak starts a new line in sb, unless it is empty or one is started.
+func lineBreak(sb *strings.Builder) {
+	if sb.Len() > 0 && !strings.HasSuffix(sb.String(), "\n") {
+		sb.WriteString("\n")
+	}
+}
+
+// renderCall is a tool call made in an earlier turn, as text: the trigger
+// and the call object, as the model writes a call under tool_choice auto
+// (<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}).
+// Arguments that are not JSON are written as a JSON string.
+func renderCall(name, arguments string) string {
+	args := json.RawMessage(arguments)
+	if !json.Valid(args) {
+		args, _ = json.Marshal(arguments)
+	}
+	b, _ := json.Marshal(struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}{name, args})
+	return toolTrigger + string(b)
+}
+
+// renderResult is a tool's result sent back by the client, as text:
+// <tool_result id="call_…">the result</tool_result> (with error="true"
+// when the client marks it an error).
+func renderResult(id, content string, isError bool) string {
+	attrs := fmt.Sprintf(" id=%q", id)
+	if isError {
+		attrs += ` error="true"`
+	}
+	return "<tool_result" + attrs + ">" + content + "</tool_result>"
 }
 
 // chatRequest is the part of an OpenAI chat completions request the
@@ -61,14 +121,89 @@ type chatRequest struct {
 	N           *int              `json:"n"`
 	Tools       json.RawMessage   `json:"tools"`
 	Metadata    map[string]string `json:"metadata"`
+
+	// ToolChoice is none, auto, required, or {"type": "function",
+	// "function": {"name": …}}; ParallelToolCalls is accepted, but an
+	// answer makes at most one call.
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+}
+
+// toolChoice reads the tools and the tool choice: the mode (auto when
+// there are tools and no choice) and, for a named function, its name.
+func (cr *chatRequest) toolChoice() ([]toolDef, string, string, *contracts.Error) {
+	var tools []toolDef
+	if len(cr.Tools) > 0 && string(cr.Tools) != "null" {
+		var raw []struct {
+			Type     string `json:"type"`
+			Function *struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+				Strict      *bool           `json:"strict"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(cr.Tools, &raw); err != nil {
+			return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "tools: want a list of {\"type\": \"function\", \"function\": {name, description, parameters}}: %v", err)
+		}
+		for i, t := range raw {
+			field := fmt.Sprintf("tools[%d]", i)
+			if t.Type != "function" {
+				return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "%s.type %q: only function tools are supported", field, t.Type)
+			}
+			if t.Function == nil {
+				return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "%s.function is missing", field)
+			}
+			tools = append(tools, toolDef{name: t.Function.Name, description: t.Function.Description, schema: t.Function.Parameters, field: field + ".function"})
+		}
+		if e := checkTools(tools); e != nil {
+			return nil, "", "", e
+		}
+	}
+	mode, name := choiceAuto, ""
+	if len(tools) == 0 {
+		mode = choiceNone
+	}
+	if len(cr.ToolChoice) > 0 && string(cr.ToolChoice) != "null" {
+		var s string
+		var obj struct {
+			Type     string `json:"type"`
+			Function *struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		switch {
+		case json.Unmarshal(cr.ToolChoice, &s) == nil:
+			switch s {
+			case "none", "auto":
+				mode = s
+			case "required":
+				mode = choiceAny
+			default:
+				return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "tool_choice %q: want none, auto, required or a function", s)
+			}
+		case json.Unmarshal(cr.ToolChoice, &obj) == nil && obj.Type == "function" && obj.Function != nil:
+			mode, name = choiceTool, obj.Function.Name
+		default:
+			return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "tool_choice: want none, auto, required or {\"type\": \"function\", \"function\": {\"name\": …}}")
+		}
+		if len(tools) == 0 && (mode == choiceAny || mode == choiceTool) {
+			return nil, "", "", contracts.NewError(contracts.CodeInvalidRequest, "tool_choice asks for a tool call, but there are no tools")
+		}
+	}
+	return tools, mode, name, nil
 }
 
 func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	if cr.N != nil && *cr.N != 1 {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "n %d: only one choice per request", *cr.N)
 	}
-	if len(cr.Tools) > 0 && string(cr.Tools) != "null" && string(cr.Tools) != "[]" {
-		return nil, contracts.NewError(contracts.CodeInvalidRequest, "tools (function calling) are not supported; use response_format or the jobs API's inline tools")
+	tools, mode, name, e := cr.toolChoice()
+	if e != nil {
+		return nil, e
+	}
+	if cr.Logprobs && len(tools) > 0 && mode != choiceNone {
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "logprobs with tools are not supported")
 	}
 	system, msgs, e := jobMessages(nil, cr.Messages, "system", "developer")
 	if e != nil {
@@ -129,6 +264,9 @@ func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 		default:
 			return nil, contracts.NewError(contracts.CodeInvalidRequest, "response_format.type %q: want text, json_object or json_schema", rf.Type)
 		}
+	}
+	if e := applyTools(req, tools, mode, name); e != nil {
+		return nil, e
 	}
 	return req, nil
 }
@@ -240,13 +378,32 @@ func usageOf(u *contracts.Usage) *chatUsage {
 }
 
 // chatCompletion is the chat completions API's answer for a completed
-// job's result; logprobs is its choice's logprobs (nil: none asked).
+// job's result; logprobs is its choice's logprobs (nil: none asked). When
+// the output is a tool call (see toolCallOf) the message holds it in
+// tool_calls, its content null, and finish_reason is tool_calls (length
+// when the output stopped inside the call: its arguments are cut short).
 func chatCompletion(id, model string, created int64, res *contracts.Result, logprobs any) map[string]any {
+	message := map[string]any{"role": "assistant", "content": res.Text}
+	finish := finishReason(res.StopReason)
+	if c := toolCallOf(res); c != nil {
+		message["content"] = nil
+		message["tool_calls"] = []map[string]any{{"id": "call_" + id, "type": "function",
+			"function": map[string]any{"name": c.name, "arguments": c.arguments}}}
+		finish = callFinishReason(c)
+	}
 	return map[string]any{
 		"id": id, "object": "chat.completion", "created": created, "model": model,
-		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": res.Text},
-			"logprobs": logprobs, "finish_reason": finishReason(res.StopReason)}},
+		"choices": []map[string]any{{"index": 0, "message": message,
+			"logprobs": logprobs, "finish_reason": finish}},
 		"usage": usageOf(res.Usage)}
+}
+
+// callFinishReason is the finish_reason of an answer that makes call c.
+func callFinishReason(c *toolCall) string {
+	if c.complete {
+		return "tool_calls"
+	}
+	return "length"
 }
 
 // chatCompletions: POST /v1/chat/completions.
@@ -259,7 +416,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	req := s.req
 	created := time.Now().Unix()
 	completion := func(text string, stop contracts.StopReason, u *contracts.Usage, logprobs any) {
-		writeJSON(w, http.StatusOK, chatCompletion(s.id, req.Model, created, &contracts.Result{Text: text, StopReason: stop, Usage: u}, logprobs))
+		writeJSON(w, http.StatusOK, chatCompletion(s.id, req.Model, created, &contracts.Result{Text: text, StopReason: stop, Usage: u, Metadata: req.Metadata}, logprobs))
 	}
 	if !cr.Stream && cr.Logprobs {
 		// Log-probabilities travel on the delta events only: follow them
@@ -293,7 +450,28 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			"choices": []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}}
 	}
 	first := true
+	var cs *callStream
+	if mode := req.Metadata[toolCallKey]; mode != "" {
+		// Tools: the output may be a call, streamed as tool_calls deltas.
+		role := func(d map[string]any) map[string]any {
+			if first {
+				d["role"], first = "assistant", false
+			}
+			return d
+		}
+		cs = newCallStream(mode, func(text string) error {
+			return out.send("", "", chunk(role(map[string]any{"content": text}), nil))
+		}, func(name string) error {
+			return out.send("", "", chunk(role(map[string]any{"content": nil, "tool_calls": []map[string]any{{"index": 0, "id": "call_" + s.id,
+				"type": "function", "function": map[string]any{"name": name, "arguments": ""}}}}), nil))
+		}, func(args string) error {
+			return out.send("", "", chunk(map[string]any{"tool_calls": []map[string]any{{"index": 0, "function": map[string]any{"arguments": args}}}}, nil))
+		})
+	}
 	final, e := s.stream(func(text string, l []contracts.TokenLogprob) error {
+		if cs != nil {
+			return cs.feed(text)
+		}
 		d := map[string]any{"content": text}
 		if first {
 			d["role"], first = "assistant", false
@@ -313,10 +491,20 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		out.send("", "", map[string]any{"error": map[string]any{"message": e.Error(), "type": "server_error", "code": e.Code}})
 		return
 	}
+	finish := finishReason(final.StopReason)
+	if cs != nil {
+		c, err := cs.end()
+		if err != nil {
+			return
+		}
+		if c != nil {
+			finish = callFinishReason(c)
+		}
+	}
 	if first {
 		out.send("", "", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	}
-	out.send("", "", chunk(map[string]any{}, finishReason(final.StopReason)))
+	out.send("", "", chunk(map[string]any{}, finish))
 	if cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage {
 		out.send("", "", map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
 			"choices": []any{}, "usage": usageOf(final.Usage)})

@@ -121,12 +121,26 @@ func (s *syncCall) wait() (*contracts.Result, *contracts.Error) {
 		return nil, asError(err)
 	}
 	if res.Status != contracts.StatusCompleted {
+		if res.Status == contracts.StatusFailed && s.cutShort(res.Error) {
+			cut := *res
+			cut.Status, cut.StopReason, cut.Error = contracts.StatusCompleted, contracts.StopMaxTokens, nil
+			return &cut, nil
+		}
 		if res.Error != nil {
 			return nil, res.Error
 		}
 		return nil, contracts.NewError(contracts.CodeInternal, "job %s ended %s", s.id, res.Status)
 	}
 	return res, nil
+}
+
+// cutShort reports whether e ended a tool call job (see toolCallKey)
+// whose output stopped inside the call: a forced call's constraint fails
+// its final check on a document cut short (the output reached max_tokens,
+// or the memory limit). The job is answered as the APIs answer a call cut
+// short, with the stop reason max_tokens, not as an error.
+func (s *syncCall) cutShort(e *contracts.Error) bool {
+	return e != nil && e.ToolCode == contracts.ToolValidationFailed && s.req.Metadata[toolCallKey] != ""
 }
 
 // stream follows the job's events, calling delta with each piece of new
@@ -144,14 +158,15 @@ func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) 
 	}
 	var sent string
 	var cur strings.Builder
-	attempt := 0
+	attempt, tokens := 0, 0
 	for ev := range evs {
 		if ev.Attempt != attempt {
-			attempt = ev.Attempt
+			attempt, tokens = ev.Attempt, 0
 			cur.Reset()
 		}
 		switch ev.Type {
 		case contracts.EventDelta:
+			tokens += len(ev.TokenIDs)
 			cur.WriteString(ev.Text)
 			now := cur.String()
 			switch {
@@ -171,6 +186,11 @@ func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) 
 		case contracts.EventFinal:
 			return &ev, nil
 		case contracts.EventError:
+			if s.cutShort(ev.Error) {
+				in, _ := s.c.PromptTokens(s.req)
+				return &contracts.Event{Type: contracts.EventFinal, StopReason: contracts.StopMaxTokens,
+					Usage: &contracts.Usage{InputTokens: in, OutputTokens: tokens}}, nil
+			}
 			if ev.Error != nil {
 				return nil, ev.Error
 			}
@@ -188,21 +208,53 @@ func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) 
 	return nil, asError(err)
 }
 
-// compatMessage is one message of a compatible API.
+// compatMessage is one message of a compatible API. ToolCalls (an
+// assistant message's calls) and ToolCallID (a tool message's call) are
+// the chat completions API's tool turns.
 type compatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 // jobMessages maps a compatible API's messages, contents flattened to
 // text, to the contract's system prompt and messages: system holds system
 // text given apart, and messages whose role is in systemRoles join it.
+// Tool turns become text: an assistant message's tool_calls follow its
+// content as renderCall writes them, and a tool message is a user message
+// holding renderResult's text.
 func jobMessages(system []string, msgs []compatMessage, systemRoles ...string) (string, []contracts.Message, *contracts.Error) {
 	var out []contracts.Message
 	for i, m := range msgs {
 		text, e := textContent(m.Content, fmt.Sprintf("messages[%d].content", i))
 		if e != nil {
 			return "", nil, e
+		}
+		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
+			if m.Role != "assistant" {
+				return "", nil, contracts.NewError(contracts.CodeInvalidRequest, "messages[%d].tool_calls: only assistant messages make tool calls", i)
+			}
+			var calls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			}
+			if err := json.Unmarshal(m.ToolCalls, &calls); err != nil {
+				return "", nil, contracts.NewError(contracts.CodeInvalidRequest, "messages[%d].tool_calls: want a list of {id, type, function: {name, arguments}}: %v", i, err)
+			}
+			var sb strings.Builder
+			sb.WriteString(text)
+			for _, c := range calls {
+				lineBreak(&sb)
+				sb.WriteString(renderCall(c.Function.Name, c.Function.Arguments))
+			}
+			text = sb.String()
+		}
+		if m.Role == "tool" {
+			out = append(out, contracts.Message{Role: contracts.RoleUser, Content: renderResult(m.ToolCallID, text, false)})
+			continue
 		}
 		switch {
 		case slices.Contains(systemRoles, m.Role):

@@ -70,6 +70,9 @@ type compiledTool struct {
 type jsonTool struct {
 	m   *grammar.Machine
 	val *schema.Validator
+	// trig is set with a trigger: the schema binds only output that
+	// starts with it (see trigger.go).
+	trig *triggerMasks
 }
 
 type regexTool struct {
@@ -253,8 +256,11 @@ func Compile(specs []contracts.Tool, rf *contracts.ResponseFormat, v Vocab, b Bu
 	if rf != nil {
 		switch rf.Type {
 		case contracts.FormatJSONSchema:
-			decls = append(decls, decl{contracts.Tool{Name: contracts.ToolJSONValidator,
-				Params: map[string]json.RawMessage{"schema": rf.Schema}}, "response_format"})
+			params := map[string]json.RawMessage{"schema": rf.Schema}
+			if rf.Trigger != "" {
+				params["trigger"], _ = json.Marshal(rf.Trigger)
+			}
+			decls = append(decls, decl{contracts.Tool{Name: contracts.ToolJSONValidator, Params: params}, "response_format"})
 		case contracts.FormatRegex:
 			p, _ := json.Marshal(rf.Pattern)
 			decls = append(decls, decl{contracts.Tool{Name: contracts.ToolRegexMatcher,
@@ -350,6 +356,18 @@ func compileTool(spec contracts.Tool, field string, vi *vocab.Index, b Budget) (
 		t.json, t.notes, err = compileJSONTool(raw, t.soft, vi, b, clock)
 		if err != nil {
 			return nil, toolError(spec.Name, pf("schema"), err)
+		}
+		trigger, err := stringParam(spec, "trigger", false, pf)
+		if err != nil {
+			return nil, err
+		}
+		if len(trigger) > contracts.MaxTriggerBytes {
+			return nil, requestError(spec.Name, pf("trigger"), "trigger is %d bytes, more than the %d allowed", len(trigger), contracts.MaxTriggerBytes)
+		}
+		if trigger != "" {
+			if t.json.trig, err = newTriggerMasks(trigger, vi, t.json.m.Meter); err != nil {
+				return nil, toolError(spec.Name, pf("trigger"), err)
+			}
 		}
 	case contracts.ToolRegexMatcher:
 		p, err := stringParam(spec, "pattern", true, pf)

@@ -26,7 +26,11 @@
 //     the keyword and its JSON pointer; in soft mode the keyword is left
 //     out and the report says "constraint: soft". Object keys may come in
 //     any order; whitespace between tokens is allowed (at most 64 bytes at
-//     a time), not after the top-level value.
+//     a time), not after the top-level value. With a trigger (param
+//     trigger, response_format.trigger) the schema binds only output that
+//     starts with it: free text that does not start with the trigger, or
+//     the trigger and a valid document (trigger.go); the gateways' tool
+//     calls with tool_choice auto.
 //   - regex_matcher {pattern}: the whole output matches an RE2 pattern. The
 //     pattern's size is estimated right after parsing and oversized ones
 //     are rejected before anything is built; the automaton is a lazy

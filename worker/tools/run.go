@@ -81,6 +81,8 @@ func (s *Set) NewRun() *Run {
 	for _, t := range s.tools {
 		st := &toolState{t: t, status: contracts.ToolStatusOK}
 		switch {
+		case t.json != nil && t.json.trig != nil:
+			st.c = newTriggerRun(t.json.trig, grammar.NewRun(t.json.m))
 		case t.json != nil:
 			st.c = grammar.NewRun(t.json.m)
 		case t.regex != nil:
@@ -434,6 +436,13 @@ func (r *Run) finalCheck(s *toolState, output []byte) string {
 	t := s.t
 	switch {
 	case t.json != nil:
+		if t.json.trig != nil {
+			doc, ok := triggered(string(t.json.trig.trigger), output)
+			if !ok {
+				return "" // free text
+			}
+			output = doc
+		}
 		if err := t.json.val.ValidateText(output); err != nil {
 			return "output does not validate: " + schema.ValidationSummary(err)
 		}

@@ -85,7 +85,12 @@ func mustCompile(t testing.TB, v Vocab, b Budget, tools ...contracts.Tool) *Set 
 // reached (EOG allowed and chosen, or Complete).
 func generate(t testing.TB, set *Set, rng *rand.Rand, n int, closing string) (string, *Run) {
 	t.Helper()
-	r := set.NewRun()
+	return generateFrom(t, set, set.NewRun(), rng, n, closing)
+}
+
+// generateFrom is generate going on from r.
+func generateFrom(t testing.TB, set *Set, r *Run, rng *rand.Rand, n int, closing string) (string, *Run) {
+	t.Helper()
 	mask := make([]uint64, set.vi.Words)
 	var out []byte
 	for step := 0; step < n; step++ {
