@@ -695,7 +695,7 @@ func messageBatchResult(rec *producer.BatchRecord, model string, expired bool) m
 		return map[string]any{"type": "errored", "error": map[string]any{"type": "error",
 			"error": map[string]any{"type": errorType(e, "api_error"), "message": e.Error(), "code": e.Code}}}
 	}
-	res := rec.Result
+	res := answered(rec.Result)
 	switch {
 	case rec.Error != nil:
 		return errored(rec.Error)

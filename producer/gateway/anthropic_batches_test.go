@@ -169,6 +169,34 @@ func TestMessageBatches(t *testing.T) {
 	}
 	// The same results as a raw call shows them: JSONL.
 	resp, body := f.do(ctx, "GET", "/v1/messages/batches/"+mb.ID+"/results", "key-acme", "")
+	defer func() {
+		if t.Failed() {
+			return
+		}
+		// Forced tool calls in a batch: one whole, one cut short by
+		// max_tokens, answered as the Messages endpoint answers them.
+		whole, cut := batchRequest("call", "Weather?", 96), batchRequest("cut", "Weather?", 3)
+		for _, r := range []*anthropic.MessageBatchNewParamsRequest{&whole, &cut} {
+			r.Params.Tools, r.Params.ToolChoice = anthropicTools(t, "get_weather"), anthropic.ToolChoiceParamOfTool("get_weather")
+		}
+		tb, err := ac.Messages.Batches.New(ctx, anthropic.MessageBatchNewParams{Requests: []anthropic.MessageBatchNewParamsRequest{whole, cut}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitEnded(t, ac, tb.ID)
+		tr := batchResults(t, ac, tb.ID)
+		if len(tr) != 2 || tr[0].Result.Type != "succeeded" || tr[1].Result.Type != "succeeded" {
+			t.Fatalf("tool call results: %+v", tr)
+		}
+		call, short := tr[0].Result.Message, tr[1].Result.Message
+		if call.StopReason != anthropic.StopReasonToolUse || len(call.Content) != 1 || call.Content[0].Type != "tool_use" || call.Content[0].Name != "get_weather" {
+			t.Fatalf("whole call: %s", tr[0].RawJSON())
+		}
+		checkArgs(t, "get_weather", string(call.Content[0].Input))
+		if short.StopReason != anthropic.StopReasonMaxTokens {
+			t.Fatalf("call cut short: %s", tr[1].RawJSON())
+		}
+	}()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-jsonl" || strings.Count(string(body), "\n") != 6 {
 		t.Fatalf("raw results: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}

@@ -705,7 +705,7 @@ func (g *Gateway) finishOpenAIBatch(ctx context.Context, st *BatchState) (*Batch
 		if err := recs.Decode(&rec); err != nil {
 			return nil, fmt.Errorf("gateway: batch %s: reading its output: %w", st.ID, err)
 		}
-		res := rec.Result
+		res := answered(rec.Result)
 		switch {
 		case res != nil && res.Status == contracts.StatusCompleted:
 			line["response"] = map[string]any{"status_code": http.StatusOK, "request_id": rec.JobID,

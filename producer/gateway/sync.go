@@ -120,12 +120,8 @@ func (s *syncCall) wait() (*contracts.Result, *contracts.Error) {
 		s.abandon()
 		return nil, asError(err)
 	}
+	res = answered(res)
 	if res.Status != contracts.StatusCompleted {
-		if res.Status == contracts.StatusFailed && s.cutShort(res.Error) {
-			cut := *res
-			cut.Status, cut.StopReason, cut.Error = contracts.StatusCompleted, contracts.StopMaxTokens, nil
-			return &cut, nil
-		}
 		if res.Error != nil {
 			return nil, res.Error
 		}
@@ -134,13 +130,31 @@ func (s *syncCall) wait() (*contracts.Result, *contracts.Error) {
 	return res, nil
 }
 
+// answered is res as the APIs answer it: a tool call job whose output
+// stopped inside the call (see cutShort) completed with the stop reason
+// max_tokens; any other result as it is. The batch APIs read results
+// through it too.
+func answered(res *contracts.Result) *contracts.Result {
+	if res == nil || res.Status != contracts.StatusFailed || !callCutShort(res.Metadata, res.Error) {
+		return res
+	}
+	cut := *res
+	cut.Status, cut.StopReason, cut.Error = contracts.StatusCompleted, contracts.StopMaxTokens, nil
+	return &cut
+}
+
 // cutShort reports whether e ended a tool call job (see toolCallKey)
 // whose output stopped inside the call: a forced call's constraint fails
 // its final check on a document cut short (the output reached max_tokens,
 // or the memory limit). The job is answered as the APIs answer a call cut
 // short, with the stop reason max_tokens, not as an error.
-func (s *syncCall) cutShort(e *contracts.Error) bool {
-	return e != nil && e.ToolCode == contracts.ToolValidationFailed && s.req.Metadata[toolCallKey] != ""
+func (s *syncCall) cutShort(e *contracts.Error) bool { return callCutShort(s.req.Metadata, e) }
+
+// callCutShort reports whether e ended a tool call job whose metadata
+// (the request's, copied into its result) is meta, with its call cut
+// short.
+func callCutShort(meta map[string]string, e *contracts.Error) bool {
+	return e != nil && e.ToolCode == contracts.ToolValidationFailed && meta[toolCallKey] != ""
 }
 
 // stream follows the job's events, calling delta with each piece of new
