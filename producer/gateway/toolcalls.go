@@ -320,9 +320,6 @@ func newCallStream(mode string, onText func(string) error, onCall func(string) e
 	return cs
 }
 
-// call reports whether the output is a call (so far).
-func (cs *callStream) call() bool { return cs.state == csHead || cs.state == csArgs }
-
 // feed takes the next piece of output.
 func (cs *callStream) feed(text string) error {
 	switch cs.state {
