@@ -157,7 +157,7 @@ func TestTenantsCannotTouchEachOther(t *testing.T) {
 	batchDone := func(key string) map[string]any {
 		var st map[string]any
 		natstest.Until(t, 2*time.Minute, key+"'s batch nightly to end", func() bool {
-			_, body := call(key, "GET", "/v1/batches/nightly", "")
+			_, body := call(key, "GET", "/v1/zl/batches/nightly", "")
 			json.Unmarshal(body, &st)
 			return st["status"] == "ended"
 		})
@@ -166,7 +166,7 @@ func TestTenantsCannotTouchEachOther(t *testing.T) {
 	if st := batchDone("k-globex"); fmt.Sprint(st["request_counts"]) != fmt.Sprint(map[string]any{"total": 6.0, "completed": 6.0, "failed": 0.0, "canceled": 0.0, "invalid": 0.0}) {
 		t.Errorf("globex's batch: %v", st)
 	}
-	_, out := call("k-globex", "GET", "/v1/batches/nightly/output", "")
+	_, out := call("k-globex", "GET", "/v1/zl/batches/nightly/output", "")
 	if n := strings.Count(string(out), `"tenant":"globex","status":"completed","text"`); n != 6 || strings.Contains(string(out), `"tenant":"acme"`) {
 		t.Errorf("globex's batch output has %d completed lines: %s", n, out)
 	}
