@@ -40,6 +40,22 @@ func LastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.
 	}
 }
 
+// IsUnreachable reports whether err is NATS or JetStream being out of
+// reach for now (a connection down or reconnecting, a server restarting,
+// a stream without a leader, a request timed out): the call may succeed
+// if made again later. A client closed for good is not.
+func IsUnreachable(err error) bool {
+	for _, e := range []error{nats.ErrNoResponders, nats.ErrTimeout, nats.ErrDisconnected, nats.ErrConnectionReconnecting,
+		nats.ErrNoServers, jetstream.ErrNoStreamResponse, jetstream.ErrAsyncPublishTimeout} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	// A direct get or API call the server answered with 503 (no
+	// responders for a stream without a leader, JetStream not ready).
+	return err != nil && strings.Contains(err.Error(), ": 503 ")
+}
+
 // lookupTimeout bounds a LastMsg whose context has no deadline.
 const lookupTimeout = 5 * time.Second
 

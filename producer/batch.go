@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
@@ -277,8 +279,8 @@ func retrying[T any](ctx context.Context, f func() (T, error)) (T, error) {
 			return v, cmp.Or(ctx.Err(), err)
 		}
 		var ce *contracts.Error
-		if errors.As(err, &ce) && !ce.Retryable() && ce.Code != contracts.CodeInternal {
-			return v, err
+		if errors.As(err, &ce) && !ce.Retryable() && ce.Code != contracts.CodeInternal || errors.Is(err, nats.ErrConnectionClosed) {
+			return v, err // (a connection closed for good stays closed)
 		}
 		select {
 		case <-ctx.Done():

@@ -110,18 +110,51 @@ func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *Su
 	if err != nil {
 		return "", err
 	}
-	if _, err := c.js.PublishMsg(ctx, m); err != nil && !contracts.IsDuplicateJob(err) {
+	if err := c.connected(r.ID); err != nil {
 		c.forget(r)
+		return "", err
+	}
+	// A publish whose acknowledgement is lost (the connection dropped
+	// after it went out) would wait for it as long as ctx allows: it is
+	// given up after submitAckTimeout, as unavailable, and may be sent
+	// again (the job id makes the repeat safe).
+	pctx, cancel := context.WithTimeout(ctx, submitAckTimeout)
+	defer cancel()
+	if _, err := c.js.PublishMsg(pctx, m); err != nil && !contracts.IsDuplicateJob(err) {
+		c.forget(r)
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return "", contracts.NewError(contracts.CodeUnavailable, "job %s: no acknowledgement from JetStream within %v; it may or may not be queued: submit again (the same id is safe)", r.ID, submitAckTimeout)
+		}
 		return "", submitError(r.ID, err)
 	}
 	return r.ID, nil
 }
 
+// submitAckTimeout bounds the wait for JetStream's acknowledgement of one
+// submitted job.
+const submitAckTimeout = 10 * time.Second
+
+// connected refuses to submit job id while the connection is down
+// (reconnecting): a publish then would wait in the client's buffer for a
+// server that may be minutes away, and the caller is better told at once,
+// with CodeUnavailable, that it may submit again (the same id is safe).
+func (c *Client) connected(id string) error {
+	if c.nc.IsConnected() {
+		return nil
+	}
+	return contracts.NewError(contracts.CodeUnavailable, "job %s not queued: not connected to NATS (%s); submit again later (the same id is safe)", id, c.nc.Status())
+}
+
 // submitError is the error of a publish of job id that was not stored: a
-// full queue is CodeOverloaded.
+// full queue is CodeOverloaded, NATS or JetStream out of reach
+// CodeUnavailable; both are retryable (the same id is safe to submit
+// again).
 func submitError(id string, err error) error {
 	if contracts.IsQueueFull(err) {
 		return contracts.NewError(contracts.CodeOverloaded, "job %s not queued: the job queue is full (%v); the workers are behind, submit again later", id, err)
+	}
+	if contracts.IsUnreachable(err) {
+		return contracts.NewError(contracts.CodeUnavailable, "job %s not queued: %v; submit again later (the same id is safe)", id, err)
 	}
 	return fmt.Errorf("producer: submit %s: %w", id, err)
 }
@@ -143,6 +176,11 @@ func (c *Client) SubmitMany(ctx context.Context, reqs []*contracts.JobRequest, o
 		var fs []sent
 		for i := lo; i < min(lo+submitManyChunk, len(reqs)); i++ {
 			r, m, err := c.prepare(reqs[i], opts)
+			if err == nil {
+				if err = c.connected(r.ID); err != nil {
+					c.forget(r)
+				}
+			}
 			if err != nil {
 				errs[i] = err
 				continue
@@ -414,6 +452,15 @@ func (c *Client) liveEventsOf(ctx context.Context, jobID, subject string) (<-cha
 // finished. All waits of a client share one subscription to its tenant's
 // results (zl.results.<tenant>.*), so thousands of jobs can be waited for
 // at once without a JetStream consumer each.
+//
+// Wait rides out NATS and JetStream being out of reach (a server
+// restarting, a leader changing, the client reconnecting): it keeps
+// waiting and looks the result up again every liveRecheck, and returns an
+// error only when ctx ends, the connection is closed for good, or the job
+// is unknown: a job that has no result and is not queued or running
+// (ZL_JOBS holds no message of it) when Wait first looks again is a
+// CodeNotFound error, not a wait until ctx ends (a job submitted by then
+// is found).
 func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, error) {
 	if err := contracts.ValidateJobID(jobID); err != nil {
 		return nil, err
@@ -425,12 +472,27 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 	defer c.results.remove(jobID, ch)
 	t := time.NewTicker(liveRecheck)
 	defer t.Stop()
-	for {
+	for checked := false; ; {
 		// Registered first, then looked up: a result published in
 		// between comes through ch.
 		res, err := c.result(ctx, jobID)
-		if res != nil || err != nil {
-			return res, err
+		switch {
+		case res != nil:
+			return res, nil
+		case err != nil && !c.passing(ctx, err):
+			return nil, err
+		case err == nil && checked:
+			// Looked up once more after a recheck: no result, and the job
+			// is not queued either.
+			switch queued, qerr := c.queued(ctx, jobID); {
+			case qerr == nil && !queued:
+				if res, err := c.result(ctx, jobID); res != nil || err != nil && !c.passing(ctx, err) {
+					return res, err // it finished in between
+				}
+				return nil, contracts.NewError(contracts.CodeNotFound, "job %s of tenant %s: no result, and it is not queued (never submitted, or expired)", jobID, c.cfg.Tenant)
+			case qerr != nil && !c.passing(ctx, qerr):
+				return nil, qerr
+			}
 		}
 		select {
 		case data := <-ch:
@@ -442,9 +504,52 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 				return &r, nil
 			}
 		case <-t.C: // a notice lost to a reconnect is found here
+			checked = true
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// passing reports whether err, met while ctx is still live, is NATS or
+// JetStream out of reach for now (see contracts.IsUnreachable), or a
+// look-up that timed out on its own: worth trying again.
+func (c *Client) passing(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || c.nc.IsClosed() {
+		return false
+	}
+	return contracts.IsUnreachable(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// queued reports whether ZL_JOBS holds a message of job id of this
+// client's tenant: the job is waiting or running (a finished job's message
+// is gone from the work queue, and its result stored before). A client
+// without access to that API (a tenant account that imports only its own
+// direct gets) gets an error, and Wait then goes on waiting.
+func (c *Client) queued(ctx context.Context, jobID string) (bool, error) {
+	body, _ := json.Marshal(map[string]string{"last_by_subj": contracts.JobSubject("*", "*", c.cfg.Tenant, jobID)})
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := c.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+contracts.StreamJobs, body)
+	if err != nil {
+		return false, err
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return false, fmt.Errorf("producer: looking for job %s in %s: %w", jobID, contracts.StreamJobs, err)
+	}
+	switch {
+	case resp.Error == nil:
+		return true, nil
+	case resp.Error.Code == 404:
+		return false, nil
+	default:
+		return false, fmt.Errorf("producer: looking for job %s in %s: %d %s", jobID, contracts.StreamJobs, resp.Error.Code, resp.Error.Description)
 	}
 }
 

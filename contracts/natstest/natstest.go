@@ -1,6 +1,7 @@
 package natstest
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -24,6 +25,10 @@ type Server struct {
 	Conn *nats.Conn
 	// JS is a JetStream context on Conn.
 	JS jetstream.JetStream
+
+	opts *Options
+	port int    // the port the server listens on
+	dir  string // the store dir it was given
 }
 
 // Options adjusts the server Run starts. The zero value is what Run uses.
@@ -31,6 +36,11 @@ type Options struct {
 	// MaxPayload is the server's max_payload in bytes. Defaults to the
 	// server's default (1 MiB).
 	MaxPayload int32
+	// Restartable makes every connection of the server (Conn, Connect)
+	// reconnect, forever and 50 milliseconds apart, so that a test can
+	// restart the server (Restart) under the code it tests. Without it a
+	// connection closes when the server goes.
+	Restartable bool
 }
 
 // Run starts a NATS server with JetStream on a random loopback port, with
@@ -48,17 +58,27 @@ func RunWithOptions(t testing.TB, o *Options) *Server {
 	if o == nil {
 		o = &Options{}
 	}
+	s := &Server{opts: o}
+	s.start(t, server.RANDOM_PORT, t.TempDir())
+	s.URL = s.Server.ClientURL()
+	s.Conn, s.JS = s.Connect(t)
+	return s
+}
+
+// start starts the server on port with its store in dir.
+func (s *Server) start(t testing.TB, port int, dir string) {
+	t.Helper()
 	opts := &server.Options{
 		ServerName:         "natstest",
 		Host:               "127.0.0.1",
-		Port:               server.RANDOM_PORT,
+		Port:               port,
 		NoLog:              true,
 		NoSigs:             true,
 		JetStream:          true,
-		StoreDir:           t.TempDir(),
+		StoreDir:           dir,
 		JetStreamMaxMemory: 256 << 20,
 		JetStreamMaxStore:  1 << 30,
-		MaxPayload:         o.MaxPayload,
+		MaxPayload:         s.opts.MaxPayload,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -69,20 +89,35 @@ func RunWithOptions(t testing.TB, o *Options) *Server {
 		srv.Shutdown()
 		t.Fatalf("natstest: server not ready after %v", readyTimeout)
 	}
-	s := &Server{Server: srv, URL: srv.ClientURL()}
+	s.Server, s.port, s.dir = srv, srv.Addr().(*net.TCPAddr).Port, dir
 	t.Cleanup(func() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	})
-	s.Conn, s.JS = s.Connect(t)
-	return s
+}
+
+// Restart shuts the server down, waits down, and starts it again on the
+// same port with the same store, as an operator's restart does: JetStream
+// keeps what it stored, and the connections come back when the server was
+// started Restartable.
+// (A server already shut down by the test is only started again.)
+func (s *Server) Restart(t testing.TB, down time.Duration) {
+	t.Helper()
+	s.Server.Shutdown()
+	s.Server.WaitForShutdown()
+	time.Sleep(down)
+	s.start(t, s.port, s.dir)
 }
 
 // Connect opens another client connection (with a JetStream context) to
 // the server, closed by t.Cleanup before the server shuts down.
 func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.URL, nats.Name(t.Name()), nats.MaxReconnects(0))
+	reconnects := []nats.Option{nats.MaxReconnects(0)}
+	if s.opts.Restartable {
+		reconnects = []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
+	}
+	nc, err := nats.Connect(s.URL, append(reconnects, nats.Name(t.Name()))...)
 	if err != nil {
 		t.Fatalf("natstest: connect to %s: %v", s.URL, err)
 	}

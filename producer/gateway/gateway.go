@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
@@ -270,8 +269,7 @@ func (g *Gateway) body(w http.ResponseWriter, r *http.Request) ([]byte, *contrac
 
 // asError turns any error into a contract error.
 func asError(err error) *contracts.Error {
-	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+	if errors.Is(err, nats.ErrConnectionClosed) || contracts.IsUnreachable(err) {
 		return contracts.NewError(contracts.CodeUnavailable, "%v", err)
 	}
 	return contracts.ErrorFrom(err)

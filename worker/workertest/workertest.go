@@ -65,7 +65,15 @@ type Bundle struct {
 // (acme and globex) that know stories260K as ModelName.
 func Setup(t *testing.T, streams contracts.StreamsConfig) *Bundle {
 	t.Helper()
-	srv := natstest.Run(t)
+	return SetupOptions(t, streams, nil)
+}
+
+// SetupOptions is Setup on a server started with o (nil: the defaults);
+// with o.Restartable the test may restart the server (b.Srv.Restart)
+// under the workers and clients, whose connections come back.
+func SetupOptions(t *testing.T, streams contracts.StreamsConfig, o *natstest.Options) *Bundle {
+	t.Helper()
+	srv := natstest.RunWithOptions(t, o)
 	if err := contracts.EnsureStreams(context.Background(), srv.JS, streams); err != nil {
 		t.Fatal(err)
 	}
