@@ -515,7 +515,7 @@ func TestCollector(t *testing.T) {
 			}
 		}
 		ok := got["zerolayer_billing_usage_messages_total/stored"] == 3 && got["zerolayer_billing_usage_messages_total/terminated"] == 1 &&
-			got["zerolayer_billing_unrated_usage"] == 0 && got["zerolayer_billing_scrape_errors_total"] == 0
+			got["zerolayer_billing_unrated_usage"] == 0 && got["zerolayer_billing_scrape_errors_total"] == 0 && got["zerolayer_billing_db_up"] == 1
 		_, hasQueue := got["zerolayer_billing_river_jobs/available"]
 		backlog, hasBacklog := got["zerolayer_billing_usage_backlog"]
 		return ok && hasQueue && hasBacklog && backlog == 0, fmt.Sprintf("%v", got)

@@ -227,7 +227,7 @@ func (w *Worker) terminal(em *emitter, msg jetstream.Msg, route contracts.JobRou
 		msg.NakWithDelay(w.cfg.RetryDelay)
 		return
 	}
-	w.cfg.Metrics.observe(contracts.StatusFailed, e, nil)
+	w.cfg.Metrics.observe(contracts.StatusFailed, e, nil, nil)
 	msg.TermWithReason(string(e.Code))
 }
 
@@ -410,7 +410,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 		log.Error("ack failed; the job may be redelivered (billing dedupes on tenant and job id)", "err", err)
 		return
 	}
-	e.w.cfg.Metrics.observe(status, jobErr, usage)
+	e.w.cfg.Metrics.observe(status, jobErr, usage, out.ToolReport)
 	log.Info("job done", "status", status, "output_tokens", len(out.TokenIDs))
 }
 

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -16,6 +18,7 @@ type Metrics struct {
 	jobs      *prometheus.CounterVec
 	tokensIn  prometheus.Counter
 	tokensOut prometheus.Counter
+	toolRuns  *prometheus.CounterVec
 	// intake health
 	consMissing   *prometheus.GaugeVec
 	consRecreated *prometheus.CounterVec
@@ -23,12 +26,16 @@ type Metrics struct {
 	fetched       prometheus.Counter
 }
 
-// NewMetrics returns unregistered metrics.
+// NewMetrics returns unregistered metrics. The per-job histograms and the
+// jobs counter carry the model that ran the job (one the worker serves;
+// empty for a job that failed before a model ran it, so that a tenant's
+// model names cannot grow the series), the histograms also the priority
+// and the prompt-length bucket.
 func NewMetrics() *Metrics {
 	lat := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	labels := []string{"priority", "bucket"}
 	h := func(name, help string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "zerolayer_" + name, Help: help, Buckets: lat}, labels)
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "zerolayer_" + name, Help: help, Buckets: lat}, append([]string{"model"}, labels...))
 	}
 	return &Metrics{
 		ttft:  h("time_to_first_token_seconds", "Time from admission to the first output token."),
@@ -36,9 +43,11 @@ func NewMetrics() *Metrics {
 		queue: h("request_queue_time_seconds", "Time from JetStream storing the job to its admission."),
 		e2e:   h("e2e_request_latency_seconds", "Time from JetStream storing the job to its end."),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_jobs_total",
-			Help: "Jobs finished, by status and error code."}, []string{"status", "code"}),
+			Help: "Jobs finished, by status, error code and model."}, []string{"status", "code", "model"}),
 		tokensIn:  prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_prompt_tokens_total", Help: "Prompt tokens of finished jobs."}),
 		tokensOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_generation_tokens_total", Help: "Generated tokens of finished jobs."}),
+		toolRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_tool_runs_total",
+			Help: "Inline tools run on finished jobs, by how they fared (ok, violated, failed, dropped; contracts.ToolStatus) and model."}, []string{"status", "model"}),
 		consMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zerolayer_intake_consumer_missing",
 			Help: "1 while the ZL_JOBS consumer of a class this worker serves is missing and not recreated (jobs of the class are not served), else 0."}, labels),
 		consRecreated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_intake_consumer_recreations_total",
@@ -64,7 +73,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
 			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
 	}
-	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.consMissing, m.consRecreated, m.fetches, m.fetched}, toolMetrics...) {
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.consMissing, m.consRecreated, m.fetches, m.fetched}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -72,20 +81,28 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	return nil
 }
 
-// observe records a finished job.
-func (m *Metrics) observe(status contracts.ResultStatus, e *contracts.Error, u *contracts.Usage) {
+// observe records a finished job: its usage (nil for a job no model ran)
+// and its inline tools' reports.
+func (m *Metrics) observe(status contracts.ResultStatus, e *contracts.Error, u *contracts.Usage, tools []contracts.ToolReport) {
 	if m == nil {
 		return
 	}
-	code := ""
+	code, model := "", ""
 	if e != nil {
 		code = string(e.Code)
 	}
-	m.jobs.WithLabelValues(string(status), code).Inc()
+	if u != nil {
+		// The served name (ServedName): a job names its model in any case.
+		model = strings.ToLower(u.Model)
+	}
+	m.jobs.WithLabelValues(string(status), code, model).Inc()
+	for _, r := range tools {
+		m.toolRuns.WithLabelValues(string(r.Status), model).Inc()
+	}
 	if u == nil {
 		return
 	}
-	l := prometheus.Labels{"priority": string(u.Priority), "bucket": string(u.Bucket)}
+	l := prometheus.Labels{"model": model, "priority": string(u.Priority), "bucket": string(u.Bucket)}
 	m.ttft.With(l).Observe(u.TimeToFirstTokenMs / 1000)
 	if u.OutputTokens > 1 {
 		m.tpot.With(l).Observe(u.TimePerTokenMs / 1000)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/billing"
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/queuemetrics"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 )
 
@@ -52,7 +53,7 @@ func runBilling(ctx context.Context, args []string) error {
 	}
 	if *metricsAddr != "" {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(billing.NewCollector(svc))
+		reg.MustRegister(billing.NewCollector(svc), queuemetrics.NewCollector(js, contracts.StreamUsage))
 		stopMetrics, err := serveMetrics(*metricsAddr, reg)
 		if err != nil {
 			return err

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/queuemetrics"
 	"github.com/zerolayer/zerolayer/gpu/nvml"
 	"github.com/zerolayer/zerolayer/worker"
 )
@@ -99,6 +101,13 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	// The depth of ZL_JOBS by class and of ZL_DLQ, read at each scrape
+	// (every worker exports the same numbers: alerts take their max).
+	o.reg.MustRegister(queuemetrics.NewCollector(js, contracts.StreamJobs, contracts.StreamDLQ))
 	if *limits {
 		q, stop, err := startQuota(ctx, nc, "worker", o.reg, cfg.Logger)
 		if err != nil {

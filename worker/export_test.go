@@ -1,0 +1,8 @@
+package worker
+
+import "github.com/zerolayer/zerolayer/contracts"
+
+// Observe is Metrics.observe, for the tests of package worker_test.
+func Observe(m *Metrics, status contracts.ResultStatus, e *contracts.Error, u *contracts.Usage, tools []contracts.ToolReport) {
+	m.observe(status, e, u, tools)
+}
