@@ -57,6 +57,9 @@ func (w *Worker) restore(src *pullSource) bool {
 	} else if !src.missing {
 		log.Error("consumer is missing: jobs of this class are not served until it is recreated (run a worker with provisioning on, or contracts.EnsureStreams)")
 	}
+	if !src.missing {
+		w.missing.Add(1)
+	}
 	src.missing = true
 	w.cfg.Metrics.consumerMissing(src.prio, src.bucket, true)
 	return false
@@ -64,6 +67,9 @@ func (w *Worker) restore(src *pullSource) bool {
 
 // found records that src's consumer exists as c.
 func (w *Worker) found(src *pullSource, c jetstream.Consumer) {
+	if src.missing {
+		w.missing.Add(-1)
+	}
 	src.cons, src.missing = c, false
 	w.cfg.Metrics.consumerMissing(src.prio, src.bucket, false)
 }

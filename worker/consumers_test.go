@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,42 @@ func waitResult(t *testing.T, nc *nats.Conn, tenant, id string) *contracts.Resul
 		return err == nil && m != nil && json.Unmarshal(m.Data, &res) == nil
 	})
 	return &res
+}
+
+// TestWorkerReady: a worker is not ready before Start, is once started
+// (consumers bound, model loaded, NATS up), and is not once its NATS
+// connection is closed or it is stopping.
+func TestWorkerReady(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	nc, _ := b.Srv.Connect(t)
+	w, err := worker.New(nc, workertest.NewExecutor(t), worker.Config{ID: "w1", IdlePoll: 50 * time.Millisecond, Logger: workertest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ready(); err == nil {
+		t.Fatal("ready before Start")
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ready(); err != nil {
+		t.Fatalf("not ready once started: %v", err)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ready(); err == nil {
+		t.Fatal("ready after Stop")
+	}
+
+	w2, nc2 := b.StartWorker(t, workertest.NewExecutor(t), "w2")
+	if err := w2.Ready(); err != nil {
+		t.Fatalf("not ready once started: %v", err)
+	}
+	nc2.Close()
+	if err := w2.Ready(); err == nil || !strings.Contains(err.Error(), "NATS") {
+		t.Fatalf("ready with its NATS connection closed: %v", err)
+	}
 }

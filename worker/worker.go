@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -50,6 +51,9 @@ type Worker struct {
 	fair      fairness
 	runCtx    context.Context // parent of job contexts; canceled to hand jobs back
 	cancelRun context.CancelCauseFunc
+	// missing counts the class consumers found missing and not
+	// recreated (consumers.go), for Ready.
+	missing atomic.Int32
 }
 
 // pullSource is one class's consumer. Only the intake loop touches it
@@ -103,6 +107,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	w.consumers, w.aged = nil, nil // (a failed Start may have bound some)
 	for _, p := range w.cfg.Priorities {
 		for _, b := range w.cfg.Buckets {
 			c, err := w.js.Consumer(ctx, contracts.StreamJobs, contracts.ConsumerName(p, b))
@@ -151,6 +156,30 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.started = true
 	go w.loop()
 	w.log.Info("worker started", "priorities", w.cfg.Priorities, "buckets", w.cfg.Buckets, "concurrency", w.cfg.Concurrency, "device", w.exec.Device())
+	return nil
+}
+
+// Ready reports whether the worker serves jobs, for a readiness probe: nil
+// from the return of Start until Stop, while the NATS connection is up and
+// every class consumer the worker pulls from exists; otherwise an error
+// saying why not. The models are loaded before then (New takes an
+// Executor that has them).
+func (w *Worker) Ready() error {
+	w.mu.Lock()
+	started, stopped := w.started, w.stopped
+	w.mu.Unlock()
+	switch {
+	case !started:
+		return errors.New("worker not started")
+	case stopped:
+		return errors.New("worker stopping")
+	}
+	if st := w.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("NATS connection %s", st)
+	}
+	if n := w.missing.Load(); n > 0 {
+		return fmt.Errorf("%d %s consumer(s) missing", n, contracts.StreamJobs)
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,16 @@ func runBilling(ctx context.Context, args []string) error {
 	replicas := fs.Int("replicas", 1, "stream replicas when provisioning (3 in production)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	reg := prometheus.NewRegistry()
+	var rd readiness
+	rd.waiting("connecting to PostgreSQL and NATS")
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, reg, &rd)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	pool, err := openDB(ctx, *dbURL)
 	if err != nil {
@@ -51,18 +62,26 @@ func runBilling(ctx context.Context, args []string) error {
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
-	if *metricsAddr != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(billing.NewCollector(svc), queuemetrics.NewCollector(js, contracts.StreamUsage))
-		stopMetrics, err := serveMetrics(*metricsAddr, reg)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
-	}
+	reg.MustRegister(billing.NewCollector(svc), queuemetrics.NewCollector(js, contracts.StreamUsage))
+	rd.check(func() error { return billingReady(ctx, nc, pool) })
 	fmt.Fprintf(stderr, "billing: ingesting usage from %s into %s\n", nc.ConnectedUrlRedacted(), devstack.Redact(cmp.Or(*dbURL, os.Getenv("DATABASE_URL"))))
 	<-ctx.Done()
+	rd.waiting("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
 	defer cancel()
 	return svc.Stop(sctx)
+}
+
+// billingReady is nil while billing's NATS connection is up and
+// PostgreSQL answers a ping within two seconds.
+func billingReady(ctx context.Context, nc *nats.Conn, pool *pgxpool.Pool) error {
+	if st := nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("NATS connection %s", st)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := pool.Ping(ctx); err != nil {
+		return fmt.Errorf("PostgreSQL: %w", err)
+	}
+	return nil
 }

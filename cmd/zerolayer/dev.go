@@ -71,7 +71,7 @@ func runDev(ctx context.Context, args []string) error {
 		}
 	}
 	if *metricsAddr != "" {
-		stopMetrics, err := serveMetrics(*metricsAddr, o.reg)
+		stopMetrics, err := serveMetrics(*metricsAddr, o.reg, nil)
 		if err != nil {
 			return err
 		}

@@ -58,8 +58,10 @@ func runGateway(ctx context.Context, args []string) error {
 		defer stop()
 		gcfg.Quota = q
 	}
+	var rd readiness
+	rd.waiting("starting the HTTP server")
 	if *metricsAddr != "" {
-		stopMetrics, err := serveMetrics(*metricsAddr, reg)
+		stopMetrics, err := serveMetrics(*metricsAddr, reg, &rd)
 		if err != nil {
 			return err
 		}
@@ -69,6 +71,12 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	rd.check(func() error {
+		if st := nc.Status(); st != nats.CONNECTED {
+			return fmt.Errorf("NATS connection %s", st)
+		}
+		return nil
+	})
 	nkeys := 0
 	if keys != nil {
 		nkeys = keys.Len()
@@ -76,6 +84,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fmt.Fprintf(os.Stderr, "gateway: http://%s (jobs: /v1/jobs; OpenAI: /v1/chat/completions; Anthropic: /v1/messages), NATS %s, %d API keys\n",
 		gs.Addr(), nc.ConnectedUrlRedacted(), nkeys)
 	<-ctx.Done()
+	rd.waiting("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
 	defer cancel()
 	return gs.Stop(sctx)

@@ -70,6 +70,17 @@ func runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The probes answer from the start: alive, and not ready until the
+	// models are loaded, NATS is connected and the consumers are bound.
+	var rd readiness
+	rd.waiting("loading models")
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, o.reg, &rd)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	s, err := sf.open(ctx, models, *threads, o.sched)
 	if err != nil {
 		return err
@@ -89,13 +100,7 @@ func runWorker(ctx context.Context, args []string) error {
 			o.reg.MustRegister(nvml.NewCollector(mon))
 		}
 	}
-	if *metricsAddr != "" {
-		stopMetrics, err := serveMetrics(*metricsAddr, o.reg)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
-	}
+	rd.waiting("connecting to NATS")
 	nc, err := nf.connect("worker", nats.MaxReconnects(-1))
 	if err != nil {
 		return err
@@ -120,11 +125,14 @@ func runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	rd.waiting("binding the consumers")
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
+	rd.check(w.Ready)
 	fmt.Fprintf(os.Stderr, "worker %s serving %s from %s\n", w.ID(), s.Describe(), nc.ConnectedUrlRedacted())
 	<-ctx.Done()
+	rd.waiting("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
 	defer cancel()
 	if err := w.Stop(sctx); err != nil {
