@@ -175,22 +175,44 @@ func (b *Bundle) WaitDrained(t testing.TB) {
 	})
 }
 
-// StreamMsgs returns the messages of a stream on a subject.
+// StreamMsgs returns the messages of a stream on a subject: as many as the
+// stream holds on it when StreamMsgs asks (on a cluster, reading them can
+// take a moment to start).
 func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) []jetstream.Msg {
 	t.Helper()
 	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64
+	for _, n := range info.State.Subjects {
+		want += n
+	}
+	var out []jetstream.Msg
+	if want == 0 {
+		return out
+	}
 	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []jetstream.Msg
-	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+	// On a cluster a pull can find the consumer not yet in place (no
+	// responders) or its node gone; the ordered consumer resumes after
+	// the last message it handed out.
+	deadline := time.Now().Add(10 * time.Second)
+	for uint64(len(out)) < want && time.Now().Before(deadline) {
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
 		if err != nil {
-			return out
+			continue // or removed meanwhile (a work queue's): the deadline ends it
 		}
 		out = append(out, m)
 	}
+	return out
 }
 
 // Logger sends warnings and errors to the test log.
