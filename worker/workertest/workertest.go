@@ -175,9 +175,10 @@ func (b *Bundle) WaitDrained(t testing.TB) {
 	})
 }
 
-// StreamMsgs returns the messages of a stream on a subject: as many as the
-// stream holds on it when StreamMsgs asks (on a cluster, reading them can
-// take a moment to start).
+// StreamMsgs returns the messages of a stream on a subject: at least as
+// many as the stream held on it when StreamMsgs asked (on a cluster,
+// reading them can take a moment to start), and any stored after them
+// until none comes for 300 milliseconds.
 func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) []jetstream.Msg {
 	t.Helper()
 	ctx := context.Background()
@@ -193,10 +194,6 @@ func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) []
 	for _, n := range info.State.Subjects {
 		want += n
 	}
-	var out []jetstream.Msg
-	if want == 0 {
-		return out
-	}
 	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
@@ -204,15 +201,20 @@ func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) []
 	// On a cluster a pull can find the consumer not yet in place (no
 	// responders) or its node gone; the ordered consumer resumes after
 	// the last message it handed out.
+	var out []jetstream.Msg
 	deadline := time.Now().Add(10 * time.Second)
-	for uint64(len(out)) < want && time.Now().Before(deadline) {
-		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
 		if err != nil {
-			continue // or removed meanwhile (a work queue's): the deadline ends it
+			// Fewer than asked for: removed meanwhile (a work queue's)
+			// once the deadline has passed.
+			if uint64(len(out)) >= want || time.Now().After(deadline) {
+				return out
+			}
+			continue
 		}
 		out = append(out, m)
 	}
-	return out
 }
 
 // Logger sends warnings and errors to the test log.
