@@ -62,9 +62,31 @@ const MinResultsMaxAge = 7 * 24 * time.Hour
 // StreamsConfig configures EnsureStreams. The zero value is the development
 // setup; production sets Replicas to 3.
 type StreamsConfig struct {
-	// Replicas is the replication factor of every stream, consumer and the
-	// cancel bucket: 1 for a single server, 3 for a production cluster.
-	// Defaults to 1.
+	// Replicas is the replication factor of every stream, of the durable
+	// consumers on ZL_JOBS (the nine class consumers and the tenants'
+	// consumers workers make) and of the tenant-limits bucket: 1 for a
+	// single server (development, `zerolayer dev`), 3 for a production
+	// cluster of three or five nodes. Defaults to 1.
+	//
+	// Placement: each stream, and each durable consumer with its acks
+	// and redelivery counts, is a Raft group on Replicas nodes, one of
+	// them its leader; JetStream spreads the groups over the nodes. The
+	// gateway's batch buckets take gateway.Config.Replicas, which should
+	// match. Consumers the clients make for a moment (the ordered
+	// consumers that read events and results) are R1 on one node and are
+	// remade by their clients when it goes.
+	//
+	// With R3 the loss of one node loses nothing: the groups it led elect
+	// a new leader among the other two within seconds, during which a
+	// publish to such a stream times out (a client retries it under the
+	// same Nats-Msg-Id, which deduplicates) and workers' pulls wait; a
+	// job whose ack was lost is redelivered and its second usage record
+	// is dropped as a duplicate (Nats-Msg-Id <tenant>/<job_id>). A node
+	// that comes back catches up from the others. The loss of two of
+	// three stops the streams (no quorum: writes refused, nothing lost)
+	// until one returns. EnsureStreams with Replicas 3 needs three nodes
+	// online, and a process that runs it with another count moves the
+	// streams to that count: give every provisioning process the same.
 	Replicas int
 	// Storage is where streams keep their messages. Defaults to
 	// jetstream.FileStorage.

@@ -61,12 +61,12 @@ func (g *Gateway) openBatches(ctx context.Context) error {
 		return err
 	}
 	files, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BatchFiles,
-		Description: "zerolayer batch input and output files", TTL: g.cfg.BatchRetention, Storage: jetstream.FileStorage})
+		Description: "zerolayer batch input and output files", TTL: g.cfg.BatchRetention, Storage: jetstream.FileStorage, Replicas: g.cfg.Replicas})
 	if err != nil {
 		return fmt.Errorf("gateway: batch files bucket: %w", err)
 	}
 	states, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BatchStates,
-		Description: "zerolayer batch states", TTL: g.cfg.BatchRetention, Storage: jetstream.FileStorage})
+		Description: "zerolayer batch states", TTL: g.cfg.BatchRetention, Storage: jetstream.FileStorage, Replicas: g.cfg.Replicas})
 	if err != nil {
 		return fmt.Errorf("gateway: batch states bucket: %w", err)
 	}

@@ -72,6 +72,12 @@ type Config struct {
 	// published: a job over a limit is answered 429 with Retry-After
 	// (quota.go). Defaults to none.
 	Quota producer.Admitter
+	// Replicas is the replication factor of the batch buckets (files and
+	// states), as contracts.StreamsConfig's for the streams: 1 for a
+	// single server, 3 for a production cluster. It applies when the
+	// gateway creates them or updates them to its configuration. Zero
+	// means 1.
+	Replicas int
 }
 
 // Gateway serves the HTTP APIs. It is an http.Handler.

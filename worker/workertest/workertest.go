@@ -49,16 +49,26 @@ func NewSchedExecutor(t testing.TB, cfg sched.Config) *worker.SchedExecutor {
 	return worker.NewSchedExecutor(l.Model.Backend().Name(), contracts.Buckets{}, &worker.ScheduledModel{Name: ModelName, Loaded: l, Scheduler: s})
 }
 
-// Bundle is a JetStream server with the streams and a producer for each of
-// two tenants.
+// Bundle is a JetStream server (or cluster) with the streams and a
+// producer for each of two tenants.
 type Bundle struct {
+	// Srv is the server of a Bundle made by Setup; nil on a cluster.
 	Srv *natstest.Server
+	// Cluster is the cluster of a Bundle made by SetupCluster; nil on a
+	// single server.
+	Cluster *natstest.Cluster
+	// Conn is the connection the producers use (Srv's or Cluster's), and
+	// JS a JetStream context on it.
+	Conn *nats.Conn
+	JS   jetstream.JetStream
 	// Client submits as tenant acme.
 	Client *producer.Client
 	// Other submits as tenant globex.
 	Other *producer.Client
 	// Streams is the configuration the streams were made with.
 	Streams contracts.StreamsConfig
+
+	connect func(testing.TB) (*nats.Conn, jetstream.JetStream)
 }
 
 // Setup starts JetStream with the streams, and producers for two tenants
@@ -74,18 +84,47 @@ func Setup(t *testing.T, streams contracts.StreamsConfig) *Bundle {
 func SetupOptions(t *testing.T, streams contracts.StreamsConfig, o *natstest.Options) *Bundle {
 	t.Helper()
 	srv := natstest.RunWithOptions(t, o)
-	if err := contracts.EnsureStreams(context.Background(), srv.JS, streams); err != nil {
+	b := &Bundle{Srv: srv, Conn: srv.Conn, JS: srv.JS, connect: srv.Connect}
+	b.setup(t, streams)
+	return b
+}
+
+// SetupCluster is Setup on a real three-node JetStream cluster
+// (natstest.RunCluster), for streams with Replicas up to 3: the producers
+// and the workers StartWorker starts connect to every node and reconnect
+// to another when theirs goes (Cluster.Shutdown).
+//
+//	b := workertest.SetupCluster(t, contracts.StreamsConfig{Replicas: 3})
+func SetupCluster(t *testing.T, streams contracts.StreamsConfig) *Bundle {
+	t.Helper()
+	c := natstest.RunCluster(t, 3)
+	b := &Bundle{Cluster: c, Conn: c.Conn, JS: c.JS, connect: c.Connect}
+	b.setup(t, streams)
+	return b
+}
+
+// setup makes the streams and the producers on b's connection.
+func (b *Bundle) setup(t *testing.T, streams contracts.StreamsConfig) {
+	t.Helper()
+	if err := contracts.EnsureStreams(context.Background(), b.JS, streams); err != nil {
 		t.Fatal(err)
 	}
 	mk := func(tenant string) *producer.Client {
-		c, err := producer.New(srv.Conn, producer.Config{Tenant: tenant, Models: map[string]string{ModelName: modeltest.StoriesPath(t)}})
+		c, err := producer.New(b.Conn, producer.Config{Tenant: tenant, Models: map[string]string{ModelName: modeltest.StoriesPath(t)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	return &Bundle{Srv: srv, Client: mk("acme"), Other: mk("globex"), Streams: streams}
+	b.Client, b.Other, b.Streams = mk("acme"), mk("globex"), streams
+}
+
+// Connect opens another connection to the bundle's server or cluster,
+// closed at cleanup.
+func (b *Bundle) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	return b.connect(t)
 }
 
 // StartWorker starts a worker on its own connection, stopped at cleanup
@@ -109,7 +148,7 @@ func (b *Bundle) StartWorkerConfig(t *testing.T, exec worker.Executor, cfg worke
 	if cfg.Logger == nil {
 		cfg.Logger = Logger(t)
 	}
-	nc, _ := b.Srv.Connect(t)
+	nc, _ := b.connect(t)
 	w, err := worker.New(nc, exec, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -132,32 +171,55 @@ func (b *Bundle) StartWorkerConfig(t *testing.T, exec worker.Executor, cfg worke
 func (b *Bundle) WaitDrained(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := b.Srv.JS.Stream(ctx, contracts.StreamJobs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	natstest.Until(t, 60*time.Second, "the jobs stream drained", func() bool {
-		info, err := s.Info(ctx)
+		s, err := b.JS.Stream(ctx, contracts.StreamJobs)
 		if err != nil {
+			if b.Cluster != nil {
+				return false // between two stream leaders: ask again
+			}
 			t.Fatal(err)
 		}
-		return info.State.Msgs == 0
+		return s.CachedInfo().State.Msgs == 0
 	})
 }
 
-// StreamMsgs returns the messages of a stream on a subject.
+// StreamMsgs returns the messages of a stream on a subject: at least as
+// many as the stream held on it when StreamMsgs asked (on a cluster,
+// reading them can take a moment to start), and any stored after them
+// until none comes for 300 milliseconds.
 func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) []jetstream.Msg {
 	t.Helper()
 	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64
+	for _, n := range info.State.Subjects {
+		want += n
+	}
 	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// On a cluster a pull can find the consumer not yet in place (no
+	// responders) or its node gone; the ordered consumer resumes after
+	// the last message it handed out.
 	var out []jetstream.Msg
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		m, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
 		if err != nil {
-			return out
+			// Fewer than asked for: removed meanwhile (a work queue's)
+			// once the deadline has passed.
+			if uint64(len(out)) >= want || time.Now().After(deadline) {
+				return out
+			}
+			continue
 		}
 		out = append(out, m)
 	}
