@@ -27,7 +27,8 @@ func runGateway(ctx context.Context, args []string) error {
 	syncTimeout := fs.Duration("sync-timeout", 10*time.Minute, "how long a synchronous call (chat completions, messages) waits for its job")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long open requests may finish")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9401)")
-	replicas := fs.Int("replicas", 1, "replicas of the batch buckets (ZL_BATCH_FILES, ZL_BATCH_STATES) the gateway makes: 3 in production, as the streams")
+	replicas := fs.Int("replicas", 1, "replicas of the batch buckets (ZL_BATCH_FILES, ZL_BATCH_STATES, ZL_BATCH_LEASES) the gateway makes: 3 in production, as the streams")
+	batchLease := fs.Duration("batch-lease", 15*time.Second, "how long a batch whose gateway died waits before another gateway takes it over (the same on every replica)")
 	limits := fs.Bool("limits", true, "enforce the tenants' limits (zerolayer tenants set-limits), as published by billing in ZL_LIMITS: 429 with Retry-After")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -50,7 +51,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := gm.Register(reg); err != nil {
 		return err
 	}
-	gcfg := gateway.Config{Keys: keys, TenantHeader: *tenantHeader, SyncTimeout: *syncTimeout, Models: modelFiles(), Logger: logger, Metrics: gm, Replicas: *replicas}
+	gcfg := gateway.Config{Keys: keys, TenantHeader: *tenantHeader, SyncTimeout: *syncTimeout, Models: modelFiles(), Logger: logger, Metrics: gm, Replicas: *replicas, BatchLease: *batchLease}
 	if *limits {
 		q, stop, err := startQuota(ctx, nc, "gateway", reg, logger)
 		if err != nil {

@@ -24,7 +24,7 @@ import (
 // AnthropicBatches is the path of Anthropic's Message Batches API. Its
 // batches are native batches underneath (batches.go): the requests are
 // mapped to native lines when the batch is created, the run is the native
-// run (resumed by a gateway that starts, billed per line), and the native
+// run (taken over by another gateway when theirs dies, billed per line), and the native
 // output is mapped back to Anthropic's results when they are read.
 const AnthropicBatches = "/v1/messages/batches"
 

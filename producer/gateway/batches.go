@@ -22,6 +22,11 @@ import (
 const (
 	BatchFiles  = "ZL_BATCH_FILES"
 	BatchStates = "ZL_BATCH_STATES"
+	// BatchLeases holds, for each batch a gateway runs, its lease: the
+	// running gateway's id, refreshed a third of Config.BatchLease apart
+	// and gone (the bucket's TTL) a lease after the gateway stopped
+	// refreshing it, so that another gateway takes the batch over.
+	BatchLeases = "ZL_BATCH_LEASES"
 )
 
 // NativeBatches is the path of the native JSONL batches API.
@@ -32,8 +37,9 @@ type BatchState struct {
 	ID     string `json:"id"`
 	Tenant string `json:"tenant"`
 	// Status is in_progress, canceling or ended. A batch whose gateway
-	// stopped is resumed when a gateway starts again (or by POST
-	// /v1/zl/batches/{id}/resume).
+	// stopped or died is taken over by another gateway once its lease
+	// (BatchLeases) runs out; POST /v1/zl/batches/{id}/resume runs one
+	// that ended with an error again.
 	Status string               `json:"status"`
 	Counts producer.BatchCounts `json:"request_counts"`
 	// Error says why a run stopped early (the output is then absent).
@@ -53,6 +59,7 @@ type BatchState struct {
 type batchStore struct {
 	files  jetstream.ObjectStore
 	states jetstream.KeyValue
+	leases jetstream.KeyValue
 }
 
 func (g *Gateway) openBatches(ctx context.Context) error {
@@ -70,7 +77,12 @@ func (g *Gateway) openBatches(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway: batch states bucket: %w", err)
 	}
-	g.batches = &batchStore{files: files, states: states}
+	leases, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BatchLeases,
+		Description: "zerolayer batch leases: which gateway runs a batch", TTL: g.cfg.BatchLease, Storage: jetstream.FileStorage, Replicas: g.cfg.Replicas})
+	if err != nil {
+		return fmt.Errorf("gateway: batch leases bucket: %w", err)
+	}
+	g.batches = &batchStore{files: files, states: states, leases: leases}
 	return nil
 }
 
@@ -168,13 +180,27 @@ func (g *Gateway) createBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, st)
 }
 
-// resumeBatches starts the batches left in progress by a gateway that
-// stopped (every tenant's): a batch survives a restart. Finished lines are
-// answered from their stored results; nothing runs twice. Two gateways
-// starting at once may both run a batch: its lines are still answered
-// and billed once (job ids are the lines'), and the output is written by
-// each, the same.
-func (g *Gateway) resumeBatches() {
+// tendBatches, until the gateway closes, looks a third of a lease apart
+// for batches in progress that no gateway runs (their lease is gone: the
+// gateway that ran them stopped or died, or never started them) and runs
+// them: a batch survives its gateway, on any replica, with no call to
+// resume. Finished lines are answered from their stored results; nothing
+// runs twice.
+func (g *Gateway) tendBatches() {
+	t := time.NewTicker(g.cfg.BatchLease / 3)
+	defer t.Stop()
+	for {
+		g.takeOverBatches()
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// takeOverBatches starts every batch in progress whose lease is free.
+func (g *Gateway) takeOverBatches() {
 	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
 	defer cancel()
 	keys, err := g.batches.states.ListKeys(ctx)
@@ -182,67 +208,134 @@ func (g *Gateway) resumeBatches() {
 		return
 	}
 	if err != nil {
-		g.cfg.Logger.Warn("gateway: listing batches to resume", "err", err)
+		if g.ctx.Err() == nil {
+			g.cfg.Logger.Warn("gateway: listing batches to take over", "err", err)
+		}
 		return
 	}
 	for key := range keys.Keys() {
+		g.mu.Lock()
+		mine := g.running[key]
+		g.mu.Unlock()
+		if mine {
+			continue
+		}
+		if _, err := g.batches.leases.Get(ctx, key); err == nil {
+			continue // another gateway runs it
+		}
 		e, err := g.batches.states.Get(ctx, key)
 		if err != nil {
 			continue
 		}
 		var st BatchState
-		if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" || !st.CreatedAt.Before(g.started) {
-			continue // (one made since this gateway started is run by its creator)
+		if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" {
+			continue
 		}
 		// A batch whose input is not stored yet is still being created:
-		// its creator starts it (run now, it would stop at once with
-		// "object not found", and the creator's start would be skipped
-		// as a repeat).
+		// its creator starts it.
 		if _, err := g.batches.files.GetInfo(ctx, batchFile(st.Tenant, st.ID, "input")); err != nil {
 			continue
 		}
 		c, ce := g.clientFor(st.Tenant)
 		if ce != nil {
-			g.cfg.Logger.Warn("gateway: resuming a batch", "tenant", st.Tenant, "batch", st.ID, "err", ce)
+			g.cfg.Logger.Warn("gateway: taking over a batch", "tenant", st.Tenant, "batch", st.ID, "err", ce)
 			continue
 		}
-		g.cfg.Logger.Info("gateway: resuming a batch left in progress", "tenant", st.Tenant, "batch", st.ID)
-		g.startBatch(c, st.ID)
-		if st.API == "anthropic" {
-			g.watchAnthropicExpiry(c, st.ID, anthropicExt(&st).ExpiresAt)
+		if g.startBatch(c, st.ID) {
+			g.cfg.Logger.Info("gateway: took over a batch in progress that no gateway ran", "tenant", st.Tenant, "batch", st.ID)
+			if st.API == "anthropic" {
+				g.watchAnthropicExpiry(c, st.ID, anthropicExt(&st).ExpiresAt)
+			}
 		}
 	}
 }
 
-// startBatch runs batch id in the background unless this gateway already
-// runs it.
-func (g *Gateway) startBatch(c *producer.Client, id string) {
+// startBatch runs batch id in the background, under its lease, unless
+// this gateway or another runs it already; it reports whether it started
+// it.
+func (g *Gateway) startBatch(c *producer.Client, id string) bool {
 	key := batchKey(c.Tenant(), id)
 	g.mu.Lock()
 	if g.running[key] {
 		g.mu.Unlock()
-		return
+		return false
 	}
 	g.running[key] = true
 	g.mu.Unlock()
-	g.wg.Add(1)
+	release := func() {
+		g.mu.Lock()
+		delete(g.running, key)
+		g.mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(g.ctx)
+	rev, err := g.batches.leases.Create(ctx, key, []byte(g.id))
+	if err != nil {
+		cancel()
+		release()
+		if !errors.Is(err, jetstream.ErrKeyExists) && g.ctx.Err() == nil {
+			g.cfg.Logger.Warn("gateway: taking a batch's lease", "tenant", c.Tenant(), "batch", id, "err", err)
+		}
+		return false
+	}
+	g.wg.Add(2)
 	go func() {
 		defer g.wg.Done()
-		defer func() {
-			g.mu.Lock()
-			delete(g.running, key)
-			g.mu.Unlock()
-		}()
-		if err := g.runBatch(c, id); err != nil {
+		g.holdLease(ctx, cancel, key, rev)
+	}()
+	go func() {
+		defer g.wg.Done()
+		defer release()
+		defer cancel()
+		if err := g.runBatch(ctx, c, id); err != nil {
 			g.cfg.Logger.Warn("gateway: batch stopped", "tenant", c.Tenant(), "batch", id, "err", err)
 		}
 	}()
+	return true
+}
+
+// holdLease refreshes the lease key (at revision rev) until ctx ends, then
+// gives it up, so that another gateway may take the batch over at once.
+// A lease lost meanwhile (refreshed too late, and taken) stops the run:
+// the batch is another gateway's now.
+func (g *Gateway) holdLease(ctx context.Context, stop context.CancelFunc, key string, rev uint64) {
+	t := time.NewTicker(g.cfg.BatchLease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			g.batches.leases.Delete(dctx, key, jetstream.LastRevision(rev))
+			return
+		case <-t.C:
+		}
+		next, err := g.batches.leases.Update(ctx, key, []byte(g.id), rev)
+		switch {
+		case err == nil:
+			rev = next
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			// Expired while unrefreshed (a long pause): take it again
+			// unless another gateway has.
+			if next, err = g.batches.leases.Create(ctx, key, []byte(g.id)); err == nil {
+				rev = next
+				continue
+			}
+			fallthrough
+		default:
+			if ctx.Err() != nil {
+				continue
+			}
+			if e, gerr := g.batches.leases.Get(ctx, key); gerr == nil && string(e.Value()) != g.id {
+				g.cfg.Logger.Warn("gateway: lost a batch's lease to another gateway; stopping its run here", "batch", key, "err", err)
+				stop()
+			}
+		}
+	}
 }
 
 // runBatch runs the stored input through producer.RunBatch and stores the
 // output, updating the state as records are written.
-func (g *Gateway) runBatch(c *producer.Client, id string) error {
-	ctx := g.ctx
+func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) error {
 	tenant := c.Tenant()
 	in, err := g.spoolInput(ctx, tenant, id)
 	if err != nil {
@@ -267,7 +360,7 @@ func (g *Gateway) runBatch(c *producer.Client, id string) error {
 	pw.CloseWithError(runErr)
 	storeErr := <-stored
 	if ctx.Err() != nil {
-		return ctx.Err() // the gateway is stopping: the batch stays in_progress, to be resumed
+		return ctx.Err() // the gateway is stopping (or lost the lease): the batch stays in_progress, for another
 	}
 	end, err := g.updateState(ctx, tenant, id, func(st *BatchState) {
 		st.Counts, st.Status, st.EndedAt = counts, "ended", time.Now().UTC()

@@ -44,7 +44,7 @@
 // list, cancel, delete and results; anthropic_batches.go) runs on the
 // native batches: every request is checked and mapped to a job when the
 // batch is created (one bad request refuses the batch, naming it), the run
-// is the native run (resumed by a gateway that starts, billed per line),
+// is the native run (taken over by another gateway when theirs dies, billed per line),
 // and the results are mapped from the native output. A batch that has not
 // ended 24 hours after it was created (Config.AnthropicBatchExpiry)
 // expires: its unfinished requests are canceled and reported expired.

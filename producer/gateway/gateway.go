@@ -53,6 +53,11 @@ type Config struct {
 	// BatchRetention is how long batch files and states are kept.
 	// Defaults to 30 days.
 	BatchRetention time.Duration
+	// BatchLease is how long a batch whose gateway stopped refreshing its
+	// lease (it died) waits before another gateway takes it over; a
+	// gateway that closes gives its batches up at once. Defaults to 15
+	// seconds.
+	BatchLease time.Duration
 	// OpenAIBatchWindow is the completion window of batches made through
 	// OpenAI's Batches API ("24h"): a batch unfinished after it has its
 	// remaining lines canceled and ends expired. Defaults to 24 hours.
@@ -92,6 +97,7 @@ type Gateway struct {
 
 	batches *batchStore
 	started time.Time       // for the models' creation times
+	id      string          // this gateway's id in the batch leases
 	ctx     context.Context // ends at Close: stops the batch runs
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -108,6 +114,9 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	if cfg.BatchRetention <= 0 {
 		cfg.BatchRetention = 30 * 24 * time.Hour
 	}
+	if cfg.BatchLease <= 0 {
+		cfg.BatchLease = 15 * time.Second
+	}
 	if cfg.OpenAIBatchWindow <= 0 {
 		cfg.OpenAIBatchWindow = 24 * time.Hour
 	}
@@ -118,7 +127,8 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
-	g := &Gateway{nc: nc, cfg: cfg, clients: map[string]*producer.Client{}, running: map[string]bool{}, started: time.Now()}
+	g := &Gateway{nc: nc, cfg: cfg, clients: map[string]*producer.Client{}, running: map[string]bool{}, started: time.Now(),
+		id: strings.TrimPrefix(newRequestID(), "req_")}
 	g.ctx, g.stop = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
 	defer cancel()
@@ -160,7 +170,7 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		g.resumeBatches()
+		g.tendBatches()
 	}()
 	return g, nil
 }

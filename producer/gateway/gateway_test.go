@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -581,6 +582,56 @@ func TestGatewayBatchResume(t *testing.T) {
 	b.WaitDrained(t)
 	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != 8 {
 		t.Fatalf("%d usage records for 8 jobs", n)
+	}
+}
+
+// TestGatewayBatchTakeover: of two gateway replicas, the one running a
+// batch dies mid-run (its NATS connection drops: it neither finishes nor
+// gives up its lease); the other takes the batch over once the lease runs
+// out, with no call to resume, and every line is answered and billed once.
+func TestGatewayBatchTakeover(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 1}), "w1")
+	cfg := gateway.Config{Keys: plainKeys(t, "key-acme", "acme"), Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)},
+		Logger: workertest.Logger(t), BatchLease: time.Second}
+	serve := func(nc *nats.Conn) *gatewayFixture {
+		gw, err := gateway.New(nc, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		t.Cleanup(func() { srv.Close(); gw.Close() })
+		return &gatewayFixture{t: t, url: srv.URL}
+	}
+	nc1, _ := b.Srv.Connect(t)
+	f1, f2 := serve(nc1), serve(b.Srv.Conn)
+	ctx := context.Background()
+	const lines = 64
+	var in strings.Builder
+	for i := 0; i < lines; i++ {
+		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":300}}`+"\n", i, i)
+	}
+	if resp, body := f1.do(ctx, "POST", "/v1/zl/batches?id=b-takeover", "key-acme", in.String()); resp.StatusCode != 202 {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	var st gateway.BatchState
+	natstest.Until(t, 30*time.Second, "the batch under way", func() bool {
+		_, body := f1.do(ctx, "GET", "/v1/zl/batches/b-takeover", "key-acme", "")
+		json.Unmarshal(body, &st)
+		return st.Counts.Completed >= 4
+	})
+	nc1.Close() // the first gateway dies
+	if st.Counts.Completed >= lines-8 {
+		t.Fatalf("the batch was nearly done before its gateway died: %+v", st.Counts)
+	}
+	st = f2.waitBatch(ctx, "b-takeover")
+	if st.Error != "" || st.Counts.Completed != lines {
+		t.Fatalf("batch after its gateway died: %+v", st)
+	}
+	b.WaitDrained(t)
+	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != lines {
+		t.Fatalf("%d usage records for %d jobs", n, lines)
 	}
 }
 
