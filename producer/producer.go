@@ -301,8 +301,10 @@ func (c *Client) prompter(model string) (*prompt.Prompter, error) {
 // Events returns the job's events in order, following new ones until a
 // terminal event (final or error). A client that sees a higher attempt than
 // before discards what it built from the earlier one. The channel is closed
-// after the terminal event, when ctx ends, or on error (reported by the
-// returned func).
+// after the terminal event, when ctx ends, or on error; then done waits
+// until the follower has stopped and returns the error that ended it (nil
+// after a terminal event or when ctx ended). A caller that stops reading
+// early cancels ctx, then calls done.
 //
 // Where the client may use JetStream's API (the system account: the
 // gateway, operators' tools) the events are replayed from the first. In a
@@ -311,7 +313,7 @@ func (c *Client) prompter(model string) (*prompt.Prompter, error) {
 // event, which carries the whole text; follow a job from its start by
 // calling Events before its tokens flow (right after Submit), or read the
 // result.
-func (c *Client) Events(ctx context.Context, jobID string) (<-chan contracts.Event, func() error, error) {
+func (c *Client) Events(ctx context.Context, jobID string) (events <-chan contracts.Event, done func() error, err error) {
 	if err := contracts.ValidateJobID(jobID); err != nil {
 		return nil, nil, err
 	}
