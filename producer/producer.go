@@ -27,8 +27,14 @@ type Config struct {
 	// Models maps model names to GGUF files whose tokenizers bucket the
 	// prompts. Only metadata is read; weights are never loaded. A request
 	// for a model not listed is bucketed by a byte estimate (4 bytes per
-	// token).
+	// token), unless ServedOnly.
 	Models map[string]string
+	// ServedOnly says Models lists every model the workers serve: a
+	// request for any other is refused at Submit with CodeUnknownModel
+	// (HTTP 404) instead of being queued for a worker to refuse. Set it
+	// only where the list is the served one (zerolayer dev), not where it
+	// is merely the models a client has on disk.
+	ServedOnly bool
 	// Buckets are the prompt-length thresholds. Defaults to the contract's
 	// (64 and 512 tokens).
 	Buckets contracts.Buckets
@@ -226,6 +232,9 @@ func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contract
 	}
 	if err := r.Validate(c.cfg.Limits); err != nil {
 		return nil, nil, err
+	}
+	if _, ok := c.cfg.Models[r.Model]; c.cfg.ServedOnly && !ok {
+		return nil, nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here", r.Model)
 	}
 	r.ApplyDefaults(c.cfg.Limits)
 	n, err := c.PromptTokens(&r)

@@ -126,6 +126,34 @@ func TestSubmitIsIdempotentAndValidates(t *testing.T) {
 	}
 }
 
+// TestSubmitServedOnly: a client told its models are the served ones
+// refuses a request for another model at Submit (unknown_model) and
+// queues nothing; without ServedOnly the same request is queued.
+func TestSubmitServedOnly(t *testing.T) {
+	t.Parallel()
+	srv, loose := setup(t)
+	ctx := context.Background()
+	strict, err := producer.New(srv.Conn, producer.Config{Tenant: "acme", Models: map[string]string{"served": "/nonexistent.gguf"}, ServedOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Close()
+	req := &contracts.JobRequest{Model: "elsewhere", Messages: []contracts.Message{{Role: "user", Content: "hi"}}}
+	if _, err := strict.Submit(ctx, req, nil); !errors.Is(err, contracts.CodeUnknownModel) {
+		t.Fatalf("a model not served: %v", err)
+	}
+	info, err := srv.JS.Stream(ctx, contracts.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := info.Info(ctx); st.State.Msgs != 0 {
+		t.Fatalf("%d jobs queued after a refused one", st.State.Msgs)
+	}
+	if _, err := loose.Submit(ctx, req, nil); err != nil {
+		t.Fatalf("without ServedOnly: %v", err)
+	}
+}
+
 func TestCancelAndWait(t *testing.T) {
 	t.Parallel()
 	srv, c := setup(t)

@@ -253,7 +253,7 @@ func (g *GatewayServer) Stop(ctx context.Context) error {
 // serveGateway serves an HTTP gateway of the stack's models on addr,
 // taking the tenant from the X-Zerolayer-Tenant header.
 func (st *Stack) serveGateway(addr string, metrics *gateway.Metrics) (*GatewayServer, error) {
-	return ServeGateway(st.nc, addr, gateway.Config{TenantHeader: true, Models: st.models.Paths(), Logger: st.cfg.Logger, Metrics: metrics, Quota: st.quotas.gateway})
+	return ServeGateway(st.nc, addr, gateway.Config{TenantHeader: true, Models: st.models.Paths(), ServedOnly: true, Logger: st.cfg.Logger, Metrics: metrics, Quota: st.quotas.gateway})
 }
 
 // Stop stops the stack in reverse order: the gateway, the worker (running

@@ -43,6 +43,9 @@ type Config struct {
 	// Models maps model names to GGUF files, for bucketing prompts by
 	// their token counts (see producer.Config).
 	Models map[string]string
+	// ServedOnly says Models are exactly the served models: a request for
+	// another is refused before it is queued (see producer.Config).
+	ServedOnly bool
 	// Limits are the request limits. Zero fields take the contract's.
 	Limits contracts.Limits
 	// SyncTimeout bounds how long a synchronous call waits for its job.
@@ -239,7 +242,7 @@ func (g *Gateway) clientFor(tenant string) (*producer.Client, *contracts.Error) 
 	if c, ok := g.clients[tenant]; ok {
 		return c, nil
 	}
-	c, err := producer.New(g.nc, producer.Config{Tenant: tenant, Models: g.cfg.Models, Limits: g.cfg.Limits, Admitter: g.cfg.Quota})
+	c, err := producer.New(g.nc, producer.Config{Tenant: tenant, Models: g.cfg.Models, ServedOnly: g.cfg.ServedOnly, Limits: g.cfg.Limits, Admitter: g.cfg.Quota})
 	if err != nil {
 		return nil, contracts.NewError(contracts.CodeUnavailable, "%v", err)
 	}
