@@ -334,7 +334,12 @@ func (c *Client) Events(ctx context.Context, jobID string) (events <-chan contra
 		case err == nil:
 			return c.replayEvents(ctx, jobID, cons)
 		case noJetStreamAPI(err):
-			c.liveEvents.Store(true)
+			// No responders may also be a cluster between stream
+			// leaders: only the unambiguous answers switch the client
+			// for good; this call follows live either way.
+			if !errors.Is(err, nats.ErrNoResponders) {
+				c.liveEvents.Store(true)
+			}
 		default:
 			return nil, nil, err
 		}
