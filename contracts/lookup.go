@@ -18,14 +18,14 @@ import (
 // JetStream API, so it works the same in the system account and in a
 // tenant's account, which imports that subject for its own tenant only
 // (ops/nats/nats.conf). A tenant asking for another tenant's subject gets
-// nats.ErrNoResponders. Without a deadline on ctx it waits at most
-// lookupTimeout.
+// nats.ErrNoResponders. It waits at most lookupTimeout (or until ctx
+// ends, if sooner).
 func LastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.Msg, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, lookupTimeout)
-		defer cancel()
-	}
+	// Each look-up waits at most lookupTimeout, whatever ctx allows: a
+	// request or reply lost while the servers restart would otherwise hold
+	// the caller (and its retries) until ctx ends.
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
 	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func IsUnreachable(err error) bool {
 	return err != nil && strings.Contains(err.Error(), ": 503 ")
 }
 
-// lookupTimeout bounds a LastMsg whose context has no deadline.
+// lookupTimeout bounds one LastMsg.
 const lookupTimeout = 5 * time.Second
 
 // jsErrMaxMsgsPerSubject is JetStream's error code for a publish the
