@@ -147,6 +147,9 @@ type outcome struct {
 	// answer at all).
 	seen string
 	code string
+	// start and end bound a Go-client job: from its first submit to its
+	// result.
+	start, end time.Time
 }
 
 type faultRow struct {
@@ -155,11 +158,18 @@ type faultRow struct {
 	recover string
 }
 
-func pgRun(t *testing.T, sub string) {
-	cluster := ""
+// pgVersion is the version of the machine's PostgreSQL cluster (the
+// directory in /etc/postgresql).
+func pgVersion() string {
 	if ents, err := os.ReadDir("/etc/postgresql"); err == nil && len(ents) > 0 {
-		cluster = ents[0].Name()
+		return ents[0].Name()
 	}
+	return ""
+}
+
+// pgRun runs pg_ctlcluster sub (stop, start) on the machine's cluster.
+func pgRun(t *testing.T, sub string) {
+	cluster := pgVersion()
 	out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", cluster, "main", sub).CombinedOutput()
 	if err != nil {
 		t.Logf("pg_ctlcluster %s %s: %v: %s", cluster, sub, err, out)
@@ -201,7 +211,11 @@ func TestChaos(t *testing.T) {
 	}
 	pg.Close(ctx)
 	dbURL := pgBase + "?search_path=" + schema
-	t.Cleanup(func() { pgRun(t, "start") }) // whatever happens, PostgreSQL runs again
+	t.Cleanup(func() { // whatever happens, PostgreSQL runs again
+		if exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", pgVersion(), "main", "status").Run() != nil {
+			pgRun(t, "start")
+		}
+	})
 	if out, err := exec.Command(bin, "migrate", "up", "--database-url", dbURL).CombinedOutput(); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
@@ -269,6 +283,7 @@ func TestChaos(t *testing.T) {
 		mu        sync.Mutex
 		outcomes  []*outcome
 		completed atomic.Int64 // Go-client jobs finished, the rate the faults are measured by
+		doneAt    []time.Time  // when each of them finished
 	)
 	add := func(o *outcome) {
 		mu.Lock()
@@ -285,12 +300,21 @@ func TestChaos(t *testing.T) {
 	}
 
 	// Load 1: the Go client (acme), paced, until the faults are over.
-	const goRate, goMax = 12, 3000
+	const goRate, goMax = 30, 4000
 	stopLoad := make(chan struct{})
 	var loadWG sync.WaitGroup
 	tick := time.NewTicker(time.Second / goRate)
 	defer tick.Stop()
 	var next atomic.Int64
+	// burst lets the Go client submit that many jobs at once, so that a
+	// fault finds jobs in flight on every worker.
+	burst := make(chan struct{}, 100)
+	fillBurst := func() {
+		for range 48 {
+			burst <- struct{}{}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 	run := fmt.Sprintf("%d", time.Now().Unix()%1000000)
 	for range 24 {
 		loadWG.Go(func() {
@@ -300,6 +324,7 @@ func TestChaos(t *testing.T) {
 				case <-stopLoad:
 					return
 				case <-tick.C:
+				case <-burst:
 				}
 				i := int(next.Add(1))
 				if i > goMax {
@@ -307,7 +332,7 @@ func TestChaos(t *testing.T) {
 				}
 				r := req(i)
 				r.ID = fmt.Sprintf("cg%s-%05d", run, i)
-				o := &outcome{tenant: "acme", jobID: r.ID, via: "go"}
+				o := &outcome{tenant: "acme", jobID: r.ID, via: "go", start: time.Now()}
 				add(o)
 				for try := 0; ; try++ {
 					sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
@@ -327,12 +352,15 @@ func TestChaos(t *testing.T) {
 					wcancel()
 					if err == nil && res != nil {
 						mu.Lock()
-						o.seen = string(res.Status)
+						o.seen, o.end = string(res.Status), time.Now()
 						if res.Error != nil {
 							o.code = string(res.Error.Code)
 						}
 						mu.Unlock()
 						completed.Add(1)
+						mu.Lock()
+						doneAt = append(doneAt, time.Now())
+						mu.Unlock()
 						break
 					}
 					if ctx.Err() != nil {
@@ -345,23 +373,32 @@ func TestChaos(t *testing.T) {
 	}
 
 	// Load 2: the batch runner (globex), 400 lines.
-	runnerID := "rb" + run
-	var runnerOut bytes.Buffer
-	runnerDone := make(chan error, 1)
-	{
+	type runnerBatch struct {
+		id   string
+		out  *bytes.Buffer
+		done chan error
+	}
+	var runners []runnerBatch
+	startRunner := func(id string) {
 		var in strings.Builder
 		for i := range 400 {
 			in.WriteString(line(i))
 		}
+		rb := runnerBatch{id: id, out: &bytes.Buffer{}, done: make(chan error, 1)}
+		runners = append(runners, rb)
 		go func() {
-			_, err := clients["globex"].RunBatch(ctx, strings.NewReader(in.String()), &runnerOut, producer.BatchOpts{ID: runnerID})
-			runnerDone <- err
+			_, err := clients["globex"].RunBatch(ctx, strings.NewReader(in.String()), rb.out, producer.BatchOpts{ID: id})
+			rb.done <- err
 		}()
 	}
+	startRunner("rb" + run + "a")
 
 	// Load 3: gateway batches, one at the start (acme) and one posted
 	// before the gateway is stopped (initech).
-	type gwBatch struct{ tenant, id string }
+	type gwBatch struct {
+		tenant, id string
+		n          int
+	}
 	var gwBatches []gwBatch
 	postBatch := func(tenant, id string, n int) {
 		t.Helper()
@@ -380,7 +417,7 @@ func TestChaos(t *testing.T) {
 		if resp.StatusCode != http.StatusAccepted {
 			t.Fatalf("post batch %s: %d %s", id, resp.StatusCode, b)
 		}
-		gwBatches = append(gwBatches, gwBatch{tenant, id})
+		gwBatches = append(gwBatches, gwBatch{tenant, id, n})
 	}
 	batchState := func(tenant, id string) (map[string]any, error) {
 		r, _ := http.NewRequest("GET", "http://"+gwAddr+"/v1/zl/batches/"+id, nil)
@@ -420,17 +457,47 @@ func TestChaos(t *testing.T) {
 		return fmt.Sprintf("NOT within %v", limit)
 	}
 	var faults []faultRow
+	// maxGap is the longest time in [t0, t1] without a Go-client job
+	// finishing.
+	maxGap := func(t0, t1 time.Time) string {
+		mu.Lock()
+		defer mu.Unlock()
+		prev, gap := t0, time.Duration(0)
+		for _, at := range doneAt {
+			if at.Before(t0) || at.After(t1) {
+				continue
+			}
+			gap = max(gap, at.Sub(prev))
+			prev = at
+		}
+		gap = max(gap, t1.Sub(prev))
+		// The slowest Go-client job in flight when the fault began.
+		var slow time.Duration
+		inFlight := 0
+		for _, o := range outcomes {
+			if o.via == "go" && o.start.Before(t0) && (o.end.IsZero() || o.end.After(t0)) {
+				inFlight++
+				end := o.end
+				if end.IsZero() {
+					end = time.Now()
+				}
+				slow = max(slow, end.Sub(o.start))
+			}
+		}
+		return fmt.Sprintf("longest gap without a completion %.2fs; %d jobs in flight at the fault, slowest took %.2fs", gap.Seconds(), inFlight, slow.Seconds())
+	}
 	time.Sleep(5 * time.Second)
 
 	// Fault 1: kill -9 a worker, and start a new one, three times.
 	for k := range 3 {
 		i := k % len(workers)
+		fillBurst()
 		t0, base := time.Now(), completed.Load()
 		workers[i].signal(syscall.SIGKILL, 5*time.Second)
 		time.Sleep(time.Second)
 		workers[i] = startWorker(i)
 		faults = append(faults, faultRow{fmt.Sprintf("kill -9 worker%d (#%d)", i, k+1), "replacement started after 1s",
-			recovered(t0, base, 20, 90*time.Second)})
+			recovered(t0, base, 20, 90*time.Second) + "; " + maxGap(t0, time.Now())})
 		time.Sleep(4 * time.Second)
 	}
 
@@ -446,6 +513,7 @@ func TestChaos(t *testing.T) {
 		}
 		leader := info.Cluster.Leader
 		idx := c.NodeIndex(leader)
+		fillBurst()
 		t0, base := time.Now(), completed.Load()
 		c.Shutdown(t, idx)
 		r1 := recovered(t0, base, 20, 10*time.Second)
@@ -457,12 +525,15 @@ func TestChaos(t *testing.T) {
 		ready := time.Since(t1)
 		t2, base2 := time.Now(), completed.Load()
 		faults = append(faults, faultRow{"NATS: ZL_JOBS leader " + leader + " down 10s", fmt.Sprintf("node back and cluster ready in %.1fs", ready.Seconds()),
-			"while down: " + r1 + "; after restart: " + recovered(t2, base2, 20, 90*time.Second)})
+			"while down: " + r1 + "; after restart: " + recovered(t2, base2, 20, 90*time.Second) + "; " + maxGap(t0, time.Now())})
 		time.Sleep(4 * time.Second)
 	}
 
-	// Fault 3: restart every NATS node at once.
+	// Fault 3: restart every NATS node at once, with a runner batch
+	// just started.
 	{
+		startRunner("rb" + run + "b")
+		fillBurst()
 		t0, base := time.Now(), completed.Load()
 		for i := range c.Size() {
 			c.Shutdown(t, i)
@@ -480,7 +551,7 @@ func TestChaos(t *testing.T) {
 		c.WaitReady(t)
 		ready := time.Since(down)
 		faults = append(faults, faultRow{"NATS: all 3 nodes restarted", fmt.Sprintf("cluster ready %.1fs after the shutdown", ready.Seconds()),
-			recovered(t0, base, 20, 120*time.Second)})
+			recovered(t0, base, 20, 120*time.Second) + "; " + maxGap(t0, time.Now())})
 		time.Sleep(4 * time.Second)
 	}
 
@@ -500,24 +571,24 @@ func TestChaos(t *testing.T) {
 			}
 			return n
 		}
+		before := usageRows()
 		t0, base := time.Now(), completed.Load()
 		pgRun(t, "stop")
+		down := "PostgreSQL NOT confirmed down"
+		if usageRows() < 0 {
+			down = "confirmed down"
+		}
 		r1 := recovered(t0, base, 20, pgStop)
 		if d := pgStop - time.Since(t0); d > 0 {
 			time.Sleep(d)
 		}
 		pgRun(t, "start")
 		t1 := time.Now()
-		before := usageRows()
 		var rec string
 		for {
-			n := usageRows()
-			if before >= 0 && n > before {
-				rec = fmt.Sprintf("usage rows growing %.1fs after start", time.Since(t1).Seconds())
+			if n := usageRows(); n > before {
+				rec = fmt.Sprintf("usage rows %d→%d %.1fs after start", before, n, time.Since(t1).Seconds())
 				break
-			}
-			if before < 0 && n >= 0 {
-				before = n
 			}
 			if time.Since(t1) > 90*time.Second {
 				rec = "usage rows NOT growing within 90s"
@@ -525,14 +596,14 @@ func TestChaos(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		faults = append(faults, faultRow{fmt.Sprintf("PostgreSQL stopped %v", pgStop), "jobs while stopped: " + r1, rec})
+		faults = append(faults, faultRow{fmt.Sprintf("PostgreSQL stopped %v", pgStop), down + "; jobs while stopped: " + r1, rec})
 		time.Sleep(4 * time.Second)
 	}
 
 	// Fault 5: SIGTERM the gateway mid-batch, start it again.
 	{
 		id := "gb" + run + "b"
-		postBatch("initech", id, 300)
+		postBatch("initech", id, 1500)
 		var progress float64
 		for t0 := time.Now(); time.Since(t0) < 60*time.Second; time.Sleep(100 * time.Millisecond) {
 			if st, err := batchState("initech", id); err == nil && batchDone(st) >= 20 {
@@ -563,39 +634,22 @@ func TestChaos(t *testing.T) {
 				}
 			}
 		}
-		faults = append(faults, faultRow{"gateway SIGTERM mid-batch", fmt.Sprintf("%v of 300 lines done; exited in %.1fs (clean=%v)", progress, stopped.Seconds(), exited), rec})
+		faults = append(faults, faultRow{"gateway SIGTERM mid-batch", fmt.Sprintf("%v of 1500 lines done; exited in %.1fs (clean=%v)", progress, stopped.Seconds(), exited), rec})
 	}
 
 	// Settle: stop the Go load, let the batches end.
 	close(stopLoad)
 	loadWG.Wait()
-	select {
-	case err := <-runnerDone:
-		if err != nil {
-			t.Errorf("runner batch: %v", err)
+	for _, rb := range runners {
+		select {
+		case err := <-rb.done:
+			if err != nil {
+				t.Errorf("runner batch %s: %v", rb.id, err)
+			}
+		case <-time.After(5 * time.Minute):
+			t.Errorf("runner batch %s not done in 5 minutes", rb.id)
 		}
-	case <-time.After(5 * time.Minute):
-		t.Errorf("runner batch not done in 5 minutes")
-	}
-	// The runner's records.
-	sc := bufio.NewScanner(&runnerOut)
-	sc.Buffer(nil, 1<<20)
-	runnerSeen := map[string]bool{}
-	for sc.Scan() {
-		var rec producer.BatchRecord
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Errorf("runner record: %v", err)
-			continue
-		}
-		o := &outcome{tenant: "globex", jobID: producer.BatchJobID(runnerID, rec.CustomID), via: "runner"}
-		runnerSeen[rec.CustomID] = true
-		fillRecord(o, &rec)
-		add(o)
-	}
-	for i := range 400 {
-		if cid := fmt.Sprintf("l%04d", i); !runnerSeen[cid] {
-			add(&outcome{tenant: "globex", jobID: producer.BatchJobID(runnerID, cid), via: "runner"})
-		}
+		collectRunner(t, rb.id, rb.out, add)
 	}
 	// The gateway batches' outputs.
 	for _, b := range gwBatches {
@@ -630,7 +684,7 @@ func TestChaos(t *testing.T) {
 			}
 			resp.Body.Close()
 		}
-		for i := range 300 {
+		for i := range b.n {
 			if cid := fmt.Sprintf("l%04d", i); !seen[cid] {
 				add(&outcome{tenant: b.tenant, jobID: producer.BatchJobID(b.id, cid), via: "gateway"})
 			}
@@ -830,5 +884,28 @@ func fillRecord(o *outcome, rec *producer.BatchRecord) {
 		}
 	case rec.Error != nil:
 		o.seen, o.code = "error", string(rec.Error.Code)
+	}
+}
+
+// collectRunner adds the outcomes of the runner batch id from its output.
+func collectRunner(t *testing.T, id string, out *bytes.Buffer, add func(*outcome)) {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 1<<20)
+	seen := map[string]bool{}
+	for sc.Scan() {
+		var rec producer.BatchRecord
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Errorf("runner record: %v", err)
+			continue
+		}
+		o := &outcome{tenant: "globex", jobID: producer.BatchJobID(id, rec.CustomID), via: "runner"}
+		seen[rec.CustomID] = true
+		fillRecord(o, &rec)
+		add(o)
+	}
+	for i := range 400 {
+		if cid := fmt.Sprintf("l%04d", i); !seen[cid] {
+			add(&outcome{tenant: "globex", jobID: producer.BatchJobID(id, cid), via: "runner"})
+		}
 	}
 }
