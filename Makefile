@@ -5,7 +5,7 @@ SHARED  ?= ../shared
 # Packages with goroutines of their own, run again under the race detector.
 RACE_PKGS = ./gpu/... ./worker ./worker/sched/... ./worker/engine/... ./billing/... ./contracts/... ./producer/... ./ops/...
 
-.PHONY: all build test test-race vet staticcheck fmt-check fuzz bench bench-kernels demo clean cuda-check kernels
+.PHONY: chaos all build test test-race vet staticcheck fmt-check fuzz bench bench-kernels demo clean cuda-check kernels
 
 all: build
 
@@ -95,3 +95,12 @@ kernels:
 
 clean:
 	rm -rf bin
+
+# The chaos suite (not part of test): a three-node JetStream cluster in the
+# test process, workers, billing and a gateway as processes of the binary,
+# the machine's PostgreSQL (stopped for a while: run as root, loopback
+# only), mixed load from three tenants and timed faults; it prints a table
+# and fails on a lost, double-billed or falsely failed job. CHAOS_PG_STOP
+# (default 30s) sets how long PostgreSQL is down.
+chaos:
+	$(GO) test -tags chaos -count=1 -timeout 15m ./ops/chaos -v
