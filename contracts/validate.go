@@ -167,7 +167,7 @@ func (r *JobRequest) Validate(lim Limits) error {
 		case FormatJSONSchema:
 			if len(rf.Schema) == 0 {
 				ps.add(CodeInvalidSchema, "response_format.schema", "type json_schema needs a schema")
-			} else if msg := schemaProblem(rf.Schema); msg != "" {
+			} else if msg := SchemaProblem(rf.Schema); msg != "" {
 				ps.add(CodeInvalidSchema, "response_format.schema", "%s", msg)
 			}
 			if rf.Pattern != "" {
@@ -349,7 +349,7 @@ func checkParam(p toolParam, raw json.RawMessage, f string, toolErr func(Code, s
 			}
 		}
 	case paramSchema:
-		if msg := schemaProblem(raw); msg != "" {
+		if msg := SchemaProblem(raw); msg != "" {
 			toolErr(CodeInvalidSchema, f, "%s", msg)
 		}
 	}
@@ -384,11 +384,11 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external reference %q is not allowed; inline it under $defs", url)
 }
 
-// schemaProblem returns why raw is not a compilable JSON Schema (draft
-// 2020-12 unless it says otherwise), naming the keyword and where, or "".
-// Keyword support of the worker's constrained decoding is checked by the
-// worker, not here.
-func schemaProblem(raw json.RawMessage) string {
+// SchemaProblem returns why raw is not a compilable JSON Schema (draft
+// 2020-12 unless it says otherwise; self-contained: no external $ref),
+// naming the keyword and where, or "". Keyword support of the worker's
+// constrained decoding is checked by the worker, not here.
+func SchemaProblem(raw json.RawMessage) string {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return "schema is not valid JSON: " + err.Error()

@@ -190,7 +190,7 @@ func TestValidateToolErrorsNameTheTool(t *testing.T) {
 
 func TestSchemaProblemNamesKeyword(t *testing.T) {
 	t.Parallel()
-	msg := schemaProblem(json.RawMessage(`{"properties":{"total":{"minimum":"zero"}}}`))
+	msg := SchemaProblem(json.RawMessage(`{"properties":{"total":{"minimum":"zero"}}}`))
 	if !strings.Contains(msg, "/properties/total/minimum") {
 		t.Errorf("schema problem %q does not say where", msg)
 	}

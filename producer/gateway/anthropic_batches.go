@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -454,17 +453,6 @@ func (g *Gateway) expireMessageBatch(c *producer.Client, id string) {
 	}
 }
 
-// cancelBatchJobs cancels the job of every line of batch id.
-func (g *Gateway) cancelBatchJobs(ctx context.Context, c *producer.Client, id string) error {
-	in, err := g.batches.files.Get(ctx, batchFile(c.Tenant(), id, "input"))
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	_, err = c.CancelBatch(ctx, in, id)
-	return err
-}
-
 // getMessageBatch: GET /v1/messages/batches/{id}.
 func (g *Gateway) getMessageBatch(w http.ResponseWriter, r *http.Request) {
 	if _, st, ok := g.messageBatchCall(w, r); ok {
@@ -548,14 +536,10 @@ func (g *Gateway) listMessageBatches(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			anthropicError(w, &contracts.Error{Code: contracts.CodeInvalidRequest, Field: "limit", Message: fmt.Sprintf("limit %q: want 1 to 1000", v)})
-			return
-		}
-		limit = n
+	limit, e := listLimit(q.Get("limit"), 20, 1000)
+	if e != nil {
+		anthropicError(w, e)
+		return
 	}
 	before, after := q.Get("before_id"), q.Get("after_id")
 	if before != "" && after != "" {

@@ -489,6 +489,18 @@ func (g *Gateway) resumeBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, st)
 }
 
+// cancelBatchJobs cancels the job of every line of c's batch id (the
+// batch APIs' cancels and expiries all come here).
+func (g *Gateway) cancelBatchJobs(ctx context.Context, c *producer.Client, id string) error {
+	in, err := g.batches.files.Get(ctx, batchFile(c.Tenant(), id, "input"))
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_, err = c.CancelBatch(ctx, in, id)
+	return err
+}
+
 // cancelBatch: POST /v1/zl/batches/{id}/cancel cancels the batch's jobs; the
 // run ends as they do, with what ran billed.
 func (g *Gateway) cancelBatch(w http.ResponseWriter, r *http.Request) {
@@ -500,17 +512,11 @@ func (g *Gateway) cancelBatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, st)
 		return
 	}
-	in, err := g.batches.files.Get(r.Context(), batchFile(st.Tenant, st.ID, "input"))
-	if err != nil {
+	if err := g.cancelBatchJobs(r.Context(), c, st.ID); err != nil {
 		jobError(w, asError(err))
 		return
 	}
-	defer in.Close()
-	if _, err := c.CancelBatch(r.Context(), in, st.ID); err != nil {
-		jobError(w, asError(err))
-		return
-	}
-	st, err = g.updateState(r.Context(), st.Tenant, st.ID, func(st *BatchState) {
+	st, err := g.updateState(r.Context(), st.Tenant, st.ID, func(st *BatchState) {
 		if st.Status != "ended" {
 			st.Status = "canceling"
 		}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -47,14 +46,10 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			fail(w, contracts.NewError(contracts.CodeInvalidRequest, "limit %q: want 1 to 1000", v))
-			return
-		}
-		limit = n
+	limit, e := listLimit(q.Get("limit"), 20, 1000)
+	if e != nil {
+		fail(w, e)
+		return
 	}
 	from, to := 0, len(names)
 	if id := q.Get("after_id"); id != "" {

@@ -552,25 +552,13 @@ func (g *Gateway) cancelOpenAIBatch(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, asError(err))
 		return
 	}
-	if err := g.cancelLines(r.Context(), c, st); err != nil {
-		openAIError(w, asError(err))
-		return
+	if st.Status != "ended" {
+		if err := g.cancelBatchJobs(r.Context(), c, st.ID); err != nil {
+			openAIError(w, asError(err))
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, g.openAIBatchOf(st))
-}
-
-// cancelLines cancels the jobs of a batch's lines.
-func (g *Gateway) cancelLines(ctx context.Context, c *producer.Client, st *BatchState) error {
-	if st.Status == "ended" {
-		return nil
-	}
-	in, err := g.batches.files.Get(ctx, batchFile(st.Tenant, st.ID, "input"))
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	_, err = c.CancelBatch(ctx, in, st.ID)
-	return err
 }
 
 // expireOpenAIBatches looks, until the gateway closes, at the OpenAI
@@ -637,7 +625,7 @@ func (g *Gateway) expireOpenAIBatch(tenant, id string, canceled bool) (bool, err
 	if e != nil {
 		return false, e
 	}
-	if err := g.cancelLines(ctx, c, st); err != nil {
+	if err := g.cancelBatchJobs(ctx, c, st.ID); err != nil {
 		return false, err
 	}
 	return true, nil

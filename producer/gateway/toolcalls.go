@@ -3,12 +3,9 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/zerolayer/zerolayer/contracts"
 )
@@ -82,7 +79,7 @@ func checkTools(tools []toolDef) *contracts.Error {
 		if len(t.schema) == 0 || string(t.schema) == "null" {
 			t.schema = json.RawMessage(`{"type":"object"}`)
 		}
-		if msg := schemaProblem(t.schema); msg != "" {
+		if msg := toolSchemaProblem(t.schema); msg != "" {
 			return &contracts.Error{Code: contracts.CodeInvalidSchema, Field: t.field + ".schema",
 				Message: fmt.Sprintf("tool %q: %s", t.name, msg)}
 		}
@@ -90,33 +87,18 @@ func checkTools(tools []toolDef) *contracts.Error {
 	return nil
 }
 
-// noLoader refuses remote $refs: tool schemas are self-contained.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, errors.New("remote $ref is not supported: " + url)
-}
-
-// schemaProblem says why raw is not a usable tool schema, or "".
-func schemaProblem(raw json.RawMessage) string {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return "the schema is not valid JSON: " + err.Error()
-	}
-	if _, ok := doc.(map[string]any); !ok {
+// toolSchemaProblem says why raw is not a usable tool schema, or "": it
+// must be a JSON object (the arguments are one) and compile
+// (contracts.SchemaProblem).
+func toolSchemaProblem(raw json.RawMessage) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		if !json.Valid(raw) {
+			return "the schema is not valid JSON"
+		}
 		return "the schema must be a JSON object"
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(noLoader{})
-	const url = "zerolayer:tool.json"
-	if err := c.AddResource(url, doc); err != nil {
-		return "the schema cannot be read: " + err.Error()
-	}
-	if _, err := c.Compile(url); err != nil {
-		return "the schema does not compile: " + strings.ReplaceAll(err.Error(), "\n", " ")
-	}
-	return ""
+	return contracts.SchemaProblem(raw)
 }
 
 // applyTools sets up req for tools under a tool choice (mode, and name
