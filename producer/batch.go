@@ -257,14 +257,21 @@ func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (
 	if res != nil || err != nil {
 		return res, nil, false // err: ctx ended
 	}
-	if _, err := retrying(ctx, func() (struct{}, error) { return struct{}{}, c.submitPatiently(ctx, req) }); err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, false
+	for {
+		if _, err := retrying(ctx, func() (struct{}, error) { return struct{}{}, c.submitPatiently(ctx, req) }); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, false
+			}
+			return nil, contracts.ErrorFrom(err), true
 		}
-		return nil, contracts.ErrorFrom(err), true
+		res, err := retrying(ctx, func() (*contracts.Result, error) { return c.Wait(ctx, req.ID) })
+		if !errors.Is(err, contracts.CodeNotFound) || ctx.Err() != nil {
+			return res, nil, false
+		}
+		// Neither a result nor a queued job: the job was lost on the
+		// way (a publish the server never stored, a stream that lost
+		// it): submit it again (the id makes the repeat safe).
 	}
-	res, _ = retrying(ctx, func() (*contracts.Result, error) { return c.Wait(ctx, req.ID) })
-	return res, nil, false
 }
 
 // retrying calls f until it succeeds, fails for good (an error with a

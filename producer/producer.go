@@ -474,7 +474,7 @@ func (c *Client) liveEventsOf(ctx context.Context, jobID, subject string) (<-cha
 // waiting and looks the result up again every liveRecheck, and returns an
 // error only when ctx ends, the connection is closed for good, or the job
 // is unknown: a job that has no result and is not queued or running
-// (ZL_JOBS holds no message of it) when Wait first looks again is a
+// (ZL_JOBS holds no message of it) at two rechecks in a row is a
 // CodeNotFound error, not a wait until ctx ends (a job submitted by then
 // is found).
 func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, error) {
@@ -488,7 +488,7 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 	defer c.results.remove(jobID, ch)
 	t := time.NewTicker(liveRecheck)
 	defer t.Stop()
-	for checked := false; ; {
+	for rechecks, absent := 0, 0; ; {
 		// Registered first, then looked up: a result published in
 		// between comes through ch.
 		res, err := c.result(ctx, jobID)
@@ -497,17 +497,24 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 			return res, nil
 		case err != nil && !c.passing(ctx, err):
 			return nil, err
-		case err == nil && checked:
-			// Looked up once more after a recheck: no result, and the job
-			// is not queued either.
+		case err == nil && rechecks > 0:
+			// Looked up again after a recheck: no result; is the job
+			// queued? Twice not, a recheck apart (a cluster between
+			// stream leaders may answer for a moment that it is not),
+			// it is unknown.
 			switch queued, qerr := c.queued(ctx, jobID); {
 			case qerr == nil && !queued:
+				if absent++; absent < 2 {
+					break
+				}
 				if res, err := c.result(ctx, jobID); res != nil || err != nil && !c.passing(ctx, err) {
 					return res, err // it finished in between
 				}
 				return nil, contracts.NewError(contracts.CodeNotFound, "job %s of tenant %s: no result, and it is not queued (never submitted, or expired)", jobID, c.cfg.Tenant)
 			case qerr != nil && !c.passing(ctx, qerr):
 				return nil, qerr
+			default:
+				absent = 0
 			}
 		}
 		select {
@@ -520,7 +527,7 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 				return &r, nil
 			}
 		case <-t.C: // a notice lost to a reconnect is found here
-			checked = true
+			rechecks++
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
