@@ -607,6 +607,14 @@ func (w *resultWatch) add(c *Client, jobID string, ch chan []byte) error {
 		}
 		// Never drop a result for a slow reader.
 		sub.SetPendingLimits(-1, 64<<20)
+		// The server has the subscription once a flush returns: a
+		// result published after the look-up that follows is then
+		// carried to the waiter, not missed until the recheck (the
+		// first Wait of a client took 2 s now and then).
+		if err := c.nc.Flush(); err != nil {
+			sub.Unsubscribe()
+			return fmt.Errorf("producer: subscribing to results: %w", err)
+		}
 		w.sub = sub
 	}
 	if w.waiters[jobID] == nil {
