@@ -6,3 +6,5 @@ func (c *Client) Waiting() int {
 	defer c.results.mu.Unlock()
 	return len(c.results.waiters)
 }
+
+func (c *Client) Kept(jobID string) bool { return c.results.recent(jobID) != nil }

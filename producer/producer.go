@@ -486,6 +486,13 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 		return nil, err
 	}
 	defer c.results.remove(jobID, ch)
+	if data := c.results.recent(jobID); data != nil {
+		// Carried before this Wait began, and perhaps not stored yet.
+		var r contracts.Result
+		if json.Unmarshal(data, &r) == nil {
+			return &r, nil
+		}
+	}
 	t := time.NewTicker(liveRecheck)
 	defer t.Stop()
 	for rechecks, absent := 0, 0; ; {
@@ -591,10 +598,65 @@ func (c *Client) result(ctx context.Context, jobID string) (*contracts.Result, e
 
 // resultWatch is a client's one subscription to its tenant's results,
 // handing each job's waiters its result as it is published.
+//
+// A result the subscription carries while nobody waits for it is kept a
+// short while (keptFor, at most keptBytes in all): the stream stores a
+// message a moment after the server hands it to subscribers, so a Wait
+// that begins in that moment would find it neither stored nor coming, and
+// would take a recheck (2 s) to see it.
 type resultWatch struct {
 	mu      sync.Mutex
 	sub     *nats.Subscription
 	waiters map[string]map[chan []byte]bool
+	kept    map[string]keptResult
+	order   []keptResult // oldest first
+	bytes   int
+}
+
+type keptResult struct {
+	jobID string
+	at    time.Time
+	data  []byte
+}
+
+const (
+	keptFor   = 10 * time.Second
+	keptBytes = 8 << 20
+)
+
+// recent returns the result of jobID that the subscription carried with
+// no waiter in the last keptFor, or nil.
+func (w *resultWatch) recent(jobID string) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kept[jobID].data
+}
+
+// keep remembers data as the latest result of jobID and forgets the
+// oldest kept results past keptFor or keptBytes. w.mu is held.
+func (w *resultWatch) keep(jobID string, data []byte, now time.Time) {
+	if w.kept == nil {
+		w.kept = map[string]keptResult{}
+	}
+	k := keptResult{jobID, now, data}
+	w.bytes += len(data) - len(w.kept[jobID].data)
+	w.kept[jobID] = k
+	w.order = append(w.order, k)
+	n := 0
+	for ; n < len(w.order); n++ {
+		o := w.order[n]
+		if now.Sub(o.at) < keptFor && w.bytes <= keptBytes {
+			break
+		}
+		// Forgotten unless the job's result was carried again since.
+		if cur, ok := w.kept[o.jobID]; ok && cur.at.Equal(o.at) {
+			w.bytes -= len(cur.data)
+			delete(w.kept, o.jobID)
+		}
+	}
+	if n > 0 {
+		w.order = append(w.order[:0], w.order[n:]...)
+	}
 }
 
 func (w *resultWatch) add(c *Client, jobID string, ch chan []byte) error {
@@ -640,6 +702,10 @@ func (w *resultWatch) notify(m *nats.Msg) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.waiters[ref.JobID]) == 0 {
+		w.keep(ref.JobID, m.Data, time.Now())
+		return
+	}
 	for ch := range w.waiters[ref.JobID] {
 		select {
 		case ch <- m.Data:

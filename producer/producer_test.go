@@ -208,6 +208,39 @@ func TestCancelAndWait(t *testing.T) {
 	}
 }
 
+// TestWaitSeesResultCarriedBeforeItBegan: the server hands a result to
+// subscribers a moment before the stream stores it. A Wait that begins in
+// that moment finds it neither stored nor coming; the client's results
+// subscription kept it, so Wait returns it at once instead of at its
+// 2 s recheck. The stream here refuses the message for good (a wrong
+// Nats-Expected-Stream), which makes the moment last.
+func TestWaitSeesResultCarriedBeforeItBegan(t *testing.T) {
+	t.Parallel()
+	srv, c := setup(t)
+	ctx := context.Background()
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	c.Wait(wctx, "warm-up") // subscribes the client to acme's results
+	cancel()
+	res := contracts.Result{JobID: "job-3", Tenant: "acme", Status: contracts.StatusCompleted, StopReason: contracts.StopEndTurn, Attempt: 1, FinishedAt: time.Now()}
+	b, _ := json.Marshal(res)
+	m := nats.NewMsg(contracts.ResultsSubject("acme", "job-3"))
+	m.Data = b
+	m.Header.Set("Nats-Expected-Stream", "not-"+contracts.StreamResults)
+	if err := srv.Conn.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Until(t, 10*time.Second, "the client carrying job-3's result", func() bool { return c.Kept("job-3") })
+	if stored, err := contracts.LastMsg(ctx, srv.Conn, contracts.StreamResults, contracts.ResultsSubject("acme", "job-3")); err != nil || stored != nil {
+		t.Fatalf("the stream stored the result after all: %v %v", stored, err)
+	}
+	wctx, cancel = context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	r, err := c.Wait(wctx, "job-3")
+	if err != nil || r.JobID != "job-3" || r.Status != contracts.StatusCompleted {
+		t.Fatalf("Wait for a result carried before it began: %+v, %v", r, err)
+	}
+}
+
 // TestPromptTokensWithoutToolBlocks: inline <tool> blocks are not prompt
 // text (the worker takes them out before it tokenizes), so they do not
 // count towards the bucket; a malformed block is refused at submit.
