@@ -253,7 +253,7 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 // fail for a passing reason are tried again; it returns neither a result
 // nor an error only when ctx ends first.
 func (c *Client) submitAndWait(ctx context.Context, req *contracts.JobRequest) (_ *contracts.Result, _ *contracts.Error, rejected bool) {
-	res, err := retrying(ctx, func() (*contracts.Result, error) { return c.Result(ctx, req.ID) })
+	res, err := retrying(ctx, func() (*contracts.Result, error) { return c.storedResult(ctx, req.ID) })
 	if res != nil || err != nil {
 		return res, nil, false // err: ctx ended
 	}
@@ -371,14 +371,46 @@ func eachJob(in io.Reader, batchID string, fn func(jobID string) error) error {
 	})
 }
 
-// Result returns the job's stored result, or nil when it has none (it has
-// not finished, or is unknown or expired), without waiting. A result stored
-// by a release before job ids were scoped by tenant is found too, when
-// this client may read it and it is this tenant's.
+// ErrPending is Result's answer for a job that has not finished: it is
+// queued or running.
+var ErrPending = errors.New("producer: the job has not finished")
+
+// Result returns the job's stored result without waiting. A job that has
+// not finished (it is queued or running) is ErrPending; a job that has no
+// result and is not queued (never submitted, or its result expired) is a
+// CodeNotFound error. Where the client cannot see the queue (a tenant
+// account that imports only its own direct gets), a job without a result
+// is ErrPending. A result stored by a release before job ids were scoped
+// by tenant is found too, when this client may read it and it is this
+// tenant's.
 func (c *Client) Result(ctx context.Context, jobID string) (*contracts.Result, error) {
 	if err := contracts.ValidateJobID(jobID); err != nil {
 		return nil, err
 	}
+	res, err := c.storedResult(ctx, jobID)
+	if res != nil || err != nil {
+		return res, err
+	}
+	switch queued, err := c.queued(ctx, jobID); {
+	case errors.Is(err, errNoQueueView):
+		return nil, ErrPending
+	case err != nil && c.passing(ctx, err):
+		return nil, contracts.NewError(contracts.CodeUnavailable, "job %s: %v", jobID, err)
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil || queued:
+		return nil, ErrPending
+	}
+	// Not queued: it may have finished in between.
+	if res, err := c.result(ctx, jobID); res != nil || err != nil {
+		return res, err
+	}
+	return nil, contracts.NewError(contracts.CodeNotFound, "job %s of tenant %s: no result, and it is not queued (never submitted, or expired)", jobID, c.cfg.Tenant)
+}
+
+// storedResult returns the job's stored result, or nil, looking in the
+// old form too.
+func (c *Client) storedResult(ctx context.Context, jobID string) (*contracts.Result, error) {
 	res, err := c.result(ctx, jobID)
 	if res != nil || err != nil {
 		return res, err
@@ -447,10 +479,10 @@ func (c *Client) BatchStatus(ctx context.Context, in io.Reader, batchID string) 
 		}
 		res, err := c.Result(ctx, id)
 		switch {
+		case errors.Is(err, ErrPending) || errors.Is(err, contracts.CodeNotFound):
+			p.Pending++
 		case err != nil:
 			return err
-		case res == nil:
-			p.Pending++
 		default:
 			tally(res, &p.Completed, &p.Failed, &p.Canceled)
 		}

@@ -17,6 +17,35 @@
 //	for ev := range events { fmt.Print(ev.Text) }
 //	res, _ := c.Wait(ctx, id)
 //
+// # Failures: what the client retries and what it leaves to the caller
+//
+// The client rides out what passes by itself, and reports the rest with a
+// stable code (contracts.Error; errors.Is(err, contracts.CodeUnavailable)
+// and the like):
+//
+//   - Submit does not retry. While the connection is down, or when
+//     JetStream's acknowledgement does not come within 10 s, it returns
+//     CodeUnavailable; a full queue is CodeOverloaded. Both are retryable
+//     (Retryable()), and submitting the same request with the same id
+//     again is safe: the job is stored and run once. A request the
+//     contract refuses (bad input, a model not served when Config.ServedOnly
+//     names the served ones) is refused for good.
+//   - Wait retries by itself: across server restarts, stream leader
+//     changes and its own reconnects it keeps waiting, looking the result
+//     up again every 2 s. It returns the result, ctx's error, an error of
+//     a connection closed for good, or CodeNotFound for a job that has no
+//     result and is not queued at two looks 2 s apart (never submitted, or
+//     expired). A job that ended badly is a result (Status failed or
+//     canceled, with its Error), not an error of Wait.
+//   - Result does not wait or retry: the result, ErrPending (queued or
+//     running), CodeNotFound (never submitted, or expired) or, while NATS
+//     is out of reach, CodeUnavailable.
+//   - Events follows a job across reconnects (an ordered consumer resumes
+//     where it was); done returns the error that stopped it.
+//   - RunBatch retries everything passing (submits, look-ups, waits), and
+//     submits a line again when its job is found unknown; a line is marked
+//     failed only when its job failed or the contract refused it.
+//
 // It imports contracts and worker/model/prompt (tokenizer and chat template,
 // read from GGUF metadata without the weights), and never the engine,
 // scheduler, tools, sampler, forward pass or a gpu backend: a backend

@@ -518,7 +518,7 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*contracts.Result, err
 					return res, err // it finished in between
 				}
 				return nil, contracts.NewError(contracts.CodeNotFound, "job %s of tenant %s: no result, and it is not queued (never submitted, or expired)", jobID, c.cfg.Tenant)
-			case qerr != nil && !c.passing(ctx, qerr):
+			case qerr != nil && !errors.Is(qerr, errNoQueueView) && !c.passing(ctx, qerr):
 				return nil, qerr
 			default:
 				absent = 0
@@ -567,6 +567,7 @@ func (c *Client) queued(ctx context.Context, jobID string) (bool, error) {
 	var resp struct {
 		Error *struct {
 			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
 			Description string `json:"description"`
 		} `json:"error"`
 	}
@@ -578,10 +579,24 @@ func (c *Client) queued(ctx context.Context, jobID string) (bool, error) {
 		return true, nil
 	case resp.Error.Code == 404:
 		return false, nil
+	case resp.Error.ErrCode == jsNotEnabledForAccount || resp.Error.ErrCode == jsNotEnabled:
+		return false, errNoQueueView
 	default:
 		return false, fmt.Errorf("producer: looking for job %s in %s: %d %s", jobID, contracts.StreamJobs, resp.Error.Code, resp.Error.Description)
 	}
 }
+
+// errNoQueueView is queued's answer where the client has no JetStream API
+// (a tenant's own account): it cannot tell a queued job from an unknown
+// one.
+var errNoQueueView = errors.New("producer: this client cannot see the job queue")
+
+// JetStream's error codes for an account or server without JetStream
+// (JSNotEnabledForAccountErr, JSNotEnabledErr).
+const (
+	jsNotEnabledForAccount = 10039
+	jsNotEnabled           = 10076
+)
 
 // result returns the job's stored result, or nil.
 func (c *Client) result(ctx context.Context, jobID string) (*contracts.Result, error) {

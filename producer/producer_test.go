@@ -241,6 +241,25 @@ func TestWaitSeesResultCarriedBeforeItBegan(t *testing.T) {
 	}
 }
 
+// TestResultSaysPendingOrNotFound: Result never answers nil, nil: a
+// queued job is ErrPending, an id never submitted is not_found, a finished
+// job is its result.
+func TestResultSaysPendingOrNotFound(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t)
+	ctx := context.Background()
+	if r, err := c.Result(ctx, "never-submitted"); r != nil || !errors.Is(err, contracts.CodeNotFound) {
+		t.Fatalf("an id never submitted: %+v, %v", r, err)
+	}
+	id, err := c.Submit(ctx, &contracts.JobRequest{Model: "stories260k", Messages: []contracts.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Result(ctx, id); r != nil || !errors.Is(err, producer.ErrPending) {
+		t.Fatalf("a queued job: %+v, %v", r, err)
+	}
+}
+
 // TestPromptTokensWithoutToolBlocks: inline <tool> blocks are not prompt
 // text (the worker takes them out before it tokenizes), so they do not
 // count towards the bucket; a malformed block is refused at submit.

@@ -360,23 +360,22 @@ func (g *Gateway) jobCall(w http.ResponseWriter, r *http.Request) (*producer.Cli
 }
 
 // getJob: GET /v1/jobs/{id}: 200 with the result once the job has ended,
-// 202 {"status": "pending"} before (or for an id never seen: job ids are
-// the caller's idempotency keys and may be submitted later).
+// 202 {"status": "pending"} while it is queued or running, 404 not_found
+// for an id the tenant never submitted (or whose result expired).
 func (g *Gateway) getJob(w http.ResponseWriter, r *http.Request) {
 	c, id, ok := g.jobCall(w, r)
 	if !ok {
 		return
 	}
 	res, err := c.Result(r.Context(), id)
-	if err != nil {
-		jobError(w, asError(err))
-		return
-	}
-	if res == nil {
+	switch {
+	case errors.Is(err, producer.ErrPending):
 		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "status": "pending"})
-		return
+	case err != nil:
+		jobError(w, asError(err))
+	default:
+		writeJSON(w, http.StatusOK, res)
 	}
-	writeJSON(w, http.StatusOK, res)
 }
 
 // cancelJob: POST /v1/jobs/{id}/cancel: 202, or 200 with the status of a
@@ -387,7 +386,9 @@ func (g *Gateway) cancelJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if res, err := c.Result(r.Context(), id); err != nil {
+	// A job not submitted yet is canceled too: the stored cancel
+	// request stops it if it comes.
+	if res, err := c.Result(r.Context(), id); err != nil && !errors.Is(err, producer.ErrPending) && !errors.Is(err, contracts.CodeNotFound) {
 		jobError(w, asError(err))
 		return
 	} else if res != nil {

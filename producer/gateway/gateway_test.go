@@ -200,10 +200,10 @@ func TestGatewayJobs(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	// Another tenant sees nothing of it: the same id is another job of
-	// its own, not submitted (pending), with no events (followed until
-	// the caller gives up), and canceling it touches only that one.
-	if resp, _ := f.do(ctx, "GET", "/v1/jobs/"+sub.ID, "key-globex", ""); resp.StatusCode != 202 {
-		t.Fatalf("another tenant's job: %d", resp.StatusCode)
+	// its own, never submitted (404 not_found), with no events (followed
+	// until the caller gives up), and canceling it touches only that one.
+	if resp, body := f.do(ctx, "GET", "/v1/jobs/"+sub.ID, "key-globex", ""); resp.StatusCode != 404 || errorCode(t, body) != contracts.CodeNotFound {
+		t.Fatalf("another tenant's job: %d %s", resp.StatusCode, body)
 	}
 	short, stop := context.WithTimeout(ctx, time.Second)
 	if resp, body := f.do(short, "GET", "/v1/jobs/"+sub.ID+"/events", "key-globex", ""); len(parseSSE(t, body)) != 0 {
