@@ -251,6 +251,7 @@ func TestClusterRunBatch(t *testing.T) {
 	time.Sleep(2 * time.Second) // the node stays down a while, as a crashed one would
 	b.Cluster.Restart(t, down)
 	o := <-done
+	t.Logf("the batch ended: %+v, %v", o.counts, o.err)
 
 	// Server side first: every line's job ran to one usage record.
 	b.WaitDrained(t)
