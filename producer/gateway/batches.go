@@ -186,34 +186,70 @@ func (g *Gateway) createBatch(w http.ResponseWriter, r *http.Request) {
 // them: a batch survives its gateway, on any replica, with no call to
 // resume. Finished lines are answered from their stored results; nothing
 // runs twice.
+//
+// The batches in progress are kept by a watch on ZL_BATCH_STATES (each
+// change of a state comes once), so a look costs a lease read per batch in
+// progress, whatever number of ended batches the bucket keeps.
 func (g *Gateway) tendBatches() {
+	open := map[string]BatchState{}
+	updates := g.watchBatchStates()
 	t := time.NewTicker(g.cfg.BatchLease / 3)
 	defer t.Stop()
 	for {
-		g.takeOverBatches()
 		select {
 		case <-g.ctx.Done():
 			return
+		case e, ok := <-updates:
+			switch {
+			case !ok:
+				// The watch ended (the connection closed for good, or
+				// it could not start): watch again a tick later.
+				updates = nil
+			case e == nil: // the initial values are in
+				g.takeOverBatches(open)
+			case e.Operation() != jetstream.KeyValuePut:
+				delete(open, e.Key())
+			default:
+				var st BatchState
+				if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" {
+					delete(open, e.Key())
+				} else {
+					open[e.Key()] = st
+				}
+			}
 		case <-t.C:
+			if updates == nil {
+				clear(open)
+				updates = g.watchBatchStates()
+				continue
+			}
+			g.takeOverBatches(open)
 		}
 	}
 }
 
-// takeOverBatches starts every batch in progress whose lease is free.
-func (g *Gateway) takeOverBatches() {
-	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
-	defer cancel()
-	keys, err := g.batches.states.ListKeys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return
-	}
+// watchBatchStates returns every batch state and each change of one, a
+// nil after the initial values; the channel is closed when the watch
+// ends. A watch that cannot start is a closed channel.
+func (g *Gateway) watchBatchStates() <-chan jetstream.KeyValueEntry {
+	w, err := g.batches.states.WatchAll(g.ctx)
 	if err != nil {
 		if g.ctx.Err() == nil {
-			g.cfg.Logger.Warn("gateway: listing batches to take over", "err", err)
+			g.cfg.Logger.Warn("gateway: watching batch states", "err", err)
 		}
-		return
+		c := make(chan jetstream.KeyValueEntry)
+		close(c)
+		return c
 	}
-	for key := range keys.Keys() {
+	return w.Updates()
+}
+
+// takeOverBatches starts every batch of open (in progress, by key) whose
+// lease is free.
+func (g *Gateway) takeOverBatches(open map[string]BatchState) {
+	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
+	defer cancel()
+	for key, st := range open {
 		g.mu.Lock()
 		mine := g.running[key]
 		g.mu.Unlock()
@@ -222,14 +258,6 @@ func (g *Gateway) takeOverBatches() {
 		}
 		if _, err := g.batches.leases.Get(ctx, key); err == nil {
 			continue // another gateway runs it
-		}
-		e, err := g.batches.states.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		var st BatchState
-		if json.Unmarshal(e.Value(), &st) != nil || st.Status == "ended" || st.Error != "" {
-			continue
 		}
 		// A batch whose input is not stored yet is still being created:
 		// its creator starts it.
@@ -361,6 +389,13 @@ func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) e
 	storeErr := <-stored
 	if ctx.Err() != nil {
 		return ctx.Err() // the gateway is stopping (or lost the lease): the batch stays in_progress, for another
+	}
+	if err := errors.Join(runErr, storeErr); err != nil && (contracts.IsUnreachable(err) || errors.Is(err, context.DeadlineExceeded)) {
+		// NATS out of reach for a moment (this gateway's server went
+		// down): the batch is not over. It stays in_progress, its lease
+		// is given up, and tendBatches runs it again, here or on another
+		// replica, answering the lines already done from their results.
+		return fmt.Errorf("stopped by a passing error, to be run again: %w", err)
 	}
 	end, err := g.updateState(ctx, tenant, id, func(st *BatchState) {
 		st.Counts, st.Status, st.EndedAt = counts, "ended", time.Now().UTC()
