@@ -30,6 +30,9 @@ func tokenSink(r *contracts.JobRequest, sink Sink, tok *tokenizer.Tokenizer) fun
 			b := tok.Piece(t.ID)
 			lp := contracts.TokenLogprob{TokenID: t.ID, Token: validText(b), Bytes: b, Logprob: float64(t.Logprob)}
 			for _, alt := range t.Top {
+				if math.IsInf(float64(alt.Logprob), 0) || alt.Logprob != alt.Logprob {
+					continue // masked: not an alternative (and not JSON)
+				}
 				ab := tok.Piece(alt.ID)
 				lp.TopLogprobs = append(lp.TopLogprobs, contracts.TopLogprob{TokenID: alt.ID, Token: validText(ab), Bytes: ab, Logprob: float64(alt.Logprob)})
 			}
@@ -60,7 +63,8 @@ func toolSink(sink Sink) func(tools.ToolEvent) {
 // outcomeFrom maps an engine result to an outcome with the usage the
 // engine measured.
 func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
-	out := &Outcome{Text: res.Text, TokenIDs: res.OutputIDs}
+	out := &Outcome{Text: res.Text, TokenIDs: res.OutputIDs, Attempts: res.Retries + 1,
+		Incomplete: res.Incomplete, IncompleteReason: res.IncompleteReason}
 	if run != nil {
 		out.ToolReport = run.Report()
 	}
@@ -84,6 +88,7 @@ func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 	u := &out.Usage
 	u.InputTokens = res.Usage.InputTokens
 	u.OutputTokens = res.Usage.OutputTokens
+	u.RetriedOutputTokens = res.Usage.RetriedOutputTokens
 	u.TimeToFirstTokenMs = res.Usage.TimeToFirstTokenMs
 	u.TimePerTokenMs = res.Usage.TimePerTokenMs
 	u.InterTokenMsP50 = percentile(res.Usage.GapsMs, 0.50)
