@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -114,7 +115,7 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 	if len(specs) > 0 || r.ResponseFormat != nil {
 		set, err := tools.Compile(specs, r.ResponseFormat, l.Tokenizer, tools.Budget{})
 		if err != nil {
-			return engine.Request{}, contracts.ErrorFrom(err)
+			return engine.Request{}, inlineToolError(contracts.ErrorFrom(err), len(r.Tools))
 		}
 		run = set.NewRun()
 	}
@@ -153,6 +154,21 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top,
 		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool,
 		OnToken: tokenSink(r, sink, l.Tokenizer), OnToolEvent: toolSink(sink)}, nil
+}
+
+// inlineToolError points an error of a tool declared in the system prompt
+// there: Compile numbers those tools after tools[] (tools[n+k]), and the
+// request has no such field; it becomes system.tools[k] (the k-th <tool>
+// block), with the rest of the path kept (system.tools[0].params.mode).
+func inlineToolError(e *contracts.Error, n int) *contracts.Error {
+	var i int
+	if _, err := fmt.Sscanf(e.Field, "tools[%d]", &i); err != nil || i < n {
+		return e
+	}
+	rest := e.Field[strings.IndexByte(e.Field, ']')+1:]
+	out := *e
+	out.Field = fmt.Sprintf("system.tools[%d]%s", i-n, rest)
+	return &out
 }
 
 // setF32 sets *dst to *v when the request gives v.
