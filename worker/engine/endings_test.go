@@ -162,3 +162,25 @@ func TestRetriesAreCountedAndDiffer(t *testing.T) {
 		t.Errorf("timings %+v", res.Usage)
 	}
 }
+
+// TestRetryBanNeverEmptiesTheMask: when the constraints allow only the
+// tokens earlier attempts were banned from, the ban is not applied (a
+// repeat, reported by the soft retry tool) rather than leaving no token
+// to sample.
+func TestRetryBanNeverEmptiesTheMask(t *testing.T) {
+	t.Parallel()
+	l, e, _ := setup(t)
+	ids, _ := l.Prompt("Once upon a time", prompt.Options{})
+	retry := toolSpec(contracts.ToolRetryOnFail, contracts.ToolModeSoft, map[string]any{"output_contains": []string{"a"}, "max_retries": 4})
+	run := compileRun(t, e, &contracts.ResponseFormat{Type: contracts.FormatRegex, Pattern: "a"}, retry)
+	res, err := e.Generate(context.Background(), engine.Request{PromptIDs: ids, MaxTokens: 8, Tools: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err != nil || res.Text != "a" || res.Retries != 4 || res.StopReason != engine.StopConstraint {
+		t.Fatalf("text %q, stop %s, retries %d, err %v", res.Text, res.StopReason, res.Retries, res.Err)
+	}
+	if rep := run.Report(); rep[0].Tool != "retry_on_fail" || rep[0].Status != contracts.ToolStatusViolated {
+		t.Errorf("report %+v", rep)
+	}
+}

@@ -340,6 +340,7 @@ func (g *Generation) restart() {
 	g.retried += len(r.OutputIDs)
 	r.OutputIDs, r.Logprobs, r.TopLogprobs = nil, nil, nil
 	g.decoded, g.decEnd = g.decoded[:0], g.decEnd[:0]
+	g.incomplete = nil
 	g.text.Reset()
 	g.maskReady = false // the tools start over
 	r.Retries++
@@ -383,7 +384,6 @@ func (g *Generation) Finish(reason string) {
 		if natural && t.Retry(g.text.String()) {
 			g.toolEvents()
 			g.banRetry(t.RetryMarker())
-			g.incomplete = nil
 			g.restart()
 			return
 		}
