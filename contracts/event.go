@@ -102,6 +102,25 @@ type Event struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// ToolReport sums up what each inline tool did (final).
 	ToolReport []ToolReport `json:"tool_report,omitempty"`
+	// Incomplete is set (final) when generation stopped at a budget
+	// (stop_reason max_tokens or memory_limit) before the output was
+	// whole: an output constraint (response_format, json_validator,
+	// regex_matcher, xml_validator) was not yet satisfied, so Text is a
+	// prefix of a valid output and not one itself, or the last token
+	// ended inside a UTF-8 character, whose bytes are then left out of
+	// Text (Text is always valid UTF-8; token_ids keep every token).
+	// Such a job completes, is billed for what it generated, and is not
+	// a tool failure. Absent when the output is whole.
+	Incomplete bool `json:"incomplete,omitempty"`
+	// IncompleteReason says why the output is incomplete, naming the
+	// unsatisfied tool (final, with Incomplete).
+	IncompleteReason string `json:"incomplete_reason,omitempty"`
+	// Attempts counts the generations this delivery ran for the job
+	// (final): 1, plus one for each regeneration that retry_on_fail or
+	// on_tool_failure retry_without_tool asked for. Every attempt's
+	// tokens and time are in Usage and billed; the text is the last
+	// attempt's. Absent in events of workers that did not count it.
+	Attempts int `json:"attempts,omitempty"`
 
 	// Error says why the job failed (error).
 	Error *Error `json:"error,omitempty"`
@@ -176,7 +195,11 @@ type TokenLogprob struct {
 	// model (before temperature and truncation).
 	Logprob float64 `json:"logprob"`
 	// TopLogprobs are the most likely alternatives, most likely first,
-	// when the request asked for top_logprobs.
+	// when the request asked for top_logprobs. Tokens that could not be
+	// chosen (masked by an output constraint or a banned-word filter:
+	// probability 0, log-probability -Inf) are left out, so a step may
+	// list fewer than top_logprobs alternatives; a logprob is always a
+	// finite number.
 	TopLogprobs []TopLogprob `json:"top_logprobs,omitempty"`
 }
 
@@ -260,7 +283,9 @@ type ToolStatus string
 
 // The tool statuses.
 const (
-	// ToolStatusOK: the tool ran and its constraint holds.
+	// ToolStatusOK: the tool ran and its constraint holds (on an
+	// incomplete output, for what was generated before the budget ran
+	// out: Detail then says "incomplete").
 	ToolStatusOK ToolStatus = "ok"
 	// ToolStatusViolated: a soft-mode constraint does not hold.
 	ToolStatusViolated ToolStatus = "violated"

@@ -36,10 +36,12 @@ var fixtures = []fixture{
 	{"event_preempted.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventPreempted)},
 	{"event_resumed.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventResumed)},
 	{"event_final.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventFinal)},
+	{"event_final_incomplete.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventFinal)},
 	{"event_error.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
 	{"event_error_rate_limited.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
 	{"result.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_failed.json", "result.json", reflect.TypeFor[Result](), checkResult},
+	{"result_incomplete.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"usage.json", "usage.json", reflect.TypeFor[Usage](), nil},
 	{"tenant_limits.json", "tenant_limits.json", reflect.TypeFor[TenantLimits](), func(t *testing.T, v any) {
 		if err := v.(*TenantLimits).Validate(); err != nil {

@@ -49,6 +49,26 @@ type Result struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// ToolReport sums up what each inline tool did.
 	ToolReport []ToolReport `json:"tool_report,omitempty"`
+	// Incomplete is set when generation stopped at a budget (stop_reason
+	// max_tokens or memory_limit) before the output was whole: an output
+	// constraint was not yet satisfied (Text is a prefix of a valid
+	// output, not one itself), or the last token ended inside a UTF-8
+	// character, whose bytes are left out of Text (Text is always valid
+	// UTF-8; TokenIDs keep every token). The job is completed, not a tool
+	// failure, and billed for what it generated. Absent when the output
+	// is whole. See Event.Incomplete.
+	Incomplete bool `json:"incomplete,omitempty"`
+	// IncompleteReason says why the output is incomplete, naming the
+	// unsatisfied tool (with Incomplete).
+	IncompleteReason string `json:"incomplete_reason,omitempty"`
+	// Attempts counts the generations the delivery that produced the
+	// result ran: 1, plus one per regeneration asked for by retry_on_fail
+	// or on_tool_failure retry_without_tool. Every attempt's tokens and
+	// time are counted in Usage (usage.output_tokens, billed) and
+	// usage.retried_output_tokens says how many were discarded; Text and
+	// TokenIDs are the last attempt's. Absent when the job did not run,
+	// and in results of workers that did not count it.
+	Attempts int `json:"attempts,omitempty"`
 	// Error says why the job failed or was canceled.
 	Error *Error `json:"error,omitempty"`
 	// Metadata is the request's metadata, copied (batch_id, custom_id, …)

@@ -1,5 +1,7 @@
 package contracts
 
+import "strings"
+
 // ToolName names an inline tool.
 type ToolName string
 
@@ -20,10 +22,19 @@ const (
 	// Params: patterns, entities.
 	ToolPIIRedactor ToolName = "pii_redactor"
 	// ToolToxicityFilter masks banned words at the logits.
-	// Params: words (required), mode.
+	// Params: words (required), mode (ToxicityModes; default block).
 	ToolToxicityFilter ToolName = "toxicity_filter"
 	// ToolRetryOnFail regenerates when the output contains a marker.
-	// Params: output_contains (required), max_retries.
+	// Params: output_contains (required), max_retries (default 1).
+	// Every attempt's tokens and time are counted in the job's usage and
+	// billed (Usage.RetriedOutputTokens, Result.Attempts). A retry is
+	// never a repeat of the failed attempt, even at temperature 0: while
+	// it follows a failed attempt token for token, the token with which
+	// that attempt began the marker (its first token when the marker
+	// cannot be placed) is banned at that position, so the retry keeps
+	// the failed attempt's good prefix and diverges where the marker
+	// began. A ban that would leave no token allowed is not applied.
+	// The sampler's random state is not reset between attempts.
 	ToolRetryOnFail ToolName = "retry_on_fail"
 	// ToolSuffix appends a mandatory suffix after generation.
 	// Params: text (required).
@@ -32,6 +43,27 @@ const (
 
 // MaxToolRetries bounds retry_on_fail's max_retries.
 const MaxToolRetries = 16
+
+// ToxicityModes are the values of toxicity_filter's mode parameter:
+// "block" (the default) masks the words anywhere, "word" only as whole
+// words, "redact" replaces them in the text stream. ToxicityMode also takes
+// their aliases.
+func ToxicityModes() []string { return []string{"block", "word", "redact"} }
+
+// ToxicityMode returns the toxicity_filter mode that s names, without
+// regard to case ("" is block; "mask" and "substring" are aliases of
+// block, "words" and "whole_word" of word), and whether s names one.
+func ToxicityMode(s string) (string, bool) {
+	switch strings.ToLower(s) {
+	case "", "block", "mask", "substring":
+		return "block", true
+	case "word", "words", "whole_word":
+		return "word", true
+	case "redact":
+		return "redact", true
+	}
+	return "", false
+}
 
 // paramKind is the JSON shape a tool parameter must have.
 type paramKind int
@@ -50,7 +82,9 @@ type toolParam struct {
 	name     string
 	kind     paramKind
 	required bool
-	max      int // for paramInt
+	max      int                         // for paramInt
+	check    func(string) (string, bool) // for paramString: a value's check, or nil for any
+	values   func() []string             // with check: the values, for messages
 }
 
 // toolSpecs is the table of inline tools and their parameters. The order of
@@ -63,7 +97,7 @@ var toolSpecs = []struct {
 	{ToolRegexMatcher, []toolParam{{name: "pattern", kind: paramRegex, required: true}}},
 	{ToolXMLValidator, []toolParam{{name: "allowed_tags", kind: paramStrings, required: true}}},
 	{ToolPIIRedactor, []toolParam{{name: "patterns", kind: paramRegexes}, {name: "entities", kind: paramStrings}}},
-	{ToolToxicityFilter, []toolParam{{name: "words", kind: paramStrings, required: true}, {name: "mode", kind: paramString}}},
+	{ToolToxicityFilter, []toolParam{{name: "words", kind: paramStrings, required: true}, {name: "mode", kind: paramString, check: ToxicityMode, values: ToxicityModes}}},
 	{ToolRetryOnFail, []toolParam{{name: "output_contains", kind: paramStrings, required: true}, {name: "max_retries", kind: paramInt, max: MaxToolRetries}}},
 	{ToolSuffix, []toolParam{{name: "text", kind: paramString, required: true}}},
 }
@@ -81,6 +115,18 @@ func ToolNames() []ToolName {
 func (n ToolName) Valid() bool {
 	_, ok := toolParams(n)
 	return ok
+}
+
+// ParamNames returns the names of tool n's parameters (nil when n is not a
+// tool). A declaration with any other parameter is refused, at submit
+// (JobRequest.Validate) and by the worker.
+func (n ToolName) ParamNames() []string {
+	params, _ := toolParams(n)
+	var out []string
+	for _, p := range params {
+		out = append(out, p.name)
+	}
+	return out
 }
 
 // toolParams returns the parameter table of tool n, and whether n is a

@@ -74,6 +74,7 @@ func TestDecodeUsageRejects(t *testing.T) {
 		{"bad priority", editUsage(t, "priority", "urgent"), CodeInvalidRequest, "priority", "urgent"},
 		{"bad bucket", editUsage(t, "bucket", "huge"), CodeInvalidRequest, "bucket", "huge"},
 		{"bad status", editUsage(t, "status", "done"), CodeInvalidRequest, "status", "done"},
+		{"retried above output", editUsage(t, "retried_output_tokens", 48), CodeInvalidRequest, "retried_output_tokens", "above output_tokens 47"},
 		{"attempt 0", editUsage(t, "attempt", 0), CodeInvalidRequest, "attempt", "below 1"},
 		{"bad time", editUsage(t, "created_at", "yesterday"), CodeInvalidRequest, "created_at", "RFC 3339"},
 		{"long batch id", editUsage(t, "batch_id", strings.Repeat("b", MaxMetadataValueLen+1)), CodeInvalidRequest, "batch_id", "at most 512"},

@@ -315,6 +315,10 @@ func checkParam(p toolParam, raw json.RawMessage, f string, toolErr func(Code, s
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			toolErr(CodeInvalidRequest, f, "must be a string")
+		} else if p.check != nil {
+			if _, ok := p.check(s); !ok {
+				toolErr(CodeInvalidRequest, f, "%s %q is not one of %s", p.name, s, strings.Join(p.values(), ", "))
+			}
 		}
 	case paramStrings, paramRegexes:
 		var ss []string

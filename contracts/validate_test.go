@@ -145,6 +145,15 @@ func TestValidate(t *testing.T) {
 			{CodeInvalidRegex, "tools[6].params.patterns[1]"},
 			{CodeInvalidRequest, "tools[7].params.allowed_tags"},
 		}},
+		{"toxicity mode", Limits{}, func(r *JobRequest) {
+			r.Tools = []Tool{
+				{Name: ToolToxicityFilter, Params: map[string]json.RawMessage{"words": json.RawMessage(`["darn"]`), "mode": json.RawMessage(`"shout"`)}},
+				{Name: ToolPIIRedactor, Params: map[string]json.RawMessage{"foo": json.RawMessage(`1`)}},
+			}
+		}, []problem{{CodeInvalidRequest, "tools[0].params.mode"}, {CodeInvalidRequest, "tools[1].params.foo"}}},
+		{"toxicity mode aliases", Limits{}, func(r *JobRequest) {
+			r.Tools = []Tool{{Name: ToolToxicityFilter, Params: map[string]json.RawMessage{"words": json.RawMessage(`["darn"]`), "mode": json.RawMessage(`"Whole_Word"`)}}}
+		}, nil},
 		{"too many tools", Limits{MaxTools: 1}, func(r *JobRequest) {
 			r.Tools = []Tool{{Name: ToolSuffix, Params: map[string]json.RawMessage{"text": json.RawMessage(`"!"`)}},
 				{Name: ToolXMLValidator, Params: map[string]json.RawMessage{"allowed_tags": json.RawMessage(`["b"]`)}}}

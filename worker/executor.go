@@ -70,7 +70,14 @@ type Outcome struct {
 	Err *contracts.Error
 	// ToolReport sums up the inline tools' work.
 	ToolReport []contracts.ToolReport
-	Usage      contracts.Usage
+	// Incomplete and IncompleteReason: generation stopped at a budget
+	// before the output was whole (contracts.Result.Incomplete).
+	Incomplete       bool
+	IncompleteReason string
+	// Attempts counts the generations run for the job (1 + the tools'
+	// retries); 0 means 1. Usage counts every attempt's tokens.
+	Attempts int
+	Usage    contracts.Usage
 }
 
 // Executor runs jobs on a model. The worker calls Execute from several

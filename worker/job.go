@@ -388,12 +388,15 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	if jobErr != nil && status == contracts.StatusFailed {
 		e.publish(&contracts.Event{Type: contracts.EventError, Error: jobErr})
 	} else {
-		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, StopSequence: out.StopSequence, Usage: usage, Text: out.Text, ToolReport: out.ToolReport})
+		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, StopSequence: out.StopSequence, Usage: usage, Text: out.Text, ToolReport: out.ToolReport,
+			Incomplete: out.Incomplete && status == contracts.StatusCompleted, IncompleteReason: incompleteReason(out, status), Attempts: attempts(out, ran)})
 	}
 	res := &contracts.Result{JobID: e.ref.JobID, Tenant: e.ref.Tenant, Status: status, Text: out.Text, TokenIDs: out.TokenIDs,
-		Usage: usage, Error: jobErr, ToolReport: out.ToolReport, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now}
+		Usage: usage, Error: jobErr, ToolReport: out.ToolReport, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now,
+		Attempts: attempts(out, ran)}
 	if status == contracts.StatusCompleted {
 		res.StopReason, res.StopSequence = out.StopReason, out.StopSequence
+		res.Incomplete, res.IncompleteReason = out.Incomplete, incompleteReason(out, status)
 	}
 	e.publishJSON(contracts.ResultsSubject(e.ref.Tenant, e.ref.JobID), e.ref.String(), res)
 	if usage != nil {
@@ -412,6 +415,24 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	}
 	e.w.cfg.Metrics.observe(status, jobErr, usage, out.ToolReport)
 	log.Info("job done", "status", status, "output_tokens", len(out.TokenIDs))
+}
+
+// attempts is the generations a job that ran went through (absent when
+// it did not run).
+func attempts(out *Outcome, ran bool) int {
+	if !ran {
+		return 0
+	}
+	return max(out.Attempts, 1)
+}
+
+// incompleteReason is the outcome's reason for an incomplete output of a
+// completed job, or "".
+func incompleteReason(out *Outcome, status contracts.ResultStatus) string {
+	if !out.Incomplete || status != contracts.StatusCompleted {
+		return ""
+	}
+	return out.IncompleteReason
 }
 
 func traceID(tp contracts.Traceparent) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -30,6 +31,9 @@ func tokenSink(r *contracts.JobRequest, sink Sink, tok *tokenizer.Tokenizer) fun
 			b := tok.Piece(t.ID)
 			lp := contracts.TokenLogprob{TokenID: t.ID, Token: validText(b), Bytes: b, Logprob: float64(t.Logprob)}
 			for _, alt := range t.Top {
+				if math.IsInf(float64(alt.Logprob), 0) || alt.Logprob != alt.Logprob {
+					continue // masked: not an alternative (and not JSON)
+				}
 				ab := tok.Piece(alt.ID)
 				lp.TopLogprobs = append(lp.TopLogprobs, contracts.TopLogprob{TokenID: alt.ID, Token: validText(ab), Bytes: ab, Logprob: float64(alt.Logprob)})
 			}
@@ -60,7 +64,8 @@ func toolSink(sink Sink) func(tools.ToolEvent) {
 // outcomeFrom maps an engine result to an outcome with the usage the
 // engine measured.
 func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
-	out := &Outcome{Text: res.Text, TokenIDs: res.OutputIDs}
+	out := &Outcome{Text: res.Text, TokenIDs: res.OutputIDs, Attempts: res.Retries + 1,
+		Incomplete: res.Incomplete, IncompleteReason: res.IncompleteReason}
 	if run != nil {
 		out.ToolReport = run.Report()
 	}
@@ -84,6 +89,7 @@ func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 	u := &out.Usage
 	u.InputTokens = res.Usage.InputTokens
 	u.OutputTokens = res.Usage.OutputTokens
+	u.RetriedOutputTokens = res.Usage.RetriedOutputTokens
 	u.TimeToFirstTokenMs = res.Usage.TimeToFirstTokenMs
 	u.TimePerTokenMs = res.Usage.TimePerTokenMs
 	u.InterTokenMsP50 = percentile(res.Usage.GapsMs, 0.50)
@@ -109,7 +115,7 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 	if len(specs) > 0 || r.ResponseFormat != nil {
 		set, err := tools.Compile(specs, r.ResponseFormat, l.Tokenizer, tools.Budget{})
 		if err != nil {
-			return engine.Request{}, contracts.ErrorFrom(err)
+			return engine.Request{}, inlineToolError(contracts.ErrorFrom(err), len(r.Tools))
 		}
 		run = set.NewRun()
 	}
@@ -148,6 +154,21 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top,
 		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool,
 		OnToken: tokenSink(r, sink, l.Tokenizer), OnToolEvent: toolSink(sink)}, nil
+}
+
+// inlineToolError points an error of a tool declared in the system prompt
+// there: Compile numbers those tools after tools[] (tools[n+k]), and the
+// request has no such field; it becomes system.tools[k] (the k-th <tool>
+// block), with the rest of the path kept (system.tools[0].params.mode).
+func inlineToolError(e *contracts.Error, n int) *contracts.Error {
+	var i int
+	if _, err := fmt.Sscanf(e.Field, "tools[%d]", &i); err != nil || i < n {
+		return e
+	}
+	rest := e.Field[strings.IndexByte(e.Field, ']')+1:]
+	out := *e
+	out.Field = fmt.Sprintf("system.tools[%d]%s", i-n, rest)
+	return &out
 }
 
 // setF32 sets *dst to *v when the request gives v.

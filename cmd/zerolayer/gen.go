@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -37,6 +38,13 @@ type genOutput struct {
 	ToolReport []contracts.ToolReport `json:"tool_report,omitempty"`
 	ToolTimeMs float64                `json:"tool_execution_time_ms,omitempty"`
 	Error      *contracts.Error       `json:"error,omitempty"`
+	// Incomplete and IncompleteReason: the output stopped at a budget
+	// before it was whole (contracts.Result.Incomplete).
+	Incomplete       bool   `json:"incomplete,omitempty"`
+	IncompleteReason string `json:"incomplete_reason,omitempty"`
+	// Attempts counts the generations (1 + the tools' retries) when
+	// there were retries; usage counts every attempt's tokens.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 type logprobEntry struct {
@@ -49,7 +57,7 @@ func runGen(ctx context.Context, args []string) error {
 	modelName := fs.String("model", "", "model file path, or a name looked up in ZEROLAYER_MODEL_PATH and ~/.cache/zerolayer/models")
 	prompt := fs.String("prompt", "", "prompt text")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids, used as given")
-	system := fs.String("system", "", "system prompt (needs --chat)")
+	system := fs.String("system", "", "system prompt (needs --chat); <tool> blocks in it declare inline tools, as in a job's system prompt")
 	useChat := fs.Bool("chat", false, "render the prompt through the model's chat template")
 	tmplName := fs.String("chat-template", "", "chat template by name instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	maxTokens := fs.Int("max-tokens", 0, "maximum tokens to generate (0: the preset's, else up to the context)")
@@ -94,19 +102,28 @@ func runGen(ctx context.Context, args []string) error {
 	}
 	defer l.Close()
 	var ids []int32
+	var inline []contracts.Tool
 	if set["prompt-ids"] {
 		if *useChat || *system != "" {
 			return usagef("--prompt-ids are used as given: drop --chat and --system")
 		}
 		ids, err = parseTokenIDs(*promptIDs)
 	} else {
-		ids, err = renderPrompt(l, *prompt, modelprompt.Options{Chat: *useChat, System: *system}, *tmplName)
+		sys := *system
+		if sys != "" && *useChat {
+			// The <tool> blocks are tools, not prompt text: the worker's
+			// rule (contracts.ParseSystem), so gen runs what a job runs.
+			if sys, inline, err = contracts.ParseSystem(sys); err != nil {
+				return err
+			}
+		}
+		ids, err = renderPrompt(l, *prompt, modelprompt.Options{Chat: *useChat, System: sys}, *tmplName)
 	}
 	if err != nil {
 		return err
 	}
 	req := engine.Request{PromptIDs: ids, MaxTokens: maxTok, Sampling: params, Stop: stops, TopLogprobs: *topLogprobs, IgnoreEOS: *ignoreEOS}
-	if req.Tools, err = genTools(*schemaFile, *regex, *toolsJSON, l); err != nil {
+	if req.Tools, err = genTools(*schemaFile, *regex, *toolsJSON, inline, l); err != nil {
 		return err
 	}
 	return generate(ctx, l, req, *format == "json")
@@ -217,13 +234,23 @@ func generate(ctx context.Context, l *engine.Loaded, req engine.Request, asJSON 
 	u := res.Usage
 	fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d generated tokens, first token %.1f ms, %.2f ms/token (%.0f tok/s)\n",
 		res.StopReason, u.InputTokens, u.OutputTokens, u.TimeToFirstTokenMs, u.TimePerTokenMs, 1000/max(u.TimePerTokenMs, 1e-9))
+	if res.Retries > 0 {
+		fmt.Fprintf(os.Stderr, "%d attempts; %d of the generated tokens were discarded by retries\n", res.Retries+1, u.RetriedOutputTokens)
+	}
+	if res.Incomplete {
+		fmt.Fprintf(os.Stderr, "incomplete: %s\n", res.IncompleteReason)
+	}
 	return nil
 }
 
 // writeGenJSON writes the --format json document of res to stdout; run is
 // the request's tool run (nil without one).
 func writeGenJSON(res *engine.Result, run *tools.Run) error {
-	out := genOutput{PromptIDs: res.PromptIDs, OutputIDs: res.OutputIDs, Text: res.Text, StopReason: res.StopReason, Usage: res.Usage}
+	out := genOutput{PromptIDs: res.PromptIDs, OutputIDs: res.OutputIDs, Text: res.Text, StopReason: res.StopReason, Usage: res.Usage,
+		Incomplete: res.Incomplete, IncompleteReason: res.IncompleteReason}
+	if res.Retries > 0 {
+		out.Attempts = res.Retries + 1
+	}
 	if run != nil {
 		out.ToolReport, out.ToolTimeMs = run.Report(), run.TimeMs()
 	}
@@ -234,9 +261,13 @@ func writeGenJSON(res *engine.Result, run *tools.Run) error {
 		out.OutputIDs = []int32{}
 	}
 	for _, step := range res.TopLogprobs {
-		row := make([]logprobEntry, len(step))
-		for i, t := range step {
-			row[i] = logprobEntry{t.ID, t.Logprob}
+		row := make([]logprobEntry, 0, len(step))
+		for _, t := range step {
+			// A masked token (-Inf) is no alternative, and no JSON number:
+			// left out, as on the wire (contracts.TokenLogprob).
+			if !math.IsInf(float64(t.Logprob), 0) && t.Logprob == t.Logprob {
+				row = append(row, logprobEntry{t.ID, t.Logprob})
+			}
 		}
 		out.TopLogprobs = append(out.TopLogprobs, row)
 	}
@@ -245,9 +276,10 @@ func writeGenJSON(res *engine.Result, run *tools.Run) error {
 	return enc.Encode(out)
 }
 
-// genTools compiles the constrained-decoding and tool flags into a tool run
-// (nil when none is given).
-func genTools(schemaFile, regex, toolsJSON string, l *engine.Loaded) (*tools.Run, error) {
+// genTools compiles the constrained-decoding and tool flags, and the tools
+// declared inline in the system prompt (after --tools', as the worker
+// puts them after tools[]), into a tool run (nil when none is given).
+func genTools(schemaFile, regex, toolsJSON string, inline []contracts.Tool, l *engine.Loaded) (*tools.Run, error) {
 	var rf *contracts.ResponseFormat
 	switch {
 	case schemaFile != "" && regex != "":
@@ -267,6 +299,7 @@ func genTools(schemaFile, regex, toolsJSON string, l *engine.Loaded) (*tools.Run
 			return nil, usagef("--tools: %v", err)
 		}
 	}
+	specs = append(specs, inline...)
 	if rf == nil && len(specs) == 0 {
 		return nil, nil
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	modelprompt "github.com/zerolayer/zerolayer/worker/model/prompt"
@@ -128,6 +129,77 @@ func TestGenChatPlainTemplate(t *testing.T) {
 	json.Unmarshal([]byte(out), &got)
 	if len(got.PromptIDs) < 10 || got.PromptIDs[0] != 1 || len(got.OutputIDs) == 0 {
 		t.Fatalf("chat prompt ids %v output %v", got.PromptIDs, got.OutputIDs)
+	}
+}
+
+// TestGenConstrainedTopLogprobs: --top-logprobs with a constraint writes
+// JSON (masked alternatives, -Inf, are left out, never written), and
+// max_tokens inside the schema ends with max_tokens and an incomplete
+// output, not a tool error.
+func TestGenConstrainedTopLogprobs(t *testing.T) {
+	path := storiesPath(t)
+	schema := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := capture(t, runGen, "--model", path, "--prompt", "Once upon a time", "--schema", schema, "--max-tokens", "10", "--top-logprobs", "5", "--format", "json")
+	if err != nil {
+		t.Fatalf("%v (output %q)", err, out)
+	}
+	var got genOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if got.StopReason != engine.StopMaxTokens || got.Error != nil || !got.Incomplete || !strings.Contains(got.IncompleteReason, "json_validator") {
+		t.Fatalf("stop %q, error %v, incomplete %v %q", got.StopReason, got.Error, got.Incomplete, got.IncompleteReason)
+	}
+	if len(got.TopLogprobs) != 10 {
+		t.Fatalf("%d steps of top logprobs, want 10", len(got.TopLogprobs))
+	}
+	short := false
+	for _, step := range got.TopLogprobs {
+		if len(step) == 0 || len(step) > 5 {
+			t.Fatalf("a step with %d alternatives", len(step))
+		}
+		short = short || len(step) < 5
+	}
+	if !short {
+		t.Errorf("no step left out a masked alternative: %v", got.TopLogprobs)
+	}
+}
+
+// TestGenChatSystemTools: gen --chat --system applies the <tool> blocks as
+// the worker does: they are tools, and not prompt text.
+func TestGenChatSystemTools(t *testing.T) {
+	path := storiesPath(t)
+	plain, err := capture(t, runGen, "--model", path, "--chat", "--system", "Be brief.", "--prompt", "Tell a story", "--max-tokens", "6", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := "<tool name=\"suffix\"><param name=\"text\"> THE END</param></tool>\nBe brief."
+	out, err := capture(t, runGen, "--model", path, "--chat", "--system", system, "--prompt", "Tell a story", "--max-tokens", "6", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b genOutput
+	json.Unmarshal([]byte(plain), &a)
+	json.Unmarshal([]byte(out), &b)
+	if !slices.Equal(a.PromptIDs, b.PromptIDs) {
+		t.Errorf("the tool block reached the prompt: %v, without it %v", b.PromptIDs, a.PromptIDs)
+	}
+	if b.Text != a.Text+" THE END" || len(b.ToolReport) != 1 || b.ToolReport[0].Tool != "suffix" {
+		t.Errorf("text %q (without the block %q), report %+v", b.Text, a.Text, b.ToolReport)
+	}
+	// A malformed block is refused like the worker refuses it.
+	_, err = capture(t, runGen, "--model", path, "--chat", "--system", "<tool name=\"suffix\">", "--prompt", "a", "--max-tokens", "2")
+	var ce *contracts.Error
+	if !errors.As(err, &ce) || ce.Code != contracts.CodeInvalidRequest || ce.Field != "system" {
+		t.Errorf("unclosed block: %v", err)
+	}
+	// An unknown parameter is refused with its path.
+	_, err = capture(t, runGen, "--model", path, "--prompt", "a", "--max-tokens", "2", "--tools", `[{"name":"suffix","params":{"text":"!","foo":1}}]`)
+	if !errors.As(err, &ce) || ce.Code != contracts.CodeInvalidRequest || ce.Field != "tools[0].params.foo" {
+		t.Errorf("unknown param: %v", err)
 	}
 }
 

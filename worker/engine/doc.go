@@ -10,6 +10,21 @@
 // a stop sequence, MaxTokens or the end of the context. Each Result carries
 // its usage: token counts, time to first token and mean time per token.
 //
+// Endings are honest. A budget stop (MaxTokens, the context, a memory cap)
+// that comes before an inline constraint is satisfied keeps its stop
+// reason and marks the Result Incomplete, with the reason, instead of
+// failing the tool; a character the budget cut in two is left out of the
+// text (the decoder already held it back from the stream), so Text is
+// always valid UTF-8 while OutputIDs keep every token. Holding back was
+// chosen over refusing, near the end, tokens that start a character the
+// budget cannot finish: it does not change what the model samples, needs
+// no estimate of how many tokens a character still takes (byte-level and
+// byte-fallback vocabularies differ), and works with or without a mask.
+// When the tools ask for a retry, the output is discarded but its tokens
+// and time stay in the usage (Usage.RetriedOutputTokens), and the retry
+// bans the token with which the failed attempt began its marker while it
+// follows that attempt, so a greedy retry does not repeat it.
+//
 // The Engine is the simple in-order executor; the scheduler (continuous
 // batching, admission, preemption) drives the same model and KV arena step
 // by step. The KV arena defaults of both, and of everything else that

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,26 @@ type Generation struct {
 	maskReady       bool
 	maskConstrained bool
 	maskErr         error
+	// retried counts the tokens of discarded attempts (restart): they
+	// ran, and usage counts them.
+	retried int
+	// decoded is this attempt's output as the decoder gave it, before
+	// the tools, and decEnd[i] its length after output token i: where a
+	// retry marker began, in tokens.
+	decoded []byte
+	decEnd  []int
+	// bans are the tokens a retry may not take at a position while it
+	// follows a failed attempt (retry_on_fail).
+	bans []retryBan
+	// incomplete says why the output is incomplete (a budget stop).
+	incomplete []string
+}
+
+// retryBan bans token after exactly prefix in a retry: the failed
+// attempt began its marker there.
+type retryBan struct {
+	prefix []int32
+	token  int32
 }
 
 // Admitted restarts g's clock at t, when a scheduler admits the job after
@@ -135,6 +156,9 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 			applyMask(logits, g.mask)
 		}
 	}
+	if len(g.bans) > 0 {
+		g.applyBans(logits)
+	}
 	ch := g.sampler.Sample(logits, g.history, g.req.TopLogprobs)
 	if g.first.IsZero() {
 		g.first = now
@@ -161,6 +185,8 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	g.history = append(g.history, ch.ID)
 	piece := g.dec.Add(ch.ID)
 	if t != nil {
+		g.decoded = append(g.decoded, piece...)
+		g.decEnd = append(g.decEnd, len(g.decoded))
 		var err error
 		if piece, err = t.Text(piece); err != nil {
 			return g.toolFailed(err)
@@ -211,6 +237,58 @@ func (g *Generation) PrefetchMask(vocab int) {
 	g.maskReady = true
 }
 
+// applyBans sets to -Inf the logits of the tokens banned at this position
+// of a retry that has followed a failed attempt token for token, unless
+// that would leave no token to choose.
+func (g *Generation) applyBans(logits []float32) {
+	out := g.res.OutputIDs
+	var banned []int32
+	for _, b := range g.bans {
+		if len(b.prefix) == len(out) && slices.Equal(b.prefix, out) && int(b.token) < len(logits) {
+			banned = append(banned, b.token)
+		}
+	}
+	if len(banned) == 0 {
+		return
+	}
+	inf := float32(math.Inf(-1))
+	left := false
+	for id, l := range logits {
+		if l > inf && !slices.Contains(banned, int32(id)) {
+			left = true
+			break
+		}
+	}
+	if !left {
+		return // the constraints allow nothing else: better a repeat than no token
+	}
+	for _, id := range banned {
+		logits[id] = inf
+	}
+}
+
+// banRetry records where the failed attempt began marker, so that the
+// retry, while it follows that attempt, takes another token there: the
+// token whose text began the marker, or the attempt's first token when the
+// marker is not in the decoded text (a redactor made it).
+func (g *Generation) banRetry(marker string) {
+	out := g.res.OutputIDs
+	if len(out) == 0 {
+		return
+	}
+	at := 0
+	if i := strings.Index(string(g.decoded), marker); i >= 0 && marker != "" {
+		at = len(out) - 1
+		for j, end := range g.decEnd {
+			if end > i {
+				at = j
+				break
+			}
+		}
+	}
+	g.bans = append(g.bans, retryBan{prefix: slices.Clone(out[:at]), token: out[at]})
+}
+
 // HasTools reports whether the request has inline tools.
 func (g *Generation) HasTools() bool { return g.req.Tools != nil }
 
@@ -259,7 +337,10 @@ func (g *Generation) toolEvents() {
 // asked for by the tools). The runner feeds the last prompt token again.
 func (g *Generation) restart() {
 	r := g.res
+	g.retried += len(r.OutputIDs)
 	r.OutputIDs, r.Logprobs, r.TopLogprobs = nil, nil, nil
+	g.decoded, g.decEnd = g.decoded[:0], g.decEnd[:0]
+	g.incomplete = nil
 	g.text.Reset()
 	g.maskReady = false // the tools start over
 	r.Retries++
@@ -277,9 +358,18 @@ func (g *Generation) Finish(reason string) {
 	}
 	r := g.res
 	t := g.req.Tools
+	budget := budgetName(reason)
 	if reason != StopSequence && reason != StopCanceled && reason != StopToolError {
 		rest := g.dec.Flush()
+		if budget != "" && rest != "" {
+			// The decoder holds back only a character that more tokens
+			// could still complete: the budget ended inside it. Its
+			// bytes are left out, so the text stays valid UTF-8.
+			g.incomplete = append(g.incomplete, fmt.Sprintf("the output ended at %s inside a UTF-8 character; its %d byte(s) are left out of the text", budget, len(rest)))
+			rest = ""
+		}
 		if t != nil {
+			g.decoded = append(g.decoded, rest...)
 			var err error
 			if rest, err = t.Text(rest); err != nil {
 				g.toolFailed(err)
@@ -293,8 +383,14 @@ func (g *Generation) Finish(reason string) {
 	if t != nil && reason != StopCanceled && reason != StopToolError {
 		if natural && t.Retry(g.text.String()) {
 			g.toolEvents()
+			g.banRetry(t.RetryMarker())
 			g.restart()
 			return
+		}
+		if budget != "" {
+			if why := t.Truncate(budget); why != "" {
+				g.incomplete = append([]string{why}, g.incomplete...)
+			}
 		}
 		suffix, err := t.Finish()
 		g.toolEvents()
@@ -312,6 +408,9 @@ func (g *Generation) Finish(reason string) {
 	g.done = true
 	r.Text = g.text.String()
 	r.StopReason = reason
+	if budget != "" && len(g.incomplete) > 0 {
+		r.Incomplete, r.IncompleteReason = true, strings.Join(g.incomplete, "; ")
+	}
 	if reason == StopSequence {
 		r.StopSequence = g.stop.Matched()
 	}
@@ -320,7 +419,8 @@ func (g *Generation) Finish(reason string) {
 		r.Usage.ToolBytes = t.MemoryBytes()
 	}
 	u := &r.Usage
-	u.OutputTokens = len(r.OutputIDs)
+	u.OutputTokens = len(r.OutputIDs) + g.retried
+	u.RetriedOutputTokens = g.retried
 	u.TotalMs = ms(time.Since(g.start))
 	if n := len(u.GapsMs) + 1; !g.first.IsZero() {
 		u.Confidence = g.probSum / float64(n)
@@ -329,6 +429,16 @@ func (g *Generation) Finish(reason string) {
 			u.TimePerTokenMs = ms(g.last.Sub(g.first)) / float64(u.OutputTokens-1)
 		}
 	}
+}
+
+// budgetName names the budget a stop reason ran into ("max_tokens",
+// "context_length", "memory_limit"), or "" for the other reasons.
+func budgetName(reason string) string {
+	switch reason {
+	case StopMaxTokens, StopContextLimit, StopMemoryLimit:
+		return reason
+	}
+	return ""
 }
 
 // emitTail adds text produced at the end (flushed hold-back, a suffix).

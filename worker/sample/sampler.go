@@ -29,7 +29,9 @@ type Choice struct {
 	Prob float32
 	// Top holds the most likely tokens under the same distribution, most
 	// likely first (ties: lowest id first), when asked for; nil otherwise.
-	// The chosen ID need not be among them.
+	// The chosen ID need not be among them. Tokens of probability 0 (a
+	// -Inf logit: masked by a constraint) are left out, so Top may be
+	// shorter than asked and every Logprob in it is finite.
 	Top []TokenLogprob
 }
 
@@ -269,9 +271,13 @@ func (s *Sampler) top(x []float32, lse float64, k int) []TokenLogprob {
 	}
 	k = min(k, len(ids))
 	selectTop(ids, x, k)
-	out := make([]TokenLogprob, k)
-	for i, id := range ids[:k] {
-		out[i] = TokenLogprob{ID: id, Logprob: float32(float64(x[id]) - lse)}
+	out := make([]TokenLogprob, 0, k)
+	for _, id := range ids[:k] {
+		lp := float32(float64(x[id]) - lse)
+		if math.IsInf(float64(lp), -1) {
+			break // most likely first: the rest are masked too
+		}
+		out = append(out, TokenLogprob{ID: id, Logprob: lp})
 	}
 	return out
 }

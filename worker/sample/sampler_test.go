@@ -516,3 +516,21 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 }
+
+// TestTopLeavesOutMaskedTokens: alternatives of probability 0 (a constraint
+// masked them to -Inf) are not listed, so no logprob is -Inf and the list
+// may be shorter than asked.
+func TestTopLeavesOutMaskedTokens(t *testing.T) {
+	t.Parallel()
+	inf := float32(math.Inf(1))
+	s := mustNew(t, Params{})
+	c := s.Sample([]float32{-inf, 1, -inf, 0.5, -inf}, nil, 4)
+	if len(c.Top) != 2 || c.Top[0].ID != 1 || c.Top[1].ID != 3 {
+		t.Fatalf("Top = %+v, want tokens 1 and 3 only", c.Top)
+	}
+	for _, e := range c.Top {
+		if math.IsInf(float64(e.Logprob), 0) || e.Logprob != e.Logprob {
+			t.Errorf("Top logprob %v is not finite", e.Logprob)
+		}
+	}
+}

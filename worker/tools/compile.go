@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -251,7 +253,11 @@ func Compile(specs []contracts.Tool, rf *contracts.ResponseFormat, v Vocab, b Bu
 	}
 	var decls []decl
 	for i, t := range specs {
-		decls = append(decls, decl{t, fmt.Sprintf("tools[%d]", i)})
+		field := fmt.Sprintf("tools[%d]", i)
+		if err := unknownParam(t, field); err != nil {
+			return nil, err
+		}
+		decls = append(decls, decl{t, field})
 	}
 	if rf != nil {
 		switch rf.Type {
@@ -315,6 +321,27 @@ func Compile(specs []contracts.Tool, rf *contracts.ResponseFormat, v Vocab, b Bu
 	}
 	s.compileTime = time.Since(start)
 	return s, nil
+}
+
+// unknownParam refuses a declared tool's parameter that the tool does not
+// have (contracts' tool table), naming it: tools[1].params.foo. A tool
+// that is not one is left to Compile's name check.
+func unknownParam(spec contracts.Tool, field string) error {
+	known := spec.Name.ParamNames()
+	if known == nil {
+		return nil
+	}
+	names := make([]string, 0, len(spec.Params))
+	for k := range spec.Params {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !slices.Contains(known, k) {
+			return requestError(spec.Name, field+".params."+k, "tool %s has no param %s (its params: %s)", spec.Name, k, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
 
 // maxSchemaBytes bounds a schema's JSON text.
@@ -411,7 +438,11 @@ func compileTool(spec contracts.Tool, field string, vi *vocab.Index, b Budget) (
 		if err != nil {
 			return nil, err
 		}
-		if t.tox, err = compileTox(words, mode, vi, b); err != nil {
+		canon, ok := contracts.ToxicityMode(mode)
+		if !ok {
+			return nil, requestError(spec.Name, pf("mode"), "mode %q is not one of %s", mode, strings.Join(contracts.ToxicityModes(), ", "))
+		}
+		if t.tox, err = compileTox(words, canon, vi, b); err != nil {
 			return nil, paramError(spec.Name, pf("words"), err)
 		}
 	case contracts.ToolRetryOnFail:

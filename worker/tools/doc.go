@@ -45,9 +45,19 @@
 //     credit cards (Luhn), IBANs (mod 97), Chinese resident ids (check
 //     digit), US SSNs and custom patterns are redacted as the text streams,
 //     holding back only what could still become a match; fails closed.
+//     Everything the job emits goes through it, the suffix included.
 //   - retry_on_fail {output_contains, max_retries}: the engine regenerates
-//     when the output contains a marker.
-//   - suffix {text}: appended after generation; always last.
+//     when the output contains a marker. Every attempt is counted in usage
+//     and billed; a retry bans, while it follows the failed attempt token
+//     for token, the token with which that attempt began the marker
+//     (RetryMarker), so even at temperature 0 it is not a repeat.
+//   - suffix {text}: appended after generation; always last, and seen by
+//     the redactors (pii_redactor, toxicity_filter in redact mode) like
+//     the rest of the output.
+//
+// A declaration is checked against contracts' tool table: a parameter the
+// tool does not have is refused at its path (tools[1].params.foo), as is a
+// value out of range (a toxicity mode at params.mode).
 //
 // # Data flow
 //
@@ -58,9 +68,13 @@
 // takes a Run. Per step the engine calls Mask (packed bitset, one bit per
 // token), samples, calls Accept with the token, and passes the decoded text
 // through Text; Complete says when a constraint admits nothing more. At
-// the end Finish flushes held-back text, validates, and returns the tail
-// (the suffix last). Retry and Reset implement retry_on_fail; Report,
-// TimeMs and Events feed the final event, usage and tool events.
+// the end Finish validates, appends the suffix, flushes held-back text and
+// the suffix through the text tools, and returns the tail (the suffix
+// last). When generation stopped at a budget (max_tokens, the context, a
+// memory cap) the engine calls Truncate first: a constraint that could not
+// end there is incomplete, not failed, and Finish does not validate it.
+// Retry, RetryMarker and Reset implement retry_on_fail; Report, TimeMs and
+// Events feed the final event, usage and tool events.
 //
 // A Run is not safe for concurrent use, but its calls may come from any
 // goroutine, so the engine can compute the next mask while the forward

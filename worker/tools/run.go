@@ -24,6 +24,10 @@ type Run struct {
 	events   []ToolEvent
 	tmp      []uint64
 	nanos    int64
+	// cut is why generation stopped at a budget (Truncate), or "".
+	cut string
+	// marker is what made the last Retry return true.
+	marker string
 }
 
 // ToolEvent is one tool action, for a `tool` event on the job's stream.
@@ -67,6 +71,9 @@ type toolState struct {
 	retries  int
 	violated bool
 	noted    bool // the masked event was sent
+	// incomplete: generation stopped at a budget before the constraint
+	// was satisfied (Truncate); its final validation is skipped.
+	incomplete bool
 }
 
 // off reports whether the tool no longer acts (dropped, or a violated soft
@@ -363,19 +370,56 @@ func (r *Run) noteRedactions(s *toolState) {
 	}
 }
 
-// Finish flushes held-back text through the text tools, runs the final
-// validation of every constraint (the JSON Schema with
-// santhosh-tekuri/jsonschema, the regex as a full match with Go's regexp,
-// XML balance, banned words) and appends the mandatory suffixes. It
-// returns the tail to emit after everything Text returned; the suffix is
-// always last. A failed strict validation is an error
-// (tool_execution_failed, ToolValidationFailed); a soft one is reported.
+// Finish runs the final validation of every constraint (the JSON Schema
+// with santhosh-tekuri/jsonschema, the regex as a full match with Go's
+// regexp, XML balance, banned words), appends the mandatory suffixes and
+// flushes held-back text through the text tools, the suffix included: a
+// redactor sees everything the job emits, and a match that runs from the
+// output into the suffix is found. It returns the tail to emit after
+// everything Text returned; the suffix is its last part, as redacted. A
+// failed strict validation is an error (tool_execution_failed,
+// ToolValidationFailed); a soft one is reported. Constraints Truncate found
+// incomplete are not validated.
 func (r *Run) Finish() (string, error) {
 	if r.err != nil {
 		return "", r.err
 	}
 	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	output := r.text
+	if r.accepted {
+		output = r.raw
+	}
+	var firstErr error
+	for _, s := range r.st {
+		if s.off() || s.incomplete {
+			continue
+		}
+		t0 := time.Now()
+		problem := r.finalCheck(s, output)
+		r.timed(s, t0)
+		if problem == "" {
+			continue
+		}
+		if s.t.soft {
+			r.violate(s, problem)
+			continue
+		}
+		if err := r.failCode(s, contracts.ToolValidationFailed, "%s", problem); firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return "", firstErr
+	}
 	var tail string
+	for _, s := range r.st {
+		if s.t.suffix == "" || s.off() {
+			continue
+		}
+		tail += s.t.suffix
+		s.actions++
+		r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionAppended, Detail: fmt.Sprintf("%d bytes", len(s.t.suffix))})
+	}
 	for _, s := range r.st {
 		if s.text == nil || s.off() {
 			continue
@@ -394,41 +438,33 @@ func (r *Run) Finish() (string, error) {
 		}
 		tail = out
 	}
-	output := r.text
-	if r.accepted {
-		output = r.raw
-	}
-	var firstErr error
-	for _, s := range r.st {
-		if s.off() {
-			continue
-		}
-		t0 := time.Now()
-		problem := r.finalCheck(s, output)
-		r.timed(s, t0)
-		if problem == "" {
-			continue
-		}
-		if s.t.soft {
-			r.violate(s, problem)
-			continue
-		}
-		if err := r.failCode(s, contracts.ToolValidationFailed, "%s", problem); firstErr == nil {
-			firstErr = err
-		}
-	}
-	if firstErr != nil {
-		return tail, firstErr
-	}
-	for _, s := range r.st {
-		if s.t.suffix == "" || s.off() {
-			continue
-		}
-		tail += s.t.suffix
-		s.actions++
-		r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionAppended, Detail: fmt.Sprintf("%d bytes", len(s.t.suffix))})
-	}
 	return tail, nil
+}
+
+// Truncate tells the run that generation stopped at a budget (why names
+// it: "max_tokens", "memory_limit") rather than where the model or a
+// constraint ended it; call it before Finish. It returns why the output is
+// incomplete: the constraints (strict or soft) that could not end where it
+// stopped, or "" when every one could. Finish then leaves their final
+// validation out, and Report marks them "incomplete" in their detail: the
+// output is a prefix of a valid one, cut short by the budget, not a tool
+// failure.
+func (r *Run) Truncate(why string) string {
+	r.cut = why
+	var reasons []string
+	for _, s := range r.st {
+		if s.c == nil || s.off() || s.c.CanEnd() {
+			continue
+		}
+		s.incomplete = true
+		reasons = append(reasons, fmt.Sprintf("%s (%s): %s", s.t.name, s.t.field, r.incompleteMsg()))
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// incompleteMsg says how the output of a Truncate-d run ended.
+func (r *Run) incompleteMsg() string {
+	return fmt.Sprintf("the output ended at %s before the constraint was satisfied", r.cut)
 }
 
 // finalCheck returns why output fails tool s's final check, or "".
@@ -480,6 +516,7 @@ func (r *Run) Retry(output string) bool {
 		if s.retries < t.max {
 			s.retries++
 			s.actions++
+			r.marker = m
 			r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionRetried,
 				Detail: fmt.Sprintf("output contains %q; retry %d of %d", m, s.retries, t.max)})
 			return true
@@ -493,6 +530,11 @@ func (r *Run) Retry(output string) bool {
 	return false
 }
 
+// RetryMarker returns the marker that made the last Retry ask for a
+// retry: the engine bans the token with which the failed attempt began
+// it, so that the next attempt does not repeat it.
+func (r *Run) RetryMarker() string { return r.marker }
+
 // Reset clears the generation state for a new attempt (after Retry, or
 // after DropFailed). Retry counts, actions and time carry over: retries
 // share the job's budget and are counted in its usage.
@@ -501,7 +543,9 @@ func (r *Run) Reset() {
 	r.text = r.text[:0]
 	r.accepted = false
 	r.err = nil
+	r.cut = ""
 	for _, s := range r.st {
+		s.incomplete = false
 		if s.c != nil {
 			s.c.Reset()
 		}
@@ -544,6 +588,9 @@ func (r *Run) Report() []contracts.ToolReport {
 		detail := s.detail
 		if s.t.soft && detail == "" {
 			detail = "constraint: soft"
+		}
+		if s.incomplete {
+			detail = strings.TrimPrefix(detail+"; incomplete: "+r.incompleteMsg(), "; ")
 		}
 		out[i] = contracts.ToolReport{
 			Tool:    string(s.t.name),

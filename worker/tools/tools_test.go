@@ -422,8 +422,9 @@ func TestPIIFailsClosed(t *testing.T) {
 	}
 }
 
-// TestSuffixAlwaysLast: the suffix comes after held-back text and is not
-// redacted or filtered.
+// TestSuffixAlwaysLast: the suffix comes after held-back text, and the
+// redactors see it like everything else the job emits: a match in the
+// suffix, and one that runs from the output into the suffix, are redacted.
 func TestSuffixAlwaysLast(t *testing.T) {
 	t.Parallel()
 	set := mustCompile(t, fake, Budget{},
@@ -435,15 +436,25 @@ func TestSuffixAlwaysLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(out+tail, "\n-- sent by bot (john.doe@example.com)") {
-		t.Fatalf("suffix not last: %q", out+tail)
-	}
-	if strings.Contains(out+tail, "john.doe@exam ") || !strings.HasPrefix(tail, "[EMAIL]") && !strings.Contains(out, "[EMAIL]") && !strings.Contains(tail, "john.doe@exam\n") {
-		t.Logf("output %q", out+tail)
+	if got, want := out+tail, "write to john.doe@exam\n-- sent by bot ([EMAIL])"; got != want {
+		t.Fatalf("output %q, want %q", got, want)
 	}
 	rep := r.Report()
-	if rep[0].Tool != "suffix" || rep[0].Actions != 1 {
+	if rep[0].Tool != "suffix" || rep[0].Actions != 1 || rep[1].Tool != "pii_redactor" || rep[1].Actions != 1 {
 		t.Fatalf("report %+v", rep)
+	}
+	// A match that starts in the output and ends in the suffix.
+	set = mustCompile(t, fake, Budget{},
+		tool(contracts.ToolSuffix, map[string]any{"text": "ple.com -- bot"}),
+		tool(contracts.ToolPIIRedactor, nil))
+	r = set.NewRun()
+	out, _ = r.Text("mail john.doe@exam")
+	tail, err = r.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out+tail, "mail [EMAIL] -- bot"; got != want {
+		t.Fatalf("output %q, want %q", got, want)
 	}
 }
 
@@ -523,6 +534,7 @@ func TestCompileErrors(t *testing.T) {
 		{tool(contracts.ToolXMLValidator, map[string]any{"allowed_tags": []string{"1b"}}), contracts.CodeInvalidRequest, ToolCompileFailed, "XML name"},
 		{tool(contracts.ToolToxicityFilter, map[string]any{"words": []string{"x"}, "mode": "shout"}), contracts.CodeInvalidRequest, ToolCompileFailed, "mode"},
 		{tool(contracts.ToolPIIRedactor, map[string]any{"patterns": []string{"(?<!x)y"}}), contracts.CodeInvalidRegex, ToolCompileFailed, "invalid named capture"},
+		{tool(contracts.ToolSuffix, map[string]any{"text": "!", "foo": 1}), contracts.CodeInvalidRequest, ToolCompileFailed, "has no param foo"},
 	}
 	for _, c := range cases {
 		_, err := Compile([]contracts.Tool{c.tool}, nil, fake, Budget{})
@@ -534,6 +546,80 @@ func TestCompileErrors(t *testing.T) {
 		if ce.Code != c.code || ce.ToolCode != c.toolCode || !strings.Contains(ce.Message, c.inMsg) || ce.Tool != string(c.tool.Name) {
 			t.Errorf("%s: got %+v, want code %s/%s with %q", c.tool.Name, ce, c.code, c.toolCode, c.inMsg)
 		}
+	}
+}
+
+// TestCompileErrorFields: a bad parameter is reported at its own path:
+// an unknown parameter by name, a bad toxicity mode at params.mode (not
+// params.words).
+func TestCompileErrorFields(t *testing.T) {
+	t.Parallel()
+	ok := tool(contracts.ToolSuffix, map[string]any{"text": "!"})
+	cases := []struct {
+		tool  contracts.Tool
+		field string
+	}{
+		{tool(contracts.ToolToxicityFilter, map[string]any{"words": []string{"x"}, "mode": "shout"}), "tools[1].params.mode"},
+		{tool(contracts.ToolToxicityFilter, map[string]any{"words": []string{"x"}, "mode": 3}), "tools[1].params.mode"},
+		{tool(contracts.ToolToxicityFilter, map[string]any{"words": []string{"x"}, "foo": true}), "tools[1].params.foo"},
+		{tool(contracts.ToolRegexMatcher, map[string]any{"pattern": "a", "flags": "i"}), "tools[1].params.flags"},
+		{tool(contracts.ToolJSONValidator, map[string]any{"schema": map[string]any{}, "Schema": map[string]any{}}), "tools[1].params.Schema"},
+	}
+	for _, c := range cases {
+		_, err := Compile([]contracts.Tool{ok, c.tool}, nil, fake, Budget{})
+		var ce *contracts.Error
+		if !errors.As(err, &ce) || ce.Code != contracts.CodeInvalidRequest || ce.Field != c.field || ce.Tool != string(c.tool.Name) {
+			t.Errorf("%s %s: got %v (%+v), want invalid_request at %s", c.tool.Name, c.tool.Params, err, ce, c.field)
+		}
+	}
+	// Aliases of the modes stay accepted.
+	mustCompile(t, fake, Budget{}, tool(contracts.ToolToxicityFilter, map[string]any{"words": []string{"x"}, "mode": "Whole_Word"}))
+}
+
+// TestTruncate: a run stopped at a budget inside a constraint is
+// incomplete, not failed: Finish skips the constraint's validation, the
+// report says incomplete, and the suffix still comes last. A constraint
+// that could end is validated as usual.
+func TestTruncate(t *testing.T) {
+	t.Parallel()
+	set := mustCompile(t, fake, Budget{},
+		tool(contracts.ToolRegexMatcher, map[string]any{"pattern": "(ab)+c"}),
+		tool(contracts.ToolSuffix, map[string]any{"text": " END"}))
+	r := set.NewRun()
+	for _, id := range encodeGreedy(fake, "abab") {
+		if err := r.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	why := r.Truncate("max_tokens")
+	if !strings.Contains(why, "regex_matcher (tools[0])") || !strings.Contains(why, "max_tokens") {
+		t.Fatalf("Truncate = %q", why)
+	}
+	tail, err := r.Finish()
+	if err != nil || tail != " END" {
+		t.Fatalf("Finish = %q, %v; want the suffix and no error", tail, err)
+	}
+	rep := r.Report()
+	if rep[0].Status != contracts.ToolStatusOK || !strings.Contains(rep[0].Detail, "incomplete") {
+		t.Fatalf("report %+v", rep[0])
+	}
+	// After a Reset the next attempt is validated again.
+	r.Reset()
+	if rep := r.Report(); strings.Contains(rep[0].Detail, "incomplete") {
+		t.Fatalf("report after Reset %+v", rep[0])
+	}
+	// Nothing incomplete: a budget stop where the constraint could end.
+	r = set.NewRun()
+	for _, id := range encodeGreedy(fake, "ababc") {
+		if err := r.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if why := r.Truncate("max_tokens"); why != "" {
+		t.Fatalf("Truncate = %q, want \"\"", why)
+	}
+	if _, err := r.Finish(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
@@ -69,15 +70,16 @@ func isWordByte(b byte) bool {
 
 func compileTox(words []string, mode string, vi *vocab.Index, b Budget) (*toxSpec, error) {
 	t := &toxSpec{vi: vi, mem: limit.NewMeter(b.MaxMemoryBytes)}
-	switch strings.ToLower(mode) {
-	case "", "block", "mask", "substring":
+	canon, _ := contracts.ToxicityMode(mode) // the caller checked it
+	switch canon {
+	case "block":
 		t.mode = toxBlock
-	case "word", "words", "whole_word":
+	case "word":
 		t.mode = toxWord
 	case "redact":
 		t.mode = toxRedact
 	default:
-		return nil, fmt.Errorf("mode %q is not block, word or redact", mode)
+		return nil, fmt.Errorf("mode %q is not one of %s", mode, strings.Join(contracts.ToxicityModes(), ", "))
 	}
 	if len(words) > maxToxWords {
 		return nil, fmt.Errorf("%d words; at most %d are allowed", len(words), maxToxWords)
