@@ -413,7 +413,9 @@ func (r *Run) Mask(dst []uint64, f *limit.Fuel) (eog bool, err error) {
 	vi := r.m.vi
 	r.scratch = r.scratch[:0]
 	for _, th := range r.threads {
-		if th.f.kind == fString || th.f.kind == fKey {
+		// A string item of a uniqueItems array is walked byte by byte (its
+		// text decides whether it may end), not from the leaf caches.
+		if (th.f.kind == fString || th.f.kind == fKey) && th.f.flag&uqItem == 0 {
 			if err := r.leafMask(th, dst, f); err != nil {
 				return false, err
 			}

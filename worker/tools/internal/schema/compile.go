@@ -65,5 +65,11 @@ func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock 
 		return nil, nil, nil, c.memErr
 	}
 	c.finish()
+	if n.Kind == grammar.KindNever {
+		if c.emptyEnum != "" {
+			return nil, nil, nil, &Error{keyword: "enum", path: c.emptyEnum, msg: "enum is empty: no value satisfies the schema"}
+		}
+		return nil, nil, nil, &Error{path: "/", msg: "no value satisfies the schema (a false schema, or a required part that nothing satisfies)"}
+	}
 	return grammar.NewMachine(n, c.all, vi, mem, lim.MaxThreads), val, c.notes, nil
 }

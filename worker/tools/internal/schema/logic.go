@@ -1,0 +1,455 @@
+package schema
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The logical keywords that are not a plain conjunction: not, if/then/else,
+// dependentSchemas (and schema-valued dependencies). Each becomes a group
+// of alternatives, like anyOf, whose members are synthetic subschemas:
+//
+//	not S            ¬S, as a union of synthetic subschemas (negation)
+//	if I then T else E   (I ∧ T) ∨ (¬I ∧ E)
+//	dependentSchemas {k: S}   (k absent) ∨ (k present ∧ S)
+//
+// The decoder follows every alternative in parallel (one thread each) and
+// drops those the output contradicts, so the branch of an if is chosen
+// by the properties the if examines whenever they come, in whatever order
+// the keys are written: exact without reordering the keys. Only some
+// forms have an exact negation (negation lists them); an if whose
+// condition does not is checked after generation instead (late).
+//
+// A synthetic subschema is an ordinary *jsonObject that uses keywords the
+// compiler reads (type, required, properties, pattern-free strings) plus
+// one private keyword, notEnumKW, "none of these values"; its pointer
+// starts with the pointer of the subschema it came from and has a ~ step
+// no real pointer has (real tokens escape ~ as ~0 or ~1). It is registered
+// in the document's pointer index, so child() finds its parts, and
+// validated by synthValid instead of the validator.
+
+// notEnumKW is the private keyword of a synthetic subschema: the value is
+// none of the listed values.
+const notEnumKW = "~notEnum"
+
+// maxNegationAlts bounds the alternatives one negation may produce.
+const maxNegationAlts = 16
+
+// synthetic returns the synthetic subschema at ptr (made once), with the
+// keywords kv (name, value pairs) and the subschemas also that hold
+// alongside it. props maps property names to their synthetic or real
+// subschemas.
+func (c *schemaCompiler) synthetic(ptr string, from *sloc, kv []any, props map[string]*sloc, also ...*sloc) *sloc {
+	if s, ok := c.doc.byPtr[ptr]; ok {
+		return s
+	}
+	o := &jsonObject{vals: map[string]any{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := kv[i].(string)
+		o.keys = append(o.keys, k)
+		o.vals[k] = kv[i+1]
+	}
+	if len(props) > 0 {
+		po := &jsonObject{vals: map[string]any{}}
+		names := make([]string, 0, len(props))
+		for k := range props {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			po.keys = append(po.keys, k)
+			po.vals[k] = true // read through child()
+			c.doc.byPtr[ptr+"/properties/"+escapePtr(k)] = props[k]
+		}
+		o.keys = append(o.keys, "properties")
+		o.vals["properties"] = po
+	}
+	s := &sloc{v: o, ptr: ptr, base: from.base, synth: true, also: also}
+	c.doc.byPtr[ptr] = s
+	return s
+}
+
+// falseAt returns the synthetic false subschema at ptr.
+func (c *schemaCompiler) falseAt(ptr string, from *sloc) *sloc {
+	if s, ok := c.doc.byPtr[ptr]; ok {
+		return s
+	}
+	s := &sloc{v: false, ptr: ptr, base: from.base, synth: true}
+	c.doc.byPtr[ptr] = s
+	return s
+}
+
+// absent is the synthetic subschema "an object has no property k" (any
+// other value passes).
+func (c *schemaCompiler) absent(ptr string, from *sloc, k string) *sloc {
+	f := c.falseAt(ptr+"/f", from)
+	return c.synthetic(ptr, from, nil, map[string]*sloc{k: f})
+}
+
+// negation returns subschemas whose union is exactly the values s does
+// not accept, or ok false when s has a keyword outside the forms handled:
+// true and false, type, enum, const, required, properties (with negatable
+// values), allOf, anyOf and $ref of those. Annotations are ignored.
+func (c *schemaCompiler) negation(s *sloc, depth int) (alts []*sloc, ok bool) {
+	if depth > 8 {
+		return nil, false
+	}
+	base := s.ptr + "/~neg"
+	switch v := s.v.(type) {
+	case bool:
+		if v {
+			return nil, true
+		}
+		return []*sloc{c.synthetic(base, s, nil, nil)}, true
+	case *jsonObject:
+		if r, has := v.vals["$ref"].(string); has && c.doc.draft <= draft7 {
+			t, err := c.doc.resolve(s, r)
+			if err != nil {
+				return nil, false
+			}
+			return c.negation(t, depth+1)
+		}
+		for _, k := range v.keys {
+			if annotationKeyword(k) || k == "$defs" || k == "definitions" {
+				continue
+			}
+			var more []*sloc
+			switch k {
+			case "type":
+				names, exact := complementTypes(typeMask(v.vals[k]))
+				if !exact {
+					// Numbers that are not integers: the grammar allows
+					// every number and the final validation checks.
+					c.late(s, "not", "a number that is an integer is refused after generation")
+					names = append(names, "number")
+				}
+				if len(names) > 0 {
+					more = []*sloc{c.synthetic(base+"/type", s, []any{"type", names}, nil)}
+				}
+			case "enum", "const":
+				vals, _ := v.vals[k].([]any)
+				if k == "const" {
+					vals = []any{v.vals[k]}
+				}
+				more = []*sloc{c.synthetic(base+"/"+k, s, []any{notEnumKW, vals}, nil)}
+			case "required":
+				req, _ := v.vals[k].([]any)
+				for i, r := range req {
+					name, _ := r.(string)
+					more = append(more, c.absent(base+"/required/"+strconv.Itoa(i), s, name))
+				}
+			case "properties":
+				props, _ := v.vals[k].(*jsonObject)
+				if props == nil {
+					return nil, false
+				}
+				for _, name := range props.keys {
+					ch := c.child(s, "properties", escapePtr(name))
+					negs, ok := c.negation(ch, depth+1)
+					if !ok {
+						return nil, false
+					}
+					for i, n := range negs {
+						p := fmt.Sprintf("%s/properties/%s/%d", base, escapePtr(name), i)
+						more = append(more, c.synthetic(p, s, []any{"type", "object", "required", []any{name}}, map[string]*sloc{name: n}))
+					}
+				}
+			case "allOf":
+				list, _ := v.vals[k].([]any)
+				for i := range list {
+					negs, ok := c.negation(c.child(s, "allOf", strconv.Itoa(i)), depth+1)
+					if !ok {
+						return nil, false
+					}
+					more = append(more, negs...)
+				}
+			case "anyOf":
+				// ¬(A ∨ B) = ¬A ∧ ¬B: every combination of one
+				// alternative of each.
+				list, _ := v.vals[k].([]any)
+				combos := [][]*sloc{nil}
+				for i := range list {
+					negs, ok := c.negation(c.child(s, "anyOf", strconv.Itoa(i)), depth+1)
+					if !ok {
+						return nil, false
+					}
+					var next [][]*sloc
+					for _, cb := range combos {
+						for _, n := range negs {
+							next = append(next, append(append([]*sloc(nil), cb...), n))
+						}
+					}
+					if len(next) > maxNegationAlts {
+						return nil, false
+					}
+					combos = next
+				}
+				for i, cb := range combos {
+					more = append(more, c.synthetic(fmt.Sprintf("%s/anyOf/%d", base, i), s, nil, nil, cb...))
+				}
+			case "not":
+				// ¬¬S is S.
+				more = []*sloc{c.child(s, "not")}
+			case "$ref":
+				t, err := c.doc.resolve(s, v.vals[k].(string))
+				if err != nil {
+					return nil, false
+				}
+				negs, ok := c.negation(t, depth+1)
+				if !ok {
+					return nil, false
+				}
+				more = negs
+			default:
+				return nil, false
+			}
+			alts = append(alts, more...)
+			if len(alts) > maxNegationAlts {
+				return nil, false
+			}
+		}
+		return alts, true
+	}
+	return nil, false
+}
+
+// complementTypes names the JSON types outside mask; exact is false when
+// the complement holds "numbers that are not integers", which no type
+// names (they are then left out of names).
+func complementTypes(mask uint8) (names []any, exact bool) {
+	exact = !(mask&tInt != 0 && mask&tNum == 0)
+	for _, t := range []struct {
+		name string
+		bits uint8
+	}{{"null", tNull}, {"boolean", tBool}, {"object", tObj}, {"array", tArr}, {"string", tStr}, {"number", tNum | tInt}} {
+		if mask&t.bits == 0 {
+			names = append(names, t.name)
+		}
+	}
+	return names, exact
+}
+
+// logicGroups adds to e the groups of alternatives of s's not, if/then/else
+// and dependentSchemas (dependencies with schema values before 2019-09).
+func (c *schemaCompiler) logicGroups(s *sloc, o *jsonObject, e *expansion) error {
+	if _, ok := o.vals["not"]; ok {
+		negs, exact := c.negation(c.child(s, "not"), 0)
+		if exact {
+			e.groups = append(e.groups, altGroup{owner: s, kw: "not", alts: negs})
+		} else if err := c.unsupported(s, "not", "only not with type, enum, const, required, properties, allOf, anyOf or $ref of those is supported"); err != nil {
+			return err
+		}
+	}
+	if _, ok := o.vals["if"]; ok && c.doc.draft >= draft7 && (o.has("then") || o.has("else")) {
+		ifLoc := c.child(s, "if")
+		negs, exact := c.negation(ifLoc, 0)
+		if !exact {
+			c.late(s, "if", "its condition has no exact negation")
+		} else {
+			g := altGroup{owner: s, kw: "if"}
+			also := []*sloc{ifLoc}
+			if o.has("then") {
+				also = append(also, c.child(s, "then"))
+			}
+			g.alts = append(g.alts, c.synthetic(s.ptr+"/~then", s, nil, nil, also...))
+			for i, n := range negs {
+				also := []*sloc{n}
+				if o.has("else") {
+					also = append(also, c.child(s, "else"))
+				}
+				g.alts = append(g.alts, c.synthetic(s.ptr+"/~else/"+strconv.Itoa(i), s, nil, nil, also...))
+			}
+			e.groups = append(e.groups, g)
+		}
+	}
+	kw := "dependentSchemas"
+	if c.doc.draft <= draft7 {
+		kw = "dependencies"
+	}
+	if ds, ok := o.vals[kw].(*jsonObject); ok {
+		for _, k := range ds.keys {
+			switch dv := ds.vals[k].(type) {
+			case []any:
+				continue // dependentRequired form: objectDeps
+			case bool:
+				if dv {
+					continue
+				}
+			}
+			base := s.ptr + "/~" + kw + "/" + escapePtr(k)
+			ch := c.child(s, kw, escapePtr(k))
+			present := c.synthetic(base+"/present", s, []any{"required", []any{k}}, nil, ch)
+			e.groups = append(e.groups, altGroup{owner: s, kw: kw, alts: []*sloc{c.absent(base+"/absent", s, k), present}})
+		}
+	}
+	return nil
+}
+
+// late records keyword kw at s as checked by the final validation only:
+// the grammar does not enforce it, so an output may be refused at the end.
+// Strict mode too compiles it; the note is reported.
+func (c *schemaCompiler) late(s *sloc, kw, why string) {
+	note := fmt.Sprintf("%s at %s (checked after generation: %s)", kw, ptrOrRoot(s.ptr), why)
+	if c.noted[note] {
+		return
+	}
+	c.noted[note] = true
+	c.notes = append(c.notes, note)
+}
+
+// synthValid reports whether v (a decoded JSON value) satisfies the
+// synthetic subschema s, not counting its also members (they are members
+// of the conjunction themselves).
+func (c *schemaCompiler) synthValid(s *sloc, v any) (bool, error) {
+	switch t := s.v.(type) {
+	case bool:
+		return t, nil
+	case *jsonObject:
+		if tv, ok := t.vals["type"]; ok && !typeAccepts(typeMask(tv), v) {
+			return false, nil
+		}
+		if ne, ok := t.vals[notEnumKW].([]any); ok {
+			k := valueKey(v)
+			for _, x := range ne {
+				if valueKey(x) == k {
+					return false, nil
+				}
+			}
+		}
+		ov, isObj := v.(*jsonObject)
+		if !isObj {
+			return true, nil
+		}
+		if req, ok := t.vals["required"].([]any); ok {
+			for _, r := range req {
+				if name, _ := r.(string); !ov.has(name) {
+					return false, nil
+				}
+			}
+		}
+		if props, ok := t.vals["properties"].(*jsonObject); ok {
+			for _, name := range props.keys {
+				pv, has := ov.vals[name]
+				if !has {
+					continue
+				}
+				ok, err := c.locValid(c.child(s, "properties", escapePtr(name)), pv)
+				if err != nil || !ok {
+					return false, err
+				}
+			}
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// locValid reports whether v satisfies the subschema s and what s brings
+// along (also).
+func (c *schemaCompiler) locValid(s *sloc, v any) (bool, error) {
+	if s.synth {
+		ok, err := c.synthValid(s, v)
+		if err != nil || !ok {
+			return false, err
+		}
+		for _, a := range s.also {
+			if ok, err := c.locValid(a, v); err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	sch, err := c.val.at(s.ptr)
+	if err != nil {
+		return false, &Error{path: ptrOrRoot(s.ptr), msg: "validator cannot compile this subschema: " + err.Error()}
+	}
+	return sch.Validate(toPlain(v)) == nil, nil
+}
+
+// typeAccepts reports whether v is of a type in mask.
+func typeAccepts(mask uint8, v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return mask&tNull != 0
+	case bool:
+		return mask&tBool != 0
+	case string:
+		return mask&tStr != 0
+	case *jsonObject:
+		return mask&tObj != 0
+	case []any:
+		return mask&tArr != 0
+	case json.Number:
+		if mask&tNum != 0 {
+			return true
+		}
+		r, ok := new(big.Rat).SetString(string(t))
+		return ok && r.IsInt() && mask&tInt != 0
+	}
+	return false
+}
+
+// notInPattern returns a regular expression (for a full match) of every
+// string but the listed ones.
+func notInPattern(words []string) string {
+	type node struct {
+		end  bool
+		next map[rune]*node
+	}
+	root := &node{next: map[rune]*node{}}
+	for _, w := range words {
+		n := root
+		for _, r := range w {
+			if n.next[r] == nil {
+				n.next[r] = &node{next: map[rune]*node{}}
+			}
+			n = n.next[r]
+		}
+		n.end = true
+	}
+	var rec func(n *node) string
+	rec = func(n *node) string {
+		var alts []string
+		if !n.end {
+			alts = append(alts, "")
+		}
+		rs := make([]rune, 0, len(n.next))
+		for r := range n.next {
+			rs = append(rs, r)
+		}
+		sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+		if len(rs) == 0 {
+			alts = append(alts, "(?s:.+)")
+		} else {
+			var cls strings.Builder
+			cls.WriteString("[^")
+			for _, r := range rs {
+				fmt.Fprintf(&cls, `\x{%x}`, r)
+			}
+			cls.WriteString("](?s:.*)")
+			alts = append(alts, cls.String())
+		}
+		for _, r := range rs {
+			alts = append(alts, regexp.QuoteMeta(string(r))+"(?:"+rec(n.next[r])+")")
+		}
+		return strings.Join(alts, "|")
+	}
+	return "(?:" + rec(root) + ")"
+}
+
+// stringsOf returns the strings among vals.
+func stringsOf(vals []any) []string {
+	var out []string
+	for _, v := range vals {
+		if s, ok := v.(string); ok && utf8.ValidString(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
