@@ -33,25 +33,25 @@ import (
 // handled exactly, supported or not.
 
 type schemaCompiler struct {
-	doc    *schemaDoc
-	val    *Validator
-	soft   bool
-	notes  []string // what soft mode left unconstrained, what is checked late
-	noted  map[string]bool
+	doc   *schemaDoc
+	val   *Validator
+	soft  bool
+	notes []string // what soft mode left unconstrained, what is checked late
+	noted map[string]bool
 	// emptyEnum is the first enum: [] compiled, to name when nothing
 	// satisfies the schema.
 	emptyEnum string
-	memo   map[string]*grammar.Node
-	all    []*grammar.Node
-	lim    Limits
-	clock  *limit.Clock
-	mem    *limit.Meter
-	res    map[string]*syntax.Regexp
-	dfas   map[string]*automaton.DFA
-	any    *grammar.Node
-	never  *grammar.Node
-	depth  int
-	memErr error // set when the nodes went over the memory budget
+	memo      map[string]*grammar.Node
+	all       []*grammar.Node
+	lim       Limits
+	clock     *limit.Clock
+	mem       *limit.Meter
+	res       map[string]*syntax.Regexp
+	dfas      map[string]*automaton.DFA
+	any       *grammar.Node
+	never     *grammar.Node
+	depth     int
+	memErr    error // set when the nodes went over the memory budget
 }
 
 // typeSet bits.
@@ -105,10 +105,10 @@ func typeMask(v any) uint8 {
 func newSchemaCompiler(doc *schemaDoc, val *Validator, soft bool, lim Limits, clock *limit.Clock, mem *limit.Meter) *schemaCompiler {
 	c := &schemaCompiler{
 		doc: doc, val: val, soft: soft, lim: lim, clock: clock, mem: mem,
-		memo: map[string]*grammar.Node{},
+		memo:  map[string]*grammar.Node{},
 		noted: map[string]bool{},
-		res:  map[string]*syntax.Regexp{},
-		dfas: map[string]*automaton.DFA{},
+		res:   map[string]*syntax.Regexp{},
+		dfas:  map[string]*automaton.DFA{},
 	}
 	c.never = c.newNode()
 	c.never.Kind = grammar.KindNever
