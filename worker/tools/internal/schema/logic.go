@@ -242,15 +242,15 @@ func (c *schemaCompiler) logicGroups(s *sloc, o *jsonObject, e *expansion) error
 		negs, exact := c.negation(c.child(s, "not"), 0)
 		if exact {
 			e.groups = append(e.groups, altGroup{owner: s, kw: "not", alts: negs})
-		} else if err := c.unsupported(s, "not", "only not with type, enum, const, required, properties, allOf, anyOf or $ref of those is supported"); err != nil {
-			return err
+		} else {
+			e.inexact = append(e.inexact, altGroup{owner: s, kw: "not"})
 		}
 	}
 	if _, ok := o.vals["if"]; ok && c.doc.draft >= draft7 && (o.has("then") || o.has("else")) {
 		ifLoc := c.child(s, "if")
 		negs, exact := c.negation(ifLoc, 0)
 		if !exact {
-			c.late(s, "if", "its condition has no exact negation")
+			e.inexact = append(e.inexact, altGroup{owner: s, kw: "if"})
 		} else {
 			g := altGroup{owner: s, kw: "if"}
 			also := []*sloc{ifLoc}
@@ -286,6 +286,24 @@ func (c *schemaCompiler) logicGroups(s *sloc, o *jsonObject, e *expansion) error
 			ch := c.child(s, kw, escapePtr(k))
 			present := c.synthetic(base+"/present", s, []any{"required", []any{k}}, nil, ch)
 			e.groups = append(e.groups, altGroup{owner: s, kw: kw, alts: []*sloc{c.absent(base+"/absent", s, k), present}})
+		}
+	}
+	return nil
+}
+
+// inexactKeywords handles the not and if of e that have no exact
+// negation, once e is known not to be a finite set of values (those are
+// filtered by the validator, exactly): not is unsupported, if is checked
+// after generation.
+func (c *schemaCompiler) inexactKeywords(e *expansion) error {
+	for _, g := range e.inexact {
+		switch g.kw {
+		case "not":
+			if err := c.unsupported(g.owner, "not", "only not with type, enum, const, required, properties, allOf, anyOf, not or $ref of those is supported"); err != nil {
+				return err
+			}
+		case "if":
+			c.late(g.owner, "if", "its condition has no exact negation")
 		}
 	}
 	return nil

@@ -167,6 +167,9 @@ type expansion struct {
 	set     map[string]bool
 	refOnly map[string]bool // drafts 4-7: a $ref hides its siblings
 	groups  []altGroup
+	// inexact are the not and if keywords without an exact negation
+	// (alts unset): inexactKeywords.
+	inexact []altGroup
 	never   bool
 	key     string
 	// edges lead from a member to the members it brought in ($ref, allOf,
@@ -478,6 +481,9 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 		return nil
 	}
 
+	if err := c.inexactKeywords(e); err != nil {
+		return err
+	}
 	types := tAll
 	var excluded []any // values a not {enum/const} rules out
 	for _, s := range members {
