@@ -223,10 +223,10 @@ func TestJSONSchemaBench(t *testing.T) {
 type sampleOutcome int
 
 const (
-	sampleValid    sampleOutcome = iota // finished, passed the final validation
-	sampleLate                          // finished, refused by the final validation (a keyword checked after generation)
-	sampleLimit                         // still going at the token limit
-	sampleDeadEnd                       // the mask allowed nothing, not even the end
+	sampleValid   sampleOutcome = iota // finished, passed the final validation
+	sampleLate                         // finished, refused by the final validation (a keyword checked after generation)
+	sampleLimit                        // still going at the token limit
+	sampleDeadEnd                      // the mask allowed nothing, not even the end
 )
 
 // sampleOnce generates up to n tokens from a fresh run of set, picking
