@@ -419,6 +419,16 @@ func (m *Machine) dispatch(th thread, n *Node, c byte, out []thread, work *int64
 		return m.step(th, c, out, work)
 	case KindLiteral:
 		th.f = frame{kind: fLit, n: n, seen: th.f.seen, flag: th.f.flag & (lfUniq | uqItem)}
+		if th.f.flag&uqItem != 0 && n.Literal.Under != nil && th.rest != nil && th.rest.f.kind == fArray {
+			// Values the array already holds are avoided from the first
+			// byte on, as for an array of literals.
+			for i := range n.Literal.Values {
+				if k := itemKey(&frame{kind: fLit, n: n}, int32(i)); k != "" && uniqueHas(th.rest.f.txt, k) {
+					th.f.seen |= 1 << uint(i)
+				}
+			}
+			th.f.flag |= lfUniq
+		}
 		return m.step(th, c, out, work)
 	}
 	return out

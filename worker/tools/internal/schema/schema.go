@@ -381,7 +381,7 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 			continue
 		}
 		if g.kw == "oneOf" && len(g.alts) > 1 {
-			if err := c.checkDisjoint(g); err != nil {
+			if err := c.checkDisjoint(g, e.locs); err != nil {
 				return nil, err
 			}
 		}
@@ -411,13 +411,16 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 	return n, nil
 }
 
-// checkDisjoint checks that no value can satisfy two branches of a oneOf
-// at a time; otherwise the oneOf is compiled as anyOf and its exclusivity
+// checkDisjoint checks that no value the conjunction with allows can
+// satisfy two branches of a oneOf at a time; otherwise the oneOf is compiled as anyOf and its exclusivity
 // is checked after generation (a note).
-func (c *schemaCompiler) checkDisjoint(g altGroup) error {
+func (c *schemaCompiler) checkDisjoint(g altGroup, with []*sloc) error {
 	nodes := make([]*grammar.Node, len(g.alts))
 	for i, a := range g.alts {
-		m, err := c.compile([]*sloc{a})
+		// Each branch with the rest of the conjunction: only the values
+		// it allows matter (a type: object beside the oneOf makes
+		// required keys tell the branches apart).
+		m, err := c.compile(append(append([]*sloc(nil), with...), a))
 		if err != nil {
 			return err
 		}
@@ -499,10 +502,6 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 	for _, x := range excluded {
 		exKeys[valueKey(x)] = true
 		switch x.(type) {
-		case json.Number:
-			if types&(tNum|tInt) != 0 {
-				c.late(members[0], "not", "a number it rules out is not excluded by the grammar")
-			}
 		case *jsonObject, []any:
 			if types&(tObj|tArr) != 0 {
 				c.late(members[0], "not", "an object or array it rules out is not excluded by the grammar")
@@ -538,7 +537,7 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 		if err != nil {
 			return err
 		}
-		alts = append(alts, m)
+		alts = append(alts, c.excludeNumbers(m, excluded)...)
 	}
 	if types&tObj != 0 {
 		m, err := c.buildObject(members, e)
@@ -845,6 +844,47 @@ func (c *schemaCompiler) buildNumber(members []*sloc, integer bool) (*grammar.No
 		n.SetFirst(ch)
 	}
 	return n, nil
+}
+
+// excludeNumbers returns the number node m without the numbers among
+// excluded (a not enum/const): one node per open interval between them.
+func (c *schemaCompiler) excludeNumbers(m *grammar.Node, excluded []any) []*grammar.Node {
+	if m.Kind != grammar.KindNumber {
+		return []*grammar.Node{m}
+	}
+	var cuts []*big.Rat
+	for _, x := range excluded {
+		if n, ok := x.(json.Number); ok {
+			if r, ok := new(big.Rat).SetString(string(n)); ok {
+				cuts = append(cuts, r)
+			}
+		}
+	}
+	if len(cuts) == 0 {
+		return []*grammar.Node{m}
+	}
+	sort.Slice(cuts, func(i, j int) bool { return cuts[i].Cmp(cuts[j]) < 0 })
+	var out []*grammar.Node
+	for i := 0; i <= len(cuts); i++ {
+		s := *m.Number
+		if i > 0 && (s.Lo == nil || cuts[i-1].Cmp(s.Lo) >= 0) {
+			s.Lo, s.LoExclusive = cuts[i-1], true
+		}
+		if i < len(cuts) && (s.Hi == nil || cuts[i].Cmp(s.Hi) <= 0) {
+			s.Hi, s.HiExclusive = cuts[i], true
+		}
+		s.Free, s.IntOnly = false, false
+		if !s.Satisfiable() {
+			continue
+		}
+		n := c.newNode()
+		n.Kind, n.Number = grammar.KindNumber, &s
+		for _, ch := range []byte("-0123456789") {
+			n.SetFirst(ch)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // keyMatches reports whether the (search) pattern p matches name.

@@ -1,0 +1,275 @@
+package tools
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
+)
+
+// byteIDs spells s in fake's single-byte tokens (byte b is token b+1).
+func byteIDs(s string) []int32 {
+	ids := make([]int32, len(s))
+	for i := 0; i < len(s); i++ {
+		ids[i] = int32(s[i]) + 1
+	}
+	return ids
+}
+
+// jsonSet compiles schema (JSON text) as a strict json_validator over fake.
+func jsonSet(t *testing.T, schema string) *Set {
+	t.Helper()
+	set, err := Compile([]contracts.Tool{{Name: contracts.ToolJSONValidator, Params: map[string]json.RawMessage{"schema": json.RawMessage(schema)}}}, nil, fake, Budget{})
+	if err != nil {
+		t.Fatalf("%s: %v", schema, err)
+	}
+	return set
+}
+
+// allows reports whether, after prefix, the mask allows the byte next.
+func allows(t *testing.T, set *Set, prefix string, next byte) bool {
+	t.Helper()
+	r := set.NewRun()
+	for _, id := range byteIDs(prefix) {
+		if err := r.Accept(id); err != nil {
+			t.Fatalf("prefix %q refused at token %d: %v", prefix, id, err)
+		}
+	}
+	mask := make([]uint64, set.vi.Words)
+	if _, err := r.Mask(mask); err != nil {
+		t.Fatal(err)
+	}
+	return vocab.MaskHas(mask, int32(next)+1)
+}
+
+// keywordCase is an instance of a schema: whether the mask lets it through
+// (every byte allowed, then the end), and whether the final validation
+// then accepts it.
+type keywordCase struct {
+	schema string
+	inst   string
+	mask   bool
+	final  bool
+}
+
+func runKeywordCases(t *testing.T, cases []keywordCase) {
+	t.Helper()
+	sets := map[string]*Set{}
+	for _, c := range cases {
+		set := sets[c.schema]
+		if set == nil {
+			set = jsonSet(t, c.schema)
+			sets[c.schema] = set
+		}
+		ok, err := feed(set.NewRun(), set.vi, byteIDs(c.inst), true)
+		if err != nil {
+			t.Fatalf("%s / %s: %v", c.schema, c.inst, err)
+		}
+		if ok != c.mask {
+			t.Errorf("%s / %s: mask lets it through = %v, want %v", c.schema, c.inst, ok, c.mask)
+			continue
+		}
+		if ok {
+			if got := finalValid(set, c.inst); got != c.final {
+				t.Errorf("%s / %s: final validation = %v, want %v", c.schema, c.inst, got, c.final)
+			}
+		}
+	}
+}
+
+// notesOf returns what the JSON tool of set leaves to the final validation.
+func notesOf(set *Set) string { return strings.Join(set.tools[0].notes, "; ") }
+
+// TestUniqueItemsInTheMask: an item equal to an earlier scalar item cannot
+// be completed (strings by their decoded value, numbers by their value);
+// object items are compared by the final validation, and the tool says so.
+func TestUniqueItemsInTheMask(t *testing.T) {
+	t.Parallel()
+	strs := `{"type":"array","items":{"type":"string"},"uniqueItems":true}`
+	set := jsonSet(t, strs)
+	if notes := notesOf(set); notes != "" {
+		t.Errorf("strings: notes %q, want none (exact)", notes)
+	}
+	if allows(t, set, `["ab","ab`, '"') {
+		t.Error(`["ab","ab: the closing quote of a duplicate is allowed`)
+	}
+	for _, next := range []byte{'c', 'a'} {
+		if !allows(t, set, `["ab","ab`, next) {
+			t.Errorf(`["ab","ab: %q (a longer, distinct item) is refused`, next)
+		}
+	}
+	if !allows(t, set, `["ab","a`, '"') {
+		t.Error(`["ab","a: the closing quote of a distinct item is refused`)
+	}
+	nums := `{"type":"array","items":{"type":"number"},"uniqueItems":true}`
+	if allows(t, jsonSet(t, nums), `[1,1.0`, ',') || allows(t, jsonSet(t, nums), `[10,1e1`, ']') {
+		t.Error("a number equal to an earlier one can end")
+	}
+	runKeywordCases(t, []keywordCase{
+		{strs, `["ab","ba","a"]`, true, true},
+		{strs, `["ab","ba","ab"]`, false, false},
+		{strs, `["a","\u0061"]`, false, false},
+		{strs, `["a\n","a\u000a"]`, false, false},
+		{nums, `[1,2,10,-1,0.5]`, true, true},
+		{nums, `[1,2,1.0]`, false, false},
+		{nums, `[0,-0]`, false, false},
+		{`{"type":"array","items":{"type":["string","null","integer"]},"uniqueItems":true}`, `[null,"x",1,"y"]`, true, true},
+		{`{"type":"array","items":{"type":["string","null","integer"]},"uniqueItems":true}`, `[null,"x",null]`, false, false},
+		{`{"type":"array","items":{"type":["string","boolean"]},"uniqueItems":true}`, `[true,"true",false]`, true, true},
+		{`{"type":"array","items":{"type":["string","boolean"]},"uniqueItems":true}`, `[true,"a",true]`, false, false},
+		{`{"type":"array","prefixItems":[{"const":"a"}],"items":{"type":"string"},"uniqueItems":true}`, `["a","a"]`, false, false},
+		{`{"type":"array","prefixItems":[{"const":"a"}],"items":{"type":"string"},"uniqueItems":true}`, `["a","b"]`, true, true},
+		// Objects: the final validation.
+		{`{"type":"array","items":{"type":"object"},"uniqueItems":true}`, `[{"a":1},{"a":2}]`, true, true},
+		{`{"type":"array","items":{"type":"object"},"uniqueItems":true}`, `[{"a":1},{"a":1}]`, true, false},
+	})
+	objs := jsonSet(t, `{"type":"array","items":{"type":"object"},"uniqueItems":true}`)
+	if notes := notesOf(objs); !strings.Contains(notes, "uniqueItems at / (checked after generation") {
+		t.Errorf("object items: notes %q", notes)
+	}
+	r := objs.NewRun()
+	if ok, _ := feed(r, objs.vi, byteIDs(`[{"a":1},{"a":1}]`), true); !ok {
+		t.Fatal("object duplicate refused by the mask")
+	}
+	if _, err := r.Finish(); err == nil || !strings.Contains(err.Error(), "TOOL_VALIDATION_FAILED") {
+		t.Errorf("object duplicate: Finish = %v, want a validation failure", err)
+	}
+	r = objs.NewRun()
+	if ok, _ := feed(r, objs.vi, byteIDs(`[{"a":1},{"a":2}]`), true); !ok {
+		t.Fatal("distinct objects refused by the mask")
+	}
+	if _, err := r.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if rep := r.Report(); !strings.Contains(rep[0].Detail, "checked after generation") {
+		t.Errorf("report detail %q does not say what is checked after generation", rep[0].Detail)
+	}
+}
+
+// TestIfThenElseInTheMask: the branch follows the property the if
+// examines, whether it comes before or after the others.
+func TestIfThenElseInTheMask(t *testing.T) {
+	t.Parallel()
+	s := `{"type":"object","properties":{"kind":{"enum":["a","b"]},"x":{"type":"string"},"y":{"type":"integer"}},
+		"if":{"properties":{"kind":{"const":"a"}},"required":["kind"]},"then":{"required":["x"]},"else":{"required":["y"]}}`
+	set := jsonSet(t, s)
+	if notes := notesOf(set); notes != "" {
+		t.Errorf("notes %q, want none (exact)", notes)
+	}
+	if allows(t, set, `{"kind":"a"`, '}') {
+		t.Error(`{"kind":"a" may close without x`)
+	}
+	if !allows(t, set, `{"kind":"a","x":"s"`, '}') {
+		t.Error(`{"kind":"a","x":"s" may not close`)
+	}
+	if allows(t, set, `{"x":"s","kind":"b"`, '}') {
+		t.Error(`{"x":"s","kind":"b" may close without y`)
+	}
+	runKeywordCases(t, []keywordCase{
+		{s, `{"kind":"a","x":"s"}`, true, true},
+		{s, `{"x":"s","kind":"a"}`, true, true},
+		{s, `{"kind":"a","y":1}`, false, false},
+		{s, `{"kind":"b","y":1}`, true, true},
+		{s, `{"y":1,"kind":"b","x":"s"}`, true, true},
+		{s, `{"kind":"b","x":"s"}`, false, false},
+		{s, `{"y":2}`, true, true},
+		{s, `{"x":"s"}`, false, false},
+		// then: false / else: false.
+		{`{"if":{"const":1},"then":false}`, `1`, false, false},
+		{`{"if":{"const":1},"then":false}`, `2`, true, true},
+		{`{"if":{"type":"string"},"else":false}`, `"s"`, true, true},
+		{`{"if":{"type":"string"},"else":false}`, `2`, false, false},
+		// A condition without an exact negation: checked at the end.
+		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `6`, true, true},
+		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `7`, true, false},
+	})
+	late := jsonSet(t, `{"if":{"minimum":5},"then":{"multipleOf":2}}`)
+	if notes := notesOf(late); !strings.Contains(notes, "if at / (checked after generation") {
+		t.Errorf("late if: notes %q", notes)
+	}
+}
+
+// TestDependentSchemasInTheMask: a present property brings its schema
+// along, exactly, in both drafts' spellings.
+func TestDependentSchemasInTheMask(t *testing.T) {
+	t.Parallel()
+	s := `{"properties":{"a":{"type":"integer"},"b":{"type":"string"}},"dependentSchemas":{"a":{"required":["b"],"properties":{"b":{"maxLength":2}}}}}`
+	d7 := `{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"a":{"type":"integer"}},"dependencies":{"a":{"required":["b"]},"c":["a"]}}`
+	runKeywordCases(t, []keywordCase{
+		{s, `{"a":1,"b":"xy"}`, true, true},
+		{s, `{"b":"xyz","a":1}`, false, false},
+		{s, `{"a":1}`, false, false},
+		{s, `{"b":"xyz"}`, true, true},
+		{s, `{}`, true, true},
+		{d7, `{"a":1,"b":null}`, true, true},
+		{d7, `{"a":1}`, false, false},
+		{d7, `{"c":1,"a":1,"b":2}`, true, true},
+		{d7, `{"c":1}`, false, false},
+		{`{"dependentSchemas":{"a":false}}`, `{"a":1}`, false, false},
+		{`{"dependentSchemas":{"a":false}}`, `{"b":1}`, true, true},
+	})
+	if notes := notesOf(jsonSet(t, s)); notes != "" {
+		t.Errorf("notes %q, want none (exact)", notes)
+	}
+}
+
+// TestOneOfExclusivity: branches told apart by a const discriminator are
+// exact in the mask; overlapping ones compile as anyOf and the final
+// validation refuses a value two branches accept.
+func TestOneOfExclusivity(t *testing.T) {
+	t.Parallel()
+	disc := `{"type":"object","oneOf":[{"properties":{"k":{"const":"a"},"x":{"type":"string"}},"required":["k","x"]},{"properties":{"k":{"const":"b"},"y":{"type":"number"}},"required":["k","y"]}]}`
+	overlap := `{"type":"object","oneOf":[{"required":["a"]},{"required":["b"]}]}`
+	if notes := notesOf(jsonSet(t, disc)); notes != "" {
+		t.Errorf("discriminated oneOf: notes %q, want none", notes)
+	}
+	if notes := notesOf(jsonSet(t, overlap)); !strings.Contains(notes, "oneOf at / (checked after generation") {
+		t.Errorf("overlapping oneOf: notes %q", notes)
+	}
+	runKeywordCases(t, []keywordCase{
+		{disc, `{"k":"a","x":"s"}`, true, true},
+		{disc, `{"k":"b","y":1}`, true, true},
+		{disc, `{"k":"a","y":1}`, false, false},
+		{overlap, `{"a":1}`, true, true},
+		{overlap, `{"b":1}`, true, true},
+		{overlap, `{"c":1}`, false, false},
+		{overlap, `{"a":1,"b":2}`, true, false},
+	})
+}
+
+// TestNotForms: not with type, enum, const and required is exact in the
+// mask.
+func TestNotForms(t *testing.T) {
+	t.Parallel()
+	notEnum := `{"type":"string","not":{"enum":["ab","b"]}}`
+	set := jsonSet(t, notEnum)
+	if allows(t, set, `"ab`, '"') || !allows(t, set, `"ab`, 'c') || !allows(t, set, `"a`, '"') {
+		t.Error(`not enum: "ab" may end, or "abc" / "a" may not`)
+	}
+	runKeywordCases(t, []keywordCase{
+		{`{"not":{"type":"string"}}`, `"x"`, false, false},
+		{`{"not":{"type":"string"}}`, `1`, true, true},
+		{`{"not":{"type":["object","array","null"]}}`, `{}`, false, false},
+		{`{"not":{"type":["object","array","null"]}}`, `true`, true, true},
+		{notEnum, `"ab"`, false, false},
+		{notEnum, `"b"`, false, false},
+		{notEnum, `"a"`, true, true},
+		{notEnum, `"abc"`, true, true},
+		{notEnum, `""`, true, true},
+		{`{"not":{"const":null}}`, `null`, false, false},
+		{`{"not":{"const":null}}`, `false`, true, true},
+		{`{"enum":["a","b","c"],"not":{"const":"b"}}`, `"b"`, false, false},
+		{`{"enum":["a","b","c"],"not":{"const":"b"}}`, `"c"`, true, true},
+		{`{"type":"object","not":{"required":["a","b"]}}`, `{"a":1,"b":2}`, false, false},
+		{`{"type":"object","not":{"required":["a","b"]}}`, `{"b":2,"c":3}`, true, true},
+		{`{"type":"object","not":{"properties":{"k":{"const":"x"}},"required":["k"]}}`, `{"k":"x"}`, false, false},
+		{`{"type":"object","not":{"properties":{"k":{"const":"x"}},"required":["k"]}}`, `{"k":"y"}`, true, true},
+		{`{"type":"object","not":{"properties":{"k":{"const":"x"}},"required":["k"]}}`, `{}`, true, true},
+		{`{"not":{"not":{"type":"integer"}}}`, `1`, true, true},
+		{`{"not":{"not":{"type":"integer"}}}`, `"1"`, false, false},
+		{`{"not":{"anyOf":[{"type":"string"},{"type":"number"}]}}`, `"s"`, false, false},
+		{`{"not":{"anyOf":[{"type":"string"},{"type":"number"}]}}`, `[]`, true, true},
+	})
+}
