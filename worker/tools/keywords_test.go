@@ -181,11 +181,19 @@ func TestIfThenElseInTheMask(t *testing.T) {
 		{`{"if":{"const":1},"then":false}`, `2`, true, true},
 		{`{"if":{"type":"string"},"else":false}`, `"s"`, true, true},
 		{`{"if":{"type":"string"},"else":false}`, `2`, false, false},
-		// A condition without an exact negation: checked at the end.
+		// Bounds negate exactly.
 		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `6`, true, true},
-		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `7`, true, false},
+		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `7`, false, false},
+		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `3`, true, true},
+		{`{"if":{"maxLength":2},"then":{"pattern":"^a"},"else":{"pattern":"^b"}}`, `"ax"`, true, true},
+		{`{"if":{"maxLength":2},"then":{"pattern":"^a"},"else":{"pattern":"^b"}}`, `"bx"`, false, false},
+		{`{"if":{"maxLength":2},"then":{"pattern":"^a"},"else":{"pattern":"^b"}}`, `"bxx"`, true, true},
+		// A condition without an exact negation: checked at the end.
+		{`{"if":{"pattern":"^a"},"then":{"maxLength":2}}`, `"ab"`, true, true},
+		{`{"if":{"pattern":"^a"},"then":{"maxLength":2}}`, `"abc"`, true, false},
+		{`{"if":{"pattern":"^a"},"then":{"maxLength":2}}`, `"bcd"`, true, true},
 	})
-	late := jsonSet(t, `{"if":{"minimum":5},"then":{"multipleOf":2}}`)
+	late := jsonSet(t, `{"if":{"pattern":"^a"},"then":{"maxLength":2}}`)
 	if notes := notesOf(late); !strings.Contains(notes, "if at / (checked after generation") {
 		t.Errorf("late if: notes %q", notes)
 	}

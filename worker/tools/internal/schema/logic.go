@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"regexp"
 	"sort"
@@ -193,6 +194,13 @@ func (c *schemaCompiler) negation(s *sloc, depth int) (alts []*sloc, ok bool) {
 				for i, cb := range combos {
 					more = append(more, c.synthetic(fmt.Sprintf("%s/anyOf/%d", base, i), s, nil, nil, cb...))
 				}
+			case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
+				"minItems", "maxItems", "minProperties", "maxProperties":
+				n, isNum := v.vals[k].(json.Number)
+				if !isNum || c.doc.draft == draft4 && strings.HasPrefix(k, "exclusive") {
+					return nil, false
+				}
+				more = c.negateBound(s, base, k, n, c.doc.draft == draft4 && (k == "minimum" && v.vals["exclusiveMinimum"] == true || k == "maximum" && v.vals["exclusiveMaximum"] == true))
 			case "not":
 				// ¬¬S is S.
 				more = []*sloc{c.child(s, "not")}
@@ -217,6 +225,68 @@ func (c *schemaCompiler) negation(s *sloc, depth int) (alts []*sloc, ok bool) {
 		return alts, true
 	}
 	return nil, false
+}
+
+// boundKinds maps a bound keyword to the type it applies to, and the
+// keyword that says the opposite (with the bound moved by one for counts).
+var boundKinds = map[string]struct {
+	typ      string
+	opposite string
+	shift    int64 // counts: the opposite bound is n+shift
+}{
+	"minimum":          {"number", "exclusiveMaximum", 0},
+	"maximum":          {"number", "exclusiveMinimum", 0},
+	"exclusiveMinimum": {"number", "maximum", 0},
+	"exclusiveMaximum": {"number", "minimum", 0},
+	"minLength":        {"string", "maxLength", -1},
+	"maxLength":        {"string", "minLength", 1},
+	"minItems":         {"array", "maxItems", -1},
+	"maxItems":         {"array", "minItems", 1},
+	"minProperties":    {"object", "maxProperties", -1},
+	"maxProperties":    {"object", "minProperties", 1},
+}
+
+// negateBound returns the negation of the bound keyword k = n: a value of
+// another type, or of the type the bound applies to beyond it. exclusive
+// is a draft 4 minimum/maximum made exclusive by its boolean sibling.
+func (c *schemaCompiler) negateBound(s *sloc, base, k string, n json.Number, exclusive bool) []*sloc {
+	bk := boundKinds[k]
+	names, _ := complementTypes(typeBits(bk.typ) | map[bool]uint8{true: tInt}[bk.typ == "number"])
+	out := []*sloc{c.synthetic(base+"/"+k+"/other", s, []any{"type", names}, nil)}
+	opp, val := bk.opposite, any(n)
+	if c.doc.draft == draft4 && bk.typ == "number" {
+		// Draft 4 spells an exclusive bound as a boolean beside it.
+		switch k {
+		case "minimum", "maximum":
+			opp = map[string]string{"minimum": "maximum", "maximum": "minimum"}[k]
+			if exclusive {
+				return append(out, c.synthetic(base+"/"+k+"/beyond", s, []any{"type", bk.typ, opp, val}, nil))
+			}
+			ex := "exclusiveMaximum"
+			if k == "maximum" {
+				ex = "exclusiveMinimum"
+			}
+			return append(out, c.synthetic(base+"/"+k+"/beyond", s, []any{"type", bk.typ, opp, val, ex, true}, nil))
+		}
+	}
+	if bk.shift != 0 {
+		r, ok := new(big.Rat).SetString(string(n))
+		if !ok {
+			return out
+		}
+		f, _ := r.Float64()
+		var cnt int64
+		if bk.shift < 0 {
+			cnt = int64(math.Ceil(f)) - 1 // fewer than n
+		} else {
+			cnt = int64(math.Floor(f)) + 1 // more than n
+		}
+		if cnt < 0 {
+			return out // nothing of that type is beyond
+		}
+		val = json.Number(strconv.FormatInt(cnt, 10))
+	}
+	return append(out, c.synthetic(base+"/"+k+"/beyond", s, []any{"type", bk.typ, opp, val}, nil))
 }
 
 // complementTypes names the JSON types outside mask; exact is false when
@@ -340,6 +410,9 @@ func (c *schemaCompiler) synthValid(s *sloc, v any) (bool, error) {
 				}
 			}
 		}
+		if !boundsHold(t, v, c.doc.draft) {
+			return false, nil
+		}
 		ov, isObj := v.(*jsonObject)
 		if !isObj {
 			return true, nil
@@ -388,6 +461,71 @@ func (c *schemaCompiler) locValid(s *sloc, v any) (bool, error) {
 		return false, &Error{path: ptrOrRoot(s.ptr), msg: "validator cannot compile this subschema: " + err.Error()}
 	}
 	return sch.Validate(toPlain(v)) == nil, nil
+}
+
+// boundsHold checks the bound keywords a synthetic subschema o uses
+// (negateBound) against v.
+func boundsHold(o *jsonObject, v any, draft int) bool {
+	size := -1
+	var num *big.Rat
+	switch t := v.(type) {
+	case string:
+		size = utf8.RuneCountInString(t)
+	case []any:
+		size = len(t)
+	case *jsonObject:
+		size = len(t.keys)
+	case json.Number:
+		num, _ = new(big.Rat).SetString(string(t))
+	}
+	for k, bk := range boundKinds {
+		b, ok := o.vals[k].(json.Number)
+		if !ok {
+			continue
+		}
+		r, ok := new(big.Rat).SetString(string(b))
+		if !ok {
+			continue
+		}
+		if bk.typ == "number" {
+			if num == nil {
+				continue
+			}
+			cmp := num.Cmp(r)
+			exclusive := strings.HasPrefix(k, "exclusive")
+			if draft == draft4 {
+				exclusive = k == "minimum" && o.vals["exclusiveMinimum"] == true || k == "maximum" && o.vals["exclusiveMaximum"] == true
+			}
+			lower := k == "minimum" || k == "exclusiveMinimum"
+			switch {
+			case lower && (cmp < 0 || exclusive && cmp == 0):
+				return false
+			case !lower && (cmp > 0 || exclusive && cmp == 0):
+				return false
+			}
+			continue
+		}
+		if size < 0 || typeBits(bk.typ) != typeBitsOfSized(v) {
+			continue
+		}
+		if strings.HasPrefix(k, "min") && r.Cmp(big.NewRat(int64(size), 1)) > 0 || strings.HasPrefix(k, "max") && r.Cmp(big.NewRat(int64(size), 1)) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// typeBitsOfSized is the type bit of a string, array or object.
+func typeBitsOfSized(v any) uint8 {
+	switch v.(type) {
+	case string:
+		return tStr
+	case []any:
+		return tArr
+	case *jsonObject:
+		return tObj
+	}
+	return 0
 }
 
 // typeAccepts reports whether v is of a type in mask.
