@@ -281,3 +281,25 @@ func TestNotForms(t *testing.T) {
 		{`{"not":{"anyOf":[{"type":"string"},{"type":"number"}]}}`, `[]`, true, true},
 	})
 }
+
+// TestLogicAlternativesCapped: past 64 alternatives in one schema, the
+// further dependent schemas are checked after generation (and said so)
+// instead of multiplying the decoder's threads.
+func TestLogicAlternativesCapped(t *testing.T) {
+	t.Parallel()
+	var deps []string
+	for _, k := range "abcdefgh" {
+		deps = append(deps, `"`+string(k)+`":{"required":["z`+string(k)+`"]}`)
+	}
+	s := `{"type":"object","dependentSchemas":{` + strings.Join(deps, ",") + `}}`
+	set := jsonSet(t, s)
+	if notes := notesOf(set); strings.Count(notes, "too many conditional alternatives") != 2 {
+		t.Errorf("notes %q: want the last two dependent schemas checked after generation", notes)
+	}
+	runKeywordCases(t, []keywordCase{
+		{s, `{"a":1,"za":2}`, true, true},
+		{s, `{"a":1}`, false, false},
+		{s, `{"h":1,"zh":2}`, true, true},
+		{s, `{"h":1}`, true, false},
+	})
+}

@@ -42,6 +42,30 @@ const notEnumKW = "~notEnum"
 // maxNegationAlts bounds the alternatives one negation may produce.
 const maxNegationAlts = 16
 
+// maxLogicProduct bounds the product of the alternative counts of the
+// logic groups of one conjunction: the decoder forks that many threads
+// where the value begins. Past it, an if or a dependent schema is checked
+// after generation and a not is handled as one without an exact negation.
+const maxLogicProduct = 64
+
+// addLogicGroup adds g to e when the product of alternatives stays within
+// maxLogicProduct; false when it would not.
+func addLogicGroup(e *expansion, g altGroup) bool {
+	p := e.logicProduct
+	if p == 0 {
+		p = 1
+	}
+	if n := len(g.alts); n > 1 {
+		p *= n
+	}
+	if p > maxLogicProduct {
+		return false
+	}
+	e.logicProduct = p
+	e.groups = append(e.groups, g)
+	return true
+}
+
 // synthetic returns the synthetic subschema at ptr (made once), with the
 // keywords kv (name, value pairs) and the subschemas also that hold
 // alongside it. props maps property names to their synthetic or real
@@ -310,9 +334,7 @@ func complementTypes(mask uint8) (names []any, exact bool) {
 func (c *schemaCompiler) logicGroups(s *sloc, o *jsonObject, e *expansion) error {
 	if _, ok := o.vals["not"]; ok {
 		negs, exact := c.negation(c.child(s, "not"), 0)
-		if exact {
-			e.groups = append(e.groups, altGroup{owner: s, kw: "not", alts: negs})
-		} else {
+		if !exact || !addLogicGroup(e, altGroup{owner: s, kw: "not", alts: negs}) {
 			e.inexact = append(e.inexact, altGroup{owner: s, kw: "not"})
 		}
 	}
@@ -335,7 +357,9 @@ func (c *schemaCompiler) logicGroups(s *sloc, o *jsonObject, e *expansion) error
 				}
 				g.alts = append(g.alts, c.synthetic(s.ptr+"/~else/"+strconv.Itoa(i), s, nil, nil, also...))
 			}
-			e.groups = append(e.groups, g)
+			if !addLogicGroup(e, g) {
+				c.late(s, "if", "too many conditional alternatives in one schema to follow in the mask")
+			}
 		}
 	}
 	kw := "dependentSchemas"
@@ -355,7 +379,9 @@ func (c *schemaCompiler) logicGroups(s *sloc, o *jsonObject, e *expansion) error
 			base := s.ptr + "/~" + kw + "/" + escapePtr(k)
 			ch := c.child(s, kw, escapePtr(k))
 			present := c.synthetic(base+"/present", s, []any{"required", []any{k}}, nil, ch)
-			e.groups = append(e.groups, altGroup{owner: s, kw: kw, alts: []*sloc{c.absent(base+"/absent", s, k), present}})
+			if !addLogicGroup(e, altGroup{owner: s, kw: kw, alts: []*sloc{c.absent(base+"/absent", s, k), present}}) {
+				c.late(s, kw, fmt.Sprintf("too many conditional alternatives in one schema to follow in the mask, key %q", k))
+			}
 		}
 	}
 	return nil

@@ -170,6 +170,9 @@ type expansion struct {
 	// inexact are the not and if keywords without an exact negation
 	// (alts unset): inexactKeywords.
 	inexact []altGroup
+	// logicProduct is the product of the alternative counts of the logic
+	// groups (not, if, dependentSchemas) added so far: addLogicGroup.
+	logicProduct int
 	never   bool
 	key     string
 	// edges lead from a member to the members it brought in ($ref, allOf,
