@@ -173,8 +173,8 @@ type expansion struct {
 	// logicProduct is the product of the alternative counts of the logic
 	// groups (not, if, dependentSchemas) added so far: addLogicGroup.
 	logicProduct int
-	never   bool
-	key     string
+	never        bool
+	key          string
 	// edges lead from a member to the members it brought in ($ref, allOf,
 	// the chosen anyOf/oneOf branch): the scope of its unevaluated*.
 	edges map[string][]string
