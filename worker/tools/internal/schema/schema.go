@@ -1333,6 +1333,11 @@ func (c *schemaCompiler) stringCompsOf(s *sloc) ([]regexComp, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(e.groups) > 0 || len(e.inexact) > 0 {
+		// The string node came from alternatives (anyOf, not, ...): its
+		// pattern is not the members' own.
+		return nil, c.unsupported(s, "propertyNames", "alternatives (anyOf, oneOf, not, if) in propertyNames are not supported")
+	}
 	_, _, comps, err := c.stringParts(e.objects())
 	return comps, err
 }
