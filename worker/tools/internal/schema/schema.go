@@ -600,19 +600,10 @@ func (c *schemaCompiler) validAll(e *expansion, v any) (bool, error) {
 
 func annotationKeyword(k string) bool {
 	switch k {
-	case "title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "$id", "$schema", "$anchor":
+	case "title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "$id", "id", "$schema", "$anchor":
 		return true
 	}
 	return false
-}
-
-func allAnnotations(o *jsonObject) bool {
-	for _, k := range o.keys {
-		if !annotationKeyword(k) {
-			return false
-		}
-	}
-	return true
 }
 
 // num reads a JSON number keyword.
