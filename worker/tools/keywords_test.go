@@ -181,7 +181,9 @@ func TestIfThenElseInTheMask(t *testing.T) {
 		{`{"if":{"const":1},"then":false}`, `2`, true, true},
 		{`{"if":{"type":"string"},"else":false}`, `"s"`, true, true},
 		{`{"if":{"type":"string"},"else":false}`, `2`, false, false},
-		// Bounds negate exactly.
+		// Bounds negate exactly; a bound says nothing of other types.
+		{`{"if":{"minimum":5},"then":false}`, `"s"`, false, false},
+		{`{"if":{"minimum":5},"then":false}`, `4`, true, true},
 		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `6`, true, true},
 		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `7`, false, false},
 		{`{"if":{"minimum":5},"then":{"multipleOf":2}}`, `3`, true, true},
@@ -270,6 +272,8 @@ func TestNotForms(t *testing.T) {
 		{`{"not":{"const":null}}`, `false`, true, true},
 		{`{"enum":["a","b","c"],"not":{"const":"b"}}`, `"b"`, false, false},
 		{`{"enum":["a","b","c"],"not":{"const":"b"}}`, `"c"`, true, true},
+		{`{"not":{"required":["a"]}}`, `1`, false, false},
+		{`{"not":{"required":["a"]}}`, `{"b":1}`, true, true},
 		{`{"type":"object","not":{"required":["a","b"]}}`, `{"a":1,"b":2}`, false, false},
 		{`{"type":"object","not":{"required":["a","b"]}}`, `{"b":2,"c":3}`, true, true},
 		{`{"type":"object","not":{"properties":{"k":{"const":"x"}},"required":["k"]}}`, `{"k":"x"}`, false, false},

@@ -165,9 +165,12 @@ func (c *schemaCompiler) negation(s *sloc, depth int) (alts []*sloc, ok bool) {
 				more = []*sloc{c.synthetic(base+"/"+k, s, []any{notEnumKW, vals}, nil)}
 			case "required":
 				req, _ := v.vals[k].([]any)
+				// An object without one of them (required says nothing
+				// of other values).
 				for i, r := range req {
 					name, _ := r.(string)
-					more = append(more, c.absent(base+"/required/"+strconv.Itoa(i), s, name))
+					p := base + "/required/" + strconv.Itoa(i)
+					more = append(more, c.synthetic(p, s, []any{"type", "object"}, map[string]*sloc{name: c.falseAt(p+"/f", s)}))
 				}
 			case "properties":
 				props, _ := v.vals[k].(*jsonObject)
@@ -271,12 +274,13 @@ var boundKinds = map[string]struct {
 }
 
 // negateBound returns the negation of the bound keyword k = n: a value of
-// another type, or of the type the bound applies to beyond it. exclusive
+// the type the bound applies to, beyond it (none when no such value is). exclusive
 // is a draft 4 minimum/maximum made exclusive by its boolean sibling.
 func (c *schemaCompiler) negateBound(s *sloc, base, k string, n json.Number, exclusive bool) []*sloc {
 	bk := boundKinds[k]
-	names, _ := complementTypes(typeBits(bk.typ) | map[bool]uint8{true: tInt}[bk.typ == "number"])
-	out := []*sloc{c.synthetic(base+"/"+k+"/other", s, []any{"type", names}, nil)}
+	// A value of another type satisfies the bound: only values of its
+	// type beyond it do not.
+	var out []*sloc
 	opp, val := bk.opposite, any(n)
 	if c.doc.draft == draft4 && bk.typ == "number" {
 		// Draft 4 spells an exclusive bound as a boolean beside it.
