@@ -307,3 +307,71 @@ func TestLogicAlternativesCapped(t *testing.T) {
 		{s, `{"h":1}`, true, false},
 	})
 }
+
+// TestLogicKeywordsAgainstValidator compares the decoder with the
+// validator on every pair of a few schemas using the logic keywords and a
+// pool of small instances: where the tool notes nothing, the mask accepts
+// exactly the valid instances; where it notes a keyword checked after
+// generation, the mask accepts every valid instance and the final
+// validation refuses every invalid one the mask let through.
+func TestLogicKeywordsAgainstValidator(t *testing.T) {
+	t.Parallel()
+	schemas := []string{
+		`{"not":{"type":["string","null"]}}`,
+		`{"not":{"enum":["a",1,null,true]}}`,
+		`{"not":{"const":[1]}}`,
+		`{"not":{"required":["a"]}}`,
+		`{"not":{"properties":{"a":{"type":"integer"}}}}`,
+		`{"not":{"anyOf":[{"type":"string","minLength":2},{"type":"number","maximum":1},{"type":"array","minItems":1},{"minProperties":2}]}}`,
+		`{"not":{"allOf":[{"type":"object"},{"required":["kind"]}]}}`,
+		`{"properties":{"a":{"not":{"type":"integer"}}}}`,
+		`{"if":{"properties":{"kind":{"const":"a"}},"required":["kind"]},"then":{"required":["x"]},"else":{"properties":{"x":false}}}`,
+		`{"if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["x"]}}`,
+		`{"if":{"type":"string"},"then":{"minLength":2},"else":{"type":["object","array"]}}`,
+		`{"if":{"required":["a"]},"then":{"properties":{"b":{"type":"string"}},"required":["b"]}}`,
+		`{"allOf":[{"if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["x"]}},{"if":{"properties":{"kind":{"const":"b"}}},"then":{"required":["y"]}}]}`,
+		`{"dependentSchemas":{"a":{"required":["b"]},"b":{"properties":{"a":{"minimum":5}}}}}`,
+		`{"oneOf":[{"type":"integer"},{"minimum":2}]}`,
+		`{"oneOf":[{"required":["a"]},{"required":["b"]},{"type":"array"}]}`,
+		`{"oneOf":[{"properties":{"kind":{"const":"a"}},"required":["kind"]},{"properties":{"kind":{"const":"b"}},"required":["kind"]}],"type":"object"}`,
+		`{"type":"array","uniqueItems":true}`,
+		`{"type":"array","items":{"not":{"type":"object"}},"uniqueItems":true}`,
+		`{"type":"array","items":{"enum":["a","b",1,[1]]},"uniqueItems":true}`,
+	}
+	pool := []string{`null`, `true`, `false`, `0`, `1`, `2.5`, `5`, `6`, `""`, `"a"`, `"ab"`, `"b"`, `"abc"`,
+		`[]`, `[1]`, `[1,1]`, `[1,1.0]`, `["a","a"]`, `["a","b"]`, `["a",1,"b"]`, `[[1],[1]]`, `[{},{}]`, `[{"a":1},{"a":2}]`, `[null,false,null]`,
+		`{}`, `{"a":1}`, `{"a":2.5}`, `{"a":"s"}`, `{"b":"x"}`, `{"a":1,"b":"x"}`, `{"b":"x","a":6}`, `{"a":6,"b":"x"}`, `{"kind":"a"}`, `{"kind":"a","x":"s"}`,
+		`{"x":"s","kind":"a"}`, `{"kind":"b","y":1}`, `{"kind":"b","x":1}`, `{"kind":"c"}`, `{"x":1}`, `{"y":1}`, `{"kind":"a","x":1,"y":2}`}
+	for _, s := range schemas {
+		set := jsonSet(t, s)
+		notes := notesOf(set)
+		for _, inst := range pool {
+			mask, err := feed(set.NewRun(), set.vi, byteIDs(inst), true)
+			if err != nil {
+				// A dead end is the mask refusing.
+				mask = false
+			}
+			valid := validateWith(t, s, inst)
+			switch {
+			case valid && !mask:
+				t.Errorf("%s / %s: valid, refused by the mask", s, inst)
+			case !valid && mask && notes == "":
+				t.Errorf("%s / %s: invalid, accepted by the mask with nothing checked after generation", s, inst)
+			case !valid && mask && finalValid(set, inst):
+				t.Errorf("%s / %s: invalid, accepted by the mask and the final validation", s, inst)
+			}
+		}
+	}
+}
+
+// validateWith validates inst against schema with a fresh validator (the
+// reference the decoder is compared with).
+func validateWith(t *testing.T, schema, inst string) bool {
+	t.Helper()
+	set, err := Compile([]contracts.Tool{{Name: contracts.ToolJSONValidator, Mode: contracts.ToolModeSoft,
+		Params: map[string]json.RawMessage{"schema": json.RawMessage(`{"anyOf":[` + schema + `]}`)}}}, nil, fake, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return finalValid(set, inst)
+}
