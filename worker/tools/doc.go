@@ -75,8 +75,10 @@
 //   - oneOf whose branches no value the rest of the schema allows can
 //     satisfy two at a time (told apart by type, const/enum
 //     discriminators, required keys another branch forbids, disjoint
-//     bounds). An overlapping oneOf compiles as anyOf and its exclusivity
-//     is checked by the final validation.
+//     bounds): an anyOf. Overlapping branches that negate as above become
+//     the alternatives (one branch and not the others), at most 64 of
+//     them. Otherwise the oneOf compiles as anyOf and its exclusivity is
+//     checked by the final validation.
 //
 // What only the final validation checks is named in the tool's report
 // ("partly checked after generation: <keyword> at <pointer> ..."); an

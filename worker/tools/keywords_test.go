@@ -226,26 +226,46 @@ func TestDependentSchemasInTheMask(t *testing.T) {
 }
 
 // TestOneOfExclusivity: branches told apart by a const discriminator are
-// exact in the mask; overlapping ones compile as anyOf and the final
-// validation refuses a value two branches accept.
+// exact in the mask; overlapping branches that negate are compiled as
+// "this branch and not the others", exact too; others compile as anyOf
+// and the final validation refuses a value two branches accept.
 func TestOneOfExclusivity(t *testing.T) {
 	t.Parallel()
 	disc := `{"type":"object","oneOf":[{"properties":{"k":{"const":"a"},"x":{"type":"string"}},"required":["k","x"]},{"properties":{"k":{"const":"b"},"y":{"type":"number"}},"required":["k","y"]}]}`
 	overlap := `{"type":"object","oneOf":[{"required":["a"]},{"required":["b"]}]}`
-	if notes := notesOf(jsonSet(t, disc)); notes != "" {
-		t.Errorf("discriminated oneOf: notes %q, want none", notes)
+	late := `{"type":"string","oneOf":[{"pattern":"^a"},{"maxLength":2}]}`
+	for _, s := range []string{disc, overlap} {
+		if notes := notesOf(jsonSet(t, s)); notes != "" {
+			t.Errorf("%s: notes %q, want none", s, notes)
+		}
 	}
-	if notes := notesOf(jsonSet(t, overlap)); !strings.Contains(notes, "oneOf at / (checked after generation") {
-		t.Errorf("overlapping oneOf: notes %q", notes)
+	if notes := notesOf(jsonSet(t, late)); !strings.Contains(notes, "oneOf at / (checked after generation") {
+		t.Errorf("overlapping oneOf with a pattern: notes %q", notes)
+	}
+	if allows(t, jsonSet(t, overlap), `{"a":1,"b`, '"') || !allows(t, jsonSet(t, overlap), `{"a":1,"c`, '"') {
+		t.Error(`{"a":1, then key b may be written, or key c may not`)
 	}
 	runKeywordCases(t, []keywordCase{
 		{disc, `{"k":"a","x":"s"}`, true, true},
 		{disc, `{"k":"b","y":1}`, true, true},
 		{disc, `{"k":"a","y":1}`, false, false},
 		{overlap, `{"a":1}`, true, true},
-		{overlap, `{"b":1}`, true, true},
+		{overlap, `{"b":1,"c":2}`, true, true},
 		{overlap, `{"c":1}`, false, false},
-		{overlap, `{"a":1,"b":2}`, true, false},
+		{overlap, `{"a":1,"b":2}`, false, false},
+		// Not integer is wider than its negation: checked at the end.
+		{`{"oneOf":[{"type":"integer"},{"maximum":2}]}`, `"s"`, true, true},
+		{`{"oneOf":[{"type":"integer"},{"maximum":2}]}`, `5`, true, true},
+		{`{"oneOf":[{"type":"integer"},{"maximum":2}]}`, `1.5`, true, true},
+		{`{"oneOf":[{"type":"integer"},{"maximum":2}]}`, `2`, true, false},
+		{`{"oneOf":[{"type":"integer"},{"maximum":2}]}`, `2.5`, false, false},
+		{`{"oneOf":[{"type":"string"},{"maxLength":2}]}`, `"s"`, false, false},
+		{`{"oneOf":[{"type":"string"},{"maxLength":2}]}`, `"sss"`, true, true},
+		{`{"oneOf":[{"type":"string"},{"maxLength":2}]}`, `1`, true, true},
+		{late, `"abc"`, true, true},
+		{late, `"x"`, true, true},
+		{late, `"ab"`, true, false},
+		{late, `"xyz"`, false, false},
 	})
 }
 

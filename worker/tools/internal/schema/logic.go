@@ -19,6 +19,7 @@ import (
 //	not S            ¬S, as a union of synthetic subschemas (negation)
 //	if I then T else E   (I ∧ T) ∨ (¬I ∧ E)
 //	dependentSchemas {k: S}   (k absent) ∨ (k present ∧ S)
+//	oneOf [A, B] that may overlap   (A ∧ ¬B) ∨ (B ∧ ¬A)
 //
 // The decoder follows every alternative in parallel (one thread each) and
 // drops those the output contradicts, so the branch of an if is chosen
@@ -389,6 +390,44 @@ func (c *schemaCompiler) logicGroups(s *sloc, o *jsonObject, e *expansion) error
 		}
 	}
 	return nil
+}
+
+// exclusiveAlts rewrites a oneOf whose branches may overlap as the
+// alternatives "branch i and not each other branch", one synthetic
+// subschema per choice of the negations' alternatives; ok is false when a
+// branch does not negate or the alternatives would be more than
+// maxLogicProduct.
+func (c *schemaCompiler) exclusiveAlts(g altGroup) (out []*sloc, ok bool) {
+	negs := make([][]*sloc, len(g.alts))
+	for j, b := range g.alts {
+		n, exact := c.negation(b, 0)
+		if !exact {
+			return nil, false
+		}
+		negs[j] = n
+	}
+	for i, b := range g.alts {
+		combos := [][]*sloc{{b}}
+		for j := range g.alts {
+			if j == i {
+				continue
+			}
+			var next [][]*sloc
+			for _, cb := range combos {
+				for _, n := range negs[j] {
+					next = append(next, append(append([]*sloc(nil), cb...), n))
+				}
+			}
+			combos = next
+			if len(out)+len(combos) > maxLogicProduct {
+				return nil, false
+			}
+		}
+		for k, cb := range combos {
+			out = append(out, c.synthetic(fmt.Sprintf("%s/~oneOf/%d/%d", g.owner.ptr, i, k), g.owner, nil, nil, cb...))
+		}
+	}
+	return out, true
 }
 
 // inexactKeywords handles the not and if of e that have no exact

@@ -383,13 +383,24 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 		if !open {
 			continue
 		}
+		alts := g.alts
 		if g.kw == "oneOf" && len(g.alts) > 1 {
-			if err := c.checkDisjoint(g, e.locs); err != nil {
+			i, j, err := c.checkDisjoint(g, e.locs)
+			if err != nil {
 				return nil, err
+			}
+			if i >= 0 {
+				if ex, ok := c.exclusiveAlts(g); ok {
+					alts = ex
+				} else {
+					// Compiled as anyOf; that exactly one branch
+					// matches is left to the final validation.
+					c.late(g.owner, "oneOf", fmt.Sprintf("branches %d and %d may both match one value", i, j))
+				}
 			}
 		}
 		n.Kind = grammar.KindAlt
-		for _, a := range g.alts {
+		for _, a := range alts {
 			m, err := c.compile(append(append([]*sloc(nil), e.locs...), a))
 			if err != nil {
 				return nil, err
@@ -414,10 +425,10 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 	return n, nil
 }
 
-// checkDisjoint checks that no value the conjunction with allows can
-// satisfy two branches of a oneOf at a time; otherwise the oneOf is compiled as anyOf and its exclusivity
-// is checked after generation (a note).
-func (c *schemaCompiler) checkDisjoint(g altGroup, with []*sloc) error {
+// checkDisjoint looks for two branches of a oneOf that some value the
+// conjunction with allows may both satisfy; i is -1 when there are none
+// (the oneOf is then an anyOf).
+func (c *schemaCompiler) checkDisjoint(g altGroup, with []*sloc) (i, j int, err error) {
 	nodes := make([]*grammar.Node, len(g.alts))
 	for i, a := range g.alts {
 		// Each branch with the rest of the conjunction: only the values
@@ -425,21 +436,18 @@ func (c *schemaCompiler) checkDisjoint(g altGroup, with []*sloc) error {
 		// required keys tell the branches apart).
 		m, err := c.compile(append(append([]*sloc(nil), with...), a))
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		nodes[i] = m
 	}
 	for i := range nodes {
 		for j := i + 1; j < len(nodes); j++ {
 			if !disjoint(nodes[i], nodes[j], 0) {
-				// Compiled as anyOf; that exactly one branch matches is
-				// left to the final validation.
-				c.late(g.owner, "oneOf", fmt.Sprintf("branches %d and %d may both match one value", i, j))
-				return nil
+				return i, j, nil
 			}
 		}
 	}
-	return nil
+	return -1, -1, nil
 }
 
 // members returns the objects of e whose own keywords apply.
