@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/toolstest"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
@@ -112,6 +113,8 @@ func TestUniqueItemsInTheMask(t *testing.T) {
 		{strs, `["ab","ba","ab"]`, false, false},
 		{strs, `["a","\u0061"]`, false, false},
 		{strs, `["a\n","a\u000a"]`, false, false},
+		{strs, `["é","\u00e9"]`, false, false},
+		{strs, `["é","e"]`, true, true},
 		{nums, `[1,2,10,-1,0.5]`, true, true},
 		{nums, `[1,2,1.0]`, false, false},
 		{nums, `[0,-0]`, false, false},
@@ -125,11 +128,49 @@ func TestUniqueItemsInTheMask(t *testing.T) {
 		{`{"type":"array","items":{"type":"object"},"uniqueItems":true}`, `[{"a":1},{"a":2}]`, true, true},
 		{`{"type":"array","items":{"type":"object"},"uniqueItems":true}`, `[{"a":1},{"a":1}]`, true, false},
 	})
+	// Multi-byte tokens that close the string ("] and ",") are checked
+	// with the text before their quote.
+	set = jsonSet(t, strs)
+	r := set.NewRun()
+	for _, id := range byteIDs(`["ab","a`) {
+		if err := r.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mask := make([]uint64, set.vi.Words)
+	if _, err := r.Mask(mask); err != nil {
+		t.Fatal(err)
+	}
+	for piece, want := range map[string]bool{`b`: true, `bad`: true, `ba`: true, `"]`: true, `","`: true} {
+		id := fake.id(piece)
+		if got := vocab.MaskHas(mask, id); got != want {
+			t.Errorf(`["ab","a then %q: allowed %v, want %v`, piece, got, want)
+		}
+	}
+	for _, id := range byteIDs(`b`) {
+		if err := r.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Mask(mask); err != nil {
+		t.Fatal(err)
+	}
+	for _, piece := range []string{`"]`, `","`, `"`} {
+		if vocab.MaskHas(mask, fake.id(piece)) {
+			t.Errorf(`["ab","ab then %q (closing the duplicate) is allowed`, piece)
+		}
+	}
+	for inst, want := range map[string]bool{`["ab","ab"]`: false, `["ab","abc"]`: true, `["abc","ab"]`: true, `["abc","abc"]`: false, `["name","name"]`: false} {
+		ids := encodeGreedy(fake, inst)
+		if ok, _ := feed(set.NewRun(), set.vi, ids, true); ok != want {
+			t.Errorf("%s in fake's longest tokens (%d tokens): accepted %v, want %v", inst, len(ids), ok, want)
+		}
+	}
 	objs := jsonSet(t, `{"type":"array","items":{"type":"object"},"uniqueItems":true}`)
 	if notes := notesOf(objs); !strings.Contains(notes, "uniqueItems at / (checked after generation") {
 		t.Errorf("object items: notes %q", notes)
 	}
-	r := objs.NewRun()
+	r = objs.NewRun()
 	if ok, _ := feed(r, objs.vi, byteIDs(`[{"a":1},{"a":1}]`), true); !ok {
 		t.Fatal("object duplicate refused by the mask")
 	}
@@ -394,4 +435,26 @@ func validateWith(t *testing.T, schema, inst string) bool {
 		t.Fatal(err)
 	}
 	return finalValid(set, inst)
+}
+
+// TestUniqueItemsLlamaTokens: with the llama vocabulary, whose tokens
+// close a string after some text ("hello\"" and the like), the masks agree
+// with a byte-by-byte decode on duplicates and near duplicates.
+func TestUniqueItemsLlamaTokens(t *testing.T) {
+	tok := toolstest.LlamaVocab(t)
+	bt := byteTokens(t, tok)
+	set, err := compileSchema([]byte(`{"type":"array","items":{"type":"string"},"uniqueItems":true}`), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for inst, want := range map[string]bool{
+		`["hello","hello"]`: false, `["hello","hello world"]`: true, `["hello world","hello"]`: true,
+		`["a\"b","a\"b"]`: false, `["a\"b","a\\"]`: true, `["x1","x1"]`: false, `["foo bar","foo bar"]`: false,
+		`[" ","  "]`: true, `["name","Name","name"]`: false, `["é","\u00e9"]`: false,
+	} {
+		res := decodeInstance(t, set, tok, bt, inst, true)
+		if res.tokens != want || res.bytes != want {
+			t.Errorf("%s: token by token %v, byte by byte %v, want %v", inst, res.tokens, res.bytes, want)
+		}
+	}
 }

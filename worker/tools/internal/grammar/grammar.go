@@ -112,6 +112,7 @@ type Machine struct {
 	maxWS      uint8
 	maxThreads int
 	allowed    map[*ObjSpec][]uint64 // props whose value can be valid
+	quotes     quotePaths            // uniqueItems: the text before a closing quote
 }
 
 // maxWhitespace bounds a run of whitespace between JSON tokens, so that a
@@ -666,7 +667,7 @@ func dfaBytes(d *automaton.DFA, ds **automaton.State, b []byte, work *int64) boo
 func strStep(f *frame, c byte, work *int64) (int, int32) {
 	res, payload := strLex(&f.LexState, f.n.String, c, work)
 	if res == rCont && f.flag&uqItem != 0 {
-		f.txt += string(c)
+		f.txt += string([]byte{c})
 	}
 	return res, payload
 }
@@ -918,7 +919,7 @@ func numStep(f *frame, c byte) int {
 		return rDead
 	}
 	if f.flag&uqItem != 0 && (s.Free || s.IntOnly) {
-		f.txt += string(c)
+		f.txt += string([]byte{c})
 	}
 	switch {
 	case s.Free:

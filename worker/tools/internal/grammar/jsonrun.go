@@ -381,8 +381,17 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 	var lastTh thread
 	lastOK, have := false, false
 	base := thread{rest: th.rest}
+	// A string item of a uniqueItems array may end only as a value the
+	// array does not hold: each exit is checked with the text the token
+	// adds before its closing quote.
+	uq := th.f.kind == fString && th.f.flag&uqItem != 0
 	for _, ex := range e.Exits {
-		if !have || ex.Payload != lastPayload {
+		if uq {
+			f := th.f
+			f.txt += m.quotes.before(vi, ex.Node)
+			lastTh, lastOK = m.finish(thread{f: f, rest: th.rest}, ex.Payload)
+			have = false
+		} else if !have || ex.Payload != lastPayload {
 			lastTh, lastOK = m.finish(base, ex.Payload)
 			lastPayload, have = ex.Payload, true
 		}
@@ -413,9 +422,7 @@ func (r *Run) Mask(dst []uint64, f *limit.Fuel) (eog bool, err error) {
 	vi := r.m.vi
 	r.scratch = r.scratch[:0]
 	for _, th := range r.threads {
-		// A string item of a uniqueItems array is walked byte by byte (its
-		// text decides whether it may end), not from the leaf caches.
-		if (th.f.kind == fString || th.f.kind == fKey) && th.f.flag&uqItem == 0 {
+		if th.f.kind == fString || th.f.kind == fKey {
 			if err := r.leafMask(th, dst, f); err != nil {
 				return false, err
 			}

@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"math/big"
 	"strings"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 // uniqueItems of scalars: an array frame keeps the canonical values of its
 // string, number, boolean and null items in its txt, each as a length
 // prefix and the value's key, so that an item equal to an earlier one
 // cannot end (the closing quote, the byte after a number, the last byte of
-// a literal are refused). Keys: "s" and the decoded string, "n" and the
+// a literal are refused). A string item keeps its raw text in its own txt;
+// its masks still come from the leaf caches, whose exits (tokens that
+// close it) are checked one by one with quotePaths. Keys: "s" and the decoded string, "n" and the
 // number as an exact fraction (1, 1.0 and 1e0 are one value), "t", "f",
 // "z" for true, false and null.
 
@@ -105,4 +110,32 @@ func decodeStringBody(raw string) string {
 		b.WriteByte(d)
 	}
 	return b.String()
+}
+
+// quotePaths maps the trie nodes of closing quotes to the bytes before
+// them in their token, so that a string leaf's exit (cached without the
+// string's text) can be checked against the items an array holds. Built
+// once per machine, on first use; only special tokens hold a quote.
+type quotePaths struct {
+	once sync.Once
+	text map[int32]string
+}
+
+// before returns the bytes on the trie path to node, without node's own
+// byte (a closing quote).
+func (q *quotePaths) before(vi *vocab.Index, node int32) string {
+	q.once.Do(func() {
+		q.text = map[int32]string{}
+		for i, tok := range vi.Special {
+			p := vi.Pieces[tok]
+			for k, n := range vi.SpecialNodes[i] {
+				if p[k] == '"' {
+					if _, ok := q.text[n]; !ok {
+						q.text[n] = string(p[:k])
+					}
+				}
+			}
+		}
+	})
+	return q.text[node]
 }
