@@ -53,7 +53,10 @@
 //   - uniqueItems: an item equal to an earlier string, number, boolean or
 //     null item cannot end (strings compared decoded, numbers by value:
 //     1, 1.0 and 1e0 are one value); object and array items are compared
-//     by the final validation.
+//     by the final validation. The mask looks one item at a time: a string
+//     item whose pattern (or an enum of more than 64 values) leaves only
+//     values the array already holds is a dead end, and the job fails
+//     with TOOL_CONSTRAINT_UNSATISFIABLE rather than emit a duplicate.
 //   - not, when its schema is built of type, enum, const, required,
 //     properties, the bounds (minimum, maximum, exclusive*,
 //     min/maxLength, min/maxItems, min/maxProperties), allOf, anyOf, not
