@@ -118,18 +118,22 @@ func timedFeedCPU(t testing.TB, set *Set, ids []int32, times, cpu *durStats) boo
 	return true
 }
 
-// TestJSONSchemaBench compiles the jsonschemabench subset and feeds its
-// instances token by token (masks checked at every token): at least 80%
-// of the schemas compile; of those, every valid instance is accepted and
-// at least 99% of the invalid ones are rejected; no crash or timeout.
-// Mask and compile times are logged (-v).
+// TestJSONSchemaBench compiles the jsonschemabench subset (strict mode,
+// and soft mode for what strict refuses) and feeds its instances token by
+// token (masks checked at every token), then to the final validation: at
+// least 97% of the schemas compile (strictly or softly; the rest are
+// refused naming the keyword); of those that compile strictly, every valid
+// instance is accepted and at least 99% of the invalid ones are rejected
+// (by the mask, or by the final validation for keywords checked after
+// generation); no crash or timeout. Mask and compile times are logged
+// (-v).
 func TestJSONSchemaBench(t *testing.T) {
 	tok := toolstest.LlamaVocab(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	files := loadBench(t)
 	rat := loadRatchet(t, "jsonschemabench_unsupported.tsv")
-	var compiled, softCompiled, validAcc, validTotal, invalidRej, invalidTotal int
+	var compiled, softCompiled, validAcc, validTotal, maskRej, lateRej, invalidTotal int
 	var compileTimes, maskTimes, maskCPU, warmCPU durStats
 	for _, bf := range files {
 		t0 := time.Now()
@@ -140,6 +144,9 @@ func TestJSONSchemaBench(t *testing.T) {
 			if !errors.As(err, &ce) || ce.Code != contracts.CodeInvalidSchema {
 				t.Errorf("%s: compile failed without a schema error (budget?): %v", bf.path, err)
 				continue
+			}
+			if !strings.Contains(ce.Message, "keyword") && !strings.Contains(ce.Message, "schema does not compile") {
+				t.Errorf("%s: refused without naming the keyword: %v", bf.path, err)
 			}
 			if !rat.note(bf.path, ce.Message) && !*update {
 				t.Errorf("%s: unexpected compile error: %v", bf.path, err)
@@ -160,18 +167,22 @@ func TestJSONSchemaBench(t *testing.T) {
 				// The same instance again: caches warm.
 				timedFeedCPU(t, set, ids, new(durStats), &warmCPU)
 			}
+			final := ok && finalValid(set, text)
 			if tc.Valid {
 				validTotal++
-				if ok {
+				if final {
 					validAcc++
 				} else {
 					t.Errorf("%s: valid instance rejected: %.300s", bf.path, text)
 				}
 			} else {
 				invalidTotal++
-				if !ok {
-					invalidRej++
-				} else {
+				switch {
+				case !ok:
+					maskRej++
+				case !final:
+					lateRej++
+				default:
 					t.Logf("%s: invalid instance accepted (%s): %.200s", bf.path, tc.Description, text)
 				}
 			}
@@ -183,9 +194,11 @@ func TestJSONSchemaBench(t *testing.T) {
 		}
 		return 100 * float64(a) / float64(b)
 	}
-	t.Logf("jsonschemabench: %d/%d schemas compile (%.1f%%); valid accepted %d/%d; invalid rejected %d/%d (%.2f%%)",
-		compiled, len(files), pct(compiled, len(files)), validAcc, validTotal, invalidRej, invalidTotal, pct(invalidRej, invalidTotal))
-	t.Logf("of the %d that do not compile, %d compile in soft mode", len(files)-compiled, softCompiled)
+	t.Logf("jsonschemabench: %d/%d schemas compile (%.1f%%), %d more in soft mode: %d/%d (%.1f%%); %d refused",
+		compiled, len(files), pct(compiled, len(files)), softCompiled, compiled+softCompiled, len(files),
+		pct(compiled+softCompiled, len(files)), len(files)-compiled-softCompiled)
+	t.Logf("valid accepted %d/%d; invalid rejected %d/%d (%.2f%%): %d by the mask, %d by the final validation",
+		validAcc, validTotal, maskRej+lateRej, invalidTotal, pct(maskRej+lateRej, invalidTotal), maskRej, lateRej)
 	t.Logf("compile time p50 %v p99 %v max %v", compileTimes.pct(0.5), compileTimes.pct(0.99), compileTimes.pct(1))
 	t.Logf("mask wall time (%d masks, first pass, cold caches): p50 %v p99 %v max %v",
 		len(maskTimes), maskTimes.pct(0.5), maskTimes.pct(0.99), maskTimes.pct(1))
@@ -193,11 +206,11 @@ func TestJSONSchemaBench(t *testing.T) {
 		maskCPU.pct(0.5), maskCPU.pct(0.99), maskCPU.pct(1))
 	t.Logf("mask thread CPU time, valid instances again (%d masks, warm): p50 %v p99 %v max %v",
 		len(warmCPU), warmCPU.pct(0.5), warmCPU.pct(0.99), warmCPU.pct(1))
-	if pct(compiled, len(files)) < 80 {
-		t.Errorf("compile coverage %.1f%% < 80%%", pct(compiled, len(files)))
+	if pct(compiled+softCompiled, len(files)) < 97 {
+		t.Errorf("compile coverage (strict or soft) %.1f%% < 97%%", pct(compiled+softCompiled, len(files)))
 	}
-	if pct(invalidRej, invalidTotal) < 99 {
-		t.Errorf("invalid rejected %.2f%% < 99%%", pct(invalidRej, invalidTotal))
+	if pct(maskRej+lateRej, invalidTotal) < 99 {
+		t.Errorf("invalid rejected %.2f%% < 99%%", pct(maskRej+lateRej, invalidTotal))
 	}
 	if *update {
 		rat.save(t, "# jsonschemabench subset schemas json_validator does not compile (strict mode).\n"+
@@ -206,37 +219,134 @@ func TestJSONSchemaBench(t *testing.T) {
 	}
 }
 
-// TestJSONSchemaBenchSampling samples outputs from the compiled bench
-// schemas with the llama vocabulary, picking tokens at random under the
-// masks: every finished output passes the final validation.
+// sampleOutcome is how one sampled generation ended.
+type sampleOutcome int
+
+const (
+	sampleValid   sampleOutcome = iota // finished, passed the final validation
+	sampleLate                         // finished, refused by the final validation (a keyword checked after generation)
+	sampleLimit                        // still going at the token limit
+	sampleDeadEnd                      // the mask allowed nothing, not even the end
+)
+
+// sampleOnce generates up to n tokens from a fresh run of set, picking
+// allowed tokens at random (ending, when allowed, one time in four, and
+// leaning to closing bytes as it goes), and finishes the run.
+func sampleOnce(t testing.TB, set *Set, rng *rand.Rand, n int) (sampleOutcome, string, error) {
+	r := set.NewRun()
+	mask := make([]uint64, set.vi.Words)
+	var out []byte
+	const closing = `"}],0123456789`
+	for step := 0; ; step++ {
+		if r.Complete() {
+			break
+		}
+		if step == n {
+			return sampleLimit, string(out), nil
+		}
+		constrained, err := r.Mask(mask)
+		if err != nil {
+			return sampleDeadEnd, string(out), err
+		}
+		if !constrained {
+			set.vi.FillAll(mask)
+		}
+		var allowed []int32
+		eog := false
+		for w, bits := range mask {
+			for bits != 0 {
+				b := bits & -bits
+				id := int32(w*64 + trailingZeros(b))
+				bits &^= b
+				if set.vi.IsEOG(id) {
+					eog = true
+					continue
+				}
+				allowed = append(allowed, id)
+			}
+		}
+		if eog && (len(allowed) == 0 || rng.Intn(4) == 0 && step > 3) {
+			break
+		}
+		if len(allowed) == 0 {
+			return sampleDeadEnd, string(out), nil
+		}
+		pick := allowed[rng.Intn(len(allowed))]
+		if rng.Intn(n) < step*2 {
+			for try := 0; try < 200; try++ {
+				id := allowed[rng.Intn(len(allowed))]
+				if strings.ContainsAny(string(set.vi.Pieces[id]), closing) {
+					pick = id
+					break
+				}
+			}
+		}
+		if err := r.Accept(pick); err != nil {
+			t.Fatalf("accept %q after %q: %v", set.vi.Pieces[pick], out, err)
+		}
+		out = append(out, set.vi.Pieces[pick]...)
+	}
+	if !r.CanEnd() {
+		return sampleDeadEnd, string(out), nil
+	}
+	if _, err := r.Finish(); err != nil {
+		return sampleLate, string(out), err
+	}
+	return sampleValid, string(out), nil
+}
+
+// knownDeadEnds are bench schemas where sampling can reach a dead end the
+// grammar does not foresee: a pattern that needs more characters than
+// maxLength leaves (the DFA's liveness does not count the length).
+var knownDeadEnds = map[string]bool{
+	"maskbench/Github_medium/Github_medium---o63935.json": true,
+}
+
+// TestJSONSchemaBenchSampling samples an output from every bench schema
+// that compiles (strictly, or in soft mode), picking tokens at random under
+// the masks, and counts how each ended: finished and valid, finished and
+// refused by the final validation (allowed only for a schema with a
+// keyword checked after generation, whose report says so), at the token
+// limit, or at a dead end (allowed only for such a schema too).
 func TestJSONSchemaBenchSampling(t *testing.T) {
 	tok := toolstest.LlamaVocab(t)
 	files := loadBench(t)
 	rng := rand.New(rand.NewSource(7))
-	every := 5
+	every := 1
 	if testing.Short() || timeSlack > 1 {
 		every = 15
 	}
-	finished, tried := 0, 0
+	var counts [4]int
+	tried := 0
 	for i, bf := range files {
 		if i%every != 0 {
 			continue
 		}
 		set, err := compileSchema(bf.Schema, tok)
 		if err != nil {
-			continue
+			soft := contracts.Tool{Name: contracts.ToolJSONValidator, Mode: contracts.ToolModeSoft,
+				Params: map[string]json.RawMessage{"schema": bf.Schema}}
+			if set, err = Compile([]contracts.Tool{soft}, nil, tok, Budget{}); err != nil {
+				continue
+			}
 		}
 		tried++
-		out, r := generate(t, set, rng, 300, `"}],0123456789`)
-		if !r.CanEnd() {
-			continue
-		}
-		finished++
-		if _, err := r.Finish(); err != nil {
-			t.Errorf("%s: sampled output fails validation: %v\n%s", bf.path, err, out)
+		notes := set.tools[0].notes
+		res, out, err := sampleOnce(t, set, rng, 300)
+		counts[res]++
+		switch {
+		case res == sampleLate && len(notes) == 0:
+			t.Errorf("%s: sampled output fails validation with nothing checked after generation: %v\n%s", bf.path, err, out)
+		case res == sampleLate:
+			t.Logf("%s: refused at the end (%s): %v", bf.path, strings.Join(notes, "; "), err)
+		case res == sampleDeadEnd && len(notes) == 0 && !knownDeadEnds[bf.path]:
+			t.Errorf("%s: dead end (%v) after %q", bf.path, err, out)
+		case res == sampleDeadEnd:
+			t.Logf("%s: dead end (%v) after %.200q (%s)", bf.path, err, out, strings.Join(notes, "; "))
 		}
 	}
-	t.Logf("sampled %d schemas, %d outputs finished and validated", tried, finished)
+	t.Logf("sampled %d schemas: %d finished and validated, %d finished and refused by the final validation, %d at the 300-token limit, %d dead ends",
+		tried, counts[sampleValid], counts[sampleLate], counts[sampleLimit], counts[sampleDeadEnd])
 }
 
 // BenchmarkMask measures warm masks along one instance of a bench schema

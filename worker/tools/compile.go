@@ -58,7 +58,7 @@ type compiledTool struct {
 	name  contracts.ToolName
 	field string // where it was declared: tools[2], response_format, system
 	soft  bool
-	notes []string // soft mode: what is left unconstrained
+	notes []string // what the mask leaves to the final validation (soft mode: and what is unsupported)
 
 	json   *jsonTool
 	regex  *regexTool

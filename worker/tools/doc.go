@@ -9,28 +9,14 @@
 //     Schema is compiled to a grammar over the vocabulary's bytes; the mask
 //     allows exactly the tokens that keep the output a prefix of some valid
 //     document, and the output is validated again at the end with
-//     santhosh-tekuri/jsonschema. Supported: type, properties, required,
-//     additionalProperties, patternProperties, propertyNames (string
-//     constraints), min/maxProperties, dependentRequired and array-form
-//     dependencies, enum, const, items, prefixItems (and draft 4-2019
-//     tuple items / additionalItems), min/maxItems, uniqueItems on
-//     enum/const items, contains: true/false, min/maxLength (counters, not
-//     unrolled states: maxLength 100000 costs what an unbounded string
-//     costs), pattern, format (date, date-time, time, email, hostname,
-//     ipv4, ipv6, uuid, uri, iri, uri-reference, iri-reference,
-//     json-pointer, duration), minimum/maximum/exclusive*, multipleOf,
-//     anyOf, allOf (merged), oneOf with provably disjoint branches,
-//     not {type}, local $ref (JSON pointers, $id, $anchor). Any keyword
-//     next to enum/const is handled exactly (the literals are filtered by
-//     the validator). Other validation keywords are a compile error naming
-//     the keyword and its JSON pointer; in soft mode the keyword is left
-//     out and the report says "constraint: soft". Object keys may come in
-//     any order; whitespace between tokens is allowed (at most 64 bytes at
-//     a time), not after the top-level value. With a trigger (param
-//     trigger, response_format.trigger) the schema binds only output that
-//     starts with it: free text that does not start with the trigger, or
-//     the trigger and a valid document (trigger.go); the gateways' tool
-//     calls with tool_choice auto.
+//     santhosh-tekuri/jsonschema. The keywords are listed under JSON
+//     Schema keywords below. Object keys may come in any order;
+//     whitespace between tokens is allowed (at most 64 bytes at a time),
+//     not after the top-level value. With a trigger (param trigger,
+//     response_format.trigger) the schema binds only output that starts
+//     with it: free text that does not start with the trigger, or the
+//     trigger and a valid document (trigger.go); the gateways' tool calls
+//     with tool_choice auto.
 //   - regex_matcher {pattern}: the whole output matches an RE2 pattern. The
 //     pattern's size is estimated right after parsing and oversized ones
 //     are rejected before anything is built; the automaton is a lazy
@@ -58,6 +44,65 @@
 // A declaration is checked against contracts' tool table: a parameter the
 // tool does not have is refused at its path (tools[1].params.foo), as is a
 // value out of range (a toxicity mode at params.mode).
+//
+// # JSON Schema keywords
+//
+// Exact in the mask: type, properties, required, additionalProperties,
+// patternProperties, propertyNames (string constraints),
+// min/maxProperties, dependentRequired and array-form dependencies, enum,
+// const, items, prefixItems (and draft 4-2019 tuple items /
+// additionalItems), min/maxItems, contains: true/false, min/maxLength
+// (counters, not unrolled states: maxLength 100000 costs what an
+// unbounded string costs), pattern, format (date, date-time, time, email,
+// hostname, ipv4, ipv6, uuid, uri, iri, uri-reference, iri-reference,
+// json-pointer, duration), minimum/maximum/exclusive*, multipleOf, anyOf,
+// allOf (merged), local $ref (JSON pointers, $id, $anchor). Any keyword
+// next to enum/const is handled exactly (the literals are filtered by the
+// validator). And:
+//
+//   - uniqueItems: an item equal to an earlier string, number, boolean or
+//     null item cannot end (strings compared decoded, numbers by value:
+//     1, 1.0 and 1e0 are one value); object and array items are compared
+//     by the final validation. The mask looks one item at a time: a string
+//     item whose pattern (or an enum of more than 64 values) leaves only
+//     values the array already holds is a dead end, and the job fails
+//     with TOOL_CONSTRAINT_UNSATISFIABLE rather than emit a duplicate.
+//   - not, when its schema is built of type, enum, const, required,
+//     properties, the bounds (minimum, maximum, exclusive*,
+//     min/maxLength, min/maxItems, min/maxProperties), allOf, anyOf, not
+//     and $ref: it is negated into alternatives (not enum on strings is a
+//     pattern of every other string; on numbers, the intervals between
+//     them). Two parts are left to the final validation: not integer (the
+//     grammar admits every number) and object or array values a not enum
+//     names. Other not forms are unsupported.
+//   - if/then/else, when its if negates as above: the value is (if and
+//     then) or (not if and else), and the decoder follows both
+//     alternatives until the properties the if examines settle it. No key
+//     order is imposed: the if's properties may come before or after the
+//     others, and the alternative the output contradicts dies as soon as
+//     it does. An if that does not negate is checked by the final
+//     validation.
+//   - dependentSchemas (and schema-valued dependencies before 2019-09):
+//     (the key absent) or (the key present and its schema), followed the
+//     same way; false forbids the key.
+//   - oneOf whose branches no value the rest of the schema allows can
+//     satisfy two at a time (told apart by type, const/enum
+//     discriminators, required keys another branch forbids, disjoint
+//     bounds): an anyOf. Overlapping branches that negate as above become
+//     the alternatives (one branch and not the others), at most 64 of
+//     them. Otherwise the oneOf compiles as anyOf and its exclusivity is
+//     checked by the final validation.
+//
+// What only the final validation checks is named in the tool's report
+// ("partly checked after generation: <keyword> at <pointer> ..."); an
+// output that fails it fails the job (tool_execution_failed,
+// TOOL_VALIDATION_FAILED). Other validation keywords ($dynamicRef,
+// maxContains, other not forms, ...) are a compile error naming the
+// keyword and its JSON pointer; in soft mode the keyword is left out, the
+// final validation checks it and the report says "constraint: soft". A
+// schema no value satisfies (false, enum: [], not {}, a required property
+// whose schema is false) is refused with invalid_schema, naming the
+// pointer.
 //
 // # Data flow
 //

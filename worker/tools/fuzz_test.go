@@ -9,13 +9,16 @@ import (
 )
 
 // FuzzCompileSchema compiles arbitrary schemas: no panic, errors are
-// contract errors, and a compiled schema never accepts a document the
-// validator rejects.
+// contract errors, and a compiled schema with nothing left to the final
+// validation never accepts a document the validator rejects.
 func FuzzCompileSchema(f *testing.F) {
 	for _, s := range []string{`{"type":"object","properties":{"a":{"type":"integer","minimum":3}}}`,
 		`{"anyOf":[{"type":"string","maxLength":2},{"enum":[1,"x",null]}]}`, `true`, `false`,
 		`{"items":{"$ref":"#"},"maxItems":2}`, `{"oneOf":[{"type":"null"},{"type":"boolean"}]}`,
-		`{"type":"number","multipleOf":0.5,"exclusiveMaximum":3}`} {
+		`{"type":"number","multipleOf":0.5,"exclusiveMaximum":3}`,
+		`{"not":{"enum":["a",1]},"type":["string","integer"]}`, `{"if":{"properties":{"a":{"const":4}}},"then":{"required":["b"]},"else":{"maxProperties":1}}`,
+		`{"dependentSchemas":{"a":{"properties":{"b":{"not":{"type":"null"}}}}}}`, `{"oneOf":[{"required":["a"]},{"minProperties":2}]}`,
+		`{"items":{"type":["string","number"]},"uniqueItems":true}`} {
 		f.Add(s, `{"a":4}`)
 	}
 	f.Fuzz(func(t *testing.T, schema, doc string) {
@@ -39,7 +42,8 @@ func FuzzCompileSchema(f *testing.F) {
 		if !r.CanEnd() {
 			return
 		}
-		if _, err := r.Finish(); err != nil && utf8.ValidString(doc) {
+		// A keyword checked after generation (a note) may refuse it there.
+		if _, err := r.Finish(); err != nil && utf8.ValidString(doc) && len(set.tools[0].notes) == 0 {
 			t.Fatalf("schema %s accepted %q, which fails: %v", schema, doc, err)
 		}
 	})

@@ -103,8 +103,13 @@ func (s *Set) NewRun() *Run {
 		case t.pii != nil:
 			st.text = newPIIRun(t.pii, s.budget.MaxHoldBack)
 		}
-		if t.soft && len(t.notes) > 0 {
+		switch {
+		case t.soft && len(t.notes) > 0:
 			st.detail = "constraint: soft; unconstrained: " + strings.Join(t.notes, ", ")
+		case len(t.notes) > 0:
+			// Strict mode: keywords the mask does not enforce, which the
+			// final validation checks (a failure fails the job there).
+			st.detail = "partly checked after generation: " + strings.Join(t.notes, ", ")
 		}
 		r.st = append(r.st, st)
 	}

@@ -522,8 +522,14 @@ func TestCompileErrors(t *testing.T) {
 		toolCode contracts.ToolCode
 		inMsg    string
 	}{
-		{tool(contracts.ToolJSONValidator, map[string]any{"schema": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "array", "uniqueItems": true, "items": map[string]any{"type": "string"}}}}}),
-			contracts.CodeInvalidSchema, ToolCompileFailed, `"uniqueItems" at /properties/a`},
+		{tool(contracts.ToolJSONValidator, map[string]any{"schema": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"not": map[string]any{"pattern": "^x"}}}}}),
+			contracts.CodeInvalidSchema, ToolCompileFailed, `"not" at /properties/a`},
+		{tool(contracts.ToolJSONValidator, map[string]any{"schema": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"enum": []any{}}}, "required": []string{"a"}}}),
+			contracts.CodeInvalidSchema, ToolCompileFailed, `keyword "enum" at /properties/a: enum is empty`},
+		{tool(contracts.ToolJSONValidator, map[string]any{"schema": false}),
+			contracts.CodeInvalidSchema, ToolCompileFailed, `at /: no value satisfies the schema`},
+		{tool(contracts.ToolJSONValidator, map[string]any{"schema": map[string]any{"type": "object", "properties": map[string]any{"a": false}, "required": []string{"a"}}}),
+			contracts.CodeInvalidSchema, ToolCompileFailed, `at /: no value satisfies the schema`},
 		{tool(contracts.ToolJSONValidator, map[string]any{"schema": map[string]any{"$ref": "http://example.com/x.json"}}),
 			contracts.CodeInvalidSchema, ToolCompileFailed, "external reference"},
 		{tool(contracts.ToolRegexMatcher, map[string]any{"pattern": "(?=a)b"}), contracts.CodeInvalidRegex, ToolCompileFailed, "Perl syntax"},
@@ -627,7 +633,7 @@ func TestTruncate(t *testing.T) {
 // and a reported soft constraint in soft mode.
 func TestSoftMode(t *testing.T) {
 	t.Parallel()
-	schema := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "integer"}, "b": map[string]any{"not": map[string]any{"const": 1}}}, "required": []string{"a"}}
+	schema := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "integer"}, "b": map[string]any{"not": map[string]any{"multipleOf": 2}}}, "required": []string{"a"}}
 	strict := tool(contracts.ToolJSONValidator, map[string]any{"schema": schema})
 	if _, err := Compile([]contracts.Tool{strict}, nil, fake, Budget{}); err == nil || !strings.Contains(err.Error(), `"not" at /properties/b`) {
 		t.Fatalf("strict: %v", err)
@@ -636,7 +642,7 @@ func TestSoftMode(t *testing.T) {
 	soft.Mode = contracts.ToolModeSoft
 	set := mustCompile(t, fake, Budget{}, soft)
 	r := set.NewRun()
-	ok, err := feed(r, set.vi, encodeGreedy(fake, `{"a":12,"b":1}`), true)
+	ok, err := feed(r, set.vi, encodeGreedy(fake, `{"a":12,"b":12}`), true)
 	if err != nil || !ok {
 		t.Fatalf("soft: %v %v", ok, err)
 	}

@@ -16,7 +16,10 @@
 // leaves come from leaf caches); Run.Accept feeds a token's bytes to every
 // thread, dropping the dead and forking at alternations (bounded by the
 // thread cap, limit.ErrTooManyThreads). CanEnd and Complete say whether the
-// output may stop, or must.
+// output may stop, or must. An array with ArrSpec.UniqueScalars keeps the
+// values of its scalar items in its frame (unique.go), so an item equal to
+// an earlier one cannot end; the tokens that close a string item are
+// checked one by one against them.
 //
 // Mask and Accept run once per generated token; they spend limit.Fuel and
 // charge cached masks to the machine's limit.Meter.

@@ -55,6 +55,10 @@ const (
 	// afContains marks an array frame whose item on top is counted by
 	// "contains".
 	afContains
+	// uqItem marks an item of a UniqueScalars array (and the string,
+	// number or literal frame it becomes): a string or number keeps its
+	// text in txt so that the array can compare it with earlier items.
+	uqItem
 )
 
 // Leaf step results.
@@ -108,6 +112,7 @@ type Machine struct {
 	maxWS      uint8
 	maxThreads int
 	allowed    map[*ObjSpec][]uint64 // props whose value can be valid
+	quotes     quotePaths            // uniqueItems: the text before a closing quote
 }
 
 // maxWhitespace bounds a run of whitespace between JSON tokens, so that a
@@ -276,6 +281,14 @@ func (m *Machine) finish(th thread, payload int32) (thread, bool) {
 		}
 	case fArray:
 		as := p.n.Array
+		if as.UniqueScalars && th.f.flag&uqItem != 0 {
+			if k := itemKey(&th.f, payload); k != "" {
+				if uniqueHas(p.txt, k) {
+					return th, false
+				}
+				p.txt = uniqueAdd(p.txt, k)
+			}
+		}
 		if p.flag&afContains != 0 {
 			p.flag &^= afContains
 			if p.aux < as.MinContains {
@@ -389,7 +402,7 @@ func (m *Machine) dispatch(th thread, n *Node, c byte, out []thread, work *int64
 		}
 		return out
 	case KindString:
-		th.f = frame{kind: fString, n: n}
+		th.f = frame{kind: fString, n: n, flag: th.f.flag & uqItem}
 		if n.String.DFA != nil {
 			th.f.ds = n.String.DFA.Start
 		}
@@ -403,10 +416,20 @@ func (m *Machine) dispatch(th thread, n *Node, c byte, out []thread, work *int64
 		th.f.ph = aOpen
 		return append(out, th)
 	case KindNumber:
-		th.f = frame{kind: fNumber, n: n}
+		th.f = frame{kind: fNumber, n: n, flag: th.f.flag & uqItem}
 		return m.step(th, c, out, work)
 	case KindLiteral:
-		th.f = frame{kind: fLit, n: n, seen: th.f.seen, flag: th.f.flag & lfUniq}
+		th.f = frame{kind: fLit, n: n, seen: th.f.seen, flag: th.f.flag & (lfUniq | uqItem)}
+		if th.f.flag&uqItem != 0 && n.Literal.Under != nil && th.rest != nil && th.rest.f.kind == fArray {
+			// Values the array already holds are avoided from the first
+			// byte on, as for an array of literals.
+			for i := range n.Literal.Values {
+				if k := itemKey(&frame{kind: fLit, n: n}, int32(i)); k != "" && uniqueHas(th.rest.f.txt, k) {
+					th.f.seen |= 1 << uint(i)
+				}
+			}
+			th.f.flag |= lfUniq
+		}
 		return m.step(th, c, out, work)
 	}
 	return out
@@ -523,6 +546,9 @@ func (m *Machine) arrStep(th thread, c byte, out []thread, work *int64) []thread
 			return out
 		}
 		child := frame{kind: fValue, n: item}
+		if as.UniqueScalars {
+			child.flag |= uqItem
+		}
 		if as.Unique {
 			if ids, ok := as.ValueIDs[item]; ok && item.Kind == KindLiteral {
 				for i, id := range ids {
@@ -639,7 +665,11 @@ func dfaBytes(d *automaton.DFA, ds **automaton.State, b []byte, work *int64) boo
 
 // strStep feeds c to a string-value frame.
 func strStep(f *frame, c byte, work *int64) (int, int32) {
-	return strLex(&f.LexState, f.n.String, c, work)
+	res, payload := strLex(&f.LexState, f.n.String, c, work)
+	if res == rCont && f.flag&uqItem != 0 {
+		f.txt += string([]byte{c})
+	}
+	return res, payload
 }
 
 // strLex feeds c to the lexical state of a string with spec s.
@@ -887,6 +917,9 @@ func numStep(f *frame, c byte) int {
 	}
 	if f.cnt > limit {
 		return rDead
+	}
+	if f.flag&uqItem != 0 && (s.Free || s.IntOnly) {
+		f.txt += string([]byte{c})
 	}
 	switch {
 	case s.Free:

@@ -381,8 +381,17 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 	var lastTh thread
 	lastOK, have := false, false
 	base := thread{rest: th.rest}
+	// A string item of a uniqueItems array may end only as a value the
+	// array does not hold: each exit is checked with the text the token
+	// adds before its closing quote.
+	uq := th.f.kind == fString && th.f.flag&uqItem != 0
 	for _, ex := range e.Exits {
-		if !have || ex.Payload != lastPayload {
+		if uq {
+			f := th.f
+			f.txt += m.quotes.before(vi, ex.Node)
+			lastTh, lastOK = m.finish(thread{f: f, rest: th.rest}, ex.Payload)
+			have = false
+		} else if !have || ex.Payload != lastPayload {
 			lastTh, lastOK = m.finish(base, ex.Payload)
 			lastPayload, have = ex.Payload, true
 		}

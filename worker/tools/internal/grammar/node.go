@@ -109,6 +109,11 @@ type ArrSpec struct {
 	// then a KindLiteral node and ValueIDs maps (node, literal) to a value number.
 	Unique   bool
 	ValueIDs map[*Node][]int32
+	// UniqueScalars, when set, makes every string, number, boolean or null
+	// item differ from the earlier ones (the array frame keeps their
+	// canonical values); object and array items are left to the final
+	// validation.
+	UniqueScalars bool
 	// Contains: at least minContains items must belong to contains[i]
 	// (the item's node and the contains schema together); the array frame
 	// counts them in aux.

@@ -28,9 +28,11 @@ type Limits struct {
 }
 
 // Compile compiles the JSON Schema raw to a grammar machine over
-// vi, and the validator that checks the finished output. In soft mode an
-// unsupported keyword is left out and named in the notes instead of
-// failing. Errors are an *Error, or a limit sentinel.
+// vi, and the validator that checks the finished output. The notes name
+// what the grammar leaves to the validator (in either mode) and, in soft
+// mode, the unsupported keywords left out instead of failing. A schema no
+// value satisfies is an *Error naming the pointer (of an empty enum when
+// one is the cause). Errors are an *Error, or a limit sentinel.
 func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock *limit.Clock) (*grammar.Machine, *Validator, []string, error) {
 	root, err := DecodeJSON(raw)
 	if err != nil {
@@ -65,5 +67,11 @@ func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock 
 		return nil, nil, nil, c.memErr
 	}
 	c.finish()
+	if n.Kind == grammar.KindNever {
+		if c.emptyEnum != "" {
+			return nil, nil, nil, &Error{keyword: "enum", path: c.emptyEnum, msg: "enum is empty: no value satisfies the schema"}
+		}
+		return nil, nil, nil, &Error{path: "/", msg: "no value satisfies the schema (a false schema, or a required part that nothing satisfies)"}
+	}
 	return grammar.NewMachine(n, c.all, vi, mem, lim.MaxThreads), val, c.notes, nil
 }

@@ -33,21 +33,25 @@ import (
 // handled exactly, supported or not.
 
 type schemaCompiler struct {
-	doc    *schemaDoc
-	val    *Validator
-	soft   bool
-	notes  []string // what soft mode left unconstrained
-	memo   map[string]*grammar.Node
-	all    []*grammar.Node
-	lim    Limits
-	clock  *limit.Clock
-	mem    *limit.Meter
-	res    map[string]*syntax.Regexp
-	dfas   map[string]*automaton.DFA
-	any    *grammar.Node
-	never  *grammar.Node
-	depth  int
-	memErr error // set when the nodes went over the memory budget
+	doc   *schemaDoc
+	val   *Validator
+	soft  bool
+	notes []string // what soft mode left unconstrained, what is checked late
+	noted map[string]bool
+	// emptyEnum is the first enum: [] compiled, to name when nothing
+	// satisfies the schema.
+	emptyEnum string
+	memo      map[string]*grammar.Node
+	all       []*grammar.Node
+	lim       Limits
+	clock     *limit.Clock
+	mem       *limit.Meter
+	res       map[string]*syntax.Regexp
+	dfas      map[string]*automaton.DFA
+	any       *grammar.Node
+	never     *grammar.Node
+	depth     int
+	memErr    error // set when the nodes went over the memory budget
 }
 
 // typeSet bits.
@@ -101,9 +105,10 @@ func typeMask(v any) uint8 {
 func newSchemaCompiler(doc *schemaDoc, val *Validator, soft bool, lim Limits, clock *limit.Clock, mem *limit.Meter) *schemaCompiler {
 	c := &schemaCompiler{
 		doc: doc, val: val, soft: soft, lim: lim, clock: clock, mem: mem,
-		memo: map[string]*grammar.Node{},
-		res:  map[string]*syntax.Regexp{},
-		dfas: map[string]*automaton.DFA{},
+		memo:  map[string]*grammar.Node{},
+		noted: map[string]bool{},
+		res:   map[string]*syntax.Regexp{},
+		dfas:  map[string]*automaton.DFA{},
 	}
 	c.never = c.newNode()
 	c.never.Kind = grammar.KindNever
@@ -162,8 +167,14 @@ type expansion struct {
 	set     map[string]bool
 	refOnly map[string]bool // drafts 4-7: a $ref hides its siblings
 	groups  []altGroup
-	never   bool
-	key     string
+	// inexact are the not and if keywords without an exact negation
+	// (alts unset): inexactKeywords.
+	inexact []altGroup
+	// logicProduct is the product of the alternative counts of the logic
+	// groups (not, if, dependentSchemas) added so far: addLogicGroup.
+	logicProduct int
+	never        bool
+	key          string
 	// edges lead from a member to the members it brought in ($ref, allOf,
 	// the chosen anyOf/oneOf branch): the scope of its unevaluated*.
 	edges map[string][]string
@@ -200,6 +211,10 @@ func (c *schemaCompiler) expand(members []*sloc) (*expansion, error) {
 		}
 		e.set[s.ptr] = true
 		e.locs = append(e.locs, s)
+		for _, a := range s.also {
+			work = append(work, a)
+			e.edges[s.ptr] = append(e.edges[s.ptr], a.ptr)
+		}
 		switch v := s.v.(type) {
 		case bool:
 			if !v {
@@ -240,6 +255,9 @@ func (c *schemaCompiler) expand(members []*sloc) (*expansion, error) {
 					}
 					e.groups = append(e.groups, g)
 				}
+			}
+			if err := c.logicGroups(s, v, e); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -365,13 +383,24 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 		if !open {
 			continue
 		}
+		alts := g.alts
 		if g.kw == "oneOf" && len(g.alts) > 1 {
-			if err := c.checkDisjoint(g); err != nil {
+			i, j, err := c.checkDisjoint(g, e.locs)
+			if err != nil {
 				return nil, err
+			}
+			if i >= 0 {
+				if ex, ok := c.exclusiveAlts(g); ok {
+					alts = ex
+				} else {
+					// Compiled as anyOf; that exactly one branch
+					// matches is left to the final validation.
+					c.late(g.owner, "oneOf", fmt.Sprintf("branches %d and %d may both match one value", i, j))
+				}
 			}
 		}
 		n.Kind = grammar.KindAlt
-		for _, a := range g.alts {
+		for _, a := range alts {
 			m, err := c.compile(append(append([]*sloc(nil), e.locs...), a))
 			if err != nil {
 				return nil, err
@@ -396,25 +425,29 @@ func (c *schemaCompiler) compile(members []*sloc) (*grammar.Node, error) {
 	return n, nil
 }
 
-// checkDisjoint accepts a oneOf whose branches no value can satisfy two at
-// a time; otherwise it is unsupported (soft mode: treated as anyOf).
-func (c *schemaCompiler) checkDisjoint(g altGroup) error {
+// checkDisjoint looks for two branches of a oneOf that some value the
+// conjunction with allows may both satisfy; i is -1 when there are none
+// (the oneOf is then an anyOf).
+func (c *schemaCompiler) checkDisjoint(g altGroup, with []*sloc) (i, j int, err error) {
 	nodes := make([]*grammar.Node, len(g.alts))
 	for i, a := range g.alts {
-		m, err := c.compile([]*sloc{a})
+		// Each branch with the rest of the conjunction: only the values
+		// it allows matter (a type: object beside the oneOf makes
+		// required keys tell the branches apart).
+		m, err := c.compile(append(append([]*sloc(nil), with...), a))
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		nodes[i] = m
 	}
 	for i := range nodes {
 		for j := i + 1; j < len(nodes); j++ {
 			if !disjoint(nodes[i], nodes[j], 0) {
-				return c.unsupported(g.owner, "oneOf", fmt.Sprintf("branches %d and %d may both match one value; only oneOf with provably disjoint branches is supported", i, j))
+				return i, j, nil
 			}
 		}
 	}
-	return nil
+	return -1, -1, nil
 }
 
 // members returns the objects of e whose own keywords apply.
@@ -441,6 +474,9 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 			cands = []any{v}
 		} else if arr, ok := o.vals["enum"].([]any); ok {
 			cands = arr
+			if len(arr) == 0 && c.emptyEnum == "" {
+				c.emptyEnum = ptrOrRoot(s.ptr)
+			}
 		} else {
 			continue
 		}
@@ -459,14 +495,28 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 		return nil
 	}
 
+	if err := c.inexactKeywords(e); err != nil {
+		return err
+	}
 	types := tAll
+	var excluded []any // values a not {enum/const} rules out
 	for _, s := range members {
 		o := obj(s)
 		if t, ok := o.vals["type"]; ok {
 			types &= typeMask(t)
 		}
-		if err := c.typeIndependent(s, &types); err != nil {
-			return err
+		if ne, ok := o.vals[notEnumKW].([]any); ok {
+			excluded = append(excluded, ne...)
+		}
+	}
+	exKeys := map[string]bool{}
+	for _, x := range excluded {
+		exKeys[valueKey(x)] = true
+		switch x.(type) {
+		case *jsonObject, []any:
+			if types&(tObj|tArr) != 0 {
+				c.late(members[0], "not", "an object or array it rules out is not excluded by the grammar")
+			}
 		}
 	}
 	var alts []*grammar.Node
@@ -478,7 +528,13 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 		if types&tBool != 0 {
 			lits = append(lits, true, false)
 		}
-		alts = append(alts, c.literals(lits))
+		keep := lits[:0]
+		for _, l := range lits {
+			if !exKeys[valueKey(l)] {
+				keep = append(keep, l)
+			}
+		}
+		alts = append(alts, c.literals(keep))
 	}
 	if types&tStr != 0 {
 		m, err := c.buildString(members)
@@ -492,7 +548,7 @@ func (c *schemaCompiler) build(n *grammar.Node, e *expansion) error {
 		if err != nil {
 			return err
 		}
-		alts = append(alts, m)
+		alts = append(alts, c.excludeNumbers(m, excluded)...)
 	}
 	if types&tObj != 0 {
 		m, err := c.buildObject(members, e)
@@ -533,6 +589,12 @@ func (c *schemaCompiler) validAll(e *expansion, v any) (bool, error) {
 		if err := c.clock.Check(); err != nil {
 			return false, err
 		}
+		if s.synth {
+			if ok, err := c.synthValid(s, v); err != nil || !ok {
+				return false, err
+			}
+			continue
+		}
 		sch, err := c.val.at(s.ptr)
 		if err != nil {
 			return false, &Error{path: ptrOrRoot(s.ptr), msg: "validator cannot compile this subschema: " + err.Error()}
@@ -544,61 +606,12 @@ func (c *schemaCompiler) validAll(e *expansion, v any) (bool, error) {
 	return true, nil
 }
 
-// typeIndependent handles not, if/then/else and other keywords that do not
-// belong to one type.
-func (c *schemaCompiler) typeIndependent(s *sloc, types *uint8) error {
-	o := obj(s)
-	if nv, ok := o.vals["not"]; ok {
-		switch t := nv.(type) {
-		case bool:
-			if t {
-				*types = 0
-			}
-		case *jsonObject:
-			onlyType := len(t.keys) > 0
-			for _, k := range t.keys {
-				if k != "type" && !annotationKeyword(k) {
-					onlyType = false
-				}
-			}
-			if tv, has := t.vals["type"]; onlyType && has {
-				m := typeMask(tv)
-				// Removing integers but not numbers would leave "numbers
-				// that are not integers", which the grammar cannot say.
-				if m&tInt != 0 && m&tNum == 0 && *types&tNum != 0 {
-					return c.unsupported(s, "not", "not {type: integer} on numbers is not supported")
-				}
-				*types &^= m
-			} else if len(t.keys) == 0 || allAnnotations(t) {
-				*types = 0
-			} else if err := c.unsupported(s, "not", "only not {type: ...} is supported"); err != nil {
-				return err
-			}
-		}
-	}
-	if _, ok := o.vals["if"]; ok && (o.has("then") || o.has("else")) {
-		if err := c.unsupported(s, "if", "if/then/else is not supported"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func annotationKeyword(k string) bool {
 	switch k {
-	case "title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "$id", "$schema", "$anchor":
+	case "title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "$id", "id", "$schema", "$anchor":
 		return true
 	}
 	return false
-}
-
-func allAnnotations(o *jsonObject) bool {
-	for _, k := range o.keys {
-		if !annotationKeyword(k) {
-			return false
-		}
-	}
-	return true
 }
 
 // num reads a JSON number keyword.
@@ -708,6 +721,11 @@ func (c *schemaCompiler) stringParts(members []*sloc) (minLen, maxLen int64, com
 		}
 		if v, ok := intVal(o, "maxLength"); ok && v < maxLen {
 			maxLen = v
+		}
+		if ne, ok := o.vals[notEnumKW].([]any); ok {
+			if words := stringsOf(ne); len(words) > 0 {
+				comps = append(comps, regexComp{notInPattern(words), automaton.ModeFull})
+			}
 		}
 		if p, ok := o.vals["pattern"].(string); ok {
 			if _, err := c.regex(p); err != nil {
@@ -828,6 +846,47 @@ func (c *schemaCompiler) buildNumber(members []*sloc, integer bool) (*grammar.No
 		n.SetFirst(ch)
 	}
 	return n, nil
+}
+
+// excludeNumbers returns the number node m without the numbers among
+// excluded (a not enum/const): one node per open interval between them.
+func (c *schemaCompiler) excludeNumbers(m *grammar.Node, excluded []any) []*grammar.Node {
+	if m.Kind != grammar.KindNumber {
+		return []*grammar.Node{m}
+	}
+	var cuts []*big.Rat
+	for _, x := range excluded {
+		if n, ok := x.(json.Number); ok {
+			if r, ok := new(big.Rat).SetString(string(n)); ok {
+				cuts = append(cuts, r)
+			}
+		}
+	}
+	if len(cuts) == 0 {
+		return []*grammar.Node{m}
+	}
+	sort.Slice(cuts, func(i, j int) bool { return cuts[i].Cmp(cuts[j]) < 0 })
+	var out []*grammar.Node
+	for i := 0; i <= len(cuts); i++ {
+		s := *m.Number
+		if i > 0 && (s.Lo == nil || cuts[i-1].Cmp(s.Lo) >= 0) {
+			s.Lo, s.LoExclusive = cuts[i-1], true
+		}
+		if i < len(cuts) && (s.Hi == nil || cuts[i].Cmp(s.Hi) <= 0) {
+			s.Hi, s.HiExclusive = cuts[i], true
+		}
+		s.Free, s.IntOnly = false, false
+		if !s.Satisfiable() {
+			continue
+		}
+		n := c.newNode()
+		n.Kind, n.Number = grammar.KindNumber, &s
+		for _, ch := range []byte("-0123456789") {
+			n.SetFirst(ch)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // keyMatches reports whether the (search) pattern p matches name.
@@ -970,16 +1029,6 @@ func (c *schemaCompiler) objectMember(p *objectParts, os *grammar.ObjSpec, mi in
 		return err
 	}
 	if c.doc.draft >= draft2019 {
-		if ds, ok := o.vals["dependentSchemas"].(*jsonObject); ok {
-			for _, k := range ds.keys {
-				if b, isBool := ds.vals[k].(bool); !isBool || !b {
-					if err := c.unsupported(s, "dependentSchemas", "dependent schemas are not supported"); err != nil {
-						return err
-					}
-					break
-				}
-			}
-		}
 		if u, ok := o.vals["unevaluatedProperties"]; ok {
 			if b, isBool := u.(bool); !isBool || !b {
 				p.unevals = append(p.unevals, mi)
@@ -1021,19 +1070,9 @@ func (c *schemaCompiler) objectDeps(p *objectParts, s *sloc) error {
 					}
 				}
 				p.deps = append(p.deps, d)
-			case bool:
-				if !dv {
-					if err := c.unsupported(s, kw, "a false dependent schema is not supported"); err != nil {
-						return err
-					}
-				}
-			default:
-				if kw == "dependencies" {
-					if err := c.unsupported(s, kw, "schema dependencies are not supported"); err != nil {
-						return err
-					}
-				}
 			}
+			// Schema values (and false) are groups of alternatives:
+			// logicGroups.
 		}
 	}
 	return nil
@@ -1108,7 +1147,9 @@ func (c *schemaCompiler) valueSchemas(p *objectParts, key *string, matches func(
 				matched = true
 			}
 		}
-		if matched {
+		if matched && !s.synth {
+			// A synthetic member (a failed if, a negation) evaluates
+			// nothing: it gives no annotations.
 			evaluated[mi] = true
 		}
 		if !matched && memberHasAddl(o) {
@@ -1291,6 +1332,11 @@ func (c *schemaCompiler) stringCompsOf(s *sloc) ([]regexComp, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(e.groups) > 0 || len(e.inexact) > 0 {
+		// The string node came from alternatives (anyOf, not, ...): its
+		// pattern is not the members' own.
+		return nil, c.unsupported(s, "propertyNames", "alternatives (anyOf, oneOf, not, if) in propertyNames are not supported")
+	}
 	_, _, comps, err := c.stringParts(e.objects())
 	return comps, err
 }
@@ -1383,9 +1429,7 @@ func (c *schemaCompiler) buildArray(members []*sloc, e *expansion) (*grammar.Nod
 	}
 	unique := p.unique
 	if unique && p.containsLoc != nil {
-		if err := c.unsupported(members[0], "uniqueItems", "uniqueItems together with contains is not supported"); err != nil {
-			return nil, err
-		}
+		c.late(members[0], "uniqueItems", "next to contains")
 		unique = false
 	}
 	if unique {
@@ -1541,22 +1585,28 @@ func (c *schemaCompiler) arrayUnevals(p *arrayParts, members []*sloc, e *expansi
 	return nil
 }
 
-// uniqueItems supports uniqueItems when every item is a literal: the array
-// then remembers which values it has seen.
+// uniqueItems makes the items of n pairwise distinct. When every item is a
+// literal (at most 64 values), the array remembers which values it holds
+// and an item avoids them from its first byte. Otherwise scalar items are
+// compared as they end (grammar.ArrSpec.UniqueScalars): a string, number,
+// boolean or null equal to an earlier item cannot end; object and array
+// items are compared by the final validation (a note).
 func (c *schemaCompiler) uniqueItems(n *grammar.Node, s *sloc) error {
 	as := n.Array
 	nodes := append(append([]*grammar.Node(nil), as.Prefix...), as.Items)
+	if len(as.Prefix) == 0 && as.MaxItems <= 1 {
+		return nil // at most one item: trivially unique
+	}
 	ids := map[string]int32{}
-	as.ValueIDs = map[*grammar.Node][]int32{}
+	valueIDs := map[*grammar.Node][]int32{}
+	literal := true
 	for _, m := range nodes {
 		if m.Kind == grammar.KindNever {
 			continue
 		}
 		if m.Kind != grammar.KindLiteral {
-			if len(as.Prefix) == 0 && as.MaxItems <= 1 {
-				return nil // at most one item: trivially unique
-			}
-			return c.unsupported(s, "uniqueItems", "uniqueItems is supported only for arrays of enum/const/boolean/null items")
+			literal = false
+			break
 		}
 		vals := make([]int32, len(m.Literal.ValueKeys))
 		for i, k := range m.Literal.ValueKeys {
@@ -1567,16 +1617,51 @@ func (c *schemaCompiler) uniqueItems(n *grammar.Node, s *sloc) error {
 			}
 			vals[i] = id
 		}
-		as.ValueIDs[m] = vals
+		valueIDs[m] = vals
 	}
-	if len(ids) > 64 {
-		return c.unsupported(s, "uniqueItems", "uniqueItems is supported for at most 64 distinct item values")
+	if literal && len(ids) <= 64 {
+		as.ValueIDs = valueIDs
+		as.Unique = true
+		if int32(len(ids)) < as.MaxItems {
+			as.MaxItems = int32(len(ids))
+		}
+		return nil
 	}
-	as.Unique = true
-	if int32(len(ids)) < as.MaxItems {
-		as.MaxItems = int32(len(ids))
+	as.UniqueScalars = true
+	seen := map[*grammar.Node]bool{}
+	for _, m := range nodes {
+		if mayBeComposite(m, seen) {
+			c.late(s, "uniqueItems", "object and array items are compared after generation")
+			break
+		}
 	}
 	return nil
+}
+
+// mayBeComposite reports whether n allows an object or an array.
+func mayBeComposite(n *grammar.Node, seen map[*grammar.Node]bool) bool {
+	if seen[n] {
+		return false
+	}
+	seen[n] = true
+	switch n.Kind {
+	case grammar.KindObject, grammar.KindArray:
+		return true
+	case grammar.KindAlt:
+		for _, a := range n.Alts {
+			if mayBeComposite(a, seen) {
+				return true
+			}
+		}
+	case grammar.KindLiteral:
+		for _, v := range n.Literal.Values {
+			switch v.(type) {
+			case *jsonObject, []any:
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // finish runs the whole-graph passes: nodes that no finite value satisfies

@@ -30,6 +30,10 @@ type sloc struct {
 	v    any
 	ptr  string
 	base *url.URL
+	// synth marks a subschema the compiler made (logic.go); also are the
+	// subschemas that hold alongside it.
+	synth bool
+	also  []*sloc
 }
 
 type schemaDoc struct {
