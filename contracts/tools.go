@@ -8,7 +8,9 @@ type ToolName string
 const (
 	// ToolJSONValidator constrains the output to a JSON Schema.
 	// Params: schema (required), trigger (the schema then binds only
-	// output that starts with it; see ResponseFormat.Trigger).
+	// output that starts with it; see ResponseFormat.Trigger), whitespace
+	// (compact, the default, or pretty; see ResponseFormat.Whitespace),
+	// max_string_length (see ResponseFormat.MaxStringLength).
 	ToolJSONValidator ToolName = "json_validator"
 	// ToolRegexMatcher constrains the output to an RE2 pattern.
 	// Params: pattern (required).
@@ -50,7 +52,8 @@ type toolParam struct {
 	name     string
 	kind     paramKind
 	required bool
-	max      int // for paramInt
+	max      int      // for paramInt
+	values   []string // for paramString: the values allowed, when set
 }
 
 // toolSpecs is the table of inline tools and their parameters. The order of
@@ -59,7 +62,9 @@ var toolSpecs = []struct {
 	name   ToolName
 	params []toolParam
 }{
-	{ToolJSONValidator, []toolParam{{name: "schema", kind: paramSchema, required: true}, {name: "trigger", kind: paramString}}},
+	{ToolJSONValidator, []toolParam{{name: "schema", kind: paramSchema, required: true}, {name: "trigger", kind: paramString},
+		{name: "whitespace", kind: paramString, values: []string{string(WhitespaceCompact), string(WhitespacePretty)}},
+		{name: "max_string_length", kind: paramInt, max: MaxStringLengthLimit}}},
 	{ToolRegexMatcher, []toolParam{{name: "pattern", kind: paramRegex, required: true}}},
 	{ToolXMLValidator, []toolParam{{name: "allowed_tags", kind: paramStrings, required: true}}},
 	{ToolPIIRedactor, []toolParam{{name: "patterns", kind: paramRegexes}, {name: "entities", kind: paramStrings}}},

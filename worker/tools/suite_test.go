@@ -179,7 +179,7 @@ func TestSuiteConstrainedDecoder(t *testing.T) {
 			"#   $dynamicRef, maxContains, not beyond {type}, remote $ref (the suite's http://localhost:1234 remotes).\n"+
 			"# \"valid instance rejected\": a restriction of the grammar: formats are enforced (2020-12 makes them\n"+
 			"#   annotations), enum/const numbers match by their text (1.0 is not 1), unevaluated* do not see\n"+
-			"#   annotations from if or from other matching anyOf branches.\n"+
+			"#   annotations from if or from other matching anyOf branches, integers are written without a fraction (1.0).\n"+
 			"# file / group / test<TAB>reason\n")
 	}
 	for k := range rat.known {

@@ -27,7 +27,7 @@
 // and vocab. It knows nothing of JSON Schema keywords: that is the schema
 // package, which imports it.
 //
-//	m := grammar.NewMachine(root, nodes, vi, mem, maxThreads)
+//	m := grammar.NewMachine(root, nodes, vi, mem, maxThreads, grammar.Layout{})
 //	r := grammar.NewRun(m)
 //	eog, err := r.Mask(mask, fuel)
 //	ok, err := r.Accept(piece, fuel)

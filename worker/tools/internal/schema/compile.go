@@ -25,6 +25,10 @@ type Limits struct {
 	MaxMemoryBytes int64
 	// MaxThreads caps the parser threads the machine follows at once.
 	MaxThreads int
+	// Layout is how the output is written where the schema leaves a
+	// choice (whitespace, a cap on unbounded strings); the zero Layout is
+	// compact and uncapped.
+	Layout grammar.Layout
 }
 
 // Compile compiles the JSON Schema raw to a grammar machine over
@@ -65,5 +69,5 @@ func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock 
 		return nil, nil, nil, c.memErr
 	}
 	c.finish()
-	return grammar.NewMachine(n, c.all, vi, mem, lim.MaxThreads), val, c.notes, nil
+	return grammar.NewMachine(n, c.all, vi, mem, lim.MaxThreads, lim.Layout), val, c.notes, nil
 }
