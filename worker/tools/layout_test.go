@@ -221,6 +221,11 @@ func TestStringCap(t *testing.T) {
 	if !accepts(t, set, `{"example":"ab"}`) {
 		t.Errorf("cap: a known property name longer than the cap is refused")
 	}
+	// ... nor when its name comes as one token.
+	set = capped(`{"type":"object","properties":{"name":{"type":"string"}}}`, 2)
+	if ok, err := feed(set.NewRun(), set.vi, encodeGreedy(fake, `{"name":"ab"}`), true); err != nil || !ok {
+		t.Errorf("cap: a known property name longer than the cap is refused as a token (%v)", err)
+	}
 }
 
 // TestBoundedIntegerExact: with minimum/maximum (exclusive or not) and

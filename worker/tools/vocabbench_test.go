@@ -179,3 +179,47 @@ func BenchmarkMaskVocab(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMaskInteger times one mask where an integer starts and one
+// inside it (after a digit), plain and bounded, at 32k and 256k tokens:
+// the bounded integer should cost what the plain one does.
+func BenchmarkMaskInteger(b *testing.B) {
+	llama := toolstest.LlamaVocab(b)
+	_, wide := gpt2Vocab(b)
+	schemas := []struct{ name, schema string }{
+		{"plain", `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`},
+		{"bounded", `{"type":"object","properties":{"n":{"type":"integer","minimum":-40,"maximum":1000}},"required":["n"]}`},
+		{"multipleOf", `{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":100000,"multipleOf":5}},"required":["n"]}`},
+	}
+	for _, v := range []struct {
+		name string
+		v    Vocab
+	}{{"32k", llama}, {"256k", wide}} {
+		Prepare(v.v)
+		bt := byteTokens(b, v.v)
+		for _, s := range schemas {
+			set, err := Compile([]contracts.Tool{{Name: contracts.ToolJSONValidator,
+				Params: map[string]json.RawMessage{"schema": json.RawMessage(s.schema)}}}, nil, v.v, Budget{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, at := range []string{`{"n":`, `{"n":4`} {
+				b.Run(v.name+"/"+s.name+"/"+at[len(at)-1:], func(b *testing.B) {
+					r := set.NewRun()
+					for i := 0; i < len(at); i++ {
+						if err := r.Accept(bt[at[i]]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					mask := make([]uint64, set.vi.Words)
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						if _, err := r.Mask(mask); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}

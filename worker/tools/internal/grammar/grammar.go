@@ -3,6 +3,7 @@ package grammar
 import (
 	"math"
 	"math/bits"
+	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
@@ -180,6 +181,11 @@ func NewMachine(root *Node, all []*Node, vi *vocab.Index, mem *limit.Meter, maxT
 			os := n.Object
 			if os.KeyDFA == nil {
 				os.MaxKeyLen = capLen(os.MinKeyLen, os.MaxKeyLen)
+			}
+			for _, p := range os.Props {
+				if int64(utf8.RuneCountInString(p.Name)) > int64(os.MaxKeyLen) {
+					os.longKeys = true
+				}
 			}
 			a := make([]uint64, os.Words)
 			for i, p := range os.Props {

@@ -133,7 +133,7 @@ func (m *Machine) plainLeaf(f *frame) (int32, bool) {
 		rmax = s.MaxLen - f.cnt
 	} else {
 		os := f.n.Object
-		if !os.FreeKey || os.KeyDFA != nil || f.flag&kfSawEsc != 0 {
+		if !os.FreeKey || os.KeyDFA != nil || f.flag&kfSawEsc != 0 || os.longKeys && f.flag&kfOff == 0 {
 			return 0, false
 		}
 		rmax = os.MaxKeyLen - f.cnt
@@ -147,31 +147,35 @@ func (m *Machine) plainLeaf(f *frame) (int32, bool) {
 	return rmax, true
 }
 
-// fastLeaf computes a plain leaf's entry: the plain tokens that fit, then
-// each special token simulated on its own.
+// fastLeaf computes a plain leaf's entry: the plain tokens that fit (the
+// index's own bitset, shared), then each special token that such a state
+// may take, simulated on its own.
 func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 	m, vi := r.m, r.m.vi
-	inside := append([]uint64(nil), vi.PlainUpTo[rmax]...)
+	var extra []int32
 	var exits []vocab.LeafExit
-	for i, tok := range vi.Special {
-		p := vi.Pieces[tok]
-		f := start
+	text, nodes, off := vi.SpecialText, vi.SpecialNode, vi.SpecialStart
+	for _, i := range vi.LeafSpecials {
+		tok := vi.Special[i]
+		p := text[off[i]:off[i+1]]
+		f := start.LexState
+		ff := start
 		for k, c := range p {
 			var res int
 			var payload int32
-			if f.kind == fString {
-				res, payload = strStep(&f, c, &r.work)
+			if start.kind == fString {
+				res, payload = strLex(&f, start.n.String, c, &r.work)
 			} else {
-				res, payload = m.keyStep(&f, c, &r.work)
+				res, payload = m.keyStep(&ff, c, &r.work)
 			}
 			if res == rCont {
 				if k == len(p)-1 {
-					inside[tok>>6] |= 1 << (uint(tok) & 63)
+					extra = append(extra, tok)
 				}
 				continue
 			}
 			if res == rDone {
-				node := vi.SpecialNodes[i][k]
+				node := nodes[int(off[i])+k]
 				if n := len(exits); n == 0 || exits[n-1].Node != node {
 					exits = append(exits, vocab.LeafExit{Node: node, Payload: payload})
 				}
@@ -187,7 +191,7 @@ func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 			out = append(out, e)
 		}
 	}
-	return &vocab.LeafEntry{Inside: inside, Exits: out}
+	return &vocab.LeafEntry{Inside: vi.PlainUpTo[rmax], Extra: extra, Exits: out, SharedInside: true}
 }
 
 // plainASCII are the bytes a JSON string takes as themselves.
@@ -375,6 +379,9 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 		e = cache.Put(key, e, m.Meter)
 	}
 	vocab.OrMask(dst, e.Inside)
+	for _, t := range e.Extra {
+		dst[t>>6] |= 1 << (uint(t) & 63)
+	}
 	// Tokens that leave the leaf: finish it, then check the rest of each
 	// token against the enclosing frames.
 	var lastPayload int32

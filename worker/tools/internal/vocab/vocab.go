@@ -50,6 +50,19 @@ type Index struct {
 	// trie node of each of their bytes.
 	Special      []int32
 	SpecialNodes [][]int32
+	// The special tokens' bytes laid out flat, in Special's order, so that
+	// a leaf simulating them reads memory in order: token i's bytes are
+	// SpecialText[SpecialStart[i]:SpecialStart[i+1]] and the trie node of
+	// each is at the same offset in SpecialNode.
+	SpecialText  []byte
+	SpecialNode  []int32
+	SpecialStart []int32
+	// LeafSpecials are the indexes into Special of the tokens a plain
+	// string or key state (no pattern, not inside an escape or a
+	// character) may take: after their plain text they reach a '"' or a
+	// '\\', or end inside a UTF-8 character. The others reach a control
+	// character or a byte no UTF-8 text has there, and are always refused.
+	LeafSpecials []int32
 
 	// Per trie node: the bytes below it (not its own) and how much deeper
 	// its subtree goes; a walk skips a subtree whose bytes all keep an
@@ -239,9 +252,77 @@ func (vi *Index) classify(ids []int32) {
 			}
 			nodes[i] = n
 		}
+		if leafSpecial(p) {
+			vi.LeafSpecials = append(vi.LeafSpecials, int32(len(vi.Special)))
+		}
+		vi.SpecialStart = append(vi.SpecialStart, int32(len(vi.SpecialText)))
+		vi.SpecialText = append(vi.SpecialText, p...)
+		vi.SpecialNode = append(vi.SpecialNode, nodes...)
 		vi.Special = append(vi.Special, id)
 		vi.SpecialNodes = append(vi.SpecialNodes, nodes)
 	}
+	vi.SpecialStart = append(vi.SpecialStart, int32(len(vi.SpecialText)))
+}
+
+// leafSpecial reports whether a string or key in a plain state may take
+// the special token p (see Index.LeafSpecials).
+func leafSpecial(p []byte) bool {
+	k := 0
+	for k < len(p) {
+		c := p[k]
+		if c == '"' || c == '\\' {
+			return true
+		}
+		if c < 0x20 {
+			return false
+		}
+		r, n := utf8.DecodeRune(p[k:])
+		if r == utf8.RuneError && n <= 1 {
+			return utf8Prefix(p[k:])
+		}
+		k += n
+	}
+	return true // not reached: p is not plain
+}
+
+// utf8Prefix reports whether p, shorter than a character, is the start of
+// a valid UTF-8 encoding.
+func utf8Prefix(p []byte) bool {
+	if len(p) == 0 || len(p) > 3 {
+		return false
+	}
+	lo, hi := byte(0x80), byte(0xBF)
+	var need int
+	switch c := p[0]; {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 1
+	case c == 0xE0:
+		need, lo = 2, 0xA0
+	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
+		need = 2
+	case c == 0xED:
+		need, hi = 2, 0x9F
+	case c == 0xF0:
+		need, lo = 3, 0x90
+	case c >= 0xF1 && c <= 0xF3:
+		need = 3
+	case c == 0xF4:
+		need, hi = 3, 0x8F
+	default:
+		return false
+	}
+	if len(p) > need {
+		return false
+	}
+	for i, c := range p[1:] {
+		if c < lo || c > hi {
+			return false
+		}
+		if i == 0 {
+			lo, hi = 0x80, 0xBF
+		}
+	}
+	return true
 }
 
 // subtrees fills SubBytes and MaxBelow, children before parents.
