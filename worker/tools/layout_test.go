@@ -266,4 +266,3 @@ func TestBoundedIntegerExact(t *testing.T) {
 		}
 	}
 }
-
