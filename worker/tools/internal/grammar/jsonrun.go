@@ -19,6 +19,11 @@ type Run struct {
 	lw      leafWalker
 	lex     []LexState
 	scratch []thread
+	// For exit walks: the walk's one starting thread, the nodes it
+	// allows, and the offsets allowed per subtree shape (one leafMask).
+	one       [1]thread
+	nodes     []int32
+	shapeMemo map[int32][]int32
 }
 
 // NewRun starts a parse of m's language at its beginning.
@@ -383,15 +388,21 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 		dst[t>>6] |= 1 << (uint(t) & 63)
 	}
 	// Tokens that leave the leaf: finish it, then check the rest of each
-	// token against the enclosing frames.
+	// token against the enclosing frames. Exits with the same payload
+	// continue from the same state, so the walk under an exit node is
+	// done once per subtree shape and replayed, as offsets, for the others.
 	var lastPayload int32
 	var lastTh thread
 	lastOK, have := false, false
 	base := thread{rest: th.rest}
+	if r.shapeMemo == nil {
+		r.shapeMemo = make(map[int32][]int32)
+	}
 	for _, ex := range e.Exits {
 		if !have || ex.Payload != lastPayload {
 			lastTh, lastOK = m.finish(base, ex.Payload)
 			lastPayload, have = ex.Payload, true
+			clear(r.shapeMemo)
 		}
 		if !lastOK {
 			continue
@@ -400,14 +411,28 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 		if vi.SubtreeEnd[ex.Node] == ex.Node+1 {
 			continue // no longer tokens below
 		}
-		r.sw.init([]thread{lastTh}, vi.MaxLen)
-		r.sw.work = &r.work
-		if err := vi.Walk(ex.Node, &r.sw, dst, f); err != nil {
-			return err
+		offs, ok := r.shapeMemo[vi.Shape[ex.Node]]
+		if !ok {
+			r.one[0] = lastTh
+			r.sw.init(r.one[:], vi.MaxLen)
+			r.sw.work = &r.work
+			nodes, err := vi.WalkNodes(ex.Node, &r.sw, r.nodes[:0], f)
+			r.nodes = nodes
+			if err != nil {
+				return err
+			}
+			if r.sw.over {
+				r.sw.over = false
+				return limit.ErrTooManyThreads
+			}
+			offs = make([]int32, len(nodes))
+			for i, n := range nodes {
+				offs[i] = n - ex.Node
+			}
+			r.shapeMemo[vi.Shape[ex.Node]] = offs
 		}
-		if r.sw.over {
-			r.sw.over = false
-			return limit.ErrTooManyThreads
+		for _, o := range offs {
+			vi.SetNode(dst, ex.Node+o)
 		}
 	}
 	return nil

@@ -86,6 +86,13 @@ type Index struct {
 	// rootKids[b] is the index of the root's child with byte b, or -1.
 	rootKids [256]int32
 
+	// Shape[i] numbers the shape of node i's subtree: whether tokens end
+	// at i, and each child's byte and shape. Nodes of the same shape have
+	// the same preorder layout below them, so a walk under one, recorded as
+	// offsets, answers for all of them (a string's exits repeat a few
+	// shapes: '"' then ',' or '}', ...).
+	Shape []int32
+
 	// StringCache is the vocabulary-wide cache of masks inside JSON strings
 	// that carry no pattern (see LeafCache).
 	StringCache LeafCache
@@ -214,6 +221,7 @@ func buildVocabIndex(v Source) *Index {
 	}
 	vi.classify(ids)
 	vi.subtrees()
+	vi.shapes()
 	vi.plainSuffixes()
 	vi.StringCache.Init(4096)
 	return vi
@@ -338,6 +346,32 @@ func (vi *Index) subtrees() {
 				vi.MaxBelow[i] = m
 			}
 		}
+	}
+}
+
+// shapes fills Shape, children before parents.
+func (vi *Index) shapes() {
+	n := len(vi.NodeByte)
+	vi.Shape = make([]int32, n)
+	ids := make(map[string]int32)
+	var key []byte
+	for i := n - 1; i >= 0; i-- {
+		key = key[:0]
+		if vi.TokenStart[i] != vi.TokenStart[i+1] {
+			key = append(key, 1)
+		} else {
+			key = append(key, 0)
+		}
+		for c := int32(i) + 1; c < vi.SubtreeEnd[i]; c = vi.SubtreeEnd[c] {
+			sh := vi.Shape[c]
+			key = append(key, vi.NodeByte[c], byte(sh), byte(sh>>8), byte(sh>>16), byte(sh>>24))
+		}
+		id, ok := ids[string(key)]
+		if !ok {
+			id = int32(len(ids))
+			ids[string(key)] = id
+		}
+		vi.Shape[i] = id
 	}
 }
 
@@ -493,6 +527,26 @@ func MaskHas(mask []uint64, t int32) bool {
 // preorder, the state at depth d-1 is always the parent's.
 type Stepper interface {
 	Step(d int, b byte, node int32) bool
+}
+
+// WalkNodes is Walk that appends to out, instead of setting tokens, the
+// nodes strictly under `from` where allowed tokens end, and returns it.
+func (vi *Index) WalkNodes(from int32, s Stepper, out []int32, f *limit.Fuel) ([]int32, error) {
+	i, end, base := from+1, vi.SubtreeEnd[from], int(vi.NodeDepth[from])
+	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
+	spent := int64(0)
+	for i < end {
+		spent++
+		if s.Step(int(nd[i])-base, nb[i], i) {
+			if off[i] != off[i+1] {
+				out = append(out, i)
+			}
+			i++
+		} else {
+			i = nn[i]
+		}
+	}
+	return out, f.Spend(spent)
 }
 
 // Walk sets in mask every token of the subtree under node `from` (-1: the
