@@ -262,7 +262,7 @@ func (r *Run) walkStrLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) 
 			}
 			// Everything below stays in this state: take the subtree whole.
 			if nn[i] != i+1 && x.cnt+int32(vi.MaxBelow[i]) <= s.MaxLen && vi.PlainBelow[i] {
-				if dd.SafeFrom(ns, &plainBytes) || vi.SubBytes[i].SubsetOf(&plainASCII) && vi.SubBytes[i].SubsetOf(dd.LoopSet(ns)) {
+				if dd.SafeFrom(ns, &plainBytes) || vi.ASCIIBelow[i] && vi.SubBytes[i].SubsetOf(dd.LoopSet(ns)) {
 					vi.SetSubtree(inside, i)
 					i = nn[i]
 					continue

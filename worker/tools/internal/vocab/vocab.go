@@ -70,6 +70,9 @@ type Index struct {
 	SubBytes []automaton.ByteSet
 	// MaxBelow is how much deeper the node's subtree goes.
 	MaxBelow []uint8
+	// ASCIIBelow[i]: every byte below node i is printable ASCII other than
+	// '"' and '\\' (SubBytes[i] read without loading it).
+	ASCIIBelow []bool
 	// PlainBelow[i]: every token below node i continues, after node i's
 	// bytes, with plain text (whole UTF-8 characters, no control
 	// character, '"' or '\\').
@@ -338,6 +341,13 @@ func (vi *Index) subtrees() {
 	n := len(vi.NodeByte)
 	vi.SubBytes = make([]automaton.ByteSet, n)
 	vi.MaxBelow = make([]uint8, n)
+	vi.ASCIIBelow = make([]bool, n)
+	var ascii automaton.ByteSet
+	for b := 0x20; b < 0x80; b++ {
+		if b != '"' && b != '\\' {
+			ascii.Add(byte(b))
+		}
+	}
 	for i := n - 1; i >= 0; i-- {
 		for c := int32(i) + 1; c < vi.SubtreeEnd[i]; c = vi.SubtreeEnd[c] {
 			vi.SubBytes[i].Add(vi.NodeByte[c])
@@ -346,6 +356,7 @@ func (vi *Index) subtrees() {
 				vi.MaxBelow[i] = m
 			}
 		}
+		vi.ASCIIBelow[i] = vi.SubBytes[i].SubsetOf(&ascii)
 	}
 }
 
