@@ -73,6 +73,27 @@ func (w *setWalker) Step(d int, b byte, _ int32) bool {
 	return true
 }
 
+// Whole reports whether every token below node (depth d) keeps the
+// walk's one thread inside the string it is in: plain text that fits the
+// string's maxLength and that its pattern, if any, takes whatever it is.
+func (w *setWalker) Whole(d int, node int32) bool {
+	ts := w.lv[d]
+	if len(ts) != 1 || ts[0].f.kind != fString {
+		return false
+	}
+	x := &ts[0].f
+	vi := w.m.vi
+	s := x.n.String
+	if x.ph != 0 || x.UTF8Pending != 0 || !vi.PlainBelow[node] || x.cnt+int32(vi.MaxBelow[node]) > s.MaxLen {
+		return false
+	}
+	if dd := s.DFA; dd != nil {
+		return x.ds.Live == dd.AllComponents && (dd.SafeFrom(x.ds, &plainBytes) ||
+			vi.ASCIIBelow[node] && vi.SubBytes[node].SubsetOf(dd.LoopSet(x.ds)))
+	}
+	return true
+}
+
 // leafWalker holds the per-depth frames of a key walk.
 type leafWalker struct {
 	m  *Machine

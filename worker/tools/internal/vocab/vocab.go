@@ -540,6 +540,42 @@ type Stepper interface {
 	Step(d int, b byte, node int32) bool
 }
 
+// walkTaking is Walk with a SubtreeTaker.
+func (vi *Index) walkTaking(from int32, s Stepper, t SubtreeTaker, mask []uint64, f *limit.Fuel) error {
+	var i, end int32
+	base := 0
+	if from < 0 {
+		i, end = 0, int32(len(vi.NodeByte))
+	} else {
+		i, end, base = from+1, vi.SubtreeEnd[from], int(vi.NodeDepth[from])
+	}
+	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
+	spent := int64(0)
+	for i < end {
+		spent++
+		d := int(nd[i]) - base
+		if !s.Step(d, nb[i], i) {
+			i = nn[i]
+		} else {
+			if off[i] != off[i+1] {
+				vi.SetNode(mask, i)
+			}
+			if nn[i] != i+1 && t.Whole(d, i) {
+				vi.SetSubtree(mask, i)
+				i = nn[i]
+			} else {
+				i++
+			}
+		}
+		if spent&1023 == 0 {
+			if err := f.Spend(1024); err != nil {
+				return err
+			}
+		}
+	}
+	return f.Spend(spent & 1023)
+}
+
 // WalkNodes is Walk that appends to out, instead of setting tokens, the
 // nodes strictly under `from` where allowed tokens end, and returns it.
 func (vi *Index) WalkNodes(from int32, s Stepper, out []int32, f *limit.Fuel) ([]int32, error) {
@@ -560,11 +596,21 @@ func (vi *Index) WalkNodes(from int32, s Stepper, out []int32, f *limit.Fuel) ([
 	return out, f.Spend(spent)
 }
 
+// SubtreeTaker is an optional part of a Stepper: Whole reports, right
+// after Step(d, b, node) returned true, whether every token below node is
+// allowed too, so that the walk takes the subtree without visiting it.
+type SubtreeTaker interface {
+	Whole(d int, node int32) bool
+}
+
 // Walk sets in mask every token of the subtree under node `from` (-1: the
 // whole trie) whose bytes keep s alive; the tokens at `from` itself are not
 // considered. It charges one unit of fuel per visited node and stops with
 // limit.ErrStepBudget when the fuel runs out.
 func (vi *Index) Walk(from int32, s Stepper, mask []uint64, f *limit.Fuel) error {
+	if t, ok := s.(SubtreeTaker); ok {
+		return vi.walkTaking(from, s, t, mask, f)
+	}
 	var i, end int32
 	base := 0
 	if from < 0 {
