@@ -22,8 +22,10 @@ type Run struct {
 	// For exit walks: the walk's one starting thread, the nodes it
 	// allows, and the offsets allowed per subtree shape (one leafMask).
 	one       [1]thread
+	probe     []thread
 	nodes     []int32
-	shapeMemo map[int32][]int32
+	exitMemo  map[exitKey][]int32
+	exitAlive map[int32]*[256]int8
 }
 
 // NewRun starts a parse of m's language at its beginning.
@@ -31,6 +33,8 @@ func NewRun(m *Machine) *Run {
 	r := &Run{m: m}
 	r.sw.m = m
 	r.lw.m = m
+	r.exitMemo = make(map[exitKey][]int32)
+	r.exitAlive = make(map[int32]*[256]int8)
 	r.Reset()
 	return r
 }
@@ -410,53 +414,76 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 	}
 	// Tokens that leave the leaf: finish it, then check the rest of each
 	// token against the enclosing frames. Exits with the same payload
-	// continue from the same state, so the walk under an exit node is
-	// done once per subtree shape and replayed, as offsets, for the others.
+	// continue from the same state; below an exit node, a child whose
+	// byte that state refuses is skipped (the answer per byte is kept),
+	// and the walk under a live child is done once per (payload, byte,
+	// subtree shape) and replayed, as offsets, for the others.
+	clear(r.exitMemo)
+	clear(r.exitAlive)
 	var lastPayload int32
 	var lastTh thread
+	var alive *[256]int8
 	lastOK, have := false, false
 	base := thread{rest: th.rest}
-	if r.shapeMemo == nil {
-		r.shapeMemo = make(map[int32][]int32)
-	}
+	nn, nb := vi.SubtreeEnd, vi.NodeByte
 	for _, ex := range e.Exits {
 		if !have || ex.Payload != lastPayload {
 			lastTh, lastOK = m.finish(base, ex.Payload)
 			lastPayload, have = ex.Payload, true
-			clear(r.shapeMemo)
+			if alive = r.exitAlive[ex.Payload]; alive == nil {
+				alive = new([256]int8)
+				r.exitAlive[ex.Payload] = alive
+			}
 		}
 		if !lastOK {
 			continue
 		}
 		vi.SetNode(dst, ex.Node)
-		if vi.SubtreeEnd[ex.Node] == ex.Node+1 {
-			continue // no longer tokens below
-		}
-		offs, ok := r.shapeMemo[vi.Shape[ex.Node]]
-		if !ok {
-			r.one[0] = lastTh
-			r.sw.init(r.one[:], vi.MaxLen)
-			r.sw.work = &r.work
-			nodes, err := vi.WalkNodes(ex.Node, &r.sw, r.nodes[:0], f)
-			r.nodes = nodes
-			if err != nil {
-				return err
+		for c := ex.Node + 1; c < nn[ex.Node]; c = nn[c] {
+			b := nb[c]
+			if alive[b] == 0 {
+				alive[b] = 2
+				if r.probe = m.step(lastTh, b, r.probe[:0], &r.work); len(r.probe) > 0 {
+					alive[b] = 1
+				}
 			}
-			if r.sw.over {
-				r.sw.over = false
-				return limit.ErrTooManyThreads
+			if alive[b] != 1 {
+				continue
 			}
-			offs = make([]int32, len(nodes))
-			for i, n := range nodes {
-				offs[i] = n - ex.Node
+			key := exitKey{payload: ex.Payload, b: b, shape: vi.Shape[c]}
+			offs, ok := r.exitMemo[key]
+			if !ok {
+				r.one[0] = lastTh
+				r.sw.init(r.one[:], vi.MaxLen)
+				r.sw.work = &r.work
+				nodes, err := vi.WalkChild(ex.Node, c, &r.sw, r.nodes[:0], f)
+				r.nodes = nodes
+				if err != nil {
+					return err
+				}
+				if r.sw.over {
+					r.sw.over = false
+					return limit.ErrTooManyThreads
+				}
+				offs = make([]int32, len(nodes))
+				for i, n := range nodes {
+					offs[i] = n - c
+				}
+				r.exitMemo[key] = offs
 			}
-			r.shapeMemo[vi.Shape[ex.Node]] = offs
-		}
-		for _, o := range offs {
-			vi.SetNode(dst, ex.Node+o)
+			for _, o := range offs {
+				vi.SetNode(dst, c+o)
+			}
 		}
 	}
 	return nil
+}
+
+// exitKey identifies the walk under one child of a leaf's exit node.
+type exitKey struct {
+	payload int32
+	b       byte
+	shape   int32
 }
 
 // Mask fills dst with the tokens the grammar allows next and reports

@@ -90,10 +90,10 @@ type Index struct {
 	rootKids [256]int32
 
 	// Shape[i] numbers the shape of node i's subtree: whether tokens end
-	// at i, and each child's byte and shape. Nodes of the same shape have
-	// the same preorder layout below them, so a walk under one, recorded as
-	// offsets, answers for all of them (a string's exits repeat a few
-	// shapes: '"' then ',' or '}', ...).
+	// at i, and each child's byte and shape. Nodes of the same byte and
+	// shape have the same preorder layout from them down, so a walk from
+	// one, recorded as offsets, answers for all of them (the tokens that
+	// leave a string repeat a few: '"' then ',' or '}', ...).
 	Shape []int32
 
 	// StringCache is the vocabulary-wide cache of masks inside JSON strings
@@ -576,10 +576,11 @@ func (vi *Index) walkTaking(from int32, s Stepper, t SubtreeTaker, mask []uint64
 	return f.Spend(spent & 1023)
 }
 
-// WalkNodes is Walk that appends to out, instead of setting tokens, the
-// nodes strictly under `from` where allowed tokens end, and returns it.
-func (vi *Index) WalkNodes(from int32, s Stepper, out []int32, f *limit.Fuel) ([]int32, error) {
-	i, end, base := from+1, vi.SubtreeEnd[from], int(vi.NodeDepth[from])
+// WalkChild walks the subtree of child, a child of node parent, as Walk
+// under parent would (depths relative to parent), and appends to out the
+// nodes where allowed tokens end; it returns out.
+func (vi *Index) WalkChild(parent, child int32, s Stepper, out []int32, f *limit.Fuel) ([]int32, error) {
+	i, end, base := child, vi.SubtreeEnd[child], int(vi.NodeDepth[parent])
 	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
 	spent := int64(0)
 	for i < end {
