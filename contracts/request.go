@@ -147,9 +147,10 @@ type ResponseFormat struct {
 	// tokens, enough for a newline and indentation).
 	Whitespace Whitespace `json:"whitespace,omitempty"`
 	// MaxStringLength, with type json_schema, caps (in code points) the
-	// strings and property names the schema leaves unbounded: no
-	// maxLength, pattern or format. 0, the default, leaves them uncapped
-	// (max_tokens bounds the output as a whole); at most
+	// strings and additional property names the schema leaves unbounded
+	// (no maxLength, pattern or format; a minLength above the cap wins;
+	// named properties are never cut). 0, the default, leaves them
+	// uncapped (max_tokens bounds the output as a whole); at most
 	// MaxStringLengthLimit.
 	MaxStringLength int `json:"max_string_length,omitempty"`
 }
