@@ -50,16 +50,53 @@ type setWalker struct {
 	lv   [][]thread
 	work *int64
 	over bool // too many threads
+	// alive[d], when set, records per byte whether it keeps lv[d]'s one
+	// thread alive (1) or kills it (2). The record belongs to the thread's
+	// value (memo), so nodes with the same state (after "1", "2", ... in a
+	// number; after a string's opening quote) share it: in a large
+	// vocabulary most children of such nodes die, and a dead byte is then
+	// known without stepping.
+	alive []*[256]int8
+	memo  map[thread]*[256]int8
 }
+
+// memoBelow is the least subtree size (in nodes) for which a walk
+// records the bytes alive after a node.
+const memoBelow = 64
+
+// maxMemo bounds setWalker.memo; it is emptied when full.
+const maxMemo = 4096
 
 func (w *setWalker) init(ts []thread, maxDepth int) {
 	if len(w.lv) < maxDepth+2 {
 		w.lv = make([][]thread, maxDepth+2)
+		w.alive = make([]*[256]int8, maxDepth+2)
 	}
 	w.lv[0] = append(w.lv[0][:0], ts...)
+	w.alive[0] = nil
+	if len(ts) == 1 {
+		w.alive[0] = w.memoOf(ts[0])
+	}
 }
 
-func (w *setWalker) Step(d int, b byte, _ int32) bool {
+// memoOf returns the alive-byte record of thread th.
+func (w *setWalker) memoOf(th thread) *[256]int8 {
+	if w.memo == nil || len(w.memo) >= maxMemo {
+		w.memo = make(map[thread]*[256]int8)
+	}
+	a := w.memo[th]
+	if a == nil {
+		a = new([256]int8)
+		w.memo[th] = a
+	}
+	return a
+}
+
+func (w *setWalker) Step(d int, b byte, node int32) bool {
+	a := w.alive[d-1]
+	if a != nil && a[b] == 2 {
+		return false
+	}
 	cur := w.lv[d-1]
 	nxt := w.lv[d][:0]
 	for _, th := range cur {
@@ -67,12 +104,22 @@ func (w *setWalker) Step(d int, b byte, _ int32) bool {
 	}
 	nxt = dedupe(nxt)
 	w.lv[d] = nxt
+	w.alive[d] = nil
 	if len(nxt) == 0 {
+		if a != nil {
+			a[b] = 2
+		}
 		return false
+	}
+	if a != nil {
+		a[b] = 1
 	}
 	if len(nxt) > w.m.maxThreads {
 		w.over = true
 		return false
+	}
+	if len(nxt) == 1 && w.m.vi.SubtreeEnd[node]-node > memoBelow {
+		w.alive[d] = w.memoOf(nxt[0])
 	}
 	return true
 }
