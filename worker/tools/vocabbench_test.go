@@ -12,6 +12,7 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/toolstest"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
 
 // Mask and compile times at real vocabulary sizes: the 32k llama
@@ -230,4 +231,34 @@ func BenchmarkMaskInteger(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkPrepare times building the index of a vocabulary (once per
+// tokenizer and process; Prepare does it ahead of the first Compile).
+func BenchmarkPrepare(b *testing.B) {
+	llama := toolstest.LlamaVocab(b)
+	gtok, wide := gpt2Vocab(b)
+	for _, c := range []struct {
+		name string
+		v    Vocab
+	}{{"32k", llama}, {"50k", gtok}, {"256k", wide}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				// A copy is a new, uncached Source.
+				vocab.IndexOf(&prepCopy{c.v})
+			}
+		})
+	}
+}
+
+// prepCopy wraps a Vocab so that IndexOf does not find it cached.
+type prepCopy struct{ Vocab }
+
+func (p *prepCopy) TokenType(id int32) tokenizer.TokenType {
+	if t, ok := p.Vocab.(interface {
+		TokenType(int32) tokenizer.TokenType
+	}); ok {
+		return t.TokenType(id)
+	}
+	return tokenizer.TypeNormal
 }
