@@ -58,14 +58,21 @@ type setWalker struct {
 	// known without stepping.
 	alive []*[256]int8
 	memo  map[thread]*[256]int8
+	slab  [][256]int8 // the records, reused from one mask to the next
 }
 
 // memoBelow is the least subtree size (in nodes) for which a walk
 // records the bytes alive after a node.
 const memoBelow = 64
 
-// maxMemo bounds setWalker.memo; it is emptied when full.
-const maxMemo = 4096
+// maxMemo bounds the records of one mask (256 bytes each).
+const maxMemo = 256
+
+// reset forgets the records; Mask calls it first.
+func (w *setWalker) reset() {
+	clear(w.memo)
+	w.slab = w.slab[:0]
+}
 
 func (w *setWalker) init(ts []thread, maxDepth int) {
 	if len(w.lv) < maxDepth+2 {
@@ -79,16 +86,27 @@ func (w *setWalker) init(ts []thread, maxDepth int) {
 	}
 }
 
-// memoOf returns the alive-byte record of thread th.
+// memoOf returns the alive-byte record of thread th, or nil when this
+// mask has made maxMemo of them.
 func (w *setWalker) memoOf(th thread) *[256]int8 {
-	if w.memo == nil || len(w.memo) >= maxMemo {
+	if w.memo == nil {
 		w.memo = make(map[thread]*[256]int8)
 	}
-	a := w.memo[th]
-	if a == nil {
-		a = new([256]int8)
-		w.memo[th] = a
+	if a := w.memo[th]; a != nil {
+		return a
 	}
+	if len(w.slab) == cap(w.slab) {
+		if len(w.slab) >= maxMemo {
+			return nil
+		}
+		// A new slab: records already handed out keep the old one.
+		w.slab = make([][256]int8, 0, min(maxMemo, 2*cap(w.slab)+16))
+		clear(w.memo)
+	}
+	w.slab = w.slab[:len(w.slab)+1]
+	a := &w.slab[len(w.slab)-1]
+	*a = [256]int8{}
+	w.memo[th] = a
 	return a
 }
 
@@ -537,6 +555,7 @@ type exitKey struct {
 // whether it may end here.
 func (r *Run) Mask(dst []uint64, f *limit.Fuel) (eog bool, err error) {
 	vocab.ClearMask(dst)
+	r.sw.reset()
 	vi := r.m.vi
 	r.scratch = r.scratch[:0]
 	for _, th := range r.threads {
