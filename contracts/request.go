@@ -141,10 +141,45 @@ type ResponseFormat struct {
 	// it. 1–MaxTriggerBytes bytes. The gateways use it for tool calls the
 	// model may or may not make.
 	Trigger string `json:"trigger,omitempty"`
+	// Whitespace, with type json_schema, says how the document is laid
+	// out: compact (the default: no whitespace between tokens, none
+	// wasted) or pretty (runs of up to 64 whitespace bytes between
+	// tokens, enough for a newline and indentation).
+	Whitespace Whitespace `json:"whitespace,omitempty"`
+	// MaxStringLength, with type json_schema, caps (in code points) the
+	// strings and additional property names the schema leaves unbounded
+	// (no maxLength, pattern or format; a minLength above the cap wins;
+	// named properties are never cut). 0, the default, leaves them
+	// uncapped (max_tokens bounds the output as a whole); at most
+	// MaxStringLengthLimit.
+	MaxStringLength int `json:"max_string_length,omitempty"`
 }
 
 // MaxTriggerBytes bounds ResponseFormat.Trigger.
 const MaxTriggerBytes = 32
+
+// MaxStringLengthLimit bounds ResponseFormat.MaxStringLength and the
+// json_validator param max_string_length.
+const MaxStringLengthLimit = 1 << 20
+
+// Whitespace says how a JSON document is laid out between its tokens
+// (ResponseFormat.Whitespace, the json_validator param whitespace).
+type Whitespace string
+
+// The whitespace layouts.
+const (
+	// WhitespaceCompact allows no whitespace between JSON tokens (the
+	// default).
+	WhitespaceCompact Whitespace = "compact"
+	// WhitespacePretty allows runs of up to 64 whitespace bytes between
+	// JSON tokens.
+	WhitespacePretty Whitespace = "pretty"
+)
+
+// Valid reports whether w is empty (the default) or a known layout.
+func (w Whitespace) Valid() bool {
+	return w == "" || w == WhitespaceCompact || w == WhitespacePretty
+}
 
 // ResponseFormatType says how a ResponseFormat constrains the output.
 type ResponseFormatType string

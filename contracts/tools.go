@@ -1,6 +1,9 @@
 package contracts
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // ToolName names an inline tool.
 type ToolName string
@@ -10,7 +13,9 @@ type ToolName string
 const (
 	// ToolJSONValidator constrains the output to a JSON Schema.
 	// Params: schema (required), trigger (the schema then binds only
-	// output that starts with it; see ResponseFormat.Trigger).
+	// output that starts with it; see ResponseFormat.Trigger), whitespace
+	// (compact, the default, or pretty; see ResponseFormat.Whitespace),
+	// max_string_length (see ResponseFormat.MaxStringLength).
 	ToolJSONValidator ToolName = "json_validator"
 	// ToolRegexMatcher constrains the output to an RE2 pattern.
 	// Params: pattern (required).
@@ -93,7 +98,9 @@ var toolSpecs = []struct {
 	name   ToolName
 	params []toolParam
 }{
-	{ToolJSONValidator, []toolParam{{name: "schema", kind: paramSchema, required: true}, {name: "trigger", kind: paramString}}},
+	{ToolJSONValidator, []toolParam{{name: "schema", kind: paramSchema, required: true}, {name: "trigger", kind: paramString},
+		{name: "whitespace", kind: paramString, check: whitespaceLayout, values: whitespaceLayouts},
+		{name: "max_string_length", kind: paramInt, max: MaxStringLengthLimit}}},
 	{ToolRegexMatcher, []toolParam{{name: "pattern", kind: paramRegex, required: true}}},
 	{ToolXMLValidator, []toolParam{{name: "allowed_tags", kind: paramStrings, required: true}}},
 	{ToolPIIRedactor, []toolParam{{name: "patterns", kind: paramRegexes}, {name: "entities", kind: paramStrings}}},
@@ -139,3 +146,11 @@ func toolParams(n ToolName) ([]toolParam, bool) {
 	}
 	return nil, false
 }
+
+// whitespaceLayouts lists the json_validator whitespace values.
+func whitespaceLayouts() []string {
+	return []string{string(WhitespaceCompact), string(WhitespacePretty)}
+}
+
+// whitespaceLayout checks a json_validator whitespace value.
+func whitespaceLayout(s string) (string, bool) { return s, slices.Contains(whitespaceLayouts(), s) }

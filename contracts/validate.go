@@ -176,6 +176,12 @@ func (r *JobRequest) Validate(lim Limits) error {
 			if len(rf.Trigger) > MaxTriggerBytes {
 				ps.add(CodeInvalidRequest, "response_format.trigger", "trigger is %d bytes, above the limit of %d", len(rf.Trigger), MaxTriggerBytes)
 			}
+			if !rf.Whitespace.Valid() {
+				ps.add(CodeInvalidRequest, "response_format.whitespace", "whitespace %q is not compact or pretty; leave it out for compact", rf.Whitespace)
+			}
+			if rf.MaxStringLength < 0 || rf.MaxStringLength > MaxStringLengthLimit {
+				ps.add(CodeInvalidRequest, "response_format.max_string_length", "max_string_length %d is outside [0, %d]; leave it out for no cap", rf.MaxStringLength, MaxStringLengthLimit)
+			}
 		case FormatRegex:
 			if rf.Pattern == "" {
 				ps.add(CodeInvalidRegex, "response_format.pattern", "type regex needs a pattern")
@@ -187,6 +193,9 @@ func (r *JobRequest) Validate(lim Limits) error {
 			}
 			if rf.Trigger != "" {
 				ps.add(CodeInvalidRequest, "response_format.trigger", "type regex takes no trigger")
+			}
+			if rf.Whitespace != "" || rf.MaxStringLength != 0 {
+				ps.add(CodeInvalidRequest, "response_format", "type regex takes no whitespace or max_string_length")
 			}
 		default:
 			ps.add(CodeInvalidRequest, "response_format.type", "type %q is not json_schema or regex", rf.Type)

@@ -114,6 +114,22 @@ func TestValidate(t *testing.T) {
 		{"format type mix-up", Limits{}, func(r *JobRequest) {
 			r.ResponseFormat = &ResponseFormat{Type: FormatRegex, Pattern: "a+", Schema: schema}
 		}, []problem{{CodeInvalidRequest, "response_format.schema"}}},
+		{"json schema layout ok", Limits{}, func(r *JobRequest) {
+			r.ResponseFormat = &ResponseFormat{Type: FormatJSONSchema, Schema: schema, Whitespace: WhitespacePretty, MaxStringLength: 200}
+		}, nil},
+		{"unknown whitespace", Limits{}, func(r *JobRequest) {
+			r.ResponseFormat = &ResponseFormat{Type: FormatJSONSchema, Schema: schema, Whitespace: "loose"}
+		}, []problem{{CodeInvalidRequest, "response_format.whitespace"}}},
+		{"string cap out of range", Limits{}, func(r *JobRequest) {
+			r.ResponseFormat = &ResponseFormat{Type: FormatJSONSchema, Schema: schema, MaxStringLength: -1}
+		}, []problem{{CodeInvalidRequest, "response_format.max_string_length"}}},
+		{"regex with a layout", Limits{}, func(r *JobRequest) {
+			r.ResponseFormat = &ResponseFormat{Type: FormatRegex, Pattern: "a+", Whitespace: WhitespaceCompact}
+		}, []problem{{CodeInvalidRequest, "response_format"}}},
+		{"json_validator layout params", Limits{}, func(r *JobRequest) {
+			r.Tools = []Tool{{Name: ToolJSONValidator, Params: map[string]json.RawMessage{"schema": schema,
+				"whitespace": json.RawMessage(`"tabs"`), "max_string_length": json.RawMessage(`2000000`)}}}
+		}, []problem{{CodeInvalidRequest, "tools[0].params.whitespace"}, {CodeInvalidRequest, "tools[0].params.max_string_length"}}},
 		{"regex with a trigger", Limits{}, func(r *JobRequest) {
 			r.ResponseFormat = &ResponseFormat{Type: FormatRegex, Pattern: "a+", Trigger: "<call>"}
 		}, []problem{{CodeInvalidRequest, "response_format.trigger"}}},

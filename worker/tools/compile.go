@@ -266,6 +266,12 @@ func Compile(specs []contracts.Tool, rf *contracts.ResponseFormat, v Vocab, b Bu
 			if rf.Trigger != "" {
 				params["trigger"], _ = json.Marshal(rf.Trigger)
 			}
+			if rf.Whitespace != "" {
+				params["whitespace"], _ = json.Marshal(rf.Whitespace)
+			}
+			if rf.MaxStringLength != 0 {
+				params["max_string_length"], _ = json.Marshal(rf.MaxStringLength)
+			}
 			decls = append(decls, decl{contracts.Tool{Name: contracts.ToolJSONValidator, Params: params}, "response_format"})
 		case contracts.FormatRegex:
 			p, _ := json.Marshal(rf.Pattern)
@@ -380,7 +386,11 @@ func compileTool(spec contracts.Tool, field string, vi *vocab.Index, b Budget) (
 		if !ok || isNull(raw) {
 			return nil, requestError(spec.Name, pf("schema"), "json_validator needs param schema")
 		}
-		t.json, t.notes, err = compileJSONTool(raw, t.soft, vi, b, clock)
+		layout, err := jsonLayout(spec, pf)
+		if err != nil {
+			return nil, err
+		}
+		t.json, t.notes, err = compileJSONTool(raw, t.soft, layout, vi, b, clock)
 		if err != nil {
 			return nil, toolError(spec.Name, pf("schema"), err)
 		}
@@ -520,9 +530,34 @@ func stringsParam(spec contracts.Tool, name string, required bool, pf func(strin
 	return ss, nil
 }
 
+// jsonLayout reads json_validator's layout params: whitespace (compact, the
+// default, or pretty) and max_string_length (0, the default: no cap).
+func jsonLayout(spec contracts.Tool, pf func(string) string) (grammar.Layout, error) {
+	var l grammar.Layout
+	ws, err := stringParam(spec, "whitespace", false, pf)
+	if err != nil {
+		return l, err
+	}
+	switch contracts.Whitespace(ws) {
+	case "", contracts.WhitespaceCompact:
+	case contracts.WhitespacePretty:
+		l.MaxSpace = grammar.PrettySpace
+	default:
+		return l, requestError(spec.Name, pf("whitespace"), "whitespace %q is not compact or pretty", ws)
+	}
+	if raw, ok := spec.Params["max_string_length"]; ok && !isNull(raw) {
+		var n int
+		if json.Unmarshal(raw, &n) != nil || n < 0 || n > contracts.MaxStringLengthLimit {
+			return l, requestError(spec.Name, pf("max_string_length"), "must be an integer in [0, %d]", contracts.MaxStringLengthLimit)
+		}
+		l.MaxStringLen = int32(n)
+	}
+	return l, nil
+}
+
 // compileJSONTool compiles a JSON Schema to a grammar machine and its
-// validator.
-func compileJSONTool(raw json.RawMessage, soft bool, vi *vocab.Index, b Budget, clock *limit.Clock) (*jsonTool, []string, error) {
+// validator, written as layout says.
+func compileJSONTool(raw json.RawMessage, soft bool, layout grammar.Layout, vi *vocab.Index, b Budget, clock *limit.Clock) (*jsonTool, []string, error) {
 	lim := schema.Limits{
 		MaxSchemaNodes:  b.MaxSchemaNodes,
 		MaxPatternBytes: b.MaxPatternBytes,
@@ -530,6 +565,7 @@ func compileJSONTool(raw json.RawMessage, soft bool, vi *vocab.Index, b Budget, 
 		MaxDFAStates:    b.MaxDFAStates,
 		MaxMemoryBytes:  b.MaxMemoryBytes,
 		MaxThreads:      b.MaxThreads,
+		Layout:          layout,
 	}
 	m, val, notes, err := schema.Compile(raw, soft, vi, lim, clock)
 	if err != nil {

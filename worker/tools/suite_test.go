@@ -230,7 +230,7 @@ func TestSuiteConstrainedDecoder(t *testing.T) {
 			"#   http://localhost:1234 remotes); or no value satisfies it (false, enum: [], not: {}).\n"+
 			"# \"valid instance rejected\": a restriction of the grammar: formats are enforced (2020-12 makes them\n"+
 			"#   annotations), enum/const numbers match by their text (1.0 is not 1), unevaluated* do not see\n"+
-			"#   annotations from other matching anyOf branches.\n"+
+			"#   annotations from if or from other matching anyOf branches, integers are written without a fraction (1.0).\n"+
 			"# file / group / test<TAB>reason\n")
 	}
 	for k := range rat.known {

@@ -8,7 +8,9 @@
 //
 // The schema package builds the Node graph (StrSpec, NumSpec, ObjSpec,
 // ArrSpec, LitSpec carry each node's constraints) and hands it to
-// NewMachine. A Machine is immutable apart from its mask caches and is
+// NewMachine with a Layout (whitespace between tokens: none by default;
+// an optional cap on unbounded strings and keys), which finishes the
+// specs (integer bounds to int64, the cap applied). A Machine is immutable apart from its mask caches and is
 // shared by every Run of a compiled tool. NewRun starts a parse with one
 // thread per way the output can begin; Run.Mask walks the vocabulary trie
 // (vocab.Index.Walk) with the live threads and fills the packed bitset of
@@ -30,7 +32,7 @@
 // and vocab. It knows nothing of JSON Schema keywords: that is the schema
 // package, which imports it.
 //
-//	m := grammar.NewMachine(root, nodes, vi, mem, maxThreads)
+//	m := grammar.NewMachine(root, nodes, vi, mem, maxThreads, grammar.Layout{})
 //	r := grammar.NewRun(m)
 //	eog, err := r.Mask(mask, fuel)
 //	ok, err := r.Accept(piece, fuel)

@@ -1,7 +1,9 @@
 package grammar
 
 import (
+	"math"
 	"math/bits"
+	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
@@ -59,6 +61,10 @@ const (
 	// number or literal frame it becomes): a string or number keeps its
 	// text in txt so that the array can compare it with earlier items.
 	uqItem
+	// nfNeg marks a number frame whose number is negative; nfSat one
+	// whose magnitude went past every fast integer bound.
+	nfNeg
+	nfSat
 )
 
 // Leaf step results.
@@ -115,32 +121,94 @@ type Machine struct {
 	quotes     quotePaths            // uniqueItems: the text before a closing quote
 }
 
-// maxWhitespace bounds a run of whitespace between JSON tokens, so that a
-// model cannot pad forever; pretty-printing stays possible.
-const maxWhitespace = 4
+// Layout says how a machine writes what the schema leaves open: the
+// whitespace between JSON tokens, and how long strings and property names
+// the schema does not bound may grow. The zero Layout is compact output
+// with no cap.
+type Layout struct {
+	// MaxSpace bounds a run of whitespace between two JSON tokens, in
+	// bytes (at most 255); 0, the default, allows none (compact output:
+	// with a small model, whitespace is otherwise a fifth to a half of the
+	// output). PrettySpace allows a newline and indentation. Up to
+	// leadSpace bytes may come before the top-level value in any layout.
+	MaxSpace int
+	// MaxStringLen caps, in code points, strings and additional property
+	// names whose schema sets no maxLength (nor a pattern or format, whose
+	// automaton decides their length); a minLength above it wins. 0, the
+	// default, leaves them uncapped.
+	MaxStringLen int32
+}
+
+// leadSpace bounds the whitespace before the top-level value, whatever the
+// layout: tokenizers that put a space before the first word (SentencePiece's
+// "▁{") spend no token on it, and refusing it would push the model off
+// its likeliest first token.
+const leadSpace = 4
+
+// PrettySpace is Layout.MaxSpace for pretty-printed output: a newline and
+// indentation to some thirty levels.
+const PrettySpace = 64
 
 // IsJSONSpace reports whether c is JSON whitespace.
 func IsJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
 // NewMachine returns the machine of the node graph all rooted at root, over
-// the vocabulary vi; cached masks are charged to mem and a run follows at
-// most maxThreads parser threads.
-func NewMachine(root *Node, all []*Node, vi *vocab.Index, mem *limit.Meter, maxThreads int) *Machine {
-	m := &Machine{root: root, vi: vi, Meter: mem, maxWS: maxWhitespace, maxThreads: maxThreads,
+// the vocabulary vi, written as layout says; cached masks are charged to
+// mem and a run follows at most maxThreads parser threads. The nodes'
+// specs are finished here (number bounds prepared, the layout's string cap
+// applied), so the graph belongs to the machine from then on.
+func NewMachine(root *Node, all []*Node, vi *vocab.Index, mem *limit.Meter, maxThreads int, layout Layout) *Machine {
+	ws := layout.MaxSpace
+	if ws < 0 {
+		ws = 0
+	}
+	if ws > math.MaxUint8 {
+		ws = math.MaxUint8
+	}
+	m := &Machine{root: root, vi: vi, Meter: mem, maxWS: uint8(ws), maxThreads: maxThreads,
 		allowed: map[*ObjSpec][]uint64{}}
 	m.cache.Init(4096)
+	capLen := func(min, max int32) int32 {
+		if c := layout.MaxStringLen; c > 0 && max == math.MaxInt32 {
+			return maxInt32(c, min)
+		}
+		return max
+	}
 	for _, n := range all {
-		if n.Kind == KindObject {
-			a := make([]uint64, n.Object.Words)
-			for i, p := range n.Object.Props {
+		switch n.Kind {
+		case KindNumber:
+			n.Number.prepare()
+		case KindString:
+			if n.String.DFA == nil {
+				n.String.MaxLen = capLen(n.String.MinLen, n.String.MaxLen)
+			}
+		case KindObject:
+			os := n.Object
+			if os.KeyDFA == nil {
+				os.MaxKeyLen = capLen(os.MinKeyLen, os.MaxKeyLen)
+			}
+			for _, p := range os.Props {
+				if int64(utf8.RuneCountInString(p.Name)) > int64(os.MaxKeyLen) {
+					os.longKeys = true
+				}
+			}
+			a := make([]uint64, os.Words)
+			for i, p := range os.Props {
 				if p.Node.Kind != KindNever {
 					a[i>>6] |= 1 << (uint(i) & 63)
 				}
 			}
-			m.allowed[n.Object] = a
+			m.allowed[os] = a
 		}
 	}
 	return m
+}
+
+func maxInt32(a, b int32) int32 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // start returns the initial threads.
@@ -323,7 +391,11 @@ func (m *Machine) step(th thread, c byte, out []thread, work *int64) []thread {
 			return out
 		case fValue:
 			if IsJSONSpace(c) {
-				if f.ws >= m.maxWS {
+				max := m.maxWS
+				if th.rest != nil && th.rest.f.kind == fRoot && max < leadSpace {
+					max = leadSpace
+				}
+				if f.ws >= max {
 					return out
 				}
 				f.ws++
@@ -904,8 +976,11 @@ func (m *Machine) keyEnd(f *frame) (int, int32) {
 func numStep(f *frame, c byte) int {
 	s := f.n.Number
 	nph := numNext(f.ph, c, s.Free)
+	if nph == nDot && s.integral {
+		nph = 255 // integers are written without a fraction
+	}
 	if nph == 255 {
-		if numComplete(f.ph) && (s.Free || s.IntOnly || s.accepts(f.txt)) {
+		if numComplete(f.ph) && numAccepts(f) {
 			return rDoneNext
 		}
 		return rDead
@@ -918,13 +993,26 @@ func numStep(f *frame, c byte) int {
 	if f.cnt > limit {
 		return rDead
 	}
-	if f.flag&uqItem != 0 && (s.Free || s.IntOnly) {
-		f.txt += string([]byte{c})
+	if f.flag&uqItem != 0 && (s.Free || s.IntOnly || s.fast) {
+		f.txt += string([]byte{c}) // the default path keeps it anyway
 	}
 	switch {
-	case s.Free:
-	case s.IntOnly:
-		if nph == nFrac && c != '0' {
+	case s.Free, s.IntOnly:
+	case s.fast:
+		switch {
+		case c == '-':
+			f.flag |= nfNeg
+		case f.flag&nfSat == 0:
+			d := f.seen*10 + uint64(c-'0')
+			if d > maxFastBound {
+				f.flag |= nfSat
+			}
+			f.seen = d
+		}
+		if c != '-' {
+			f.aux = int32((int64(f.aux)*10 + int64(c-'0')) % s.mult)
+		}
+		if !s.fastLive(f.flag&nfNeg != 0, nph, f.seen, f.flag&nfSat != 0) {
 			return rDead
 		}
 	default:
@@ -935,6 +1023,19 @@ func numStep(f *frame, c byte) int {
 	}
 	f.ph = nph
 	return rCont
+}
+
+// numAccepts reports whether the complete number of frame f satisfies its
+// spec.
+func numAccepts(f *frame) bool {
+	s := f.n.Number
+	switch {
+	case s.Free, s.IntOnly:
+		return true
+	case s.fast:
+		return s.fastAccepts(f.flag&nfNeg != 0, f.seen, f.aux, f.flag&nfSat != 0)
+	}
+	return s.accepts(f.txt)
 }
 
 // litStep feeds c to a literal frame.
@@ -964,8 +1065,7 @@ func (m *Machine) canEnd(th thread) bool {
 		case fRoot:
 			return th.f.ph == 1
 		case fNumber:
-			s := th.f.n.Number
-			if !numComplete(th.f.ph) || !(s.Free || s.IntOnly || s.accepts(th.f.txt)) {
+			if !numComplete(th.f.ph) || !numAccepts(&th.f) {
 				return false
 			}
 			var ok bool

@@ -19,6 +19,13 @@ type Run struct {
 	lw      leafWalker
 	lex     []LexState
 	scratch []thread
+	// For exit walks: the walk's one starting thread, the nodes it
+	// allows, and the offsets allowed per subtree shape (one leafMask).
+	one       [1]thread
+	probe     []thread
+	nodes     []int32
+	exitMemo  map[exitKey][]int32
+	exitAlive map[int32]*[256]int8
 }
 
 // NewRun starts a parse of m's language at its beginning.
@@ -26,6 +33,8 @@ func NewRun(m *Machine) *Run {
 	r := &Run{m: m}
 	r.sw.m = m
 	r.lw.m = m
+	r.exitMemo = make(map[exitKey][]int32)
+	r.exitAlive = make(map[int32]*[256]int8)
 	r.Reset()
 	return r
 }
@@ -41,16 +50,71 @@ type setWalker struct {
 	lv   [][]thread
 	work *int64
 	over bool // too many threads
+	// alive[d], when set, records per byte whether it keeps lv[d]'s one
+	// thread alive (1) or kills it (2). The record belongs to the thread's
+	// value (memo), so nodes with the same state (after "1", "2", ... in a
+	// number; after a string's opening quote) share it: in a large
+	// vocabulary most children of such nodes die, and a dead byte is then
+	// known without stepping.
+	alive []*[256]int8
+	memo  map[thread]*[256]int8
+	slab  [][256]int8 // the records, reused from one mask to the next
+}
+
+// memoBelow is the least subtree size (in nodes) for which a walk
+// records the bytes alive after a node.
+const memoBelow = 64
+
+// maxMemo bounds the records of one mask (256 bytes each).
+const maxMemo = 256
+
+// reset forgets the records; Mask calls it first.
+func (w *setWalker) reset() {
+	clear(w.memo)
+	w.slab = w.slab[:0]
 }
 
 func (w *setWalker) init(ts []thread, maxDepth int) {
 	if len(w.lv) < maxDepth+2 {
 		w.lv = make([][]thread, maxDepth+2)
+		w.alive = make([]*[256]int8, maxDepth+2)
 	}
 	w.lv[0] = append(w.lv[0][:0], ts...)
+	w.alive[0] = nil
+	if len(ts) == 1 {
+		w.alive[0] = w.memoOf(ts[0])
+	}
 }
 
-func (w *setWalker) Step(d int, b byte, _ int32) bool {
+// memoOf returns the alive-byte record of thread th, or nil when this
+// mask has made maxMemo of them.
+func (w *setWalker) memoOf(th thread) *[256]int8 {
+	if w.memo == nil {
+		w.memo = make(map[thread]*[256]int8)
+	}
+	if a := w.memo[th]; a != nil {
+		return a
+	}
+	if len(w.slab) == cap(w.slab) {
+		if len(w.slab) >= maxMemo {
+			return nil
+		}
+		// A new slab: records already handed out keep the old one.
+		w.slab = make([][256]int8, 0, min(maxMemo, 2*cap(w.slab)+16))
+		clear(w.memo)
+	}
+	w.slab = w.slab[:len(w.slab)+1]
+	a := &w.slab[len(w.slab)-1]
+	*a = [256]int8{}
+	w.memo[th] = a
+	return a
+}
+
+func (w *setWalker) Step(d int, b byte, node int32) bool {
+	a := w.alive[d-1]
+	if a != nil && a[b] == 2 {
+		return false
+	}
 	cur := w.lv[d-1]
 	nxt := w.lv[d][:0]
 	for _, th := range cur {
@@ -58,12 +122,43 @@ func (w *setWalker) Step(d int, b byte, _ int32) bool {
 	}
 	nxt = dedupe(nxt)
 	w.lv[d] = nxt
+	w.alive[d] = nil
 	if len(nxt) == 0 {
+		if a != nil {
+			a[b] = 2
+		}
 		return false
+	}
+	if a != nil {
+		a[b] = 1
 	}
 	if len(nxt) > w.m.maxThreads {
 		w.over = true
 		return false
+	}
+	if len(nxt) == 1 && w.m.vi.SubtreeEnd[node]-node > memoBelow {
+		w.alive[d] = w.memoOf(nxt[0])
+	}
+	return true
+}
+
+// Whole reports whether every token below node (depth d) keeps the
+// walk's one thread inside the string it is in: plain text that fits the
+// string's maxLength and that its pattern, if any, takes whatever it is.
+func (w *setWalker) Whole(d int, node int32) bool {
+	ts := w.lv[d]
+	if len(ts) != 1 || ts[0].f.kind != fString {
+		return false
+	}
+	x := &ts[0].f
+	vi := w.m.vi
+	s := x.n.String
+	if x.ph != 0 || x.UTF8Pending != 0 || !vi.PlainBelow[node] || x.cnt+int32(vi.MaxBelow[node]) > s.MaxLen {
+		return false
+	}
+	if dd := s.DFA; dd != nil {
+		return x.ds.Live == dd.AllComponents && (dd.SafeFrom(x.ds, &plainBytes) ||
+			vi.ASCIIBelow[node] && vi.SubBytes[node].SubsetOf(dd.LoopSet(x.ds)))
 	}
 	return true
 }
@@ -133,7 +228,7 @@ func (m *Machine) plainLeaf(f *frame) (int32, bool) {
 		rmax = s.MaxLen - f.cnt
 	} else {
 		os := f.n.Object
-		if !os.FreeKey || os.KeyDFA != nil || f.flag&kfSawEsc != 0 {
+		if !os.FreeKey || os.KeyDFA != nil || f.flag&kfSawEsc != 0 || os.longKeys && f.flag&kfOff == 0 {
 			return 0, false
 		}
 		rmax = os.MaxKeyLen - f.cnt
@@ -147,31 +242,35 @@ func (m *Machine) plainLeaf(f *frame) (int32, bool) {
 	return rmax, true
 }
 
-// fastLeaf computes a plain leaf's entry: the plain tokens that fit, then
-// each special token simulated on its own.
+// fastLeaf computes a plain leaf's entry: the plain tokens that fit (the
+// index's own bitset, shared), then each special token that such a state
+// may take, simulated on its own.
 func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 	m, vi := r.m, r.m.vi
-	inside := append([]uint64(nil), vi.PlainUpTo[rmax]...)
+	var extra []int32
 	var exits []vocab.LeafExit
-	for i, tok := range vi.Special {
-		p := vi.Pieces[tok]
-		f := start
+	text, nodes, off := vi.SpecialText, vi.SpecialNode, vi.SpecialStart
+	for _, i := range vi.LeafSpecials {
+		tok := vi.Special[i]
+		p := text[off[i]:off[i+1]]
+		f := start.LexState
+		ff := start
 		for k, c := range p {
 			var res int
 			var payload int32
-			if f.kind == fString {
-				res, payload = strStep(&f, c, &r.work)
+			if start.kind == fString {
+				res, payload = strLex(&f, start.n.String, c, &r.work)
 			} else {
-				res, payload = m.keyStep(&f, c, &r.work)
+				res, payload = m.keyStep(&ff, c, &r.work)
 			}
 			if res == rCont {
 				if k == len(p)-1 {
-					inside[tok>>6] |= 1 << (uint(tok) & 63)
+					extra = append(extra, tok)
 				}
 				continue
 			}
 			if res == rDone {
-				node := vi.SpecialNodes[i][k]
+				node := nodes[int(off[i])+k]
 				if n := len(exits); n == 0 || exits[n-1].Node != node {
 					exits = append(exits, vocab.LeafExit{Node: node, Payload: payload})
 				}
@@ -187,7 +286,7 @@ func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 			out = append(out, e)
 		}
 	}
-	return &vocab.LeafEntry{Inside: inside, Exits: out}
+	return &vocab.LeafEntry{Inside: vi.PlainUpTo[rmax], Extra: extra, Exits: out, SharedInside: true}
 }
 
 // plainASCII are the bytes a JSON string takes as themselves.
@@ -253,7 +352,7 @@ func (r *Run) walkStrLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) 
 			}
 			// Everything below stays in this state: take the subtree whole.
 			if nn[i] != i+1 && x.cnt+int32(vi.MaxBelow[i]) <= s.MaxLen && vi.PlainBelow[i] {
-				if dd.SafeFrom(ns, &plainBytes) || vi.SubBytes[i].SubsetOf(&plainASCII) && vi.SubBytes[i].SubsetOf(dd.LoopSet(ns)) {
+				if dd.SafeFrom(ns, &plainBytes) || vi.ASCIIBelow[i] && vi.SubBytes[i].SubsetOf(dd.LoopSet(ns)) {
 					vi.SetSubtree(inside, i)
 					i = nn[i]
 					continue
@@ -375,50 +474,104 @@ func (r *Run) leafMask(th thread, dst []uint64, f *limit.Fuel) error {
 		e = cache.Put(key, e, m.Meter)
 	}
 	vocab.OrMask(dst, e.Inside)
+	for _, t := range e.Extra {
+		dst[t>>6] |= 1 << (uint(t) & 63)
+	}
 	// Tokens that leave the leaf: finish it, then check the rest of each
-	// token against the enclosing frames.
+	// token against the enclosing frames. Exits with the same payload
+	// continue from the same state; below an exit node, a child whose
+	// byte that state refuses is skipped (the answer per byte is kept),
+	// and the walk under a live child is done once per (payload, byte,
+	// subtree shape) and replayed, as offsets, for the others.
+	clear(r.exitMemo)
+	clear(r.exitAlive)
 	var lastPayload int32
 	var lastTh thread
+	var alive *[256]int8
 	lastOK, have := false, false
 	base := thread{rest: th.rest}
 	// A string item of a uniqueItems array may end only as a value the
 	// array does not hold: each exit is checked with the text the token
-	// adds before its closing quote.
+	// adds before its closing quote. Its exits each continue from a state
+	// of their own (the array's values differ), so nothing is shared
+	// between them.
 	uq := th.f.kind == fString && th.f.flag&uqItem != 0
+	var uqAlive [256]int8
+	nn, nb := vi.SubtreeEnd, vi.NodeByte
 	for _, ex := range e.Exits {
 		if uq {
 			f := th.f
 			f.txt += m.quotes.before(vi, ex.Node)
 			lastTh, lastOK = m.finish(thread{f: f, rest: th.rest}, ex.Payload)
 			have = false
+			uqAlive = [256]int8{}
+			alive = &uqAlive
 		} else if !have || ex.Payload != lastPayload {
 			lastTh, lastOK = m.finish(base, ex.Payload)
 			lastPayload, have = ex.Payload, true
+			if alive = r.exitAlive[ex.Payload]; alive == nil {
+				alive = new([256]int8)
+				r.exitAlive[ex.Payload] = alive
+			}
 		}
 		if !lastOK {
 			continue
 		}
 		vi.SetNode(dst, ex.Node)
-		if vi.SubtreeEnd[ex.Node] == ex.Node+1 {
-			continue // no longer tokens below
-		}
-		r.sw.init([]thread{lastTh}, vi.MaxLen)
-		r.sw.work = &r.work
-		if err := vi.Walk(ex.Node, &r.sw, dst, f); err != nil {
-			return err
-		}
-		if r.sw.over {
-			r.sw.over = false
-			return limit.ErrTooManyThreads
+		for c := ex.Node + 1; c < nn[ex.Node]; c = nn[c] {
+			b := nb[c]
+			if alive[b] == 0 {
+				alive[b] = 2
+				if r.probe = m.step(lastTh, b, r.probe[:0], &r.work); len(r.probe) > 0 {
+					alive[b] = 1
+				}
+			}
+			if alive[b] != 1 {
+				continue
+			}
+			key := exitKey{payload: ex.Payload, b: b, shape: vi.Shape[c]}
+			offs, ok := r.exitMemo[key]
+			if !ok || uq {
+				r.one[0] = lastTh
+				r.sw.init(r.one[:], vi.MaxLen)
+				r.sw.work = &r.work
+				nodes, err := vi.WalkChild(ex.Node, c, &r.sw, r.nodes[:0], f)
+				r.nodes = nodes
+				if err != nil {
+					return err
+				}
+				if r.sw.over {
+					r.sw.over = false
+					return limit.ErrTooManyThreads
+				}
+				offs = make([]int32, len(nodes))
+				for i, n := range nodes {
+					offs[i] = n - c
+				}
+				if !uq {
+					r.exitMemo[key] = offs
+				}
+			}
+			for _, o := range offs {
+				vi.SetNode(dst, c+o)
+			}
 		}
 	}
 	return nil
+}
+
+// exitKey identifies the walk under one child of a leaf's exit node.
+type exitKey struct {
+	payload int32
+	b       byte
+	shape   int32
 }
 
 // Mask fills dst with the tokens the grammar allows next and reports
 // whether it may end here.
 func (r *Run) Mask(dst []uint64, f *limit.Fuel) (eog bool, err error) {
 	vocab.ClearMask(dst)
+	r.sw.reset()
 	vi := r.m.vi
 	r.scratch = r.scratch[:0]
 	for _, th := range r.threads {

@@ -83,6 +83,10 @@ type ObjSpec struct {
 	MinKeyLen int32
 	MaxKeyLen int32
 	FreeKey   bool // some additional key may be allowed
+	// longKeys (set by NewMachine) says some named property is longer
+	// than MaxKeyLen: on the known-key trie, token length is then no
+	// guide.
+	longKeys bool
 }
 
 // ObjProp is a named property and the node of its value.

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"math"
 	"math/big"
 	"strings"
 )
@@ -34,6 +35,12 @@ const (
 )
 
 // NumSpec constrains a number.
+//
+// A number whose multipleOf is an integer (every integer schema) is
+// written as an integer: no fraction, no exponent, so that it decodes into
+// an integer type. Integer bounds that fit in int64 arithmetic (see
+// prepare) are followed without big.Rat or text, at the cost of an
+// unbounded integer.
 type NumSpec struct {
 	Lo, Hi *big.Rat // nil: unbounded
 	// LoExclusive and HiExclusive make the bounds exclusive.
@@ -42,8 +49,152 @@ type NumSpec struct {
 	// Free means no constraint at all: no text is tracked.
 	Free bool
 	// IntOnly means the only constraint is being an integer: the text is
-	// not tracked, fraction digits must be zeros.
+	// not tracked.
 	IntOnly bool
+
+	// Set by prepare (NewMachine): integral means only integers are
+	// written; fast that the bounds below stand for Lo, Hi and MultipleOf.
+	integral, fast bool
+	hasLo, hasHi   bool
+	lo, hi, mult   int64 // inclusive integer bounds; mult >= 1
+}
+
+// maxFastBound bounds the integer bounds (and multipleOf) followed in
+// int64: magnitudes up to ten times it cannot overflow.
+const maxFastBound = 100_000_000_000_000_000 // 1e17
+
+// prepare fills the derived fields of s; NewMachine calls it once per
+// number node.
+func (s *NumSpec) prepare() {
+	s.integral = s.MultipleOf != nil && s.MultipleOf.IsInt()
+	if !s.integral || s.Free || s.IntOnly {
+		return
+	}
+	m := s.MultipleOf.Num()
+	if !m.IsInt64() || m.Int64() < 1 || m.Int64() > math.MaxInt32 {
+		return
+	}
+	s.mult = m.Int64()
+	limit := big.NewInt(maxFastBound)
+	if s.Lo != nil {
+		// The least integer in the bound: ceil(Lo), or Lo+1 when exclusive.
+		q, r := new(big.Int).DivMod(s.Lo.Num(), s.Lo.Denom(), new(big.Int))
+		if r.Sign() != 0 || s.LoExclusive {
+			q.Add(q, big.NewInt(1))
+		}
+		if q.CmpAbs(limit) > 0 {
+			return
+		}
+		s.hasLo, s.lo = true, q.Int64()
+	}
+	if s.Hi != nil {
+		// The greatest: floor(Hi), or Hi-1 when exclusive and integral.
+		q, r := new(big.Int).DivMod(s.Hi.Num(), s.Hi.Denom(), new(big.Int))
+		if r.Sign() == 0 && s.HiExclusive {
+			q.Sub(q, big.NewInt(1))
+		}
+		if q.CmpAbs(limit) > 0 {
+			return
+		}
+		s.hasHi, s.hi = true, q.Int64()
+	}
+	s.fast = true
+}
+
+// magRange returns the magnitudes a number of sign neg may have under the
+// fast bounds: [lo, hi], hi < 0 for unbounded; ok false when none.
+func (s *NumSpec) magRange(neg bool) (lo, hi int64, ok bool) {
+	hi = -1
+	if neg {
+		// -M in [s.lo, s.hi]: M in [-s.hi, -s.lo].
+		if s.hasHi && s.hi < 0 {
+			lo = -s.hi
+		}
+		if s.hasLo {
+			if s.lo > 0 {
+				return 0, 0, false
+			}
+			hi = -s.lo
+		}
+	} else {
+		if s.hasLo && s.lo > 0 {
+			lo = s.lo
+		}
+		if s.hasHi {
+			if s.hi < 0 {
+				return 0, 0, false
+			}
+			hi = s.hi
+		}
+	}
+	return lo, hi, hi < 0 || lo <= hi
+}
+
+// hasMultiple reports whether [a, b] (b < 0: unbounded) holds a multiple
+// of m.
+func hasMultiple(a, b, m int64) bool {
+	if b < 0 {
+		return true
+	}
+	if a > b {
+		return false
+	}
+	first := (a + m - 1) / m * m
+	return first <= b
+}
+
+// fastLive reports whether some completion of an integer prefix can
+// satisfy the fast bounds: sign neg, phase ph, magnitude d so far (sat:
+// it went past maxFastBound).
+func (s *NumSpec) fastLive(neg bool, ph uint8, d uint64, sat bool) bool {
+	lo, hi, ok := s.magRange(neg)
+	if !ok {
+		return false
+	}
+	switch ph {
+	case nStart, nMinus:
+		return hasMultiple(lo, hi, s.mult)
+	case nZero:
+		return lo == 0
+	}
+	if sat {
+		return hi < 0
+	}
+	// Completions of d: [d*10^j, (d+1)*10^j - 1] for j >= 0.
+	a, w := int64(d), int64(1)
+	for {
+		b := a + w - 1
+		if hi >= 0 && a > hi {
+			return false
+		}
+		if hi < 0 && a >= lo {
+			return true // past every finite bound, and as wide as needed
+		}
+		x, y := a, b
+		if x < lo {
+			x = lo
+		}
+		if hi >= 0 && y > hi {
+			y = hi
+		}
+		if x <= y && hasMultiple(x, y, s.mult) {
+			return true
+		}
+		a, w = a*10, w*10
+	}
+}
+
+// fastAccepts reports whether the complete integer (sign neg, magnitude d,
+// remainder rem modulo mult, sat past maxFastBound) satisfies the bounds.
+func (s *NumSpec) fastAccepts(neg bool, d uint64, rem int32, sat bool) bool {
+	lo, hi, ok := s.magRange(neg)
+	if !ok || rem != 0 {
+		return false
+	}
+	if sat {
+		return hi < 0
+	}
+	return int64(d) >= lo && (hi < 0 || int64(d) <= hi)
 }
 
 // numComplete reports whether phase ph ends a number.

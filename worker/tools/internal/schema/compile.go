@@ -25,6 +25,10 @@ type Limits struct {
 	MaxMemoryBytes int64
 	// MaxThreads caps the parser threads the machine follows at once.
 	MaxThreads int
+	// Layout is how the output is written where the schema leaves a
+	// choice (whitespace, a cap on unbounded strings); the zero Layout is
+	// compact and uncapped.
+	Layout grammar.Layout
 }
 
 // Compile compiles the JSON Schema raw to a grammar machine over
@@ -73,5 +77,5 @@ func Compile(raw json.RawMessage, soft bool, vi *vocab.Index, lim Limits, clock 
 		}
 		return nil, nil, nil, &Error{path: "/", msg: "no value satisfies the schema (a false schema, or a required part that nothing satisfies)"}
 	}
-	return grammar.NewMachine(n, c.all, vi, mem, lim.MaxThreads), val, c.notes, nil
+	return grammar.NewMachine(n, c.all, vi, mem, lim.MaxThreads, lim.Layout), val, c.notes, nil
 }

@@ -1,6 +1,6 @@
 // Package vocab is the vocabulary side of token masks: an Index built once
 // per tokenizer (the token pieces, end-of-generation tokens, a byte trie of
-// the pieces laid out in preorder, and token classes for JSON strings), the
+// the pieces laid out in preorder (subtrees numbered by shape), and token classes for JSON strings), the
 // packed bitset helpers every mask uses, and LeafCache, the cache of masks
 // inside a lexical state.
 //

@@ -25,8 +25,14 @@ type LeafExit struct {
 
 // LeafEntry is the cached mask of a leaf state.
 type LeafEntry struct {
-	// Inside are the tokens that stay inside the leaf.
+	// Inside are the tokens that stay inside the leaf. It may be shared
+	// with the Index (SharedInside): never write to it.
 	Inside []uint64
+	// Extra are more tokens that stay inside, besides Inside.
+	Extra []int32
+	// SharedInside says Inside belongs to the Index (not charged to the
+	// cache's meter).
+	SharedInside bool
 	// Exits are where the other allowed tokens leave it.
 	Exits []LeafExit
 }
@@ -88,7 +94,11 @@ func (c *LeafCache) Put(k LeafKey, e *LeafEntry, mem *limit.Meter) *LeafEntry {
 	if len(c.m) >= c.max {
 		return e
 	}
-	if mem.Charge(int64(len(e.Inside)*8+len(e.Exits)*8+96)) != nil {
+	n := len(e.Inside)*8 + len(e.Extra)*4 + len(e.Exits)*8 + 96
+	if e.SharedInside {
+		n -= len(e.Inside) * 8
+	}
+	if mem.Charge(int64(n)) != nil {
 		return e
 	}
 	c.m[k] = e

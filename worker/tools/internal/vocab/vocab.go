@@ -50,6 +50,19 @@ type Index struct {
 	// trie node of each of their bytes.
 	Special      []int32
 	SpecialNodes [][]int32
+	// The special tokens' bytes laid out flat, in Special's order, so that
+	// a leaf simulating them reads memory in order: token i's bytes are
+	// SpecialText[SpecialStart[i]:SpecialStart[i+1]] and the trie node of
+	// each is at the same offset in SpecialNode.
+	SpecialText  []byte
+	SpecialNode  []int32
+	SpecialStart []int32
+	// LeafSpecials are the indexes into Special of the tokens a plain
+	// string or key state (no pattern, not inside an escape or a
+	// character) may take: after their plain text they reach a '"' or a
+	// '\\', or end inside a UTF-8 character. The others reach a control
+	// character or a byte no UTF-8 text has there, and are always refused.
+	LeafSpecials []int32
 
 	// Per trie node: the bytes below it (not its own) and how much deeper
 	// its subtree goes; a walk skips a subtree whose bytes all keep an
@@ -57,6 +70,9 @@ type Index struct {
 	SubBytes []automaton.ByteSet
 	// MaxBelow is how much deeper the node's subtree goes.
 	MaxBelow []uint8
+	// ASCIIBelow[i]: every byte below node i is printable ASCII other than
+	// '"' and '\\' (SubBytes[i] read without loading it).
+	ASCIIBelow []bool
 	// PlainBelow[i]: every token below node i continues, after node i's
 	// bytes, with plain text (whole UTF-8 characters, no control
 	// character, '"' or '\\').
@@ -72,6 +88,13 @@ type Index struct {
 	nTok       []int32
 	// rootKids[b] is the index of the root's child with byte b, or -1.
 	rootKids [256]int32
+
+	// Shape[i] numbers the shape of node i's subtree: whether tokens end
+	// at i, and each child's byte and shape. Nodes of the same byte and
+	// shape have the same preorder layout from them down, so a walk from
+	// one, recorded as offsets, answers for all of them (the tokens that
+	// leave a string repeat a few: '"' then ',' or '}', ...).
+	Shape []int32
 
 	// StringCache is the vocabulary-wide cache of masks inside JSON strings
 	// that carry no pattern (see LeafCache).
@@ -201,6 +224,7 @@ func buildVocabIndex(v Source) *Index {
 	}
 	vi.classify(ids)
 	vi.subtrees()
+	vi.shapes()
 	vi.plainSuffixes()
 	vi.StringCache.Init(4096)
 	return vi
@@ -239,9 +263,77 @@ func (vi *Index) classify(ids []int32) {
 			}
 			nodes[i] = n
 		}
+		if leafSpecial(p) {
+			vi.LeafSpecials = append(vi.LeafSpecials, int32(len(vi.Special)))
+		}
+		vi.SpecialStart = append(vi.SpecialStart, int32(len(vi.SpecialText)))
+		vi.SpecialText = append(vi.SpecialText, p...)
+		vi.SpecialNode = append(vi.SpecialNode, nodes...)
 		vi.Special = append(vi.Special, id)
 		vi.SpecialNodes = append(vi.SpecialNodes, nodes)
 	}
+	vi.SpecialStart = append(vi.SpecialStart, int32(len(vi.SpecialText)))
+}
+
+// leafSpecial reports whether a string or key in a plain state may take
+// the special token p (see Index.LeafSpecials).
+func leafSpecial(p []byte) bool {
+	k := 0
+	for k < len(p) {
+		c := p[k]
+		if c == '"' || c == '\\' {
+			return true
+		}
+		if c < 0x20 {
+			return false
+		}
+		r, n := utf8.DecodeRune(p[k:])
+		if r == utf8.RuneError && n <= 1 {
+			return utf8Prefix(p[k:])
+		}
+		k += n
+	}
+	return true // not reached: p is not plain
+}
+
+// utf8Prefix reports whether p, shorter than a character, is the start of
+// a valid UTF-8 encoding.
+func utf8Prefix(p []byte) bool {
+	if len(p) == 0 || len(p) > 3 {
+		return false
+	}
+	lo, hi := byte(0x80), byte(0xBF)
+	var need int
+	switch c := p[0]; {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 1
+	case c == 0xE0:
+		need, lo = 2, 0xA0
+	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
+		need = 2
+	case c == 0xED:
+		need, hi = 2, 0x9F
+	case c == 0xF0:
+		need, lo = 3, 0x90
+	case c >= 0xF1 && c <= 0xF3:
+		need = 3
+	case c == 0xF4:
+		need, hi = 3, 0x8F
+	default:
+		return false
+	}
+	if len(p) > need {
+		return false
+	}
+	for i, c := range p[1:] {
+		if c < lo || c > hi {
+			return false
+		}
+		if i == 0 {
+			lo, hi = 0x80, 0xBF
+		}
+	}
+	return true
 }
 
 // subtrees fills SubBytes and MaxBelow, children before parents.
@@ -249,6 +341,13 @@ func (vi *Index) subtrees() {
 	n := len(vi.NodeByte)
 	vi.SubBytes = make([]automaton.ByteSet, n)
 	vi.MaxBelow = make([]uint8, n)
+	vi.ASCIIBelow = make([]bool, n)
+	var ascii automaton.ByteSet
+	for b := 0x20; b < 0x80; b++ {
+		if b != '"' && b != '\\' {
+			ascii.Add(byte(b))
+		}
+	}
 	for i := n - 1; i >= 0; i-- {
 		for c := int32(i) + 1; c < vi.SubtreeEnd[i]; c = vi.SubtreeEnd[c] {
 			vi.SubBytes[i].Add(vi.NodeByte[c])
@@ -257,6 +356,33 @@ func (vi *Index) subtrees() {
 				vi.MaxBelow[i] = m
 			}
 		}
+		vi.ASCIIBelow[i] = vi.SubBytes[i].SubsetOf(&ascii)
+	}
+}
+
+// shapes fills Shape, children before parents.
+func (vi *Index) shapes() {
+	n := len(vi.NodeByte)
+	vi.Shape = make([]int32, n)
+	ids := make(map[string]int32)
+	var key []byte
+	for i := n - 1; i >= 0; i-- {
+		key = key[:0]
+		if vi.TokenStart[i] != vi.TokenStart[i+1] {
+			key = append(key, 1)
+		} else {
+			key = append(key, 0)
+		}
+		for c := int32(i) + 1; c < vi.SubtreeEnd[i]; c = vi.SubtreeEnd[c] {
+			sh := vi.Shape[c]
+			key = append(key, vi.NodeByte[c], byte(sh), byte(sh>>8), byte(sh>>16), byte(sh>>24))
+		}
+		id, ok := ids[string(key)]
+		if !ok {
+			id = int32(len(ids))
+			ids[string(key)] = id
+		}
+		vi.Shape[i] = id
 	}
 }
 
@@ -414,11 +540,78 @@ type Stepper interface {
 	Step(d int, b byte, node int32) bool
 }
 
+// walkTaking is Walk with a SubtreeTaker.
+func (vi *Index) walkTaking(from int32, s Stepper, t SubtreeTaker, mask []uint64, f *limit.Fuel) error {
+	var i, end int32
+	base := 0
+	if from < 0 {
+		i, end = 0, int32(len(vi.NodeByte))
+	} else {
+		i, end, base = from+1, vi.SubtreeEnd[from], int(vi.NodeDepth[from])
+	}
+	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
+	spent := int64(0)
+	for i < end {
+		spent++
+		d := int(nd[i]) - base
+		if !s.Step(d, nb[i], i) {
+			i = nn[i]
+		} else {
+			if off[i] != off[i+1] {
+				vi.SetNode(mask, i)
+			}
+			if nn[i] != i+1 && t.Whole(d, i) {
+				vi.SetSubtree(mask, i)
+				i = nn[i]
+			} else {
+				i++
+			}
+		}
+		if spent&1023 == 0 {
+			if err := f.Spend(1024); err != nil {
+				return err
+			}
+		}
+	}
+	return f.Spend(spent & 1023)
+}
+
+// WalkChild walks the subtree of child, a child of node parent, as Walk
+// under parent would (depths relative to parent), and appends to out the
+// nodes where allowed tokens end; it returns out.
+func (vi *Index) WalkChild(parent, child int32, s Stepper, out []int32, f *limit.Fuel) ([]int32, error) {
+	i, end, base := child, vi.SubtreeEnd[child], int(vi.NodeDepth[parent])
+	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
+	spent := int64(0)
+	for i < end {
+		spent++
+		if s.Step(int(nd[i])-base, nb[i], i) {
+			if off[i] != off[i+1] {
+				out = append(out, i)
+			}
+			i++
+		} else {
+			i = nn[i]
+		}
+	}
+	return out, f.Spend(spent)
+}
+
+// SubtreeTaker is an optional part of a Stepper: Whole reports, right
+// after Step(d, b, node) returned true, whether every token below node is
+// allowed too, so that the walk takes the subtree without visiting it.
+type SubtreeTaker interface {
+	Whole(d int, node int32) bool
+}
+
 // Walk sets in mask every token of the subtree under node `from` (-1: the
 // whole trie) whose bytes keep s alive; the tokens at `from` itself are not
 // considered. It charges one unit of fuel per visited node and stops with
 // limit.ErrStepBudget when the fuel runs out.
 func (vi *Index) Walk(from int32, s Stepper, mask []uint64, f *limit.Fuel) error {
+	if t, ok := s.(SubtreeTaker); ok {
+		return vi.walkTaking(from, s, t, mask, f)
+	}
 	var i, end int32
 	base := 0
 	if from < 0 {

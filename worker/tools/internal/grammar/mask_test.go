@@ -1,0 +1,83 @@
+package grammar_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/schema"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/toolstest"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
+)
+
+// TestMaskMatchesAccept: at every step of an instance, the mask (trie
+// walks, leaf caches, exit shapes, alive-byte records, whole subtrees)
+// allows exactly the tokens that Accept, stepping their bytes one by one,
+// lets through. Llama 32k vocabulary; skipped without ../shared.
+func TestMaskMatchesAccept(t *testing.T) {
+	tok := toolstest.LlamaVocab(t)
+	vi := vocab.IndexOf(tok)
+	cases := []struct {
+		schema, doc string
+		layout      grammar.Layout
+	}{
+		{`{"type":"object"}`, `{"a":"x y","bb":[1,-2.5e3,true,null],"c":{"d":"é"}}`, grammar.Layout{}},
+		{`{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0,"maximum":150}},"required":["name"],"additionalProperties":false}`,
+			`{"name":"John \"Q\" Doe","age":42}`, grammar.Layout{}},
+		{`{"type":"object","properties":{"id":{"type":"string","format":"uuid"},"mail":{"type":"string","format":"email"},"code":{"type":"string","pattern":"^[A-Z]{2}[0-9]+$"}}}`,
+			`{"id":"123e4567-e89b-12d3-a456-426614174000","mail":"john.doe@example.com","code":"AB1234"}`, grammar.Layout{}},
+		{`{"type":"array","items":{"type":"string","maxLength":12}}`, `["alpha","beta gamma","\\n\u00e9"]`, grammar.Layout{}},
+		{`{"type":"object","properties":{"n":{"type":"number","multipleOf":0.5}}}`, "{\n  \"n\": 12.5\n}", grammar.Layout{MaxSpace: grammar.PrettySpace}},
+		{`{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}}}`, `{"tags":["a","bcd"],"oth":"zz"}`, grammar.Layout{MaxStringLen: 4}},
+		// The keywords whose state is per value (uniqueItems keeps the
+		// items; if, not and oneOf fork alternatives).
+		{`{"type":"array","items":{"type":"string"},"uniqueItems":true}`, `["a","ab","b","a b","é"]`, grammar.Layout{}},
+		{`{"type":"array","items":{"type":"integer","minimum":0,"maximum":500},"uniqueItems":true}`, `[1,12,120,2,21]`, grammar.Layout{}},
+		{`{"type":"object","properties":{"kind":{"enum":["a","b"]},"x":{"type":"integer"},"y":{"type":"string"}},"if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["x"]},"else":{"required":["y"]}}`,
+			`{"kind":"a","x":3}`, grammar.Layout{}},
+		{`{"oneOf":[{"type":"object","properties":{"intent":{"type":"string"}},"required":["intent"]},{"type":"object","properties":{"fallback_reason":{"type":"string"}},"required":["fallback_reason"]}]}`,
+			`{"intent":"buy"}`, grammar.Layout{}},
+	}
+	lim := schema.Limits{MaxSchemaNodes: 10000, MaxPatternBytes: 4096, MaxRegexInsts: 20000, MaxDFAStates: 10000,
+		MaxMemoryBytes: 256 << 20, MaxThreads: 64}
+	for _, c := range cases {
+		lim.Layout = c.layout
+		m, _, _, err := schema.Compile([]byte(c.schema), false, vi, lim, limit.NewClock(10*time.Second))
+		if err != nil {
+			t.Fatalf("%s: %v", c.schema, err)
+		}
+		r := grammar.NewRun(m)
+		mask := make([]uint64, vi.Words)
+		ids := tok.Encode(c.doc, tokenizer.EncodeOptions{})
+		for step := 0; step <= len(ids); step++ {
+			if _, err := r.Mask(mask, limit.NewFuel(1<<40)); err != nil {
+				t.Fatal(err)
+			}
+			for id := int32(0); int(id) < vi.Size; id++ {
+				p := vi.Pieces[id]
+				if p == nil {
+					continue
+				}
+				ok, err := r.Clone().Accept(p, limit.NewFuel(1<<40))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok != vocab.MaskHas(mask, id) {
+					t.Fatalf("%s after %d tokens of %q: token %q masked %v, accepted %v",
+						c.schema, step, c.doc, p, vocab.MaskHas(mask, id), ok)
+				}
+			}
+			if step == len(ids) {
+				break
+			}
+			if ok, err := r.Accept(vi.Pieces[ids[step]], limit.NewFuel(1<<40)); err != nil || !ok {
+				t.Fatalf("%s: token %d (%q) of %q refused (%v)", c.schema, step, vi.Pieces[ids[step]], c.doc, err)
+			}
+		}
+		if !r.CanEnd() {
+			t.Errorf("%s: %q cannot end", c.schema, c.doc)
+		}
+	}
+}
