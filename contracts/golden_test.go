@@ -30,6 +30,16 @@ var fixtures = []fixture{
 			t.Errorf("golden request does not validate: %v", err)
 		}
 	}},
+	{"job_request_fallback.json", "job_request.json", reflect.TypeFor[JobRequest](), func(t *testing.T, v any) {
+		r := v.(*JobRequest)
+		if err := r.Validate(Limits{}); err != nil {
+			t.Errorf("golden request does not validate: %v", err)
+		}
+		sp, err := ParseSystemPrompt(r.System)
+		if err != nil || !sp.LowLatency || len(sp.Tools) != 1 || sp.Tools[0].ContextID != "extract" {
+			t.Errorf("system prompt: %+v, %v", sp, err)
+		}
+	}},
 	{"event_started.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventStarted)},
 	{"event_delta.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventDelta)},
 	{"event_tool.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventTool)},
@@ -40,6 +50,7 @@ var fixtures = []fixture{
 	{"event_error_rate_limited.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
 	{"result.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_failed.json", "result.json", reflect.TypeFor[Result](), checkResult},
+	{"result_fallback.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"usage.json", "usage.json", reflect.TypeFor[Usage](), nil},
 	{"tenant_limits.json", "tenant_limits.json", reflect.TypeFor[TenantLimits](), func(t *testing.T, v any) {
 		if err := v.(*TenantLimits).Validate(); err != nil {

@@ -49,6 +49,19 @@ type Result struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// ToolReport sums up what each inline tool did.
 	ToolReport []ToolReport `json:"tool_report,omitempty"`
+	// Fallback is set when Text is the request's fallback_response, given
+	// because a tool failed (on_tool_failure fallback, or retry_without_tool
+	// whose attempt without the failed tools failed too). The job is
+	// completed (stop_reason end_turn), TokenIDs are empty, and Usage
+	// bills what ran before. Absent otherwise.
+	Fallback bool `json:"fallback,omitempty"`
+	// ToolFailureReason says why a tool failed, whatever rung of
+	// on_tool_failure handled it ("regex_matcher: TOOL_STEP_BUDGET: …"):
+	// the job's error (fail), the failure that dropped a tool
+	// (retry_without_tool), or the one the fallback answered. It is the
+	// first failure of the job; Usage carries it too. Absent when no tool
+	// failed.
+	ToolFailureReason string `json:"tool_failure_reason,omitempty"`
 	// Error says why the job failed or was canceled.
 	Error *Error `json:"error,omitempty"`
 	// Metadata is the request's metadata, copied (batch_id, custom_id, …)
