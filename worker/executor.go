@@ -70,7 +70,13 @@ type Outcome struct {
 	Err *contracts.Error
 	// ToolReport sums up the inline tools' work.
 	ToolReport []contracts.ToolReport
-	Usage      contracts.Usage
+	// Fallback is set when Text is the request's fallback_response,
+	// answered because a tool failed (contracts.Result.Fallback).
+	Fallback bool
+	// ToolFailureReason is the job's first tool failure, whatever
+	// on_tool_failure did with it (contracts.Result.ToolFailureReason).
+	ToolFailureReason string
+	Usage             contracts.Usage
 }
 
 // Executor runs jobs on a model. The worker calls Execute from several

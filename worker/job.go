@@ -395,6 +395,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	if status == contracts.StatusCompleted {
 		res.StopReason, res.StopSequence = out.StopReason, out.StopSequence
 	}
+	res.Fallback, res.ToolFailureReason = out.Fallback, out.ToolFailureReason
 	e.publishJSON(contracts.ResultsSubject(e.ref.Tenant, e.ref.JobID), e.ref.String(), res)
 	if usage != nil {
 		e.publishJSON(contracts.UsageSubject(e.ref.Tenant), e.ref.String(), usage)

@@ -24,6 +24,9 @@ type Run struct {
 	events   []ToolEvent
 	tmp      []uint64
 	nanos    int64
+	// failure is the first tool failure of the job, kept across
+	// DropFailed and Reset (Failure).
+	failure *contracts.Error
 }
 
 // ToolEvent is one tool action, for a `tool` event on the job's stream.
@@ -119,6 +122,9 @@ func (r *Run) fail(s *toolState, err error) error {
 	s.status = contracts.ToolStatusFailed
 	s.detail = ce.Message
 	r.err = ce
+	if r.failure == nil {
+		r.failure = ce
+	}
 	r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionFailed, Detail: ce.Message})
 	return ce
 }
@@ -129,6 +135,9 @@ func (r *Run) failCode(s *toolState, code contracts.ToolCode, format string, arg
 	s.status = contracts.ToolStatusFailed
 	s.detail = ce.Message
 	r.err = ce
+	if r.failure == nil {
+		r.failure = ce
+	}
 	r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionFailed, Detail: ce.Message})
 	return ce
 }
@@ -532,6 +541,12 @@ func (r *Run) DropFailed() []string {
 	r.err = nil
 	return out
 }
+
+// Failure returns the run's first tool failure (a *contracts.Error with
+// Tool and ToolCode), also when on_tool_failure retry_without_tool has
+// dropped the tool since; nil when no tool failed. The worker reports it
+// as tool_failure_reason.
+func (r *Run) Failure() *contracts.Error { return r.failure }
 
 // Report returns per-tool status, action counts and time.
 func (r *Run) Report() []contracts.ToolReport {
