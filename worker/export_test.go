@@ -9,4 +9,6 @@ func Observe(m *Metrics, status contracts.ResultStatus, e *contracts.Error, u *c
 
 // Degrade is the worker's on_tool_failure ladder on an outcome
 // (applyToolFailure), for the tests of package worker_test.
-func Degrade(out *Outcome, r *contracts.JobRequest, failure *contracts.Error) { degrade(out, r, failure) }
+func Degrade(out *Outcome, r *contracts.JobRequest, failure *contracts.Error) {
+	degrade(out, r, failure)
+}
