@@ -53,8 +53,9 @@ type Set struct {
 
 // compiledTool is one tool, compiled; shared through the compile cache.
 type compiledTool struct {
-	name  contracts.ToolName
-	field string // where it was declared: tools[2], response_format, system
+	name    contracts.ToolName
+	field   string // where it was declared: tools[2], response_format, system
+	context string // context_id: the memory pool it runs in
 	soft  bool
 	notes []string // soft mode: what is left unconstrained
 
@@ -167,6 +168,9 @@ type toolKey struct {
 	hash   string
 	vi     *vocab.Index
 	budget Budget
+	// context is the tool's context_id: tools of different pools never
+	// share a compiled copy (its automata, mask caches and memory meter).
+	context string
 }
 
 type cacheEntry struct {
@@ -231,9 +235,10 @@ func specHash(spec contracts.Tool) string {
 
 // Compile parses and compiles a job's tools for a vocabulary: specs (the
 // request's tools[] and the blocks contracts.ParseSystem extracted), then rf
-// (response_format, the same as a json_validator or regex_matcher tool).
-// Compiled tools are cached by (tool and parameters hash, vocabulary,
-// budget), so the same schema compiles once per tokenizer.
+// (response_format, the same as a json_validator or regex_matcher tool, in
+// the default pool). Compiled tools are cached by (tool and parameters
+// hash, vocabulary, budget, context_id), so the same schema compiles once
+// per tokenizer and pool.
 //
 // Errors are *contracts.Error: unknown_tool, invalid_request (a missing or
 // malformed parameter), invalid_schema (naming the unsupported keyword and
@@ -283,7 +288,7 @@ func Compile(specs []contracts.Tool, rf *contracts.ResponseFormat, v Vocab, b Bu
 		if err := paramsTooLarge(d.spec, d.field, b); err != nil {
 			return nil, err
 		}
-		key := toolKey{hash: specHash(d.spec), vi: vi, budget: b}
+		key := toolKey{hash: specHash(d.spec), vi: vi, budget: b, context: d.spec.ContextID}
 		t := cacheGet(key)
 		if t != nil {
 			metrics.hits.Add(1)
@@ -343,7 +348,7 @@ func paramsTooLarge(spec contracts.Tool, field string, b Budget) error {
 
 // compileTool compiles one declaration.
 func compileTool(spec contracts.Tool, field string, vi *vocab.Index, b Budget) (*compiledTool, error) {
-	t := &compiledTool{name: spec.Name, field: field, soft: spec.Mode == contracts.ToolModeSoft}
+	t := &compiledTool{name: spec.Name, field: field, context: spec.ContextID, soft: spec.Mode == contracts.ToolModeSoft}
 	clock := limit.NewClock(b.CompileTimeout)
 	pf := func(p string) string { return field + ".params." + p }
 	var err error

@@ -27,6 +27,8 @@ type Run struct {
 	// failure is the first tool failure of the job, kept across
 	// DropFailed and Reset (Failure).
 	failure *contracts.Error
+	// pools are the job's memory pools, one per context_id.
+	pools []*pool
 }
 
 // ToolEvent is one tool action, for a `tool` event on the job's stream.
@@ -58,8 +60,18 @@ type textFilter interface {
 	redactions() []string
 }
 
+// pool is the tools of one context_id in a run: they spend one step fuel
+// per call, and their memory is capped together by Budget.MaxMemoryBytes.
+// Tools of different pools are budgeted apart.
+type pool struct {
+	id    string
+	fuel  limit.Fuel
+	tools []*toolState
+}
+
 type toolState struct {
 	t        *compiledTool
+	pool     *pool
 	c        constraint
 	tox      *toxRun // masking toxicity filter
 	text     textFilter
@@ -102,9 +114,54 @@ func (s *Set) NewRun() *Run {
 		if t.soft && len(t.notes) > 0 {
 			st.detail = "constraint: soft; unconstrained: " + strings.Join(t.notes, ", ")
 		}
+		st.pool = r.poolFor(t.context)
+		st.pool.tools = append(st.pool.tools, st)
 		r.st = append(r.st, st)
 	}
 	return r
+}
+
+// poolFor returns the run's pool of context id, made on first use.
+func (r *Run) poolFor(id string) *pool {
+	for _, p := range r.pools {
+		if p.id == id {
+			return p
+		}
+	}
+	p := &pool{id: id}
+	r.pools = append(r.pools, p)
+	return p
+}
+
+// refuel gives every pool a full step fuel for a new call.
+func (r *Run) refuel() {
+	for _, p := range r.pools {
+		p.fuel.Refill(r.set.budget.MaxStepFuel)
+	}
+}
+
+// fuel is the step fuel of tool s's pool for the current call.
+func (s *toolState) fuel() *limit.Fuel { return &s.pool.fuel }
+
+// poolOver checks the memory of tool s's pool after s ran: the tools of
+// one pool hold at most Budget.MaxMemoryBytes together (each tool's own
+// meter already caps it alone). It returns limit.ErrMemory, wrapped with
+// the pool's figures, when they hold more.
+func (r *Run) poolOver(s *toolState) error {
+	p := s.pool
+	if len(p.tools) < 2 {
+		return nil
+	}
+	var n int64
+	for _, o := range p.tools {
+		if !o.off() {
+			n += o.t.memBytes()
+		}
+	}
+	if n > r.set.budget.MaxMemoryBytes {
+		return fmt.Errorf("%w: the tools of context pool %q hold %d bytes together, above the %d allowed", limit.ErrMemory, p.id, n, r.set.budget.MaxMemoryBytes)
+	}
+	return nil
 }
 
 func (r *Run) timed(s *toolState, t0 time.Time) {
@@ -173,7 +230,7 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 		return false, &contracts.Error{Code: contracts.CodeInternal, Message: fmt.Sprintf("mask has %d words, want %d", len(allowed), vi.Words)}
 	}
 	allowed = allowed[:vi.Words]
-	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	r.refuel()
 	first, eog := true, true
 	var firstTool *toolState
 	for _, s := range r.st {
@@ -184,14 +241,17 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 		var e bool
 		var err error
 		if first {
-			e, err = s.c.Mask(allowed, f)
+			e, err = s.c.Mask(allowed, s.fuel())
 			first, firstTool = false, s
 		} else {
-			e, err = s.c.Mask(r.tmp, f)
+			e, err = s.c.Mask(r.tmp, s.fuel())
 			vocab.AndMask(allowed, r.tmp)
 		}
 		r.timed(s, t0)
 		s.actions++
+		if err == nil {
+			err = r.poolOver(s)
+		}
 		if err != nil {
 			return false, r.fail(s, err)
 		}
@@ -205,8 +265,11 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 			continue
 		}
 		t0 := time.Now()
-		banned, err := s.tox.Mask(r.tmp, f)
+		banned, err := s.tox.Mask(r.tmp, s.fuel())
 		r.timed(s, t0)
+		if err == nil {
+			err = r.poolOver(s)
+		}
 		if err != nil {
 			return false, r.fail(s, err)
 		}
@@ -276,7 +339,7 @@ func (r *Run) Accept(token int32) error {
 		return nil
 	}
 	p := vi.Pieces[token]
-	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	r.refuel()
 	for _, s := range r.st {
 		if s.off() || s.c == nil && s.tox == nil {
 			continue
@@ -288,12 +351,15 @@ func (r *Run) Accept(token int32) error {
 			if p == nil {
 				ok = false
 			} else {
-				ok, err = s.c.Accept(p, f)
+				ok, err = s.c.Accept(p, s.fuel())
 			}
 		} else {
 			ok = s.tox.Accept(p)
 		}
 		r.timed(s, t0)
+		if err == nil && ok {
+			err = r.poolOver(s)
+		}
 		if err != nil {
 			return r.fail(s, err)
 		}
@@ -347,7 +413,7 @@ func (r *Run) Text(chunk string) (string, error) {
 	if !r.set.texts {
 		return chunk, nil
 	}
-	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	r.refuel()
 	out := chunk
 	for _, s := range r.st {
 		if s.text == nil || s.off() {
@@ -355,7 +421,7 @@ func (r *Run) Text(chunk string) (string, error) {
 		}
 		t0 := time.Now()
 		var err error
-		out, err = s.text.write(out, f)
+		out, err = s.text.write(out, s.fuel())
 		r.timed(s, t0)
 		r.noteRedactions(s)
 		if err != nil {
@@ -383,17 +449,17 @@ func (r *Run) Finish() (string, error) {
 	if r.err != nil {
 		return "", r.err
 	}
-	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	r.refuel()
 	var tail string
 	for _, s := range r.st {
 		if s.text == nil || s.off() {
 			continue
 		}
 		t0 := time.Now()
-		out, err := s.text.write(tail, f)
+		out, err := s.text.write(tail, s.fuel())
 		if err == nil {
 			var rest string
-			rest, err = s.text.flush(f)
+			rest, err = s.text.flush(s.fuel())
 			out += rest
 		}
 		r.timed(s, t0)
