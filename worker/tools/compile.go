@@ -56,8 +56,8 @@ type compiledTool struct {
 	name    contracts.ToolName
 	field   string // where it was declared: tools[2], response_format, system
 	context string // context_id: the memory pool it runs in
-	soft  bool
-	notes []string // soft mode: what is left unconstrained
+	soft    bool
+	notes   []string // soft mode: what is left unconstrained
 
 	json   *jsonTool
 	regex  *regexTool
