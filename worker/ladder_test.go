@@ -4,6 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/zerolayer/zerolayer/contracts/natstest"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker"
@@ -26,7 +31,12 @@ func failingTool() contracts.Tool {
 func TestToolFailureLadderThroughNATS(t *testing.T) {
 	t.Parallel()
 	b := workertest.Setup(t, contracts.StreamsConfig{})
-	b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{}), worker.Config{ID: "w1", Concurrency: 4})
+	metrics := worker.NewMetrics()
+	reg := prometheus.NewRegistry()
+	if err := metrics.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{}), worker.Config{ID: "w1", Concurrency: 4, Metrics: metrics})
 	const fallback = "The story service is busy; try again."
 	mk := func(policy contracts.OnToolFailure, fb string) *contracts.JobRequest {
 		r := greedy("Once upon a time", 24, contracts.PriorityNormal)
@@ -92,6 +102,23 @@ func TestToolFailureLadderThroughNATS(t *testing.T) {
 	if n != 3 {
 		t.Errorf("%d usage records, want 3", n)
 	}
+	// The worker counts the fallback (after its ack: poll).
+	natstest.Until(t, 10*time.Second, "the fallback counted", func() bool { return fallbacks(reg) == 1 })
+}
+
+// fallbacks is the worker's zerolayer_tool_fallbacks_total, summed over
+// its models.
+func fallbacks(reg *prometheus.Registry) float64 {
+	mfs, _ := reg.Gather()
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "zerolayer_tool_fallbacks_total" {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // TestDegrade covers the rungs applyToolFailure decides, the last one
