@@ -177,11 +177,12 @@ type Tool struct {
 	// violation is reported in the tool report and generation goes on).
 	Mode ToolMode `json:"mode,omitempty"`
 	// ContextID names the memory pool the tool runs in: the job's tools
-	// with the same context_id share one memory and step budget (and one
-	// compiled copy of their automata and mask caches), tools with
-	// different ids are budgeted apart, so one exhausting its pool does
-	// not starve the others. Empty is the job's default pool. 1–64
-	// characters of [A-Za-z0-9_.-].
+	// with the same context_id share one memory and step budget, tools
+	// with different ids are budgeted apart (each pool with its own
+	// compiled copy of its automata and mask caches), so one exhausting
+	// its pool does not starve the others. Empty is the job's default
+	// pool: one step budget, memory capped per tool. 1–64 characters of
+	// [A-Za-z0-9_.-].
 	ContextID string `json:"context_id,omitempty"`
 }
 

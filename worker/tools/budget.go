@@ -16,12 +16,15 @@ import (
 // that exhausts its pool fails alone (and with on_tool_failure
 // retry_without_tool is dropped while the others go on). Each pool also
 // has its own compiled copy of its tools (the compile cache is keyed by
-// context_id), so pools never share automata or mask caches.
+// context_id), so pools never share automata or mask caches. The default
+// pool shares the step fuel; its memory stays capped per tool, as before
+// pools existed.
 type Budget struct {
-	// MaxMemoryBytes caps the memory the tools of one pool hold together
-	// (and each tool alone): compiled automata, cached masks, parser
-	// threads and held-back text. Going over fails the tool with
-	// TOOL_MEMORY_EXHAUSTED. Defaults to 64 MiB.
+	// MaxMemoryBytes caps the memory each tool holds, and the tools of
+	// one named pool (context_id) together: compiled automata, cached
+	// masks, parser threads and held-back text. Going over fails the tool
+	// with TOOL_MEMORY_EXHAUSTED (a full mask cache stops growing
+	// instead). Defaults to 64 MiB.
 	MaxMemoryBytes int64
 	// MaxStepFuel caps the primitive steps (trie nodes visited, automaton
 	// transitions, parser-thread steps) the tools of one pool take in one

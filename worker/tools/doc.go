@@ -107,7 +107,8 @@
 // Memory and step fuel are per pool: the tools of a job with the same
 // context_id share them, tools of different context_ids are budgeted
 // apart (and compiled apart), so one tool exhausting its pool does not
-// starve the others. Tools without a context_id share the default pool.
+// starve the others. Tools without a context_id share the default pool's
+// step fuel, each with a memory cap of its own.
 //
 // # Example
 //

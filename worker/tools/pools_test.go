@@ -118,6 +118,12 @@ func TestContextPoolsMemory(t *testing.T) {
 	if f := r.Failure(); f == nil || f.ToolCode != contracts.ToolMemoryExhausted {
 		t.Fatalf("Failure() = %v", f)
 	}
+
+	// The default pool caps each tool alone, as before pools existed.
+	set = mustCompile(t, fake, freshBudget(Budget{MaxMemoryBytes: capBytes}), a, b)
+	if _, err := set.NewRun().Mask(make([]uint64, set.vi.Words)); err != nil {
+		t.Fatalf("default pool: %v", err)
+	}
 }
 
 // TestContextPoolsCompileApart: the compile cache keeps one compiled copy

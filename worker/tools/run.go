@@ -61,8 +61,8 @@ type textFilter interface {
 }
 
 // pool is the tools of one context_id in a run: they spend one step fuel
-// per call, and their memory is capped together by Budget.MaxMemoryBytes.
-// Tools of different pools are budgeted apart.
+// per call, and (a named pool) their memory is capped together by
+// Budget.MaxMemoryBytes. Tools of different pools are budgeted apart.
 type pool struct {
 	id    string
 	fuel  limit.Fuel
@@ -144,12 +144,15 @@ func (r *Run) refuel() {
 func (s *toolState) fuel() *limit.Fuel { return &s.pool.fuel }
 
 // poolOver checks the memory of tool s's pool after s ran: the tools of
-// one pool hold at most Budget.MaxMemoryBytes together (each tool's own
-// meter already caps it alone). It returns limit.ErrMemory, wrapped with
-// the pool's figures, when they hold more.
+// one named pool (a context_id) hold at most Budget.MaxMemoryBytes
+// together (each tool's own meter already caps it alone). It returns
+// limit.ErrMemory, wrapped with the pool's figures, when they hold more.
+// The default pool keeps a cap per tool only: its tools' caches are
+// shared with other jobs and stop growing at their own cap, and a job
+// that named no pool is not failed for their sum.
 func (r *Run) poolOver(s *toolState) error {
 	p := s.pool
-	if len(p.tools) < 2 {
+	if p.id == "" || len(p.tools) < 2 {
 		return nil
 	}
 	var n int64
