@@ -48,9 +48,9 @@ var fixtures = []fixture{
 	{"event_final.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventFinal)},
 	{"event_error.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
 	{"event_error_rate_limited.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
+	{"result_fallback.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_failed.json", "result.json", reflect.TypeFor[Result](), checkResult},
-	{"result_fallback.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"usage.json", "usage.json", reflect.TypeFor[Usage](), nil},
 	{"tenant_limits.json", "tenant_limits.json", reflect.TypeFor[TenantLimits](), func(t *testing.T, v any) {
 		if err := v.(*TenantLimits).Validate(); err != nil {

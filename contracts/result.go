@@ -49,6 +49,13 @@ type Result struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// ToolReport sums up what each inline tool did.
 	ToolReport []ToolReport `json:"tool_report,omitempty"`
+	// Error says why the job failed or was canceled.
+	Error *Error `json:"error,omitempty"`
+	// Metadata is the request's metadata, copied (batch_id, custom_id, …)
+	// so that batch output can be matched to its input.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Attempt is the delivery attempt that produced the result, from 1.
+	Attempt int `json:"attempt"`
 	// Fallback is set when Text is the request's fallback_response, given
 	// because a tool failed (on_tool_failure fallback, or retry_without_tool
 	// whose attempt without the failed tools failed too). The job is
@@ -62,13 +69,6 @@ type Result struct {
 	// first failure of the job; Usage carries it too. Absent when no tool
 	// failed.
 	ToolFailureReason string `json:"tool_failure_reason,omitempty"`
-	// Error says why the job failed or was canceled.
-	Error *Error `json:"error,omitempty"`
-	// Metadata is the request's metadata, copied (batch_id, custom_id, …)
-	// so that batch output can be matched to its input.
-	Metadata map[string]string `json:"metadata,omitempty"`
-	// Attempt is the delivery attempt that produced the result, from 1.
-	Attempt int `json:"attempt"`
 	// FinishedAt is when the job ended (RFC 3339, UTC).
 	FinishedAt time.Time `json:"finished_at"`
 }

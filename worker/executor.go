@@ -65,18 +65,18 @@ type Outcome struct {
 	// canceled (by the submitter, or a passed deadline); the output is
 	// what ran before.
 	Canceled bool
-	// Err is set when the job ran but failed (an inline tool failed): it
-	// is billed for what ran and answered with this error.
-	Err *contracts.Error
-	// ToolReport sums up the inline tools' work.
-	ToolReport []contracts.ToolReport
 	// Fallback is set when Text is the request's fallback_response,
 	// answered because a tool failed (contracts.Result.Fallback).
 	Fallback bool
 	// ToolFailureReason is the job's first tool failure, whatever
 	// on_tool_failure did with it (contracts.Result.ToolFailureReason).
 	ToolFailureReason string
-	Usage             contracts.Usage
+	// Err is set when the job ran but failed (an inline tool failed): it
+	// is billed for what ran and answered with this error.
+	Err *contracts.Error
+	// ToolReport sums up the inline tools' work.
+	ToolReport []contracts.ToolReport
+	Usage      contracts.Usage
 }
 
 // Executor runs jobs on a model. The worker calls Execute from several

@@ -53,11 +53,10 @@ type Set struct {
 
 // compiledTool is one tool, compiled; shared through the compile cache.
 type compiledTool struct {
-	name    contracts.ToolName
-	field   string // where it was declared: tools[2], response_format, system
-	context string // context_id: the memory pool it runs in
-	soft    bool
-	notes   []string // soft mode: what is left unconstrained
+	name  contracts.ToolName
+	field string // where it was declared: tools[2], response_format, system
+	soft  bool
+	notes []string // soft mode: what is left unconstrained
 
 	json   *jsonTool
 	regex  *regexTool
@@ -66,6 +65,10 @@ type compiledTool struct {
 	tox    *toxSpec
 	retry  *retrySpec
 	suffix string
+
+	// context is the tool's context_id, the memory pool it runs in:
+	// tools of different pools are compiled (and cached) apart.
+	context string
 }
 
 type jsonTool struct {

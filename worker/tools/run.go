@@ -15,6 +15,12 @@ import (
 // Run is one generation's tool state. A Run is used by one goroutine (the
 // job's decode loop); its Set may be shared by many.
 type Run struct {
+	// failure is the first tool failure of the job, kept across
+	// DropFailed and Reset (Failure).
+	failure *contracts.Error
+	// pools are the job's memory pools, one per context_id.
+	pools []*pool
+
 	set      *Set
 	st       []*toolState
 	raw      []byte // bytes of the accepted tokens
@@ -24,11 +30,6 @@ type Run struct {
 	events   []ToolEvent
 	tmp      []uint64
 	nanos    int64
-	// failure is the first tool failure of the job, kept across
-	// DropFailed and Reset (Failure).
-	failure *contracts.Error
-	// pools are the job's memory pools, one per context_id.
-	pools []*pool
 }
 
 // ToolEvent is one tool action, for a `tool` event on the job's stream.
