@@ -30,6 +30,16 @@ var fixtures = []fixture{
 			t.Errorf("golden request does not validate: %v", err)
 		}
 	}},
+	{"job_request_fallback.json", "job_request.json", reflect.TypeFor[JobRequest](), func(t *testing.T, v any) {
+		r := v.(*JobRequest)
+		if err := r.Validate(Limits{}); err != nil {
+			t.Errorf("golden request does not validate: %v", err)
+		}
+		sp, err := ParseSystemPrompt(r.System)
+		if err != nil || !sp.LowLatency || len(sp.Tools) != 1 || sp.Tools[0].ContextID != "extract" {
+			t.Errorf("system prompt: %+v, %v", sp, err)
+		}
+	}},
 	{"event_started.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventStarted)},
 	{"event_delta.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventDelta)},
 	{"event_tool.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventTool)},
@@ -39,6 +49,7 @@ var fixtures = []fixture{
 	{"event_final_incomplete.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventFinal)},
 	{"event_error.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
 	{"event_error_rate_limited.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
+	{"result_fallback.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_failed.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_incomplete.json", "result.json", reflect.TypeFor[Result](), checkResult},

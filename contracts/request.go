@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -71,8 +72,18 @@ type JobRequest struct {
 	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
 	// Tools are inline tools run inside the decode loop, in order.
 	Tools []Tool `json:"tools,omitempty"`
-	// OnToolFailure says what a tool failure does; empty means fail.
+	// OnToolFailure says what a tool failure does; empty means fail. The
+	// rungs of the degradation ladder, from the strictest: fail,
+	// retry_without_tool, fallback. Whatever the rung, the result and the
+	// usage record say why in tool_failure_reason.
 	OnToolFailure OnToolFailure `json:"on_tool_failure,omitempty"`
+	// FallbackResponse is the answer of a job whose tool failed, with
+	// on_tool_failure fallback (required there), or with
+	// retry_without_tool when the attempt without the failed tools fails
+	// too. The result is then completed with this text, fallback: true
+	// and the failure in tool_failure_reason; what ran before is billed.
+	// At most MaxFallbackResponseBytes bytes.
+	FallbackResponse string `json:"fallback_response,omitempty"`
 	// Memory holds the job's memory and latency requirements.
 	Memory *MemoryOptions `json:"memory,omitempty"`
 	// Metadata is a free map of strings (batch_id, custom_id, …), copied
@@ -200,7 +211,18 @@ type Tool struct {
 	// Mode is strict (the default: a violation is an error) or soft (a
 	// violation is reported in the tool report and generation goes on).
 	Mode ToolMode `json:"mode,omitempty"`
+	// ContextID names the memory pool the tool runs in: the job's tools
+	// with the same context_id share one memory and step budget, tools
+	// with different ids are budgeted apart (each pool with its own
+	// compiled copy of its automata and mask caches), so one exhausting
+	// its pool does not starve the others. Empty is the job's default
+	// pool: one step budget, memory capped per tool. 1–64 characters of
+	// [A-Za-z0-9_.-].
+	ContextID string `json:"context_id,omitempty"`
 }
+
+// MaxContextIDLen is the longest Tool.ContextID.
+const MaxContextIDLen = 64
 
 // ToolMode says whether a tool's constraint is binding.
 type ToolMode string
@@ -220,9 +242,16 @@ const (
 	// default).
 	OnToolFailureFail OnToolFailure = "fail"
 	// OnToolFailureRetryWithoutTool drops the failed tool and regenerates
-	// within the job's budget.
+	// within the job's budget; when the job has a fallback_response and
+	// the new attempt fails too, the fallback answers.
 	OnToolFailureRetryWithoutTool OnToolFailure = "retry_without_tool"
+	// OnToolFailureFallback answers the job's fallback_response at once
+	// (the result is completed and marked fallback).
+	OnToolFailureFallback OnToolFailure = "fallback"
 )
+
+// MaxFallbackResponseBytes bounds JobRequest.FallbackResponse.
+const MaxFallbackResponseBytes = 16 << 10
 
 // MemoryOptions are the job's memory and latency requirements.
 type MemoryOptions struct {
@@ -260,11 +289,21 @@ func (r *JobRequest) Preemptible() bool {
 }
 
 // ApplyDefaults fills the unset fields that have a contract default:
-// priority (normal), max_tokens (lim.DefaultMaxTokens) and on_tool_failure
-// (fail, when there are tools). It leaves sampling fields alone: their
-// defaults depend on the preset and belong to the worker.
+// priority (normal), max_tokens (lim.DefaultMaxTokens), on_tool_failure
+// (fail, when there are tools), and memory.low_latency when the system
+// prompt has a <tool name="low_latency_mode"> block. It leaves sampling
+// fields alone: their defaults depend on the preset and belong to the
+// worker.
 func (r *JobRequest) ApplyDefaults(lim Limits) {
 	lim = lim.WithDefaults()
+	if r.System != "" && strings.Contains(r.System, DirectiveLowLatencyMode) {
+		if sp, err := ParseSystemPrompt(r.System); err == nil && sp.LowLatency {
+			if r.Memory == nil {
+				r.Memory = &MemoryOptions{}
+			}
+			r.Memory.LowLatency = true
+		}
+	}
 	if r.Priority == "" {
 		r.Priority = DefaultPriority
 	}

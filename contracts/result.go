@@ -76,6 +76,19 @@ type Result struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// Attempt is the delivery attempt that produced the result, from 1.
 	Attempt int `json:"attempt"`
+	// Fallback is set when Text is the request's fallback_response, given
+	// because a tool failed (on_tool_failure fallback, or retry_without_tool
+	// whose attempt without the failed tools failed too). The job is
+	// completed (stop_reason end_turn), TokenIDs are empty, and Usage
+	// bills what ran before. Absent otherwise.
+	Fallback bool `json:"fallback,omitempty"`
+	// ToolFailureReason says why a tool failed, whatever rung of
+	// on_tool_failure handled it ("regex_matcher: TOOL_STEP_BUDGET: …"):
+	// the job's error (fail), the failure that dropped a tool
+	// (retry_without_tool), or the one the fallback answered. It is the
+	// first failure of the job; Usage carries it too. Absent when no tool
+	// failed.
+	ToolFailureReason string `json:"tool_failure_reason,omitempty"`
 	// FinishedAt is when the job ended (RFC 3339, UTC).
 	FinishedAt time.Time `json:"finished_at"`
 }

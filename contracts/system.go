@@ -17,6 +17,19 @@ import (
 // &amp; &quot; &apos; (and numeric ones) are decoded, and a <![CDATA[...]]>
 // section is taken verbatim. Parameters that hold JSON (schema, lists,
 // numbers) are parsed as JSON; a list may also be written comma-separated.
+//
+// A tool may name the memory pool it runs in with a context_id attribute
+// (Tool.ContextID): tools with the same id share one pool and budget,
+// tools with different ids are budgeted apart.
+//
+//	<tool name="regex_matcher" context_id="extract">…</tool>
+//
+// One block is a directive rather than a tool: low_latency_mode, which
+// takes no parameters and may be self-closing, asks for the job's worst
+// case to be reserved at admission, the same as memory.low_latency
+// (JobRequest.ApplyDefaults sets it).
+//
+//	<tool name="low_latency_mode"/>
 
 // paramKinds says which parameters hold JSON and which hold plain text.
 var paramKinds = map[ToolName]map[string]byte{
@@ -33,13 +46,42 @@ func systemError(code Code, tool string, format string, args ...any) *Error {
 	return &Error{Code: code, Field: "system", Tool: tool, Message: fmt.Sprintf(format, args...)}
 }
 
+// DirectiveLowLatencyMode is the name of the system-prompt directive
+// <tool name="low_latency_mode"/>: the job asks for reserved admission
+// (memory.low_latency). It is not an inline tool (not a ToolName): it is
+// never in tools[] and runs nothing in the decode loop.
+const DirectiveLowLatencyMode = "low_latency_mode"
+
+// SystemPrompt is a system prompt with its inline blocks taken out.
+type SystemPrompt struct {
+	// Text is the prompt without the blocks: what is tokenized.
+	Text string
+	// Tools are the inline tool blocks, in order.
+	Tools []Tool
+	// LowLatency is set by a <tool name="low_latency_mode"> block.
+	LowLatency bool
+}
+
 // ParseSystem extracts the inline tool blocks from a system prompt and
 // returns the prompt without them (a block alone on its lines takes its
-// line break with it). Errors are *Error: invalid_request for a
-// malformed block, unknown_tool for a tool that does not exist.
+// line break with it). Directives (low_latency_mode) are taken out too but
+// are not returned as tools; see ParseSystemPrompt. Errors are *Error:
+// invalid_request for a malformed block, unknown_tool for a tool that
+// does not exist.
 func ParseSystem(system string) (string, []Tool, error) {
+	sp, err := ParseSystemPrompt(system)
+	if err != nil {
+		return "", nil, err
+	}
+	return sp.Text, sp.Tools, nil
+}
+
+// ParseSystemPrompt is ParseSystem with the directives: it returns the
+// prompt text, the tools, and whether a low_latency_mode block asks for
+// reserved admission.
+func ParseSystemPrompt(system string) (SystemPrompt, error) {
+	var sp SystemPrompt
 	var out strings.Builder
-	var tools []Tool
 	rest := system
 	for {
 		i := indexTag(rest, "<tool")
@@ -49,23 +91,41 @@ func ParseSystem(system string) (string, []Tool, error) {
 		}
 		out.WriteString(rest[:i])
 		block := rest[i:]
-		end := strings.Index(block, "</tool>")
-		if end < 0 {
-			return "", nil, systemError(CodeInvalidRequest, "", "a <tool> block is not closed with </tool>")
-		}
-		t, err := parseToolBlock(block[:end])
+		attrs, body, selfClosing, err := parseAttrs(block[len("<tool"):])
 		if err != nil {
-			return "", nil, err
+			return SystemPrompt{}, systemError(CodeInvalidRequest, "", "<tool>: %v", err)
 		}
-		tools = append(tools, t)
-		rest = block[end+len("</tool>"):]
+		rest = body
+		if selfClosing {
+			body = ""
+		} else {
+			end := strings.Index(body, "</tool>")
+			if end < 0 {
+				return SystemPrompt{}, systemError(CodeInvalidRequest, "", "a <tool> block is not closed with </tool>")
+			}
+			body, rest = body[:end], body[end+len("</tool>"):]
+		}
+		name := ToolName(attrs["name"])
+		if name == DirectiveLowLatencyMode {
+			if strings.TrimSpace(body) != "" {
+				return SystemPrompt{}, systemError(CodeInvalidRequest, string(name), "low_latency_mode takes no parameters")
+			}
+			sp.LowLatency = true
+		} else {
+			t, err := parseToolBlock(attrs, body)
+			if err != nil {
+				return SystemPrompt{}, err
+			}
+			sp.Tools = append(sp.Tools, t)
+		}
 		// A block alone on its line leaves no empty line behind.
 		so := out.String()
 		if (len(so) == 0 || strings.HasSuffix(so, "\n")) && strings.HasPrefix(rest, "\n") {
 			rest = rest[1:]
 		}
 	}
-	return out.String(), tools, nil
+	sp.Text = out.String()
+	return sp, nil
 }
 
 // indexTag finds "<name" followed by a space or '>'.
@@ -84,50 +144,54 @@ func indexTag(s, open string) int {
 	}
 }
 
-// parseAttrs reads name="value" pairs up to '>'; it returns the attributes
-// and what follows the '>'.
-func parseAttrs(s string) (map[string]string, string, error) {
+// parseAttrs reads name="value" pairs up to '>' or '/>'; it returns the
+// attributes, what follows the tag, and whether the tag closed itself.
+func parseAttrs(s string) (map[string]string, string, bool, error) {
 	attrs := map[string]string{}
 	for {
 		s = strings.TrimLeft(s, " \t\r\n")
 		if s == "" {
-			return nil, "", fmt.Errorf("tag is not closed with '>'")
+			return nil, "", false, fmt.Errorf("tag is not closed with '>'")
 		}
 		if s[0] == '>' {
-			return attrs, s[1:], nil
+			return attrs, s[1:], false, nil
+		}
+		if strings.HasPrefix(s, "/>") {
+			return attrs, s[2:], true, nil
 		}
 		eq := strings.IndexByte(s, '=')
 		if eq <= 0 {
-			return nil, "", fmt.Errorf("malformed attribute")
+			return nil, "", false, fmt.Errorf("malformed attribute")
 		}
 		name := strings.TrimSpace(s[:eq])
 		s = strings.TrimLeft(s[eq+1:], " \t\r\n")
 		if s == "" || s[0] != '"' && s[0] != '\'' {
-			return nil, "", fmt.Errorf("attribute %s needs a quoted value", name)
+			return nil, "", false, fmt.Errorf("attribute %s needs a quoted value", name)
 		}
 		q := s[0]
 		e := strings.IndexByte(s[1:], q)
 		if e < 0 {
-			return nil, "", fmt.Errorf("attribute %s is not closed", name)
+			return nil, "", false, fmt.Errorf("attribute %s is not closed", name)
 		}
 		attrs[name] = xmlUnescape(s[1 : 1+e])
 		s = s[2+e:]
 	}
 }
 
-func parseToolBlock(block string) (Tool, error) {
-	attrs, body, err := parseAttrs(block[len("<tool"):])
-	if err != nil {
-		return Tool{}, systemError(CodeInvalidRequest, "", "<tool>: %v", err)
-	}
+// parseToolBlock reads one tool from its tag's attributes and the body
+// between <tool …> and </tool>.
+func parseToolBlock(attrs map[string]string, body string) (Tool, error) {
 	name := ToolName(attrs["name"])
-	t := Tool{Name: name, Mode: ToolMode(attrs["mode"]), Params: map[string]json.RawMessage{}}
+	t := Tool{Name: name, Mode: ToolMode(attrs["mode"]), ContextID: attrs["context_id"], Params: map[string]json.RawMessage{}}
 	if name == "" {
 		return t, systemError(CodeInvalidRequest, "", "<tool> needs a name attribute")
 	}
 	kinds, ok := paramKinds[name]
 	if !ok {
 		return t, systemError(CodeUnknownTool, string(name), "tool %q is not an inline tool", name)
+	}
+	if msg := contextIDProblem(t.ContextID); msg != "" {
+		return t, systemError(CodeInvalidRequest, string(name), "%s", msg)
 	}
 	for {
 		body = strings.TrimLeft(body, " \t\r\n")
@@ -137,9 +201,12 @@ func parseToolBlock(block string) (Tool, error) {
 		if indexTag(body, "<param") != 0 {
 			return t, systemError(CodeInvalidRequest, string(name), "unexpected text inside <tool>: only <param> blocks may appear")
 		}
-		pattrs, pbody, err := parseAttrs(body[len("<param"):])
+		pattrs, pbody, selfClosing, err := parseAttrs(body[len("<param"):])
 		if err != nil {
 			return t, systemError(CodeInvalidRequest, string(name), "<param>: %v", err)
+		}
+		if selfClosing {
+			return t, systemError(CodeInvalidRequest, string(name), "<param name=%q/> has no value", pattrs["name"])
 		}
 		var val string
 		if strings.HasPrefix(pbody, "<![CDATA[") {

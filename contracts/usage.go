@@ -53,6 +53,15 @@ type Usage struct {
 	TotalMs float64 `json:"total_ms"`
 	// ToolExecutionTimeMs is the inline tools' own execution time.
 	ToolExecutionTimeMs float64 `json:"tool_execution_time_ms"`
+	// ToolFailureReason is the job's first tool failure, as in the
+	// result, whatever on_tool_failure did with it (failed the job,
+	// dropped the tool, answered the fallback). Absent when no tool
+	// failed.
+	ToolFailureReason string `json:"tool_failure_reason,omitempty"`
+	// Fallback is set when the job answered its fallback_response (see
+	// Result.Fallback); the tokens and time counted are those that ran
+	// before. Absent otherwise.
+	Fallback bool `json:"fallback,omitempty"`
 
 	// MemoryAllocatedMB is the job's own measured peak of KV cache plus
 	// tool memory, in MiB: the KV blocks it computed itself. Blocks it
@@ -90,6 +99,10 @@ type Usage struct {
 	// FinishedAt is when the job ended (RFC 3339, UTC).
 	FinishedAt time.Time `json:"finished_at"`
 }
+
+// MaxToolFailureReasonBytes bounds Usage.ToolFailureReason and
+// Result.ToolFailureReason; the worker shortens longer reasons.
+const MaxToolFailureReasonBytes = 1024
 
 // MaxUsageBytes is the largest usage record DecodeUsage accepts. A real one
 // is well under 2 KiB.
@@ -181,6 +194,9 @@ func (u *Usage) Validate() error {
 	}
 	if u.Attempt < 1 {
 		add("attempt", "attempt %d is below 1", u.Attempt)
+	}
+	if len(u.ToolFailureReason) > MaxToolFailureReasonBytes {
+		add("tool_failure_reason", "tool_failure_reason is %d bytes, above the limit of %d", len(u.ToolFailureReason), MaxToolFailureReasonBytes)
 	}
 	if u.CreatedAt.IsZero() {
 		add("created_at", "created_at is not set")

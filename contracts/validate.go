@@ -211,8 +211,27 @@ func (r *JobRequest) Validate(lim Limits) error {
 	}
 	switch r.OnToolFailure {
 	case "", OnToolFailureFail, OnToolFailureRetryWithoutTool:
+	case OnToolFailureFallback:
+		if r.FallbackResponse == "" {
+			ps.add(CodeInvalidRequest, "fallback_response", "on_tool_failure fallback needs a fallback_response: the answer given when a tool fails")
+		}
 	default:
-		ps.add(CodeInvalidRequest, "on_tool_failure", "on_tool_failure %q is not fail or retry_without_tool", r.OnToolFailure)
+		ps.add(CodeInvalidRequest, "on_tool_failure", "on_tool_failure %q is not fail, retry_without_tool or fallback", r.OnToolFailure)
+	}
+	if r.FallbackResponse != "" {
+		switch {
+		case r.OnToolFailure == "" || r.OnToolFailure == OnToolFailureFail:
+			ps.add(CodeInvalidRequest, "fallback_response", "fallback_response is used only with on_tool_failure fallback or retry_without_tool; set one of them or leave fallback_response out")
+		case len(r.FallbackResponse) > MaxFallbackResponseBytes:
+			ps.add(CodeInvalidRequest, "fallback_response", "fallback_response is %d bytes, above the limit of %d", len(r.FallbackResponse), MaxFallbackResponseBytes)
+		case !utf8.ValidString(r.FallbackResponse):
+			ps.add(CodeInvalidRequest, "fallback_response", "fallback_response is not valid UTF-8")
+		}
+	}
+	if m := r.Memory; m != nil && m.Preemptible != nil && *m.Preemptible && !m.LowLatency && strings.Contains(r.System, DirectiveLowLatencyMode) {
+		if sp, err := ParseSystemPrompt(r.System); err == nil && sp.LowLatency {
+			ps.add(CodeInvalidRequest, "memory.preemptible", "the system prompt's low_latency_mode asks never to preempt the job; leave preemptible out or set it false")
+		}
 	}
 
 	if m := r.Memory; m != nil {
@@ -297,6 +316,9 @@ func validateTool(t *Tool, field string, seen map[ToolName]int, i int, ps *probl
 	default:
 		toolErr(CodeInvalidRequest, field+".mode", "mode %q is not strict or soft", t.Mode)
 	}
+	if msg := contextIDProblem(t.ContextID); msg != "" {
+		toolErr(CodeInvalidRequest, field+".context_id", "%s", msg)
+	}
 	known := make(map[string]bool, len(params))
 	for _, p := range params {
 		known[p.name] = true
@@ -315,6 +337,23 @@ func validateTool(t *Tool, field string, seen map[ToolName]int, i int, ps *probl
 			toolErr(CodeInvalidRequest, field+".params."+k, "tool %s has no param %s", t.Name, k)
 		}
 	}
+}
+
+// contextIDProblem returns why id is not a valid Tool.ContextID, or "".
+// Empty is valid (the default pool).
+func contextIDProblem(id string) string {
+	if id == "" {
+		return ""
+	}
+	if len(id) > MaxContextIDLen {
+		return fmt.Sprintf("context_id is %d bytes, above the limit of %d", len(id), MaxContextIDLen)
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return fmt.Sprintf("context_id %q may hold only A-Z, a-z, 0-9, _, . and -", id)
+		}
+	}
+	return ""
 }
 
 // checkParam checks one present tool parameter's JSON against its kind.

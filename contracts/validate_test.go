@@ -338,3 +338,75 @@ func TestLimitsDefaults(t *testing.T) {
 		t.Errorf("DefaultMaxTokens = %d above a ceiling of 100", l.DefaultMaxTokens)
 	}
 }
+
+// TestValidateToolFailureLadder: fallback needs fallback_response, which
+// needs a rung that uses it; context_id is checked in tools[].
+func TestValidateToolFailureLadder(t *testing.T) {
+	t.Parallel()
+	tools := []Tool{{Name: ToolSuffix, Params: map[string]json.RawMessage{"text": json.RawMessage(`"!"`)}}}
+	tests := []struct {
+		name      string
+		policy    OnToolFailure
+		fallback  string
+		contextID string
+		wantField string // "" means valid
+	}{
+		{"fail", OnToolFailureFail, "", "", ""},
+		{"retry", OnToolFailureRetryWithoutTool, "", "", ""},
+		{"retry then fallback", OnToolFailureRetryWithoutTool, "sorry", "", ""},
+		{"fallback", OnToolFailureFallback, "sorry", "", ""},
+		{"fallback without response", OnToolFailureFallback, "", "", "fallback_response"},
+		{"response without a rung", "", "sorry", "", "fallback_response"},
+		{"response with fail", OnToolFailureFail, "sorry", "", "fallback_response"},
+		{"response too long", OnToolFailureFallback, strings.Repeat("x", MaxFallbackResponseBytes+1), "", "fallback_response"},
+		{"response not UTF-8", OnToolFailureFallback, "\xff", "", "fallback_response"},
+		{"unknown rung", "degrade", "", "", "on_tool_failure"},
+		{"context id", OnToolFailureFail, "", "pool_1.a-b", ""},
+		{"bad context id", OnToolFailureFail, "", "pool 1", "tools[0].context_id"},
+		{"long context id", OnToolFailureFail, "", strings.Repeat("a", MaxContextIDLen+1), "tools[0].context_id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &JobRequest{Model: "m", Messages: []Message{{Role: RoleUser, Content: "hi"}}, OnToolFailure: tt.policy, FallbackResponse: tt.fallback,
+				Tools: []Tool{{Name: tools[0].Name, Params: tools[0].Params, ContextID: tt.contextID}}}
+			err := r.Validate(Limits{})
+			if tt.wantField == "" {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Field != tt.wantField || !errors.Is(err, CodeInvalidRequest) {
+				t.Fatalf("want one invalid_request at %s, got %v", tt.wantField, err)
+			}
+		})
+	}
+}
+
+// TestLowLatencyModeDirective: the system prompt's low_latency_mode block
+// sets memory.low_latency (ApplyDefaults, so DecodeJobRequest and the
+// producer both do), and contradicts an explicit preemptible: true.
+func TestLowLatencyModeDirective(t *testing.T) {
+	t.Parallel()
+	req, err := DecodeJobRequest([]byte(`{"model":"m","system":"<tool name=\"low_latency_mode\"/>Be quick.","messages":[{"role":"user","content":"hi"}]}`), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Memory == nil || !req.Memory.LowLatency || req.Preemptible() {
+		t.Fatalf("memory = %+v, want low_latency and not preemptible", req.Memory)
+	}
+	if req.System != "<tool name=\"low_latency_mode\"/>Be quick." {
+		t.Errorf("the system prompt is kept as sent (the worker strips the block): %q", req.System)
+	}
+	_, err = DecodeJobRequest([]byte(`{"model":"m","system":"<tool name=\"low_latency_mode\"/>","messages":[{"role":"user","content":"hi"}],"memory":{"preemptible":true}}`), Limits{})
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Problems[0].Field != "memory.preemptible" {
+		t.Fatalf("preemptible with low_latency_mode: %v", err)
+	}
+	// A prompt that only mentions the name is text.
+	req, err = DecodeJobRequest([]byte(`{"model":"m","system":"no low_latency_mode here","messages":[{"role":"user","content":"hi"}]}`), Limits{})
+	if err != nil || req.Memory != nil {
+		t.Fatalf("mention: %+v, %v", req, err)
+	}
+}

@@ -39,7 +39,14 @@
 //     spend_limit_exceeded, and never runs or bills.
 //  4. The Executor runs it (SchedExecutor batches through a scheduler per
 //     model; InOrderExecutor runs one job at a time). Tokens stream out as delta events on zl.events.<tenant>.<job_id>;
-//     InProgress keeps the lease while it runs.
+//     InProgress keeps the lease while it runs. A job whose system prompt
+//     has <tool name="low_latency_mode"/> has memory.low_latency set at
+//     decoding and is admitted reserved. A tool failure takes the
+//     request's on_tool_failure rung: fail (the job fails), retry_without_tool
+//     (the engine drops the tool and generates again), fallback (the
+//     job answers its fallback_response, also when a retry without the
+//     tool fails again; translate.go); every rung keeps the first failure
+//     as tool_failure_reason in the result and the usage.
 //  5. The final event, the result (zl.results.<tenant>.<job_id>) and the
 //     usage record (zl.usage.<tenant>, Nats-Msg-Id = <tenant>/<job_id>) are published and
 //     acknowledged by JetStream, then the job is acked. A crash before the

@@ -63,5 +63,7 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	if err != nil {
 		return nil, engineError(err)
 	}
-	return outcomeFrom(res, req.Tools), nil
+	out := outcomeFrom(res, req.Tools)
+	applyToolFailure(out, r, req.Tools)
+	return out, nil
 }

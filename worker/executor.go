@@ -65,6 +65,12 @@ type Outcome struct {
 	// canceled (by the submitter, or a passed deadline); the output is
 	// what ran before.
 	Canceled bool
+	// Fallback is set when Text is the request's fallback_response,
+	// answered because a tool failed (contracts.Result.Fallback).
+	Fallback bool
+	// ToolFailureReason is the job's first tool failure, whatever
+	// on_tool_failure did with it (contracts.Result.ToolFailureReason).
+	ToolFailureReason string
 	// Err is set when the job ran but failed (an inline tool failed): it
 	// is billed for what ran and answered with this error.
 	Err *contracts.Error

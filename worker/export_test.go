@@ -6,3 +6,9 @@ import "github.com/zerolayer/zerolayer/contracts"
 func Observe(m *Metrics, status contracts.ResultStatus, e *contracts.Error, u *contracts.Usage, tools []contracts.ToolReport) {
 	m.observe(status, e, u, tools)
 }
+
+// Degrade is the worker's on_tool_failure ladder on an outcome
+// (applyToolFailure), for the tests of package worker_test.
+func Degrade(out *Outcome, r *contracts.JobRequest, failure *contracts.Error) {
+	degrade(out, r, failure)
+}

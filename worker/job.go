@@ -398,6 +398,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 		res.StopReason, res.StopSequence = out.StopReason, out.StopSequence
 		res.Incomplete, res.IncompleteReason = out.Incomplete, incompleteReason(out, status)
 	}
+	res.Fallback, res.ToolFailureReason = out.Fallback, out.ToolFailureReason
 	e.publishJSON(contracts.ResultsSubject(e.ref.Tenant, e.ref.JobID), e.ref.String(), res)
 	if usage != nil {
 		e.publishJSON(contracts.UsageSubject(e.ref.Tenant), e.ref.String(), usage)

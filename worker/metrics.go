@@ -19,6 +19,7 @@ type Metrics struct {
 	tokensIn  prometheus.Counter
 	tokensOut prometheus.Counter
 	toolRuns  *prometheus.CounterVec
+	fallbacks *prometheus.CounterVec
 	// intake health
 	consMissing   *prometheus.GaugeVec
 	consRecreated *prometheus.CounterVec
@@ -48,6 +49,8 @@ func NewMetrics() *Metrics {
 		tokensOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_generation_tokens_total", Help: "Generated tokens of finished jobs."}),
 		toolRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_tool_runs_total",
 			Help: "Inline tools run on finished jobs, by how they fared (ok, violated, failed, dropped; contracts.ToolStatus) and model."}, []string{"status", "model"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_tool_fallbacks_total",
+			Help: "Jobs answered with their fallback_response because a tool failed (on_tool_failure fallback, or retry_without_tool failing again), by model."}, []string{"model"}),
 		consMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zerolayer_intake_consumer_missing",
 			Help: "1 while the ZL_JOBS consumer of a class this worker serves is missing and not recreated (jobs of the class are not served), else 0."}, labels),
 		consRecreated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_intake_consumer_recreations_total",
@@ -73,7 +76,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
 			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
 	}
-	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.consMissing, m.consRecreated, m.fetches, m.fetched}, toolMetrics...) {
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.consMissing, m.consRecreated, m.fetches, m.fetched}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -101,6 +104,9 @@ func (m *Metrics) observe(status contracts.ResultStatus, e *contracts.Error, u *
 	}
 	if u == nil {
 		return
+	}
+	if u.Fallback {
+		m.fallbacks.WithLabelValues(model).Inc()
 	}
 	l := prometheus.Labels{"model": model, "priority": string(u.Priority), "bucket": string(u.Bucket)}
 	m.ttft.With(l).Observe(u.TimeToFirstTokenMs / 1000)

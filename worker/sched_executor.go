@@ -104,6 +104,7 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 		return nil, engineError(err)
 	}
 	out := outcomeFrom(res, req.Tools)
+	applyToolFailure(out, r, req.Tools)
 	u := &out.Usage
 	u.CachedInputTokens = st.CachedInputTokens
 	u.Preemptions = st.Preemptions

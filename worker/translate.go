@@ -102,6 +102,65 @@ func outcomeFrom(res *engine.Result, run *tools.Run) *Outcome {
 	return out
 }
 
+// applyToolFailure runs the worker's rungs of the on_tool_failure ladder
+// on an outcome: the engine has already failed the job (fail, fallback) or
+// dropped the failed tools and generated again (retry_without_tool). When a
+// tool failure still ends the job and the request has a fallback_response
+// (on_tool_failure fallback, or retry_without_tool whose new attempt
+// failed too), the outcome becomes that response: completed, end_turn,
+// marked Fallback, no token ids, its usage what ran before (the failed
+// attempts' tokens and tool time are billed; the fallback text is not
+// generated). Whatever the rung, the job's first tool failure is kept in
+// ToolFailureReason and the usage.
+func applyToolFailure(out *Outcome, r *contracts.JobRequest, run *tools.Run) {
+	if run != nil {
+		degrade(out, r, run.Failure())
+	}
+}
+
+// degrade is applyToolFailure with the run's first failure, if any.
+func degrade(out *Outcome, r *contracts.JobRequest, failure *contracts.Error) {
+	reason := toolFailureReason(failure)
+	out.ToolFailureReason, out.Usage.ToolFailureReason = reason, reason
+	if out.Err == nil || out.Err.Code != contracts.CodeToolExecutionFailed || out.Canceled || r.FallbackResponse == "" {
+		return
+	}
+	switch r.OnToolFailure {
+	case contracts.OnToolFailureFallback, contracts.OnToolFailureRetryWithoutTool:
+	default:
+		return
+	}
+	if reason == "" {
+		reason = toolFailureReason(out.Err)
+		out.ToolFailureReason, out.Usage.ToolFailureReason = reason, reason
+	}
+	out.Text, out.TokenIDs, out.Err = r.FallbackResponse, nil, nil
+	out.StopReason, out.StopSequence = contracts.StopEndTurn, ""
+	out.Fallback, out.Usage.Fallback = true, true
+}
+
+// toolFailureReason renders a tool failure as "tool: TOOL_CODE: message",
+// at most contracts.MaxToolFailureReasonBytes bytes; "" for nil.
+func toolFailureReason(e *contracts.Error) string {
+	if e == nil {
+		return ""
+	}
+	s := e.Message
+	if e.ToolCode != "" {
+		s = string(e.ToolCode) + ": " + s
+	}
+	if e.Tool != "" {
+		s = e.Tool + ": " + s
+	}
+	if len(s) > contracts.MaxToolFailureReasonBytes {
+		s = s[:contracts.MaxToolFailureReasonBytes]
+		for len(s) > 0 && !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
+}
+
 // buildRequest turns a job request into an engine request whose tokens and
 // tool actions stream to sink.
 func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink Sink) (engine.Request, error) {

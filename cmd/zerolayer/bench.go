@@ -36,7 +36,7 @@ func runBench(ctx context.Context, args []string) error {
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
 	withLimits := fs.Bool("with-limits", false, "with --pipeline: give the bench tenant limits too high to refuse anything, so every job is checked at submit and at the worker (compare with and without)")
 	gatewayN := fs.Int("gateway", 0, "instead: send this many 32-token chat completions through the HTTP gateway of a dev stack, and the same jobs through the Go producer as the baseline")
-	queue := fs.String("queue", "", "instead: run queue scenarios through a dev stack (NATS, producers, worker) on --model or the generated 134M Q8_0 model: fairness, priority, pressure, seed (or one of its parts: seed:mixed, seed:evict, seed:shared, seed:huge) or all (comma-separated)")
+	queue := fs.String("queue", "", "instead: run queue scenarios through a dev stack (NATS, producers, worker) on --model or the generated 134M Q8_0 model: fairness, priority, pressure, seed (or one of its parts: seed:mixed, seed:evict, seed:shared, seed:huge), toolchain or all (comma-separated)")
 	queueScale := fs.Float64("queue-scale", 1, "with --queue: multiply every scenario's job counts (e.g. 0.25 on a small machine)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")

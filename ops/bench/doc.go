@@ -18,11 +18,14 @@
 //     time to first token under a low-priority backlog, a small KV arena
 //     under pressure with low_latency jobs, and the seed cases (mixed
 //     lengths, long-and-short eviction and KV memory back to baseline, a
-//     burst sharing a system prompt, a huge prompt under decoders). Every
-//     figure comes from the jobs' usage records (queue_ms,
+//     burst sharing a system prompt, a huge prompt under decoders), and
+//     tool chain pressure (concurrent jobs with three inline tools in
+//     their system prompt, one a regex_matcher with .*, in one pool and
+//     in three context_ids: tool time as a share of generation time).
+//     Every figure comes from the jobs' usage records (queue_ms,
 //     time_to_first_token_ms, inter_token_ms_p99, preemptions,
-//     recomputed_tokens, cached_input_tokens, created_at, finished_at),
-//     the KV gauge from the scheduler's metrics.
+//     recomputed_tokens, cached_input_tokens, tool_execution_time_ms,
+//     created_at, finished_at), the KV gauge from the scheduler's metrics.
 //
 // Data flows one way: a Config (from flags, or a test's small sizes) in;
 // model files, or a stack the caller started and stops, measured; a

@@ -19,7 +19,7 @@ import (
 
 // Scenarios are the queue benchmark's scenarios, in the order Queue runs
 // them.
-func Scenarios() []string { return []string{"fairness", "priority", "pressure", "seed"} }
+func Scenarios() []string { return []string{"fairness", "priority", "pressure", "seed", "toolchain"} }
 
 // StackFunc starts a dev stack for one scenario of Queue, its scheduler
 // configured as o says. Queue stops the stack when the scenario ends.
@@ -88,6 +88,10 @@ type QueueConfig struct {
 	// Decoders generate DecodeTokens each while a prompt of HugePrompt
 	// tokens arrives. Default to 8, 128 and 1,491.
 	Decoders, DecodeTokens, HugePrompt int
+	// ToolChainJobs are the toolchain scenario's concurrent jobs (the
+	// batch is made that large), ordinary in shape, and ToolChainRounds
+	// the bursts of each tool arrangement. Default to 32 and 2.
+	ToolChainJobs, ToolChainRounds int
 	// Progress receives a line as each scenario starts. Defaults to
 	// io.Discard.
 	Progress io.Writer
@@ -135,6 +139,8 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	setI(&c.Decoders, 8)
 	setI(&c.DecodeTokens, 128)
 	setI(&c.HugePrompt, 1491)
+	setI(&c.ToolChainJobs, 32)
+	setI(&c.ToolChainRounds, 2)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -170,6 +176,8 @@ type QueueResults struct {
 	Priority *PriorityResult  `json:"priority,omitempty"`
 	Pressure *PressureResult  `json:"pressure,omitempty"`
 	Seed     *SeedResult      `json:"seed,omitempty"`
+	// ToolChain is the toolchain scenario.
+	ToolChain *ToolChainResult `json:"toolchain,omitempty"`
 }
 
 // WriteJSON writes r as one indented JSON document.
@@ -201,6 +209,8 @@ func Queue(ctx context.Context, cfg QueueConfig, w io.Writer) (*QueueResults, er
 			o.KVBlocks = cfg.PressureBlocks
 		case "fairness":
 			o.MaxRunning = max(cfg.FairMaxRunning, 0)
+		case "toolchain":
+			o.MaxRunning = cfg.n(cfg.ToolChainJobs)
 		}
 		metrics := o.Metrics
 		st, err := cfg.Stack(ctx, o)
@@ -250,6 +260,8 @@ func (q *queueRun) run(name string, res *QueueResults) (err error) {
 		res.Pressure, err = q.pressure()
 	case "seed":
 		res.Seed, err = q.seed()
+	case "toolchain":
+		res.ToolChain, err = q.toolChain()
 	default:
 		part, _ := strings.CutPrefix(name, "seed:")
 		res.Seed, err = q.seed(part)

@@ -39,11 +39,11 @@ func TestQueue(t *testing.T) {
 		PromptTokens: 20, MaxTokens: 24, FairFirst: 6, FairLate: 2, FairDelay: 100 * time.Millisecond,
 		Backlog: 6, Probes: 2, ProbeGap: 10 * time.Millisecond, PressureBlocks: 6, PressureJobs: 5, LowLatencyJobs: 2,
 		MixJobs: 10, MidPrompt: 100, LongPrompt: 200, EvictLong: 2, EvictShort: 4, EvictLongTokens: 48, SerialSample: 1,
-		SharedJobs: 4, SystemTokens: 64, Decoders: 2, DecodeTokens: 16, HugePrompt: 300}, &out)
+		SharedJobs: 4, SystemTokens: 64, Decoders: 2, DecodeTokens: 16, HugePrompt: 300, ToolChainJobs: 3, ToolChainRounds: 1}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stacks != 4 {
+	if stacks != 5 {
 		t.Errorf("%d stacks, want one per scenario", stacks)
 	}
 	if len(res.Fairness) != 2 {
@@ -65,7 +65,11 @@ func TestQueue(t *testing.T) {
 		s.LaterTTFT.N != 3 || s.DecodeAlone.N != 2 || s.DecodeWithHuge.N != 2 {
 		t.Errorf("seed %+v", s)
 	}
-	for _, part := range []string{"fairness: tenant-a submits 6 jobs", "fairness: tenant-b submits 2 jobs", "priority: 2 high-priority jobs",
+	if tc := res.ToolChain; tc == nil || tc.Jobs != 3 || tc.OnePool.Totals.Jobs != 3 || tc.ContextIDs.Totals.Jobs != 3 ||
+		tc.OnePool.ToolMs <= 0 || tc.ContextIDs.GenMs <= 0 || tc.OnePool.PerJob.N != 3 {
+		t.Errorf("toolchain %+v", tc)
+	}
+	for _, part := range []string{"toolchain: 1 rounds of 3 concurrent jobs", "fairness: tenant-a submits 6 jobs", "fairness: tenant-b submits 2 jobs", "priority: 2 high-priority jobs",
 		"pressure: 6-block arena", "seed, mixed lengths", "seed, long and short", "KV blocks used", "seed, shared system prompt", "seed, a 300-token prompt"} {
 		if !strings.Contains(out.String(), part) {
 			t.Errorf("report without %q:\n%s", part, out.String())

@@ -572,6 +572,10 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 		q.g.Admitted(now)
 		q.admitStep = s.stepCount.Load()
 		q.stats.QueueSteps = q.admitStep - q.submitStep
+		q.stats.Reserved = q.reserved
+		if m := s.cfg.Metrics; m != nil {
+			m.admitted(q.reserved)
+		}
 	}
 	q.running = true
 	s.running = append(s.running, q)

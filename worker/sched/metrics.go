@@ -28,6 +28,7 @@ type Metrics struct {
 	duplicated      prometheus.Counter
 	stepTokens      prometheus.Histogram
 	tenantTokens    *prometheus.CounterVec
+	admissions      *prometheus.CounterVec
 	lastHits, lastQ uint64
 }
 
@@ -61,6 +62,8 @@ func NewMetrics() *Metrics {
 		duplicated:    c("prefill_duplicated_tokens_total", "Prompt tokens computed in full blocks that another sequence computed too (in the prefix cache already, or computed beside them)."),
 		tenantTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_tenant_generated_tokens_total",
 			Help: "Output tokens generated, by tenant: the shares fairness divides."}, []string{"tenant"}),
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_admissions_total",
+			Help: "Jobs admitted to the running batch for the first time, by admission: reserved (worst case reserved: low_latency, not preemptible, or high priority when configured) or optimistic (preemptible)."}, []string{"admission"}),
 		stepTokens: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zerolayer_step_tokens",
 			Help: "Tokens per forward step (decode rows plus prefill chunks).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 	}
@@ -69,7 +72,7 @@ func NewMetrics() *Metrics {
 // Register registers every metric with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsed, m.kvFree, m.kvCached, m.kvUsage, m.hostUsed,
-		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.reservedWaits, m.attaches, m.duplicated, m.stepTokens, m.tenantTokens} {
+		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.reservedWaits, m.attaches, m.duplicated, m.stepTokens, m.tenantTokens, m.admissions} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -90,6 +93,28 @@ func (m *Metrics) observe(s *Scheduler) {
 	m.prefixQueries.Add(float64(s.bm.lookups - m.lastQ))
 	m.prefixHits.Add(float64(s.bm.hits - m.lastHits))
 	m.lastQ, m.lastHits = s.bm.lookups, s.bm.hits
+}
+
+// admissionLabel is the admissions counter's label for a job.
+func admissionLabel(reserved bool) string {
+	if reserved {
+		return "reserved"
+	}
+	return "optimistic"
+}
+
+func (m *Metrics) admitted(reserved bool) {
+	m.admissions.WithLabelValues(admissionLabel(reserved)).Inc()
+}
+
+// Admissions returns the jobs admitted so far with their worst case
+// reserved (reserved true) or optimistically.
+func (m *Metrics) Admissions(reserved bool) float64 {
+	var d dto.Metric
+	if m.admissions.WithLabelValues(admissionLabel(reserved)).Write(&d) != nil {
+		return 0
+	}
+	return d.GetCounter().GetValue()
 }
 
 // TenantTokens returns the output tokens generated for tenant so far.

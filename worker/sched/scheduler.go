@@ -65,6 +65,10 @@ type Stats struct {
 	// RecomputedTokens counts tokens computed again after evictions that
 	// dropped the KV blocks.
 	RecomputedTokens int
+	// Reserved is set when the job was admitted with its worst case
+	// reserved (low_latency, not preemptible, or high priority with
+	// Config.ReserveHighPriority): it is never preempted.
+	Reserved bool
 }
 
 // Scheduler runs many generations on one model at once: continuous

@@ -8,15 +8,29 @@ import (
 // Budget bounds what one job's tools may spend. The zero value means "all
 // defaults"; call WithDefaults to see them. A job may lower any field; the
 // worker caps what a job may raise.
+//
+// A job's tools are grouped in pools by their context_id
+// (contracts.Tool.ContextID; tools without one share the default pool).
+// MaxMemoryBytes and MaxStepFuel apply to each pool: the tools of one pool
+// share them, tools of different pools each have their own, so a tool
+// that exhausts its pool fails alone (and with on_tool_failure
+// retry_without_tool is dropped while the others go on). Each pool also
+// has its own compiled copy of its tools (the compile cache is keyed by
+// context_id), so pools never share automata or mask caches. The default
+// pool shares the step fuel; its memory stays capped per tool, as before
+// pools existed.
 type Budget struct {
-	// MaxMemoryBytes caps the memory a job's tools hold: compiled automata,
-	// cached masks, parser threads and held-back text. Going over fails the
-	// job with TOOL_MEMORY_EXHAUSTED. Defaults to 64 MiB.
+	// MaxMemoryBytes caps the memory each tool holds, and the tools of
+	// one named pool (context_id) together: compiled automata, cached
+	// masks, parser threads and held-back text. Going over fails the tool
+	// with TOOL_MEMORY_EXHAUSTED (a full mask cache stops growing
+	// instead). Defaults to 64 MiB.
 	MaxMemoryBytes int64
 	// MaxStepFuel caps the primitive steps (trie nodes visited, automaton
-	// transitions, parser-thread steps) of one Mask, Accept, Text or Finish
-	// call. Going over fails the job with TOOL_STEP_BUDGET. Defaults to
-	// 4,000,000 (roughly 20–60 ms of one core).
+	// transitions, parser-thread steps) the tools of one pool take in one
+	// Mask, Accept, Text or Finish call. Going over fails the tool that ran
+	// out with TOOL_STEP_BUDGET. Defaults to 4,000,000 (roughly 20–60 ms
+	// of one core).
 	MaxStepFuel int64
 	// CompileTimeout caps the time one Compile may take per tool. Going over
 	// fails with TOOL_TIMEOUT. Defaults to 1 second.

@@ -67,6 +67,10 @@ type compiledTool struct {
 	tox    *toxSpec
 	retry  *retrySpec
 	suffix string
+
+	// context is the tool's context_id, the memory pool it runs in:
+	// tools of different pools are compiled (and cached) apart.
+	context string
 }
 
 type jsonTool struct {
@@ -169,6 +173,9 @@ type toolKey struct {
 	hash   string
 	vi     *vocab.Index
 	budget Budget
+	// context is the tool's context_id: tools of different pools never
+	// share a compiled copy (its automata, mask caches and memory meter).
+	context string
 }
 
 type cacheEntry struct {
@@ -233,9 +240,10 @@ func specHash(spec contracts.Tool) string {
 
 // Compile parses and compiles a job's tools for a vocabulary: specs (the
 // request's tools[] and the blocks contracts.ParseSystem extracted), then rf
-// (response_format, the same as a json_validator or regex_matcher tool).
-// Compiled tools are cached by (tool and parameters hash, vocabulary,
-// budget), so the same schema compiles once per tokenizer.
+// (response_format, the same as a json_validator or regex_matcher tool, in
+// the default pool). Compiled tools are cached by (tool and parameters
+// hash, vocabulary, budget, context_id), so the same schema compiles once
+// per tokenizer and pool.
 //
 // Errors are *contracts.Error: unknown_tool, invalid_request (a missing or
 // malformed parameter), invalid_schema (naming the unsupported keyword and
@@ -295,7 +303,7 @@ func Compile(specs []contracts.Tool, rf *contracts.ResponseFormat, v Vocab, b Bu
 		if err := paramsTooLarge(d.spec, d.field, b); err != nil {
 			return nil, err
 		}
-		key := toolKey{hash: specHash(d.spec), vi: vi, budget: b}
+		key := toolKey{hash: specHash(d.spec), vi: vi, budget: b, context: d.spec.ContextID}
 		t := cacheGet(key)
 		if t != nil {
 			metrics.hits.Add(1)
@@ -376,7 +384,7 @@ func paramsTooLarge(spec contracts.Tool, field string, b Budget) error {
 
 // compileTool compiles one declaration.
 func compileTool(spec contracts.Tool, field string, vi *vocab.Index, b Budget) (*compiledTool, error) {
-	t := &compiledTool{name: spec.Name, field: field, soft: spec.Mode == contracts.ToolModeSoft}
+	t := &compiledTool{name: spec.Name, field: field, context: spec.ContextID, soft: spec.Mode == contracts.ToolModeSoft}
 	clock := limit.NewClock(b.CompileTimeout)
 	pf := func(p string) string { return field + ".params." + p }
 	var err error

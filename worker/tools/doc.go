@@ -178,7 +178,14 @@
 // parser threads), step fuel per call, compile time, pattern size, DFA
 // states. Going over fails that job alone with a *contracts.Error
 // (tool_execution_failed with TOOL_MEMORY_EXHAUSTED, TOOL_STEP_BUDGET or
-// TOOL_TIMEOUT); the other jobs in the batch go on.
+// TOOL_TIMEOUT); the other jobs in the batch go on. Run.Failure keeps the
+// first failure for the result's tool_failure_reason.
+//
+// Memory and step fuel are per pool: the tools of a job with the same
+// context_id share them, tools of different context_ids are budgeted
+// apart (and compiled apart), so one tool exhausting its pool does not
+// starve the others. Tools without a context_id share the default pool's
+// step fuel, each with a memory cap of its own.
 //
 // # Example
 //

@@ -54,6 +54,7 @@ func FuzzCompileSchema(f *testing.F) {
 func FuzzParseSystem(f *testing.F) {
 	f.Add(`hi <tool name="suffix"><param name="text">x</param></tool>`)
 	f.Add(`<tool name="json_validator" mode="soft"><param name="schema"><![CDATA[{"type":"string"}]]></param></tool>`)
+	f.Add(`<tool name="low_latency_mode"/><tool name="regex_matcher" context_id="a"><param name="pattern">x.*</param></tool>`)
 	f.Fuzz(func(t *testing.T, sys string) {
 		rest, tools, err := contracts.ParseSystem(sys)
 		if err != nil {

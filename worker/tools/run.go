@@ -15,6 +15,12 @@ import (
 // Run is one generation's tool state. A Run is used by one goroutine (the
 // job's decode loop); its Set may be shared by many.
 type Run struct {
+	// failure is the first tool failure of the job, kept across
+	// DropFailed and Reset (Failure).
+	failure *contracts.Error
+	// pools are the job's memory pools, one per context_id.
+	pools []*pool
+
 	set      *Set
 	st       []*toolState
 	raw      []byte // bytes of the accepted tokens
@@ -59,8 +65,18 @@ type textFilter interface {
 	redactions() []string
 }
 
+// pool is the tools of one context_id in a run: they spend one step fuel
+// per call, and (a named pool) their memory is capped together by
+// Budget.MaxMemoryBytes. Tools of different pools are budgeted apart.
+type pool struct {
+	id    string
+	fuel  limit.Fuel
+	tools []*toolState
+}
+
 type toolState struct {
 	t        *compiledTool
+	pool     *pool
 	c        constraint
 	tox      *toxRun // masking toxicity filter
 	text     textFilter
@@ -111,9 +127,57 @@ func (s *Set) NewRun() *Run {
 			// final validation checks (a failure fails the job there).
 			st.detail = "partly checked after generation: " + strings.Join(t.notes, ", ")
 		}
+		st.pool = r.poolFor(t.context)
+		st.pool.tools = append(st.pool.tools, st)
 		r.st = append(r.st, st)
 	}
 	return r
+}
+
+// poolFor returns the run's pool of context id, made on first use.
+func (r *Run) poolFor(id string) *pool {
+	for _, p := range r.pools {
+		if p.id == id {
+			return p
+		}
+	}
+	p := &pool{id: id}
+	r.pools = append(r.pools, p)
+	return p
+}
+
+// refuel gives every pool a full step fuel for a new call.
+func (r *Run) refuel() {
+	for _, p := range r.pools {
+		p.fuel.Refill(r.set.budget.MaxStepFuel)
+	}
+}
+
+// fuel is the step fuel of tool s's pool for the current call.
+func (s *toolState) fuel() *limit.Fuel { return &s.pool.fuel }
+
+// poolOver checks the memory of tool s's pool after s ran: the tools of
+// one named pool (a context_id) hold at most Budget.MaxMemoryBytes
+// together (each tool's own meter already caps it alone). It returns
+// limit.ErrMemory, wrapped with the pool's figures, when they hold more.
+// The default pool keeps a cap per tool only: its tools' caches are
+// shared with other jobs and stop growing at their own cap, and a job
+// that named no pool is not failed for their sum.
+func (r *Run) poolOver(s *toolState) error {
+	p := s.pool
+	if p.id == "" || len(p.tools) < 2 {
+		return nil
+	}
+	var n int64
+	for _, o := range p.tools {
+		if !o.off() {
+			n += o.t.memBytes()
+		}
+	}
+	if n > r.set.budget.MaxMemoryBytes {
+		return fmt.Errorf("%w: the tools of context pool %q hold %d bytes together, above the %d allowed", limit.ErrMemory, p.id, n, r.set.budget.MaxMemoryBytes)
+	}
+	return nil
 }
 
 func (r *Run) timed(s *toolState, t0 time.Time) {
@@ -131,6 +195,9 @@ func (r *Run) fail(s *toolState, err error) error {
 	s.status = contracts.ToolStatusFailed
 	s.detail = ce.Message
 	r.err = ce
+	if r.failure == nil {
+		r.failure = ce
+	}
 	r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionFailed, Detail: ce.Message})
 	return ce
 }
@@ -141,6 +208,9 @@ func (r *Run) failCode(s *toolState, code contracts.ToolCode, format string, arg
 	s.status = contracts.ToolStatusFailed
 	s.detail = ce.Message
 	r.err = ce
+	if r.failure == nil {
+		r.failure = ce
+	}
 	r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionFailed, Detail: ce.Message})
 	return ce
 }
@@ -176,7 +246,7 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 		return false, &contracts.Error{Code: contracts.CodeInternal, Message: fmt.Sprintf("mask has %d words, want %d", len(allowed), vi.Words)}
 	}
 	allowed = allowed[:vi.Words]
-	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	r.refuel()
 	first, eog := true, true
 	var firstTool *toolState
 	for _, s := range r.st {
@@ -187,14 +257,17 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 		var e bool
 		var err error
 		if first {
-			e, err = s.c.Mask(allowed, f)
+			e, err = s.c.Mask(allowed, s.fuel())
 			first, firstTool = false, s
 		} else {
-			e, err = s.c.Mask(r.tmp, f)
+			e, err = s.c.Mask(r.tmp, s.fuel())
 			vocab.AndMask(allowed, r.tmp)
 		}
 		r.timed(s, t0)
 		s.actions++
+		if err == nil {
+			err = r.poolOver(s)
+		}
 		if err != nil {
 			return false, r.fail(s, err)
 		}
@@ -208,8 +281,11 @@ func (r *Run) Mask(allowed []uint64) (bool, error) {
 			continue
 		}
 		t0 := time.Now()
-		banned, err := s.tox.Mask(r.tmp, f)
+		banned, err := s.tox.Mask(r.tmp, s.fuel())
 		r.timed(s, t0)
+		if err == nil {
+			err = r.poolOver(s)
+		}
 		if err != nil {
 			return false, r.fail(s, err)
 		}
@@ -279,7 +355,7 @@ func (r *Run) Accept(token int32) error {
 		return nil
 	}
 	p := vi.Pieces[token]
-	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	r.refuel()
 	for _, s := range r.st {
 		if s.off() || s.c == nil && s.tox == nil {
 			continue
@@ -291,12 +367,15 @@ func (r *Run) Accept(token int32) error {
 			if p == nil {
 				ok = false
 			} else {
-				ok, err = s.c.Accept(p, f)
+				ok, err = s.c.Accept(p, s.fuel())
 			}
 		} else {
 			ok = s.tox.Accept(p)
 		}
 		r.timed(s, t0)
+		if err == nil && ok {
+			err = r.poolOver(s)
+		}
 		if err != nil {
 			return r.fail(s, err)
 		}
@@ -350,7 +429,7 @@ func (r *Run) Text(chunk string) (string, error) {
 	if !r.set.texts {
 		return chunk, nil
 	}
-	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	r.refuel()
 	out := chunk
 	for _, s := range r.st {
 		if s.text == nil || s.off() {
@@ -358,7 +437,7 @@ func (r *Run) Text(chunk string) (string, error) {
 		}
 		t0 := time.Now()
 		var err error
-		out, err = s.text.write(out, f)
+		out, err = s.text.write(out, s.fuel())
 		r.timed(s, t0)
 		r.noteRedactions(s)
 		if err != nil {
@@ -389,7 +468,7 @@ func (r *Run) Finish() (string, error) {
 	if r.err != nil {
 		return "", r.err
 	}
-	f := limit.NewFuel(r.set.budget.MaxStepFuel)
+	r.refuel()
 	output := r.text
 	if r.accepted {
 		output = r.raw
@@ -430,10 +509,10 @@ func (r *Run) Finish() (string, error) {
 			continue
 		}
 		t0 := time.Now()
-		out, err := s.text.write(tail, f)
+		out, err := s.text.write(tail, s.fuel())
 		if err == nil {
 			var rest string
-			rest, err = s.text.flush(f)
+			rest, err = s.text.flush(s.fuel())
 			out += rest
 		}
 		r.timed(s, t0)
@@ -581,6 +660,12 @@ func (r *Run) DropFailed() []string {
 	r.err = nil
 	return out
 }
+
+// Failure returns the run's first tool failure (a *contracts.Error with
+// Tool and ToolCode), also when on_tool_failure retry_without_tool has
+// dropped the tool since; nil when no tool failed. The worker reports it
+// as tool_failure_reason.
+func (r *Run) Failure() *contracts.Error { return r.failure }
 
 // Report returns per-tool status, action counts and time.
 func (r *Run) Report() []contracts.ToolReport {

@@ -73,7 +73,7 @@ type Bundle struct {
 
 // Setup starts JetStream with the streams, and producers for two tenants
 // (acme and globex) that know stories260K as ModelName.
-func Setup(t *testing.T, streams contracts.StreamsConfig) *Bundle {
+func Setup(t testing.TB, streams contracts.StreamsConfig) *Bundle {
 	t.Helper()
 	return SetupOptions(t, streams, nil)
 }
@@ -81,7 +81,7 @@ func Setup(t *testing.T, streams contracts.StreamsConfig) *Bundle {
 // SetupOptions is Setup on a server started with o (nil: the defaults);
 // with o.Restartable the test may restart the server (b.Srv.Restart)
 // under the workers and clients, whose connections come back.
-func SetupOptions(t *testing.T, streams contracts.StreamsConfig, o *natstest.Options) *Bundle {
+func SetupOptions(t testing.TB, streams contracts.StreamsConfig, o *natstest.Options) *Bundle {
 	t.Helper()
 	srv := natstest.RunWithOptions(t, o)
 	b := &Bundle{Srv: srv, Conn: srv.Conn, JS: srv.JS, connect: srv.Connect}
@@ -95,7 +95,7 @@ func SetupOptions(t *testing.T, streams contracts.StreamsConfig, o *natstest.Opt
 // to another when theirs goes (Cluster.Shutdown).
 //
 //	b := workertest.SetupCluster(t, contracts.StreamsConfig{Replicas: 3})
-func SetupCluster(t *testing.T, streams contracts.StreamsConfig) *Bundle {
+func SetupCluster(t testing.TB, streams contracts.StreamsConfig) *Bundle {
 	t.Helper()
 	c := natstest.RunCluster(t, 3)
 	b := &Bundle{Cluster: c, Conn: c.Conn, JS: c.JS, connect: c.Connect}
@@ -104,7 +104,7 @@ func SetupCluster(t *testing.T, streams contracts.StreamsConfig) *Bundle {
 }
 
 // setup makes the streams and the producers on b's connection.
-func (b *Bundle) setup(t *testing.T, streams contracts.StreamsConfig) {
+func (b *Bundle) setup(t testing.TB, streams contracts.StreamsConfig) {
 	t.Helper()
 	if err := contracts.EnsureStreams(context.Background(), b.JS, streams); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func (b *Bundle) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 
 // StartWorker starts a worker on its own connection, stopped at cleanup
 // (with 10 seconds to finish).
-func (b *Bundle) StartWorker(t *testing.T, exec worker.Executor, id string) (*worker.Worker, *nats.Conn) {
+func (b *Bundle) StartWorker(t testing.TB, exec worker.Executor, id string) (*worker.Worker, *nats.Conn) {
 	t.Helper()
 	return b.StartWorkerConfig(t, exec, worker.Config{ID: id})
 }
@@ -137,7 +137,7 @@ func (b *Bundle) StartWorker(t *testing.T, exec worker.Executor, id string) (*wo
 // StartWorkerConfig is StartWorker with a configuration; its Streams,
 // IdlePoll (50 milliseconds) and Logger (Logger(t)) are filled in when
 // unset.
-func (b *Bundle) StartWorkerConfig(t *testing.T, exec worker.Executor, cfg worker.Config) (*worker.Worker, *nats.Conn) {
+func (b *Bundle) StartWorkerConfig(t testing.TB, exec worker.Executor, cfg worker.Config) (*worker.Worker, *nats.Conn) {
 	t.Helper()
 	if cfg.Streams.Replicas == 0 && cfg.Streams.AckWait == 0 {
 		cfg.Streams = b.Streams

@@ -13,6 +13,9 @@ type Fuel struct {
 // NewFuel returns a Fuel of n steps.
 func NewFuel(n int64) *Fuel { return &Fuel{left: n} }
 
+// Refill sets the fuel back to n steps, for the next call.
+func (f *Fuel) Refill(n int64) { f.left = n }
+
 // Spend takes n steps and reports ErrStepBudget once the fuel is gone.
 func (f *Fuel) Spend(n int64) error {
 	if f == nil {
