@@ -13,9 +13,9 @@
 //     Schema keywords below. Object keys may come in any order. Output is
 //     compact by default: no whitespace between tokens (param whitespace,
 //     response_format.whitespace: "compact", or "pretty" for runs of up to
-//     64 whitespace bytes, enough for a newline and indentation); up to 4
-//     bytes may lead the document (a SentencePiece "▁{" costs no token),
-//     none may follow it. Integers (a number whose multipleOf is an
+//     64 whitespace bytes, enough for a newline and indentation); one
+//     space may lead the document (a SentencePiece "▁{" costs no token),
+//     nothing may follow it. Integers (a number whose multipleOf is an
 //     integer) are written without fraction or exponent, so they decode
 //     into an integer type; integer bounds within 1e17 are followed in
 //     int64 and cost what an unbounded integer costs. Param

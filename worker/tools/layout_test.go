@@ -110,6 +110,13 @@ func TestCompactByDefault(t *testing.T) {
 	if !accepts(t, compact, ` {"a":1}`) || accepts(t, compact, `{"a":1} `) {
 		t.Errorf("leading or trailing whitespace handled wrongly")
 	}
+	// One space, no more and no newline: a small model otherwise spends
+	// tokens on "  \n " before the document.
+	for _, lead := range []string{"  ", "\n", " \n", "\t"} {
+		if accepts(t, compact, lead+`{"a":1}`) {
+			t.Errorf("compact accepts %q before the document", lead)
+		}
+	}
 }
 
 // TestWhitespaceParamErrors: an unknown whitespace or a bad cap is a

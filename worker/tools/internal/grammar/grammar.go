@@ -129,8 +129,8 @@ type Layout struct {
 	// MaxSpace bounds a run of whitespace between two JSON tokens, in
 	// bytes (at most 255); 0, the default, allows none (compact output:
 	// with a small model, whitespace is otherwise a fifth to a half of the
-	// output). PrettySpace allows a newline and indentation. Up to
-	// leadSpace bytes may come before the top-level value in any layout.
+	// output). PrettySpace allows a newline and indentation. One space
+	// (leadSpace) may come before the top-level value in any layout.
 	MaxSpace int
 	// MaxStringLen caps, in code points, strings and additional property
 	// names whose schema sets no maxLength (nor a pattern or format, whose
@@ -139,11 +139,12 @@ type Layout struct {
 	MaxStringLen int32
 }
 
-// leadSpace bounds the whitespace before the top-level value, whatever the
+// leadSpace bounds the spaces before the top-level value, whatever the
 // layout: tokenizers that put a space before the first word (SentencePiece's
 // "▁{") spend no token on it, and refusing it would push the model off
-// its likeliest first token.
-const leadSpace = 4
+// its likeliest first token. One space is that; more, or a newline, is a
+// token spent on nothing (a small model took four when it could).
+const leadSpace = 1
 
 // PrettySpace is Layout.MaxSpace for pretty-printed output: a newline and
 // indentation to some thirty levels.
@@ -392,7 +393,7 @@ func (m *Machine) step(th thread, c byte, out []thread, work *int64) []thread {
 		case fValue:
 			if IsJSONSpace(c) {
 				max := m.maxWS
-				if th.rest != nil && th.rest.f.kind == fRoot && max < leadSpace {
+				if th.rest != nil && th.rest.f.kind == fRoot && max < leadSpace && c == ' ' {
 					max = leadSpace
 				}
 				if f.ws >= max {
