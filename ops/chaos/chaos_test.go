@@ -195,7 +195,15 @@ func TestChaos(t *testing.T) {
 		}
 		pgStop = d
 	}
+	// CHAOS_LOGS keeps the processes' logs (and the suite's files) in
+	// that folder instead of a temporary one.
 	dir := t.TempDir()
+	if v := os.Getenv("CHAOS_LOGS"); v != "" {
+		if err := os.MkdirAll(v, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dir = v
+	}
 
 	// The binary.
 	bin := filepath.Join(dir, "zerolayer")
