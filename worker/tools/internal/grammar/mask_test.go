@@ -39,6 +39,11 @@ func TestMaskMatchesAccept(t *testing.T) {
 			`{"kind":"a","x":3}`, grammar.Layout{}},
 		{`{"oneOf":[{"type":"object","properties":{"intent":{"type":"string"}},"required":["intent"]},{"type":"object","properties":{"fallback_reason":{"type":"string"}},"required":["fallback_reason"]}]}`,
 			`{"intent":"buy"}`, grammar.Layout{}},
+		// Bounded numbers on the rational path: past a prefix whose every
+		// completion is in bounds, the frame stops checking (and stops
+		// keeping its text, except for uniqueItems).
+		{`{"type":"object","properties":{"x":{"type":"number","minimum":0},"y":{"type":"number","exclusiveMinimum":-1.5,"maximum":2.25},"z":{"type":"array","items":{"type":"number","maximum":-0.5},"uniqueItems":true}}}`,
+			`{"x":12.75,"y":-1.25,"z":[-3,-0.75,-10.5,-0.751]}`, grammar.Layout{}},
 	}
 	lim := schema.Limits{MaxSchemaNodes: 10000, MaxPatternBytes: 4096, MaxRegexInsts: 20000, MaxDFAStates: 10000,
 		MaxMemoryBytes: 256 << 20, MaxThreads: 64}
