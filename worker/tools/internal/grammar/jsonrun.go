@@ -192,7 +192,10 @@ func (m *Machine) leafKeyOf(f *frame) (vocab.LeafKey, *vocab.LeafCache) {
 		if s.DFA == nil {
 			return k, &m.vi.StringCache
 		}
-		k.Owner = f.n
+		// The entry depends on the node only through its DFA and the
+		// clamped bounds above, so string nodes with one pattern or format
+		// (the schema compiler shares a DFA between them) share entries.
+		k.Owner = s.DFA
 		return k, &m.cache
 	}
 	os := f.n.Object

@@ -44,6 +44,11 @@ func TestMaskMatchesAccept(t *testing.T) {
 		// keeping its text, except for uniqueItems).
 		{`{"type":"object","properties":{"x":{"type":"number","minimum":0},"y":{"type":"number","exclusiveMinimum":-1.5,"maximum":2.25},"z":{"type":"array","items":{"type":"number","maximum":-0.5},"uniqueItems":true}}}`,
 			`{"x":12.75,"y":-1.25,"z":[-3,-0.75,-10.5,-0.751]}`, grammar.Layout{}},
+		// String nodes with one pattern or format share leaf entries when
+		// their clamped bounds agree (a, e), not when they differ (c, d);
+		// email is also in an earlier schema, compiled before this one.
+		{`{"type":"object","properties":{"a":{"type":"string","format":"date"},"c":{"type":"string","pattern":"^[a-z]+$","minLength":3},"d":{"type":"string","pattern":"^[a-z]+$","maxLength":2},"e":{"type":"string","format":"date"},"m":{"type":"string","format":"email"},"n":{"type":"array","items":{"type":"string","format":"email","maxLength":9}}}}`,
+			`{"a":"2024-01-02","c":"abcd","d":"xy","e":"1999-12-31","m":"a.b@example.org","n":["x@y.io","ab@cd.ef"]}`, grammar.Layout{}},
 	}
 	lim := schema.Limits{MaxSchemaNodes: 10000, MaxPatternBytes: 4096, MaxRegexInsts: 20000, MaxDFAStates: 10000,
 		MaxMemoryBytes: 256 << 20, MaxThreads: 64}
