@@ -207,9 +207,15 @@ func (m *Machine) leafKeyOf(f *frame) (vocab.LeafKey, *vocab.LeafCache) {
 	} else {
 		k.MaxLeft = clampR(os.MaxKeyLen - f.cnt)
 	}
-	k.Seen = f.seen
-	if f.seenX != nil {
-		k.SeenExtra = seenKey(*f.seenX)
+	// Where any key may be added (FreeKey), a key frame reads the seen
+	// properties nowhere (keyStep checks them only on the known-key trie
+	// of a closed object; a repeated key is refused when it ends, in
+	// finish, against the object frame): one entry serves every seen set.
+	if !os.FreeKey {
+		k.Seen = f.seen
+		if f.seenX != nil {
+			k.SeenExtra = seenKey(*f.seenX)
+		}
 	}
 	return k, &m.cache
 }

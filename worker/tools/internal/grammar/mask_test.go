@@ -49,6 +49,10 @@ func TestMaskMatchesAccept(t *testing.T) {
 		// email is also in an earlier schema, compiled before this one.
 		{`{"type":"object","properties":{"a":{"type":"string","format":"date"},"c":{"type":"string","pattern":"^[a-z]+$","minLength":3},"d":{"type":"string","pattern":"^[a-z]+$","maxLength":2},"e":{"type":"string","format":"date"},"m":{"type":"string","format":"email"},"n":{"type":"array","items":{"type":"string","format":"email","maxLength":9}}}}`,
 			`{"a":"2024-01-02","c":"abcd","d":"xy","e":"1999-12-31","m":"a.b@example.org","n":["x@y.io","ab@cd.ef"]}`, grammar.Layout{}},
+		// Keys: an open object's key leaves are shared whatever properties
+		// were seen; a closed object's depend on them.
+		{`{"type":"object","properties":{"a":{"type":"integer"},"ab":{"type":"string"},"abc":{"type":"object","properties":{"x":{},"xy":{},"xyz":{}},"additionalProperties":false}},"required":["a"]}`,
+			`{"ab":"x","a":1,"abd":2,"abc":{"xy":1,"x":2,"xyz":3}}`, grammar.Layout{}},
 	}
 	lim := schema.Limits{MaxSchemaNodes: 10000, MaxPatternBytes: 4096, MaxRegexInsts: 20000, MaxDFAStates: 10000,
 		MaxMemoryBytes: 256 << 20, MaxThreads: 64}

@@ -58,7 +58,8 @@ type LeafKey struct {
 	// MinLeft and MaxLeft are the code points still required and still
 	// allowed, clamped to what one token can change.
 	MinLeft, MaxLeft int32
-	// Seen and SeenExtra are the object's properties seen so far.
+	// Seen and SeenExtra are the object's properties seen so far (zero
+	// where they cannot change the entry: objects that take any key).
 	Seen      uint64
 	SeenExtra string
 }
