@@ -259,9 +259,18 @@ func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 	var extra []int32
 	var exits []vocab.LeafExit
 	text, nodes, off := vi.SpecialText, vi.SpecialNode, vi.SpecialStart
+	// The simulation of a token depends only on its bytes, so a token
+	// through the trie node where the previous one stopped (ended the
+	// leaf there, or died) stops there too, with the exit already noted.
+	// LeafSpecials are in byte order, so such tokens come in runs.
+	stop, stopAt := int32(-1), 0
 	for _, i := range vi.LeafSpecials {
 		tok := vi.Special[i]
 		p := text[off[i]:off[i+1]]
+		if stop >= 0 && len(p) > stopAt && nodes[int(off[i])+stopAt] == stop {
+			continue
+		}
+		stop = -1
 		f := start.LexState
 		ff := start
 		for k, c := range p {
@@ -278,12 +287,13 @@ func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 				}
 				continue
 			}
+			node := nodes[int(off[i])+k]
 			if res == rDone {
-				node := nodes[int(off[i])+k]
 				if n := len(exits); n == 0 || exits[n-1].Node != node {
 					exits = append(exits, vocab.LeafExit{Node: node, Payload: payload})
 				}
 			}
+			stop, stopAt = node, k
 			break
 		}
 	}

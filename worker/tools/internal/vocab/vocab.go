@@ -62,6 +62,7 @@ type Index struct {
 	// character) may take: after their plain text they reach a '"' or a
 	// '\\', or end inside a UTF-8 character. The others reach a control
 	// character or a byte no UTF-8 text has there, and are always refused.
+	// They are in the byte order of the tokens.
 	LeafSpecials []int32
 
 	// Per trie node: the bytes below it (not its own) and how much deeper
@@ -273,6 +274,11 @@ func (vi *Index) classify(ids []int32) {
 		vi.SpecialNodes = append(vi.SpecialNodes, nodes)
 	}
 	vi.SpecialStart = append(vi.SpecialStart, int32(len(vi.SpecialText)))
+	// Byte order: tokens with a common prefix come together (a plain
+	// leaf's simulation skips those that stop where the one before did).
+	sort.Slice(vi.LeafSpecials, func(a, b int) bool {
+		return bytes.Compare(vi.Pieces[vi.Special[vi.LeafSpecials[a]]], vi.Pieces[vi.Special[vi.LeafSpecials[b]]]) < 0
+	})
 }
 
 // leafSpecial reports whether a string or key in a plain state may take
