@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
@@ -253,7 +254,7 @@ func (m *Machine) plainLeaf(f *frame) (int32, bool) {
 
 // fastLeaf computes a plain leaf's entry: the plain tokens that fit (the
 // index's own bitset, shared), then each special token that such a state
-// may take, simulated on its own.
+// may take, simulated on its own from the end of its plain prefix.
 func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 	m, vi := r.m, r.m.vi
 	var extra []int32
@@ -273,12 +274,33 @@ func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 		stop = -1
 		f := start.LexState
 		ff := start
-		for k, c := range p {
+		// The plain prefix only adds code points (to a string, or to a key
+		// off the known-key trie): take it at once when it fits, else
+		// step it to find where it dies.
+		// A key on the known-key trie is stepped until it leaves the trie.
+		k0, plain := 0, int(vi.SpecialPlain[i])
+		if n := vi.SpecialPlainRunes[i]; start.kind == fString && start.cnt+n <= start.n.String.MaxLen {
+			f.cnt += n
+			k0 = plain
+		}
+		jumped := start.kind == fString
+		for k := k0; k < len(p); k++ {
+			c := p[k]
 			var res int
 			var payload int32
 			if start.kind == fString {
 				res, payload = strLex(&f, start.n.String, c, &r.work)
 			} else {
+				if !jumped && ff.flag&kfOff != 0 && ff.UTF8Pending == 0 && k < plain {
+					jumped = true
+					if n := int32(utf8.RuneCount(p[k:plain])); ff.cnt+n <= start.n.Object.MaxKeyLen {
+						ff.cnt += n
+						if k = plain; k >= len(p) {
+							break
+						}
+						c = p[k]
+					}
+				}
 				res, payload = m.keyStep(&ff, c, &r.work)
 			}
 			if res == rCont {

@@ -53,6 +53,10 @@ func TestMaskMatchesAccept(t *testing.T) {
 		// were seen; a closed object's depend on them.
 		{`{"type":"object","properties":{"a":{"type":"integer"},"ab":{"type":"string"},"abc":{"type":"object","properties":{"x":{},"xy":{},"xyz":{}},"additionalProperties":false}},"required":["a"]}`,
 			`{"ab":"x","a":1,"abd":2,"abc":{"xy":1,"x":2,"xyz":3}}`, grammar.Layout{}},
+		// Bounded additional keys: off the known-key trie, a key's plain
+		// text counts against propertyNames maxLength.
+		{`{"type":"object","properties":{"ab":{}},"propertyNames":{"maxLength":5}}`,
+			`{"abcde":1,"xy":"key","ab":{"name":"value"}}`, grammar.Layout{}},
 	}
 	lim := schema.Limits{MaxSchemaNodes: 10000, MaxPatternBytes: 4096, MaxRegexInsts: 20000, MaxDFAStates: 10000,
 		MaxMemoryBytes: 256 << 20, MaxThreads: 64}
