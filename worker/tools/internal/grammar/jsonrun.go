@@ -276,8 +276,8 @@ func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 		ff := start
 		// The plain prefix only adds code points (to a string, or to a key
 		// off the known-key trie): take it at once when it fits, else
-		// step it to find where it dies.
-		// A key on the known-key trie is stepped until it leaves the trie.
+		// step it to find where it dies. A key is stepped until it leaves
+		// the known-key trie, then takes the rest of the prefix at once.
 		k0, plain := 0, int(vi.SpecialPlain[i])
 		if n := vi.SpecialPlainRunes[i]; start.kind == fString && start.cnt+n <= start.n.String.MaxLen {
 			f.cnt += n
