@@ -65,6 +65,12 @@ const (
 	// whose magnitude went past every fast integer bound.
 	nfNeg
 	nfSat
+	// nfIn marks a number frame on the rational path whose every
+	// completion satisfies the spec (NumSpec.within): the following bytes
+	// need no check, and its text is dropped (kept only for uniqueItems),
+	// so that prefixes such as "5" and "6" under "minimum": 0 become one
+	// state and a trie walk shares what it learns below them.
+	nfIn
 )
 
 // Leaf step results.
@@ -1016,10 +1022,20 @@ func numStep(f *frame, c byte) int {
 		if !s.fastLive(f.flag&nfNeg != 0, nph, f.seen, f.flag&nfSat != 0) {
 			return rDead
 		}
+	case f.flag&nfIn != 0:
+		if f.flag&uqItem != 0 {
+			f.txt += string(c)
+		}
 	default:
 		f.txt += string(c)
 		if !s.live(f.txt, nph) {
 			return rDead
+		}
+		if s.within(f.txt, nph) {
+			f.flag |= nfIn
+			if f.flag&uqItem == 0 {
+				f.txt = ""
+			}
 		}
 	}
 	f.ph = nph
@@ -1035,6 +1051,8 @@ func numAccepts(f *frame) bool {
 		return true
 	case s.fast:
 		return s.fastAccepts(f.flag&nfNeg != 0, f.seen, f.aux, f.flag&nfSat != 0)
+	case f.flag&nfIn != 0:
+		return true
 	}
 	return s.accepts(f.txt)
 }

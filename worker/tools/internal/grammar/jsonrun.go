@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
@@ -192,7 +193,10 @@ func (m *Machine) leafKeyOf(f *frame) (vocab.LeafKey, *vocab.LeafCache) {
 		if s.DFA == nil {
 			return k, &m.vi.StringCache
 		}
-		k.Owner = f.n
+		// The entry depends on the node only through its DFA and the
+		// clamped bounds above, so string nodes with one pattern or format
+		// (the schema compiler shares a DFA between them) share entries.
+		k.Owner = s.DFA
 		return k, &m.cache
 	}
 	os := f.n.Object
@@ -204,9 +208,15 @@ func (m *Machine) leafKeyOf(f *frame) (vocab.LeafKey, *vocab.LeafCache) {
 	} else {
 		k.MaxLeft = clampR(os.MaxKeyLen - f.cnt)
 	}
-	k.Seen = f.seen
-	if f.seenX != nil {
-		k.SeenExtra = seenKey(*f.seenX)
+	// Where any key may be added (FreeKey), a key frame reads the seen
+	// properties nowhere (keyStep checks them only on the known-key trie
+	// of a closed object; a repeated key is refused when it ends, in
+	// finish, against the object frame): one entry serves every seen set.
+	if !os.FreeKey {
+		k.Seen = f.seen
+		if f.seenX != nil {
+			k.SeenExtra = seenKey(*f.seenX)
+		}
 	}
 	return k, &m.cache
 }
@@ -244,23 +254,53 @@ func (m *Machine) plainLeaf(f *frame) (int32, bool) {
 
 // fastLeaf computes a plain leaf's entry: the plain tokens that fit (the
 // index's own bitset, shared), then each special token that such a state
-// may take, simulated on its own.
+// may take, simulated on its own from the end of its plain prefix.
 func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 	m, vi := r.m, r.m.vi
 	var extra []int32
 	var exits []vocab.LeafExit
 	text, nodes, off := vi.SpecialText, vi.SpecialNode, vi.SpecialStart
+	// The simulation of a token depends only on its bytes, so a token
+	// through the trie node where the previous one stopped (ended the
+	// leaf there, or died) stops there too, with the exit already noted.
+	// LeafSpecials are in byte order, so such tokens come in runs.
+	stop, stopAt := int32(-1), 0
 	for _, i := range vi.LeafSpecials {
 		tok := vi.Special[i]
 		p := text[off[i]:off[i+1]]
+		if stop >= 0 && len(p) > stopAt && nodes[int(off[i])+stopAt] == stop {
+			continue
+		}
+		stop = -1
 		f := start.LexState
 		ff := start
-		for k, c := range p {
+		// The plain prefix only adds code points (to a string, or to a key
+		// off the known-key trie): take it at once when it fits, else
+		// step it to find where it dies. A key is stepped until it leaves
+		// the known-key trie, then takes the rest of the prefix at once.
+		k0, plain := 0, int(vi.SpecialPlain[i])
+		if n := vi.SpecialPlainRunes[i]; start.kind == fString && start.cnt+n <= start.n.String.MaxLen {
+			f.cnt += n
+			k0 = plain
+		}
+		jumped := start.kind == fString
+		for k := k0; k < len(p); k++ {
+			c := p[k]
 			var res int
 			var payload int32
 			if start.kind == fString {
 				res, payload = strLex(&f, start.n.String, c, &r.work)
 			} else {
+				if !jumped && ff.flag&kfOff != 0 && ff.UTF8Pending == 0 && k < plain {
+					jumped = true
+					if n := int32(utf8.RuneCount(p[k:plain])); ff.cnt+n <= start.n.Object.MaxKeyLen {
+						ff.cnt += n
+						if k = plain; k >= len(p) {
+							break
+						}
+						c = p[k]
+					}
+				}
 				res, payload = m.keyStep(&ff, c, &r.work)
 			}
 			if res == rCont {
@@ -269,12 +309,13 @@ func (r *Run) fastLeaf(start frame, rmax int32) *vocab.LeafEntry {
 				}
 				continue
 			}
+			node := nodes[int(off[i])+k]
 			if res == rDone {
-				node := nodes[int(off[i])+k]
 				if n := len(exits); n == 0 || exits[n-1].Node != node {
 					exits = append(exits, vocab.LeafExit{Node: node, Payload: payload})
 				}
 			}
+			stop, stopAt = node, k
 			break
 		}
 	}

@@ -39,6 +39,24 @@ func TestMaskMatchesAccept(t *testing.T) {
 			`{"kind":"a","x":3}`, grammar.Layout{}},
 		{`{"oneOf":[{"type":"object","properties":{"intent":{"type":"string"}},"required":["intent"]},{"type":"object","properties":{"fallback_reason":{"type":"string"}},"required":["fallback_reason"]}]}`,
 			`{"intent":"buy"}`, grammar.Layout{}},
+		// Bounded numbers on the rational path: past a prefix whose every
+		// completion is in bounds, the frame stops checking (and stops
+		// keeping its text, except for uniqueItems).
+		{`{"type":"object","properties":{"x":{"type":"number","minimum":0},"y":{"type":"number","exclusiveMinimum":-1.5,"maximum":2.25},"z":{"type":"array","items":{"type":"number","maximum":-0.5},"uniqueItems":true}}}`,
+			`{"x":12.75,"y":-1.25,"z":[-3,-0.75,-10.5,-0.751]}`, grammar.Layout{}},
+		// String nodes with one pattern or format share leaf entries when
+		// their clamped bounds agree (a, e), not when they differ (c, d);
+		// email is also in an earlier schema, compiled before this one.
+		{`{"type":"object","properties":{"a":{"type":"string","format":"date"},"c":{"type":"string","pattern":"^[a-z]+$","minLength":3},"d":{"type":"string","pattern":"^[a-z]+$","maxLength":2},"e":{"type":"string","format":"date"},"m":{"type":"string","format":"email"},"n":{"type":"array","items":{"type":"string","format":"email","maxLength":9}}}}`,
+			`{"a":"2024-01-02","c":"abcd","d":"xy","e":"1999-12-31","m":"a.b@example.org","n":["x@y.io","ab@cd.ef"]}`, grammar.Layout{}},
+		// Keys: an open object's key leaves are shared whatever properties
+		// were seen; a closed object's depend on them.
+		{`{"type":"object","properties":{"a":{"type":"integer"},"ab":{"type":"string"},"abc":{"type":"object","properties":{"x":{},"xy":{},"xyz":{}},"additionalProperties":false}},"required":["a"]}`,
+			`{"ab":"x","a":1,"abd":2,"abc":{"xy":1,"x":2,"xyz":3}}`, grammar.Layout{}},
+		// Bounded additional keys: off the known-key trie, a key's plain
+		// text counts against propertyNames maxLength.
+		{`{"type":"object","properties":{"ab":{}},"propertyNames":{"maxLength":5}}`,
+			`{"abcde":1,"xy":"key","ab":{"name":"value"}}`, grammar.Layout{}},
 	}
 	lim := schema.Limits{MaxSchemaNodes: 10000, MaxPatternBytes: 4096, MaxRegexInsts: 20000, MaxDFAStates: 10000,
 		MaxMemoryBytes: 256 << 20, MaxThreads: 64}

@@ -357,6 +357,65 @@ func (s *NumSpec) live(txt string, ph uint8) bool {
 	return false
 }
 
+// within reports whether every completion of txt (phase ph, no exponent)
+// satisfies s, so that nothing after it needs checking: s has no
+// multipleOf and the completions lie inside its bounds. The completions
+// of a magnitude prefix span [lo, hi) (hi nil: unbounded); of a negative
+// one, (-hi, -lo].
+func (s *NumSpec) within(txt string, ph uint8) bool {
+	if s.Free {
+		return true
+	}
+	if s.MultipleOf != nil {
+		return false
+	}
+	neg := strings.HasPrefix(txt, "-")
+	body := strings.TrimPrefix(txt, "-")
+	var lo, hi *big.Rat
+	switch ph {
+	case nZero:
+		lo, hi = new(big.Rat), big.NewRat(1, 1)
+	case nInt:
+		if lo, _ = new(big.Rat).SetString(body); lo == nil {
+			return false
+		}
+	case nDot, nFrac:
+		iv, all := s.completions(body, ph)
+		if all || len(iv) != 1 {
+			return false
+		}
+		lo, hi = iv[0].lo, iv[0].hi
+	default:
+		return false
+	}
+	// inf and sup of the values (nil: infinite), and whether each is one
+	// of them.
+	inf, infIn, sup, supIn := lo, true, hi, false
+	if neg {
+		inf, infIn, sup, supIn = nil, false, new(big.Rat).Neg(lo), true
+		if hi != nil {
+			inf = new(big.Rat).Neg(hi)
+		}
+	}
+	if s.Lo != nil {
+		if inf == nil {
+			return false
+		}
+		if c := inf.Cmp(s.Lo); c < 0 || c == 0 && infIn && s.LoExclusive {
+			return false
+		}
+	}
+	if s.Hi != nil {
+		if sup == nil {
+			return false
+		}
+		if c := sup.Cmp(s.Hi); c > 0 || c == 0 && supIn && s.HiExclusive {
+			return false
+		}
+	}
+	return true
+}
+
 // intervalHas reports whether x, cut to s's bounds, holds a number that is
 // a multiple of s.mult (when set).
 func (s *NumSpec) intervalHas(x ratInterval) bool {

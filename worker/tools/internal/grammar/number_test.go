@@ -73,3 +73,51 @@ func TestFastIntegerLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestNumberWithin: when within says every completion of a prefix
+// satisfies the spec, every number with that prefix is accepted (the
+// frame then stops checking), over random decimal bounds.
+func TestNumberWithin(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewSource(2))
+	bound := func() *big.Rat {
+		switch rng.Intn(4) {
+		case 0:
+			return nil
+		case 1:
+			return big.NewRat(int64(rng.Intn(4000)-2000), 100)
+		}
+		return big.NewRat(int64(rng.Intn(60)-30), int64(1+rng.Intn(2)))
+	}
+	var nums []string
+	for v := -400; v <= 400; v++ {
+		nums = append(nums, strconv.Itoa(v))
+	}
+	for v := -3000; v <= 3000; v += 7 {
+		nums = append(nums, strconv.FormatFloat(float64(v)/100, 'f', -1, 64), strconv.FormatFloat(float64(v)/1000, 'f', 3, 64))
+	}
+	nums = append(nums, "0", "-0", "0.0", "-0.5", "1234567", "-98765.4321")
+	hits := 0
+	for i := 0; i < 200; i++ {
+		s := &NumSpec{Lo: bound(), Hi: bound(), LoExclusive: rng.Intn(2) == 0, HiExclusive: rng.Intn(2) == 0}
+		for _, txt := range nums {
+			ph := nStart
+			for k := 0; k < len(txt); k++ {
+				ph = numNext(ph, txt[k], false)
+				if !s.within(txt[:k+1], ph) {
+					continue
+				}
+				hits++
+				if !s.live(txt[:k+1], ph) {
+					t.Fatalf("lo %v (ex %v) hi %v (ex %v): prefix %q within but not live", s.Lo, s.LoExclusive, s.Hi, s.HiExclusive, txt[:k+1])
+				}
+				if !s.accepts(txt) {
+					t.Fatalf("lo %v (ex %v) hi %v (ex %v): prefix %q within, %s refused", s.Lo, s.LoExclusive, s.Hi, s.HiExclusive, txt[:k+1], txt)
+				}
+			}
+		}
+	}
+	if hits == 0 {
+		t.Fatal("within never held")
+	}
+}

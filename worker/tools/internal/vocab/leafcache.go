@@ -37,11 +37,12 @@ type LeafEntry struct {
 	Exits []LeafExit
 }
 
-// LeafKey identifies a leaf state. owner is the grammar node (nil for the
+// LeafKey identifies a leaf state. Owner is what the leaf belongs to (nil for the
 // vocabulary-wide free string); the other fields are the leaf's state with
 // counters clamped to what one token can change.
 type LeafKey struct {
-	// Owner is the grammar node (or other constraint) the leaf belongs to.
+	// Owner is what the leaf belongs to: a grammar node, a string's DFA, or
+	// another constraint.
 	Owner any
 	// Kind and Phase are the lexical state and its phase.
 	Kind, Phase uint8
@@ -57,7 +58,8 @@ type LeafKey struct {
 	// MinLeft and MaxLeft are the code points still required and still
 	// allowed, clamped to what one token can change.
 	MinLeft, MaxLeft int32
-	// Seen and SeenExtra are the object's properties seen so far.
+	// Seen and SeenExtra are the object's properties seen so far (zero
+	// where they cannot change the entry: objects that take any key).
 	Seen      uint64
 	SeenExtra string
 }

@@ -62,7 +62,14 @@ type Index struct {
 	// character) may take: after their plain text they reach a '"' or a
 	// '\\', or end inside a UTF-8 character. The others reach a control
 	// character or a byte no UTF-8 text has there, and are always refused.
+	// They are in the byte order of the tokens.
 	LeafSpecials []int32
+	// SpecialPlain and SpecialPlainRunes are, per special token, the bytes
+	// and code points of its plain prefix: the whole characters before
+	// its first '"', '\\', control character or byte that does not
+	// complete a valid character. A plain leaf state takes them as code
+	// points and nothing else.
+	SpecialPlain, SpecialPlainRunes []int32
 
 	// Per trie node: the bytes below it (not its own) and how much deeper
 	// its subtree goes; a walk skips a subtree whose bytes all keep an
@@ -266,6 +273,9 @@ func (vi *Index) classify(ids []int32) {
 		if leafSpecial(p) {
 			vi.LeafSpecials = append(vi.LeafSpecials, int32(len(vi.Special)))
 		}
+		nb, nr := plainPrefix(p)
+		vi.SpecialPlain = append(vi.SpecialPlain, nb)
+		vi.SpecialPlainRunes = append(vi.SpecialPlainRunes, nr)
 		vi.SpecialStart = append(vi.SpecialStart, int32(len(vi.SpecialText)))
 		vi.SpecialText = append(vi.SpecialText, p...)
 		vi.SpecialNode = append(vi.SpecialNode, nodes...)
@@ -273,6 +283,11 @@ func (vi *Index) classify(ids []int32) {
 		vi.SpecialNodes = append(vi.SpecialNodes, nodes)
 	}
 	vi.SpecialStart = append(vi.SpecialStart, int32(len(vi.SpecialText)))
+	// Byte order: tokens with a common prefix come together (a plain
+	// leaf's simulation skips those that stop where the one before did).
+	sort.Slice(vi.LeafSpecials, func(a, b int) bool {
+		return bytes.Compare(vi.Pieces[vi.Special[vi.LeafSpecials[a]]], vi.Pieces[vi.Special[vi.LeafSpecials[b]]]) < 0
+	})
 }
 
 // leafSpecial reports whether a string or key in a plain state may take
@@ -294,6 +309,24 @@ func leafSpecial(p []byte) bool {
 		k += n
 	}
 	return true // not reached: p is not plain
+}
+
+// plainPrefix returns the bytes and code points of the plain text p starts
+// with (see Index.SpecialPlain).
+func plainPrefix(p []byte) (nb, nr int32) {
+	for int(nb) < len(p) {
+		c := p[nb]
+		if c == '"' || c == '\\' || c < 0x20 {
+			break
+		}
+		r, n := utf8.DecodeRune(p[nb:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		nb += int32(n)
+		nr++
+	}
+	return nb, nr
 }
 
 // utf8Prefix reports whether p, shorter than a character, is the start of
