@@ -273,3 +273,29 @@ func TestBoundedIntegerExact(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternFitsMaxLength: a pattern whose end needs characters the
+// maxLength would not leave refuses, in the mask, the character that
+// would use them up: "[a-z]+\.[a-z]+" under maxLength 6 takes at most
+// four letters before its dot (the dot and a letter still fit), and the
+// string always ends. Without it "aaaaaa" was a dead end.
+func TestPatternFitsMaxLength(t *testing.T) {
+	t.Parallel()
+	set := mustCompile(t, fake, Budget{}, jsonSpec(`{"type":"string","pattern":"^[a-z]+\\.[a-z]+$","maxLength":6}`, nil))
+	if !accepts(t, set, `"aaaa.b"`) || !accepts(t, set, `"a.bcde"`) {
+		t.Fatal("a string that fits is refused")
+	}
+	if m := maskAfter(t, set, `"aaaa`); vocab.MaskHas(m, byteID('a')) || !vocab.MaskHas(m, byteID('.')) {
+		t.Errorf("after four letters: a fifth letter allowed %v (it leaves no room for the dot and a letter), the dot allowed %v",
+			vocab.MaskHas(m, byteID('a')), vocab.MaskHas(m, byteID('.')))
+	}
+	// Multi-byte characters count once: "é" is not in the pattern, but a
+	// pattern that takes it needs one character for it, not two.
+	set = mustCompile(t, fake, Budget{}, jsonSpec(`{"type":"string","pattern":"^é+x$","maxLength":3}`, nil))
+	if !accepts(t, set, `"ééx"`) || accepts(t, set, `"éééx"`) {
+		t.Error("a two-byte character counted wrongly")
+	}
+	if m := maskAfter(t, set, `"éé`); vocab.MaskHas(m, byteID(0xC3)) {
+		t.Error("a third é allowed: it leaves no room for the x")
+	}
+}

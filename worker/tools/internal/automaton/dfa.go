@@ -53,6 +53,8 @@ type State struct {
 	// safe caches whether no path of plain ASCII bytes from here reaches a
 	// state where some component is dead: 0 unknown, 1 no, 2 yes.
 	safe atomic.Uint32
+	// minChars caches MinChars: 0 unknown, else the answer plus one.
+	minChars atomic.Uint32
 }
 
 // DFA is a lazy DFA over a Program: states are built on first use and
@@ -428,6 +430,85 @@ func (d *DFA) Terminal(s *State) bool {
 	}
 	s.term.Store(res)
 	return res == 2
+}
+
+// MinCharsCap bounds MinChars: a string with at least this many
+// characters left never needs asking.
+const MinCharsCap = 8
+
+// minCharsStates bounds the states one MinChars explores.
+const minCharsStates = 4096
+
+// MinChars returns a lower bound on the characters (bytes that do not
+// continue a UTF-8 sequence) that must still be read from s, through
+// states where every component is live, before every component accepts:
+// 0 when s accepts, at most MinCharsCap. A string whose maxLength leaves
+// fewer characters than this cannot end, so a walk that stops there is a
+// dead end (a pattern such as [a-z]+\.[a-z]+ under a maxLength that the
+// first part has used up). The bound is 0, which refuses nothing, where
+// the search would visit more than minCharsStates states. Cached per
+// state.
+func (d *DFA) MinChars(s *State) int {
+	if v := s.minChars.Load(); v != 0 {
+		return int(v - 1)
+	}
+	res := d.minChars(s)
+	s.minChars.Store(uint32(res) + 1)
+	return res
+}
+
+// minChars is MinChars without the cache: a breadth-first search in which
+// a UTF-8 continuation byte costs nothing and any other byte one
+// character (any byte sequence is followed, so the bound is a lower one).
+func (d *DFA) minChars(s *State) int {
+	if d.AcceptAll(s) {
+		return 0
+	}
+	seen := map[*State]bool{s: true}
+	level := []*State{s}
+	for dist := 0; dist < MinCharsCap; dist++ {
+		// The states dist characters away, then those one more.
+		for i := 0; i < len(level); i++ { // continuation bytes: same distance
+			for b := 0x80; b < 0xC0; b++ {
+				n := d.Step(level[i], byte(b), nil)
+				if n.Live != d.AllComponents || seen[n] {
+					continue
+				}
+				if d.AcceptAll(n) {
+					return dist
+				}
+				if seen[n] = true; len(seen) > minCharsStates {
+					return 0
+				}
+				level = append(level, n)
+			}
+		}
+		var next []*State
+		for _, x := range level {
+			for b := 0; b < 256; b++ {
+				if b == 0x80 {
+					b = 0xBF
+					continue
+				}
+				n := d.Step(x, byte(b), nil)
+				if n.Live != d.AllComponents || seen[n] {
+					continue
+				}
+				if d.AcceptAll(n) {
+					return dist + 1
+				}
+				if seen[n] = true; len(seen) > minCharsStates {
+					return 0
+				}
+				next = append(next, n)
+			}
+		}
+		if len(next) == 0 {
+			return MinCharsCap // nothing reachable accepts: as far as it goes
+		}
+		level = next
+	}
+	return MinCharsCap
 }
 
 // LiveAll reports whether every component of s can still match.

@@ -742,6 +742,23 @@ func dfaBytes(d *automaton.DFA, ds **automaton.State, b []byte, work *int64) boo
 	return true
 }
 
+// lenRoom reports whether a string of spec s with cnt characters read,
+// its pattern in state ds, can still end within its maxLength: the
+// characters the pattern needs at least (automaton.DFA.MinChars) fit in
+// what is left. Without it a pattern such as [a-z]+\.[a-z]+ could spend
+// the whole length on its first part and reach a dead end.
+func lenRoom(s *StrSpec, cnt int32, ds *automaton.State) bool {
+	left := s.MaxLen - cnt
+	return left >= automaton.MinCharsCap || int32(s.DFA.MinChars(ds)) <= left
+}
+
+// lenSure reports whether no string of spec s with cnt characters read
+// can meet lenRoom's limit within more characters: lenRoom holds all the
+// way, and a walk may skip it.
+func lenSure(s *StrSpec, cnt, more int32) bool {
+	return s.DFA == nil || s.MaxLen-cnt-more >= automaton.MinCharsCap
+}
+
 // strStep feeds c to a string-value frame.
 func strStep(f *frame, c byte, work *int64) (int, int32) {
 	res, payload := strLex(&f.LexState, f.n.String, c, work)
@@ -759,7 +776,7 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 		}
 		f.UTF8Pending--
 		f.UTF8Lo, f.UTF8Hi = 0x80, 0xBF
-		if s.DFA != nil && !dfaByte(s.DFA, &f.ds, c, work) {
+		if s.DFA != nil && (!dfaByte(s.DFA, &f.ds, c, work) || !lenRoom(s, f.cnt, f.ds)) {
 			return rDead, 0
 		}
 		return rCont, 0
@@ -787,7 +804,7 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 			return rDead, 0
 		}
 		f.cnt++
-		if s.DFA != nil && !dfaByte(s.DFA, &f.ds, c, work) {
+		if s.DFA != nil && (!dfaByte(s.DFA, &f.ds, c, work) || !lenRoom(s, f.cnt, f.ds)) {
 			return rDead, 0
 		}
 		return rCont, 0
@@ -808,7 +825,7 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 		}
 		f.ph = 0
 		f.cnt++
-		if s.DFA != nil && !dfaByte(s.DFA, &f.ds, d, work) {
+		if s.DFA != nil && (!dfaByte(s.DFA, &f.ds, d, work) || !lenRoom(s, f.cnt, f.ds)) {
 			return rDead, 0
 		}
 		return rCont, 0
@@ -830,7 +847,7 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 		if s.DFA != nil {
 			var buf [4]byte
 			n := encodeRune(buf[:], f.aux)
-			if !dfaBytes(s.DFA, &f.ds, buf[:n], work) {
+			if !dfaBytes(s.DFA, &f.ds, buf[:n], work) || !lenRoom(s, f.cnt, f.ds) {
 				return rDead, 0
 			}
 		}

@@ -154,7 +154,8 @@ func (w *setWalker) Whole(d int, node int32) bool {
 	x := &ts[0].f
 	vi := w.m.vi
 	s := x.n.String
-	if x.ph != 0 || x.UTF8Pending != 0 || !vi.PlainBelow[node] || x.cnt+int32(vi.MaxBelow[node]) > s.MaxLen {
+	if x.ph != 0 || x.UTF8Pending != 0 || !vi.PlainBelow[node] || x.cnt+int32(vi.MaxBelow[node]) > s.MaxLen ||
+		!lenSure(s, x.cnt, int32(vi.MaxBelow[node])) {
 		return false
 	}
 	if dd := s.DFA; dd != nil {
@@ -187,6 +188,11 @@ func (m *Machine) leafKeyOf(f *frame) (vocab.LeafKey, *vocab.LeafCache) {
 		s := f.n.String
 		k.MinLeft = clampR(s.MinLen - f.cnt)
 		k.MaxLeft = clampR(s.MaxLen - f.cnt)
+		if s.DFA != nil {
+			// lenRoom tells apart what is left up to MinCharsCap
+			// characters past a token's length.
+			k.MaxLeft = min(max(s.MaxLen-f.cnt, 0), L+automaton.MinCharsCap)
+		}
 		if f.ph >= 2 {
 			k.Detail = f.aux
 		}
@@ -381,7 +387,7 @@ func (r *Run) walkStrLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) 
 			if ns == nil {
 				ns = dd.Step(x.ds, c, &r.work)
 			}
-			if ns.Live != dd.AllComponents {
+			if ns.Live != dd.AllComponents || !lenRoom(s, x.cnt+1, ns) {
 				i = nn[i]
 				continue
 			}
@@ -392,7 +398,7 @@ func (r *Run) walkStrLeaf(start frame, f *limit.Fuel) (*vocab.LeafEntry, error) 
 				vi.SetNode(inside, i)
 			}
 			// Everything below stays in this state: take the subtree whole.
-			if nn[i] != i+1 && x.cnt+int32(vi.MaxBelow[i]) <= s.MaxLen && vi.PlainBelow[i] {
+			if nn[i] != i+1 && x.cnt+int32(vi.MaxBelow[i]) <= s.MaxLen && vi.PlainBelow[i] && lenSure(s, x.cnt, int32(vi.MaxBelow[i])) {
 				if dd.SafeFrom(ns, &plainBytes) || vi.ASCIIBelow[i] && vi.SubBytes[i].SubsetOf(dd.LoopSet(ns)) {
 					vi.SetSubtree(inside, i)
 					i = nn[i]

@@ -31,6 +31,9 @@ func TestMaskMatchesAccept(t *testing.T) {
 		{`{"type":"array","items":{"type":"string","maxLength":12}}`, `["alpha","beta gamma","\\n\u00e9"]`, grammar.Layout{}},
 		{`{"type":"object","properties":{"n":{"type":"number","multipleOf":0.5}}}`, "{\n  \"n\": 12.5\n}", grammar.Layout{MaxSpace: grammar.PrettySpace}},
 		{`{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}}}`, `{"tags":["a","bcd"],"oth":"zz"}`, grammar.Layout{MaxStringLen: 4}},
+		// A pattern under a maxLength it could outrun (lenRoom).
+		{`{"type":"object","properties":{"f":{"type":"string","pattern":"^[a-z ]+\\.[a-z]+$","maxLength":9},"g":{"type":"string","format":"date","maxLength":10}}}`,
+			`{"f":"ab cd.ef","g":"2024-01-02"}`, grammar.Layout{}},
 		// The keywords whose state is per value (uniqueItems keeps the
 		// items; if, not and oneOf fork alternatives).
 		{`{"type":"array","items":{"type":"string"},"uniqueItems":true}`, `["a","ab","b","a b","é"]`, grammar.Layout{}},
