@@ -108,9 +108,11 @@
 //     checked by the final validation.
 //
 // What only the final validation checks is named in the tool's report
-// ("partly checked after generation: <keyword> at <pointer> ..."); an
-// output that fails it fails the job (tool_execution_failed,
-// TOOL_VALIDATION_FAILED). Other validation keywords ($dynamicRef,
+// ("partly checked after generation: <keyword> at <pointer> ..."). An
+// output that fails it is generated again, up to MaxRechecks (2) times
+// (a "retried" tool event says why; the attempts are counted and billed,
+// and each retry avoids the failed attempt's first token); if the last
+// fails too, the job fails (tool_execution_failed, TOOL_VALIDATION_FAILED). Other validation keywords ($dynamicRef,
 // maxContains, other not forms, ...) are a compile error naming the
 // keyword and its JSON pointer; in soft mode the keyword is left out, the
 // final validation checks it and the report says "constraint: soft". A

@@ -299,3 +299,43 @@ func TestPatternFitsMaxLength(t *testing.T) {
 		t.Error("a third é allowed: it leaves no room for the x")
 	}
 }
+
+// TestRecheckRetries: a document that passes the mask but fails the final
+// validation of a keyword the mask leaves to it (uniqueItems of objects)
+// is generated again, MaxRechecks times, before Finish fails the job; a
+// document that validates is not.
+func TestRecheckRetries(t *testing.T) {
+	t.Parallel()
+	set := mustCompile(t, fake, Budget{}, jsonSpec(`{"type":"array","items":{"type":"object"},"uniqueItems":true}`, nil))
+	feed := func(r *Run, doc string) {
+		t.Helper()
+		for i := 0; i < len(doc); i++ {
+			if err := r.Accept(byteID(doc[i])); err != nil {
+				t.Fatalf("%q: %v", doc, err)
+			}
+		}
+	}
+	r := set.NewRun()
+	for i := range MaxRechecks {
+		feed(r, `[{},{}]`)
+		if !r.Retry(`[{},{}]`) {
+			t.Fatalf("attempt %d: a document failing uniqueItems is not retried", i+1)
+		}
+		r.Reset()
+	}
+	feed(r, `[{},{}]`)
+	if r.Retry(`[{},{}]`) {
+		t.Fatalf("retried past MaxRechecks")
+	}
+	if _, err := r.Finish(); err == nil {
+		t.Fatal("the last attempt fails uniqueItems, and Finish lets it through")
+	}
+	r = set.NewRun()
+	feed(r, `[{},{"a":1}]`)
+	if r.Retry(`[{},{"a":1}]`) {
+		t.Fatal("a valid document is retried")
+	}
+	if _, err := r.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -75,16 +75,19 @@ type pool struct {
 }
 
 type toolState struct {
-	t        *compiledTool
-	pool     *pool
-	c        constraint
-	tox      *toxRun // masking toxicity filter
-	text     textFilter
-	status   contracts.ToolStatus
-	detail   string
-	actions  int
-	nanos    int64
-	retries  int
+	t       *compiledTool
+	pool    *pool
+	c       constraint
+	tox     *toxRun // masking toxicity filter
+	text    textFilter
+	status  contracts.ToolStatus
+	detail  string
+	actions int
+	nanos   int64
+	retries int
+	// rechecks counts the attempts made again because the final
+	// validation of what the mask leaves to it failed (Retry).
+	rechecks int
 	violated bool
 	noted    bool // the masked event was sent
 	// incomplete: generation stopped at a budget before the constraint
@@ -582,11 +585,13 @@ func (r *Run) finalCheck(s *toolState, output []byte) string {
 	return ""
 }
 
-// Retry reports whether retry_on_fail wants output regenerated: it
-// contains one of the markers and retries remain. Each true counts one
-// retry; the engine then calls Reset and generates again, within the job's
-// budget. When the markers match and no retry remains, a strict tool fails
-// the job at Finish (ToolValidationFailed) and a soft one is reported.
+// Retry reports whether output is to be generated again: retry_on_fail's
+// output contains one of the markers and retries remain, or a JSON
+// constraint's final validation of the keywords its mask leaves to it
+// fails and rechecks remain (MaxRechecks). Each true counts one retry; the
+// engine then calls Reset and generates again, within the job's budget.
+// When the markers match and no retry remains, a strict tool fails the
+// job at Finish (ToolValidationFailed) and a soft one is reported.
 func (r *Run) Retry(output string) bool {
 	for _, s := range r.st {
 		t := s.t.retry
@@ -611,8 +616,38 @@ func (r *Run) Retry(output string) bool {
 			r.failCode(s, contracts.ToolValidationFailed, "output still contains %q after %d retries", m, t.max)
 		}
 	}
+	if r.err != nil {
+		return false
+	}
+	// A JSON constraint whose mask leaves some keywords to the final
+	// validation (an if whose condition does not negate, an overlapping
+	// oneOf, uniqueItems of objects: the report names them) may end with
+	// a document that fails it. Such an attempt is made again, up to
+	// MaxRechecks times, before Finish fails the job; the retries are
+	// counted in the job's attempts and usage like any other.
+	doc := r.text
+	if r.accepted {
+		doc = r.raw
+	}
+	for _, s := range r.st {
+		if s.t.json == nil || s.t.soft || len(s.t.notes) == 0 || s.off() || s.rechecks >= MaxRechecks {
+			continue
+		}
+		if problem := r.finalCheck(s, doc); problem != "" {
+			s.rechecks++
+			s.actions++
+			r.marker = ""
+			r.events = append(r.events, ToolEvent{Tool: string(s.t.name), Action: contracts.ToolActionRetried,
+				Detail: fmt.Sprintf("%s (checked after generation: %s); retry %d of %d", problem, strings.Join(s.t.notes, ", "), s.rechecks, MaxRechecks)})
+			return true
+		}
+	}
 	return false
 }
+
+// MaxRechecks is how many times a job is generated again when its output
+// fails the final validation of keywords its mask does not enforce.
+const MaxRechecks = 2
 
 // RetryMarker returns the marker that made the last Retry ask for a
 // retry: the engine bans the token with which the failed attempt began
