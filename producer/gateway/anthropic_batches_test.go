@@ -415,7 +415,13 @@ func TestMessageBatchList(t *testing.T) {
 // with its unfinished requests expired, the finished ones kept.
 func TestMessageBatchExpiry(t *testing.T) {
 	t.Parallel()
-	_, serve := batchGateway(t, gateway.Config{AnthropicBatchExpiry: 3 * time.Second})
+	// Long enough for the short request to finish first; under -short
+	// (the -race run of make test) the model runs several times slower.
+	expiry := 3 * time.Second
+	if testing.Short() {
+		expiry = 10 * time.Second
+	}
+	_, serve := batchGateway(t, gateway.Config{AnthropicBatchExpiry: expiry})
 	_, f := serve()
 	ctx := context.Background()
 	ac := f.anthropicClient("key-acme")
@@ -427,7 +433,7 @@ func TestMessageBatchExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mb.ExpiresAt.Sub(mb.CreatedAt) != 3*time.Second {
+	if mb.ExpiresAt.Sub(mb.CreatedAt) != expiry {
 		t.Fatalf("expires at %v, created at %v", mb.ExpiresAt, mb.CreatedAt)
 	}
 	ended := waitEnded(t, ac, mb.ID)

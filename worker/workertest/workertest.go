@@ -186,7 +186,9 @@ func (b *Bundle) WaitDrained(t testing.TB) {
 // StreamMsgs returns the messages of a stream on a subject: at least as
 // many as the stream held on it when StreamMsgs asked (on a cluster,
 // reading them can take a moment to start), and any stored after them
-// until none comes for 300 milliseconds.
+// until none comes for 300 milliseconds. It gives up on the ones it has
+// not read only after 10 s without a message (a slow machine under -race
+// reads a few hundred from a cluster in more than 10 s in all).
 func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) []jetstream.Msg {
 	t.Helper()
 	ctx := context.Background()
@@ -222,6 +224,7 @@ func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) []
 			continue
 		}
 		out = append(out, m)
+		deadline = time.Now().Add(10 * time.Second)
 	}
 }
 
