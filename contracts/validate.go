@@ -209,6 +209,17 @@ func (r *JobRequest) Validate(lim Limits) error {
 	for i := range r.Tools {
 		validateTool(&r.Tools[i], fmt.Sprintf("tools[%d]", i), seen, i, &ps)
 	}
+	// The tools declared in the system prompt are checked as tools[] are,
+	// at system.tools[k], so that a bad one is refused at submit rather
+	// than by the worker. (A malformed block is the producer's refusal;
+	// one tool declared both ways is the worker's to merge.)
+	if strings.Contains(r.System, "<tool") {
+		if sp, err := ParseSystemPrompt(r.System); err == nil {
+			for k := range sp.Tools {
+				validateTool(&sp.Tools[k], fmt.Sprintf("system.tools[%d]", k), map[ToolName]int{}, k, &ps)
+			}
+		}
+	}
 	switch r.OnToolFailure {
 	case "", OnToolFailureFail, OnToolFailureRetryWithoutTool:
 	case OnToolFailureFallback:

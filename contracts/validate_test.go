@@ -410,3 +410,29 @@ func TestLowLatencyModeDirective(t *testing.T) {
 		t.Fatalf("mention: %+v, %v", req, err)
 	}
 }
+
+// TestValidateSystemPromptTools: a tool declared in the system prompt is
+// checked like one in tools[], at system.tools[k]: a bad mode or pattern
+// is refused at submit, not by the worker (an unknown parameter is refused
+// by ParseSystem already).
+func TestValidateSystemPromptTools(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		system, field string
+	}{
+		{`Be nice. <tool name="toxicity_filter"><param name="words">["x"]</param><param name="mode">bogus</param></tool>`, "system.tools[0].params.mode"},
+		{`<tool name="suffix"><param name="text">ok</param></tool><tool name="regex_matcher"><param name="pattern">(</param></tool>`, "system.tools[1].params.pattern"},
+	} {
+		r := validRequest()
+		r.System = tc.system
+		var e *Error
+		if err := r.Validate(Limits{}); !errors.As(err, &e) || e.Field != tc.field {
+			t.Errorf("%s: Validate = %v, want an error at %s", tc.system, err, tc.field)
+		}
+	}
+	r := validRequest()
+	r.System = `<tool name="toxicity_filter"><param name="words">["x"]</param><param name="mode">redact</param></tool>`
+	if err := r.Validate(Limits{}); err != nil {
+		t.Errorf("a good system-prompt tool: %v", err)
+	}
+}

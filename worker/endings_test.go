@@ -166,18 +166,15 @@ func TestToolParamsAndRedactionEndToEnd(t *testing.T) {
 			t.Errorf("%s: submit error %v, want invalid_request at %s", tc.tool.Name, err, tc.field)
 		}
 	}
-	// Declared in the system prompt, the tool is checked by the worker,
+	// Declared in the system prompt, the tool is checked at submit too,
 	// and the error points into the system prompt.
 	r := greedy("Once upon a time", 8, contracts.PriorityNormal)
 	r.Tools = []contracts.Tool{tool(contracts.ToolSuffix, map[string]any{"text": "!"})}
 	r.System = `<tool name="toxicity_filter"><param name="words">dog</param><param name="mode">shout</param></tool>`
-	id, err := b.Client.Submit(ctx, r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := wait(t, b.Client, id); res.Status != contracts.StatusFailed || res.Error == nil ||
-		res.Error.Code != contracts.CodeInvalidRequest || res.Error.Field != "system.tools[0].params.mode" {
-		t.Errorf("system-prompt tool with a bad mode: %+v", res.Error)
+	_, err := b.Client.Submit(ctx, r, nil)
+	var ve *contracts.ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Field != "system.tools[0].params.mode" {
+		t.Errorf("system-prompt tool with a bad mode: submit error %v, want one at system.tools[0].params.mode", err)
 	}
 	// The suffix goes through the redactor.
 	r = greedy("Once upon a time", 10, contracts.PriorityNormal)
@@ -185,7 +182,7 @@ func TestToolParamsAndRedactionEndToEnd(t *testing.T) {
 		tool(contracts.ToolSuffix, map[string]any{"text": " -- write to john.doe@example.com"}),
 		tool(contracts.ToolPIIRedactor, nil),
 	}
-	id, err = b.Client.Submit(ctx, r, nil)
+	id, err := b.Client.Submit(ctx, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
