@@ -9,26 +9,11 @@ import (
 	"testing"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/ops/bench"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/sched"
 	"github.com/zerolayer/zerolayer/worker/workertest"
 )
-
-// toolChainSystem is the seed's "tool chain pressure" system prompt: three
-// inline tools declared in it, one a regex_matcher whose pattern has .*;
-// with pools, each in a context_id of its own.
-func toolChainSystem(pools bool) string {
-	ctx := func(id string) string {
-		if !pools {
-			return ""
-		}
-		return ` context_id="` + id + `"`
-	}
-	return "You write one-line stories.\n" +
-		`<tool name="regex_matcher"` + ctx("extract") + `><param name="pattern">[A-Z].*</param></tool>` + "\n" +
-		`<tool name="toxicity_filter"` + ctx("safety") + `><param name="words">stupid, hate, ugly</param></tool>` + "\n" +
-		`<tool name="pii_redactor"` + ctx("privacy") + `><param name="entities">email, phone</param></tool>` + "\n"
-}
 
 // toolChainOutput is what the regex_matcher lets through.
 var toolChainOutput = regexp.MustCompile(`^[A-Z].*$`)
@@ -56,7 +41,7 @@ func toolChainBurst(tb testing.TB, b *workertest.Bundle, jobs int, pools bool, r
 	ids := make([]string, jobs)
 	for i := range ids {
 		r := request(fmt.Sprintf("Tell me about a %s named %c%s.", []string{"cat", "dog", "bird", "fox"}[i%4], 'A'+rune(i%26), "im"), 64, contracts.PriorityNormal)
-		r.System = toolChainSystem(pools)
+		r.System = bench.ToolChainSystem(pools)
 		temp, seed := 0.8, uint64(round*1000+i)
 		r.Temperature, r.Seed = &temp, &seed
 		id, err := b.Client.Submit(ctx, r, nil)
@@ -146,7 +131,7 @@ func BenchmarkToolChainPressure(b *testing.B) {
 func TestToolChainPressureRuns(t *testing.T) {
 	t.Parallel()
 	for _, pools := range []bool{false, true} {
-		sp, err := contracts.ParseSystemPrompt(toolChainSystem(pools))
+		sp, err := contracts.ParseSystemPrompt(bench.ToolChainSystem(pools))
 		if err != nil || len(sp.Tools) != 3 || (sp.Tools[0].ContextID != "") != pools || !strings.Contains(string(sp.Tools[0].Params["pattern"]), ".*") {
 			t.Fatalf("system prompt: %+v %v", sp, err)
 		}
