@@ -88,6 +88,9 @@ type toolState struct {
 	// rechecks counts the attempts made again because the final
 	// validation of what the mask leaves to it failed (Retry).
 	rechecks int
+	// checked: Retry has validated this attempt's output and found
+	// nothing wrong, so Finish need not validate it again.
+	checked  bool
 	violated bool
 	noted    bool // the masked event was sent
 	// incomplete: generation stopped at a budget before the constraint
@@ -478,7 +481,7 @@ func (r *Run) Finish() (string, error) {
 	}
 	var firstErr error
 	for _, s := range r.st {
-		if s.off() || s.incomplete {
+		if s.off() || s.incomplete || s.checked {
 			continue
 		}
 		t0 := time.Now()
@@ -633,7 +636,11 @@ func (r *Run) Retry(output string) bool {
 		if s.t.json == nil || s.t.soft || len(s.t.notes) == 0 || s.off() || s.rechecks >= MaxRechecks {
 			continue
 		}
-		if problem := r.finalCheck(s, doc); problem != "" {
+		t0 := time.Now()
+		problem := r.finalCheck(s, doc)
+		r.timed(s, t0)
+		s.checked = problem == ""
+		if problem != "" {
 			s.rechecks++
 			s.actions++
 			r.marker = ""
@@ -664,7 +671,7 @@ func (r *Run) Reset() {
 	r.err = nil
 	r.cut = ""
 	for _, s := range r.st {
-		s.incomplete = false
+		s.incomplete, s.checked = false, false
 		if s.c != nil {
 			s.c.Reset()
 		}
