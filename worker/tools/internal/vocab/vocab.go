@@ -573,42 +573,6 @@ type Stepper interface {
 	Step(d int, b byte, node int32) bool
 }
 
-// walkTaking is Walk with a SubtreeTaker.
-func (vi *Index) walkTaking(from int32, s Stepper, t SubtreeTaker, mask []uint64, f *limit.Fuel) error {
-	var i, end int32
-	base := 0
-	if from < 0 {
-		i, end = 0, int32(len(vi.NodeByte))
-	} else {
-		i, end, base = from+1, vi.SubtreeEnd[from], int(vi.NodeDepth[from])
-	}
-	nb, nd, nn, off := vi.NodeByte, vi.NodeDepth, vi.SubtreeEnd, vi.TokenStart
-	spent := int64(0)
-	for i < end {
-		spent++
-		d := int(nd[i]) - base
-		if !s.Step(d, nb[i], i) {
-			i = nn[i]
-		} else {
-			if off[i] != off[i+1] {
-				vi.SetNode(mask, i)
-			}
-			if nn[i] != i+1 && t.Whole(d, i) {
-				vi.SetSubtree(mask, i)
-				i = nn[i]
-			} else {
-				i++
-			}
-		}
-		if spent&1023 == 0 {
-			if err := f.Spend(1024); err != nil {
-				return err
-			}
-		}
-	}
-	return f.Spend(spent & 1023)
-}
-
 // WalkChild walks the subtree of child, a child of node parent, as Walk
 // under parent would (depths relative to parent), and appends to out the
 // nodes where allowed tokens end; it returns out.
@@ -642,9 +606,7 @@ type SubtreeTaker interface {
 // considered. It charges one unit of fuel per visited node and stops with
 // limit.ErrStepBudget when the fuel runs out.
 func (vi *Index) Walk(from int32, s Stepper, mask []uint64, f *limit.Fuel) error {
-	if t, ok := s.(SubtreeTaker); ok {
-		return vi.walkTaking(from, s, t, mask, f)
-	}
+	t, _ := s.(SubtreeTaker)
 	var i, end int32
 	base := 0
 	if from < 0 {
@@ -656,13 +618,19 @@ func (vi *Index) Walk(from int32, s Stepper, mask []uint64, f *limit.Fuel) error
 	spent := int64(0)
 	for i < end {
 		spent++
-		if s.Step(int(nd[i])-base, nb[i], i) {
+		d := int(nd[i]) - base
+		if !s.Step(d, nb[i], i) {
+			i = nn[i]
+		} else {
 			if off[i] != off[i+1] {
 				vi.SetNode(mask, i)
 			}
-			i++
-		} else {
-			i = nn[i]
+			if t != nil && nn[i] != i+1 && t.Whole(d, i) {
+				vi.SetSubtree(mask, i)
+				i = nn[i]
+			} else {
+				i++
+			}
 		}
 		if spent&1023 == 0 {
 			if err := f.Spend(1024); err != nil {
