@@ -42,7 +42,8 @@ type Generation struct {
 	retried int
 	// decoded is this attempt's output as the decoder gave it, before
 	// the tools, and decEnd[i] its length after output token i: where a
-	// retry marker began, in tokens.
+	// retry marker began, in tokens. Kept only when a retry_on_fail tool
+	// is declared (tools.Run.Markers).
 	decoded []byte
 	decEnd  []int
 	// bans are the tokens a retry may not take at a position while it
@@ -185,8 +186,10 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	g.history = append(g.history, ch.ID)
 	piece := g.dec.Add(ch.ID)
 	if t != nil {
-		g.decoded = append(g.decoded, piece...)
-		g.decEnd = append(g.decEnd, len(g.decoded))
+		if t.Markers() {
+			g.decoded = append(g.decoded, piece...)
+			g.decEnd = append(g.decEnd, len(g.decoded))
+		}
 		var err error
 		if piece, err = t.Text(piece); err != nil {
 			return g.toolFailed(err)
@@ -369,7 +372,9 @@ func (g *Generation) Finish(reason string) {
 			rest = ""
 		}
 		if t != nil {
-			g.decoded = append(g.decoded, rest...)
+			if t.Markers() {
+				g.decoded = append(g.decoded, rest...)
+			}
 			var err error
 			if rest, err = t.Text(rest); err != nil {
 				g.toolFailed(err)

@@ -34,6 +34,8 @@ type Run struct {
 	cut string
 	// marker is what made the last Retry return true.
 	marker string
+	// markers: a retry_on_fail tool is declared (Markers).
+	markers bool
 }
 
 // ToolEvent is one tool action, for a `tool` event on the job's stream.
@@ -136,6 +138,7 @@ func (s *Set) NewRun() *Run {
 		st.pool = r.poolFor(t.context)
 		st.pool.tools = append(st.pool.tools, st)
 		r.st = append(r.st, st)
+		r.markers = r.markers || t.retry != nil
 	}
 	return r
 }
@@ -660,6 +663,11 @@ const MaxRechecks = 2
 // retry: the engine bans the token with which the failed attempt began
 // it, so that the next attempt does not repeat it.
 func (r *Run) RetryMarker() string { return r.marker }
+
+// Markers reports whether a retry_on_fail tool may ask for a retry by a
+// marker in the output: only then does the engine need to know where in
+// the output each token's text lies.
+func (r *Run) Markers() bool { return r.markers }
 
 // Reset clears the generation state for a new attempt (after Retry, or
 // after DropFailed). Retry counts, actions and time carry over: retries
