@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/producer"
@@ -49,12 +47,7 @@ func runClusterPipeline(t *testing.T, loseLeader bool) {
 		b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 16}), worker.Config{ID: id, Concurrency: 16})
 	}
 	ctx := t.Context()
-	for _, s := range []string{contracts.StreamJobs, contracts.StreamUsage, contracts.StreamResults} {
-		info := streamInfo(t, b, s)
-		if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-			t.Fatalf("%s: replicas %d, cluster %+v: not R3", s, info.Config.Replicas, info.Cluster)
-		}
-	}
+	b.RequireR3(t, contracts.StreamJobs, contracts.StreamUsage, contracts.StreamResults)
 
 	clientOf := func(i int) *producer.Client {
 		if i%2 == 1 {
@@ -103,7 +96,7 @@ func runClusterPipeline(t *testing.T, loseLeader bool) {
 	down := -1
 	for i := range clusterJobs {
 		if loseLeader && i == clusterJobs/3 {
-			down = b.Cluster.NodeIndex(streamInfo(t, b, contracts.StreamJobs).Cluster.Leader)
+			down = b.Cluster.NodeIndex(b.StreamInfo(t, contracts.StreamJobs).Cluster.Leader)
 			if down < 0 {
 				t.Fatal("no leader of ZL_JOBS")
 			}
@@ -113,7 +106,7 @@ func runClusterPipeline(t *testing.T, loseLeader bool) {
 		submit(i)
 	}
 	if down >= 0 {
-		t.Logf("new ZL_JOBS leader %s; restarting node-%d", streamInfo(t, b, contracts.StreamJobs).Cluster.Leader, down)
+		t.Logf("new ZL_JOBS leader %s; restarting node-%d", b.StreamInfo(t, contracts.StreamJobs).Cluster.Leader, down)
 		b.Cluster.Restart(t, down)
 	}
 	wg.Wait()
@@ -166,7 +159,7 @@ func runClusterPipeline(t *testing.T, loseLeader bool) {
 		// The restarted node has caught up with every stream.
 		natstest.Until(t, 20*time.Second, "every replica current", func() bool {
 			for _, s := range []string{contracts.StreamJobs, contracts.StreamUsage, contracts.StreamResults} {
-				for _, r := range streamInfo(t, b, s).Cluster.Replicas {
+				for _, r := range b.StreamInfo(t, s).Cluster.Replicas {
 					if !r.Current {
 						return false
 					}
@@ -186,22 +179,6 @@ func runClusterPipeline(t *testing.T, loseLeader bool) {
 		t.Skipf("server side complete (every job completed, billed once), but producer.Client.Wait failed %d times across a leader change: %s",
 			len(waitErrs), strings.Join(waitErrs[:min(3, len(waitErrs))], "; "))
 	}
-}
-
-// streamInfo returns a stream's info, asking again while the stream has no
-// leader.
-func streamInfo(t *testing.T, b *workertest.Bundle, name string) *jetstream.StreamInfo {
-	t.Helper()
-	var info *jetstream.StreamInfo
-	natstest.Until(t, 20*time.Second, name+" info", func() bool {
-		s, err := b.JS.Stream(t.Context(), name)
-		if err != nil {
-			return false
-		}
-		info = s.CachedInfo()
-		return info.Cluster != nil && info.Cluster.Leader != ""
-	})
-	return info
 }
 
 // TestClusterRunBatch runs a 200-line batch with producer.Client.RunBatch
@@ -245,7 +222,7 @@ func TestClusterRunBatch(t *testing.T) {
 	case o := <-done:
 		t.Fatalf("batch ended before a third of its records: %+v, %v", o.counts, o.err)
 	}
-	down := b.Cluster.NodeIndex(streamInfo(t, b, contracts.StreamJobs).Cluster.Leader)
+	down := b.Cluster.NodeIndex(b.StreamInfo(t, contracts.StreamJobs).Cluster.Leader)
 	t.Logf("shutting down node-%d, leader of ZL_JOBS", down)
 	b.Cluster.Shutdown(t, down)
 	time.Sleep(2 * time.Second) // the node stays down a while, as a crashed one would

@@ -55,15 +55,7 @@ func runClusterBatch(t *testing.T, loseLeader bool) {
 	ctx := context.Background()
 
 	// The batch buckets are replicated as the streams.
-	for _, name := range []string{"KV_" + gateway.BatchStates, "OBJ_" + gateway.BatchFiles} {
-		s, err := b.JS.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info := s.CachedInfo(); info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-			t.Fatalf("%s: replicas %d, cluster %+v: not R3", name, info.Config.Replicas, info.Cluster)
-		}
-	}
+	b.RequireR3(t, "KV_"+gateway.BatchStates, "OBJ_"+gateway.BatchFiles)
 
 	var in strings.Builder
 	for i := range clusterLines {
@@ -78,11 +70,7 @@ func runClusterBatch(t *testing.T, loseLeader bool) {
 			_, body := f.do(ctx, "GET", "/v1/zl/batches/cb", "key-acme", "")
 			return json.Unmarshal(body, &st) == nil && st.Counts.Completed >= clusterLines/3
 		})
-		s, err := b.JS.Stream(ctx, contracts.StreamJobs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		down := b.Cluster.NodeIndex(s.CachedInfo().Cluster.Leader)
+		down := b.Cluster.NodeIndex(b.StreamInfo(t, contracts.StreamJobs).Cluster.Leader)
 		if down < 0 {
 			t.Fatal("no leader of ZL_JOBS")
 		}

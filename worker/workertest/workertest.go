@@ -239,3 +239,31 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// StreamInfo returns the info of stream name on b's cluster once the
+// stream has a leader (between two leaders the look-up is tried again, for
+// up to 20 s).
+func (b *Bundle) StreamInfo(t testing.TB, name string) *jetstream.StreamInfo {
+	t.Helper()
+	var info *jetstream.StreamInfo
+	natstest.Until(t, 20*time.Second, name+" info", func() bool {
+		s, err := b.JS.Stream(context.Background(), name)
+		if err != nil {
+			return false
+		}
+		info = s.CachedInfo()
+		return info.Cluster != nil && info.Cluster.Leader != ""
+	})
+	return info
+}
+
+// RequireR3 fails the test unless each named stream has three replicas:
+// a leader and two peers.
+func (b *Bundle) RequireR3(t testing.TB, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if info := b.StreamInfo(t, name); info.Config.Replicas != 3 || len(info.Cluster.Replicas) != 2 {
+			t.Fatalf("%s: replicas %d, cluster %+v: not R3", name, info.Config.Replicas, info.Cluster)
+		}
+	}
+}
