@@ -42,9 +42,11 @@ type BatchLine struct {
 	InputTokens  int64    `json:"input_tokens"`
 	OutputTokens int64    `json:"output_tokens"`
 	Tags         []string `json:"tags"`
-	// Cost is nil until the job is rated; PriceBookVersion says which
-	// version of the tenant's price book rated it.
+	// Cost is nil until the job is rated; PriceBookID names the book
+	// that rated it (unique: "pb<id>"), PriceBookVersion its version
+	// within its scope.
 	Cost             *Breakdown `json:"cost"`
+	PriceBookID      int64      `json:"price_book_id,omitempty"`
 	PriceBookVersion int        `json:"price_book_version,omitempty"`
 }
 
@@ -95,8 +97,8 @@ func BuildBatchReport(ctx context.Context, db DB, tenant, batch string) (*BatchR
 	}
 	rows, err = db.Query(ctx, `
 		SELECT coalesce(u.custom_id, ''), u.job_id, u.status, u.input_tokens, u.output_tokens,
-			c.job_id IS NOT NULL, coalesce(c.tags, '{}'), coalesce(c.price_book_version, 0),
-			coalesce(c.cost_input, 0), coalesce(c.cost_output, 0), coalesce(c.cost_ttft, 0), coalesce(c.cost_tool, 0), coalesce(c.total, 0)
+			c.job_id IS NOT NULL, coalesce(c.tags, '{}'), coalesce(c.price_book_version, 0), coalesce(c.price_book_id, 0),
+			coalesce(c.cost_input, 0), coalesce(c.cost_cached_input, 0), coalesce(c.cost_output, 0), coalesce(c.cost_ttft, 0), coalesce(c.cost_tool, 0), coalesce(c.total, 0)
 		FROM usage u LEFT JOIN charges c USING (tenant_id, job_id)
 		WHERE u.tenant_id = $1 AND u.batch_id = $2
 		ORDER BY u.custom_id, u.job_id`, tenant, batch)
@@ -107,8 +109,8 @@ func BuildBatchReport(ctx context.Context, db DB, tenant, batch string) (*BatchR
 		var l BatchLine
 		var rated bool
 		var b Breakdown
-		err := row.Scan(&l.CustomID, &l.JobID, &l.Status, &l.InputTokens, &l.OutputTokens, &rated, &l.Tags, &l.PriceBookVersion,
-			&b.Input, &b.Output, &b.TTFT, &b.Tool, &b.Total)
+		err := row.Scan(&l.CustomID, &l.JobID, &l.Status, &l.InputTokens, &l.OutputTokens, &rated, &l.Tags, &l.PriceBookVersion, &l.PriceBookID,
+			&b.Input, &b.CachedInput, &b.Output, &b.TTFT, &b.Tool, &b.Total)
 		if rated {
 			l.Cost = &b
 		} else {
@@ -140,7 +142,7 @@ func (r *BatchReport) Write(w io.Writer, f Format) error {
 // amounts exact and unrounded, empty while the job is not rated.
 var BatchCSVHeader = []string{
 	"tenant", "batch", "custom_id", "job_id", "status", "input_tokens", "output_tokens", "currency",
-	"cost_input", "cost_output", "cost_ttft", "cost_tool", "cost_total", "price_book_version", "tags",
+	"cost_input", "cost_cached_input", "cost_output", "cost_ttft", "cost_tool", "cost_total", "price_book", "price_book_version", "tags",
 }
 
 func (r *BatchReport) writeCSV(w io.Writer) error {
@@ -149,9 +151,10 @@ func (r *BatchReport) writeCSV(w io.Writer) error {
 		return err
 	}
 	for _, l := range r.Lines {
-		cost := make([]string, 6)
+		cost := make([]string, 8)
 		if c := l.Cost; c != nil {
-			cost = []string{c.Input.String(), c.Output.String(), c.TTFT.String(), c.Tool.String(), c.Total.String(), strconv.Itoa(l.PriceBookVersion)}
+			cost = []string{c.Input.String(), c.CachedInput.String(), c.Output.String(), c.TTFT.String(), c.Tool.String(), c.Total.String(),
+				fmt.Sprintf("pb%d", l.PriceBookID), strconv.Itoa(l.PriceBookVersion)}
 		}
 		row := append([]string{r.Tenant, r.Batch, l.CustomID, l.JobID, l.Status, itoa(l.InputTokens), itoa(l.OutputTokens), r.Currency},
 			append(cost, strings.Join(l.Tags, " "))...)

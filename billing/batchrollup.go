@@ -82,7 +82,7 @@ func BatchTotals(ctx context.Context, db DB, tenant string) ([]BatchTotal, error
 	}
 	rows, err := db.Query(ctx, `
 		SELECT tenant_id, batch_id, currency, jobs, completed, failed, canceled, input_tokens, output_tokens, cached_input_tokens,
-			cost_input, cost_output, cost_ttft, cost_tool, total, first_created_at, last_finished_at, updated_at
+			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, first_created_at, last_finished_at, updated_at
 		FROM usage_batches WHERE tenant_id = $1
 		ORDER BY last_finished_at DESC, batch_id, currency`, tenant)
 	if err != nil {
@@ -92,7 +92,7 @@ func BatchTotals(ctx context.Context, db DB, tenant string) ([]BatchTotal, error
 		var b BatchTotal
 		err := row.Scan(&b.Tenant, &b.Batch, &b.Currency, &b.Jobs, &b.Completed, &b.Failed, &b.Canceled,
 			&b.InputTokens, &b.OutputTokens, &b.CachedInputTokens,
-			&b.Cost.Input, &b.Cost.Output, &b.Cost.TTFT, &b.Cost.Tool, &b.Cost.Total, &b.FirstCreatedAt, &b.LastFinishedAt, &b.UpdatedAt)
+			&b.Cost.Input, &b.Cost.CachedInput, &b.Cost.Output, &b.Cost.TTFT, &b.Cost.Tool, &b.Cost.Total, &b.FirstCreatedAt, &b.LastFinishedAt, &b.UpdatedAt)
 		return b, err
 	})
 	if err != nil {
@@ -119,13 +119,13 @@ func (w *batchRollupWorker) Work(ctx context.Context, job *river.Job[BatchRollup
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO usage_batches (tenant_id, batch_id, currency, jobs, completed, failed, canceled,
-				input_tokens, output_tokens, cached_input_tokens, cost_input, cost_output, cost_ttft, cost_tool, total,
+				input_tokens, output_tokens, cached_input_tokens, cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total,
 				first_created_at, last_finished_at)
 			SELECT u.tenant_id, u.batch_id, c.currency, count(*),
 				count(*) FILTER (WHERE u.status = 'completed'), count(*) FILTER (WHERE u.status = 'failed'),
 				count(*) FILTER (WHERE u.status = 'canceled'),
 				sum(u.input_tokens), sum(u.output_tokens), sum(u.cached_input_tokens),
-				sum(c.cost_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total),
+				sum(c.cost_input), sum(c.cost_cached_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total),
 				min(u.created_at), max(u.finished_at)
 			FROM charges c JOIN usage u USING (tenant_id, job_id)
 			WHERE u.tenant_id = $1 AND u.batch_id = $2
@@ -146,10 +146,10 @@ func WriteBatchTotals(w io.Writer, totals []BatchTotal, f Format) error {
 	case FormatCSV:
 		cw := csv.NewWriter(w)
 		cw.Write([]string{"tenant", "batch", "currency", "jobs", "completed", "failed", "canceled", "input_tokens", "output_tokens",
-			"cost_input", "cost_output", "cost_ttft", "cost_tool", "cost_total", "first_created_at", "last_finished_at"})
+			"cost_input", "cost_cached_input", "cost_output", "cost_ttft", "cost_tool", "cost_total", "first_created_at", "last_finished_at"})
 		for _, b := range totals {
 			cw.Write([]string{b.Tenant, b.Batch, b.Currency, itoa(b.Jobs), itoa(b.Completed), itoa(b.Failed), itoa(b.Canceled),
-				itoa(b.InputTokens), itoa(b.OutputTokens), b.Cost.Input.String(), b.Cost.Output.String(), b.Cost.TTFT.String(),
+				itoa(b.InputTokens), itoa(b.OutputTokens), b.Cost.Input.String(), b.Cost.CachedInput.String(), b.Cost.Output.String(), b.Cost.TTFT.String(),
 				b.Cost.Tool.String(), b.Cost.Total.String(), b.FirstCreatedAt.Format(time.RFC3339), b.LastFinishedAt.Format(time.RFC3339)})
 		}
 		cw.Flush()

@@ -33,6 +33,21 @@ var (
 	ErrUnknownBatch = errors.New("billing: unknown batch")
 	// ErrInvalidLimits reports tenant limits that cannot be stored.
 	ErrInvalidLimits = errors.New("billing: invalid tenant limits")
+	// ErrInvalidPeriod reports a billing period that is not a month, or a
+	// period that cannot be closed yet.
+	ErrInvalidPeriod = errors.New("billing: invalid period")
+	// ErrPeriodLocked reports a change to an invoiced (closed) period: a
+	// re-rating, a credit, a second invoice.
+	ErrPeriodLocked = errors.New("billing: period is invoiced and locked")
+	// ErrUnratedUsage reports a period close while some of the period's
+	// usage is not rated yet.
+	ErrUnratedUsage = errors.New("billing: usage not rated yet")
+	// ErrInvalidCredit reports a credit or adjustment that cannot be
+	// stored.
+	ErrInvalidCredit = errors.New("billing: invalid credit")
+	// ErrInvalidCustomer reports tenant billing details that cannot be
+	// stored.
+	ErrInvalidCustomer = errors.New("billing: invalid billing details")
 	// ErrInvalidFormat reports an unknown report format.
 	ErrInvalidFormat = errors.New("billing: unknown report format")
 )

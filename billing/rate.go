@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/shopspring/decimal"
 
@@ -97,6 +96,16 @@ type Charge struct {
 	Currency string `json:"currency"`
 	// Cost is the unrounded cost per dimension.
 	Cost Breakdown `json:"cost"`
+	// Multiplier is the book's multiplier for the job's priority and batch
+	// (PriceBook.Multiplier), already applied to every dimension of Cost.
+	Multiplier decimal.Decimal `json:"multiplier"`
+	// Period is the billing period (month, as 2006-01) the charge is
+	// invoiced in: its usage's month, or the first open month after it
+	// when that month was invoiced before the usage was rated.
+	Period string `json:"period"`
+	// Note explains a charge invoiced after its usage's month; empty
+	// otherwise.
+	Note string `json:"note,omitempty"`
 	// Tags are the value tags, sorted.
 	Tags []string `json:"tags"`
 	// Revision is 1 for the first rating and one more per re-rating.
@@ -109,12 +118,7 @@ type Charge struct {
 // ErrNotFound when it is not rated (yet).
 func GetCharge(ctx context.Context, db DB, tenant, jobID string) (Charge, error) {
 	var c Charge
-	err := db.QueryRow(ctx, `
-		SELECT job_id, tenant_id, model, price_book_id, price_book_version, currency,
-			cost_input, cost_output, cost_ttft, cost_tool, total, tags, revision, rated_at
-		FROM charges WHERE tenant_id = $1 AND job_id = $2`, tenant, jobID).Scan(
-		&c.JobID, &c.Tenant, &c.Model, &c.PriceBookID, &c.PriceBookVersion, &c.Currency,
-		&c.Cost.Input, &c.Cost.Output, &c.Cost.TTFT, &c.Cost.Tool, &c.Cost.Total, &c.Tags, &c.Revision, &c.RatedAt)
+	err := db.QueryRow(ctx, `SELECT `+chargeColumns+` FROM charges WHERE tenant_id = $1 AND job_id = $2`, tenant, jobID).Scan(c.dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Charge{}, fmt.Errorf("%w: charge of %s job %s", ErrNotFound, tenant, jobID)
 	}
@@ -122,6 +126,18 @@ func GetCharge(ctx context.Context, db DB, tenant, jobID string) (Charge, error)
 		return Charge{}, fmt.Errorf("billing: read charge of %s job %s: %w", tenant, jobID, err)
 	}
 	return c, nil
+}
+
+// chargeColumns are the columns of charges that Charge.dest scans.
+const chargeColumns = `job_id, tenant_id, model, price_book_id, price_book_version, currency,
+	cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, multiplier, to_char(period, 'YYYY-MM'), note,
+	tags, revision, rated_at`
+
+// dest returns where to scan chargeColumns into.
+func (c *Charge) dest() []any {
+	return []any{&c.JobID, &c.Tenant, &c.Model, &c.PriceBookID, &c.PriceBookVersion, &c.Currency,
+		&c.Cost.Input, &c.Cost.CachedInput, &c.Cost.Output, &c.Cost.TTFT, &c.Cost.Tool, &c.Cost.Total, &c.Multiplier, &c.Period, &c.Note,
+		&c.Tags, &c.Revision, &c.RatedAt}
 }
 
 // price computes the charge of u under pb with the tenant's tag rules.
@@ -143,6 +159,8 @@ func newCharge(u contracts.Usage, pb PriceBook, rules []TagRule) Charge {
 		PriceBookVersion: pb.Version,
 		Currency:         pb.Currency,
 		Cost:             Cost(u, pb),
+		Multiplier:       pb.Multiplier(u.Priority, u.BatchID != ""),
+		Period:           periodName(monthOf(u.CreatedAt)),
 		Tags:             Tags(u, rules),
 		Revision:         1,
 	}
@@ -260,6 +278,18 @@ func rateTx(ctx context.Context, tx pgx.Tx, jobs []JobRef, rollupDelay time.Dura
 	if len(charges) == 0 {
 		return errs, nil
 	}
+	keys := make([]periodKey, len(charged))
+	for k, u := range charged {
+		keys[k] = periodKey{u.Tenant, monthOf(u.CreatedAt)}
+	}
+	places, err := placeCharges(ctx, tx, keys)
+	if err != nil {
+		return nil, err
+	}
+	for k := range charges {
+		p := places[keys[k]]
+		charges[k].Period, charges[k].Note = periodName(p.Period), p.Note
+	}
 	inserted, err := insertCharges(ctx, tx, charges)
 	if err != nil {
 		return nil, err
@@ -307,8 +337,12 @@ func priceMany(ctx context.Context, tx pgx.Tx, us []contracts.Usage) ([]*Charge,
 func insertCharges(ctx context.Context, tx pgx.Tx, cs []Charge) ([]bool, error) {
 	n := len(cs)
 	jobIDs, tenants, models, currencies, tags := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	periods, notes := make([]string, n), make([]string, n)
 	bookIDs, versions := make([]int64, n), make([]int64, n)
-	costs := [5][]string{make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
+	var costs [7][]string
+	for d := range costs {
+		costs[d] = make([]string, n)
+	}
 	first := make(map[JobRef]int, n)
 	for i, c := range cs {
 		if _, dup := first[JobRef{c.Tenant, c.JobID}]; !dup {
@@ -318,23 +352,26 @@ func insertCharges(ctx context.Context, tx pgx.Tx, cs []Charge) ([]bool, error) 
 		// Tags match ^[a-z][a-z0-9_]{0,62}$ (value_tag_rules): no comma.
 		tags[i] = strings.Join(c.Tags, ",")
 		bookIDs[i], versions[i] = c.PriceBookID, int64(c.PriceBookVersion)
-		for d, v := range []decimal.Decimal{c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total} {
+		periods[i], notes[i] = c.Period+"-01", c.Note
+		for d, v := range []decimal.Decimal{c.Cost.Input, c.Cost.CachedInput, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, orOne(c.Multiplier)} {
 			costs[d][i] = v.String()
 		}
 	}
 	rows, err := tx.Query(ctx, `
 		INSERT INTO charges (job_id, tenant_id, model, price_book_id, price_book_version, currency,
-			cost_input, cost_output, cost_ttft, cost_tool, total, tags)
+			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, multiplier, tags, period, note)
 		SELECT job_id, tenant_id, model, book_id, version::integer, currency,
-			cost_input::numeric, cost_output::numeric, cost_ttft::numeric, cost_tool::numeric, total::numeric,
-			string_to_array(tags, ',')
+			cost_input::numeric, cost_cached_input::numeric, cost_output::numeric, cost_ttft::numeric, cost_tool::numeric,
+			total::numeric, multiplier::numeric, string_to_array(tags, ','), period::date, note
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[],
-			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
-			AS c(job_id, tenant_id, model, book_id, version, currency, cost_input, cost_output, cost_ttft, cost_tool, total, tags)
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
+			AS c(job_id, tenant_id, model, book_id, version, currency, cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool,
+				total, multiplier, tags, period, note)
 		ORDER BY tenant_id, job_id
 		ON CONFLICT (tenant_id, job_id) DO NOTHING
 		RETURNING tenant_id, job_id`,
-		jobIDs, tenants, models, bookIDs, versions, currencies, costs[0], costs[1], costs[2], costs[3], costs[4], tags)
+		jobIDs, tenants, models, bookIDs, versions, currencies, costs[0], costs[1], costs[2], costs[3], costs[4], costs[5], costs[6],
+		tags, periods, notes)
 	if err != nil {
 		return nil, fmt.Errorf("billing: store %d charges: %w", n, err)
 	}
@@ -411,84 +448,4 @@ func lockShared(ctx context.Context, tx pgx.Tx, lock string, pairs [][2]string) 
 		FROM (SELECT DISTINCT `+keys+` FROM unnest($1::text[], $2::text[]) AS p(a, b)) AS k(k1, k2)
 		ORDER BY k1, k2`, a, b)
 	return err
-}
-
-// rerateCharge prices u with pb again and, within tx, replaces its charge
-// with the new one (its revision one higher), keeping the previous one in
-// charge_history; a job with no charge yet gets its first. The charge
-// stored asks for the rollups of its day and batch.
-func rerateCharge(ctx context.Context, tx pgx.Tx, u contracts.Usage, pb PriceBook, rollupDelay time.Duration) error {
-	c, err := price(ctx, tx, u, pb)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO charge_history (tenant_id, job_id, revision, price_book_id, price_book_version, currency,
-			cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
-		SELECT tenant_id, job_id, revision, price_book_id, price_book_version, currency,
-			cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at
-		FROM charges WHERE tenant_id = $1 AND job_id = $2`, c.Tenant, c.JobID); err != nil {
-		return fmt.Errorf("billing: keep the previous charge of %s job %s: %w", c.Tenant, c.JobID, err)
-	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO charges (job_id, tenant_id, model, price_book_id, price_book_version, currency,
-			cost_input, cost_output, cost_ttft, cost_tool, total, tags)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-		ON CONFLICT (tenant_id, job_id) DO UPDATE SET
-			price_book_id = excluded.price_book_id,
-			price_book_version = excluded.price_book_version,
-			currency = excluded.currency,
-			cost_input = excluded.cost_input,
-			cost_output = excluded.cost_output,
-			cost_ttft = excluded.cost_ttft,
-			cost_tool = excluded.cost_tool,
-			total = excluded.total,
-			tags = excluded.tags,
-			revision = charges.revision + 1,
-			rated_at = now()`,
-		c.JobID, c.Tenant, c.Model, c.PriceBookID, c.PriceBookVersion, c.Currency,
-		c.Cost.Input, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Tags); err != nil {
-		return fmt.Errorf("billing: store charge of %s job %s: %w", c.Tenant, c.JobID, err)
-	}
-	if err := noteBatchCharge(ctx, tx, u.Tenant, u.BatchID, rollupDelay); err != nil {
-		return err
-	}
-	return insertRollup(ctx, tx, u.Tenant, usageDay(u), rollupDelay)
-}
-
-// rerateWorker prices a job again.
-type rerateWorker struct {
-	river.WorkerDefaults[RerateArgs]
-	db          *pgxpool.Pool
-	rollupDelay time.Duration
-}
-
-func (w *rerateWorker) Work(ctx context.Context, job *river.Job[RerateArgs]) error {
-	return pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-		u, err := usageToRate(ctx, tx, job.Args.Tenant, job.Args.JobID)
-		if err != nil {
-			return err
-		}
-		var pb PriceBook
-		if job.Args.PriceBookID != 0 {
-			pb, err = GetPriceBook(ctx, tx, job.Args.PriceBookID)
-			if errors.Is(err, ErrNotFound) {
-				return river.JobCancel(err)
-			}
-			if err == nil && !pb.appliesTo(u.Tenant, u.Model) {
-				return river.JobCancel(fmt.Errorf("%w: book %d (tenant %q, model %q) for job %s of tenant %s, model %s",
-					ErrPriceBookMismatch, pb.ID, pb.Tenant, pb.Model, u.JobID, u.Tenant, u.Model))
-			}
-		} else {
-			pb, err = EffectivePriceBook(ctx, tx, u.Tenant, u.Model, u.CreatedAt)
-		}
-		if err != nil {
-			return err
-		}
-		if err := rerateCharge(ctx, tx, u, pb, w.rollupDelay); err != nil {
-			return err
-		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
 }

@@ -39,6 +39,10 @@ type Report struct {
 	// Unrated counts the period's usage records not rated yet (normally
 	// the last few seconds' records); they are in no other figure.
 	Unrated int64 `json:"unrated"`
+	// Daily is the daily trend: the tenant's rollups (usage_daily) of the
+	// UTC days the period covers, oldest first. The rollups catch up
+	// shortly after rating, so the last day may lag the totals.
+	Daily []DailyTotal `json:"daily"`
 }
 
 // Group is the jobs sharing one value of a dimension.
@@ -59,7 +63,7 @@ type Group struct {
 // The aggregate columns every report query selects after its key.
 const groupColumns = `count(*),
 	coalesce(sum(u.input_tokens), 0)::bigint, coalesce(sum(u.output_tokens), 0)::bigint, coalesce(sum(u.cached_input_tokens), 0)::bigint,
-	coalesce(sum(c.cost_input), 0), coalesce(sum(c.cost_output), 0), coalesce(sum(c.cost_ttft), 0),
+	coalesce(sum(c.cost_input), 0), coalesce(sum(c.cost_cached_input), 0), coalesce(sum(c.cost_output), 0), coalesce(sum(c.cost_ttft), 0),
 	coalesce(sum(c.cost_tool), 0), coalesce(sum(c.total), 0)`
 
 // The period's charges, with their usage; $1 tenant, $2 from, $3 to.
@@ -69,7 +73,7 @@ const chargesInPeriod = `FROM charges c JOIN usage u USING (tenant_id, job_id)
 func scanGroup(row pgx.Row, withKey bool) (Group, error) {
 	var g Group
 	dest := []any{&g.Jobs, &g.InputTokens, &g.OutputTokens, &g.CachedInputTokens,
-		&g.Cost.Input, &g.Cost.Output, &g.Cost.TTFT, &g.Cost.Tool, &g.Cost.Total}
+		&g.Cost.Input, &g.Cost.CachedInput, &g.Cost.Output, &g.Cost.TTFT, &g.Cost.Tool, &g.Cost.Total}
 	if withKey {
 		dest = append([]any{&g.Key}, dest...)
 	}
@@ -159,6 +163,10 @@ func BuildReport(ctx context.Context, db DB, tenant string, from, to time.Time) 
 	err = db.QueryRow(ctx, `SELECT count(*) FROM usage u LEFT JOIN charges c USING (tenant_id, job_id)
 		WHERE c.job_id IS NULL AND u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`, args...).Scan(&r.Unrated)
 	if err != nil {
+		return fail(err)
+	}
+	lastDay := to.UTC().Add(-time.Nanosecond).AddDate(0, 0, 1)
+	if r.Daily, err = DailyTotals(ctx, db, tenant, from.UTC().Format(time.DateOnly), lastDay.Format(time.DateOnly)); err != nil {
 		return fail(err)
 	}
 	return r, nil

@@ -85,6 +85,7 @@ func NewRiver(pool *pgxpool.Pool, cfg RiverConfig) (*river.Client[pgx.Tx], error
 	river.AddWorker(workers, &rateWorker{rater: r})
 	river.AddWorker(workers, &rateBatchWorker{rater: r})
 	river.AddWorker(workers, &rerateWorker{db: pool, rollupDelay: cfg.RollupDelay})
+	river.AddWorker(workers, &rerateRangeWorker{db: pool, rollupDelay: cfg.RollupDelay})
 	river.AddWorker(workers, &rollupWorker{db: pool})
 	river.AddWorker(workers, &batchRollupWorker{db: pool})
 	rc := &river.Config{Workers: workers, Logger: cfg.Logger, FetchCooldown: cfg.FetchCooldown}

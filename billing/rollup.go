@@ -81,7 +81,7 @@ type DailyTotal struct {
 func DailyTotals(ctx context.Context, db DB, tenant, from, to string) ([]DailyTotal, error) {
 	rows, err := db.Query(ctx, `
 		SELECT tenant_id, to_char(day, 'YYYY-MM-DD'), currency, jobs, input_tokens, output_tokens, cached_input_tokens,
-			cost_input, cost_output, cost_ttft, cost_tool, total, updated_at
+			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, updated_at
 		FROM usage_daily
 		WHERE tenant_id = $1 AND day >= $2::date AND day < $3::date
 		ORDER BY day, currency`, tenant, from, to)
@@ -91,7 +91,7 @@ func DailyTotals(ctx context.Context, db DB, tenant, from, to string) ([]DailyTo
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyTotal, error) {
 		var d DailyTotal
 		err := row.Scan(&d.Tenant, &d.Day, &d.Currency, &d.Jobs, &d.InputTokens, &d.OutputTokens, &d.CachedInputTokens,
-			&d.Cost.Input, &d.Cost.Output, &d.Cost.TTFT, &d.Cost.Tool, &d.Cost.Total, &d.UpdatedAt)
+			&d.Cost.Input, &d.Cost.CachedInput, &d.Cost.Output, &d.Cost.TTFT, &d.Cost.Tool, &d.Cost.Total, &d.UpdatedAt)
 		return d, err
 	})
 	if err != nil {
@@ -125,9 +125,9 @@ func (w *rollupWorker) Work(ctx context.Context, job *river.Job[RollupArgs]) err
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO usage_daily (tenant_id, day, currency, jobs, input_tokens, output_tokens, cached_input_tokens,
-				cost_input, cost_output, cost_ttft, cost_tool, total)
+				cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total)
 			SELECT u.tenant_id, $2::date, c.currency, count(*), sum(u.input_tokens), sum(u.output_tokens), sum(u.cached_input_tokens),
-				sum(c.cost_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total)
+				sum(c.cost_input), sum(c.cost_cached_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total)
 			FROM charges c JOIN usage u USING (tenant_id, job_id)
 			WHERE u.tenant_id = $1 AND u.created_at >= $3 AND u.created_at < $4
 			GROUP BY u.tenant_id, c.currency`,

@@ -15,7 +15,8 @@ import (
 )
 
 // ourTables are the tables the zerolayer migrations create.
-var ourTables = []string{"tenants", "price_books", "usage", "charges", "charge_history", "value_tag_rules", "usage_daily"}
+var ourTables = []string{"tenants", "price_books", "usage", "charges", "charge_history", "value_tag_rules", "usage_daily",
+	"invoices", "invoice_lines", "invoice_numbers", "credits", "resource_rates"}
 
 func tables(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
@@ -257,6 +258,10 @@ func TestTenantJobKeyMigration(t *testing.T) {
 		insertCharge = `INSERT INTO charges (tenant_id, job_id, model, price_book_id, price_book_version, currency,
 			cost_input, cost_output, cost_ttft, cost_tool, total)
 			VALUES ($1, $2, 'm', (SELECT min(id) FROM price_books), 1, 'USD', 1, 0, 0, 0, 1)`
+		// After 0009 a charge names its billing period.
+		insertChargeNow = `INSERT INTO charges (tenant_id, job_id, model, price_book_id, price_book_version, currency,
+			cost_input, cost_output, cost_ttft, cost_tool, total, period)
+			VALUES ($1, $2, 'm', (SELECT min(id) FROM price_books), 1, 'USD', 1, 0, 0, 0, 1, date_trunc('month', now())::date)`
 	)
 	// Back to 0006 (and whatever came after 0007 reverted too).
 	steps := len(migrations.All()) - 6
@@ -295,7 +300,7 @@ func TestTenantJobKeyMigration(t *testing.T) {
 	}
 	// Now beta may have a job j1 too, charged and re-rated on its own …
 	must(insertUsage, "beta", "j1")
-	must(insertCharge, "beta", "j1")
+	must(insertChargeNow, "beta", "j1")
 	must(`INSERT INTO charge_history (tenant_id, job_id, revision, price_book_id, price_book_version, currency,
 		cost_input, cost_output, cost_ttft, cost_tool, total, tags, rated_at)
 		SELECT tenant_id, job_id, 1, price_book_id, 1, currency, 2, 0, 0, 0, 2, '{}', now() FROM charges WHERE tenant_id = 'beta' AND job_id = 'j1'`)

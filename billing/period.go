@@ -1,0 +1,134 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A billing period is a UTC calendar month, named "2006-01". A charge is
+// invoiced in one period: its usage's month, or, when that month was
+// invoiced (closed) before the usage was rated, the first open month after
+// it. An invoiced period is locked: its charges are never re-rated and no
+// credit is added to it.
+
+// PeriodFormat is the layout of a period's name.
+const PeriodFormat = "2006-01"
+
+// ParsePeriod reads a period name such as "2026-11" and returns the first
+// instant of the month, UTC.
+func ParsePeriod(s string) (time.Time, error) {
+	t, err := time.Parse(PeriodFormat, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: period %q is not a month such as 2026-11", ErrInvalidPeriod, s)
+	}
+	return t.UTC(), nil
+}
+
+// monthOf returns the first instant of t's UTC month.
+func monthOf(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// periodName is the name of the period starting at m.
+func periodName(m time.Time) string { return m.UTC().Format(PeriodFormat) }
+
+// periodLock is the advisory lock of a tenant's period ($1 tenant, $2
+// period as 2006-01): charges, re-ratings and credits of the period are
+// written under its shared side; closing the period takes the exclusive
+// side, so that an invoice sees every charge committed before it and none
+// lands in its period after it.
+const periodLock = `hashtext('zl_period'), hashtext(current_schema() || '/' || $1 || '/' || $2)`
+
+// periodKey is a tenant's period.
+type periodKey struct {
+	Tenant string
+	Month  time.Time
+}
+
+// placement is where a charge of a usage month is invoiced.
+type placement struct {
+	Period time.Time
+	// Note explains a charge placed after its usage's month ("" when not).
+	Note string
+}
+
+// placeCharges returns, for each of keys (a tenant and the month of a
+// usage record), the open period its charge goes in, holding the shared
+// side of that period's lock for the rest of tx, so that the period cannot
+// be closed before tx commits.
+func placeCharges(ctx context.Context, tx pgx.Tx, keys []periodKey) (map[periodKey]placement, error) {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, func(a, b periodKey) int {
+		if c := strings.Compare(a.Tenant, b.Tenant); c != 0 {
+			return c
+		}
+		return a.Month.Compare(b.Month)
+	})
+	keys = slices.Compact(keys)
+	out := make(map[periodKey]placement, len(keys))
+	for _, k := range keys {
+		m := k.Month
+		var closedBy []string
+		for {
+			if err := lockShared(ctx, tx, periodLock, [][2]string{{k.Tenant, periodName(m)}}); err != nil {
+				return nil, fmt.Errorf("billing: lock period %s of %s: %w", periodName(m), k.Tenant, err)
+			}
+			number, err := invoiceOf(ctx, tx, k.Tenant, m)
+			if err != nil {
+				return nil, err
+			}
+			if number == "" {
+				break
+			}
+			closedBy = append(closedBy, periodName(m)+" by "+number)
+			m = m.AddDate(0, 1, 0)
+		}
+		p := placement{Period: m}
+		if len(closedBy) > 0 {
+			p.Note = fmt.Sprintf("usage of %s billed in %s: %s was invoiced before it was rated (%s)",
+				periodName(k.Month), periodName(m), periodName(k.Month), strings.Join(closedBy, ", "))
+		}
+		out[k] = p
+	}
+	return out, nil
+}
+
+// invoiceOf returns the number of tenant's invoice of the period starting
+// at m, or "" when the period is open.
+func invoiceOf(ctx context.Context, db DB, tenant string, m time.Time) (string, error) {
+	rows, err := db.Query(ctx, `SELECT number FROM invoices WHERE tenant_id = $1 AND period = $2::date`, tenant, m.Format(time.DateOnly))
+	if err != nil {
+		return "", fmt.Errorf("billing: look up the invoice of %s for %s: %w", tenant, periodName(m), err)
+	}
+	numbers, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(numbers) == 0 {
+		return "", err
+	}
+	return numbers[0], nil
+}
+
+// lockOpenPeriods takes the shared side of the locks of tenant's periods
+// months for the rest of tx, and returns an error wrapping ErrPeriodLocked
+// naming the invoice of the first one that is closed.
+func lockOpenPeriods(ctx context.Context, tx pgx.Tx, tenant string, months []time.Time) error {
+	months = slices.Compact(slices.SortedFunc(slices.Values(months), time.Time.Compare))
+	for _, m := range months {
+		if err := lockShared(ctx, tx, periodLock, [][2]string{{tenant, periodName(m)}}); err != nil {
+			return fmt.Errorf("billing: lock period %s of %s: %w", periodName(m), tenant, err)
+		}
+		number, err := invoiceOf(ctx, tx, tenant, m)
+		if err != nil {
+			return err
+		}
+		if number != "" {
+			return fmt.Errorf("%w: %s of %s is invoiced (%s)", ErrPeriodLocked, periodName(m), tenant, number)
+		}
+	}
+	return nil
+}
