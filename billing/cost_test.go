@@ -52,6 +52,35 @@ func TestCostByHand(t *testing.T) {
 			want: Breakdown{Input: dec("1.5"), Output: dec("5"), TTFT: dec("0.025"), Tool: dec("0.0155"), Total: dec("6.5405")},
 		},
 		{
+			// 600 uncached × 0.5 = 300 and 400 cached × 0.125 = 50 (the
+			// book's cached-input price); 10 × 1.25 = 12.5; 2.5 × 0.01 =
+			// 0.025; 7.75 × 0.002 = 0.0155; a low-priority job of a
+			// batch: each × 0.8 × 0.5 = × 0.4.
+			name: "cached input, priority and batch multipliers",
+			u: contracts.Usage{InputTokens: 1000, CachedInputTokens: 400, OutputTokens: 10, TimeToFirstTokenMs: 2.5, ToolExecutionTimeMs: 7.75,
+				Priority: contracts.PriorityLow, BatchID: "b1"},
+			pb: func() PriceBook {
+				pb := custom
+				c := dec("0.125")
+				pb.PCachedIn, pb.MultLow, pb.MultBatch, pb.MultHigh = &c, dec("0.8"), dec("0.5"), dec("3")
+				return pb
+			}(),
+			want: Breakdown{Input: dec("120"), CachedInput: dec("20"), Output: dec("5"), TTFT: dec("0.01"), Tool: dec("0.0062"), Total: dec("145.0162")},
+		},
+		{
+			// The same job at normal priority, alone: the multipliers not
+			// set (0) change nothing.
+			name: "cached input, no multiplier",
+			u:    contracts.Usage{InputTokens: 1000, CachedInputTokens: 400, OutputTokens: 10, Priority: contracts.PriorityNormal},
+			pb: func() PriceBook {
+				pb := custom
+				c := dec("0.125")
+				pb.PCachedIn = &c
+				return pb
+			}(),
+			want: Breakdown{Input: dec("300"), CachedInput: dec("50"), Output: dec("12.5"), TTFT: dec("0"), Tool: dec("0"), Total: dec("362.5")},
+		},
+		{
 			name: "nothing used",
 			u:    contracts.Usage{},
 			pb:   DefaultPriceBook(),
@@ -63,8 +92,10 @@ func TestCostByHand(t *testing.T) {
 			if !got.Equal(tc.want) {
 				t.Errorf("Cost = %+v\nwant   %+v", got, tc.want)
 			}
-			if !got.Equal(handCost(tc.u, tc.pb.PIn.String(), tc.pb.POut.String(), tc.pb.PTTFT.String(), tc.pb.PTool.String())) {
-				t.Errorf("Cost disagrees with handCost")
+			pb := tc.pb
+			m := pb.Multiplier(tc.u.Priority, tc.u.BatchID != "")
+			if !got.Equal(handCostFull(tc.u, pb.PIn.String(), pb.CachedInputPrice().String(), pb.POut.String(), pb.PTTFT.String(), pb.PTool.String(), m.String())) {
+				t.Errorf("Cost disagrees with handCostFull")
 			}
 		})
 	}

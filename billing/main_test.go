@@ -118,17 +118,26 @@ func usage(jobID, tenant, model string, created time.Time, in, out int, ttft, to
 }
 
 // handCost prices u the long way, independently of Cost: each quantity
-// from its shortest decimal text, times prices given as text.
+// from its shortest decimal text, times prices given as text, cached input
+// tokens at the input price (a book without a cached-input price), no
+// multiplier.
 func handCost(u contracts.Usage, pIn, pOut, pTTFT, pTool string) Breakdown {
+	return handCostFull(u, pIn, pIn, pOut, pTTFT, pTool, "1")
+}
+
+// handCostFull is handCost with a cached-input price and a multiplier.
+func handCostFull(u contracts.Usage, pIn, pCached, pOut, pTTFT, pTool, mult string) Breakdown {
 	d := decimal.RequireFromString
 	ms := func(f float64) decimal.Decimal { return d(strconv.FormatFloat(f, 'f', -1, 64)) }
+	m := d(mult)
 	b := Breakdown{
-		Input:  d(strconv.Itoa(u.InputTokens)).Mul(d(pIn)),
-		Output: d(strconv.Itoa(u.OutputTokens)).Mul(d(pOut)),
-		TTFT:   ms(u.TimeToFirstTokenMs).Mul(d(pTTFT)),
-		Tool:   ms(u.ToolExecutionTimeMs).Mul(d(pTool)),
+		Input:       d(strconv.Itoa(u.InputTokens - u.CachedInputTokens)).Mul(d(pIn)).Mul(m),
+		CachedInput: d(strconv.Itoa(u.CachedInputTokens)).Mul(d(pCached)).Mul(m),
+		Output:      d(strconv.Itoa(u.OutputTokens)).Mul(d(pOut)).Mul(m),
+		TTFT:        ms(u.TimeToFirstTokenMs).Mul(d(pTTFT)).Mul(m),
+		Tool:        ms(u.ToolExecutionTimeMs).Mul(d(pTool)).Mul(m),
 	}
-	b.Total = b.Input.Add(b.Output).Add(b.TTFT).Add(b.Tool)
+	b.Total = b.Input.Add(b.CachedInput).Add(b.Output).Add(b.TTFT).Add(b.Tool)
 	return b
 }
 

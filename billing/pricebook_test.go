@@ -141,10 +141,10 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 				u.JobID, c.PriceBookID, c.PriceBookVersion, c.Revision, c.Cost, book.ID, book.Version, revision, want)
 		}
 	}
-	// 1000 × 0.00001 + 200 × 0.00003 + 40 × 0.000001 + 2.5 × 0.000002 = 0.01 + 0.006 + 0.00004 + 0.000005
-	check(early, v1, 1, Breakdown{Input: dec("0.01"), Output: dec("0.006"), TTFT: dec("0.00004"), Tool: dec("0.000005"), Total: dec("0.016045")})
+	// 500 uncached and 500 cached input tokens, none priced apart: 1000 × 0.00001 + 200 × 0.00003 + 40 × 0.000001 + 2.5 × 0.000002 = 0.01 + 0.006 + 0.00004 + 0.000005
+	check(early, v1, 1, Breakdown{Input: dec("0.005"), CachedInput: dec("0.005"), Output: dec("0.006"), TTFT: dec("0.00004"), Tool: dec("0.000005"), Total: dec("0.016045")})
 	// 1000 × 0.00002 + 200 × 0.00004 + 40 × 0.0000005 + 2.5 × 0 = 0.02 + 0.008 + 0.00002
-	check(late, v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(late, v2, 1, Breakdown{Input: dec("0.01"), CachedInput: dec("0.01"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 	seeded, err := EffectivePriceBook(ctx, b.pool, "beta", "m1", other.CreatedAt)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 	if row := waitJob(t, b, res.Job.ID); row.State != rivertype.JobStateCompleted {
 		t.Fatalf("rerate job %s: %v", row.State, row.Errors)
 	}
-	check(early, v2, 2, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(early, v2, 2, Breakdown{Input: dec("0.01"), CachedInput: dec("0.01"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 
 	// A retroactive correction: v3 effective from March; re-rating by
 	// lookup picks it for the early job.
@@ -174,9 +174,9 @@ func TestPriceBookVersionsAndRerate(t *testing.T) {
 	}
 	waitJob(t, b, res.Job.ID)
 	// 1000 × 0.000005 + 200 × 0.00001 + 0 + 2.5 × 0.0000001 = 0.005 + 0.002 + 0.00000025
-	check(early, v3, 3, Breakdown{Input: dec("0.005"), Output: dec("0.002"), TTFT: dec("0"), Tool: dec("0.00000025"), Total: dec("0.00700025")})
+	check(early, v3, 3, Breakdown{Input: dec("0.0025"), CachedInput: dec("0.0025"), Output: dec("0.002"), TTFT: dec("0"), Tool: dec("0.00000025"), Total: dec("0.00700025")})
 	// The late job still uses v2: v3 is in force from March but v2 from June.
-	check(late, v2, 1, Breakdown{Input: dec("0.02"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
+	check(late, v2, 1, Breakdown{Input: dec("0.01"), CachedInput: dec("0.01"), Output: dec("0.008"), TTFT: dec("0.00002"), Tool: dec("0"), Total: dec("0.02802")})
 
 	// Both previous charges of the early job are kept.
 	if hist := chargeHistory(t, b, "job_id = 'early'"); fmt.Sprint(hist) != "[acme/early r1 v1 0.016045 acme/early r2 v2 0.02802]" {

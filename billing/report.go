@@ -3,27 +3,42 @@ package billing
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
 
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
-// Report is one tenant's billing over a period: the rated jobs whose usage
-// was created in [From, To), with exact (unrounded) costs.
+// Report is one tenant's billing over a period, with exact (unrounded)
+// costs. Its basis says which charges it covers: "usage", the rated jobs
+// whose usage was created in [From, To) (BuildReport); or "period", the
+// charges invoiced in one billing month, with its credits and adjustments
+// (BuildPeriodReport), which is what the month's invoice bills: Net equals
+// the invoice's subtotal.
 type Report struct {
 	// Tenant is the tenant reported on.
 	Tenant string `json:"tenant"`
-	// From and To bound the period: From <= created_at < To.
+	// Basis is "usage" or "period" (see Report).
+	Basis string `json:"basis"`
+	// Period is the billing month (2006-01) of a period report.
+	Period string `json:"period,omitempty"`
+	// Invoice is the number of the period's invoice; "" while it is open.
+	Invoice string `json:"invoice,omitempty"`
+	// From and To bound the period: From <= created_at < To (for a
+	// period report, the month's bounds; its late charges of earlier
+	// months are in too).
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
 	// Currency is the charges' currency; empty when there are none.
 	Currency string `json:"currency"`
 	// Total covers every rated job; its Cost is the cost by dimension.
 	Total Group `json:"total"`
-	// InvoiceTotal is Total.Cost.Total rounded for an invoice
-	// (RoundInvoice).
+	// InvoiceTotal is Net rounded for an invoice (RoundInvoice), before
+	// tax.
 	InvoiceTotal string `json:"invoice_total"`
 	// ByModel, ByPriority and ByBucket split the total, largest cost
 	// first; each adds up to Total.
@@ -36,6 +51,22 @@ type Report struct {
 	// Untagged covers the jobs with no tag; with the tag groups it shows
 	// which traffic carries which cost (the cross-subsidy view).
 	Untagged Group `json:"untagged"`
+	// ByTagSet splits the total by each job's combination of tags
+	// ("effective_service+high_latency_risk", "" for none): unlike ByTag
+	// it adds up to Total.
+	ByTagSet []Group `json:"by_tag_set"`
+	// ByBook splits the total by the price book that rated the charges
+	// (Key "pb7 acme/tiny v2": the name is unique).
+	ByBook []Group `json:"by_price_book"`
+	// ByDay splits the total by the UTC day of the usage.
+	ByDay []Group `json:"by_day"`
+	// Credits are a period report's credits and adjustments; CreditsTotal
+	// their sum (negative for credits).
+	Credits      []Credit        `json:"credits,omitempty"`
+	CreditsTotal decimal.Decimal `json:"credits_total_exact"`
+	// Net is Total.Cost.Total + CreditsTotal: the invoice's subtotal,
+	// before tax.
+	Net decimal.Decimal `json:"net_exact"`
 	// Unrated counts the period's usage records not rated yet (normally
 	// the last few seconds' records); they are in no other figure.
 	Unrated int64 `json:"unrated"`
@@ -65,10 +96,6 @@ const groupColumns = `count(*),
 	coalesce(sum(u.input_tokens), 0)::bigint, coalesce(sum(u.output_tokens), 0)::bigint, coalesce(sum(u.cached_input_tokens), 0)::bigint,
 	coalesce(sum(c.cost_input), 0), coalesce(sum(c.cost_cached_input), 0), coalesce(sum(c.cost_output), 0), coalesce(sum(c.cost_ttft), 0),
 	coalesce(sum(c.cost_tool), 0), coalesce(sum(c.total), 0)`
-
-// The period's charges, with their usage; $1 tenant, $2 from, $3 to.
-const chargesInPeriod = `FROM charges c JOIN usage u USING (tenant_id, job_id)
-	WHERE u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`
 
 func scanGroup(row pgx.Row, withKey bool) (Group, error) {
 	var g Group
@@ -101,56 +128,117 @@ func currencyOf(ctx context.Context, db DB, from string, args ...any) (string, [
 	return "", currencies, nil
 }
 
-// BuildReport reads tenant's report for [from, to) from db (a pool, or a
-// transaction for a consistent snapshot: use REPEATABLE READ). It returns
-// ErrUnknownTenant for a tenant billing has never heard of, and
-// ErrMixedCurrency if the period's charges are in more than one currency. A
-// known tenant's period without usage is an empty report.
+// BuildReport reads tenant's report of the usage created in [from, to)
+// from db (a pool, or a transaction for a consistent snapshot: use
+// REPEATABLE READ). It returns ErrUnknownTenant for a tenant billing has
+// never heard of, and ErrMixedCurrency if the period's charges are in more
+// than one currency. A known tenant's period without usage is an empty
+// report.
 func BuildReport(ctx context.Context, db DB, tenant string, from, to time.Time) (*Report, error) {
+	if !from.Before(to) {
+		return nil, fmt.Errorf("billing: report period [%s, %s) is empty; from must be before to", from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	r := &Report{Tenant: tenant, Basis: "usage", From: from.UTC(), To: to.UTC()}
+	sel := reportSelection{
+		charges: `FROM charges c JOIN usage u USING (tenant_id, job_id) WHERE u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`,
+		args:    []any{tenant, from, to},
+	}
+	return buildReport(ctx, db, r, sel)
+}
+
+// BuildPeriodReport reads tenant's report of the billing month period
+// (2006-01): the charges invoiced in it (its usage, and late usage of
+// earlier months rated after those were invoiced) and its credits and
+// adjustments. Its Net is the month's invoice subtotal.
+func BuildPeriodReport(ctx context.Context, db DB, tenant, period string) (*Report, error) {
+	m, err := ParsePeriod(period)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Tenant: tenant, Basis: "period", Period: period, From: m, To: m.AddDate(0, 1, 0)}
+	day := m.Format(time.DateOnly)
+	sel := reportSelection{
+		charges: `FROM charges c JOIN usage u USING (tenant_id, job_id) WHERE c.tenant_id = $1 AND c.period = $2::date AND $3::timestamptz IS NOT NULL`,
+		args:    []any{tenant, day, r.To},
+	}
+	if err := checkTenant(ctx, db, tenant); err != nil {
+		return nil, err
+	}
+	if r.Invoice, err = invoiceOf(ctx, db, tenant, m); err != nil {
+		return nil, err
+	}
+	if r.Credits, err = ListCredits(ctx, db, tenant, period); err != nil {
+		return nil, err
+	}
+	return buildReport(ctx, db, r, sel)
+}
+
+// reportSelection selects a report's charges: charges is a FROM … WHERE …
+// clause over charges c and usage u, with args $1 (the tenant), $2, $3.
+type reportSelection struct {
+	charges string
+	args    []any
+}
+
+func buildReport(ctx context.Context, db DB, r *Report, sel reportSelection) (*Report, error) {
+	tenant := r.Tenant
 	if err := contracts.ValidateTenant(tenant); err != nil {
 		return nil, err
 	}
 	if err := checkTenant(ctx, db, tenant); err != nil {
 		return nil, err
 	}
-	if !from.Before(to) {
-		return nil, fmt.Errorf("billing: report period [%s, %s) is empty; from must be before to", from.Format(time.RFC3339), to.Format(time.RFC3339))
-	}
-	r := &Report{Tenant: tenant, From: from.UTC(), To: to.UTC()}
-	args := []any{tenant, from, to}
 	fail := func(err error) (*Report, error) {
 		return nil, fmt.Errorf("billing: report of %s: %w", tenant, err)
 	}
-
-	cur, currencies, err := currencyOf(ctx, db, chargesInPeriod, args...)
+	args := sel.args
+	cur, currencies, err := currencyOf(ctx, db, sel.charges, args...)
 	if err != nil {
 		return fail(err)
 	}
+	for _, c := range r.Credits {
+		if cur == "" {
+			cur = c.Currency
+		}
+		if c.Currency != cur && !slices.Contains(currencies, c.Currency) {
+			currencies = append(currencies, cur, c.Currency)
+		}
+	}
 	if currencies != nil {
 		return nil, fmt.Errorf("%w: %s has charges in %v between %s and %s; report a shorter period",
-			ErrMixedCurrency, tenant, currencies, from.Format(time.RFC3339), to.Format(time.RFC3339))
+			ErrMixedCurrency, tenant, currencies, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
 	}
 	r.Currency = cur
 
-	if r.Total, err = scanGroup(db.QueryRow(ctx, `SELECT `+groupColumns+` `+chargesInPeriod, args...), false); err != nil {
+	if r.Total, err = scanGroup(db.QueryRow(ctx, `SELECT `+groupColumns+` `+sel.charges, args...), false); err != nil {
 		return fail(err)
 	}
-	r.InvoiceTotal = RoundInvoice(r.Total.Cost.Total, r.Currency).StringFixedBank(MinorUnits(r.Currency))
-	if r.Untagged, err = scanGroup(db.QueryRow(ctx, `SELECT `+groupColumns+` `+chargesInPeriod+` AND cardinality(c.tags) = 0`, args...), false); err != nil {
+	r.CreditsTotal = decimal.Zero
+	for _, c := range r.Credits {
+		r.CreditsTotal = r.CreditsTotal.Add(c.Amount)
+	}
+	r.Net = r.Total.Cost.Total.Add(r.CreditsTotal)
+	r.InvoiceTotal = DisplayAmount(r.Net, r.Currency)
+	if r.Untagged, err = scanGroup(db.QueryRow(ctx, `SELECT `+groupColumns+` `+sel.charges+` AND cardinality(c.tags) = 0`, args...), false); err != nil {
 		return fail(err)
 	}
+	tagFrom := strings.Replace(sel.charges, "WHERE", "CROSS JOIN LATERAL unnest(c.tags) AS t(tag) WHERE", 1)
+	bookFrom := strings.Replace(sel.charges, "WHERE", "JOIN price_books pb ON pb.id = c.price_book_id WHERE", 1)
 	for _, d := range []struct {
-		dst  *[]Group
-		from string
-		key  string
+		dst   *[]Group
+		from  string
+		key   string
+		order string
 	}{
-		{&r.ByModel, chargesInPeriod, "u.model"},
-		{&r.ByPriority, chargesInPeriod, "u.priority"},
-		{&r.ByBucket, chargesInPeriod, "u.bucket"},
-		{&r.ByTag, `FROM charges c JOIN usage u USING (tenant_id, job_id) CROSS JOIN LATERAL unnest(c.tags) AS t(tag)
-			WHERE u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`, "t.tag"},
+		{&r.ByModel, sel.charges, "u.model", "11 DESC, 1"},
+		{&r.ByPriority, sel.charges, "u.priority", "11 DESC, 1"},
+		{&r.ByBucket, sel.charges, "u.bucket", "11 DESC, 1"},
+		{&r.ByTag, tagFrom, "t.tag", "11 DESC, 1"},
+		{&r.ByTagSet, sel.charges, "array_to_string(c.tags, '+')", "11 DESC, 1"},
+		{&r.ByBook, bookFrom, `'pb' || pb.id || ' ' || coalesce(pb.tenant_id, 'default') || '/' || coalesce(pb.model, 'any model') || ' v' || pb.version`, "1"},
+		{&r.ByDay, sel.charges, `to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`, "1"},
 	} {
-		rows, err := db.Query(ctx, `SELECT `+d.key+`, `+groupColumns+` `+d.from+` GROUP BY 1 ORDER BY 10 DESC, 1`, args...)
+		rows, err := db.Query(ctx, `SELECT `+d.key+`, `+groupColumns+` `+d.from+` GROUP BY 1 ORDER BY `+d.order, args...)
 		if err != nil {
 			return fail(err)
 		}
@@ -161,12 +249,12 @@ func BuildReport(ctx context.Context, db DB, tenant string, from, to time.Time) 
 		*d.dst = groups
 	}
 	err = db.QueryRow(ctx, `SELECT count(*) FROM usage u LEFT JOIN charges c USING (tenant_id, job_id)
-		WHERE c.job_id IS NULL AND u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`, args...).Scan(&r.Unrated)
+		WHERE c.job_id IS NULL AND u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`, tenant, r.From, r.To).Scan(&r.Unrated)
 	if err != nil {
 		return fail(err)
 	}
-	lastDay := to.UTC().Add(-time.Nanosecond).AddDate(0, 0, 1)
-	if r.Daily, err = DailyTotals(ctx, db, tenant, from.UTC().Format(time.DateOnly), lastDay.Format(time.DateOnly)); err != nil {
+	lastDay := r.To.Add(-time.Nanosecond).AddDate(0, 0, 1)
+	if r.Daily, err = DailyTotals(ctx, db, tenant, r.From.Format(time.DateOnly), lastDay.Format(time.DateOnly)); err != nil {
 		return fail(err)
 	}
 	return r, nil

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // Format is a way of writing a Report.
@@ -58,15 +62,165 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// CSVHeader is the header row WriteCSV writes. Section is total, model,
-// priority, bucket, tag or untagged; key is the group's value.
+// ReportViews are the views of a report that WriteCSVView writes, each
+// a split of the total: by model, priority, prompt-length bucket,
+// combination of value tags, price book, and UTC day of the usage.
+var ReportViews = []string{"model", "priority", "bucket", "tag_set", "price_book", "day"}
+
+// CSVHeader is the header row WriteCSVView writes. Columns named *_exact
+// hold exact decimals; cost_total is cost_total_exact rounded for display
+// so that the column adds up to the total row's (DisplayAmounts).
 var CSVHeader = []string{
-	"tenant", "from", "to", "currency", "section", "key", "jobs",
-	"input_tokens", "output_tokens", "cached_input_tokens",
-	"cost_input", "cost_output", "cost_ttft", "cost_tool", "cost_total",
+	"tenant", "basis", "from", "to", "currency", "view", "key", "jobs",
+	"input_tokens", "cached_input_tokens", "output_tokens",
+	"cost_input_exact", "cost_cached_input_exact", "cost_output_exact", "cost_ttft_exact", "cost_tool_exact",
+	"cost_total_exact", "cost_total",
 }
 
-// sections lists r's groups in the order the formats write them.
+// view returns the groups of view, which must be one of ReportViews.
+func (r *Report) view(view string) ([]Group, error) {
+	switch view {
+	case "model":
+		return r.ByModel, nil
+	case "priority":
+		return r.ByPriority, nil
+	case "bucket":
+		return r.ByBucket, nil
+	case "tag_set":
+		return r.ByTagSet, nil
+	case "price_book":
+		return r.ByBook, nil
+	case "day":
+		return r.ByDay, nil
+	}
+	return nil, fmt.Errorf("%w: unknown report view %q; use one of %v", ErrInvalidFormat, view, ReportViews)
+}
+
+// WriteCSV writes r's view by model as CSV (WriteCSVView).
+func (r *Report) WriteCSV(w io.Writer) error { return r.WriteCSVView(w, "model") }
+
+// WriteCSVView writes one view of r as CSV: CSVHeader, one row per group,
+// one per credit or adjustment (a period report's), and a total row whose
+// cost_total_exact is Net: the sum of the rows above it, and the
+// invoice's subtotal for a period report.
+func (r *Report) WriteCSVView(w io.Writer, view string) error {
+	groups, err := r.view(view)
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	from, to := r.From.Format(time.RFC3339), r.To.Format(time.RFC3339)
+	amounts := make([]decimal.Decimal, 0, len(groups)+len(r.Credits))
+	for _, g := range groups {
+		amounts = append(amounts, g.Cost.Total)
+	}
+	for _, c := range r.Credits {
+		amounts = append(amounts, c.Amount)
+	}
+	shown := DisplayAmounts(amounts, r.Currency)
+	fixed := func(d decimal.Decimal) string { return d.StringFixed(MinorUnits(r.Currency)) }
+	head := []string{r.Tenant, r.Basis, from, to, r.Currency, view}
+	for i, g := range groups {
+		key := g.Key
+		if key == "" && view == "tag_set" {
+			key = "(no tag)"
+		}
+		row := append(slices.Clone(head), key, itoa(g.Jobs), itoa(g.InputTokens), itoa(g.CachedInputTokens), itoa(g.OutputTokens),
+			g.Cost.Input.String(), g.Cost.CachedInput.String(), g.Cost.Output.String(), g.Cost.TTFT.String(), g.Cost.Tool.String(),
+			g.Cost.Total.String(), fixed(shown[i]))
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	for k, c := range r.Credits {
+		row := append(slices.Clone(head), fmt.Sprintf("%s %d: %s", c.Kind, c.ID, c.Reason), "", "", "", "", "", "", "", "", "",
+			c.Amount.String(), fixed(shown[len(groups)+k]))
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	t := r.Total
+	row := append(slices.Clone(head), "total", itoa(t.Jobs), itoa(t.InputTokens), itoa(t.CachedInputTokens), itoa(t.OutputTokens),
+		t.Cost.Input.String(), t.Cost.CachedInput.String(), t.Cost.Output.String(), t.Cost.TTFT.String(), t.Cost.Tool.String(),
+		r.Net.String(), r.InvoiceTotal)
+	if err := cw.Write(row); err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// WriteTable writes r as aligned text: the totals, the cost by dimension,
+// then a table per view. Amounts are rounded for display at the
+// currency's minor unit, each column so that it adds up to its total
+// (DisplayAmounts); the exact amounts are in the JSON and CSV.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
+	cur := r.Currency
+	if cur == "" {
+		cur = "-"
+	}
+	money := func(d decimal.Decimal) string { return d.StringFixed(MinorUnits(r.Currency)) }
+	if r.Basis == "period" {
+		inv := "open"
+		if r.Invoice != "" {
+			inv = "invoiced as " + r.Invoice
+		}
+		p("tenant %s, billing period %s (%s), currency %s\n", r.Tenant, r.Period, inv, cur)
+	} else {
+		p("tenant %s, usage from %s to %s (created_at, end excluded), currency %s\n", r.Tenant,
+			r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), cur)
+	}
+	p("jobs %d, input tokens %d (%d cached), output tokens %d, not yet rated %d\n",
+		r.Total.Jobs, r.Total.InputTokens, r.Total.CachedInputTokens, r.Total.OutputTokens, r.Unrated)
+	if len(r.Credits) > 0 {
+		p("charges %s, credits and adjustments %s, ", DisplayAmount(r.Total.Cost.Total, r.Currency), DisplayAmount(r.CreditsTotal, r.Currency))
+	}
+	p("total %s %s (before tax)\n\n", r.InvoiceTotal, cur)
+	c := r.Total.Cost
+	dims := DisplayAmounts([]decimal.Decimal{c.Input, c.CachedInput, c.Output, c.TTFT, c.Tool}, r.Currency)
+	p("cost by dimension\tinput\tcached input\toutput\tttft\ttool\t\n")
+	p("\t%s\t%s\t%s\t%s\t%s\t\n", money(dims[0]), money(dims[1]), money(dims[2]), money(dims[3]), money(dims[4]))
+	for _, view := range ReportViews {
+		groups, _ := r.view(view)
+		amounts := make([]decimal.Decimal, len(groups))
+		for i, g := range groups {
+			amounts[i] = g.Cost.Total
+		}
+		shown := DisplayAmounts(amounts, r.Currency)
+		p("\n%s\tjobs\tinput tok\tcached tok\toutput tok\ttotal\t\n", strings.ReplaceAll(view, "_", " "))
+		for i, g := range groups {
+			key := g.Key
+			if key == "" {
+				key = "(no tag)"
+			}
+			p("%s\t%d\t%d\t%d\t%d\t%s\t\n", key, g.Jobs, g.InputTokens, g.CachedInputTokens, g.OutputTokens, money(shown[i]))
+		}
+	}
+	if len(r.ByTag) > 0 {
+		p("\ntag (jobs with several tags count in each)\tjobs\ttotal\t\n")
+		for _, g := range r.ByTag {
+			p("%s\t%d\t%s\t\n", g.Key, g.Jobs, DisplayAmount(g.Cost.Total, r.Currency))
+		}
+	}
+	if len(r.Credits) > 0 {
+		p("\ncredits and adjustments\tby\tamount\t\n")
+		for _, c := range r.Credits {
+			p("%s %d: %s\t%s\t%s\t\n", c.Kind, c.ID, c.Reason, c.CreatedBy, DisplayAmount(c.Amount, r.Currency))
+		}
+	}
+	return tw.Flush()
+}
+
+// sections lists r's groups for the HTML page: the total, then the splits
+// by model, priority, bucket and tag (which overlap), and the untagged
+// jobs.
 func (r *Report) sections() []struct {
 	name   string
 	groups []Group
@@ -82,63 +236,4 @@ func (r *Report) sections() []struct {
 		{"tag", r.ByTag},
 		{"untagged", []Group{r.Untagged}},
 	}
-}
-
-// WriteCSV writes r as CSV: CSVHeader, then one row per group (the total
-// first), amounts exact and unrounded.
-func (r *Report) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(CSVHeader); err != nil {
-		return err
-	}
-	from, to := r.From.Format(time.RFC3339), r.To.Format(time.RFC3339)
-	for _, s := range r.sections() {
-		for _, g := range s.groups {
-			row := []string{
-				r.Tenant, from, to, r.Currency, s.name, g.Key, itoa(g.Jobs),
-				itoa(g.InputTokens), itoa(g.OutputTokens), itoa(g.CachedInputTokens),
-				g.Cost.Input.String(), g.Cost.Output.String(), g.Cost.TTFT.String(),
-				g.Cost.Tool.String(), g.Cost.Total.String(),
-			}
-			if err := cw.Write(row); err != nil {
-				return err
-			}
-		}
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// WriteTable writes r as aligned text: the totals and invoice total, the
-// cost by dimension, then a table per dimension. Amounts are exact; only
-// the invoice total is rounded.
-func (r *Report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
-	cur := r.Currency
-	if cur == "" {
-		cur = "-"
-	}
-	p("tenant %s, %s to %s (created_at, end excluded), currency %s\n", r.Tenant,
-		r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), cur)
-	p("jobs %d, input tokens %d, output tokens %d, cached input tokens %d, not yet rated %d\n",
-		r.Total.Jobs, r.Total.InputTokens, r.Total.OutputTokens, r.Total.CachedInputTokens, r.Unrated)
-	p("total %s, invoice total %s %s\n\n", r.Total.Cost.Total, r.InvoiceTotal, cur)
-	p("cost by dimension\tinput\toutput\tttft\ttool\t\n")
-	c := r.Total.Cost
-	p("\t%s\t%s\t%s\t%s\t\n", c.Input, c.Output, c.TTFT, c.Tool)
-	for _, s := range r.sections()[1:] {
-		p("\n%s\tjobs\tinput tok\toutput tok\tinput\toutput\tttft\ttool\ttotal\t\n", s.name)
-		for _, g := range s.groups {
-			key := g.Key
-			if s.name == "untagged" {
-				key = "(no tag)"
-			}
-			p("%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", key, g.Jobs, g.InputTokens, g.OutputTokens,
-				g.Cost.Input, g.Cost.Output, g.Cost.TTFT, g.Cost.Tool, g.Cost.Total)
-		}
-	}
-	return tw.Flush()
 }
