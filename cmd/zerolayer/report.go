@@ -16,7 +16,11 @@ import (
 // runReport is `zerolayer report`: one tenant's billing over a period.
 func runReport(ctx context.Context, args []string) error {
 	fs := newFlags("report")
-	tenant := fs.String("tenant", "", "tenant to report on (required)")
+	tenant := fs.String("tenant", "", "tenant to report on (required, unless --all-tenants)")
+	month := fs.String("month", "", "instead of --from/--to: the billing month (2026-11) as invoiced: its charges, late charges of earlier months, credits")
+	allTenants := fs.Bool("all-tenants", false, "with --from/--to: every tenant's revenue against the resource cost of its jobs, per tenant and tag (operators)")
+	view := fs.String("view", "model", "with --format csv: the view, one of model, priority, bucket, tag_set, price_book, day")
+	outDir := fs.String("out", "", "with --format csv: write every view into this `DIR`, one file each")
 	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required with --to, unless --batch or --batches)")
 	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required with --from, unless --batch or --batches)")
 	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts; periods only)")
@@ -26,10 +30,22 @@ func runReport(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *batch != "" || *batches {
-		if *fromS != "" || *toS != "" || (*batch != "" && *batches) {
-			return usagef("give one of --from/--to, --batch or --batches")
+	if *batch != "" || *batches || *month != "" {
+		n := 0
+		for _, b := range []bool{*fromS != "" || *toS != "", *batch != "", *batches, *month != ""} {
+			if b {
+				n++
+			}
 		}
+		if n > 1 {
+			return usagef("give one of --from/--to, --month, --batch or --batches")
+		}
+	}
+	if *month != "" {
+		if *tenant == "" {
+			return usagef("--tenant is required")
+		}
+		return reportPeriod(ctx, *dbURL, *tenant, *month, *formatS, *view, *outDir)
 	}
 	if *batch != "" {
 		return reportBatch(ctx, *dbURL, *tenant, *batch, *formatS)
@@ -37,11 +53,14 @@ func runReport(ctx context.Context, args []string) error {
 	if *batches {
 		return reportBatches(ctx, *dbURL, *tenant, *formatS)
 	}
-	if *tenant == "" {
-		return usagef("--tenant is required")
+	if *tenant == "" && !*allTenants {
+		return usagef("--tenant is required (or --all-tenants)")
+	}
+	if *tenant != "" && *allTenants {
+		return usagef("give --tenant or --all-tenants, not both")
 	}
 	if *fromS == "" || *toS == "" {
-		return usagef("give a period, --from and --to (or --batch ID, or --batches)")
+		return usagef("give a period, --from and --to (or --month M, --batch ID, or --batches)")
 	}
 	from, err := parseReportTime(*fromS)
 	if err != nil {
@@ -54,6 +73,9 @@ func runReport(ctx context.Context, args []string) error {
 	if !from.Before(to) {
 		return usagef("--from %s is not before --to %s", *fromS, *toS)
 	}
+	if *allTenants {
+		return reportAllTenants(ctx, *dbURL, from, to, *formatS)
+	}
 	pool, format, err := openReport(ctx, *dbURL, *tenant, *formatS)
 	if err != nil {
 		return err
@@ -63,7 +85,7 @@ func runReport(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return r.Write(stdout, format)
+	return writeReport(r, format, *view, *outDir)
 }
 
 // inSnapshot runs build in one read-only repeatable-read transaction, so

@@ -1,0 +1,480 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/shopspring/decimal"
+
+	"github.com/zerolayer/zerolayer/billing"
+)
+
+// whoAmI is who a finance command says did it: --by, else $USER.
+func whoAmI(by string) string {
+	return cmp.Or(by, os.Getenv("USER"), os.Getenv("LOGNAME"), "cli")
+}
+
+// runRerate is `zerolayer rerate`: price a tenant's usage of a period
+// again, showing the difference first.
+func runRerate(ctx context.Context, args []string) error {
+	fs := newFlags("rerate")
+	tenant := fs.String("tenant", "", "tenant whose charges to re-rate (required)")
+	fromS := fs.String("from", "", "start of the usage period, included: 2026-11-01 (UTC) or RFC 3339 (required)")
+	toS := fs.String("to", "", "end of the usage period, excluded (required)")
+	model := fs.String("model", "", "re-rate this model's usage only")
+	book := fs.String("book", "", "price with this book (pbN) instead of each record's book in force")
+	dry := fs.Bool("dry-run", false, "show the difference and write nothing")
+	by := fs.String("by", "", "who asks, kept with each replaced charge (default $USER)")
+	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for the billing service to finish the re-rating (0: queue it and return)")
+	formatS := fs.String("format", "table", "output: table or json")
+	dbURL := addDatabaseFlag(fs, "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *tenant == "" || *fromS == "" || *toS == "" {
+		return usagef("give --tenant, --from and --to")
+	}
+	from, err := parseReportTime(*fromS)
+	if err != nil {
+		return usagef("--from: %v", err)
+	}
+	to, err := parseReportTime(*toS)
+	if err != nil {
+		return usagef("--to: %v", err)
+	}
+	if !from.Before(to) {
+		return usagef("--from %s is not before --to %s", *fromS, *toS)
+	}
+	if *formatS != "table" && *formatS != "json" {
+		return usagef("--format: use table or json")
+	}
+	a := billing.RerateRangeArgs{Tenant: *tenant, From: from, To: to, Model: *model, By: whoAmI(*by)}
+	if *book != "" {
+		if a.PriceBookID, err = parseBookID(*book); err != nil {
+			return usagef("--book: %v", err)
+		}
+	}
+	pool, err := openDB(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	sum, err := billing.DryRerate(ctx, pool, a)
+	if err != nil {
+		return err
+	}
+	if *dry || sum.Changed+sum.New == 0 {
+		if sum.Changed+sum.New == 0 && !*dry {
+			fmt.Fprintln(stderr, "rerate: nothing would change; nothing queued")
+		}
+		return writeRerate(sum, *formatS)
+	}
+	if *formatS == "table" {
+		fmt.Fprintln(stdout, "would change:")
+		if err := writeRerate(sum, *formatS); err != nil {
+			return err
+		}
+	}
+	client, err := billing.NewRiver(pool, billing.RiverConfig{InsertOnly: true})
+	if err != nil {
+		return err
+	}
+	res, err := client.Insert(ctx, a, nil)
+	if err != nil {
+		return fmt.Errorf("rerate: queue the re-rating: %w", err)
+	}
+	id := res.Job.ID
+	if *wait <= 0 {
+		fmt.Fprintf(stdout, "queued as River job %d; the billing service works it\n", id)
+		return nil
+	}
+	fmt.Fprintf(stderr, "rerate: queued as River job %d, waiting for the billing service (up to %s)\n", id, *wait)
+	deadline := time.Now().Add(*wait)
+	for {
+		job, err := client.JobGet(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch job.State {
+		case rivertype.JobStateCompleted:
+			var done billing.RerateSummary
+			if err := json.Unmarshal(job.Output(), &done); err != nil {
+				return fmt.Errorf("rerate: job %d's output: %w", id, err)
+			}
+			if *formatS == "table" {
+				fmt.Fprintln(stdout, "\ndone:")
+			}
+			return writeRerate(done, *formatS)
+		case rivertype.JobStateCancelled, rivertype.JobStateDiscarded:
+			msg := "no error recorded"
+			if n := len(job.Errors); n > 0 {
+				msg = job.Errors[n-1].Error
+			}
+			return fmt.Errorf("rerate: River job %d %s: %s", id, job.State, msg)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rerate: River job %d is %s after %s: is the billing service running? it will be worked when it is", id, job.State, *wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func parseBookID(s string) (int64, error) {
+	var id int64
+	if _, err := fmt.Sscanf(s, "pb%d", &id); err == nil && id > 0 {
+		return id, nil
+	}
+	if _, err := fmt.Sscanf(s, "%d", &id); err == nil && id > 0 {
+		return id, nil
+	}
+	return 0, fmt.Errorf("%q is not a price book such as pb7", s)
+}
+
+func writeRerate(s billing.RerateSummary, format string) error {
+	if format == "json" {
+		return writeJSON(stdout, s)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	scope := s.Tenant
+	if s.Model != "" {
+		scope += ", model " + s.Model
+	}
+	fmt.Fprintf(tw, "%s, usage from %s to %s: %d jobs, %d charges changed, %d rated for the first time\n",
+		scope, s.From.Format(time.RFC3339), s.To.Format(time.RFC3339), s.Jobs, s.Changed, s.New)
+	fmt.Fprintf(tw, "\tinput\tcached input\toutput\tttft\ttool\ttotal\t\n")
+	row := func(name string, b billing.Breakdown) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, b.Input, b.CachedInput, b.Output, b.TTFT, b.Tool, b.Total)
+	}
+	row("before", s.Before)
+	row("after", s.After)
+	d := billing.Breakdown{Input: s.After.Input.Sub(s.Before.Input), CachedInput: s.After.CachedInput.Sub(s.Before.CachedInput),
+		Output: s.After.Output.Sub(s.Before.Output), TTFT: s.After.TTFT.Sub(s.Before.TTFT), Tool: s.After.Tool.Sub(s.Before.Tool),
+		Total: s.Difference()}
+	row("difference", d)
+	for k, n := range s.Books {
+		fmt.Fprintf(tw, "book %s\t%d charges\t\t\t\t\t\t\n", k, n)
+	}
+	fmt.Fprintf(tw, "difference rounded: %s %s\n", billing.DisplayAmount(s.Difference(), s.Currency), s.Currency)
+	return tw.Flush()
+}
+
+// runInvoice is `zerolayer invoice close|show|list`.
+func runInvoice(ctx context.Context, args []string) error {
+	sub, args, err := parseSub(newFlags("invoice"), args)
+	if err != nil {
+		return err
+	}
+	fs := newFlags("invoice " + sub)
+	dbURL := addDatabaseFlag(fs, "")
+	switch sub {
+	case "close":
+		tenant := fs.String("tenant", "", "tenant to invoice (required)")
+		month := fs.String("month", "", "the month to close, 2026-11 (required)")
+		early := fs.Bool("early", false, "close the month before it ends (a tenant that leaves); later usage of it is billed in the next month")
+		allowUnrated := fs.Bool("allow-unrated", false, "close even while some of the month's usage is not rated yet (it is billed in the next month)")
+		by := fs.String("by", "", "who closes the month (default $USER)")
+		out := fs.String("out", "", "also write the invoice as HTML, PDF, CSV and JSON into this `DIR`")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if *tenant == "" || *month == "" {
+			return usagef("give --tenant and --month")
+		}
+		pool, err := openDB(ctx, *dbURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		inv, err := billing.CloseInvoice(ctx, pool, billing.CloseRequest{Tenant: *tenant, Period: *month, By: whoAmI(*by),
+			Early: *early, AllowUnrated: *allowUnrated})
+		if err != nil {
+			return err
+		}
+		if err := writeInvoiceTable(inv); err != nil {
+			return err
+		}
+		if *out != "" {
+			return writeInvoiceFiles(inv, *out)
+		}
+		return nil
+	case "show":
+		tenant := fs.String("tenant", "", "with --month: the tenant")
+		month := fs.String("month", "", "with --tenant: the month invoiced")
+		formatS := fs.String("format", "table", "table, html, pdf, csv or json")
+		outFile := fs.String("o", "", "write to this `FILE` instead of stdout")
+		pos, err := parseArgs(fs, args)
+		if err != nil {
+			return err
+		}
+		if (len(pos) == 1) == (*tenant != "" || *month != "") || (len(pos) == 0 && (*tenant == "" || *month == "")) || len(pos) > 1 {
+			return usagef("give an invoice NUMBER, or --tenant and --month")
+		}
+		pool, err := openDB(ctx, *dbURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		var inv *billing.Invoice
+		if len(pos) == 1 {
+			inv, err = billing.GetInvoice(ctx, pool, pos[0])
+		} else {
+			inv, err = billing.GetPeriodInvoice(ctx, pool, *tenant, *month)
+		}
+		if err != nil {
+			return err
+		}
+		if *formatS == "table" {
+			return writeInvoiceTable(inv)
+		}
+		f, err := billing.ParseInvoiceFormat(*formatS)
+		if err != nil {
+			return usagef("--format: %v", err)
+		}
+		if *outFile == "" {
+			return inv.Write(stdout, f)
+		}
+		return writeFile(*outFile, func(w *os.File) error { return inv.Write(w, f) })
+	case "list":
+		tenant := fs.String("tenant", "", "only this tenant's invoices")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		pool, err := openDB(ctx, *dbURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		invs, err := billing.ListInvoices(ctx, pool, *tenant)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NUMBER\tTENANT\tPERIOD\tISSUED\tDUE\tJOBS\tSUBTOTAL\tTAX\tAMOUNT DUE\tCURRENCY\tCLOSED BY")
+		for _, inv := range invs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", inv.Number, inv.Tenant, inv.Period, inv.IssuedAt.Format(time.DateOnly),
+				inv.DueAt, inv.Jobs, money(inv.SubtotalDisplay, inv.Currency), money(inv.TaxDisplay, inv.Currency),
+				money(inv.AmountDue, inv.Currency), inv.Currency, inv.ClosedBy)
+		}
+		return tw.Flush()
+	}
+	return usagef("unknown command %q", sub)
+}
+
+func money(d decimal.Decimal, currency string) string {
+	return d.StringFixed(billing.MinorUnits(currency))
+}
+
+// writeInvoiceTable prints an invoice for a terminal: the display amounts,
+// which add up as printed.
+func writeInvoiceTable(inv *billing.Invoice) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "invoice %s: %s (%s), period %s, issued %s, due %s, currency %s, %d jobs\n", inv.Number, inv.Customer.Name, inv.Tenant,
+		inv.Period, inv.IssuedAt.Format(time.DateOnly), inv.DueAt, inv.Currency, inv.Jobs)
+	if inv.Note != "" {
+		fmt.Fprintf(tw, "note: %s\n", inv.Note)
+	}
+	fmt.Fprintf(tw, "\nno\tline\tquantity\tunit price\tamount\t\n")
+	for _, l := range inv.Lines {
+		q := ""
+		if l.Kind == billing.LineUsage {
+			q = l.Quantity.String() + " " + l.Unit
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t\n", l.No, l.Description, q, l.UnitPrice, money(l.AmountDisplay, inv.Currency))
+	}
+	fmt.Fprintf(tw, "\t\t\tsubtotal\t%s\t\n", money(inv.SubtotalDisplay, inv.Currency))
+	fmt.Fprintf(tw, "\t\t\ttax %s%%\t%s\t\n", inv.TaxRate.Mul(decimal.NewFromInt(100)), money(inv.TaxDisplay, inv.Currency))
+	fmt.Fprintf(tw, "\t\t\tamount due\t%s\t\n", money(inv.AmountDue, inv.Currency))
+	fmt.Fprintf(tw, "exact: subtotal %s, tax %s, total %s\n", inv.Subtotal, inv.Tax, inv.Total)
+	return tw.Flush()
+}
+
+// writeInvoiceFiles writes inv into dir as NUMBER.html, .pdf, .csv and
+// .json, and says so on stderr.
+func writeInvoiceFiles(inv *billing.Invoice, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"html", "pdf", "csv", "json"} {
+		format, err := billing.ParseInvoiceFormat(f)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, inv.Number+"."+f)
+		if err := writeFile(path, func(w *os.File) error { return inv.Write(w, format) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "invoice: wrote %s\n", path)
+	}
+	return nil
+}
+
+// writeFile writes path with write, removing it when write fails.
+func writeFile(path string, write func(*os.File) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	return f.Close()
+}
+
+// runCredit is `zerolayer credit add|list`.
+func runCredit(ctx context.Context, args []string) error {
+	sub, args, err := parseSub(newFlags("credit"), args)
+	if err != nil {
+		return err
+	}
+	fs := newFlags("credit " + sub)
+	dbURL := addDatabaseFlag(fs, "")
+	tenant := fs.String("tenant", "", "the tenant (required)")
+	month := fs.String("month", "", "the month (2026-11); add: default the current UTC month")
+	switch sub {
+	case "add":
+		amountS := fs.String("amount", "", "the amount, a decimal such as 25.00 (a credit is taken off the invoice; an adjustment is added with its sign)")
+		kind := fs.String("kind", billing.LineCredit, "credit or adjustment")
+		reason := fs.String("reason", "", "why (printed on the invoice; required)")
+		currency := fs.String("currency", "", "currency (default: that of the tenant's price book in force)")
+		by := fs.String("by", "", "who adds it (default $USER)")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if *tenant == "" || *amountS == "" || *reason == "" {
+			return usagef("give --tenant, --amount and --reason")
+		}
+		amount, err := decimal.NewFromString(*amountS)
+		if err != nil {
+			return usagef("--amount %q is not a decimal such as 25.00", *amountS)
+		}
+		period := cmp.Or(*month, time.Now().UTC().Format(billing.PeriodFormat))
+		pool, err := openDB(ctx, *dbURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		cur := *currency
+		if cur == "" {
+			m, err := billing.ParsePeriod(period)
+			if err != nil {
+				return err
+			}
+			pb, err := billing.EffectivePriceBook(ctx, pool, *tenant, "", m)
+			if err != nil && !errors.Is(err, billing.ErrNoPriceBook) {
+				return err
+			}
+			cur = cmp.Or(pb.Currency, "USD")
+		}
+		c, err := billing.AddCredit(ctx, pool, billing.Credit{Tenant: *tenant, Period: period, Kind: *kind, Amount: amount,
+			Currency: cur, Reason: *reason, CreatedBy: whoAmI(*by)})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %d: %s %s on %s's %s invoice (%s, added by %s)\n", c.Kind, c.ID, c.Amount, c.Currency, c.Tenant, c.Period, c.Reason, c.CreatedBy)
+		return nil
+	case "list":
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if *tenant == "" {
+			return usagef("give --tenant")
+		}
+		pool, err := openDB(ctx, *dbURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		cs, err := billing.ListCredits(ctx, pool, *tenant, *month)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tPERIOD\tKIND\tAMOUNT\tCURRENCY\tREASON\tBY\tADDED\tINVOICE")
+		for _, c := range cs {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Period, c.Kind, c.Amount, c.Currency, c.Reason, c.CreatedBy,
+				c.CreatedAt.UTC().Format(time.RFC3339), cmp.Or(c.Invoice, "(open)"))
+		}
+		return tw.Flush()
+	}
+	return usagef("unknown command %q", sub)
+}
+
+// reportPeriod writes tenant's report of a billing month.
+func reportPeriod(ctx context.Context, dbURL, tenant, month, formatS, view, outDir string) error {
+	pool, format, err := openReport(ctx, dbURL, tenant, formatS)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.Report, error) { return billing.BuildPeriodReport(ctx, tx, tenant, month) })
+	if err != nil {
+		return err
+	}
+	return writeReport(r, format, view, outDir)
+}
+
+// writeReport writes r in format; a CSV is one view (--view), or, with
+// outDir, every view into a file of its own.
+func writeReport(r *billing.Report, format billing.Format, view, outDir string) error {
+	if format != billing.FormatCSV {
+		return r.Write(stdout, format)
+	}
+	if outDir == "" {
+		return r.WriteCSVView(stdout, view)
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	name := cmp.Or(r.Period, r.From.Format(time.DateOnly)+"_"+r.To.Format(time.DateOnly))
+	for _, v := range billing.ReportViews {
+		path := filepath.Join(outDir, fmt.Sprintf("%s-%s-%s.csv", r.Tenant, name, v))
+		if err := writeFile(path, func(w *os.File) error { return r.WriteCSVView(w, v) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "report: wrote %s\n", path)
+	}
+	return nil
+}
+
+// reportAllTenants writes the operator's all-tenants report.
+func reportAllTenants(ctx context.Context, dbURL string, from, to time.Time, formatS string) error {
+	format, err := billing.ParseFormat(formatS)
+	if err != nil {
+		return usagef("--format: %v", err)
+	}
+	pool, err := openDB(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.OperatorReport, error) {
+		return billing.BuildOperatorReport(ctx, tx, from, to)
+	})
+	if err != nil {
+		return err
+	}
+	return r.Write(stdout, format)
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
