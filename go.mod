@@ -3,6 +3,7 @@ module github.com/zerolayer/zerolayer
 go 1.26.8
 
 require (
+	codeberg.org/go-pdf/fpdf v0.12.0
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/anthropics/anthropic-sdk-go/v2 v2.17.0
 	github.com/openai/openai-go/v3 v3.102.0
