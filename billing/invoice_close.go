@@ -307,11 +307,11 @@ func titleCase(s string) string {
 var dimensionUnits = []struct {
 	dim, cost, quantity, unit, price, label string
 }{
-	{DimInput, "cost_input", "sum(u.input_tokens - u.cached_input_tokens)", "tokens", "p_in", "input tokens"},
-	{DimCachedInput, "cost_cached_input", "sum(u.cached_input_tokens)", "tokens", "coalesce(p_cached_in, p_in)", "cached input tokens"},
-	{DimOutput, "cost_output", "sum(u.output_tokens)", "tokens", "p_out", "output tokens"},
-	{DimTTFT, "cost_ttft", "sum(u.time_to_first_token_ms)", "ms", "p_ttft", "time to first token"},
-	{DimTool, "cost_tool", "sum(u.tool_execution_time_ms)", "ms", "p_tool", "tool execution time"},
+	{DimInput, "cost_input", "sum(u.input_tokens - u.cached_input_tokens)", "tokens", "pb.p_in", "input tokens"},
+	{DimCachedInput, "cost_cached_input", "sum(u.cached_input_tokens)", "tokens", "coalesce(pb.p_cached_in, pb.p_in)", "cached input tokens"},
+	{DimOutput, "cost_output", "sum(u.output_tokens)", "tokens", "pb.p_out", "output tokens"},
+	{DimTTFT, "cost_ttft", "sum(u.time_to_first_token_ms)", "ms", "pb.p_ttft", "time to first token"},
+	{DimTool, "cost_tool", "sum(u.tool_execution_time_ms)", "ms", "pb.p_tool", "tool execution time"},
 }
 
 // usageLines gathers the usage lines of tenant's period (day is its
@@ -320,7 +320,7 @@ var dimensionUnits = []struct {
 func usageLines(ctx context.Context, tx pgx.Tx, tenant, day string) ([]InvoiceLine, int64, error) {
 	var sel []string
 	for _, d := range dimensionUnits {
-		sel = append(sel, "sum(c."+d.cost+")", d.quantity, "max(pb."+d.price+")")
+		sel = append(sel, "sum(c."+d.cost+")", d.quantity, "max("+d.price+")")
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT u.model, u.priority, u.batch_id IS NOT NULL, c.price_book_id, pb.version, coalesce(pb.tenant_id, ''), coalesce(pb.model, ''),

@@ -86,7 +86,7 @@ func BuildOperatorReport(ctx context.Context, db DB, from, to time.Time) (*Opera
 	}{
 		{&r.Tenants, `SELECT j.tenant_id, j.currency, ` + marginColumns + ` FROM (` + operatorJobs + `) j GROUP BY 1, 2 ORDER BY 7 DESC, 1`},
 		{&r.Tags, `SELECT coalesce(t.tag, '(no tag)'), j.currency, ` + marginColumns + ` FROM (` + operatorJobs + `) j
-			LEFT JOIN LATERAL unnest(j.tags) AS t(tag) ON true GROUP BY 1, 2 ORDER BY t.tag IS NULL, 7 DESC, 1`},
+			LEFT JOIN LATERAL unnest(j.tags) AS t(tag) ON true GROUP BY 1, 2 ORDER BY coalesce(t.tag, '(no tag)') = '(no tag)', 7 DESC, 1`},
 		{&r.Total, `SELECT 'total', j.currency, ` + marginColumns + ` FROM (` + operatorJobs + `) j GROUP BY 2 ORDER BY 2`},
 	} {
 		rows, err := db.Query(ctx, q.sql, from, to)
