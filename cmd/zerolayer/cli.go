@@ -82,7 +82,7 @@ func commandTable() []command {
 		{"pricebook list", "[--tenant T] [--model M] [--at TIME] [--format table|json] [--database-url URL]",
 			"list the price books (--at: those in force at that time), named pbN", nil},
 		{"pricebook show", "pbN [--format table|json] [--database-url URL]", "show one price book", nil},
-		{"pricebook end", "pbN --at TIME [--database-url URL]",
+		{"pricebook end", "pbN --at TIME [--format table|json] [--database-url URL]",
 			"end a price book: from --at on a less specific scope's book applies; charges made keep theirs until 'zerolayer rerate'", nil},
 		{"tags", "list | set | delete | test", "list, set, delete or test the value-tag rules (high_latency_risk, …) rating gives jobs", runTags},
 		{"tags list", "[--tenant T] [--format table|json] [--database-url URL]",
