@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
@@ -33,6 +34,17 @@ const (
 	MetricRecomputedTokens    Metric = "recomputed_tokens"
 	MetricConfidence          Metric = "confidence"
 )
+
+// Metrics returns every metric a rule may test, in the order of the
+// fields of contracts.Usage.
+func Metrics() []Metric {
+	return []Metric{
+		MetricInputTokens, MetricOutputTokens, MetricCachedInputTokens,
+		MetricQueueMs, MetricTimeToFirstTokenMs, MetricTimePerTokenMs, MetricInterTokenMsP50, MetricInterTokenMsP99,
+		MetricTotalMs, MetricToolExecutionTimeMs, MetricMemoryAllocatedMB,
+		MetricPreemptions, MetricRecomputedTokens, MetricConfidence,
+	}
+}
 
 // Value returns the metric's value in u, exactly (timings through
 // FloatDecimal), and false for an unknown metric.
@@ -126,6 +138,48 @@ type TagRule struct {
 	Op Op `json:"op"`
 	// Threshold is the value compared with, exactly.
 	Threshold decimal.Decimal `json:"threshold"`
+}
+
+// Condition writes the rule's test as ParseTagRule reads it:
+// "time_to_first_token_ms > 50".
+func (r TagRule) Condition() string {
+	return fmt.Sprintf("%s %s %s", r.Metric, r.Op, r.Threshold)
+}
+
+// ruleRE splits a condition into metric, comparison and threshold; the
+// comparison is any run of <, >, =, ! so that a wrong one is named.
+var ruleRE = regexp.MustCompile(`^\s*([A-Za-z0-9_]*)\s*([<>=!]*)\s*(.*?)\s*$`)
+
+// ParseTagRule reads a rule of tenant's tag from its condition, METRIC OP
+// THRESHOLD with optional spaces: "time_to_first_token_ms>50",
+// "confidence >= 0.9". OP is one of >, >=, <, <= and =; THRESHOLD a
+// decimal. The rule is validated; errors wrap ErrInvalidTagRule and, for
+// an unknown metric, list the metrics.
+func ParseTagRule(tenant, tag, cond string) (TagRule, error) {
+	m := ruleRE.FindStringSubmatch(cond)
+	if m == nil || m[1] == "" || m[2] == "" || m[3] == "" {
+		return TagRule{}, fmt.Errorf("%w: %q: want METRIC OP THRESHOLD, such as %s>50", ErrInvalidTagRule, cond, MetricTimeToFirstTokenMs)
+	}
+	r := TagRule{Tenant: tenant, Tag: tag, Metric: Metric(m[1]), Op: Op(m[2])}
+	if _, ok := r.Metric.Value(contracts.Usage{}); !ok {
+		names := make([]string, 0, len(Metrics()))
+		for _, x := range Metrics() {
+			names = append(names, string(x))
+		}
+		return TagRule{}, fmt.Errorf("%w: %q: unknown metric %q; the metrics are %s", ErrInvalidTagRule, cond, r.Metric, strings.Join(names, ", "))
+	}
+	if !r.Op.valid() {
+		return TagRule{}, fmt.Errorf("%w: %q: unknown comparison %q; use >, >=, <, <= or =", ErrInvalidTagRule, cond, r.Op)
+	}
+	th, err := decimal.NewFromString(m[3])
+	if err != nil {
+		return TagRule{}, fmt.Errorf("%w: %q: threshold %q is not a decimal number", ErrInvalidTagRule, cond, m[3])
+	}
+	r.Threshold = th
+	if err := r.Validate(); err != nil {
+		return TagRule{}, err
+	}
+	return r, nil
 }
 
 var tagRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)

@@ -3,6 +3,7 @@ package billing
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -153,5 +154,53 @@ func TestTagRulesInDatabase(t *testing.T) {
 	}
 	if err := SetTagRules(ctx, pool, "acme", "x", []TagRule{{Tenant: "acme", Tag: "y", Metric: MetricQueueMs, Op: OpGreater}}); !errors.Is(err, ErrInvalidTagRule) {
 		t.Errorf("mismatched tag: %v", err)
+	}
+}
+
+// TestParseTagRule: conditions with and without spaces read back as the
+// rule they write (Condition), every metric is known, and an unknown
+// metric, comparison or threshold is an ErrInvalidTagRule naming it.
+func TestParseTagRule(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"time_to_first_token_ms>50", "time_to_first_token_ms > 50"},
+		{"confidence >= 0.9", "confidence >= 0.9"},
+		{"  output_tokens<=200 ", "output_tokens <= 200"},
+		{"preemptions = 0", "preemptions = 0"},
+		{"queue_ms<1.5", "queue_ms < 1.5"},
+	} {
+		r, err := ParseTagRule("acme", "slow", tc.in)
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		if got := r.Condition(); got != tc.want || r.Tenant != "acme" || r.Tag != "slow" {
+			t.Errorf("%q: %+v, condition %q; want %q", tc.in, r, got, tc.want)
+		}
+		if back, err := ParseTagRule("acme", "slow", r.Condition()); err != nil || back.Condition() != r.Condition() {
+			t.Errorf("%q: does not read back: %+v, %v", tc.in, back, err)
+		}
+	}
+	for _, m := range Metrics() {
+		if _, err := ParseTagRule("", "t", string(m)+">1"); err != nil {
+			t.Errorf("metric %s: %v", m, err)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"ttft>50", `unknown metric "ttft"; the metrics are input_tokens, `},
+		{"confidence => 0.9", `unknown comparison "=>"`},
+		{"confidence != 0.9", `unknown comparison "!="`},
+		{"confidence 0.9", "want METRIC OP THRESHOLD"},
+		{"confidence >", "want METRIC OP THRESHOLD"},
+		{"confidence > high", `threshold "high" is not a decimal`},
+		{"", "want METRIC OP THRESHOLD"},
+	} {
+		_, err := ParseTagRule("", "t", tc.in)
+		if !errors.Is(err, ErrInvalidTagRule) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want ErrInvalidTagRule with %q", tc.in, err, tc.want)
+		}
+	}
+	if _, err := ParseTagRule("", "Bad-Tag", "confidence>0.9"); !errors.Is(err, ErrInvalidTagRule) {
+		t.Errorf("bad tag name: %v", err)
 	}
 }

@@ -79,10 +79,30 @@ func commandTable() []command {
 		{"batch", "--tenant T --id BATCH --input IN.jsonl [--output OUT.jsonl] [--status | --cancel] [flags]",
 			"run a JSONL file of jobs as one batch: results in input order, resumable, cancelable", runBatch},
 		{"billing", "[flags]", "ingest usage from NATS into Postgres and rate it with River", runBilling},
-		{"tenants", "set-limits | limits", "set or list per-tenant limits (rate, concurrency, monthly spend) that the gateway and workers enforce", runTenants},
+		{"tenants", "set-limits | limits | set-billing | billing",
+			"set or list per-tenant limits (rate, concurrency, monthly spend) that the gateway and workers enforce, and tenants' invoice details", runTenants},
 		{"tenants set-limits", "TENANT [--rpm N|none] [--tpm N|none] [--concurrency N|none] [--monthly-spend 100.00|none] [--currency USD] [--database-url URL]",
 			"set a tenant's limits (flags not given keep their value); billing publishes them to the gateways and workers at once", nil},
 		{"tenants limits", "[--database-url URL]", "list every tenant's limits", nil},
+		{"tenants set-billing", "TENANT [--name N] [--address A] [--email E] [--tax-id X] [--tax-rate 0.2] [--terms-days 30] [flags]",
+			"set a tenant's invoice details (flags not given keep their value; \\n in --address starts a line)", nil},
+		{"tenants billing", "TENANT [--format table|json] [--database-url URL]", "show a tenant's invoice details", nil},
+		{"pricebook", "create | list | show | end", "create, list, show or end the versioned price books billing rates usage with", runPriceBook},
+		{"pricebook create", "[--tenant T] [--model M] --effective-from TIME [--effective-to TIME] [--input P] [--output P] [flags]",
+			"create the next version of a tenant's or the default book; coefficients not given are copied from the book in force at --effective-from", nil},
+		{"pricebook list", "[--tenant T] [--model M] [--at TIME] [--format table|json] [--database-url URL]",
+			"list the price books (--at: those in force at that time), named pbN", nil},
+		{"pricebook show", "pbN [--format table|json] [--database-url URL]", "show one price book", nil},
+		{"pricebook end", "pbN --at TIME [--format table|json] [--database-url URL]",
+			"end a price book: from --at on a less specific scope's book applies; charges made keep theirs until 'zerolayer rerate'", nil},
+		{"tags", "list | set | delete | test", "list, set, delete or test the value-tag rules (high_latency_risk, …) rating gives jobs", runTags},
+		{"tags list", "[--tenant T] [--format table|json] [--database-url URL]",
+			"list the rules in force for a tenant (its own and the default rules of the other tags), or the default rules", nil},
+		{"tags set", "[--tenant T] TAG RULE... [--database-url URL]",
+			"replace a tenant's (or the default) rules of TAG; RULE is METRIC OP THRESHOLD, such as 'time_to_first_token_ms>50'", nil},
+		{"tags delete", "[--tenant T] TAG [--database-url URL]", "delete a tenant's rules of TAG (it falls back to the default rules) or the default rules", nil},
+		{"tags test", "(--tenant T --job ID | --usage FILE) [--format table|json] [--database-url URL]",
+			"show which rules hold for a job's usage and the tags it gets", nil},
 		{"version", "", "print the version, VCS revision and Go version of this binary (also --version)", runVersion},
 	}
 }
@@ -171,11 +191,14 @@ func exitCode(name string, err error) int {
 // writeUsage writes the list of commands.
 func writeUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: zerolayer COMMAND [flags]\n\ncommands:")
+	var top []command
 	for _, c := range commandTable() {
 		if !strings.Contains(c.name, " ") {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+			top = append(top, c)
 		}
 	}
+	writeCommands(w, top, "")
+
 	fmt.Fprintln(w, "\nRun 'zerolayer COMMAND -h' for a command's flags; 'zerolayer --version' for the build.")
 }
 
@@ -192,9 +215,7 @@ func writeHelp(w io.Writer, fs *flag.FlagSet) {
 	}
 	if len(subs) > 0 {
 		fmt.Fprintln(w, "\ncommands:")
-		for _, s := range subs {
-			fmt.Fprintf(w, "  %-8s %s\n", strings.TrimPrefix(s.name, c.name+" "), s.summary)
-		}
+		writeCommands(w, subs, c.name+" ")
 	}
 	header := false
 	fs.VisitAll(func(f *flag.Flag) {
@@ -218,6 +239,18 @@ func writeHelp(w io.Writer, fs *flag.FlagSet) {
 	if len(subs) > 0 && !header {
 		// The sub-subcommands have flags of their own.
 		fmt.Fprintf(w, "\nRun 'zerolayer %s COMMAND -h' for a command's help.\n", c.name)
+	}
+}
+
+// writeCommands lists cs, their names without prefix, with their
+// summaries aligned.
+func writeCommands(w io.Writer, cs []command, prefix string) {
+	width := 8
+	for _, c := range cs {
+		width = max(width, len(c.name)-len(prefix))
+	}
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-*s %s\n", width, strings.TrimPrefix(c.name, prefix), c.summary)
 	}
 }
 

@@ -21,11 +21,18 @@ import (
 
 // runTenants sets and lists the per-tenant limits in Postgres; the running
 // billing service publishes them to ZL_LIMITS at once (NOTIFY), where the
-// gateways and workers enforce them.
+// gateways and workers enforce them. It also sets and shows the tenants'
+// invoice details (set-billing, billing).
 func runTenants(ctx context.Context, args []string) error {
 	sub, args, err := parseSub(newFlags("tenants"), args)
 	if err != nil {
 		return err
+	}
+	switch sub {
+	case "set-billing":
+		return tenantsSetBilling(ctx, args)
+	case "billing":
+		return tenantsBilling(ctx, args)
 	}
 	fs := newFlags("tenants " + sub)
 	dbURL := addDatabaseFlag(fs, "")
@@ -101,6 +108,125 @@ func runTenants(ctx context.Context, args []string) error {
 	fmt.Fprintf(stderr, "zerolayer tenants set-limits: %s: rpm %s, tpm %s, concurrency %s, monthly spend %s; a running billing publishes them to the gateways and workers within moments\n",
 		l.Tenant, limitText(l.RequestsPerMinute), limitText(l.TokensPerMinute), limitText(l.MaxConcurrent), spendText(l))
 	return nil
+}
+
+// tenantsSetBilling is `zerolayer tenants set-billing`: the invoice
+// details of a tenant, the flags not given keeping their value.
+func tenantsSetBilling(ctx context.Context, args []string) error {
+	fs := newFlags("tenants set-billing")
+	name := fs.String("name", "", "legal `NAME` billed (default: the tenant id)")
+	address := fs.String("address", "", "postal `ADDRESS`; \\n starts a new line")
+	email := fs.String("email", "", "`EMAIL` address invoices are sent to")
+	taxID := fs.String("tax-id", "", "the customer's VAT or tax `NUMBER`")
+	taxRate := fs.String("tax-rate", "", "tax `RATE` applied to each invoice's subtotal: 0.2 is 20 %, in [0, 1) (default 0 for a new tenant)")
+	terms := fs.Int("terms-days", 0, "payment terms: `DAYS` from issue to the due date, 0–365 (default 30 for a new tenant)")
+	formatS := fs.String("format", "table", "output format: table or json")
+	dbURL := addDatabaseFlag(fs, "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one tenant")
+	}
+	format, err := parseBookFormat(*formatS)
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var rate decimal.Decimal
+	if given["tax-rate"] {
+		if rate, err = decimal.NewFromString(*taxRate); err != nil {
+			return usagef("--tax-rate %q: want a decimal such as 0.2 (20 %%)", *taxRate)
+		}
+	}
+	pool, err := openDB(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	b, err := billing.GetTenantBilling(ctx, pool, pos[0])
+	if errors.Is(err, billing.ErrUnknownTenant) {
+		b, err = billing.TenantBilling{Tenant: pos[0], PaymentTermsDays: 30}, nil
+	}
+	if err != nil {
+		return err
+	}
+	if given["name"] {
+		b.Customer.Name = *name
+	}
+	if given["address"] {
+		b.Customer.Address = strings.ReplaceAll(*address, `\n`, "\n")
+	}
+	if given["email"] {
+		b.Customer.Email = *email
+	}
+	if given["tax-id"] {
+		b.Customer.TaxID = *taxID
+	}
+	if given["tax-rate"] {
+		b.TaxRate = rate
+	}
+	if given["terms-days"] {
+		b.PaymentTermsDays = *terms
+	}
+	if err := billing.SetTenantBilling(ctx, pool, b); err != nil {
+		return err
+	}
+	if b, err = billing.GetTenantBilling(ctx, pool, b.Tenant); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "zerolayer tenants set-billing: %s: stored; invoices already issued keep the details they were issued with\n", b.Tenant)
+	return writeTenantBilling(b, format)
+}
+
+// tenantsBilling is `zerolayer tenants billing`: a tenant's invoice
+// details.
+func tenantsBilling(ctx context.Context, args []string) error {
+	fs := newFlags("tenants billing")
+	formatS := fs.String("format", "table", "output format: table or json")
+	dbURL := addDatabaseFlag(fs, "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one tenant")
+	}
+	format, err := parseBookFormat(*formatS)
+	if err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	b, err := billing.GetTenantBilling(ctx, pool, pos[0])
+	if err != nil {
+		return err
+	}
+	return writeTenantBilling(b, format)
+}
+
+// writeTenantBilling writes a tenant's invoice details, one per line in a
+// table (the address's lines indented under its first).
+func writeTenantBilling(b billing.TenantBilling, format billing.Format) error {
+	if format == billing.FormatJSON {
+		return writeJSON(b)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "TENANT\t%s\nNAME\t%s\n", b.Tenant, b.Customer.Name)
+	for i, line := range strings.Split(b.Customer.Address, "\n") {
+		label := ""
+		if i == 0 {
+			label = "ADDRESS"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, line)
+	}
+	fmt.Fprintf(tw, "EMAIL\t%s\nTAX ID\t%s\nTAX RATE\t%s\nTERMS\t%d days\n", b.Customer.Email, b.Customer.TaxID, b.TaxRate, b.PaymentTermsDays)
+	return tw.Flush()
 }
 
 // limitValue is a limit flag: unset (keep), "none" (no limit) or N ≥ 0.
