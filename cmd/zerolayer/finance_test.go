@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
 	"github.com/zerolayer/zerolayer/billing"
@@ -297,7 +297,6 @@ func TestFinanceMonth(t *testing.T) {
 	}
 	cliFails("unknown tenant", "report", "--tenant", "acne", "--month", "2026-11")
 }
-
 
 func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()

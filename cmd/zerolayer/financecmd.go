@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -146,7 +145,7 @@ func parseBookID(s string) (int64, error) {
 
 func writeRerate(s billing.RerateSummary, format string) error {
 	if format == "json" {
-		return writeJSON(stdout, s)
+		return writeJSON(s)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	scope := s.Tenant
@@ -470,11 +469,4 @@ func reportAllTenants(ctx context.Context, dbURL string, from, to time.Time, for
 		return err
 	}
 	return r.Write(stdout, format)
-}
-
-// writeJSON writes v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
