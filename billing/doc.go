@@ -13,8 +13,15 @@
 //	      one transaction: price book in force at created_at, Cost,
 //	      Tags → charges (one insert, unique on tenant and job id)
 //	      ──▶ rollup: per tenant and UTC day → usage_daily
-//	      ──▶ rerate (on request): a new price-book version → charges,
-//	          the previous charge kept in charge_history
+//	      ──▶ rerate (on request): one job (RerateArgs) or a tenant's
+//	          period (RerateRangeArgs, 1,000 records a transaction): a
+//	          new price-book version → charges, the previous charge kept
+//	          in charge_history; an invoiced period is refused
+//	CloseInvoice: a tenant's month → invoices + invoice_lines (per model,
+//	    priority, batch, price book and dimension; credits and
+//	    adjustments of AddCredit; tax), numbered gaplessly; the month is
+//	    locked from then on, and usage of it rated later goes to the next
+//	    open month (placeCharges, under the period's advisory lock)
 //	BuildReport ◀── charges + usage: totals, cost per dimension, by model,
 //	    priority, bucket and tag; written as a table, CSV or JSON
 //	tenant_limits + charges ──▶ LimitsPublisher ── every 5 s and on
@@ -24,9 +31,12 @@
 //
 // The cost of a job is
 //
-//	input_tokens × p_in + output_tokens × p_out
-//	  + time_to_first_token_ms × p_ttft + tool_execution_time_ms × p_tool
+//	m × ( (input_tokens − cached_input_tokens) × p_in
+//	      + cached_input_tokens × p_cached_in + output_tokens × p_out
+//	      + time_to_first_token_ms × p_ttft + tool_execution_time_ms × p_tool )
 //
+// with m the book's multiplier for the job's priority (times its batch
+// multiplier for a job of a batch; see Cost)
 // in shopspring/decimal and Postgres numeric, never floating point, and
 // unrounded until an invoice (RoundInvoice: half to even at the currency's
 // minor unit). Price books are versioned per tenant and model with an

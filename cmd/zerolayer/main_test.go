@@ -267,7 +267,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"gateway"}, 2, "zerolayer keys add"},
 		{[]string{"batch", "--window", "many"}, 2, `invalid value "many" for flag -window`},
 		{[]string{"report", "--tenant", "acme", "extra"}, 2, `unexpected argument "extra"`},
-		{[]string{"report", "--tenant", "acme", "--batch", "b", "--from", "2026-11-01"}, 2, "give one of --from/--to, --batch or --batches"},
+		{[]string{"report", "--tenant", "acme", "--batch", "b", "--from", "2026-11-01"}, 2, "give one of --from/--to, --month, --batch or --batches"},
 		{[]string{"report", "--tenant", "acme"}, 2, "give a period"},
 		{[]string{"gen", "--model", "x"}, 2, "give exactly one of --prompt and --prompt-ids"},
 		{[]string{"version", "now"}, 2, `unexpected argument "now"`},
