@@ -35,21 +35,6 @@ func (BatchRollupArgs) InsertOpts() river.InsertOpts {
 // exclusive one, so a rollup never misses a charge committed while it runs.
 const batchLock = `hashtext('zl_usage_batches'), hashtext(current_schema() || '/' || $1 || '/' || $2)`
 
-// noteBatchCharge, within the transaction that wrote a charge of tenant's
-// batch, takes the batch's shared lock and asks for its rollup after delay.
-func noteBatchCharge(ctx context.Context, tx pgx.Tx, tenant, batch string, delay time.Duration) error {
-	if batch == "" {
-		return nil
-	}
-	if err := lockShared(ctx, tx, batchLock, [][2]string{{tenant, batch}}); err != nil {
-		return err
-	}
-	if _, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx, BatchRollupArgs{Tenant: tenant, Batch: batch}, after(delay)); err != nil {
-		return fmt.Errorf("billing: enqueue the rollup of %s batch %s: %w", tenant, batch, err)
-	}
-	return nil
-}
-
 // BatchTotal is one row of usage_batches: a batch's rated jobs in one
 // currency.
 type BatchTotal struct {

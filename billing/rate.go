@@ -140,15 +140,6 @@ func (c *Charge) dest() []any {
 		&c.Tags, &c.Revision, &c.RatedAt}
 }
 
-// price computes the charge of u under pb with the tenant's tag rules.
-func price(ctx context.Context, tx pgx.Tx, u contracts.Usage, pb PriceBook) (Charge, error) {
-	rules, err := LoadTagRules(ctx, tx, u.Tenant)
-	if err != nil {
-		return Charge{}, err
-	}
-	return newCharge(u, pb, rules), nil
-}
-
 // newCharge is the first charge of u under pb with the tag rules in force.
 func newCharge(u contracts.Usage, pb PriceBook, rules []TagRule) Charge {
 	return Charge{
@@ -168,29 +159,6 @@ func newCharge(u contracts.Usage, pb PriceBook, rules []TagRule) Charge {
 
 // usageDay is the UTC day a usage record is rolled up into.
 func usageDay(u contracts.Usage) string { return u.CreatedAt.UTC().Format(time.DateOnly) }
-
-// lockDayShared takes the shared side of the lock of (tenant, day) for the
-// rest of tx. Charges of one day are written under the shared lock and the
-// rollup of that day is computed under the exclusive one, so a rollup never
-// misses a charge committed while it runs (see rollupWorker).
-func lockDayShared(ctx context.Context, tx pgx.Tx, tenant, day string) error {
-	return lockShared(ctx, tx, dayLock, [][2]string{{tenant, day}})
-}
-
-// usageToRate loads the usage record of tenant's job jobID and takes the
-// shared lock of its day for the rest of tx. A missing record (only a
-// deleted usage row gets here) cancels the River job: there is nothing to
-// bill.
-func usageToRate(ctx context.Context, tx pgx.Tx, tenant, jobID string) (contracts.Usage, error) {
-	u, err := GetUsage(ctx, tx, tenant, jobID)
-	if errors.Is(err, ErrNotFound) {
-		return u, river.JobCancel(err)
-	}
-	if err != nil {
-		return u, err
-	}
-	return u, lockDayShared(ctx, tx, u.Tenant, usageDay(u))
-}
 
 // rater rates stored usage records for the rating workers of one River
 // client: the records of the RateArgs and RateBatchArgs jobs running at

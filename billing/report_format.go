@@ -217,23 +217,3 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	return tw.Flush()
 }
-
-// sections lists r's groups for the HTML page: the total, then the splits
-// by model, priority, bucket and tag (which overlap), and the untagged
-// jobs.
-func (r *Report) sections() []struct {
-	name   string
-	groups []Group
-} {
-	return []struct {
-		name   string
-		groups []Group
-	}{
-		{"total", []Group{r.Total}},
-		{"model", r.ByModel},
-		{"priority", r.ByPriority},
-		{"bucket", r.ByBucket},
-		{"tag", r.ByTag},
-		{"untagged", []Group{r.Untagged}},
-	}
-}

@@ -30,11 +30,6 @@ func (RollupArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: Queue, Priority: 2, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: activeStates}}
 }
 
-// insertRollup asks, within tx, for the rollup of (tenant, day) after
-// delay. While one is waiting or running another is not inserted: the
-// waiting one will see this transaction's charge, and a running one holds
-// the day's lock, so tx (which holds the shared side) only gets here after
-// it committed (see rollupWorker).
 // after schedules a job delay from now; nil (at once) when delay <= 0.
 func after(delay time.Duration) *river.InsertOpts {
 	if delay <= 0 {
@@ -47,13 +42,6 @@ func after(delay time.Duration) *river.InsertOpts {
 // charges are written under its shared side, the rollup computed under
 // the exclusive one.
 const dayLock = `hashtext('zl_usage_daily'), hashtext(current_schema() || '/' || $1 || '/' || $2)`
-
-func insertRollup(ctx context.Context, tx pgx.Tx, tenant, day string, delay time.Duration) error {
-	if _, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx, RollupArgs{Tenant: tenant, Day: day}, after(delay)); err != nil {
-		return fmt.Errorf("billing: enqueue the rollup of %s on %s: %w", tenant, day, err)
-	}
-	return nil
-}
 
 // DailyTotal is one row of usage_daily: a tenant's rated jobs of one UTC
 // day, in one currency.
