@@ -203,7 +203,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	charts = append(charts,
 		s.groupChart("Cost by model", r.ByModel),
 		s.groupChart("Cost by priority", r.ByPriority),
-		s.groupChart("Cost by bucket", r.ByBucket))
+		s.groupChart("Cost by bucket", r.ByBucket),
+		s.groupChart("Cost by price book", r.ByBook))
 	var labels []string
 	var exact, display []decimal.Decimal
 	var jobs []int64
@@ -214,17 +215,24 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	charts = append(charts, s.chart("Cost by tag",
 		"A job with several tags counts under each, so the tags overlap and do not add up to the total; "+
 			"the last bar, (untagged), is the jobs without a tag.", labels, exact, display, jobs))
+	type credit struct{ Text, Amount string }
+	var credits []credit
+	for _, c := range r.Credits {
+		credits = append(credits, credit{fmt.Sprintf("%s %d: %s (%s)", c.Kind, c.ID, c.Reason, c.CreatedBy), DisplayAmount(c.Amount, r.Currency)})
+	}
 	return reportPage.Execute(w, struct {
 		R        *Report
 		Charts   []htmlChart
 		Daily    htmlDaily
 		From, To string
 		Total    string
+		Credits  []credit
+		Net      string
 		Color    string
 		DayColor string
 		BarW     int
 	}{r, charts, r.daily(), r.From.UTC().Format("2006-01-02 15:04"), r.To.UTC().Format("2006-01-02 15:04"),
-		DisplayAmount(r.Total.Cost.Total, r.Currency), htmlBarColor, htmlDayColor, htmlBarW})
+		DisplayAmount(r.Total.Cost.Total, r.Currency), credits, r.InvoiceTotal, htmlBarColor, htmlDayColor, htmlBarW})
 }
 
 var reportPage = template.Must(template.New("report").Parse(`<!doctype html>
@@ -243,10 +251,15 @@ svg text.small{font-size:11px;fill:#555}
 </style></head><body>
 <h1>Billing report: {{.R.Tenant}}</h1>
 <table class="kv">
-<tr><td>period</td><td>{{.From}} to {{.To}} UTC (end excluded)</td></tr>
+{{if .R.Period}}<tr><td>billing month</td><td>{{.R.Period}}, {{if .R.Invoice}}invoiced as {{.R.Invoice}}{{else}}open{{end}}: the charges billed in it (its usage, and late usage of earlier months)</td></tr>
+{{else}}<tr><td>period</td><td>usage created from {{.From}} to {{.To}} UTC (end excluded)</td></tr>
+{{end}}
 <tr><td>jobs</td><td>{{.R.Total.Jobs}}</td></tr>
 <tr><td>tokens</td><td>{{.R.Total.InputTokens}} input ({{.R.Total.CachedInputTokens}} cached), {{.R.Total.OutputTokens}} output</td></tr>
-<tr><td>total</td><td>{{.Total}} {{.R.Currency}}</td></tr>
+<tr><td>{{if .Credits}}charges{{else}}total{{end}}</td><td>{{.Total}} {{.R.Currency}}</td></tr>
+{{range .Credits}}<tr><td></td><td>{{.Text}}: {{.Amount}} {{$.R.Currency}}</td></tr>
+{{end}}{{if .Credits}}<tr><td>total</td><td>{{.Net}} {{$.R.Currency}} (before tax)</td></tr>
+{{end}}
 {{if .R.Unrated}}<tr class="warn"><td>not yet rated</td><td>{{.R.Unrated}} usage records, in no figure of this report</td></tr>
 {{end}}</table>
 <p class="note">Every bar is drawn on one scale: the full bar area ({{.BarW}} px) is the period total, {{.Total}} {{.R.Currency}}. Amounts are rounded for display; the exact amounts are in the JSON and CSV formats.</p>
