@@ -358,8 +358,10 @@ func usageLines(ctx context.Context, tx pgx.Tx, tenant, day string) ([]InvoiceLi
 				continue
 			}
 			desc := fmt.Sprintf("%s, %s priority%s: %s", model, priority, map[bool]string{true: ", batch", false: ""}[batch], d.label)
-			if !mult.Equal(one) {
-				desc += fmt.Sprintf(" (× %s)", mult)
+			if mult.Equal(one) {
+				desc += fmt.Sprintf(" (%s)", book.Name())
+			} else {
+				desc += fmt.Sprintf(" (× %s, %s)", mult, book.Name())
 			}
 			lines = append(lines, InvoiceLine{Kind: LineUsage, Description: desc, Model: model, Priority: priority, Batch: batch,
 				PriceBookID: bookID, PriceBook: book.Name() + " " + book.Scope(), Dimension: d.dim, Jobs: n,

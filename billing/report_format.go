@@ -179,10 +179,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	p("jobs %d, input tokens %d (%d cached), output tokens %d, not yet rated %d\n",
 		r.Total.Jobs, r.Total.InputTokens, r.Total.CachedInputTokens, r.Total.OutputTokens, r.Unrated)
-	if len(r.Credits) > 0 {
-		p("charges %s, credits and adjustments %s, ", DisplayAmount(r.Total.Cost.Total, r.Currency), DisplayAmount(r.CreditsTotal, r.Currency))
+	// The charges and each credit, rounded so that they add up to the
+	// rounded total.
+	parts := []decimal.Decimal{r.Total.Cost.Total}
+	for _, c := range r.Credits {
+		parts = append(parts, c.Amount)
 	}
-	p("total %s %s (before tax)\n\n", r.InvoiceTotal, cur)
+	parts = DisplayAmounts(parts, r.Currency)
+	if len(r.Credits) > 0 {
+		credits := decimal.Zero
+		for _, d := range parts[1:] {
+			credits = credits.Add(d)
+		}
+		p("charges %s, credits and adjustments %s, ", money(parts[0]), money(credits))
+	}
+	p("total %s %s (before tax; exact %s)\n\n", r.InvoiceTotal, cur, r.Net)
 	c := r.Total.Cost
 	dims := DisplayAmounts([]decimal.Decimal{c.Input, c.CachedInput, c.Output, c.TTFT, c.Tool}, r.Currency)
 	p("cost by dimension\tinput\tcached input\toutput\tttft\ttool\t\n")
@@ -211,8 +222,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if len(r.Credits) > 0 {
 		p("\ncredits and adjustments\tby\tamount\t\n")
-		for _, c := range r.Credits {
-			p("%s %d: %s\t%s\t%s\t\n", c.Kind, c.ID, c.Reason, c.CreatedBy, DisplayAmount(c.Amount, r.Currency))
+		for k, c := range r.Credits {
+			p("%s %d: %s\t%s\t%s\t\n", c.Kind, c.ID, c.Reason, c.CreatedBy, money(parts[1+k]))
 		}
 	}
 	return tw.Flush()

@@ -215,10 +215,22 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	charts = append(charts, s.chart("Cost by tag",
 		"A job with several tags counts under each, so the tags overlap and do not add up to the total; "+
 			"the last bar, (untagged), is the jobs without a tag.", labels, exact, display, jobs))
+	// The charges and each credit, rounded so that they add up to the
+	// rounded total, as in the table.
 	type credit struct{ Text, Amount string }
-	var credits []credit
+	parts := []decimal.Decimal{r.Total.Cost.Total}
 	for _, c := range r.Credits {
-		credits = append(credits, credit{fmt.Sprintf("%s %d: %s (%s)", c.Kind, c.ID, c.Reason, c.CreatedBy), DisplayAmount(c.Amount, r.Currency)})
+		parts = append(parts, c.Amount)
+	}
+	parts = DisplayAmounts(parts, r.Currency)
+	places := MinorUnits(r.Currency)
+	var credits []credit
+	for k, c := range r.Credits {
+		credits = append(credits, credit{fmt.Sprintf("%s %d: %s (%s)", c.Kind, c.ID, c.Reason, c.CreatedBy), parts[1+k].StringFixed(places)})
+	}
+	charges := DisplayAmount(r.Total.Cost.Total, r.Currency)
+	if len(r.Credits) > 0 {
+		charges = parts[0].StringFixed(places)
 	}
 	return reportPage.Execute(w, struct {
 		R        *Report
@@ -232,7 +244,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		DayColor string
 		BarW     int
 	}{r, charts, r.daily(), r.From.UTC().Format("2006-01-02 15:04"), r.To.UTC().Format("2006-01-02 15:04"),
-		DisplayAmount(r.Total.Cost.Total, r.Currency), credits, r.InvoiceTotal, htmlBarColor, htmlDayColor, htmlBarW})
+		charges, credits, r.InvoiceTotal, htmlBarColor, htmlDayColor, htmlBarW})
 }
 
 var reportPage = template.Must(template.New("report").Parse(`<!doctype html>
