@@ -147,3 +147,56 @@ func (r *OperatorReport) Write(w io.Writer, f Format) error {
 	}
 	return fmt.Errorf("%w %q for the all-tenants report; use table, csv or json", ErrInvalidFormat, f)
 }
+
+// ResourceRates is one version of the operator's resource costs, the cost
+// side of OperatorReport: per millisecond of engine time (admission to
+// end), per MiB of KV memory held for a millisecond, per millisecond of
+// tool execution. The latest version effective at a job's created_at, in
+// its charges' currency, costs it.
+type ResourceRates struct {
+	ID          int64           `json:"id"`
+	EffectiveAt time.Time       `json:"effective_at"`
+	Currency    string          `json:"currency"`
+	EngineMs    decimal.Decimal `json:"engine_ms"`
+	KVMiBMs     decimal.Decimal `json:"kv_mib_ms"`
+	ToolMs      decimal.Decimal `json:"tool_ms"`
+	Note        string          `json:"note,omitempty"`
+}
+
+// ListResourceRates returns every version of the resource rates, oldest
+// first.
+func ListResourceRates(ctx context.Context, db DB) ([]ResourceRates, error) {
+	rows, err := db.Query(ctx, `SELECT id, effective_at, currency, engine_ms, kv_mib_ms, tool_ms, note FROM resource_rates ORDER BY effective_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("billing: list resource rates: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ResourceRates, error) {
+		var r ResourceRates
+		err := row.Scan(&r.ID, &r.EffectiveAt, &r.Currency, &r.EngineMs, &r.KVMiBMs, &r.ToolMs, &r.Note)
+		r.EffectiveAt = r.EffectiveAt.UTC()
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("billing: list resource rates: %w", err)
+	}
+	return out, nil
+}
+
+// AddResourceRates stores a new version of the resource rates and returns
+// it with its id. Rates must not be negative (ErrInvalidPriceBook).
+func AddResourceRates(ctx context.Context, db DB, r ResourceRates) (ResourceRates, error) {
+	switch {
+	case r.EffectiveAt.IsZero():
+		return r, fmt.Errorf("%w: resource rates need the time they take effect", ErrInvalidPriceBook)
+	case !currencyRE.MatchString(r.Currency):
+		return r, fmt.Errorf("%w: currency %q is not an ISO 4217 code such as USD", ErrInvalidPriceBook, r.Currency)
+	case r.EngineMs.IsNegative() || r.KVMiBMs.IsNegative() || r.ToolMs.IsNegative():
+		return r, fmt.Errorf("%w: resource rates must not be negative", ErrInvalidPriceBook)
+	}
+	if err := db.QueryRow(ctx, `INSERT INTO resource_rates (effective_at, currency, engine_ms, kv_mib_ms, tool_ms, note)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`, r.EffectiveAt, r.Currency, r.EngineMs, r.KVMiBMs, r.ToolMs, r.Note).Scan(&r.ID); err != nil {
+		return r, fmt.Errorf("billing: add resource rates: %w", err)
+	}
+	r.EffectiveAt = r.EffectiveAt.UTC()
+	return r, nil
+}

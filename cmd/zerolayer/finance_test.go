@@ -295,6 +295,20 @@ func TestFinanceMonth(t *testing.T) {
 			t.Errorf("operator report %s: revenue %s (want %s), cost %s, margin %s", m.Key, m.Revenue, want, m.Cost, m.Margin)
 		}
 	}
+	// New resource rates from November on price the cost side: engine
+	// time alone here.
+	cli("costs", "set", "--effective-from", "2026-11-01", "--engine-ms", "0.00001", "--kv-mib-ms", "0", "--tool-ms", "0", "--note", "test")
+	if err := json.Unmarshal([]byte(cli("report", "--all-tenants", "--from", "2026-11-01", "--to", "2026-12-01", "--format", "json")), &op); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range op.Tenants {
+		var engine decimal.Decimal
+		pool.QueryRow(ctx, `SELECT sum(u.total_ms) FROM charges c JOIN usage u USING (tenant_id, job_id)
+			WHERE c.tenant_id = $1 AND u.created_at < '2026-12-01'`, m.Key).Scan(&engine)
+		if !m.Cost.Equal(engine.Mul(dec("0.00001"))) || !m.EngineMs.Equal(engine) {
+			t.Errorf("operator report %s with the new rates: cost %s, want %s ms × 0.00001", m.Key, m.Cost, engine)
+		}
+	}
 	cliFails("unknown tenant", "report", "--tenant", "acne", "--month", "2026-11")
 }
 

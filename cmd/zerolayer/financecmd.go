@@ -470,3 +470,65 @@ func reportAllTenants(ctx context.Context, dbURL string, from, to time.Time, for
 	}
 	return r.Write(stdout, format)
 }
+
+// runCosts is `zerolayer costs list|set`: the operator's resource rates,
+// the cost side of `report --all-tenants`.
+func runCosts(ctx context.Context, args []string) error {
+	sub, args, err := parseSub(newFlags("costs"), args)
+	if err != nil {
+		return err
+	}
+	fs := newFlags("costs " + sub)
+	dbURL := addDatabaseFlag(fs, "")
+	var add billing.ResourceRates
+	var from *string
+	var engine, kv, tool *string
+	if sub == "set" {
+		from = fs.String("effective-from", "", "when the rates take effect: 2026-12-01 (UTC) or RFC 3339 (required)")
+		fs.StringVar(&add.Currency, "currency", "USD", "currency of the rates")
+		engine = fs.String("engine-ms", "", "cost of one millisecond of engine time (required)")
+		kv = fs.String("kv-mib-ms", "", "cost of one MiB of KV memory held for a millisecond (required)")
+		tool = fs.String("tool-ms", "", "cost of one millisecond of tool execution (required)")
+		fs.StringVar(&add.Note, "note", "", "why (e.g. the hardware price it comes from)")
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if sub == "set" {
+		if *from == "" || *engine == "" || *kv == "" || *tool == "" {
+			return usagef("give --effective-from, --engine-ms, --kv-mib-ms and --tool-ms")
+		}
+		if add.EffectiveAt, err = parseReportTime(*from); err != nil {
+			return usagef("--effective-from: %v", err)
+		}
+		for _, f := range []struct {
+			name string
+			s    *string
+			d    *decimal.Decimal
+		}{{"engine-ms", engine, &add.EngineMs}, {"kv-mib-ms", kv, &add.KVMiBMs}, {"tool-ms", tool, &add.ToolMs}} {
+			if *f.d, err = decimal.NewFromString(*f.s); err != nil {
+				return usagef("--%s %q is not a decimal", f.name, *f.s)
+			}
+		}
+	}
+	pool, err := openDB(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if sub == "set" {
+		if _, err := billing.AddResourceRates(ctx, pool, add); err != nil {
+			return err
+		}
+	}
+	rates, err := billing.ListResourceRates(ctx, pool)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tFROM\tCURRENCY\tENGINE/MS\tKV/MIB·MS\tTOOL/MS\tNOTE")
+	for _, r := range rates {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.EffectiveAt.Format(time.RFC3339), r.Currency, r.EngineMs, r.KVMiBMs, r.ToolMs, r.Note)
+	}
+	return tw.Flush()
+}
