@@ -40,6 +40,12 @@ var fixtures = []fixture{
 			t.Errorf("system prompt: %+v, %v", sp, err)
 		}
 	}},
+	{"job_request_thinking.json", "job_request.json", reflect.TypeFor[JobRequest](), func(t *testing.T, v any) {
+		r := v.(*JobRequest)
+		if err := r.Validate(Limits{}); err != nil || r.Thinking.Enabled() == nil || !*r.Thinking.Enabled() {
+			t.Errorf("golden request: thinking %+v, %v", r.Thinking, err)
+		}
+	}},
 	{"event_started.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventStarted)},
 	{"event_delta.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventDelta)},
 	{"event_tool.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventTool)},
@@ -50,6 +56,7 @@ var fixtures = []fixture{
 	{"event_error.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
 	{"event_error_rate_limited.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventError)},
 	{"result_fallback.json", "result.json", reflect.TypeFor[Result](), checkResult},
+	{"result_thinking.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_failed.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_incomplete.json", "result.json", reflect.TypeFor[Result](), checkResult},

@@ -67,6 +67,13 @@ type JobRequest struct {
 	// generated. Without it a worker may coalesce or skip deltas; started,
 	// final and error events are published either way.
 	Stream bool `json:"stream,omitempty"`
+	// Thinking switches a reasoning model's thinking (Qwen3's
+	// enable_thinking) on or off; nil leaves the model's default. With
+	// thinking on, the reasoning the model writes before its answer (its
+	// <think>…</think> block) is returned apart, in the result's reasoning
+	// field, and the result's text is the answer alone. For a model whose
+	// template has no thinking switch it is an error to ask for it on.
+	Thinking *Thinking `json:"thinking,omitempty"`
 	// ResponseFormat constrains the whole output to a JSON Schema or a
 	// regular expression.
 	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
@@ -313,4 +320,26 @@ func (r *JobRequest) ApplyDefaults(lim Limits) {
 	if r.OnToolFailure == "" && len(r.Tools) > 0 {
 		r.OnToolFailure = OnToolFailureFail
 	}
+}
+
+// Thinking is a job's thinking switch (JobRequest.Thinking).
+type Thinking struct {
+	// Type is ThinkingEnabled or ThinkingDisabled.
+	Type string `json:"type"`
+}
+
+// The thinking switch's values.
+const (
+	ThinkingEnabled  = "enabled"
+	ThinkingDisabled = "disabled"
+)
+
+// Enabled reports whether t asks for thinking on: nil when the model's
+// default applies.
+func (t *Thinking) Enabled() *bool {
+	if t == nil {
+		return nil
+	}
+	on := t.Type == ThinkingEnabled
+	return &on
 }

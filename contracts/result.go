@@ -38,6 +38,11 @@ type Result struct {
 	// Text is the whole output text (completed; what was generated before
 	// the end otherwise).
 	Text string `json:"text,omitempty"`
+	// Reasoning is the model's reasoning before its answer (the text of
+	// its <think>…</think> block) when the job asked for thinking, or the
+	// model thinks by default; Text is then the answer alone. Absent
+	// otherwise.
+	Reasoning string `json:"reasoning,omitempty"`
 	// TokenIDs are the output token ids.
 	TokenIDs []int32 `json:"token_ids,omitempty"`
 	// StopReason says why generation ended (completed).

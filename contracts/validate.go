@@ -152,6 +152,9 @@ func (r *JobRequest) Validate(lim Limits) error {
 
 	r.validateSampling(lim, &ps)
 
+	if r.Thinking != nil && r.Thinking.Type != ThinkingEnabled && r.Thinking.Type != ThinkingDisabled {
+		ps.add(CodeInvalidRequest, "thinking.type", "thinking type %q is neither enabled nor disabled", r.Thinking.Type)
+	}
 	if r.Preset != "" && !r.Preset.Valid() {
 		ps.add(CodeUnknownPreset, "preset", "preset %q is not one of concise, balanced, detailed, creative", r.Preset)
 	}
