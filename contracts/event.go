@@ -76,8 +76,14 @@ type Event struct {
 	Time time.Time `json:"time"`
 
 	// Text is the new output text (delta), or the whole output text
-	// (final, optional).
+	// (final, optional). For a job whose model thinks (see
+	// JobRequest.Thinking) it is the answer's text only.
 	Text string `json:"text,omitempty"`
+	// Reasoning is the new reasoning text (delta), or the whole reasoning
+	// (final, optional), of a job whose model thinks: the text of its
+	// <think>…</think> block, apart from the answer. The tokens behind it
+	// are in TokenIDs with the answer's.
+	Reasoning string `json:"reasoning,omitempty"`
 	// TokenIDs are the ids of the tokens behind Text (delta).
 	TokenIDs []int32 `json:"token_ids,omitempty"`
 	// Logprobs has one entry per token in TokenIDs when the request asked

@@ -48,6 +48,7 @@ var fixtures = []fixture{
 	}},
 	{"event_started.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventStarted)},
 	{"event_delta.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventDelta)},
+	{"event_delta_thinking.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventDelta)},
 	{"event_tool.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventTool)},
 	{"event_preempted.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventPreempted)},
 	{"event_resumed.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventResumed)},

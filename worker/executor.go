@@ -37,6 +37,15 @@ type Sink interface {
 	Tool(tool string, action contracts.ToolAction, detail string)
 }
 
+// ReasoningSink is implemented by sinks that take a thinking job's
+// reasoning apart from its answer (the worker's own sink does): the
+// executors pass the text of the model's <think>…</think> block to
+// Reasoning, and only the answer's text to Delta (whose ids are all the
+// tokens). A sink without it gets the answer alone.
+type ReasoningSink interface {
+	Reasoning(text string)
+}
+
 // Admitter is implemented by executors that admit jobs by memory: the
 // intake pulls a tenant's jobs of a (priority, bucket) class only as many
 // as Admits says would be admitted, so jobs stay in JetStream for workers
@@ -56,7 +65,10 @@ type Admitter interface {
 // preemptions, confidence). The worker fills in identity, queue time and
 // status.
 type Outcome struct {
-	Text       string
+	Text string
+	// Reasoning is a thinking job's reasoning, apart from Text (the
+	// answer); empty otherwise.
+	Reasoning  string
 	TokenIDs   []int32
 	StopReason contracts.StopReason
 	// StopSequence is the stop sequence that ended the text.

@@ -245,9 +245,10 @@ type emitter struct {
 	futures []jetstream.PubAckFuture
 	err     error
 	// pending delta, when coalescing
-	text string
-	ids  []int32
-	lps  []contracts.TokenLogprob
+	text      string
+	reasoning string
+	ids       []int32
+	lps       []contracts.TokenLogprob
 }
 
 // Delta implements Sink.
@@ -260,6 +261,14 @@ func (e *emitter) Delta(text string, ids []int32, lps []contracts.TokenLogprob) 
 	if e.stream || len(e.ids) >= e.w.cfg.DeltaTokens {
 		e.flushLocked()
 	}
+}
+
+// Reasoning implements ReasoningSink: a thinking job's new reasoning text,
+// published with the next delta.
+func (e *emitter) Reasoning(text string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.reasoning += text
 }
 
 // Tool implements Sink: a tool event.
@@ -283,11 +292,11 @@ func (e *emitter) Event(kind, detail string) {
 }
 
 func (e *emitter) flushLocked() {
-	if len(e.ids) == 0 && e.text == "" {
+	if len(e.ids) == 0 && e.text == "" && e.reasoning == "" {
 		return
 	}
-	ev := &contracts.Event{Type: contracts.EventDelta, Text: e.text, TokenIDs: e.ids, Logprobs: e.lps}
-	e.text, e.ids, e.lps = "", nil, nil
+	ev := &contracts.Event{Type: contracts.EventDelta, Text: e.text, Reasoning: e.reasoning, TokenIDs: e.ids, Logprobs: e.lps}
+	e.text, e.reasoning, e.ids, e.lps = "", "", nil, nil
 	e.publishLocked(ev)
 }
 
@@ -388,10 +397,10 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	if jobErr != nil && status == contracts.StatusFailed {
 		e.publish(&contracts.Event{Type: contracts.EventError, Error: jobErr})
 	} else {
-		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, StopSequence: out.StopSequence, Usage: usage, Text: out.Text, ToolReport: out.ToolReport,
+		e.publish(&contracts.Event{Type: contracts.EventFinal, StopReason: stop, StopSequence: out.StopSequence, Usage: usage, Text: out.Text, Reasoning: out.Reasoning, ToolReport: out.ToolReport,
 			Incomplete: out.Incomplete && status == contracts.StatusCompleted, IncompleteReason: incompleteReason(out, status), Attempts: attempts(out, ran)})
 	}
-	res := &contracts.Result{JobID: e.ref.JobID, Tenant: e.ref.Tenant, Status: status, Text: out.Text, TokenIDs: out.TokenIDs,
+	res := &contracts.Result{JobID: e.ref.JobID, Tenant: e.ref.Tenant, Status: status, Text: out.Text, Reasoning: out.Reasoning, TokenIDs: out.TokenIDs,
 		Usage: usage, Error: jobErr, ToolReport: out.ToolReport, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now,
 		Attempts: attempts(out, ran)}
 	if status == contracts.StatusCompleted {

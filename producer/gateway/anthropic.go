@@ -33,6 +33,13 @@ type messagesRequest struct {
 	Metadata *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
+	// Thinking is {"type": "enabled", "budget_tokens": N} or {"type":
+	// "disabled"}: the job's thinking switch (budget_tokens is accepted;
+	// max_tokens bounds the whole output).
+	Thinking *struct {
+		Type         string `json:"type"`
+		BudgetTokens *int   `json:"budget_tokens"`
+	} `json:"thinking"`
 }
 
 func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
@@ -62,6 +69,9 @@ func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
 		StopSequences: mr.StopSequences, Temperature: mr.Temperature, TopP: mr.TopP, TopK: mr.TopK, Stream: mr.Stream}
 	if mr.Metadata != nil && mr.Metadata.UserID != "" {
 		req.Metadata = map[string]string{"user_id": mr.Metadata.UserID}
+	}
+	if mr.Thinking != nil {
+		req.Thinking = &contracts.Thinking{Type: mr.Thinking.Type}
 	}
 	if e := applyTools(req, tools, mode, name); e != nil {
 		return nil, e
@@ -201,6 +211,9 @@ func anthropicMessage(id, model string, res *contracts.Result) map[string]any {
 	} else if res.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": res.Text})
 	}
+	if res.Reasoning != "" {
+		content = append([]map[string]any{{"type": "thinking", "thinking": res.Reasoning, "signature": ""}}, content...)
+	}
 	return map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
 		"content": content, "stop_reason": stop, "stop_sequence": stopSequence(res.StopSequence), "usage": messageUsageOf(res.Usage)}
 }
@@ -264,9 +277,10 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		v["type"] = name
 		return out.send("", name, v)
 	}
-	// The one content block is text, or a tool_use block when the output
-	// is a tool call (its input streamed as input_json_delta).
-	opened, block := false, ""
+	// A thinking job's reasoning comes first, in a thinking block (index
+	// 0); then the one answer block: text, or a tool_use block when the
+	// output is a tool call (its input streamed as input_json_delta).
+	opened, block, index := false, "", -1
 	open := func(kind, name string) error {
 		if !opened {
 			opened = true
@@ -274,27 +288,41 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
-		if block != "" {
+		if block == kind || (block != "" && block != "thinking") {
 			return nil
 		}
-		block = kind
-		if kind == "tool_use" {
-			return send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use", "id": toolUseID(s.id), "name": name, "input": map[string]any{}}})
+		if block == "thinking" {
+			if err := send("content_block_stop", map[string]any{"index": index}); err != nil {
+				return err
+			}
 		}
-		return send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		block = kind
+		index++
+		switch kind {
+		case "tool_use":
+			return send("content_block_start", map[string]any{"index": index, "content_block": map[string]any{"type": "tool_use", "id": toolUseID(s.id), "name": name, "input": map[string]any{}}})
+		case "thinking":
+			return send("content_block_start", map[string]any{"index": index, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+		}
+		return send("content_block_start", map[string]any{"index": index, "content_block": map[string]any{"type": "text", "text": ""}})
 	}
 	cs := newCallStream(req.Metadata[toolCallKey], func(text string) error {
 		if err := open("text", ""); err != nil {
 			return err
 		}
-		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": text}})
+		return send("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "text_delta", "text": text}})
 	}, func(name string) error {
 		return open("tool_use", name)
 	}, func(args string) error {
-		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": args}})
+		return send("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": args}})
 	})
-	final, e := s.stream(func(text string, _ []contracts.TokenLogprob) error {
+	final, e := s.streamThinking(func(text string, _ []contracts.TokenLogprob) error {
 		return cs.feed(text)
+	}, func(text string) error {
+		if err := open("thinking", ""); err != nil {
+			return err
+		}
+		return send("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "thinking_delta", "thinking": text}})
 	})
 	if e != nil {
 		if !out.started {
@@ -315,7 +343,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	if call != nil && call.complete {
 		stop = "tool_use"
 	}
-	send("content_block_stop", map[string]any{"index": 0})
+	send("content_block_stop", map[string]any{"index": index})
 	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": stopSequence(final.StopSequence)},
 		"usage": messageUsageOf(final.Usage)})
 	send("message_stop", map[string]any{})

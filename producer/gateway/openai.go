@@ -127,6 +127,44 @@ type chatRequest struct {
 	// answer makes at most one call.
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+
+	// The thinking switch, as the servers of open models take it:
+	// chat_template_kwargs.enable_thinking (vLLM, SGLang) or
+	// reasoning_effort ("none" off; "minimal", "low", "medium", "high"
+	// on). The reasoning comes back in message.reasoning_content.
+	ChatTemplateKwargs *struct {
+		EnableThinking *bool `json:"enable_thinking"`
+	} `json:"chat_template_kwargs"`
+	ReasoningEffort string `json:"reasoning_effort"`
+}
+
+// thinking is the request's thinking switch; nil leaves the model's
+// default.
+func (cr *chatRequest) thinking() (*contracts.Thinking, *contracts.Error) {
+	var on *bool
+	switch cr.ReasoningEffort {
+	case "":
+	case "none":
+		on = new(bool)
+	case "minimal", "low", "medium", "high":
+		on = new(bool)
+		*on = true
+	default:
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "reasoning_effort %q: want none, minimal, low, medium or high", cr.ReasoningEffort)
+	}
+	if k := cr.ChatTemplateKwargs; k != nil && k.EnableThinking != nil {
+		if on != nil && *on != *k.EnableThinking {
+			return nil, contracts.NewError(contracts.CodeInvalidRequest, "reasoning_effort %q and chat_template_kwargs.enable_thinking %v disagree", cr.ReasoningEffort, *k.EnableThinking)
+		}
+		on = k.EnableThinking
+	}
+	if on == nil {
+		return nil, nil
+	}
+	if *on {
+		return &contracts.Thinking{Type: contracts.ThinkingEnabled}, nil
+	}
+	return &contracts.Thinking{Type: contracts.ThinkingDisabled}, nil
 }
 
 // toolChoice reads the tools and the tool choice: the mode (auto when
@@ -211,6 +249,9 @@ func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 	}
 	req := &contracts.JobRequest{Model: cr.Model, System: system, Messages: msgs, Temperature: cr.Temperature, TopP: cr.TopP,
 		Stream: cr.Stream, Metadata: cr.Metadata}
+	if req.Thinking, e = cr.thinking(); e != nil {
+		return nil, e
+	}
 	for _, f := range []struct {
 		name string
 		v    *int
@@ -384,6 +425,9 @@ func usageOf(u *contracts.Usage) *chatUsage {
 // when the output stopped inside the call: its arguments are cut short).
 func chatCompletion(id, model string, created int64, res *contracts.Result, logprobs any) map[string]any {
 	message := map[string]any{"role": "assistant", "content": res.Text}
+	if res.Reasoning != "" {
+		message["reasoning_content"] = res.Reasoning
+	}
 	finish := finishReason(res.StopReason)
 	if c := toolCallOf(res); c != nil {
 		message["content"] = nil
@@ -415,24 +459,27 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	req := s.req
 	created := time.Now().Unix()
-	completion := func(text string, stop contracts.StopReason, u *contracts.Usage, logprobs any) {
-		writeJSON(w, http.StatusOK, chatCompletion(s.id, req.Model, created, &contracts.Result{Text: text, StopReason: stop, Usage: u, Metadata: req.Metadata}, logprobs))
+	completion := func(text, reasoning string, stop contracts.StopReason, u *contracts.Usage, logprobs any) {
+		writeJSON(w, http.StatusOK, chatCompletion(s.id, req.Model, created, &contracts.Result{Text: text, Reasoning: reasoning, StopReason: stop, Usage: u, Metadata: req.Metadata}, logprobs))
 	}
 	if !cr.Stream && cr.Logprobs {
 		// Log-probabilities travel on the delta events only: follow them
 		// and answer in one piece.
-		var text strings.Builder
+		var text, reasoning strings.Builder
 		var lps []map[string]any
-		final, e := s.stream(func(t string, l []contracts.TokenLogprob) error {
+		final, e := s.streamThinking(func(t string, l []contracts.TokenLogprob) error {
 			text.WriteString(t)
 			lps = append(lps, openAILogprobs(l)...)
+			return nil
+		}, func(t string) error {
+			reasoning.WriteString(t)
 			return nil
 		})
 		if e != nil {
 			openAIError(w, e)
 			return
 		}
-		completion(text.String(), final.StopReason, final.Usage, map[string]any{"content": lps})
+		completion(text.String(), strings.TrimSpace(reasoning.String()), final.StopReason, final.Usage, map[string]any{"content": lps})
 		return
 	}
 	if !cr.Stream {
@@ -441,7 +488,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			openAIError(w, e)
 			return
 		}
-		completion(res.Text, res.StopReason, res.Usage, nil)
+		completion(res.Text, res.Reasoning, res.StopReason, res.Usage, nil)
 		return
 	}
 	out := newSSE(w)
@@ -468,7 +515,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return out.send("", "", chunk(map[string]any{"tool_calls": []map[string]any{{"index": 0, "function": map[string]any{"arguments": args}}}}, nil))
 		})
 	}
-	final, e := s.stream(func(text string, l []contracts.TokenLogprob) error {
+	final, e := s.streamThinking(func(text string, l []contracts.TokenLogprob) error {
 		if cs != nil {
 			return cs.feed(text)
 		}
@@ -481,6 +528,12 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			c["choices"].([]map[string]any)[0]["logprobs"] = map[string]any{"content": openAILogprobs(l)}
 		}
 		return out.send("", "", c)
+	}, func(text string) error {
+		d := map[string]any{"reasoning_content": text}
+		if first {
+			d["role"], first = "assistant", false
+		}
+		return out.send("", "", chunk(d, nil))
 	})
 	if e != nil {
 		if !out.started {

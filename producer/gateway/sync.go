@@ -163,6 +163,13 @@ func callCutShort(meta map[string]string, e *contracts.Error) bool {
 // sent: only the part beyond it is passed on, and a different output is an
 // error (it cannot be taken back from the caller).
 func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) error) (*contracts.Event, *contracts.Error) {
+	return s.streamThinking(delta, nil)
+}
+
+// streamThinking is stream that also passes each new piece of a thinking
+// job's reasoning to reasoning (when not nil), before the event's answer
+// text; a redelivered attempt's reasoning is checked as its text is.
+func (s *syncCall) streamThinking(delta func(text string, lps []contracts.TokenLogprob) error, reasoning func(text string) error) (*contracts.Event, *contracts.Error) {
 	ctx, cancel := context.WithTimeout(s.r.Context(), s.g.cfg.SyncTimeout)
 	defer cancel()
 	evs, errf, err := s.c.Events(ctx, s.id)
@@ -170,17 +177,38 @@ func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) 
 		s.abandon()
 		return nil, asError(err)
 	}
-	var sent string
-	var cur strings.Builder
+	var sent, sentR string
+	var cur, curR strings.Builder
 	attempt, tokens := 0, 0
 	for ev := range evs {
 		if ev.Attempt != attempt {
 			attempt, tokens = ev.Attempt, 0
 			cur.Reset()
+			curR.Reset()
 		}
 		switch ev.Type {
 		case contracts.EventDelta:
 			tokens += len(ev.TokenIDs)
+			if ev.Reasoning != "" {
+				curR.WriteString(ev.Reasoning)
+				nowR := curR.String()
+				switch {
+				case len(nowR) <= len(sentR) && strings.HasPrefix(sentR, nowR):
+				case !strings.HasPrefix(nowR, sentR):
+					cancel()
+					return nil, contracts.NewError(contracts.CodeWorkerShutdown,
+						"job %s was run again after a worker stopped, and its reasoning differs from what was already streamed", s.id)
+				default:
+					if reasoning != nil {
+						if err := reasoning(nowR[len(sentR):]); err != nil {
+							cancel()
+							s.abandon()
+							return nil, asError(err)
+						}
+					}
+					sentR = nowR
+				}
+			}
 			cur.WriteString(ev.Text)
 			now := cur.String()
 			switch {
