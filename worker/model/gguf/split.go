@@ -143,3 +143,9 @@ func (w *Writer) WriteSplit(prefix string, n int) ([]string, error) {
 	}
 	return paths, nil
 }
+
+// Get returns a metadata value set on the writer.
+func (w *Writer) Get(key string) (any, bool) {
+	v, ok := w.vals[key]
+	return v, ok
+}
