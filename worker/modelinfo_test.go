@@ -14,11 +14,12 @@ import (
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/model/synth"
 	"github.com/zerolayer/zerolayer/worker/sched"
+	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
 // TestModelInfoAndUsageArch: a split synthetic model is served under its
 // name by both executors; its jobs' usage carries the architecture, and
-// zerolayer_model_info describes it.
+// zerolayer_model_info, set by worker.New, describes it.
 func TestModelInfoAndUsageArch(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -57,7 +58,12 @@ func TestModelInfoAndUsageArch(t *testing.T) {
 			if err := metrics.Register(reg); err != nil {
 				t.Fatal(err)
 			}
-			metrics.SetModelInfo(d.ModelInfos())
+			if infos := d.ModelInfos(); len(infos) != 1 || infos[0].Arch != "llama" {
+				t.Fatalf("infos %+v", infos)
+			}
+			// worker.New sets the info metric from the executor.
+			b := workertest.Setup(t, contracts.StreamsConfig{})
+			b.StartWorkerConfig(t, x, worker.Config{ID: "w1", Metrics: metrics})
 			want := `
 # HELP zerolayer_model_info The models this worker serves, always 1: model is the served name (the label of the per-job metrics), arch the GGUF general.architecture, context the trained context length, layers the transformer blocks.
 # TYPE zerolayer_model_info gauge
