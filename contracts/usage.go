@@ -87,6 +87,11 @@ type Usage struct {
 	WorkerID string `json:"worker_id"`
 	// Device names the device the job ran on (e.g. "cpu", "cuda:0 H200").
 	Device string `json:"device"`
+	// Architecture is the architecture of the model that ran (its GGUF
+	// general.architecture: "llama", "qwen2", …), so that usage can be
+	// reported by model family. Absent in records of workers that predate
+	// it; readers must accept it absent.
+	Architecture string `json:"architecture,omitempty"`
 	// Confidence is the mean probability of the chosen tokens, in [0, 1].
 	Confidence float64 `json:"confidence"`
 	// BatchID and CustomID are the request's metadata batch_id and

@@ -65,5 +65,6 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	}
 	out := outcomeFrom(res, req.Tools)
 	applyToolFailure(out, r, req.Tools)
+	out.Usage.Architecture = sm.Loaded.Model.Arch
 	return out, nil
 }

@@ -20,6 +20,7 @@ type Metrics struct {
 	tokensOut prometheus.Counter
 	toolRuns  *prometheus.CounterVec
 	fallbacks *prometheus.CounterVec
+	modelInfo *prometheus.GaugeVec // zerolayer_model_info
 	// intake health
 	consMissing   *prometheus.GaugeVec
 	consRecreated *prometheus.CounterVec
@@ -51,6 +52,7 @@ func NewMetrics() *Metrics {
 			Help: "Inline tools run on finished jobs, by how they fared (ok, violated, failed, dropped; contracts.ToolStatus) and model."}, []string{"status", "model"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_tool_fallbacks_total",
 			Help: "Jobs answered with their fallback_response because a tool failed (on_tool_failure fallback, or retry_without_tool failing again), by model."}, []string{"model"}),
+		modelInfo: newModelInfo(),
 		consMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zerolayer_intake_consumer_missing",
 			Help: "1 while the ZL_JOBS consumer of a class this worker serves is missing and not recreated (jobs of the class are not served), else 0."}, labels),
 		consRecreated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_intake_consumer_recreations_total",
@@ -76,7 +78,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
 			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
 	}
-	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.consMissing, m.consRecreated, m.fetches, m.fetched}, toolMetrics...) {
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.modelInfo, m.consMissing, m.consRecreated, m.fetches, m.fetched}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -98,10 +97,11 @@ func (c ModelsConfig) validate() error {
 
 // ServedName is the name a model is served under: the name given,
 // lower-cased, or the lower-cased file name without .gguf when a path is
-// given.
+// given (for a split model's first file without "-00001-of-0000N":
+// store.ModelName).
 func ServedName(arg string) string {
 	if strings.ContainsRune(arg, os.PathSeparator) || strings.HasSuffix(arg, ".gguf") {
-		return strings.ToLower(strings.TrimSuffix(filepath.Base(arg), ".gguf"))
+		return strings.ToLower(store.ModelName(arg))
 	}
 	return strings.ToLower(arg)
 }

@@ -76,7 +76,7 @@ func TestOpenModels(t *testing.T) {
 			}
 			out, err := x.Execute(context.Background(), &worker.Job{ID: "j1", Tenant: "acme", Request: &contracts.JobRequest{Model: workertest.ModelName, MaxTokens: 8,
 				Messages: []contracts.Message{{Role: "user", Content: "Once upon a time"}}}}, sinkFunc(func(string, []int32, []contracts.TokenLogprob) {}))
-			if err != nil || out.Usage.OutputTokens != 8 {
+			if err != nil || out.Usage.OutputTokens != 8 || out.Usage.Architecture != "llama" {
 				t.Fatalf("execute: %v %+v", err, out)
 			}
 		})

@@ -105,6 +105,7 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 	}
 	out := outcomeFrom(res, req.Tools)
 	applyToolFailure(out, r, req.Tools)
+	out.Usage.Architecture = sm.Loaded.Model.Arch
 	u := &out.Usage
 	u.CachedInputTokens = st.CachedInputTokens
 	u.Preemptions = st.Preemptions

@@ -83,6 +83,9 @@ func New(nc *nats.Conn, exec Executor, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d, ok := exec.(ModelDescriber); ok {
+		cfg.Metrics.SetModelInfo(d.ModelInfos())
+	}
 	return &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID),
 		wake: make(chan struct{}, 1), arrived: make(chan arrival), running: map[contracts.JobRef]context.CancelCauseFunc{}, fair: fairness{served: map[string]float64{}}}, nil
 }

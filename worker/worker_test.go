@@ -141,7 +141,7 @@ func TestJobsRunEndToEnd(t *testing.T) {
 			t.Fatalf("job %d: deltas %q, result %q, final %+v", i, text, res.Text, final)
 		}
 		u := res.Usage
-		if u.Tenant != c.Tenant() || u.JobID != id || u.InputTokens == 0 || u.TimeToFirstTokenMs <= 0 || u.MemoryAllocatedMB <= 0 || u.Confidence <= 0 || u.Confidence > 1 || u.TraceID == "" || u.WorkerID != "w1" {
+		if u.Tenant != c.Tenant() || u.JobID != id || u.InputTokens == 0 || u.TimeToFirstTokenMs <= 0 || u.MemoryAllocatedMB <= 0 || u.Confidence <= 0 || u.Confidence > 1 || u.TraceID == "" || u.WorkerID != "w1" || u.Architecture != "llama" {
 			t.Fatalf("job %d usage: %+v", i, u)
 		}
 		want := contracts.BucketShort

@@ -46,7 +46,7 @@ func commandTable() []command {
 		{"gen", "--model PATH|NAME (--prompt TEXT | --prompt-ids 1,2,3) [flags]",
 			"generate text locally with a model, without the queue", runGen},
 		{"models", "list | pull NAME", "list or pull models", runModels},
-		{"models list", "", "list the models on disk (ZEROLAYER_MODEL_PATH, then the cache) and the pullable catalog", nil},
+		{"models list", "", "list the models on disk (ZEROLAYER_MODEL_PATH, then the cache: architecture, parameters, context, tensor types, chat template; a split model once) and the pullable catalog", nil},
 		{"models pull", "[--dir DIR] NAME", "download a catalog model into the cache, checking its sha256", nil},
 		{"bench", "(--model PATH|NAME | --synthetic 134m | --pipeline N | --gateway N | --scheduler) [flags]",
 			"measure prompt processing and generation speed", runBench},

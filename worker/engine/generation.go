@@ -160,6 +160,7 @@ func (g *Generation) Observe(logits []float32, now time.Time) (int32, bool) {
 	if len(g.bans) > 0 {
 		g.applyBans(logits)
 	}
+	maskPadding(logits, g.tok.VocabSize())
 	ch := g.sampler.Sample(logits, g.history, g.req.TopLogprobs)
 	if g.first.IsZero() {
 		g.first = now

@@ -40,8 +40,12 @@ func FromFile(f *gguf.File, be gpu.Backend) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Tokenizer.VocabSize() != m.Vocab {
-		return nil, fmt.Errorf("%w: tokenizer has %d tokens, the embedding %d rows", model.ErrBadConfig, p.Tokenizer.VocabSize(), m.Vocab)
+	// The embedding may have more rows than the tokenizer has tokens
+	// (vocabularies padded to a multiple of 64 or 128): those ids are never
+	// sampled (Generation.Observe masks them) and decode to nothing. Fewer
+	// rows than tokens would let Encode produce ids the model cannot embed.
+	if p.Tokenizer.VocabSize() > m.Vocab {
+		return nil, fmt.Errorf("%w: tokenizer has %d tokens, the embedding only %d rows", model.ErrBadConfig, p.Tokenizer.VocabSize(), m.Vocab)
 	}
 	return &Loaded{Prompter: p, Model: m}, nil
 }

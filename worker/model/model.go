@@ -142,7 +142,7 @@ func (ld *loader) tensor(name string, dims ...int) *gguf.TensorInfo {
 		return nil
 	}
 	if !ti.Type.Supported() {
-		ld.fail(fmt.Errorf("%w: tensor %s has type %v (supported: %v)", gpu.ErrUnsupportedType, name, ti.Type, gpu.DTypes))
+		ld.fail(unsupportedType(name, ti.Type))
 		return nil
 	}
 	return ti

@@ -7,7 +7,12 @@
 // before anything is allocated, so truncated or hostile files give an error
 // wrapping ErrFormat, never a panic or an unbounded allocation.
 //
-// Writer builds files; tests use it to generate tiny models of any shape and
+// A split model (llama.cpp's gguf-split: NAME-00001-of-0000N.gguf holding
+// the metadata, each file some of the tensors) opens as one File from its
+// first file; a missing file is an error wrapping ErrMissingShard that names
+// it. general.alignment (default 32) places every file's tensor data.
+//
+// Writer builds files (WriteSplit as gguf-split does); tests use it to generate tiny models of any shape and
 // tensor type.
 //
 //	f, err := gguf.Open("stories260K.gguf")

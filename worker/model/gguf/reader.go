@@ -29,6 +29,9 @@ type TensorInfo struct {
 	Offset uint64
 	// Size is the byte size of the data.
 	Size uint64
+	// Shard is the index of the split file holding the data (0 for the
+	// file opened, or a file that is not split; see OpenSplit).
+	Shard int
 }
 
 // Elements is the product of the dimensions.
@@ -57,6 +60,11 @@ type File struct {
 	// DataOffset is the file offset of the tensor data section.
 	DataOffset uint64
 
+	// Shards are the other files of a split model (NAME-0000k-of-0000N),
+	// in order; empty for a single file. Tensors with Shard k > 0 live in
+	// Shards[k-1].
+	Shards []*File
+
 	byName map[string]int
 	data   []byte // the whole file
 	unmap  func() error
@@ -65,7 +73,24 @@ type File struct {
 // Open maps the file at path and decodes its header, metadata and tensor
 // infos. Malformed files give errors wrapping ErrFormat; nothing panics and
 // no allocation exceeds what the file's own size allows.
+//
+// A split model (gguf-split's NAME-00001-of-0000N.gguf, whose first file
+// holds the metadata and split.count > 1) is opened as one File: the other
+// shards are opened too and their tensors merged in (see openShards). A
+// missing shard is an error naming it.
 func Open(path string) (*File, error) {
+	f, err := openOne(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.openShards(path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func openOne(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -90,10 +115,19 @@ func Open(path string) (*File, error) {
 
 // Close releases the mapping; tensor data must not be used afterwards.
 func (f *File) Close() error {
-	if f.unmap == nil {
-		return nil
+	var err error
+	for _, s := range f.Shards {
+		if e := s.Close(); err == nil {
+			err = e
+		}
 	}
-	err := f.unmap()
+	f.Shards = nil
+	if f.unmap == nil {
+		return err
+	}
+	if e := f.unmap(); err == nil {
+		err = e
+	}
 	f.unmap, f.data = nil, nil
 	return err
 }
@@ -228,11 +262,18 @@ func (f *File) Data(ti *TensorInfo) ([]byte, error) {
 	if !ti.Type.Supported() {
 		return nil, fmt.Errorf("%w: tensor %q has type %v", gpu.ErrUnsupportedType, ti.Name, ti.Type)
 	}
-	if f.data == nil {
+	src := f
+	if ti.Shard > 0 {
+		if ti.Shard > len(f.Shards) {
+			return nil, fmt.Errorf("gguf: tensor %q is in split file %d, which is not open", ti.Name, ti.Shard+1)
+		}
+		src = f.Shards[ti.Shard-1]
+	}
+	if src.data == nil {
 		return nil, fmt.Errorf("gguf: file is closed")
 	}
-	start := f.DataOffset + ti.Offset
-	return f.data[start : start+ti.Size : start+ti.Size], nil
+	start := src.DataOffset + ti.Offset
+	return src.data[start : start+ti.Size : start+ti.Size], nil
 }
 
 // TypeCounts returns how many tensors of each type the file holds, for

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/zerolayer/zerolayer/worker/model/gguf"
 )
 
 // ErrNotFound is returned when no file matches a model name.
@@ -53,10 +55,17 @@ func Resolve(nameOrPath string, dirs []string) (string, error) {
 		return nameOrPath, nil
 	}
 	if strings.ContainsRune(nameOrPath, os.PathSeparator) {
+		// A split model's base path (dir/m or dir/m.gguf) names its first
+		// file, dir/m-00001-of-0000N.gguf.
+		prefix := strings.TrimSuffix(nameOrPath, ".gguf")
+		if m, _ := filepath.Glob(escapeGlob(prefix) + "-00001-of-[0-9][0-9][0-9][0-9][0-9].gguf"); len(m) > 0 {
+			return m[0], nil
+		}
 		return "", fmt.Errorf("%w: no file at %s", ErrNotFound, nameOrPath)
 	}
 	named := func(base string) bool {
-		return strings.EqualFold(base, nameOrPath) || strings.EqualFold(strings.TrimSuffix(base, ".gguf"), nameOrPath)
+		return strings.EqualFold(base, nameOrPath) || strings.EqualFold(strings.TrimSuffix(base, ".gguf"), nameOrPath) ||
+			strings.EqualFold(ModelName(base), nameOrPath) && !gguf.IsLaterShard(base)
 	}
 	for _, d := range dirs {
 		if found := filesIn(d, named); len(found) > 0 {
@@ -74,13 +83,38 @@ func Resolve(nameOrPath string, dirs []string) (string, error) {
 
 // Files lists the .gguf files in dirs and in the folders right below them,
 // first folder first, each folder's files before its subfolders', names
-// sorted.
+// sorted. A split model (NAME-0000k-of-0000N.gguf) is listed once, by its
+// first file.
 func Files(dirs []string) []string {
 	var out []string
 	for _, d := range dirs {
-		out = append(out, filesIn(d, func(base string) bool { return strings.HasSuffix(strings.ToLower(base), ".gguf") })...)
+		out = append(out, filesIn(d, func(base string) bool {
+			return strings.HasSuffix(strings.ToLower(base), ".gguf") && !gguf.IsLaterShard(base)
+		})...)
 	}
 	return out
+}
+
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// ModelName is the name a model file is known by: its base name without
+// ".gguf", and for a split model without "-00001-of-0000N" ("qwen-7b" for
+// qwen-7b-00001-of-00003.gguf).
+func ModelName(path string) string {
+	base := filepath.Base(path)
+	if prefix, _, _, ok := gguf.SplitName(base); ok {
+		return prefix
+	}
+	return strings.TrimSuffix(base, ".gguf")
 }
 
 // filesIn returns the files of dir whose base name match accepts, then

@@ -113,3 +113,28 @@ func TestPull(t *testing.T) {
 		t.Fatalf("Lookup: %v", err)
 	}
 }
+
+// TestSplitModel: a split model is found by its base name (in a folder or
+// as a path) and listed once, by its first file.
+func TestSplitModel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, n := range []string{"big-00001-of-00003.gguf", "big-00002-of-00003.gguf", "big-00003-of-00003.gguf", "small.gguf"} {
+		os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644)
+	}
+	first := filepath.Join(dir, "big-00001-of-00003.gguf")
+	for _, name := range []string{"big", "BIG", "big-00001-of-00003", filepath.Join(dir, "big"), filepath.Join(dir, "big.gguf")} {
+		if got, err := Resolve(name, []string{dir}); err != nil || got != first {
+			t.Errorf("Resolve(%q) = %q, %v; want %s", name, got, err, first)
+		}
+	}
+	if got, err := Resolve("big-00002-of-00003", []string{dir}); err != nil || !strings.HasSuffix(got, "big-00002-of-00003.gguf") {
+		t.Errorf("a later shard named in full: %q %v", got, err)
+	}
+	if fs := Files([]string{dir}); !slices.Equal(fs, []string{first, filepath.Join(dir, "small.gguf")}) {
+		t.Errorf("Files = %v", fs)
+	}
+	if ModelName(first) != "big" || ModelName("/x/small.gguf") != "small" {
+		t.Errorf("ModelName: %q %q", ModelName(first), ModelName("/x/small.gguf"))
+	}
+}
