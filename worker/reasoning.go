@@ -1,6 +1,10 @@
 package worker
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/zerolayer/zerolayer/contracts"
+)
 
 // The tags a thinking model writes around its reasoning.
 const (
@@ -111,4 +115,44 @@ func splitReasoning(text string) (reasoning, answer string) {
 	r, a := s.Push(text)
 	r2, a2 := s.Flush()
 	return strings.TrimSpace(r + r2), a + a2
+}
+
+// SplitThinking wraps sink for a thinking job: the text of each Delta is
+// split (reasoningSplit) into the reasoning, passed to sink's Reasoning
+// when it is a ReasoningSink, and the answer, passed to its Delta with
+// all the token ids. Call finish when the output has ended: it passes on
+// what was held back.
+func SplitThinking(sink Sink) (wrapped Sink, finish func()) {
+	t := &thinkingSink{Sink: sink}
+	return t, t.finish
+}
+
+// SplitReasoning separates a thinking job's whole output into its
+// reasoning (trimmed) and its answer, as SplitThinking does piece by piece.
+func SplitReasoning(text string) (reasoning, answer string) { return splitReasoning(text) }
+
+type thinkingSink struct {
+	Sink
+	split reasoningSplit
+}
+
+func (t *thinkingSink) Delta(text string, ids []int32, lps []contracts.TokenLogprob) {
+	r, a := t.split.Push(text)
+	t.pass(r, a, ids, lps)
+}
+
+func (t *thinkingSink) finish() {
+	r, a := t.split.Flush()
+	if r != "" || a != "" {
+		t.pass(r, a, nil, nil)
+	}
+}
+
+func (t *thinkingSink) pass(r, a string, ids []int32, lps []contracts.TokenLogprob) {
+	if r != "" {
+		if rs, ok := t.Sink.(ReasoningSink); ok {
+			rs.Reasoning(r)
+		}
+	}
+	t.Sink.Delta(a, ids, lps)
 }
