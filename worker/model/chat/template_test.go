@@ -88,7 +88,7 @@ func TestRenderErrors(t *testing.T) {
 		wantIndex int
 	}{
 		{tmpl: "chatml", name: "nothing", wantErr: ErrNoMessages},
-		{tmpl: "llama3", name: "unknown role", msgs: []Message{{Role: "user"}, {Role: "tool"}},
+		{tmpl: "llama3", name: "unknown role", msgs: []Message{{Role: "user"}, {Role: "robot"}},
 			wantErr: ErrInvalidRole, wantIndex: 1},
 		{tmpl: "plain", name: "empty role", msgs: []Message{{Role: ""}}, wantErr: ErrInvalidRole},
 		{tmpl: "llama2", name: "two users", msgs: []Message{{Role: "user"}, {Role: "user"}},
