@@ -66,7 +66,7 @@ func (e *UnknownTemplateError) Error() string {
 func (e *UnknownTemplateError) Is(target error) bool { return target == ErrUnknownTemplate }
 
 // MessageError reports a message that a template cannot render. It unwraps to
-// ErrInvalidRole or ErrRoleOrder.
+// ErrInvalidRole, ErrRoleOrder, ErrToolsUnsupported or ErrInvalidTool.
 type MessageError struct {
 	// Template is the name of the template that refused the message.
 	Template string
@@ -77,7 +77,8 @@ type MessageError struct {
 	Role string
 	// Reason says what the template expected instead.
 	Reason string
-	// Err is ErrInvalidRole or ErrRoleOrder.
+	// Err is ErrInvalidRole, ErrRoleOrder, ErrToolsUnsupported or
+	// ErrInvalidTool.
 	Err error
 }
 

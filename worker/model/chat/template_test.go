@@ -153,6 +153,12 @@ func TestMarkersConsistent(t *testing.T) {
 		{tmpl: "chatml", bos: "<s>", addsBOS: false},
 		{tmpl: "zephyr", bos: "<s>", addsBOS: false},
 		{tmpl: "plain", bos: "<s>", addsBOS: false},
+		{tmpl: "llama3.1", bos: "<|begin_of_text|>", addsBOS: true},
+		{tmpl: "qwen2.5", bos: "<s>", addsBOS: false},
+		{tmpl: "qwen3", bos: "<s>", addsBOS: false},
+		{tmpl: "gemma", bos: "<bos>", addsBOS: true},
+		{tmpl: "mistral-nemo", bos: "<s>", addsBOS: true},
+		{tmpl: "phi3", bos: "<s>", addsBOS: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tmpl, func(t *testing.T) {
