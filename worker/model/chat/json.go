@@ -108,13 +108,13 @@ func writeJSON(b *strings.Builder, v jsonValue, indent, level int) {
 	case 'l':
 		b.WriteString(v.text)
 	case 'o', 'a':
-		open, close := "{", "}"
+		opening, closing := "{", "}"
 		if v.kind == 'a' {
-			open, close = "[", "]"
+			opening, closing = "[", "]"
 		}
-		b.WriteString(open)
+		b.WriteString(opening)
 		if len(v.vals) == 0 {
-			b.WriteString(close)
+			b.WriteString(closing)
 			return
 		}
 		for i, e := range v.vals {
@@ -138,7 +138,7 @@ func writeJSON(b *strings.Builder, v jsonValue, indent, level int) {
 			b.WriteString("\n")
 			b.WriteString(strings.Repeat(" ", indent*level))
 		}
-		b.WriteString(close)
+		b.WriteString(closing)
 	}
 }
 

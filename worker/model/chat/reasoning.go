@@ -26,13 +26,13 @@ const (
 // Only the first block is split off; later tags stay in the answer.
 func SplitReasoning(text string) (reasoning, answer string) {
 	open := strings.Index(text, thinkOpen)
-	close := strings.Index(text, thinkClose)
+	end0 := strings.Index(text, thinkClose)
 	switch {
-	case open < 0 && close < 0:
+	case open < 0 && end0 < 0:
 		return "", text
-	case open < 0 || (close >= 0 && close < open):
+	case open < 0 || (end0 >= 0 && end0 < open):
 		// Closed only: the block was opened by the prompt.
-		return strings.Trim(text[:close], "\n"), strings.TrimLeft(text[close+len(thinkClose):], "\n")
+		return strings.Trim(text[:end0], "\n"), strings.TrimLeft(text[end0+len(thinkClose):], "\n")
 	}
 	before := text[:open]
 	if strings.TrimSpace(before) == "" {
