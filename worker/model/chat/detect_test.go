@@ -52,9 +52,10 @@ func TestDetect(t *testing.T) {
 		{name: "smollm chatml", tmpl: srcSmolLM, want: "chatml"},
 		{name: "tinyllama zephyr", tmpl: srcTinyLlama, want: "zephyr"},
 		{name: "zephyr with literal end marker", tmpl: srcZephyrLiteral, want: "zephyr"},
-		{name: "phi3 is not zephyr", tmpl: srcPhi3, wantErr: ErrUnknownTemplate},
+		{name: "phi3 is not zephyr", tmpl: srcPhi3, want: "phi3"},
 		{name: "mistral is not llama2", tmpl: srcMistral, wantErr: ErrUnknownTemplate},
-		{name: "gemma", tmpl: srcGemma, wantErr: ErrUnknownTemplate},
+		{name: "gemma", tmpl: srcGemma, want: "gemma"},
+		{name: "chatml with other reasoning rules", tmpl: "{{ '<|im_start|>' }}{{ '<think>\n' }}", wantErr: ErrUnknownTemplate},
 		{name: "start header without eot", tmpl: "{{ '<|start_header_id|>' }}", wantErr: ErrUnknownTemplate},
 		{name: "plain text", tmpl: "hello", wantErr: ErrUnknownTemplate},
 	}
@@ -80,8 +81,8 @@ func TestUnknownTemplateExcerpt(t *testing.T) {
 		want string
 	}{
 		{name: "short", tmpl: "  custom\n\tformat ", want: "custom format"},
-		{name: "long is cut", tmpl: srcGemma, want: "{{ bos_token }}{% for m in messages %}{{ '<start…"},
-		{name: "cut counts runes", tmpl: strings.Repeat("é", 60), want: strings.Repeat("é", 48) + "…"},
+		{name: "long is cut", tmpl: srcMistral, want: "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'us…"},
+		{name: "cut counts runes", tmpl: strings.Repeat("é", 70), want: strings.Repeat("é", 60) + "…"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,7 +95,10 @@ func TestUnknownTemplateExcerpt(t *testing.T) {
 			if ute.Excerpt != tt.want {
 				t.Errorf("Excerpt = %q, want %q", ute.Excerpt, tt.want)
 			}
-			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "chatml") {
+			if len(ute.Hash) != 16 {
+				t.Errorf("Hash = %q, want 16 hex digits", ute.Hash)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "chatml") || !strings.Contains(err.Error(), ute.Hash) {
 				t.Errorf("Error() = %q, want the excerpt and the template names", err.Error())
 			}
 		})

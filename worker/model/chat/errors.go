@@ -26,25 +26,47 @@ var ErrInvalidRole = errors.New("chat: invalid message role")
 // concrete error is a *MessageError.
 var ErrRoleOrder = errors.New("chat: invalid message order")
 
+// ErrToolsUnsupported is returned by RenderWith for tool definitions, tool
+// calls or tool messages given to a template that cannot render them (see
+// Template.SupportsTools), or in a shape the template refuses (llama3.1
+// renders one tool call per message).
+var ErrToolsUnsupported = errors.New("chat: tools not supported by this template")
+
+// ErrInvalidTool is returned by RenderWith for a tool definition or tool
+// call that is not well formed: a definition that is not a JSON object,
+// call arguments that are not JSON, a mistral-nemo call id that is not nine
+// letters or digits.
+var ErrInvalidTool = errors.New("chat: invalid tool definition or call")
+
 // UnknownTemplateError is the error Detect returns for an unrecognised
 // template. It matches ErrUnknownTemplate with errors.Is.
 type UnknownTemplateError struct {
-	// Excerpt is the start of the template, whitespace collapsed, cut to a
-	// few dozen characters.
+	// Excerpt is the start of the template, whitespace collapsed, cut to
+	// sixty characters.
 	Excerpt string
+	// Hash is the first 16 hex digits of the SHA-256 of the whole template
+	// as given, which tells templates with the same start apart.
+	Hash string
+	// Reason, when not empty, says why a template that resembles a known
+	// family was still refused.
+	Reason string
 }
 
-// Error names the excerpt and how to choose a template instead.
+// Error names the excerpt, the hash and how to choose a template instead.
 func (e *UnknownTemplateError) Error() string {
-	return fmt.Sprintf("chat: unknown chat template %q: select one by name (%s)",
-		e.Excerpt, strings.Join(Names(), ", "))
+	reason := ""
+	if e.Reason != "" {
+		reason = " (" + e.Reason + ")"
+	}
+	return fmt.Sprintf("chat: unknown chat template %q (sha256 %s)%s: select one by name (%s)",
+		e.Excerpt, e.Hash, reason, strings.Join(Names(), ", "))
 }
 
 // Is reports whether target is ErrUnknownTemplate.
 func (e *UnknownTemplateError) Is(target error) bool { return target == ErrUnknownTemplate }
 
 // MessageError reports a message that a template cannot render. It unwraps to
-// ErrInvalidRole or ErrRoleOrder.
+// ErrInvalidRole, ErrRoleOrder, ErrToolsUnsupported or ErrInvalidTool.
 type MessageError struct {
 	// Template is the name of the template that refused the message.
 	Template string
@@ -55,7 +77,8 @@ type MessageError struct {
 	Role string
 	// Reason says what the template expected instead.
 	Reason string
-	// Err is ErrInvalidRole or ErrRoleOrder.
+	// Err is ErrInvalidRole, ErrRoleOrder, ErrToolsUnsupported or
+	// ErrInvalidTool.
 	Err error
 }
 

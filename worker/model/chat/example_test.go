@@ -29,3 +29,28 @@ func ExampleDetect() {
 	// Hi!<|im_end|>
 	// <|im_start|>assistant
 }
+
+func ExampleTemplate_RenderWith() {
+	tmpl, err := chat.Named("qwen3")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	off := false
+	prompt, err := tmpl.RenderWith("Be brief.", []chat.Message{{Role: chat.RoleUser, Content: "Hi!"}},
+		chat.RenderOptions{AddGenerationPrompt: true, EnableThinking: &off})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%q\n", prompt)
+	// Output:
+	// "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+}
+
+func ExampleSplitReasoning() {
+	reasoning, answer := chat.SplitReasoning("<think>\nThe user greets me.\n</think>\n\nHello!")
+	fmt.Printf("%q %q\n", reasoning, answer)
+	// Output:
+	// "The user greets me." "Hello!"
+}

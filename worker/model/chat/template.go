@@ -1,8 +1,10 @@
 package chat
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -15,6 +17,10 @@ const (
 	RoleUser = "user"
 	// RoleAssistant is the role of the model's own earlier replies.
 	RoleAssistant = "assistant"
+	// RoleTool is the role of a tool's result, answering an assistant's
+	// tool call. Only templates with tool support accept it (see
+	// Template.SupportsTools).
+	RoleTool = "tool"
 )
 
 // Message is one turn of a conversation.
@@ -24,6 +30,54 @@ type Message struct {
 	// Content is the text of the turn. Templates that trim it (llama2,
 	// llama3) do so as their reference template does.
 	Content string
+	// Reasoning is an assistant turn's reasoning, kept apart from Content
+	// (the reasoning_content of the reference templates). Only qwen3 renders
+	// it; when it is empty qwen3 looks for a "<think>…</think>" block in
+	// Content instead.
+	Reasoning string
+	// ToolCalls are the calls an assistant turn made. Only templates with
+	// tool support accept them.
+	ToolCalls []ToolCall
+	// ToolCallID names the call a RoleTool message answers (mistral-nemo
+	// requires it: nine letters or digits).
+	ToolCallID string
+}
+
+// ToolCall is one function call made by an assistant turn.
+type ToolCall struct {
+	// ID identifies the call (mistral-nemo requires nine letters or
+	// digits; the others ignore it).
+	ID string
+	// Name is the function's name.
+	Name string
+	// Arguments is the JSON object of the call's arguments, as text (the
+	// "arguments" string of the OpenAI API). Templates write it as their
+	// tojson filter writes an object: `{"a": 1, "b": [2, 3]}`.
+	Arguments string
+}
+
+// RenderOptions controls RenderWith.
+type RenderOptions struct {
+	// AddGenerationPrompt ends the text with the opening of an assistant
+	// turn, so that the model's continuation is its reply.
+	AddGenerationPrompt bool
+	// EnableThinking is the thinking switch of the templates that have one
+	// (qwen3: see SupportsThinking). nil leaves the template's default
+	// (thinking on); a pointer to false makes the generation prompt end
+	// with an empty "<think>\n\n</think>\n\n" block, so that the model
+	// answers without reasoning. Templates without the switch ignore it.
+	EnableThinking *bool
+	// Tools are the function definitions offered to the model, each a
+	// JSON object as the OpenAI API gives it ({"type": "function",
+	// "function": {"name": …, "description": …, "parameters": …}}), written
+	// into the prompt the way the template does. A template without tool
+	// support refuses them (ErrToolsUnsupported).
+	Tools []json.RawMessage
+	// Today is the date llama3.1 writes in its system header ("Today Date:
+	// 26 Jul 2024"). The zero value gives the reference template's own
+	// fallback, 26 Jul 2024; pass time.Now() for the date a Python renderer
+	// with strftime_now would write.
+	Today time.Time
 }
 
 // family identifies a template; the zero value is the plain fallback.
@@ -35,15 +89,27 @@ const (
 	familyLlama3
 	familyChatML
 	familyZephyr
+	familyLlama31
+	familyQwen25
+	familyQwen3
+	familyGemma
+	familyMistralNemo
+	familyPhi3
 )
 
 // names is indexed by family.
 var names = [...]string{
-	familyPlain:  "plain",
-	familyLlama2: "llama2",
-	familyLlama3: "llama3",
-	familyChatML: "chatml",
-	familyZephyr: "zephyr",
+	familyPlain:       "plain",
+	familyLlama2:      "llama2",
+	familyLlama3:      "llama3",
+	familyChatML:      "chatml",
+	familyZephyr:      "zephyr",
+	familyLlama31:     "llama3.1",
+	familyQwen25:      "qwen2.5",
+	familyQwen3:       "qwen3",
+	familyGemma:       "gemma",
+	familyMistralNemo: "mistral-nemo",
+	familyPhi3:        "phi3",
 }
 
 // Template renders conversations in one chat format. Get one from Detect or
@@ -55,11 +121,10 @@ type Template struct {
 
 // Names returns the names Named accepts, in a fixed order.
 func Names() []string {
-	return []string{"llama2", "llama3", "chatml", "zephyr", "plain"}
+	return []string{"llama2", "llama3", "llama3.1", "chatml", "qwen2.5", "qwen3", "gemma", "mistral-nemo", "phi3", "zephyr", "plain"}
 }
 
-// Named returns the template family called name: "llama2", "llama3",
-// "chatml", "zephyr" or "plain". Matching ignores case and surrounding
+// Named returns the template family called name, one of Names(). Matching ignores case and surrounding
 // spaces. Any other name yields an error matching ErrUnknownName.
 func Named(name string) (Template, error) {
 	n := strings.ToLower(strings.TrimSpace(name))
@@ -84,8 +149,29 @@ func (t Template) String() string { return t.Name() }
 // tokenizer turn the marker text into the special token. When it is false
 // the caller adds BOS or not as the model's tokenizer metadata says.
 func (t Template) AddsBOS() bool {
-	return t.f == familyLlama2 || t.f == familyLlama3
+	switch t.f {
+	case familyLlama2, familyLlama3, familyLlama31, familyGemma, familyMistralNemo:
+		return true
+	}
+	return false
 }
+
+// SupportsTools reports whether the template renders tool definitions
+// (RenderOptions.Tools), assistant tool calls and RoleTool messages:
+// llama3.1, qwen2.5, qwen3 and mistral-nemo.
+func (t Template) SupportsTools() bool {
+	switch t.f {
+	case familyLlama31, familyQwen25, familyQwen3, familyMistralNemo:
+		return true
+	}
+	return false
+}
+
+// SupportsThinking reports whether the template has the thinking switch
+// (RenderOptions.EnableThinking) and renders reasoning: qwen3. The replies
+// of such a model start with a "<think>…</think>" block; SplitReasoning
+// separates it from the answer.
+func (t Template) SupportsThinking() bool { return t.f == familyQwen3 }
 
 // StopStrings returns the texts that end an assistant turn in this format:
 // the end-of-turn marker and the start of the next turn, should the model
@@ -97,8 +183,16 @@ func (t Template) StopStrings() []string {
 		return []string{"</s>", "[INST]"}
 	case familyLlama3:
 		return []string{"<|eot_id|>", "<|end_of_text|>", "<|start_header_id|>"}
-	case familyChatML:
+	case familyLlama31:
+		return []string{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|start_header_id|>"}
+	case familyChatML, familyQwen25, familyQwen3:
 		return []string{"<|im_end|>", "<|im_start|>", "<|endoftext|>"}
+	case familyGemma:
+		return []string{"<end_of_turn>", "<start_of_turn>", "<eos>"}
+	case familyMistralNemo:
+		return []string{"</s>", "[INST]"}
+	case familyPhi3:
+		return []string{"<|end|>", "<|endoftext|>", "<|user|>"}
 	case familyZephyr:
 		return []string{"</s>", "<|user|>"}
 	default:
@@ -109,18 +203,31 @@ func (t Template) StopStrings() []string {
 // Render returns the prompt text for a conversation: system, when not empty,
 // as a leading system message, then msgs in order. With addGenerationPrompt
 // the text ends with the opening of an assistant turn, so that the model's
-// continuation is its reply. The llama2 format has no such opening (a user
-// turn already ends in "[/INST]"), so there the flag changes nothing.
+// continuation is its reply. It is RenderWith with only
+// AddGenerationPrompt set.
+func (t Template) Render(system string, msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.RenderWith(system, msgs, RenderOptions{AddGenerationPrompt: addGenerationPrompt})
+}
+
+// RenderWith returns the prompt text for a conversation: system, when not
+// empty, as a leading system message, then msgs in order, rendered byte for
+// byte as the family's reference template renders them (see the package
+// documentation for each family's rules). The llama2 and mistral-nemo
+// formats have no opening of an assistant turn (a user turn already ends in
+// "[/INST]"), so there AddGenerationPrompt changes nothing.
 //
-// Every message must have one of the three roles (ErrInvalidRole), and there
-// must be something to render (ErrNoMessages). llama2 further requires what
-// its reference template enforces: at most one system message, first, then
-// turns alternating user, assistant, user, … (ErrRoleOrder). The other
-// formats accept any order, as their reference templates do.
+// Every message must have one of the roles system, user or assistant, or
+// tool where the template supports tools (ErrInvalidRole), and there must be
+// something to render (ErrNoMessages). Tools, tool calls and tool messages
+// given to a template without tool support are refused (ErrToolsUnsupported),
+// never dropped; malformed ones give ErrInvalidTool. Where the reference
+// template raises an error on the order of the roles (llama2, gemma,
+// mistral-nemo: user and assistant must alternate), so does RenderWith
+// (ErrRoleOrder).
 //
 // Content is inserted verbatim apart from the trimming the reference
-// templates apply; Render does not escape marker text inside content.
-func (t Template) Render(system string, msgs []Message, addGenerationPrompt bool) (string, error) {
+// templates apply; RenderWith does not escape marker text inside content.
+func (t Template) RenderWith(system string, msgs []Message, o RenderOptions) (string, error) {
 	turns := make([]turn, 0, len(msgs)+1)
 	if system != "" {
 		turns = append(turns, turn{Message{Role: RoleSystem, Content: system}, -1})
@@ -131,27 +238,65 @@ func (t Template) Render(system string, msgs []Message, addGenerationPrompt bool
 	if len(turns) == 0 {
 		return "", fmt.Errorf("%w: give a system prompt or at least one message", ErrNoMessages)
 	}
+	tools := t.SupportsTools()
+	if len(o.Tools) > 0 && !tools {
+		return "", fmt.Errorf("%w: the %s template has no tool definitions (%d given)", ErrToolsUnsupported, t.Name(), len(o.Tools))
+	}
 	for _, tn := range turns {
 		switch tn.Role {
 		case RoleSystem, RoleUser, RoleAssistant:
+		case RoleTool:
+			if !tools {
+				return "", t.msgErr(tn, ErrToolsUnsupported, "the template has no tool messages")
+			}
 		default:
-			return "", t.msgErr(tn, ErrInvalidRole, "want system, user or assistant")
+			want := "want system, user or assistant"
+			if tools {
+				want = "want system, user, assistant or tool"
+			}
+			return "", t.msgErr(tn, ErrInvalidRole, want)
+		}
+		if len(tn.ToolCalls) > 0 {
+			if !tools {
+				return "", t.msgErr(tn, ErrToolsUnsupported, "the template has no tool calls")
+			}
+			if tn.Role != RoleAssistant {
+				return "", t.msgErr(tn, ErrInvalidTool, "only an assistant message can make tool calls")
+			}
+		}
+	}
+	r := renderer{t: t, o: o}
+	var err error
+	if len(o.Tools) > 0 {
+		if r.tools, err = parseTools(o.Tools); err != nil {
+			return "", err
 		}
 	}
 
 	var b strings.Builder
-	var err error
 	switch t.f {
 	case familyLlama2:
 		err = t.renderLlama2(&b, turns)
 	case familyLlama3:
-		renderLlama3(&b, turns, addGenerationPrompt)
+		renderLlama3(&b, turns, o.AddGenerationPrompt)
 	case familyChatML:
-		renderChatML(&b, turns, addGenerationPrompt)
+		renderChatML(&b, turns, o.AddGenerationPrompt)
 	case familyZephyr:
-		renderZephyr(&b, turns, addGenerationPrompt)
+		renderZephyr(&b, turns, o.AddGenerationPrompt)
+	case familyLlama31:
+		err = r.llama31(&b, turns)
+	case familyQwen25:
+		err = r.qwen25(&b, turns)
+	case familyQwen3:
+		err = r.qwen3(&b, turns)
+	case familyGemma:
+		err = r.gemma(&b, turns)
+	case familyMistralNemo:
+		err = r.mistralNemo(&b, turns)
+	case familyPhi3:
+		r.phi3(&b, turns)
 	default:
-		renderPlain(&b, turns, addGenerationPrompt)
+		renderPlain(&b, turns, o.AddGenerationPrompt)
 	}
 	if err != nil {
 		return "", err

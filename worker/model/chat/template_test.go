@@ -88,7 +88,7 @@ func TestRenderErrors(t *testing.T) {
 		wantIndex int
 	}{
 		{tmpl: "chatml", name: "nothing", wantErr: ErrNoMessages},
-		{tmpl: "llama3", name: "unknown role", msgs: []Message{{Role: "user"}, {Role: "tool"}},
+		{tmpl: "llama3", name: "unknown role", msgs: []Message{{Role: "user"}, {Role: "robot"}},
 			wantErr: ErrInvalidRole, wantIndex: 1},
 		{tmpl: "plain", name: "empty role", msgs: []Message{{Role: ""}}, wantErr: ErrInvalidRole},
 		{tmpl: "llama2", name: "two users", msgs: []Message{{Role: "user"}, {Role: "user"}},
@@ -153,6 +153,12 @@ func TestMarkersConsistent(t *testing.T) {
 		{tmpl: "chatml", bos: "<s>", addsBOS: false},
 		{tmpl: "zephyr", bos: "<s>", addsBOS: false},
 		{tmpl: "plain", bos: "<s>", addsBOS: false},
+		{tmpl: "llama3.1", bos: "<|begin_of_text|>", addsBOS: true},
+		{tmpl: "qwen2.5", bos: "<s>", addsBOS: false},
+		{tmpl: "qwen3", bos: "<s>", addsBOS: false},
+		{tmpl: "gemma", bos: "<bos>", addsBOS: true},
+		{tmpl: "mistral-nemo", bos: "<s>", addsBOS: true},
+		{tmpl: "phi3", bos: "<s>", addsBOS: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tmpl, func(t *testing.T) {
