@@ -53,7 +53,7 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	if !ok {
 		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.Models())
 	}
-	req, err := buildRequest(sm.Loaded, sm.Name, r, sink)
+	req, th, err := buildRequest(sm.Loaded, sm.Name, r, sink)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +65,7 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	}
 	out := outcomeFrom(res, req.Tools)
 	applyToolFailure(out, r, req.Tools)
+	th.apply(out)
 	out.Usage.Architecture = sm.Loaded.Model.Arch
 	return out, nil
 }

@@ -74,7 +74,7 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 	if !ok {
 		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.names)
 	}
-	req, err := buildRequest(sm.Loaded, sm.Name, r, sink)
+	req, th, err := buildRequest(sm.Loaded, sm.Name, r, sink)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +105,7 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 	}
 	out := outcomeFrom(res, req.Tools)
 	applyToolFailure(out, r, req.Tools)
+	th.apply(out)
 	out.Usage.Architecture = sm.Loaded.Model.Arch
 	u := &out.Usage
 	u.CachedInputTokens = st.CachedInputTokens

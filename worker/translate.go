@@ -10,6 +10,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model/chat"
 	"github.com/zerolayer/zerolayer/worker/model/prompt"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 	"github.com/zerolayer/zerolayer/worker/sample"
@@ -161,9 +162,69 @@ func toolFailureReason(e *contracts.Error) string {
 	return s
 }
 
+// thoughts is a thinking job's split of its output into reasoning and
+// answer (see SplitThinking); nil for a job whose model does not think.
+type thoughts struct{ finish func() }
+
+// apply, once the job has run, passes on what the streaming split held
+// back, and splits the outcome's text.
+func (th *thoughts) apply(out *Outcome) {
+	if th == nil {
+		return
+	}
+	th.finish()
+	if !out.Fallback {
+		out.Reasoning, out.Text = SplitReasoning(out.Text)
+	}
+}
+
+// thinkingOf decides whether the job's model thinks: its chat template has
+// a thinking switch (qwen3) and the request does not turn it off. A
+// response_format constrains the whole output, so it turns thinking off
+// unless the request asks for it, which is refused, as is thinking asked
+// of a model whose template has no switch. It returns the switch to render
+// the prompt with.
+func thinkingOf(l *engine.Loaded, name string, r *contracts.JobRequest) (on bool, enable *bool, err *contracts.Error) {
+	asked := r.Thinking.Enabled()
+	t, ok := l.Template(nil)
+	if !ok || !t.SupportsThinking() {
+		if asked != nil && *asked {
+			return false, nil, &contracts.Error{Code: contracts.CodeInvalidRequest, Field: "thinking.type",
+				Message: fmt.Sprintf("model %s has no thinking switch in its chat template; leave thinking out, or set it to disabled", name)}
+		}
+		return false, nil, nil
+	}
+	if r.ResponseFormat != nil {
+		if asked != nil && *asked {
+			return false, nil, &contracts.Error{Code: contracts.CodeInvalidRequest, Field: "thinking.type",
+				Message: "thinking cannot be enabled with a response_format, which constrains the whole output; disable it or leave it out"}
+		}
+		off := false
+		return false, &off, nil
+	}
+	return asked == nil || *asked, asked, nil
+}
+
 // buildRequest turns a job request into an engine request whose tokens and
-// tool actions stream to sink.
-func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink Sink) (engine.Request, error) {
+// tool actions stream to sink. For a thinking job the reasoning streams
+// apart from the answer, and th splits the outcome (nil otherwise).
+func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink Sink) (req engine.Request, th *thoughts, err error) {
+	thinks, enable, e := thinkingOf(l, name, r)
+	if e != nil {
+		return engine.Request{}, nil, e
+	}
+	if thinks {
+		var finish func()
+		sink, finish = SplitThinking(sink)
+		th = &thoughts{finish: finish}
+	}
+	req, err = buildEngineRequest(l, name, r, sink, enable)
+	return req, th, err
+}
+
+// buildEngineRequest is buildRequest's engine request, the prompt rendered
+// with the thinking switch enable.
+func buildEngineRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink Sink, enable *bool) (engine.Request, error) {
 	// Inline tool blocks in the system prompt are tools, not prompt text.
 	system, inline, err := contracts.ParseSystem(r.System)
 	if err != nil {
@@ -178,7 +239,7 @@ func buildRequest(l *engine.Loaded, name string, r *contracts.JobRequest, sink S
 		}
 		run = set.NewRun()
 	}
-	ids, err := l.Conversation(system, prompt.Messages(r.Messages), nil)
+	ids, err := l.ConversationWith(system, prompt.Messages(r.Messages), nil, chat.RenderOptions{EnableThinking: enable})
 	if err != nil {
 		return engine.Request{}, prompt.ContractError(err)
 	}

@@ -98,6 +98,22 @@ func (p *Prompter) Prompt(text string, o Options) ([]int32, error) {
 // prompt and the message contents are joined with blank lines and
 // tokenized raw with BOS, so the model continues the text.
 func (p *Prompter) Conversation(system string, msgs []chat.Message, tmpl *chat.Template) ([]int32, error) {
+	return p.ConversationWith(system, msgs, tmpl, chat.RenderOptions{})
+}
+
+// Template returns the chat template a conversation is rendered with: tmpl
+// when not nil, else the model's; ok is false for a model without one (a
+// completion model) or with one not recognised.
+func (p *Prompter) Template(tmpl *chat.Template) (t chat.Template, ok bool) {
+	if tmpl != nil {
+		return *tmpl, true
+	}
+	return p.Chat, p.ChatErr == nil && p.HasTemplate()
+}
+
+// ConversationWith is Conversation with render options (the thinking
+// switch, tools); the generation prompt is always added.
+func (p *Prompter) ConversationWith(system string, msgs []chat.Message, tmpl *chat.Template, o chat.RenderOptions) ([]int32, error) {
 	t := p.Chat
 	switch {
 	case tmpl != nil:
@@ -114,7 +130,8 @@ func (p *Prompter) Conversation(system string, msgs []chat.Message, tmpl *chat.T
 		}
 		return p.encode(strings.Join(parts, "\n\n"), tokenizer.EncodeOptions{AddSpecial: true})
 	}
-	s, err := t.Render(system, msgs, true)
+	o.AddGenerationPrompt = true
+	s, err := t.RenderWith(system, msgs, o)
 	if err != nil {
 		return nil, err
 	}
