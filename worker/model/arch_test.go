@@ -1,0 +1,382 @@
+package model_test
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/cpu"
+	"github.com/zerolayer/zerolayer/worker/model"
+	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+)
+
+// archRef is one case of a ref-<model>.txt file of shared/models/archs:
+// llama.cpp's greedy ids, the logit margin (top1 − top2) of each step,
+// and every logit of step 0.
+type archRef struct {
+	prompt  []int32
+	ids     []int32
+	margins []float64
+	logits0 []float32
+}
+
+func readArchRefs(t *testing.T, path string) []archRef {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var refs []archRef
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<22)
+	ints := func(fs []string) []int32 {
+		var out []int32
+		for _, s := range fs {
+			v, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			out = append(out, int32(v))
+		}
+		return out
+	}
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) == 0 {
+			continue
+		}
+		if fs[0] == "CASE" {
+			refs = append(refs, archRef{})
+			continue
+		}
+		if len(refs) == 0 {
+			t.Fatalf("%s: %q before the first CASE", path, fs[0])
+		}
+		r := &refs[len(refs)-1]
+		switch fs[0] {
+		case "PROMPT_IDS":
+			r.prompt = ints(fs[1:])
+		case "GEN": // GEN step pos id piecehex
+			if s := ints(fs[1:2])[0]; int(s) != len(r.ids) {
+				t.Fatalf("%s: GEN step %d after %d", path, s, len(r.ids))
+			}
+			r.ids = append(r.ids, ints(fs[3:4])[0])
+		case "MARGIN":
+			v, err := strconv.ParseFloat(fs[2], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.margins = append(r.margins, v)
+		case "LOGITS0":
+			for _, s := range fs[1:] {
+				v, err := strconv.ParseFloat(s, 32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.logits0 = append(r.logits0, float32(v))
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 5 {
+		t.Fatalf("%s: %d cases, want 5", path, len(refs))
+	}
+	for i, r := range refs {
+		if len(r.prompt) == 0 || len(r.ids) != 40 || len(r.margins) != len(r.ids) || len(r.logits0) == 0 {
+			t.Fatalf("%s: case %d is incomplete: %d prompt ids, %d ids, %d margins, %d logits", path, i, len(r.prompt), len(r.ids), len(r.margins), len(r.logits0))
+		}
+	}
+	return refs
+}
+
+// archSeq is one sequence of an archRun: its tokens so far (prompt, then
+// greedy ids), how many of them are in the KV cache, and its blocks.
+type archSeq struct {
+	toks    []int32
+	nPrompt int
+	inKV    int
+	table   []int32
+	logits0 []float32
+}
+
+func (s *archSeq) gen() []int32 { return s.toks[s.nPrompt:] }
+
+// archRun decodes sequences greedily, all of them in each step. A step
+// feeds each sequence the tokens it has not yet put in the cache, at most
+// chunk of them (0: all); a sequence whose tokens are then all in the
+// cache gets a logits row and its greedy token.
+type archRun struct {
+	m       *model.Model
+	kv      gpu.KV
+	chunk   int
+	seqs    []*archSeq
+	nextBlk int32
+	bt      int
+}
+
+func newArchRun(t *testing.T, m *model.Model, prompts [][]int32, steps, chunk int) *archRun {
+	t.Helper()
+	const bt = 16
+	per := 0
+	for _, p := range prompts {
+		per = max(per, (len(p)+steps+bt-1)/bt)
+	}
+	// Room for every sequence twice over: a preempted sequence is
+	// recomputed into fresh blocks.
+	kv, err := m.NewKV(2*per*len(prompts), bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &archRun{m: m, kv: kv, chunk: chunk, bt: bt}
+	for _, p := range prompts {
+		r.seqs = append(r.seqs, &archSeq{toks: append([]int32(nil), p...), nPrompt: len(p)})
+	}
+	// Interleave the first blocks of the sequences so tables matter.
+	for j := 0; j < per; j++ {
+		for _, s := range r.seqs {
+			s.table = append(s.table, r.nextBlk)
+			r.nextBlk++
+		}
+	}
+	return r
+}
+
+// preempt drops sequence i's cache: its tokens are recomputed into fresh
+// blocks by the next steps (the old blocks are zeroed, so nothing can be
+// read from them).
+func (r *archRun) preempt(i int) {
+	s := r.seqs[i]
+	zero := make([]float32, r.kv.Config().BlockFloats())
+	for _, b := range s.table {
+		r.kv.WriteBlock(int(b), zero)
+	}
+	n := len(s.table)
+	s.table = s.table[:0]
+	for j := 0; j < n; j++ {
+		s.table = append(s.table, r.nextBlk)
+		r.nextBlk++
+	}
+	s.inKV = 0
+}
+
+// step runs one forward step over every sequence that is not done.
+func (r *archRun) step(t *testing.T, steps int) {
+	t.Helper()
+	var toks, pos, seq, rows []int32
+	var who []int
+	tables := make([][]int32, len(r.seqs))
+	for i, s := range r.seqs {
+		tables[i] = s.table
+		if len(s.gen()) >= steps {
+			continue
+		}
+		n := len(s.toks) - s.inKV
+		if r.chunk > 0 {
+			n = min(n, r.chunk)
+		}
+		for j := 0; j < n; j++ {
+			toks, pos, seq = append(toks, s.toks[s.inKV]), append(pos, int32(s.inKV)), append(seq, int32(i))
+			s.inKV++
+		}
+		if s.inKV == len(s.toks) {
+			rows, who = append(rows, int32(len(toks)-1)), append(who, i)
+		}
+	}
+	if len(toks) == 0 {
+		return
+	}
+	v := r.m.Vocab
+	out := make([]float32, len(rows)*v)
+	if err := r.m.Forward(r.kv, toks, &gpu.Batch{Pos: pos, Seq: seq, Tables: tables}, rows, out); err != nil {
+		t.Fatal(err)
+	}
+	for j, i := range who {
+		s, l := r.seqs[i], out[j*v:(j+1)*v]
+		if len(s.gen()) == 0 {
+			s.logits0 = append([]float32(nil), l...)
+		}
+		s.toks = append(s.toks, modeltest.Argmax(l))
+	}
+}
+
+func (r *archRun) done(steps int) bool {
+	for _, s := range r.seqs {
+		if len(s.gen()) < steps {
+			return false
+		}
+	}
+	return true
+}
+
+// archModel describes one model of shared/models/archs and the tolerance
+// its step-0 logits are held to against llama.cpp's.
+type archModel struct {
+	file string
+	tol  float64
+}
+
+// The tolerances. qwen3 computes nothing llama.cpp rounds (F32 weights,
+// F32 KV cache): only the summation order differs, and the step-0 logits
+// agree to 9e-7 at most (measured over the five cases); 1e-5 leaves room
+// for other CPUs' kernels (AVX2, AVX-512, NEON sum in other orders).
+// gemma3 adds GELU, which llama.cpp's CPU backend takes from an fp16 table
+// (input rounded to fp16, result stored in fp16) while we compute the exact
+// tanh approximation: that moves llama.cpp's logits by up to about 1e-3
+// (the README's note; measured up to 1.06e-3 here), so 1.5e-3. Greedy ids
+// are compared exactly up to the first step whose llama.cpp margin is
+// below twice the tolerance: the top logit may move by tol down and the
+// runner-up by tol up, so below 2·tol the reference's choice is not
+// determined by the computation we share with it. (With these numbers
+// every qwen3 step is compared, and the gemma3 cases up to steps 37, 40,
+// 2, 34 and 40; in fact all 40 ids of every case agree.)
+var archModels = []archModel{
+	{file: "qwen3-s-f32", tol: 1e-5},
+	{file: "gemma3-s-f32", tol: 1.5e-3},
+}
+
+func loadArch(t *testing.T, am archModel) (*model.Model, []archRef) {
+	t.Helper()
+	dir := "models/archs/"
+	path := modeltest.SharedPath(t, dir+am.file+".gguf")
+	refs := readArchRefs(t, modeltest.SharedPath(t, dir+"ref-"+am.file+".txt"))
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	be := cpu.New(cpu.Config{Threads: 1})
+	t.Cleanup(func() { be.Close() })
+	m, err := model.New(f, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, refs
+}
+
+// checkArchRef compares a sequence with llama.cpp's: step-0 logits within
+// tol, and the ids up to the first step whose reference margin is below
+// 2·tol. It returns that step (len(ids) when there is none) and the
+// step-0 max difference.
+func checkArchRef(t *testing.T, name string, s *archSeq, ref archRef, tol float64) (int, float64) {
+	t.Helper()
+	if len(s.logits0) != len(ref.logits0) {
+		t.Fatalf("%s: %d step-0 logits, reference %d", name, len(s.logits0), len(ref.logits0))
+	}
+	diff := modeltest.MaxAbsDiff(s.logits0, ref.logits0)
+	if diff > tol {
+		t.Errorf("%s: step-0 logits differ from llama.cpp's by up to %.3g (> %g)", name, diff, tol)
+	}
+	upTo := len(ref.ids)
+	for i, mg := range ref.margins {
+		if mg < 2*tol {
+			upTo = i
+			break
+		}
+	}
+	got := s.gen()
+	for i := 0; i < upTo; i++ {
+		if got[i] != ref.ids[i] {
+			t.Errorf("%s: step %d: id %d, llama.cpp %d (compared up to step %d)\n got  %v\n want %v", name, i, got[i], ref.ids[i], upTo, got[:upTo], ref.ids[:upTo])
+			break
+		}
+	}
+	return upTo, diff
+}
+
+// sameSeq checks that a sequence decoded another way has the very ids
+// and step-0 logits (bit for bit) of the sequence decoded alone: batching,
+// chunked prefill and recompute after preemption change nothing.
+func sameSeq(t *testing.T, name string, got, want *archSeq) {
+	t.Helper()
+	for j := range want.logits0 {
+		if math.Float32bits(got.logits0[j]) != math.Float32bits(want.logits0[j]) {
+			t.Errorf("%s: step-0 logit %d is %v, alone %v", name, j, got.logits0[j], want.logits0[j])
+			break
+		}
+	}
+	g, w := got.gen(), want.gen()
+	for i := range w {
+		if g[i] != w[i] {
+			t.Errorf("%s: step %d: id %d, alone %d\n got  %v\n want %v", name, i, g[i], w[i], g, w)
+			break
+		}
+	}
+}
+
+// TestArchReference runs the qwen3 and gemma3 models of
+// shared/models/archs against llama.cpp's greedy outputs: each case alone,
+// the five batched together, batched with prefill in chunks of 7 tokens,
+// and batched with each sequence preempted (its cache dropped and
+// recomputed, in chunks) once mid-generation. Every way must agree with
+// llama.cpp (checkArchRef) and with the case decoded alone bit for bit.
+func TestArchReference(t *testing.T) {
+	t.Parallel()
+	const steps = 40
+	for _, am := range archModels {
+		t.Run(am.file, func(t *testing.T) {
+			m, refs := loadArch(t, am)
+			var prompts [][]int32
+			for _, r := range refs {
+				prompts = append(prompts, r.prompt)
+			}
+			// (a) alone.
+			alone := make([]*archSeq, len(refs))
+			for i, ref := range refs {
+				r := newArchRun(t, m, prompts[i:i+1], steps, 0)
+				for !r.done(steps) {
+					r.step(t, steps)
+				}
+				alone[i] = r.seqs[0]
+				upTo, diff := checkArchRef(t, fmt.Sprintf("alone case %d", i), alone[i], ref, am.tol)
+				same := 0
+				for same < len(ref.ids) && alone[i].gen()[same] == ref.ids[same] {
+					same++
+				}
+				t.Logf("case %d (%d prompt tokens): step-0 max |Δlogit| %.3g; compared through step %d (first margin < %g); the ids agree with llama.cpp's for %d of %d steps", i, len(ref.prompt), diff, upTo, 2*am.tol, same, len(ref.ids))
+			}
+			ways := []struct {
+				name    string
+				chunk   int
+				preempt bool
+			}{
+				{"batched", 0, false},
+				{"chunked prefill", 7, false},
+				{"preempted", 7, true},
+			}
+			for _, w := range ways {
+				r := newArchRun(t, m, prompts, steps, w.chunk)
+				dropped := make([]bool, len(prompts))
+				for !r.done(steps) {
+					if w.preempt {
+						// Sequence i is preempted after 5+4i generated
+						// tokens, each at a different step.
+						for i, s := range r.seqs {
+							if !dropped[i] && len(s.gen()) == 5+4*i && s.inKV == len(s.toks)-1 {
+								r.preempt(i)
+								dropped[i] = true
+							}
+						}
+					}
+					r.step(t, steps)
+				}
+				for i, s := range r.seqs {
+					name := fmt.Sprintf("%s case %d", w.name, i)
+					if w.preempt && !dropped[i] {
+						t.Errorf("%s: never preempted", name)
+					}
+					checkArchRef(t, name, s, refs[i], am.tol)
+					sameSeq(t, name, s, alone[i])
+				}
+			}
+		})
+	}
+}
