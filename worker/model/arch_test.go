@@ -2,6 +2,8 @@ package model_test
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+	"github.com/zerolayer/zerolayer/worker/model/synth"
 )
 
 // archRef is one case of a ref-<model>.txt file of shared/models/archs:
@@ -378,5 +381,173 @@ func TestArchReference(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// archTiny is synth.Tiny in the given architecture: for gemma3 with heads
+// of 128 (twice width/heads, so Q and the attention output are wider than
+// the model), a window of 5, 6 layers (five local, one global) and the
+// classifier tied to the embedding.
+func archTiny(arch string, dt gpu.DType) synth.Config {
+	c := synth.Tiny(dt)
+	c.Arch, c.Seed = arch, 9
+	if arch == "gemma3" {
+		c.HeadDim, c.Window, c.Layers, c.RopeBase, c.Tied = 128, 5, 6, 1e6, true
+	}
+	return c
+}
+
+// TestArchBatchInvariance is TestBatchInvariance for generated qwen3 and
+// gemma3 models: a row's logits are bit-identical whether its sequence is
+// prefilled at once or decoded token by token beside two others, with
+// sliding-window layers and per-head norms.
+func TestArchBatchInvariance(t *testing.T) {
+	t.Parallel()
+	for _, arch := range []string{"qwen3", "gemma3"} {
+		for _, dt := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_K} {
+			f := modeltest.Build(t, archTiny(arch, dt))
+			be := cpu.New(cpu.Config{Threads: 2})
+			m, err := model.New(f, be)
+			if err != nil {
+				t.Fatalf("%s %v: %v", arch, dt, err)
+			}
+			if arch == "gemma3" && (m.HeadDim != 128 || m.SlidingWindow != 5 || !m.LocalLayer(4) || m.LocalLayer(5)) {
+				t.Fatalf("gemma3 config %+v", m.Config)
+			}
+			ids := []int32{1, 40, 7, 290, 3, 100, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+			n := len(ids)
+			kv, _ := m.NewKV(8, 16)
+			pos := make([]int32, n)
+			rows := make([]int32, n)
+			for i := range pos {
+				pos[i], rows[i] = int32(i), int32(i)
+			}
+			all := make([]float32, n*m.Vocab)
+			if err := m.Forward(kv, ids, &gpu.Batch{Pos: pos, Seq: make([]int32, n), Tables: [][]int32{{0, 1}}}, rows, all); err != nil {
+				t.Fatal(err)
+			}
+			kv2, _ := m.NewKV(8, 16)
+			one := make([]float32, 3*m.Vocab)
+			for i := 0; i < n; i++ {
+				b := &gpu.Batch{Pos: []int32{int32(i), int32(i), 0}, Seq: []int32{0, 1, 2}, Tables: [][]int32{{4, 5}, {0, 1}, {6}}}
+				if err := m.Forward(kv2, []int32{ids[(i+3)%n], ids[i], 9}, b, []int32{0, 1, 2}, one); err != nil {
+					t.Fatal(err)
+				}
+				got, want := one[m.Vocab:2*m.Vocab], all[i*m.Vocab:(i+1)*m.Vocab]
+				for j := range got {
+					if math.IsNaN(float64(got[j])) || math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("%s %v: position %d logit %d: decoded %v, prefilled %v", arch, dt, i, j, got[j], want[j])
+					}
+				}
+			}
+			be.Close()
+		}
+	}
+}
+
+// TestArchEveryType is TestEveryType for qwen3 and gemma3: each storage
+// type against the same model dequantized to F32.
+func TestArchEveryType(t *testing.T) {
+	t.Parallel()
+	ids := []int32{1, 40, 7, 290, 3, 100, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}
+	for _, arch := range []string{"qwen3", "gemma3"} {
+		for _, dt := range gpu.DTypes {
+			f := modeltest.Build(t, archTiny(arch, dt))
+			be := cpu.New(cpu.Config{Threads: 1})
+			m, err := model.New(f, be)
+			if err != nil {
+				t.Fatalf("%s %v: %v", arch, dt, err)
+			}
+			got := prefillLogits(t, m, ids)
+			ref := prefillLogits(t, dequantizedCopy(t, f, be), ids)
+			var worst, norm float64
+			for i := range got {
+				if math.IsNaN(float64(got[i])) {
+					t.Fatalf("%s %v: NaN logit", arch, dt)
+				}
+				worst = math.Max(worst, math.Abs(float64(got[i]-ref[i])))
+				norm = math.Max(norm, math.Abs(float64(ref[i])))
+			}
+			tol := 1e-4
+			if dt != gpu.F32 && dt != gpu.F16 && dt != gpu.BF16 {
+				tol = 0.05
+			}
+			if worst > tol*(1+norm) {
+				t.Errorf("%s %v: logits differ from the dequantized F32 model by %g (max |logit| %g)", arch, dt, worst, norm)
+			}
+			be.Close()
+		}
+	}
+}
+
+// noArchOps hides the cpu backend's gpu.ArchOps, as a backend without the
+// kernels (CUDA today) is.
+type noArchOps struct{ gpu.Backend }
+
+// TestArchConfig checks the configuration read from qwen3 and gemma3
+// files, and the refusals: a backend without gpu.ArchOps, a value_length
+// that differs from key_length, a gemma3 file without a window, and a
+// sliding window on llama.
+func TestArchConfig(t *testing.T) {
+	t.Parallel()
+	be := cpu.New(cpu.Config{Threads: 1})
+	defer be.Close()
+	build := func(c synth.Config, edit func(w *gguf.Writer)) *gguf.File {
+		w, err := synth.Build(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil {
+			edit(w)
+		}
+		var buf bytes.Buffer
+		w.WriteTo(&buf)
+		f, err := gguf.Parse(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	g, err := model.ConfigFromGGUF(build(archTiny("gemma3", gpu.F32), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.QKNorm || !g.PostNorms || !g.GELU || g.EmbedScale != 16 || g.HeadDim != 128 || g.SlidingWindow != 5 ||
+		!g.RoPE.NeoX || g.RoPE.Base != 1e6 || g.LocalRoPE.Base != 10000 || !g.LocalRoPE.NeoX || !g.TiedOutput {
+		t.Errorf("gemma3 config %+v", g)
+	}
+	for i, local := range []bool{true, true, true, true, true, false, true, true, true, true, true, false} {
+		w, r := g.LayerAttention(i)
+		if g.LocalLayer(i) != local || (local && (w != 5 || r.Base != 10000)) || (!local && (w != 0 || r.Base != 1e6)) {
+			t.Errorf("gemma3 layer %d: local %v, window %d, rope base %g", i, g.LocalLayer(i), w, r.Base)
+		}
+	}
+	q, err := model.ConfigFromGGUF(build(archTiny("qwen3", gpu.F32), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.QKNorm || q.PostNorms || q.GELU || q.EmbedScale != 0 || q.SlidingWindow != 0 || !q.RoPE.NeoX || q.HeadDim != 64 {
+		t.Errorf("qwen3 config %+v", q)
+	}
+	if w, _ := q.LayerAttention(0); w != 0 {
+		t.Errorf("qwen3 layer 0 has window %d", w)
+	}
+	if _, err := model.New(build(archTiny("qwen3", gpu.F32), nil), noArchOps{be}); !errors.Is(err, model.ErrUnsupportedArch) {
+		t.Errorf("qwen3 on a backend without ArchOps: %v", err)
+	}
+	bad := []struct {
+		name string
+		c    synth.Config
+		edit func(w *gguf.Writer)
+	}{
+		{"value_length", archTiny("gemma3", gpu.F32), func(w *gguf.Writer) { w.Set("gemma3.attention.value_length", uint32(64)) }},
+		{"no window", archTiny("gemma3", gpu.F32), func(w *gguf.Writer) { w.Set("gemma3.attention.sliding_window", uint32(0)) }},
+		{"llama window", synth.Tiny(gpu.F32), func(w *gguf.Writer) { w.Set("llama.attention.sliding_window", uint32(8)) }},
+		{"llama key_length", synth.Tiny(gpu.F32), func(w *gguf.Writer) { w.Set("llama.attention.key_length", uint32(128)) }},
+	}
+	for _, b := range bad {
+		if _, err := model.ConfigFromGGUF(build(b.c, b.edit)); !errors.Is(err, model.ErrBadConfig) {
+			t.Errorf("%s: err %v, want ErrBadConfig", b.name, err)
+		}
 	}
 }
