@@ -187,6 +187,9 @@ type Backend interface {
 // runs llama and qwen2; the model refuses, at load, an architecture that
 // needs ArchOps on a backend that lacks it.
 type ArchOps interface {
+	// ArchReady reports whether the operations below can run: nil, or why
+	// not (a CUDA build whose compiled kernels predate them).
+	ArchReady() error
 	// RMSNormHeads normalises, in place, each head of each row of x
 	// (rows × heads·headDim) by its own rms over headDim and scales it by
 	// w (1 × headDim), as RMSNorm does for a whole row.

@@ -262,6 +262,9 @@ func (b *Backend) RMSNormHeads(x gpu.Tensor, heads int, w gpu.Tensor, eps float3
 	})
 }
 
+// ArchReady returns nil: the CPU backend runs every gpu.ArchOps operation.
+func (b *Backend) ArchReady() error { return nil }
+
 // Scale multiplies x by s in place.
 func (b *Backend) Scale(x gpu.Tensor, s float32) {
 	kernels.Scale(x.(*tensor).data, s)

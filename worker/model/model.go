@@ -49,6 +49,9 @@ func New(f *gguf.File, be gpu.Backend) (*Model, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: architecture %s needs per-head norms, GELU and windowed attention, which backend %s does not implement", ErrUnsupportedArch, cfg.Arch, be.Name())
 		}
+		if err := ops.ArchReady(); err != nil {
+			return nil, fmt.Errorf("%w: architecture %s on backend %s: %v", ErrUnsupportedArch, cfg.Arch, be.Name(), err)
+		}
 		m.ops = ops
 	}
 	ld := loader{f: f, be: be}
