@@ -110,8 +110,9 @@ func dequantized(t testing.TB, f *gguf.File) *gguf.File {
 	return g
 }
 
-// TestModelsMatchCPU decodes generated models of every weight type on the
-// CUDA backend and on the CPU backend (the quantized model and its F32
+// TestModelsMatchCPU decodes generated models (llama, qwen2, qwen3,
+// gemma3; with -short llama, and gemma3 in F32 and Q4_K) of every weight type on the CUDA
+// backend and on the CPU backend (the quantized model and its F32
 // dequantized copy), all fed the CPU backend's greedy tokens, and compares
 // every step's logits (see exactTolerance).
 func TestModelsMatchCPU(t *testing.T) {
@@ -120,9 +121,9 @@ func TestModelsMatchCPU(t *testing.T) {
 	ref := cpu.New(cpu.Config{})
 	defer ref.Close()
 	prompts := [][]int32{{1, 40, 7, 290, 3, 100, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {1, 77}, {1, 5, 9, 200}}
-	steps, archs := 6, []string{"llama", "qwen2"}
+	steps, archs := 6, []string{"llama", "qwen2", "qwen3", "gemma3"}
 	if testing.Short() {
-		steps, archs = 3, archs[:1]
+		steps, archs = 3, []string{"llama", "gemma3"}
 	}
 	load := func(f *gguf.File, b gpu.Backend) *modeltest.Decoder {
 		m, err := model.New(f, b)
@@ -133,8 +134,16 @@ func TestModelsMatchCPU(t *testing.T) {
 	}
 	for _, arch := range archs {
 		for _, dt := range gpu.DTypes {
+			if testing.Short() && arch == "gemma3" && dt != gpu.F32 && dt != gpu.Q4_K {
+				continue
+			}
 			c := synth.Tiny(dt)
 			c.Arch, c.Seed = arch, 7
+			if arch == "gemma3" {
+				// Heads wider than width/heads, a window shorter than the
+				// longest prompt, five local layers and a global one.
+				c.HeadDim, c.Window, c.Layers, c.Tied = 128, 5, 6, true
+			}
 			f := modeltest.Build(t, c)
 			dg, dc, dx := load(f, be), load(f, ref), load(dequantized(t, f), ref)
 			var worstQ, worstX float64
