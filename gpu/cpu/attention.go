@@ -150,6 +150,16 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 	R := i1 - i0
 	nq := R * group
 	n := int(a.bt.Pos[i1-1]) + 1
+	// With a window, the blocks before the first row's window are skipped:
+	// positions start at base, a block boundary. Skipping them changes no
+	// bit: their weights would be zeros, which add nothing.
+	base := 0
+	if a.window > 0 {
+		if first := int(a.bt.Pos[i0]) + 1 - a.window; first > 0 {
+			base = first / c.BlockTokens * c.BlockTokens
+		}
+	}
+	n -= base
 	// The rows' query heads for kv head g, contiguous, and their outputs.
 	var qv, ov []float32
 	if R == 1 {
@@ -165,7 +175,7 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 	scores, sums := scratch[:nq*n], scratch[nq*n:nq*n+nq]
 	rows := kernels.Paged{
 		Data:        kv.data,
-		Tab:         a.bt.Tables[a.bt.Seq[i0]],
+		Tab:         a.bt.Tables[a.bt.Seq[i0]][base/c.BlockTokens:],
 		BlockFloats: kv.bf,
 		Off:         a.layer*2*c.BlockTokens*c.KVDim + g*hd,
 		BT:          c.BlockTokens,
@@ -173,10 +183,10 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 	}
 	kernels.AttnScores(qv, nq, hd, &rows, n, a.scale, scores)
 	for r := 0; r < R; r++ {
-		nr := int(a.bt.Pos[i0+r]) + 1
+		nr := int(a.bt.Pos[i0+r]) + 1 - base // row r's positions end here
 		lo := 0
 		if a.window > 0 {
-			lo = max(0, nr-a.window)
+			lo = max(0, nr-a.window) // and its window starts here
 		}
 		for h := r * group; h < (r+1)*group; h++ {
 			s := scores[h*n+lo : h*n+nr]
