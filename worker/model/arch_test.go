@@ -1,14 +1,10 @@
 package model_test
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/zerolayer/zerolayer/gpu"
@@ -18,88 +14,6 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/model/synth"
 )
-
-// archRef is one case of a ref-<model>.txt file of shared/models/archs:
-// llama.cpp's greedy ids, the logit margin (top1 − top2) of each step,
-// and every logit of step 0.
-type archRef struct {
-	prompt  []int32
-	ids     []int32
-	margins []float64
-	logits0 []float32
-}
-
-func readArchRefs(t *testing.T, path string) []archRef {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var refs []archRef
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<22)
-	ints := func(fs []string) []int32 {
-		var out []int32
-		for _, s := range fs {
-			v, err := strconv.Atoi(s)
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			out = append(out, int32(v))
-		}
-		return out
-	}
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) == 0 {
-			continue
-		}
-		if fs[0] == "CASE" {
-			refs = append(refs, archRef{})
-			continue
-		}
-		if len(refs) == 0 {
-			t.Fatalf("%s: %q before the first CASE", path, fs[0])
-		}
-		r := &refs[len(refs)-1]
-		switch fs[0] {
-		case "PROMPT_IDS":
-			r.prompt = ints(fs[1:])
-		case "GEN": // GEN step pos id piecehex
-			if s := ints(fs[1:2])[0]; int(s) != len(r.ids) {
-				t.Fatalf("%s: GEN step %d after %d", path, s, len(r.ids))
-			}
-			r.ids = append(r.ids, ints(fs[3:4])[0])
-		case "MARGIN":
-			v, err := strconv.ParseFloat(fs[2], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.margins = append(r.margins, v)
-		case "LOGITS0":
-			for _, s := range fs[1:] {
-				v, err := strconv.ParseFloat(s, 32)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r.logits0 = append(r.logits0, float32(v))
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(refs) != 5 {
-		t.Fatalf("%s: %d cases, want 5", path, len(refs))
-	}
-	for i, r := range refs {
-		if len(r.prompt) == 0 || len(r.ids) != 40 || len(r.margins) != len(r.ids) || len(r.logits0) == 0 {
-			t.Fatalf("%s: case %d is incomplete: %d prompt ids, %d ids, %d margins, %d logits", path, i, len(r.prompt), len(r.ids), len(r.margins), len(r.logits0))
-		}
-	}
-	return refs
-}
 
 // archSeq is one sequence of an archRun: its tokens so far (prompt, then
 // greedy ids), how many of them are in the KV cache, and its blocks.
@@ -246,11 +160,11 @@ var archModels = []archModel{
 	{file: "gemma3-s-f32", tol: 1.5e-3},
 }
 
-func loadArch(t *testing.T, am archModel) (*model.Model, []archRef) {
+func loadArch(t *testing.T, am archModel) (*model.Model, []modeltest.ArchCase) {
 	t.Helper()
 	dir := "models/archs/"
 	path := modeltest.SharedPath(t, dir+am.file+".gguf")
-	refs := readArchRefs(t, modeltest.SharedPath(t, dir+"ref-"+am.file+".txt"))
+	refs := modeltest.ReadArchCases(t, modeltest.SharedPath(t, dir+"ref-"+am.file+".txt"))
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -269,17 +183,17 @@ func loadArch(t *testing.T, am archModel) (*model.Model, []archRef) {
 // tol, and the ids up to the first step whose reference margin is below
 // 2·tol. It returns that step (len(ids) when there is none) and the
 // step-0 max difference.
-func checkArchRef(t *testing.T, name string, s *archSeq, ref archRef, tol float64) (int, float64) {
+func checkArchRef(t *testing.T, name string, s *archSeq, ref modeltest.ArchCase, tol float64) (int, float64) {
 	t.Helper()
-	if len(s.logits0) != len(ref.logits0) {
-		t.Fatalf("%s: %d step-0 logits, reference %d", name, len(s.logits0), len(ref.logits0))
+	if len(s.logits0) != len(ref.Logits0) {
+		t.Fatalf("%s: %d step-0 logits, reference %d", name, len(s.logits0), len(ref.Logits0))
 	}
-	diff := modeltest.MaxAbsDiff(s.logits0, ref.logits0)
+	diff := modeltest.MaxAbsDiff(s.logits0, ref.Logits0)
 	if diff > tol {
 		t.Errorf("%s: step-0 logits differ from llama.cpp's by up to %.3g (> %g)", name, diff, tol)
 	}
-	upTo := len(ref.ids)
-	for i, mg := range ref.margins {
+	upTo := len(ref.IDs)
+	for i, mg := range ref.Margins {
 		if mg < 2*tol {
 			upTo = i
 			break
@@ -287,8 +201,8 @@ func checkArchRef(t *testing.T, name string, s *archSeq, ref archRef, tol float6
 	}
 	got := s.gen()
 	for i := 0; i < upTo; i++ {
-		if got[i] != ref.ids[i] {
-			t.Errorf("%s: step %d: id %d, llama.cpp %d (compared up to step %d)\n got  %v\n want %v", name, i, got[i], ref.ids[i], upTo, got[:upTo], ref.ids[:upTo])
+		if got[i] != ref.IDs[i] {
+			t.Errorf("%s: step %d: id %d, llama.cpp %d (compared up to step %d)\n got  %v\n want %v", name, i, got[i], ref.IDs[i], upTo, got[:upTo], ref.IDs[:upTo])
 			break
 		}
 	}
@@ -329,7 +243,7 @@ func TestArchReference(t *testing.T) {
 			m, refs := loadArch(t, am)
 			var prompts [][]int32
 			for _, r := range refs {
-				prompts = append(prompts, r.prompt)
+				prompts = append(prompts, r.Prompt)
 			}
 			// (a) alone.
 			alone := make([]*archSeq, len(refs))
@@ -341,10 +255,10 @@ func TestArchReference(t *testing.T) {
 				alone[i] = r.seqs[0]
 				upTo, diff := checkArchRef(t, fmt.Sprintf("alone case %d", i), alone[i], ref, am.tol)
 				same := 0
-				for same < len(ref.ids) && alone[i].gen()[same] == ref.ids[same] {
+				for same < len(ref.IDs) && alone[i].gen()[same] == ref.IDs[same] {
 					same++
 				}
-				t.Logf("case %d (%d prompt tokens): step-0 max |Δlogit| %.3g; compared through step %d (first margin < %g); the ids agree with llama.cpp's for %d of %d steps", i, len(ref.prompt), diff, upTo, 2*am.tol, same, len(ref.ids))
+				t.Logf("case %d (%d prompt tokens): step-0 max |Δlogit| %.3g; compared through step %d (first margin < %g); the ids agree with llama.cpp's for %d of %d steps", i, len(ref.Prompt), diff, upTo, 2*am.tol, same, len(ref.IDs))
 			}
 			ways := []struct {
 				name    string
