@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -209,6 +210,57 @@ func TestStories260KReference(t *testing.T) {
 	}
 	for _, c := range ref.LongCases {
 		run([]modeltest.Case{c})
+	}
+}
+
+// TestArchReference decodes the five cases of the qwen3 and gemma3 models
+// of shared/models/archs together and compares them with llama.cpp's
+// greedy outputs: step-0 logits within tol, ids up to the first step whose
+// llama.cpp margin is below 2·tol (worker/model's TestArchReference
+// explains the tolerances; qwen3's is wider here for the GPU's summation
+// orders). A build whose PTX predates the kernels skips it.
+func TestArchReference(t *testing.T) {
+	be := newBackend(t)
+	defer be.Close()
+	if err := be.ArchReady(); err != nil {
+		t.Skip(err)
+	}
+	steps := 40
+	if testing.Short() {
+		steps = 8 // the emulator takes about 30 s for 40
+	}
+	for _, c := range []struct {
+		file string
+		tol  float64
+	}{{"qwen3-s-f32", 1e-4}, {"gemma3-s-f32", 1.5e-3}} {
+		dir := filepath.Join(*sharedDir, "models", "archs")
+		path := filepath.Join(dir, c.file+".gguf")
+		if _, err := os.Stat(path); err != nil {
+			t.Skipf("shared fixture %s not present", path)
+		}
+		refs := modeltest.ReadArchCases(t, filepath.Join(dir, "ref-"+c.file+".txt"))
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.New(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cases []modeltest.Case
+		for i, r := range refs {
+			upTo := min(steps, len(r.IDs))
+			for s, mg := range r.Margins[:upTo] {
+				if mg < 2*c.tol {
+					upTo = s
+					break
+				}
+			}
+			cases = append(cases, modeltest.Case{Name: fmt.Sprintf("%s case %d", c.file, i), PromptIDs: r.Prompt,
+				GeneratedIDs: r.IDs[:upTo], LogitsStep0: r.Logits0})
+		}
+		modeltest.Greedy(t, m, cases, steps, c.tol)
+		f.Close()
 	}
 }
 
