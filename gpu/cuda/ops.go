@@ -131,14 +131,23 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 	if xt.rows == 0 {
 		return
 	}
-	if !b.rope.matches(r) {
+	slot := 0
+	switch {
+	case b.rope[0].matches(r):
+	case b.rope[1].matches(r):
+		slot = 1
+	default:
+		// Replace the slot not used last, so that two configurations
+		// used in turn each keep theirs.
+		slot = 1 - b.ropeLast
 		inv := r.Freqs()
-		p := b.stage(&b.ropeBuf, unsafe.Slice((*byte)(unsafe.Pointer(&inv[0])), 8*len(inv)))
+		p := b.stage(&b.ropeBuf[slot], unsafe.Slice((*byte)(unsafe.Pointer(&inv[0])), 8*len(inv)))
 		if p == 0 {
 			return
 		}
-		b.rope = ropeKey{dims: r.Dims, base: r.Base, factors: append([]float32(nil), r.Factors...), p: p}
+		b.rope[slot] = ropeKey{dims: r.Dims, base: r.Base, factors: append([]float32(nil), r.Factors...), p: p}
 	}
+	b.ropeLast = slot
 	meta, ok := b.stageBatch(bt)
 	if !ok {
 		return
@@ -153,7 +162,7 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 	}
 	half := r.Dims / 2
 	b.launch(kRoPE, grid1(xt.rows*heads*half, rowThreads), rowThreads,
-		ptr(xt.p), ptr(meta.pos), ptr(b.rope.p), i32(xt.rows), i32(heads), i32(hd), i32(half), f64(scale), i32(neox))
+		ptr(xt.p), ptr(meta.pos), ptr(b.rope[slot].p), i32(xt.rows), i32(heads), i32(hd), i32(half), f64(scale), i32(neox))
 }
 
 // checkBatch panics unless every row of bt has its block in kv's range.
