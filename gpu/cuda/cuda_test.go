@@ -423,7 +423,19 @@ func TestArgmaxAndMask(t *testing.T) {
 // logits must be identical (no kernel depends on launch order or timing),
 // and the repeated decode steps must have been replayed from graphs.
 func TestGraphs(t *testing.T) {
-	f := modeltest.Build(t, synth.Tiny(gpu.Q8_0))
+	llama := synth.Tiny(gpu.Q8_0)
+	llama.Arch = "llama"
+	// gemma3 alternates two RoPE configurations and windowed attention
+	// with full: its steps must be graphed too.
+	gemma := synth.Tiny(gpu.Q8_0)
+	gemma.Arch, gemma.HeadDim, gemma.Window, gemma.Layers, gemma.Tied = "gemma3", 128, 5, 6, true
+	for _, c := range []synth.Config{llama, gemma} {
+		graphsCase(t, c)
+	}
+}
+
+func graphsCase(t *testing.T, c synth.Config) {
+	f := modeltest.Build(t, c)
 	prompts := [][]int32{{1, 40, 7, 290, 3}, {1, 77, 5}}
 	const steps = 8
 	run := func(cfg cuda.Config) ([][]float32, cuda.Stats) {
@@ -448,18 +460,18 @@ func TestGraphs(t *testing.T) {
 	}
 	plain, ps := run(cuda.Config{NoGraphs: true})
 	graphed, gs := run(cuda.Config{})
-	t.Logf("without graphs: %+v; with graphs: %+v", ps, gs)
+	t.Logf("%s: without graphs: %+v; with graphs: %+v", c.Arch, ps, gs)
 	if ps.GraphLaunches != 0 {
-		t.Errorf("graph launches with NoGraphs: %+v", ps)
+		t.Errorf("%s: graph launches with NoGraphs: %+v", c.Arch, ps)
 	}
 	if gs.GraphFailures != 0 {
-		t.Errorf("graph capture failed: %s", gs.LastGraphError)
+		t.Errorf("%s: graph capture failed: %s", c.Arch, gs.LastGraphError)
 	} else if gs.GraphCaptures == 0 || gs.GraphLaunches < steps-3 {
-		t.Errorf("repeated decode steps were not replayed from graphs: %+v", gs)
+		t.Errorf("%s: repeated decode steps were not replayed from graphs: %+v", c.Arch, gs)
 	}
 	for i := range plain {
 		if !equal(plain[i], graphed[i]) {
-			t.Fatalf("row %d of the logits differs with graphs", i)
+			t.Fatalf("%s: row %d of the logits differs with graphs", c.Arch, i)
 		}
 	}
 }
