@@ -465,3 +465,22 @@ func TestArchConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestArchShapes checks the synth shapes of the real models by their
+// parameter counts (Qwen3-0.6B: 596M with the tied embedding; Gemma 3
+// 270M: 268M) without generating them.
+func TestArchShapes(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]float64{"qwen3-0.6b": 596e6, "gemma3-270m": 268e6, "134m": 134e6} {
+		c, ok := synth.Shape(name, gpu.Q8_0)
+		if !ok {
+			t.Fatalf("shape %s unknown", name)
+		}
+		if p := float64(c.Params()); math.Abs(p-want) > 0.01*want {
+			t.Errorf("%s: %.1fM parameters, want about %.0fM", name, p/1e6, want/1e6)
+		}
+	}
+	if _, ok := synth.Shape("7b", gpu.F32); ok {
+		t.Error("shape 7b known")
+	}
+}
