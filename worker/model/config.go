@@ -180,8 +180,8 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		}
 		c.SlidingWindow = int(v)
 		// Local layers rotate with base 10000 whatever rope.freq_base
-		// says (llama.cpp hard-codes it), with the global layers' other
-		// settings.
+		// says, and without the global layers' linear scaling (llama.cpp
+		// hard-codes base 10000 and scale 1 for them).
 		c.LocalRoPE = c.RoPE
 		c.LocalRoPE.Base = 10000
 		c.LocalRoPE.Scale = 0
