@@ -179,3 +179,30 @@ type Backend interface {
 	// Close releases every allocation of the backend.
 	Close() error
 }
+
+// ArchOps is implemented by backends that run the operations the qwen3 and
+// gemma3 architectures add to the Llama step: per-head Q/K RMSNorm,
+// GELU-gated feed-forward, embedding scaling and sliding-window attention.
+// It is a separate interface so that a backend without these kernels still
+// runs llama and qwen2; the model refuses, at load, an architecture that
+// needs ArchOps on a backend that lacks it.
+type ArchOps interface {
+	// ArchReady reports whether the operations below can run: nil, or why
+	// not (a CUDA build whose compiled kernels predate them).
+	ArchReady() error
+	// RMSNormHeads normalises, in place, each head of each row of x
+	// (rows × heads·headDim) by its own rms over headDim and scales it by
+	// w (1 × headDim), as RMSNorm does for a whole row.
+	RMSNormHeads(x Tensor, heads int, w Tensor, eps float32)
+	// GeGLU computes dst = gelu_tanh(gate) ⊙ up, with the tanh
+	// approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). dst may be
+	// gate.
+	GeGLU(dst, gate, up Tensor)
+	// Scale multiplies every element of x by s in place.
+	Scale(x Tensor, s float32)
+	// AttentionWindow is Attention restricted to a sliding window: the
+	// query at position p sees the keys at positions p0 with
+	// p − p0 < window (p0 ≤ p). window ≤ 0 means no window, exactly
+	// Attention.
+	AttentionWindow(dst, q Tensor, kv KV, layer, heads, window int, b *Batch)
+}

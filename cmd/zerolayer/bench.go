@@ -17,6 +17,7 @@ import (
 	"github.com/zerolayer/zerolayer/ops/bench"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/worker/model/store"
+	"github.com/zerolayer/zerolayer/worker/model/synth"
 )
 
 // runBench parses the bench flags and runs one of the benchmarks of
@@ -25,7 +26,7 @@ import (
 func runBench(ctx context.Context, args []string) error {
 	fs := newFlags("bench")
 	modelName := fs.String("model", "", "model file path or name")
-	syn := fs.String("synthetic", "", "benchmark a generated model instead: 134m (dim 768, hidden 2048, 12 layers, vocab 32000)")
+	syn := fs.String("synthetic", "", "benchmark a generated model instead: 134m (llama: dim 768, hidden 2048, 12 layers, vocab 32000), qwen3-0.6b or gemma3-270m (those models' shapes, random weights)")
 	types := fs.String("type", "f32,q8_0,q4_0", "tensor types of the synthetic model (comma-separated)")
 	threadList := fs.String("threads", "1", "thread counts to run (comma-separated)")
 	pp := fs.Int("pp", 512, "prompt length for the prompt-processing test (0: skip)")
@@ -84,8 +85,8 @@ func runBench(ctx context.Context, args []string) error {
 	case *syn != "" && *modelName != "":
 		return usagef("give --model or --synthetic, not both")
 	case *syn != "":
-		if *syn != "134m" {
-			return usagef("--synthetic %q: only 134m is known", *syn)
+		if _, ok := synth.Shape(*syn, gpu.F32); !ok {
+			return usagef("--synthetic %q: known shapes are %s", *syn, strings.Join(synth.Shapes, ", "))
 		}
 		dir, err := os.MkdirTemp("", "zerolayer-bench-")
 		if err != nil {
@@ -97,7 +98,7 @@ func runBench(ctx context.Context, args []string) error {
 			if err != nil {
 				return usagef("--type: %v", err)
 			}
-			target, err := bench.WriteSynthetic134M(dir, t, os.Stderr)
+			target, err := bench.WriteSynthetic(dir, *syn, t, os.Stderr)
 			if err != nil {
 				return err
 			}

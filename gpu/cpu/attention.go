@@ -27,6 +27,7 @@ type attnCall struct {
 	group   int
 	kvHeads int
 	scale   float32
+	window  int   // 0: full causal
 	chunks  []int // first row of each chunk of rows, then the row count
 	need    int   // scratch floats per task
 
@@ -77,6 +78,15 @@ func (a *attnCall) run(lo, hi int) {
 // position are dropped, the rest exponentiated, and the V rows weighted by
 // them the same way. Each head's sum is normalised at the end.
 func (b *Backend) Attention(dst, q gpu.Tensor, kvc gpu.KV, layer, heads int, bt *gpu.Batch) {
+	b.AttentionWindow(dst, q, kvc, layer, heads, 0, bt)
+}
+
+// AttentionWindow is Attention where a row at position p attends only to
+// the positions p0 with p − p0 < window (window ≤ 0: all of 0..p). The
+// scores of the positions before the window are computed with the others
+// and dropped like those after the row's own position, so a row's result
+// does not depend on the rows batched with it.
+func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, window int, bt *gpu.Batch) {
 	d, qt, kv := dst.(*tensor), q.(*tensor), kvc.(*kvArena)
 	same("attention", d, qt)
 	c := &kv.cfg
@@ -115,6 +125,7 @@ func (b *Backend) Attention(dst, q gpu.Tensor, kvc gpu.KV, layer, heads int, bt 
 	a.chunks = append(a.chunks, qt.rows)
 	a.d, a.q, a.kv, a.bt = d, qt, kv, bt
 	a.layer, a.hd, a.group, a.kvHeads = layer, hd, group, kvHeads
+	a.window = max(window, 0)
 	a.scale = float32(1 / math.Sqrt(float64(hd)))
 	nq := chunk * group
 	a.need = 2*nq*hd + nq*(int(maxPos)+1) + nq
@@ -139,6 +150,16 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 	R := i1 - i0
 	nq := R * group
 	n := int(a.bt.Pos[i1-1]) + 1
+	// With a window, the blocks before the first row's window are skipped:
+	// positions start at base, a block boundary. Skipping them changes no
+	// bit: their weights would be zeros, which add nothing.
+	base := 0
+	if a.window > 0 {
+		if first := int(a.bt.Pos[i0]) + 1 - a.window; first > 0 {
+			base = first / c.BlockTokens * c.BlockTokens
+		}
+	}
+	n -= base
 	// The rows' query heads for kv head g, contiguous, and their outputs.
 	var qv, ov []float32
 	if R == 1 {
@@ -154,7 +175,7 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 	scores, sums := scratch[:nq*n], scratch[nq*n:nq*n+nq]
 	rows := kernels.Paged{
 		Data:        kv.data,
-		Tab:         a.bt.Tables[a.bt.Seq[i0]],
+		Tab:         a.bt.Tables[a.bt.Seq[i0]][base/c.BlockTokens:],
 		BlockFloats: kv.bf,
 		Off:         a.layer*2*c.BlockTokens*c.KVDim + g*hd,
 		BT:          c.BlockTokens,
@@ -162,10 +183,15 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 	}
 	kernels.AttnScores(qv, nq, hd, &rows, n, a.scale, scores)
 	for r := 0; r < R; r++ {
-		nr := int(a.bt.Pos[i0+r]) + 1
+		nr := int(a.bt.Pos[i0+r]) + 1 - base // row r's positions end here
+		lo := 0
+		if a.window > 0 {
+			lo = max(0, nr-a.window) // and its window starts here
+		}
 		for h := r * group; h < (r+1)*group; h++ {
-			s := scores[h*n : h*n+nr]
+			s := scores[h*n+lo : h*n+nr]
 			sums[h] = kernels.ExpShift(s, kernels.Max(s))
+			clear(scores[h*n : h*n+lo])     // positions before row r's window
 			clear(scores[h*n+nr : (h+1)*n]) // positions after row r's
 		}
 	}

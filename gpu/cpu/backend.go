@@ -31,8 +31,12 @@ type Backend struct {
 	pool *kernels.Pool
 	mm   *kernels.MatMul
 	att  attnCall
-	rope ropeCache
+	rope [2]ropeCache
+	// ropeLast is the configuration of the last RoPE call.
+	ropeLast gpu.RoPE
 }
+
+var _ gpu.ArchOps = (*Backend)(nil)
 
 var _ gpu.Backend = (*Backend)(nil)
 

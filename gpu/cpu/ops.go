@@ -161,15 +161,24 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 		}
 		maxPos = max(maxPos, p)
 	}
-	tab := b.rope.table(r, maxPos)
+	// Two tables: a model may alternate two configurations (gemma3's local
+	// and global layers); the one not matching is replaced.
+	rc := &b.rope[0]
+	if !rc.matches(r) {
+		if b.rope[1].matches(r) || b.rope[0].matches(b.ropeLast) {
+			rc = &b.rope[1]
+		}
+	}
+	b.ropeLast = r
+	tab := rc.table(r, maxPos)
 	if b.serial(xt.rows, xt.cols) {
-		b.ropeRows(xt, heads, bt, r, tab, 0, xt.rows)
+		b.ropeRows(xt, heads, bt, r, rc, tab, 0, xt.rows)
 		return
 	}
-	b.pool.For(xt.rows, func(lo, hi int) { b.ropeRows(xt, heads, bt, r, tab, lo, hi) })
+	b.pool.For(xt.rows, func(lo, hi int) { b.ropeRows(xt, heads, bt, r, rc, tab, lo, hi) })
 }
 
-func (b *Backend) ropeRows(xt *tensor, heads int, bt *gpu.Batch, r gpu.RoPE, tab []float32, lo, hi int) {
+func (b *Backend) ropeRows(xt *tensor, heads int, bt *gpu.Batch, r gpu.RoPE, rc *ropeCache, tab []float32, lo, hi int) {
 	hd := xt.cols / heads
 	half := r.Dims / 2
 	var buf []float32
@@ -179,7 +188,7 @@ func (b *Backend) ropeRows(xt *tensor, heads int, bt *gpu.Batch, r gpu.RoPE, tab
 			p := int(bt.Pos[i])
 			cs = tab[p*2*half : (p+1)*2*half]
 		} else {
-			buf = ropeAngles(buf[:0], int(bt.Pos[i]), r.Scale, b.rope.inv)
+			buf = ropeAngles(buf[:0], int(bt.Pos[i]), r.Scale, rc.inv)
 			cs = buf
 		}
 		row := xt.data[i*xt.cols : (i+1)*xt.cols]
@@ -233,6 +242,58 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 		o := kvSlot(kv, bt, int(bt.Seq[i]), layer, bt.Pos[i])
 		copy(kv.data[o:o+c.KVDim], kt.data[i*c.KVDim:(i+1)*c.KVDim])
 		copy(kv.data[o+vOff:o+vOff+c.KVDim], vt.data[i*c.KVDim:(i+1)*c.KVDim])
+	}
+}
+
+// RMSNormHeads normalises each head of each row of x in place by its own
+// rms over the head width and scales it by w (1 × head width).
+func (b *Backend) RMSNormHeads(x gpu.Tensor, heads int, w gpu.Tensor, eps float32) {
+	xt, wt := x.(*tensor), w.(*tensor)
+	if heads <= 0 || xt.cols%heads != 0 || wt.rows != 1 || wt.cols != xt.cols/heads {
+		panic(fmt.Sprintf("cpu: rmsnorm heads: %d×%d with %d heads and weight %d×%d", xt.rows, xt.cols, heads, wt.rows, wt.cols))
+	}
+	n, c := wt.cols, xt.cols
+	if b.serial(xt.rows, c) {
+		rmsNormRows(xt.data, xt.data, wt.data, n, eps)
+		return
+	}
+	b.pool.For(xt.rows, func(lo, hi int) {
+		rmsNormRows(xt.data[lo*c:hi*c], xt.data[lo*c:hi*c], wt.data, n, eps)
+	})
+}
+
+// ArchReady returns nil: the CPU backend runs every gpu.ArchOps operation.
+func (b *Backend) ArchReady() error { return nil }
+
+// Scale multiplies x by s in place.
+func (b *Backend) Scale(x gpu.Tensor, s float32) {
+	kernels.Scale(x.(*tensor).data, s)
+}
+
+// GeGLU computes gelu_tanh(gate) ⊙ up.
+func (b *Backend) GeGLU(dst, gate, up gpu.Tensor) {
+	d, g, u := dst.(*tensor), gate.(*tensor), up.(*tensor)
+	same("geglu", d, g)
+	same("geglu", d, u)
+	if b.serial(d.rows, d.cols) {
+		geluMul(d.data, g.data, u.data)
+		return
+	}
+	c := d.cols
+	b.pool.For(d.rows, func(lo, hi int) {
+		geluMul(d.data[lo*c:hi*c], g.data[lo*c:hi*c], u.data[lo*c:hi*c])
+	})
+}
+
+// geluMul sets dst[i] = gelu_tanh(g[i])·u[i], the tanh approximation
+// evaluated in float64.
+func geluMul(dst, g, u []float32) {
+	const k = 0.7978845608028654 // √(2/π)
+	u = u[:len(g)]
+	dst = dst[:len(g)]
+	for i, x := range g {
+		x64 := float64(x)
+		dst[i] = float32(0.5*x64*(1+math.Tanh(k*(x64+0.044715*x64*x64*x64)))) * u[i]
 	}
 }
 

@@ -31,13 +31,18 @@ type Backend struct {
 	allocs  map[dptr]int64 // live device allocations, freed by Close
 	closers []func() error // other releases for Close (pinned memory)
 
-	batchBuf, idsBuf, rowsBuf, maskBuf, ropeBuf, outBuf staged
+	batchBuf, idsBuf, rowsBuf, maskBuf, outBuf staged
+	// ropeBuf holds two RoPE configurations' frequencies (gemma3 alternates
+	// its local and global layers'), rope says which; ropeLast is the slot
+	// used last.
+	ropeBuf  [2]staged
+	ropeLast int
 
 	graphs      map[uint64]*graphEntry // segments seen, by hash of their launches
 	graphUse    uint64                 // LRU clock of graphs
 	segmentLong bool                   // the segment was handed over early: no graph
 	scratch     []int32
-	rope        ropeKey
+	rope        [2]ropeKey
 }
 
 var (

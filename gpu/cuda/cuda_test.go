@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,8 +111,9 @@ func dequantized(t testing.TB, f *gguf.File) *gguf.File {
 	return g
 }
 
-// TestModelsMatchCPU decodes generated models of every weight type on the
-// CUDA backend and on the CPU backend (the quantized model and its F32
+// TestModelsMatchCPU decodes generated models (llama, qwen2, qwen3,
+// gemma3; with -short llama, and gemma3 in F32 and Q4_K) of every weight type on the CUDA
+// backend and on the CPU backend (the quantized model and its F32
 // dequantized copy), all fed the CPU backend's greedy tokens, and compares
 // every step's logits (see exactTolerance).
 func TestModelsMatchCPU(t *testing.T) {
@@ -120,9 +122,9 @@ func TestModelsMatchCPU(t *testing.T) {
 	ref := cpu.New(cpu.Config{})
 	defer ref.Close()
 	prompts := [][]int32{{1, 40, 7, 290, 3, 100, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {1, 77}, {1, 5, 9, 200}}
-	steps, archs := 6, []string{"llama", "qwen2"}
+	steps, archs := 6, []string{"llama", "qwen2", "qwen3", "gemma3"}
 	if testing.Short() {
-		steps, archs = 3, archs[:1]
+		steps, archs = 3, []string{"llama", "gemma3"}
 	}
 	load := func(f *gguf.File, b gpu.Backend) *modeltest.Decoder {
 		m, err := model.New(f, b)
@@ -133,8 +135,16 @@ func TestModelsMatchCPU(t *testing.T) {
 	}
 	for _, arch := range archs {
 		for _, dt := range gpu.DTypes {
+			if testing.Short() && arch == "gemma3" && dt != gpu.F32 && dt != gpu.Q4_K {
+				continue
+			}
 			c := synth.Tiny(dt)
 			c.Arch, c.Seed = arch, 7
+			if arch == "gemma3" {
+				// Heads wider than width/heads, a window shorter than the
+				// longest prompt, five local layers and a global one.
+				c.HeadDim, c.Window, c.Layers, c.Tied = 128, 5, 6, true
+			}
 			f := modeltest.Build(t, c)
 			dg, dc, dx := load(f, be), load(f, ref), load(dequantized(t, f), ref)
 			var worstQ, worstX float64
@@ -200,6 +210,57 @@ func TestStories260KReference(t *testing.T) {
 	}
 	for _, c := range ref.LongCases {
 		run([]modeltest.Case{c})
+	}
+}
+
+// TestArchReference decodes the five cases of the qwen3 and gemma3 models
+// of shared/models/archs together and compares them with llama.cpp's
+// greedy outputs: step-0 logits within tol, ids up to the first step whose
+// llama.cpp margin is below 2·tol (worker/model's TestArchReference
+// explains the tolerances; qwen3's is wider here for the GPU's summation
+// orders). A build whose PTX predates the kernels skips it.
+func TestArchReference(t *testing.T) {
+	be := newBackend(t)
+	defer be.Close()
+	if err := be.ArchReady(); err != nil {
+		t.Skip(err)
+	}
+	steps := 40
+	if testing.Short() {
+		steps = 8 // the emulator takes about 30 s for 40
+	}
+	for _, c := range []struct {
+		file string
+		tol  float64
+	}{{"qwen3-s-f32", 1e-4}, {"gemma3-s-f32", 1.5e-3}} {
+		dir := filepath.Join(*sharedDir, "models", "archs")
+		path := filepath.Join(dir, c.file+".gguf")
+		if _, err := os.Stat(path); err != nil {
+			t.Skipf("shared fixture %s not present", path)
+		}
+		refs := modeltest.ReadArchCases(t, filepath.Join(dir, "ref-"+c.file+".txt"))
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.New(f, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cases []modeltest.Case
+		for i, r := range refs {
+			upTo := min(steps, len(r.IDs))
+			for s, mg := range r.Margins[:upTo] {
+				if mg < 2*c.tol {
+					upTo = s
+					break
+				}
+			}
+			cases = append(cases, modeltest.Case{Name: fmt.Sprintf("%s case %d", c.file, i), PromptIDs: r.Prompt,
+				GeneratedIDs: r.IDs[:upTo], LogitsStep0: r.Logits0})
+		}
+		modeltest.Greedy(t, m, cases, steps, c.tol)
+		f.Close()
 	}
 }
 
@@ -362,7 +423,19 @@ func TestArgmaxAndMask(t *testing.T) {
 // logits must be identical (no kernel depends on launch order or timing),
 // and the repeated decode steps must have been replayed from graphs.
 func TestGraphs(t *testing.T) {
-	f := modeltest.Build(t, synth.Tiny(gpu.Q8_0))
+	llama := synth.Tiny(gpu.Q8_0)
+	llama.Arch = "llama"
+	// gemma3 alternates two RoPE configurations and windowed attention
+	// with full: its steps must be graphed too.
+	gemma := synth.Tiny(gpu.Q8_0)
+	gemma.Arch, gemma.HeadDim, gemma.Window, gemma.Layers, gemma.Tied = "gemma3", 128, 5, 6, true
+	for _, c := range []synth.Config{llama, gemma} {
+		graphsCase(t, c)
+	}
+}
+
+func graphsCase(t *testing.T, c synth.Config) {
+	f := modeltest.Build(t, c)
 	prompts := [][]int32{{1, 40, 7, 290, 3}, {1, 77, 5}}
 	const steps = 8
 	run := func(cfg cuda.Config) ([][]float32, cuda.Stats) {
@@ -387,18 +460,18 @@ func TestGraphs(t *testing.T) {
 	}
 	plain, ps := run(cuda.Config{NoGraphs: true})
 	graphed, gs := run(cuda.Config{})
-	t.Logf("without graphs: %+v; with graphs: %+v", ps, gs)
+	t.Logf("%s: without graphs: %+v; with graphs: %+v", c.Arch, ps, gs)
 	if ps.GraphLaunches != 0 {
-		t.Errorf("graph launches with NoGraphs: %+v", ps)
+		t.Errorf("%s: graph launches with NoGraphs: %+v", c.Arch, ps)
 	}
 	if gs.GraphFailures != 0 {
-		t.Errorf("graph capture failed: %s", gs.LastGraphError)
+		t.Errorf("%s: graph capture failed: %s", c.Arch, gs.LastGraphError)
 	} else if gs.GraphCaptures == 0 || gs.GraphLaunches < steps-3 {
-		t.Errorf("repeated decode steps were not replayed from graphs: %+v", gs)
+		t.Errorf("%s: repeated decode steps were not replayed from graphs: %+v", c.Arch, gs)
 	}
 	for i := range plain {
 		if !equal(plain[i], graphed[i]) {
-			t.Fatalf("row %d of the logits differs with graphs", i)
+			t.Fatalf("%s: row %d of the logits differs with graphs", c.Arch, i)
 		}
 	}
 }

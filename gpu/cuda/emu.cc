@@ -98,6 +98,7 @@ const kernel_entry kernels[] = {
     ZL_MM(f32) ZL_MM(f16) ZL_MM(bf16) ZL_MM(q8_0) ZL_MM(q4_0) ZL_MM(q4_k) ZL_MM(q6_k)
     ZL_K(embed) ZL_K(gather) ZL_K(add) ZL_K(swiglu) ZL_K(rmsnorm) ZL_K(rope) ZL_K(softmax)
     ZL_K(argmax) ZL_K(mask_logits) ZL_K(store_kv) ZL_K(attention)
+    ZL_K(geglu) ZL_K(scale) ZL_K(attention_window)
 };
 
 const int kStack = 64 << 10;

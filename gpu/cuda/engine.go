@@ -40,12 +40,15 @@ type op struct {
 // it runs them in order and keeps the first failure, which the next
 // synchronous call reports.
 type engine struct {
-	dev   device
-	fns   [numKernels]kfunc
-	work  chan []op
-	spare chan []op
-	reply chan error
-	done  chan struct{}
+	dev device
+	fns [numKernels]kfunc
+	// missing names the optional kernels the device's modules lack (set
+	// before the engine is ready, read-only after).
+	missing []string
+	work    chan []op
+	spare   chan []op
+	reply   chan error
+	done    chan struct{}
 
 	// Engine goroutine only.
 	err   error // first failure not yet reported
@@ -81,6 +84,10 @@ func (e *engine) loop(open func() (device, error), ready chan<- error) {
 	}
 	for i, s := range kernelSpecs {
 		if e.fns[i], err = dev.kernel(s.module, s.name); err != nil {
+			if optionalKernels[s.name] {
+				e.missing = append(e.missing, s.name)
+				continue
+			}
 			dev.close()
 			ready <- fmt.Errorf("cuda: kernel %s: %w", s.name, err)
 			return

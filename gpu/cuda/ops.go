@@ -131,14 +131,23 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 	if xt.rows == 0 {
 		return
 	}
-	if !b.rope.matches(r) {
+	slot := 0
+	switch {
+	case b.rope[0].matches(r):
+	case b.rope[1].matches(r):
+		slot = 1
+	default:
+		// Replace the slot not used last, so that two configurations
+		// used in turn each keep theirs.
+		slot = 1 - b.ropeLast
 		inv := r.Freqs()
-		p := b.stage(&b.ropeBuf, unsafe.Slice((*byte)(unsafe.Pointer(&inv[0])), 8*len(inv)))
+		p := b.stage(&b.ropeBuf[slot], unsafe.Slice((*byte)(unsafe.Pointer(&inv[0])), 8*len(inv)))
 		if p == 0 {
 			return
 		}
-		b.rope = ropeKey{dims: r.Dims, base: r.Base, factors: append([]float32(nil), r.Factors...), p: p}
+		b.rope[slot] = ropeKey{dims: r.Dims, base: r.Base, factors: append([]float32(nil), r.Factors...), p: p}
 	}
+	b.ropeLast = slot
 	meta, ok := b.stageBatch(bt)
 	if !ok {
 		return
@@ -153,7 +162,7 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 	}
 	half := r.Dims / 2
 	b.launch(kRoPE, grid1(xt.rows*heads*half, rowThreads), rowThreads,
-		ptr(xt.p), ptr(meta.pos), ptr(b.rope.p), i32(xt.rows), i32(heads), i32(hd), i32(half), f64(scale), i32(neox))
+		ptr(xt.p), ptr(meta.pos), ptr(b.rope[slot].p), i32(xt.rows), i32(heads), i32(hd), i32(half), f64(scale), i32(neox))
 }
 
 // checkBatch panics unless every row of bt has its block in kv's range.
@@ -197,6 +206,17 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 
 // Attention computes causal grouped-query attention over the paged cache.
 func (b *Backend) Attention(dst, q gpu.Tensor, kvc gpu.KV, layer, heads int, bt *gpu.Batch) {
+	b.attention(dst, q, kvc, layer, heads, 0, bt)
+}
+
+// AttentionWindow is Attention where the row at position p attends only to
+// the positions p0 with p − p0 < window (gpu.ArchOps); window ≤ 0 is
+// Attention.
+func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, window int, bt *gpu.Batch) {
+	b.attention(dst, q, kvc, layer, heads, window, bt)
+}
+
+func (b *Backend) attention(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, window int, bt *gpu.Batch) {
 	d, qt, kv := b.t(dst), b.t(q), b.kv(kvc)
 	same("attention", d, qt)
 	c := &kv.cfg
@@ -219,6 +239,12 @@ func (b *Backend) Attention(dst, q gpu.Tensor, kvc gpu.KV, layer, heads int, bt 
 		return
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	if window > 0 {
+		b.launch(kAttentionWindow, [3]uint32{uint32(qt.rows), uint32(heads), 1}, attnThreads,
+			ptr(d.p), ptr(qt.p), ptr(kv.p), ptr(meta.pos), ptr(meta.seq), ptr(meta.tabOff), ptr(meta.tabs),
+			i32(heads), i32(hd), i32(c.KVDim/hd), i32(c.BlockTokens), i32(kv.bf), i32(layer*2*c.BlockTokens*c.KVDim), f32(scale), i32(window))
+		return
+	}
 	b.launch(kAttention, [3]uint32{uint32(qt.rows), uint32(heads), 1}, attnThreads,
 		ptr(d.p), ptr(qt.p), ptr(kv.p), ptr(meta.pos), ptr(meta.seq), ptr(meta.tabOff), ptr(meta.tabs),
 		i32(heads), i32(hd), i32(c.KVDim/hd), i32(c.BlockTokens), i32(kv.bf), i32(layer*2*c.BlockTokens*c.KVDim), f32(scale))
@@ -234,6 +260,52 @@ func (b *Backend) SwiGLU(dst, gate, up gpu.Tensor) {
 		return
 	}
 	b.launch(kSwiGLU, grid1(n, rowThreads), rowThreads, ptr(d.p), ptr(g.p), ptr(u.p), i32(n))
+}
+
+// RMSNormHeads normalises each head of each row of x in place over the
+// head width (gpu.ArchOps): the rmsnorm kernel over rows·heads rows of
+// w.Cols().
+func (b *Backend) RMSNormHeads(x gpu.Tensor, heads int, w gpu.Tensor, eps float32) {
+	xt, wt := b.t(x), b.t(w)
+	if heads <= 0 || xt.cols%heads != 0 || wt.rows != 1 || wt.cols != xt.cols/heads {
+		panic(fmt.Sprintf("cuda: rmsnorm heads: %d×%d with %d heads and weight %d×%d", xt.rows, xt.cols, heads, wt.rows, wt.cols))
+	}
+	if xt.rows == 0 || wt.cols == 0 {
+		return
+	}
+	b.launch(kRMSNorm, [3]uint32{uint32(xt.rows * heads), 1, 1}, rowThreads, ptr(xt.p), ptr(xt.p), ptr(wt.p), i32(wt.cols), f32(eps))
+}
+
+// GeGLU computes dst = gelu_tanh(gate) ⊙ up (gpu.ArchOps). dst may be
+// gate.
+func (b *Backend) GeGLU(dst, gate, up gpu.Tensor) {
+	d, g, u := b.t(dst), b.t(gate), b.t(up)
+	same("geglu", d, g)
+	same("geglu", d, u)
+	n := d.rows * d.cols
+	if n == 0 {
+		return
+	}
+	b.launch(kGeGLU, grid1(n, rowThreads), rowThreads, ptr(d.p), ptr(g.p), ptr(u.p), i32(n))
+}
+
+// Scale multiplies x by s in place (gpu.ArchOps).
+func (b *Backend) Scale(x gpu.Tensor, s float32) {
+	xt := b.t(x)
+	n := xt.rows * xt.cols
+	if n == 0 {
+		return
+	}
+	b.launch(kScale, grid1(n, rowThreads), rowThreads, ptr(xt.p), f32(s), i32(n))
+}
+
+// ArchReady reports whether the gpu.ArchOps kernels are loaded: they are
+// missing from PTX generated before them (run make kernels).
+func (b *Backend) ArchReady() error {
+	if m := b.eng.missing; len(m) > 0 {
+		return fmt.Errorf("cuda: the loaded PTX lacks the kernels %v, which qwen3 and gemma3 need (regenerate it with make kernels)", m)
+	}
+	return nil
 }
 
 // Softmax replaces each row of x by its softmax.

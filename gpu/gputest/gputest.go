@@ -33,6 +33,20 @@ func Run(t *testing.T, newBackend func(t *testing.T) gpu.Backend) {
 	h("SwiGLU", testSwiGLU)
 	h("Softmax", testSoftmax)
 	h("GatherView", testGatherView)
+	// The operations of gpu.ArchOps, on backends that have them.
+	arch := func(name string, f func(t *testing.T, be gpu.Backend, ops gpu.ArchOps)) {
+		h(name, func(t *testing.T, be gpu.Backend) {
+			ops, ok := be.(gpu.ArchOps)
+			if !ok {
+				t.Skipf("%s does not implement gpu.ArchOps", be.Name())
+			}
+			f(t, be, ops)
+		})
+	}
+	arch("RMSNormHeads", testRMSNormHeads)
+	arch("GeGLU", testGeGLU)
+	arch("Scale", testScale)
+	arch("AttentionWindow", testAttentionWindow)
 }
 
 // MatMulTolerance is the allowed error of one output of MatMul for weights
@@ -258,7 +272,19 @@ func testRoPE(t *testing.T, be gpu.Backend) {
 
 // testAttention builds three sequences whose blocks are scattered over the
 // arena and checks Attention against a dense reference.
-func testAttention(t *testing.T, be gpu.Backend) {
+func testAttention(t *testing.T, be gpu.Backend) { attentionCase(t, be, nil, 0) }
+
+// testAttentionWindow is testAttention with windows of 1 (a row sees only
+// itself), 5 (the query rows of sequence 1, at consecutive positions,
+// see overlapping windows) and 40 (wider than every sequence: full causal).
+func testAttentionWindow(t *testing.T, be gpu.Backend, ops gpu.ArchOps) {
+	for _, w := range []int{1, 5, 40} {
+		attentionCase(t, be, ops, w)
+	}
+}
+
+// attentionCase checks Attention (window 0) or ops.AttentionWindow.
+func attentionCase(t *testing.T, be gpu.Backend, ops gpu.ArchOps, window int) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const heads, kvHeads, hd, layers = 6, 2, 8, 2
 	kvDim := kvHeads * hd
@@ -296,13 +322,17 @@ func testAttention(t *testing.T, be gpu.Backend) {
 	for l := 0; l < layers; l++ {
 		q := tensor(t, be, len(qPos), heads*hd, qs)
 		dst := tensor(t, be, len(qPos), heads*hd, nil)
-		be.Attention(dst, q, kv, l, heads, b)
+		if window == 0 {
+			be.Attention(dst, q, kv, l, heads, b)
+		} else {
+			ops.AttentionWindow(dst, q, kv, l, heads, window, b)
+		}
 		want := make([]float32, len(qs))
 		for i := range qPos {
 			// rows of the same sequence at positions <= qPos[i]
 			var rows []int
 			for j := range allPos {
-				if allSeq[j] == qSeq[i] && allPos[j] <= qPos[i] {
+				if allSeq[j] == qSeq[i] && allPos[j] <= qPos[i] && (window == 0 || qPos[i]-allPos[j] < int32(window)) {
 					rows = append(rows, j)
 				}
 			}
@@ -332,7 +362,7 @@ func testAttention(t *testing.T, be gpu.Backend) {
 				}
 			}
 		}
-		closeTo(t, fmt.Sprintf("attention layer %d", l), read(t, be, dst), want, 2e-5)
+		closeTo(t, fmt.Sprintf("attention layer %d window %d", l, window), read(t, be, dst), want, 2e-5)
 	}
 }
 
@@ -485,4 +515,47 @@ func testGatherView(t *testing.T, be gpu.Backend) {
 	closeTo(t, "view", read(t, be, v), []float32{10, 11, 20, 21}, 0)
 	be.Add(v, tensor(t, be, 1, 2, []float32{100, 100}))
 	closeTo(t, "write through view", read(t, be, x), []float32{0, 1, 110, 111, 120, 121, 30, 31}, 0)
+}
+
+func testRMSNormHeads(t *testing.T, be gpu.Backend, ops gpu.ArchOps) {
+	r := rand.New(rand.NewPCG(17, 18))
+	const rows, heads, hd = 3, 4, 48
+	const cols = heads * hd
+	xs, ws := randVec(r, rows*cols, 3), randVec(r, hd, 1)
+	want := make([]float32, rows*cols)
+	for i := 0; i < rows*heads; i++ {
+		v := xs[i*hd : (i+1)*hd]
+		var ss float64
+		for _, x := range v {
+			ss += float64(x) * float64(x)
+		}
+		s := 1 / math.Sqrt(ss/hd+1e-6)
+		for j, x := range v {
+			want[i*hd+j] = float32(float64(x) * s * float64(ws[j]))
+		}
+	}
+	x := tensor(t, be, rows, cols, xs)
+	ops.RMSNormHeads(x, heads, tensor(t, be, 1, hd, ws), 1e-6)
+	closeTo(t, "rmsnorm heads", read(t, be, x), want, 1e-5)
+}
+
+func testGeGLU(t *testing.T, be gpu.Backend, ops gpu.ArchOps) {
+	r := rand.New(rand.NewPCG(19, 20))
+	g, u := randVec(r, 2*40, 3), randVec(r, 2*40, 1)
+	g[0], g[1], g[2] = 0, -20, 20 // gelu(0) = 0, the far tails
+	want := make([]float32, len(g))
+	for i := range g {
+		x := float64(g[i])
+		want[i] = float32(0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) * float64(u[i]))
+	}
+	gt := tensor(t, be, 2, 40, g)
+	ops.GeGLU(gt, gt, tensor(t, be, 2, 40, u))
+	closeTo(t, "geglu", read(t, be, gt), want, 1e-5)
+}
+
+func testScale(t *testing.T, be gpu.Backend, ops gpu.ArchOps) {
+	xs := []float32{1, -2, 0.5, 3, 0, -1e-3}
+	x := tensor(t, be, 2, 3, xs)
+	ops.Scale(x, 2.5)
+	closeTo(t, "scale", read(t, be, x), []float32{2.5, -5, 1.25, 7.5, 0, -2.5e-3}, 1e-7)
 }

@@ -163,6 +163,20 @@ func WriteSynthetic134M(dir string, t gpu.DType, progress io.Writer) (Target, er
 	return Target{Name: "synthetic-134m", Path: p}, synth.WriteFile(p, synth.Bench134M(t))
 }
 
+// WriteSynthetic writes the generated model of the named synth shape (one
+// of synth.Shapes: 134m, qwen3-0.6b, gemma3-270m) with tensors of type t
+// into dir and returns its target; progress gets a line before the file is
+// written.
+func WriteSynthetic(dir, shape string, t gpu.DType, progress io.Writer) (Target, error) {
+	c, ok := synth.Shape(shape, t)
+	if !ok {
+		return Target{}, fmt.Errorf("bench: synthetic shape %q (known: %v)", shape, synth.Shapes)
+	}
+	p := filepath.Join(dir, "bench"+shape+"-"+t.String()+".gguf")
+	fmt.Fprintf(progress, "generating %s ...\n", p)
+	return Target{Name: "synthetic-" + shape, Path: p}, synth.WriteFile(p, c)
+}
+
 // measureModel measures one target at one thread count.
 func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, bandwidth float64) ([]Row, error) {
 	f, err := gguf.Open(t.Path)

@@ -2,13 +2,14 @@ package model
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
 )
 
 // Architectures lists the values of general.architecture Load accepts.
-var Architectures = []string{"llama", "qwen2"}
+var Architectures = []string{"llama", "qwen2", "qwen3", "gemma3"}
 
 // Config holds the hyper-parameters of a Llama-family model, read from GGUF
 // metadata.
@@ -26,6 +27,48 @@ type Config struct {
 	RoPE       gpu.RoPE
 	QKVBias    bool // qwen2
 	TiedOutput bool // the classifier reuses the token embedding
+
+	// QKNorm: each head of Q and K is RMS-normalised over HeadDim (weights
+	// attn_q_norm, attn_k_norm) after the projections, before RoPE (qwen3,
+	// gemma3).
+	QKNorm bool
+	// PostNorms: the attention output and the feed-forward output are
+	// RMS-normalised (post_attention_norm, post_ffw_norm) before their
+	// residual adds (gemma3).
+	PostNorms bool
+	// GELU: the gated feed-forward uses gelu_tanh instead of SiLU (gemma3).
+	GELU bool
+	// EmbedScale, if non-zero, multiplies the input embeddings (gemma3:
+	// √Dim).
+	EmbedScale float32
+	// SlidingWindow, if non-zero, is the attention window of the local
+	// layers: there a query at position p sees the keys at p0 with
+	// p − p0 < SlidingWindow. LocalRoPE is their RoPE; the other (global)
+	// layers attend to every earlier position with RoPE.
+	SlidingWindow int
+	LocalRoPE     gpu.RoPE
+}
+
+// NeedsArchOps reports whether the model uses the operations of
+// gpu.ArchOps.
+func (c *Config) NeedsArchOps() bool {
+	return c.QKNorm || c.PostNorms || c.GELU || c.EmbedScale != 0 || c.SlidingWindow != 0
+}
+
+// LocalLayer reports whether layer i uses sliding-window attention:
+// gemma3 makes five of every six layers local (i % 6 < 5), a pattern
+// llama.cpp hard-codes rather than reads from the file.
+func (c *Config) LocalLayer(i int) bool {
+	return c.SlidingWindow > 0 && i%6 < 5
+}
+
+// LayerAttention returns layer i's attention window (0: full causal) and
+// RoPE.
+func (c *Config) LayerAttention(i int) (window int, rope gpu.RoPE) {
+	if c.LocalLayer(i) {
+		return c.SlidingWindow, c.LocalRoPE
+	}
+	return 0, c.RoPE
 }
 
 // KVDim is the width of one K or V row.
@@ -39,6 +82,12 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	case "llama":
 	case "qwen2":
 		c.QKVBias = true
+		c.RoPE.NeoX = true
+	case "qwen3":
+		c.QKNorm = true
+		c.RoPE.NeoX = true
+	case "gemma3":
+		c.QKNorm, c.PostNorms, c.GELU = true, true, true
 		c.RoPE.NeoX = true
 	case "":
 		return c, fmt.Errorf("%w: general.architecture is missing", ErrBadConfig)
@@ -66,12 +115,31 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if v := req("attention.head_count_kv"); v > 0 {
 		c.KVHeads = v
 	}
-	if c.Dim%c.Heads != 0 || c.Heads%c.KVHeads != 0 {
-		return c, fmt.Errorf("%w: %d heads over width %d with %d kv heads", ErrBadConfig, c.Heads, c.Dim, c.KVHeads)
+	if c.Heads%c.KVHeads != 0 {
+		return c, fmt.Errorf("%w: %d heads with %d kv heads", ErrBadConfig, c.Heads, c.KVHeads)
 	}
-	c.HeadDim = c.Dim / c.Heads
-	if v := req("attention.key_length"); v > 0 && v != c.HeadDim {
-		return c, fmt.Errorf("%w: attention.key_length %d differs from width/heads %d", ErrBadConfig, v, c.HeadDim)
+	kl, vl := req("attention.key_length"), req("attention.value_length")
+	if c.QKNorm {
+		// qwen3 and gemma3 give the head size, which may differ from
+		// width/heads (Q projects to Heads×HeadDim, the output back to Dim).
+		c.HeadDim = kl
+		if kl <= 0 {
+			if c.Dim%c.Heads != 0 {
+				return c, fmt.Errorf("%w: %d heads over width %d and no attention.key_length", ErrBadConfig, c.Heads, c.Dim)
+			}
+			c.HeadDim = c.Dim / c.Heads
+		}
+		if vl > 0 && vl != c.HeadDim {
+			return c, fmt.Errorf("%w: attention.value_length %d differs from key_length %d", ErrBadConfig, vl, c.HeadDim)
+		}
+	} else {
+		if c.Dim%c.Heads != 0 {
+			return c, fmt.Errorf("%w: %d heads over width %d with %d kv heads", ErrBadConfig, c.Heads, c.Dim, c.KVHeads)
+		}
+		c.HeadDim = c.Dim / c.Heads
+		if kl > 0 && kl != c.HeadDim {
+			return c, fmt.Errorf("%w: attention.key_length %d differs from width/heads %d", ErrBadConfig, kl, c.HeadDim)
+		}
 	}
 	c.NormEps = 1e-5
 	if v, ok := f.Float(arch + ".attention.layer_norm_rms_epsilon"); ok {
@@ -104,7 +172,20 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	default:
 		return c, fmt.Errorf("%w: rope scaling %q (supported: none, linear, and llama3 rope_freqs)", ErrBadConfig, st)
 	}
-	if v, ok := f.Uint(arch + ".attention.sliding_window"); ok && v > 0 && int(v) < c.Context {
+	if arch == "gemma3" {
+		c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+		v, ok := f.Uint(arch + ".attention.sliding_window")
+		if !ok || v == 0 {
+			return c, fmt.Errorf("%w: %s.attention.sliding_window is missing or zero", ErrBadConfig, arch)
+		}
+		c.SlidingWindow = int(v)
+		// Local layers rotate with base 10000 whatever rope.freq_base
+		// says, and without the global layers' linear scaling (llama.cpp
+		// hard-codes base 10000 and scale 1 for them).
+		c.LocalRoPE = c.RoPE
+		c.LocalRoPE.Base = 10000
+		c.LocalRoPE.Scale = 0
+	} else if v, ok := f.Uint(arch + ".attention.sliding_window"); ok && v > 0 && int(v) < c.Context {
 		return c, fmt.Errorf("%w: sliding-window attention (window %d) is not supported", ErrBadConfig, v)
 	}
 	emb, ok := f.Tensor("token_embd.weight")

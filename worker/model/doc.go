@@ -2,8 +2,13 @@
 // their forward pass on a gpu.Backend.
 //
 // Supported architectures are "llama" (Llama 2 and 3, TinyLlama, SmolLM,
-// Mistral without sliding window) and "qwen2" (biases on Q, K and V, NeoX
-// rotary layout). The forward pass is batched over rows of several
+// Mistral without sliding window), "qwen2" (biases on Q, K and V, NeoX
+// rotary layout), "qwen3" (per-head RMSNorm of Q and K, head size from
+// attention.key_length) and "gemma3" (qwen3's Q/K norms, embeddings scaled
+// by √dim, GELU-tanh feed-forward, norms after attention and feed-forward,
+// five sliding-window layers with RoPE base 10000 in every six, tied
+// classifier). qwen3 and gemma3 need a backend with gpu.ArchOps. The
+// forward pass is batched over rows of several
 // sequences at once: each step embeds the rows' tokens, runs every layer
 // (RMSNorm, Q/K/V projections, RoPE, writing K and V into the paged cache,
 // grouped-query attention over each row's own sequence, output projection,

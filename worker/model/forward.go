@@ -126,6 +126,9 @@ func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, lo
 	x, xb, q, k, v, att, o, g, u := view(s.x), view(s.xb), view(s.q), view(s.k), view(s.v), view(s.att), view(s.o), view(s.g), view(s.u)
 
 	be.Embed(x, m.embed, tokens)
+	if m.EmbedScale != 0 {
+		m.ops.Scale(x, m.EmbedScale)
+	}
 	for li := range m.layers {
 		if stopped() {
 			return ErrInterrupted
@@ -140,11 +143,23 @@ func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, lo
 			be.Add(k, l.bk)
 			be.Add(v, l.bv)
 		}
-		be.RoPE(q, m.Heads, b, m.RoPE)
-		be.RoPE(k, m.KVHeads, b, m.RoPE)
+		if l.qNorm != nil {
+			m.ops.RMSNormHeads(q, m.Heads, l.qNorm, m.NormEps)
+			m.ops.RMSNormHeads(k, m.KVHeads, l.kNorm, m.NormEps)
+		}
+		window, rope := m.LayerAttention(li)
+		be.RoPE(q, m.Heads, b, rope)
+		be.RoPE(k, m.KVHeads, b, rope)
 		be.StoreKV(kv, li, k, v, b)
-		be.Attention(att, q, kv, li, m.Heads, b)
+		if window > 0 {
+			m.ops.AttentionWindow(att, q, kv, li, m.Heads, window, b)
+		} else {
+			be.Attention(att, q, kv, li, m.Heads, b)
+		}
 		be.MatMul(o, att, l.wo)
+		if l.postAttn != nil {
+			be.RMSNorm(o, o, l.postAttn, m.NormEps)
+		}
 		be.Add(x, o)
 
 		if stopped() {
@@ -153,8 +168,15 @@ func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, lo
 		be.RMSNorm(xb, x, l.ffnNorm, m.NormEps)
 		be.MatMul(g, xb, l.gate)
 		be.MatMul(u, xb, l.up)
-		be.SwiGLU(g, g, u)
+		if m.GELU {
+			m.ops.GeGLU(g, g, u)
+		} else {
+			be.SwiGLU(g, g, u)
+		}
 		be.MatMul(o, g, l.down)
+		if l.postFFN != nil {
+			be.RMSNorm(o, o, l.postFFN, m.NormEps)
+		}
 		be.Add(x, o)
 	}
 	if len(logitRows) == 0 {

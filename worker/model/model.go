@@ -15,6 +15,8 @@ import (
 type Model struct {
 	Config
 	be gpu.Backend
+	// ops is be's gpu.ArchOps when the architecture needs it.
+	ops gpu.ArchOps
 
 	embed   gpu.Matrix
 	output  gpu.Matrix
@@ -29,6 +31,8 @@ type layer struct {
 	wq, wk, wv, wo    gpu.Matrix
 	bq, bk, bv        gpu.Tensor // qwen2 only
 	gate, up, down    gpu.Matrix
+	qNorm, kNorm      gpu.Tensor // QKNorm: 1×HeadDim
+	postAttn, postFFN gpu.Tensor // PostNorms: 1×Dim
 }
 
 // New builds a model from an opened GGUF file, uploading its weights to be.
@@ -40,6 +44,16 @@ func New(f *gguf.File, be gpu.Backend) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{Config: cfg, be: be}
+	if cfg.NeedsArchOps() {
+		ops, ok := be.(gpu.ArchOps)
+		if !ok {
+			return nil, fmt.Errorf("%w: architecture %s needs per-head norms, GELU and windowed attention, which backend %s does not implement", ErrUnsupportedArch, cfg.Arch, be.Name())
+		}
+		if err := ops.ArchReady(); err != nil {
+			return nil, fmt.Errorf("%w: architecture %s on backend %s: %v", ErrUnsupportedArch, cfg.Arch, be.Name(), err)
+		}
+		m.ops = ops
+	}
 	ld := loader{f: f, be: be}
 	m.embed = ld.matrix("token_embd.weight", cfg.Vocab, cfg.Dim)
 	if cfg.TiedOutput {
@@ -73,6 +87,14 @@ func New(f *gguf.File, be gpu.Backend) (*Model, error) {
 			l.bq = ld.vector(p+"attn_q.bias", qDim)
 			l.bk = ld.vector(p+"attn_k.bias", kvDim)
 			l.bv = ld.vector(p+"attn_v.bias", kvDim)
+		}
+		if cfg.QKNorm {
+			l.qNorm = ld.vector(p+"attn_q_norm.weight", cfg.HeadDim)
+			l.kNorm = ld.vector(p+"attn_k_norm.weight", cfg.HeadDim)
+		}
+		if cfg.PostNorms {
+			l.postAttn = ld.vector(p+"post_attention_norm.weight", cfg.Dim)
+			l.postFFN = ld.vector(p+"post_ffw_norm.weight", cfg.Dim)
 		}
 		m.layers = append(m.layers, l)
 	}

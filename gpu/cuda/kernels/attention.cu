@@ -30,27 +30,27 @@ extern "C" __global__ void store_kv(float* kv, const float* k, const float* v, c
 #define ATT_THREADS 128
 #define ATT_MAXHD 256
 
-// attention computes causal grouped-query attention for row i (blockIdx.x)
-// and query head h (blockIdx.y) over positions 0..pos[i] of its sequence:
+// attend computes causal grouped-query attention for row i (blockIdx.x)
+// and query head h (blockIdx.y) over positions lo..pos[i] of its sequence:
 // dst = softmax(q·Kᵀ·scale)·V. Positions are taken in chunks of 128, one
 // per thread for the score, with a running maximum and sum (online
-// softmax); the thread of dimension d accumulates the output's d.
-extern "C" __global__ void __launch_bounds__(ATT_THREADS)
-attention(float* dst, const float* q, const float* kv, const int* pos, const int* seq, const int* tabOff,
-          const int* tabs, int heads, int hd, int kvHeads, int bt, int blockFloats, int layerOff, float scale) {
-	__shared__ float qs[ATT_MAXHD];
-	__shared__ float p[ATT_THREADS];
-	__shared__ float red[32];
+// softmax); the thread of dimension d accumulates the output's d. qs, p and
+// red are the kernel's shared arrays (ATT_MAXHD, ATT_THREADS, 32 floats).
+__device__ __forceinline__ void attend(float* dst, const float* q, const float* kv, const int* pos, const int* seq,
+                                       const int* tabOff, const int* tabs, int heads, int hd, int kvHeads, int bt,
+                                       int blockFloats, int layerOff, float scale, int window, float* qs, float* p,
+                                       float* red) {
 	int i = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
 	int kvDim = kvHeads * hd;
 	int g = h / (heads / kvHeads);
 	int L = pos[i] + 1;
+	int lo = window > 0 && L > window ? L - window : 0;
 	const int* tab = tabs + tabOff[seq[i]];
 	const float* qr = q + (size_t)i * heads * hd + (size_t)h * hd;
 	for (int d = t; d < hd; d += ATT_THREADS) qs[d] = qr[d];
 	__syncthreads();
 	float M = -INFINITY, S = 0.0f, o0 = 0.0f, o1 = 0.0f;
-	for (int c0 = 0; c0 < L; c0 += ATT_THREADS) {
+	for (int c0 = lo; c0 < L; c0 += ATT_THREADS) {
 		int n = c0 + t;
 		float s = -INFINITY;
 		if (n < L) {
@@ -81,4 +81,28 @@ attention(float* dst, const float* q, const float* kv, const int* pos, const int
 	float* dr = dst + (size_t)i * heads * hd + (size_t)h * hd;
 	if (t < hd) dr[t] = o0 / S;
 	if (t + ATT_THREADS < hd) dr[t + ATT_THREADS] = o1 / S;
+}
+
+// attention: attend over every position 0..pos[i]. grid (rows, heads),
+// block ATT_THREADS.
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+attention(float* dst, const float* q, const float* kv, const int* pos, const int* seq, const int* tabOff,
+          const int* tabs, int heads, int hd, int kvHeads, int bt, int blockFloats, int layerOff, float scale) {
+	__shared__ float qs[ATT_MAXHD];
+	__shared__ float p[ATT_THREADS];
+	__shared__ float red[32];
+	attend(dst, q, kv, pos, seq, tabOff, tabs, heads, hd, kvHeads, bt, blockFloats, layerOff, scale, 0, qs, p, red);
+}
+
+// attention_window: attend over the positions p0 with pos[i] − p0 < window
+// (sliding-window attention; window ≤ 0: every position, as attention).
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+attention_window(float* dst, const float* q, const float* kv, const int* pos, const int* seq, const int* tabOff,
+                 const int* tabs, int heads, int hd, int kvHeads, int bt, int blockFloats, int layerOff, float scale,
+                 int window) {
+	__shared__ float qs[ATT_MAXHD];
+	__shared__ float p[ATT_THREADS];
+	__shared__ float red[32];
+	attend(dst, q, kv, pos, seq, tabOff, tabs, heads, hd, kvHeads, bt, blockFloats, layerOff, scale, window, qs, p,
+	       red);
 }

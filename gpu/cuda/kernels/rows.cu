@@ -1,5 +1,5 @@
 // Row-wise and element-wise kernels: embedding, gather, add, RMSNorm, RoPE,
-// SwiGLU, softmax, argmax and the logit mask. Their semantics are those of
+// SwiGLU, GeGLU, scale, softmax, argmax and the logit mask. Their semantics are those of
 // gpu.Backend (and of the CPU backend, the reference).
 #include "common.cuh"
 
@@ -34,6 +34,22 @@ extern "C" __global__ void swiglu(float* dst, const float* g, const float* u, in
 		float num = x < 0.0f ? x * e : x;
 		dst[i] = num / (1.0f + e) * u[i];
 	}
+}
+
+// geglu: dst = gelu_tanh(g)·u for n elements, the tanh approximation
+// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+extern "C" __global__ void geglu(float* dst, const float* g, const float* u, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) {
+		float x = g[i];
+		dst[i] = 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x))) * u[i];
+	}
+}
+
+// scale: x *= s for n elements.
+extern "C" __global__ void scale(float* x, float s, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) x[i] *= s;
 }
 
 // rmsnorm: dst row = x row / rms(x row) · w. grid (rows), block 256.

@@ -13,14 +13,22 @@ import (
 
 // Config is the shape of a generated model.
 type Config struct {
-	Arch    string // "llama" (default) or "qwen2"
+	Arch    string // "llama" (default), "qwen2", "qwen3" or "gemma3"
 	Dim     int
 	Hidden  int
 	Layers  int
 	Heads   int
 	KVHeads int // defaults to Heads
-	Vocab   int // at least 259
-	Context int // defaults to 2048
+	// HeadDim is the width of one attention head, written as
+	// attention.key_length and value_length for qwen3 and gemma3. Defaults
+	// to Dim/Heads; other architectures require that.
+	HeadDim int
+	// Window is gemma3's attention.sliding_window. Defaults to 512.
+	Window int
+	// RopeBase is rope.freq_base. Defaults to 10000.
+	RopeBase float32
+	Vocab    int // at least 259
+	Context  int // defaults to 2048
 	// Type is the storage type of the weight matrices; norms stay F32.
 	Type gpu.DType
 	// EmbedType is the type of the token embedding. Defaults to Type.
@@ -38,6 +46,38 @@ func Bench134M(t gpu.DType) Config {
 	return Config{Dim: 768, Hidden: 2048, Layers: 12, Heads: 12, Vocab: 32000, Type: t, EmbedType: t}
 }
 
+// Qwen3_0_6B is the shape of Qwen3-0.6B (dim 1024, hidden 3072, 28
+// layers, 16 heads, 8 KV heads, head_dim 128, vocab 151936, rope base 1e6,
+// tied output) with random weights.
+func Qwen3_0_6B(t gpu.DType) Config {
+	return Config{Arch: "qwen3", Dim: 1024, Hidden: 3072, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, Context: 40960, RopeBase: 1e6, Tied: true, Type: t, EmbedType: t}
+}
+
+// Gemma3_270M is the shape of Gemma 3 270M (dim 640, hidden 2048, 18
+// layers, 4 heads, 1 KV head, head_dim 256, vocab 262144, window 512,
+// rope base 1e6, tied output) with random weights.
+func Gemma3_270M(t gpu.DType) Config {
+	return Config{Arch: "gemma3", Dim: 640, Hidden: 2048, Layers: 18, Heads: 4, KVHeads: 1, HeadDim: 256,
+		Vocab: 262144, Context: 32768, Window: 512, RopeBase: 1e6, Tied: true, Type: t, EmbedType: t}
+}
+
+// Shapes names the benchmark shapes Shape knows.
+var Shapes = []string{"134m", "qwen3-0.6b", "gemma3-270m"}
+
+// Shape returns the named shape (one of Shapes) at type t.
+func Shape(name string, t gpu.DType) (Config, bool) {
+	switch name {
+	case "134m":
+		return Bench134M(t), true
+	case "qwen3-0.6b":
+		return Qwen3_0_6B(t), true
+	case "gemma3-270m":
+		return Gemma3_270M(t), true
+	}
+	return Config{}, false
+}
+
 // Tiny is a model small enough for unit tests; dims are multiples of 256 so
 // every type, K-quants included, applies.
 func Tiny(t gpu.DType) Config {
@@ -47,14 +87,24 @@ func Tiny(t gpu.DType) Config {
 // Params returns the number of parameters of the model.
 func (c Config) Params() int64 {
 	c = c.withDefaults()
-	kv := c.Dim / c.Heads * c.KVHeads
-	per := int64(c.Dim)*int64(c.Dim)*2 + int64(c.Dim)*int64(kv)*2 + 3*int64(c.Dim)*int64(c.Hidden) + 2*int64(c.Dim)
+	kv, q := c.HeadDim*c.KVHeads, c.HeadDim*c.Heads
+	per := int64(c.Dim)*int64(q)*2 + int64(c.Dim)*int64(kv)*2 + 3*int64(c.Dim)*int64(c.Hidden) + 2*int64(c.Dim)
+	if c.qkNorm() {
+		per += 2 * int64(c.HeadDim)
+	}
+	if c.Arch == "gemma3" {
+		per += 2 * int64(c.Dim)
+	}
 	n := per*int64(c.Layers) + int64(c.Vocab)*int64(c.Dim) + int64(c.Dim)
 	if !c.Tied {
 		n += int64(c.Vocab) * int64(c.Dim)
 	}
 	return n
 }
+
+// qkNorm reports whether the architecture has per-head Q/K norms and a
+// free head size.
+func (c Config) qkNorm() bool { return c.Arch == "qwen3" || c.Arch == "gemma3" }
 
 func (c Config) withDefaults() Config {
 	if c.Arch == "" {
@@ -66,6 +116,15 @@ func (c Config) withDefaults() Config {
 	if c.Context == 0 {
 		c.Context = 2048
 	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if c.Window == 0 {
+		c.Window = 512
+	}
+	if c.RopeBase == 0 {
+		c.RopeBase = 10000
+	}
 	if c.EmbedType == 0 && c.Type != 0 {
 		c.EmbedType = c.Type
 	}
@@ -75,7 +134,8 @@ func (c Config) withDefaults() Config {
 // Build returns a GGUF writer holding the model.
 func Build(c Config) (*gguf.Writer, error) {
 	c = c.withDefaults()
-	if c.Vocab < 259 || c.Dim <= 0 || c.Heads <= 0 || c.Dim%c.Heads != 0 || c.Heads%c.KVHeads != 0 {
+	if c.Vocab < 259 || c.Dim <= 0 || c.Heads <= 0 || c.Heads%c.KVHeads != 0 || c.HeadDim <= 0 ||
+		(!c.qkNorm() && c.HeadDim*c.Heads != c.Dim) {
 		return nil, fmt.Errorf("synth: bad shape %+v", c)
 	}
 	r := rand.New(rand.NewPCG(c.Seed, 0x5eed))
@@ -90,8 +150,15 @@ func Build(c Config) (*gguf.Writer, error) {
 	w.Set(a+".attention.head_count", uint32(c.Heads))
 	w.Set(a+".attention.head_count_kv", uint32(c.KVHeads))
 	w.Set(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
-	w.Set(a+".rope.freq_base", float32(10000))
-	w.Set(a+".rope.dimension_count", uint32(c.Dim/c.Heads))
+	w.Set(a+".rope.freq_base", c.RopeBase)
+	w.Set(a+".rope.dimension_count", uint32(c.HeadDim))
+	if c.qkNorm() {
+		w.Set(a+".attention.key_length", uint32(c.HeadDim))
+		w.Set(a+".attention.value_length", uint32(c.HeadDim))
+	}
+	if a == "gemma3" {
+		w.Set(a+".attention.sliding_window", uint32(c.Window))
+	}
 	setVocab(w, c.Vocab)
 	if c.ChatTemplate != "" {
 		w.Set("tokenizer.chat_template", c.ChatTemplate)
@@ -126,13 +193,13 @@ func Build(c Config) (*gguf.Writer, error) {
 		data, _ := quant.Quantize(gpu.F32, v)
 		err = w.AddTensor(name, gpu.F32, []uint64{uint64(n)}, data)
 	}
-	kvDim := c.Dim / c.Heads * c.KVHeads
+	kvDim, qDim := c.HeadDim*c.KVHeads, c.HeadDim*c.Heads
 	s := 1 / math.Sqrt(float64(c.Dim))
 	add("token_embd.weight", c.EmbedType, c.Vocab, c.Dim, 1)
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		norm(p+"attn_norm.weight", c.Dim)
-		add(p+"attn_q.weight", c.Type, c.Dim, c.Dim, s)
+		add(p+"attn_q.weight", c.Type, qDim, c.Dim, s)
 		add(p+"attn_k.weight", c.Type, kvDim, c.Dim, s)
 		add(p+"attn_v.weight", c.Type, kvDim, c.Dim, s)
 		if a == "qwen2" {
@@ -140,11 +207,21 @@ func Build(c Config) (*gguf.Writer, error) {
 			norm(p+"attn_k.bias", kvDim)
 			norm(p+"attn_v.bias", kvDim)
 		}
-		add(p+"attn_output.weight", c.Type, c.Dim, c.Dim, s)
+		if c.qkNorm() {
+			norm(p+"attn_q_norm.weight", c.HeadDim)
+			norm(p+"attn_k_norm.weight", c.HeadDim)
+		}
+		add(p+"attn_output.weight", c.Type, c.Dim, qDim, 1/math.Sqrt(float64(qDim)))
+		if a == "gemma3" {
+			norm(p+"post_attention_norm.weight", c.Dim)
+		}
 		norm(p+"ffn_norm.weight", c.Dim)
 		add(p+"ffn_gate.weight", c.Type, c.Hidden, c.Dim, s)
 		add(p+"ffn_up.weight", c.Type, c.Hidden, c.Dim, s)
 		add(p+"ffn_down.weight", c.Type, c.Dim, c.Hidden, 1/math.Sqrt(float64(c.Hidden)))
+		if a == "gemma3" {
+			norm(p+"post_ffw_norm.weight", c.Dim)
+		}
 	}
 	norm("output_norm.weight", c.Dim)
 	if !c.Tied {
