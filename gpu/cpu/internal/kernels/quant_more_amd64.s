@@ -1,0 +1,360 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 kernels of the further types (kernels_more.go has the Go twins).
+// Weights multiply as unsigned quants (VPMADDUBSW takes them as the
+// unsigned operand), and the offsets of the signed formats (−16 for Q5_0,
+// −4 for Q3_K) enter through sums of the activations.
+
+// q5c: the VPSHUFB pattern that spreads byte i/8 of a broadcast uint32 to
+// byte i, the OR masks that leave 0xff exactly where bit i%8 is set, and
+// 0x10 bytes.
+DATA q5c<>+0(SB)/8, $0x0000000000000000
+DATA q5c<>+8(SB)/8, $0x0101010101010101
+DATA q5c<>+16(SB)/8, $0x0202020202020202
+DATA q5c<>+24(SB)/8, $0x0303030303030303
+DATA q5c<>+32(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA q5c<>+40(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA q5c<>+48(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA q5c<>+56(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA q5c<>+64(SB)/8, $0x1010101010101010
+DATA q5c<>+72(SB)/8, $0x1010101010101010
+DATA q5c<>+80(SB)/8, $0x1010101010101010
+DATA q5c<>+88(SB)/8, $0x1010101010101010
+GLOBL q5c<>(SB), RODATA|NOPTR, $96
+
+#define BCASTB(val, r, x) \
+	MOVL         val, AX \
+	VMOVD        AX, x   \
+	VPBROADCASTD x, r
+
+#define HSUM(y, x, t) \
+	VHADDPS      y, y, y \
+	VHADDPS      y, y, y \
+	VEXTRACTF128 $1, y, t \
+	VADDSS       t, x, x
+
+// NIB32(off): Y6 = the 32 nibbles of a 32-element block at off(DI), in
+// element order (low nibbles, then high). Needs Y14 = 0x0f bytes.
+#define NIB32(off) \
+	VMOVDQU     off(DI), X6      \
+	VPSRLW      $4, X6, X7       \
+	VINSERTI128 $1, X7, Y6, Y6   \
+	VPAND       Y14, Y6, Y6
+
+// HIGH5(off): Y6 |= 0x10 in the bytes whose bit is set in the uint32 at
+// off(DI).
+#define HIGH5(off) \
+	VPBROADCASTD off(DI), Y7       \
+	VPSHUFB      q5c<>+0(SB), Y7, Y7 \
+	VPOR         q5c<>+32(SB), Y7, Y7 \
+	VPCMPEQB     Y12, Y7, Y7      \
+	VPAND        q5c<>+64(SB), Y7, Y7 \
+	VPOR         Y7, Y6, Y6
+
+// DOTSUM: Y6 = eight int32 sums of u·x, Y9 = eight int32 sums of x, for
+// the activations at SI. Needs Y13 = 0x01 bytes, Y15 = 0x0001 words.
+#define DOTSUM \
+	VMOVDQU    (SI), Y8      \
+	VPMADDUBSW Y8, Y6, Y6    \
+	VPMADDWD   Y15, Y6, Y6   \
+	VPMADDUBSW Y8, Y13, Y9   \
+	VPMADDWD   Y15, Y9, Y9
+
+#define SETUP32 \
+	MOVQ   w+0(FP), DI     \
+	MOVQ   xq+8(FP), SI    \
+	MOVQ   xd+16(FP), DX   \
+	MOVQ   nb+24(FP), CX   \
+	VXORPS Y0, Y0, Y0      \
+	BCASTB($0x0f0f0f0f, Y14, X14) \
+	BCASTB($0x01010101, Y13, X13) \
+	BCASTB($0x00010001, Y15, X15) \
+	VPCMPEQB Y12, Y12, Y12
+
+// MINFOLD: Y0 += isum·(d·dx) + Σx·(m·dx), with d, m the halves at (DI).
+#define MINFOLD \
+	VCVTDQ2PS    Y6, Y6     \
+	VCVTDQ2PS    Y9, Y9     \
+	VMOVD        (DI), X4   \
+	VCVTPH2PS    X4, X4     \
+	VBROADCASTSS (DX), X5   \
+	VMULPS       X5, X4, X4 \
+	VBROADCASTSS X4, Y5     \
+	VPSHUFD      $0x55, X4, X4 \
+	VBROADCASTSS X4, Y4     \
+	VFMADD231PS  Y6, Y5, Y0 \
+	VFMADD231PS  Y9, Y4, Y0
+
+// Q5_K: SCALESMINK4 unpacks the 6-bit scales and mins at 4(DI) (the Q4_K
+// packing) as eight int16 scales at 0(SP) and eight int16 mins at 16(SP).
+#define SCALESMINK4 \
+	MOVL      4(DI), AX            \
+	MOVL      8(DI), R11           \
+	MOVL      12(DI), DX           \
+	MOVL      AX, R12              \
+	ANDL      $0x3f3f3f3f, R12     \
+	MOVL      DX, R13              \
+	ANDL      $0x0f0f0f0f, R13     \
+	SHRL      $6, AX               \
+	ANDL      $0x03030303, AX      \
+	SHLL      $4, AX               \
+	ORL       AX, R13              \
+	SHLQ      $32, R13             \
+	ORQ       R13, R12             \
+	VMOVQ     R12, X2              \
+	VPMOVZXBW X2, X2               \
+	VMOVDQU   X2, 0(SP)            \
+	MOVL      R11, R12             \
+	ANDL      $0x3f3f3f3f, R12     \
+	SHRL      $4, DX               \
+	ANDL      $0x0f0f0f0f, DX      \
+	SHRL      $6, R11              \
+	ANDL      $0x03030303, R11     \
+	SHLL      $4, R11              \
+	ORL       R11, DX              \
+	SHLQ      $32, DX              \
+	ORQ       DX, R12              \
+	VMOVQ     R12, X3              \
+	VPMOVZXBW X3, X3               \
+	VMOVDQU   X3, 16(SP)
+
+// CHUNKK5: one 64-element chunk (nibbles at woff(DI), the next two bits of
+// each qh byte at the bottom of Y12, which then shifts by 2) against the
+// activations at xoff(SI), scales at soff(SP), into Y10.
+#define CHUNKK5(woff, xoff, soff) \
+	VMOVDQU      woff(DI), Y6      \
+	VPSRLW       $4, Y6, Y7        \
+	VPAND        Y14, Y6, Y6       \
+	VPAND        Y14, Y7, Y7       \
+	VPAND        Y13, Y12, Y8      \
+	VPSLLW       $4, Y8, Y8        \
+	VPOR         Y8, Y6, Y6        \
+	VPSRLW       $1, Y12, Y8       \
+	VPAND        Y13, Y8, Y8       \
+	VPSLLW       $4, Y8, Y8        \
+	VPOR         Y8, Y7, Y7        \
+	VPSRLW       $2, Y12, Y12      \
+	VPMADDUBSW   xoff(SI), Y6, Y6  \
+	VPMADDUBSW   xoff+32(SI), Y7, Y7 \
+	VPBROADCASTW soff(SP), Y8      \
+	VPBROADCASTW soff+2(SP), Y9    \
+	VPMADDWD     Y8, Y6, Y6        \
+	VPMADDWD     Y9, Y7, Y7        \
+	VPADDD       Y6, Y10, Y10      \
+	VPADDD       Y7, Y10, Y10
+
+// Q3_K. Element 32k+l (k < 8) has the two bits k%4 of qs[32(k/4)+l] and
+// bit k of hmask[l]; Q3PAIR(k, q, shift) multiplies the 32 of them, as
+// u = bits | high<<2 (0..7), by the activations and the signed scales of
+// runs 2k and 2k+1 into Y10. Y11, Y12 = qs halves, Y13 = hmask,
+// Y14 = 0x03 bytes, Y15 = 0x01 bytes.
+#define Q3PAIR(k, q, shift) \
+	VPSRLW       $shift, q, Y6    \
+	VPAND        Y14, Y6, Y6      \
+	VPSRLW       $k, Y13, Y7      \
+	VPAND        Y15, Y7, Y7      \
+	VPSLLW       $2, Y7, Y7       \
+	VPOR         Y7, Y6, Y6       \
+	VPMADDUBSW   (32*k)(SI), Y6, Y6 \
+	VPBROADCASTW (4*k)(SP), X8    \
+	VPBROADCASTW (4*k+2)(SP), X9  \
+	VINSERTI128  $1, X9, Y8, Y8   \
+	VPMADDWD     Y8, Y6, Y6       \
+	VPADDD       Y6, Y10, Y10
+
+// func dotQ4_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
+	SETUP32
+
+loop:
+	NIB32(4)
+	DOTSUM
+	MINFOLD
+	ADDQ $20, DI
+	ADDQ $32, SI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  loop
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-36
+	SETUP32
+
+loop:
+	NIB32(8)
+	HIGH5(4)
+	DOTSUM
+	MINFOLD
+	ADDQ $24, DI
+	ADDQ $32, SI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  loop
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-36
+	SETUP32
+
+loop:
+	NIB32(6)
+	HIGH5(2)
+	DOTSUM
+	VPSLLD       $4, Y9, Y9
+	VPSUBD       Y9, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DX), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y6, Y4, Y0
+	ADDQ $22, DI
+	ADDQ $32, SI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  loop
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_KAVX2(w *byte, x *blockQ8K, nb int) float32
+TEXT ·dotQ5_KAVX2(SB), NOSPLIT, $32-28
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	BCASTB($0x0f0f0f0f, Y14, X14)
+	BCASTB($0x01010101, Y13, X13)
+
+loop:
+	SCALESMINK4
+	VMOVDQU      16(DI), Y12
+	VPXOR        Y10, Y10, Y10
+	CHUNKK5(48, 0, 0)
+	CHUNKK5(80, 64, 4)
+	CHUNKK5(112, 128, 8)
+	CHUNKK5(144, 192, 12)
+	// Y0 += d·dx·isum − dmin·dx·Σ m·bsums
+	VMOVD        (DI), X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y7
+	VPSHUFD      $0x55, X6, X6
+	VBROADCASTSS X6, Y6
+	VMOVDQU      16(SP), X9
+	VMOVDQU      256(SI), Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPHADDW      X5, X4, X4
+	VPMADDWD     X9, X4, X4
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VFNMADD231PS Y4, Y6, Y10
+	VBROADCASTSS 288(SI), Y5
+	VFMADD231PS  Y10, Y5, Y0
+	ADDQ         $176, DI
+	ADDQ         $320, SI
+	DECQ         CX
+	JNZ          loop
+	HSUM(Y0, X0, X1)
+	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ3_KAVX2(w *byte, x *blockQ8K, nb int) float32
+TEXT ·dotQ3_KAVX2(SB), NOSPLIT, $48-28
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	BCASTB($0x03030303, Y14, X14)
+	BCASTB($0x01010101, Y15, X15)
+	BCASTB($0x00200020, Y3, X3)
+
+loop:
+	// The sixteen 6-bit scales, as ggml unpacks them, minus 32, as int16
+	// at 0(SP).
+	MOVL    96(DI), AX
+	MOVL    100(DI), BX
+	MOVL    104(DI), DX
+	MOVL    AX, R8
+	ANDL    $0x0f0f0f0f, R8
+	MOVL    DX, R9
+	ANDL    $0x03030303, R9
+	SHLL    $4, R9
+	ORL     R9, R8
+	MOVL    R8, 32(SP)
+	MOVL    BX, R8
+	ANDL    $0x0f0f0f0f, R8
+	MOVL    DX, R9
+	SHRL    $2, R9
+	ANDL    $0x03030303, R9
+	SHLL    $4, R9
+	ORL     R9, R8
+	MOVL    R8, 36(SP)
+	MOVL    AX, R8
+	SHRL    $4, R8
+	ANDL    $0x0f0f0f0f, R8
+	MOVL    DX, R9
+	SHRL    $4, R9
+	ANDL    $0x03030303, R9
+	SHLL    $4, R9
+	ORL     R9, R8
+	MOVL    R8, 40(SP)
+	MOVL    BX, R8
+	SHRL    $4, R8
+	ANDL    $0x0f0f0f0f, R8
+	MOVL    DX, R9
+	SHRL    $6, R9
+	ANDL    $0x03030303, R9
+	SHLL    $4, R9
+	ORL     R9, R8
+	MOVL    R8, 44(SP)
+	VMOVDQU   32(SP), X2
+	VPMOVZXBW X2, Y2
+	VPSUBW    Y3, Y2, Y2
+	VMOVDQU   Y2, 0(SP)
+
+	VMOVDQU (DI), Y13
+	VMOVDQU 32(DI), Y11
+	VMOVDQU 64(DI), Y12
+	VPXOR   Y10, Y10, Y10
+	Q3PAIR(0, Y11, 0)
+	Q3PAIR(1, Y11, 2)
+	Q3PAIR(2, Y11, 4)
+	Q3PAIR(3, Y11, 6)
+	Q3PAIR(4, Y12, 0)
+	Q3PAIR(5, Y12, 2)
+	Q3PAIR(6, Y12, 4)
+	Q3PAIR(7, Y12, 6)
+
+	// isum −= 4·Σ scale·bsum; Y0 += d·dx·isum
+	VMOVDQU      256(SI), Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPSLLD       $2, Y4, Y4
+	VPSUBD       Y4, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	MOVWLZX      108(DI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       288(SI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y10, Y4, Y0
+	ADDQ         $110, DI
+	ADDQ         $320, SI
+	DECQ         CX
+	JNZ          loop
+	HSUM(Y0, X0, X1)
+	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET
