@@ -132,3 +132,6 @@ func dotQ5_KAVX2(w *byte, x *blockQ8K, nb int) float32
 
 //go:noescape
 func dotQ3_KAVX2(w *byte, x *blockQ8K, nb int) float32
+
+//go:noescape
+func dotQ2_KAVX2(w *byte, x *blockQ8K, nb int) float32

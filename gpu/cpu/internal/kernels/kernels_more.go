@@ -8,7 +8,7 @@ import (
 
 // Kernels of the further GGML types: Q4_1, Q5_0 and Q5_1 weights against
 // Q8_0 activations (qs, d), and Q2_K, Q3_K and Q5_K against blockQ8K. Each
-// has a Go twin (below) and, for all but Q2_K, an AVX2 kernel
+// has a Go twin (below) and an AVX2 kernel
 // (quant_more_amd64.s) that computes the same integer sums and folds them
 // into floats in a different order. The x4 forms run the single-row kernel
 // for each activation row.
@@ -212,7 +212,10 @@ func dotQ2_K(w []byte, x []blockQ8K, nb int) float32 {
 	if nb == 0 {
 		return 0
 	}
-	_ = w[nb*bytesQ2_K-1]
+	_, _ = w[nb*bytesQ2_K-1], x[nb-1]
+	if useAsm {
+		return dotQ2_KAVX2(&w[0], &x[0], nb)
+	}
 	return dotQ2_KGo(w, x, nb)
 }
 

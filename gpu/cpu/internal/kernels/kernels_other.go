@@ -75,3 +75,4 @@ func dotQ5_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32 { panic(noAsm) 
 func dotQ5_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32 { panic(noAsm) }
 func dotQ5_KAVX2(w *byte, x *blockQ8K, nb int) float32           { panic(noAsm) }
 func dotQ3_KAVX2(w *byte, x *blockQ8K, nb int) float32           { panic(noAsm) }
+func dotQ2_KAVX2(w *byte, x *blockQ8K, nb int) float32           { panic(noAsm) }

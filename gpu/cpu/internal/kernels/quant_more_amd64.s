@@ -164,6 +164,19 @@ GLOBL q5c<>(SB), RODATA|NOPTR, $96
 	VPMADDWD     Y8, Y6, Y6       \
 	VPADDD       Y6, Y10, Y10
 
+// Q2_K: Q2PAIR(k, q, shift) multiplies elements 32k..32k+31 (the two bits
+// at shift of the qs half in q) by the activations and the scales of runs
+// 2k and 2k+1 (int16 at 0(SP)) into Y10. Y14 = 0x03 bytes.
+#define Q2PAIR(k, q, shift) \
+	VPSRLW       $shift, q, Y6    \
+	VPAND        Y14, Y6, Y6      \
+	VPMADDUBSW   (32*k)(SI), Y6, Y6 \
+	VPBROADCASTW (4*k)(SP), X8    \
+	VPBROADCASTW (4*k+2)(SP), X9  \
+	VINSERTI128  $1, X9, Y8, Y8   \
+	VPMADDWD     Y8, Y6, Y6       \
+	VPADDD       Y6, Y10, Y10
+
 // func dotQ4_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
 	SETUP32
@@ -351,6 +364,60 @@ loop:
 	VBROADCASTSS X4, Y4
 	VFMADD231PS  Y10, Y4, Y0
 	ADDQ         $110, DI
+	ADDQ         $320, SI
+	DECQ         CX
+	JNZ          loop
+	HSUM(Y0, X0, X1)
+	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ2_KAVX2(w *byte, x *blockQ8K, nb int) float32
+TEXT ·dotQ2_KAVX2(SB), NOSPLIT, $32-28
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	BCASTB($0x03030303, Y14, X14)
+	BCASTB($0x0f0f0f0f, Y15, X15)
+
+loop:
+	// Scales (low nibbles) as int16 at 0(SP), mins (high nibbles) in Y3.
+	VMOVDQU   (DI), X2
+	VPSRLW    $4, X2, X3
+	VPAND     X15, X2, X2
+	VPAND     X15, X3, X3
+	VPMOVZXBW X2, Y2
+	VPMOVZXBW X3, Y3
+	VMOVDQU   Y2, 0(SP)
+
+	VMOVDQU 16(DI), Y11
+	VMOVDQU 48(DI), Y12
+	VPXOR   Y10, Y10, Y10
+	Q2PAIR(0, Y11, 0)
+	Q2PAIR(1, Y11, 2)
+	Q2PAIR(2, Y11, 4)
+	Q2PAIR(3, Y11, 6)
+	Q2PAIR(4, Y12, 0)
+	Q2PAIR(5, Y12, 2)
+	Q2PAIR(6, Y12, 4)
+	Q2PAIR(7, Y12, 6)
+
+	// Y0 += d·dx·isum − dmin·dx·Σ m·bsum
+	VPMADDWD     256(SI), Y3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y10, Y10
+	VMOVD        80(DI), X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS 288(SI), X5
+	VMULPS       X5, X6, X6
+	VBROADCASTSS X6, Y7
+	VPSHUFD      $0x55, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y7, Y10, Y10
+	VFNMADD231PS Y4, Y6, Y10
+	VADDPS       Y10, Y0, Y0
+	ADDQ         $84, DI
 	ADDQ         $320, SI
 	DECQ         CX
 	JNZ          loop
