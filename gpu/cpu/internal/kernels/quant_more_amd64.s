@@ -24,6 +24,27 @@ DATA q5c<>+80(SB)/8, $0x1010101010101010
 DATA q5c<>+88(SB)/8, $0x1010101010101010
 GLOBL q5c<>(SB), RODATA|NOPTR, $96
 
+// sc16: VPSHUFB patterns j = 0..3 that, applied to eight int16 scales
+// repeated in both lanes, broadcast scale 2j to the low lane and scale
+// 2j+1 to the high lane.
+DATA sc16<>+0(SB)/8, $0x0100010001000100
+DATA sc16<>+8(SB)/8, $0x0100010001000100
+DATA sc16<>+16(SB)/8, $0x0302030203020302
+DATA sc16<>+24(SB)/8, $0x0302030203020302
+DATA sc16<>+32(SB)/8, $0x0504050405040504
+DATA sc16<>+40(SB)/8, $0x0504050405040504
+DATA sc16<>+48(SB)/8, $0x0706070607060706
+DATA sc16<>+56(SB)/8, $0x0706070607060706
+DATA sc16<>+64(SB)/8, $0x0908090809080908
+DATA sc16<>+72(SB)/8, $0x0908090809080908
+DATA sc16<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA sc16<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA sc16<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA sc16<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA sc16<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA sc16<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL sc16<>(SB), RODATA|NOPTR, $128
+
 #define BCASTB(val, r, x) \
 	MOVL         val, AX \
 	VMOVD        AX, x   \
@@ -68,12 +89,14 @@ GLOBL q5c<>(SB), RODATA|NOPTR, $96
 	MOVQ   xd+16(FP), DX   \
 	MOVQ   nb+24(FP), CX   \
 	VXORPS Y0, Y0, Y0      \
+	VXORPS Y1, Y1, Y1      \
 	BCASTB($0x0f0f0f0f, Y14, X14) \
 	BCASTB($0x01010101, Y13, X13) \
 	BCASTB($0x00010001, Y15, X15) \
 	VPCMPEQB Y12, Y12, Y12
 
-// MINFOLD: Y0 += isum·(d·dx) + Σx·(m·dx), with d, m the halves at (DI).
+// MINFOLD: Y0 += isum·(d·dx), Y1 += Σx·(m·dx), with d, m the halves at
+// (DI).
 #define MINFOLD \
 	VCVTDQ2PS    Y6, Y6     \
 	VCVTDQ2PS    Y9, Y9     \
@@ -85,7 +108,7 @@ GLOBL q5c<>(SB), RODATA|NOPTR, $96
 	VPSHUFD      $0x55, X4, X4 \
 	VBROADCASTSS X4, Y4     \
 	VFMADD231PS  Y6, Y5, Y0 \
-	VFMADD231PS  Y9, Y4, Y0
+	VFMADD231PS  Y9, Y4, Y1
 
 // Q5_K: SCALESMINK4 unpacks the 6-bit scales and mins at 4(DI) (the Q4_K
 // packing) as eight int16 scales at 0(SP) and eight int16 mins at 16(SP).
@@ -146,34 +169,31 @@ GLOBL q5c<>(SB), RODATA|NOPTR, $96
 	VPADDD       Y7, Y10, Y10
 
 // Q3_K. Element 32k+l (k < 8) has the two bits k%4 of qs[32(k/4)+l] and
-// bit k of hmask[l]; Q3PAIR(k, q, shift) multiplies the 32 of them, as
-// u = bits | high<<2 (0..7), by the activations and the signed scales of
-// runs 2k and 2k+1 into Y10. Y11, Y12 = qs halves, Y13 = hmask,
-// Y14 = 0x03 bytes, Y15 = 0x01 bytes.
-#define Q3PAIR(k, q, shift) \
+// bit k of hmask[l]; Q3PAIR(k, q, shift, hsh, hs, sreg, soff) multiplies
+// the 32 of them, as u = bits | high<<2 (0..7), by the activations and the
+// signed scales of runs 2k and 2k+1 (as in Q2PAIR) into Y10. hsh $hs moves
+// bit k of each hmask byte to bit 2. Y11, Y12 = qs halves, Y13 = hmask,
+// Y14 = 0x03 bytes, Y15 = 0x04 bytes.
+#define Q3PAIR(k, q, shift, hsh, hs, sreg, soff) \
 	VPSRLW       $shift, q, Y6    \
 	VPAND        Y14, Y6, Y6      \
-	VPSRLW       $k, Y13, Y7      \
+	hsh          $hs, Y13, Y7     \
 	VPAND        Y15, Y7, Y7      \
-	VPSLLW       $2, Y7, Y7       \
 	VPOR         Y7, Y6, Y6       \
 	VPMADDUBSW   (32*k)(SI), Y6, Y6 \
-	VPBROADCASTW (4*k)(SP), X8    \
-	VPBROADCASTW (4*k+2)(SP), X9  \
-	VINSERTI128  $1, X9, Y8, Y8   \
+	VPSHUFB      sc16<>+soff(SB), sreg, Y8 \
 	VPMADDWD     Y8, Y6, Y6       \
 	VPADDD       Y6, Y10, Y10
 
-// Q2_K: Q2PAIR(k, q, shift) multiplies elements 32k..32k+31 (the two bits
-// at shift of the qs half in q) by the activations and the scales of runs
-// 2k and 2k+1 (int16 at 0(SP)) into Y10. Y14 = 0x03 bytes.
-#define Q2PAIR(k, q, shift) \
+// Q2_K: Q2PAIR(k, q, shift, sreg, soff) multiplies elements 32k..32k+31
+// (the two bits at shift of the qs half in q) by the activations and the
+// scales of runs 2k and 2k+1 (from sreg by the sc16 pattern at soff) into
+// Y10. Y14 = 0x03 bytes.
+#define Q2PAIR(k, q, shift, sreg, soff) \
 	VPSRLW       $shift, q, Y6    \
 	VPAND        Y14, Y6, Y6      \
 	VPMADDUBSW   (32*k)(SI), Y6, Y6 \
-	VPBROADCASTW (4*k)(SP), X8    \
-	VPBROADCASTW (4*k+2)(SP), X9  \
-	VINSERTI128  $1, X9, Y8, Y8   \
+	VPSHUFB      sc16<>+soff(SB), sreg, Y8 \
 	VPMADDWD     Y8, Y6, Y6       \
 	VPADDD       Y6, Y10, Y10
 
@@ -190,6 +210,7 @@ loop:
 	ADDQ $4, DX
 	DECQ CX
 	JNZ  loop
+	VADDPS Y1, Y0, Y0
 	HSUM(Y0, X0, X1)
 	VMOVSS X0, ret+32(FP)
 	VZEROUPPER
@@ -209,6 +230,7 @@ loop:
 	ADDQ $4, DX
 	DECQ CX
 	JNZ  loop
+	VADDPS Y1, Y0, Y0
 	HSUM(Y0, X0, X1)
 	VMOVSS X0, ret+32(FP)
 	VZEROUPPER
@@ -285,18 +307,18 @@ loop:
 	RET
 
 // func dotQ3_KAVX2(w *byte, x *blockQ8K, nb int) float32
-TEXT ·dotQ3_KAVX2(SB), NOSPLIT, $48-28
+TEXT ·dotQ3_KAVX2(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), DI
 	MOVQ   x+8(FP), SI
 	MOVQ   nb+16(FP), CX
 	VXORPS Y0, Y0, Y0
 	BCASTB($0x03030303, Y14, X14)
-	BCASTB($0x01010101, Y15, X15)
-	BCASTB($0x00200020, Y3, X3)
+	BCASTB($0x04040404, Y15, X15)
+	BCASTB($0x00200020, Y5, X5)
 
 loop:
-	// The sixteen 6-bit scales, as ggml unpacks them, minus 32, as int16
-	// at 0(SP).
+	// The sixteen 6-bit scales, unpacked as ggml does, minus 32: int16 in
+	// Y3, scales 0-7 in both lanes of Y1, scales 8-15 in both lanes of Y2.
 	MOVL    96(DI), AX
 	MOVL    100(DI), BX
 	MOVL    104(DI), DX
@@ -306,15 +328,16 @@ loop:
 	ANDL    $0x03030303, R9
 	SHLL    $4, R9
 	ORL     R9, R8
-	MOVL    R8, 32(SP)
-	MOVL    BX, R8
-	ANDL    $0x0f0f0f0f, R8
+	MOVL    BX, R10
+	ANDL    $0x0f0f0f0f, R10
 	MOVL    DX, R9
 	SHRL    $2, R9
 	ANDL    $0x03030303, R9
 	SHLL    $4, R9
-	ORL     R9, R8
-	MOVL    R8, 36(SP)
+	ORL     R9, R10
+	SHLQ    $32, R10
+	ORQ     R10, R8
+	VMOVQ   R8, X3
 	MOVL    AX, R8
 	SHRL    $4, R8
 	ANDL    $0x0f0f0f0f, R8
@@ -323,37 +346,37 @@ loop:
 	ANDL    $0x03030303, R9
 	SHLL    $4, R9
 	ORL     R9, R8
-	MOVL    R8, 40(SP)
-	MOVL    BX, R8
-	SHRL    $4, R8
-	ANDL    $0x0f0f0f0f, R8
+	MOVL    BX, R10
+	SHRL    $4, R10
+	ANDL    $0x0f0f0f0f, R10
 	MOVL    DX, R9
 	SHRL    $6, R9
 	ANDL    $0x03030303, R9
 	SHLL    $4, R9
-	ORL     R9, R8
-	MOVL    R8, 44(SP)
-	VMOVDQU   32(SP), X2
-	VPMOVZXBW X2, Y2
-	VPSUBW    Y3, Y2, Y2
-	VMOVDQU   Y2, 0(SP)
+	ORL     R9, R10
+	SHLQ    $32, R10
+	ORQ     R10, R8
+	VPINSRQ   $1, R8, X3, X3
+	VPMOVZXBW X3, Y3
+	VPSUBW    Y5, Y3, Y3
+	VPERMQ    $0x44, Y3, Y1
+	VPERMQ    $0xee, Y3, Y2
 
 	VMOVDQU (DI), Y13
 	VMOVDQU 32(DI), Y11
 	VMOVDQU 64(DI), Y12
 	VPXOR   Y10, Y10, Y10
-	Q3PAIR(0, Y11, 0)
-	Q3PAIR(1, Y11, 2)
-	Q3PAIR(2, Y11, 4)
-	Q3PAIR(3, Y11, 6)
-	Q3PAIR(4, Y12, 0)
-	Q3PAIR(5, Y12, 2)
-	Q3PAIR(6, Y12, 4)
-	Q3PAIR(7, Y12, 6)
+	Q3PAIR(0, Y11, 0, VPSLLW, 2, Y1, 0)
+	Q3PAIR(1, Y11, 2, VPSLLW, 1, Y1, 32)
+	Q3PAIR(2, Y11, 4, VPSRLW, 0, Y1, 64)
+	Q3PAIR(3, Y11, 6, VPSRLW, 1, Y1, 96)
+	Q3PAIR(4, Y12, 0, VPSRLW, 2, Y2, 0)
+	Q3PAIR(5, Y12, 2, VPSRLW, 3, Y2, 32)
+	Q3PAIR(6, Y12, 4, VPSRLW, 4, Y2, 64)
+	Q3PAIR(7, Y12, 6, VPSRLW, 5, Y2, 96)
 
 	// isum −= 4·Σ scale·bsum; Y0 += d·dx·isum
-	VMOVDQU      256(SI), Y4
-	VPMADDWD     Y2, Y4, Y4
+	VPMADDWD     256(SI), Y3, Y4
 	VPSLLD       $2, Y4, Y4
 	VPSUBD       Y4, Y10, Y10
 	VCVTDQ2PS    Y10, Y10
@@ -373,7 +396,7 @@ loop:
 	RET
 
 // func dotQ2_KAVX2(w *byte, x *blockQ8K, nb int) float32
-TEXT ·dotQ2_KAVX2(SB), NOSPLIT, $32-28
+TEXT ·dotQ2_KAVX2(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), DI
 	MOVQ   x+8(FP), SI
 	MOVQ   nb+16(FP), CX
@@ -382,29 +405,31 @@ TEXT ·dotQ2_KAVX2(SB), NOSPLIT, $32-28
 	BCASTB($0x0f0f0f0f, Y15, X15)
 
 loop:
-	// Scales (low nibbles) as int16 at 0(SP), mins (high nibbles) in Y3.
-	VMOVDQU   (DI), X2
-	VPSRLW    $4, X2, X3
-	VPAND     X15, X2, X2
+	// Scales (low nibbles) as int16: 0-7 in both lanes of Y1, 8-15 in
+	// both lanes of Y2; mins (high nibbles) as int16 in Y5.
+	VMOVDQU   (DI), X3
+	VPSRLW    $4, X3, X5
 	VPAND     X15, X3, X3
-	VPMOVZXBW X2, Y2
+	VPAND     X15, X5, X5
 	VPMOVZXBW X3, Y3
-	VMOVDQU   Y2, 0(SP)
+	VPMOVZXBW X5, Y5
+	VPERMQ    $0x44, Y3, Y1
+	VPERMQ    $0xee, Y3, Y2
 
 	VMOVDQU 16(DI), Y11
 	VMOVDQU 48(DI), Y12
 	VPXOR   Y10, Y10, Y10
-	Q2PAIR(0, Y11, 0)
-	Q2PAIR(1, Y11, 2)
-	Q2PAIR(2, Y11, 4)
-	Q2PAIR(3, Y11, 6)
-	Q2PAIR(4, Y12, 0)
-	Q2PAIR(5, Y12, 2)
-	Q2PAIR(6, Y12, 4)
-	Q2PAIR(7, Y12, 6)
+	Q2PAIR(0, Y11, 0, Y1, 0)
+	Q2PAIR(1, Y11, 2, Y1, 32)
+	Q2PAIR(2, Y11, 4, Y1, 64)
+	Q2PAIR(3, Y11, 6, Y1, 96)
+	Q2PAIR(4, Y12, 0, Y2, 0)
+	Q2PAIR(5, Y12, 2, Y2, 32)
+	Q2PAIR(6, Y12, 4, Y2, 64)
+	Q2PAIR(7, Y12, 6, Y2, 96)
 
 	// Y0 += d·dx·isum − dmin·dx·Σ m·bsum
-	VPMADDWD     256(SI), Y3, Y4
+	VPMADDWD     256(SI), Y5, Y4
 	VCVTDQ2PS    Y4, Y4
 	VCVTDQ2PS    Y10, Y10
 	VMOVD        80(DI), X6
