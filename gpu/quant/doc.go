@@ -79,8 +79,8 @@
 // x = (d·sc)·q − dmin·m.
 //
 // Dequantize reproduces ggml's float arithmetic exactly. Quantize follows
-// ggml's reference rules for Q8_0 and Q4_0; for Q4_K and Q6_K it searches a
-// few candidate scales per sub-block and keeps the one with the least
+// ggml's reference rules for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1; for the
+// K-quants it searches a few candidate scales per sub-block and keeps the one with the least
 // squared error, which gives error comparable to ggml's but not the same
 // bytes.
 //
