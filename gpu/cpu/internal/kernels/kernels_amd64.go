@@ -135,3 +135,9 @@ func dotQ3_KAVX2(w *byte, x *blockQ8K, nb int) float32
 
 //go:noescape
 func dotQ2_KAVX2(w *byte, x *blockQ8K, nb int) float32
+
+//go:noescape
+func dotQ5_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
+
+//go:noescape
+func dotQ3_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)

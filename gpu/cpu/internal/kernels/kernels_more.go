@@ -10,8 +10,8 @@ import (
 // Q8_0 activations (qs, d), and Q2_K, Q3_K and Q5_K against blockQ8K. Each
 // has a Go twin (below) and an AVX2 kernel
 // (quant_more_amd64.s) that computes the same integer sums and folds them
-// into floats in a different order. The x4 forms run the single-row kernel
-// for each activation row.
+// into floats in a different order. Q5_K and Q3_K have four-row kernels;
+// the x4 forms of the others run the single-row kernel for each row.
 
 const (
 	bytesQ4_1 = quant.BlockQ4_1
@@ -152,6 +152,33 @@ func dotQ2_KGo(w []byte, x []blockQ8K, nb int) float32 {
 }
 
 // Dispatch.
+
+// dotQ5_Kx4: four activation rows of blocks at a stride of xs blocks.
+func dotQ5_Kx4(w []byte, x []blockQ8K, xs int, nb int, out *[4]float32) {
+	if nb == 0 {
+		*out = [4]float32{}
+		return
+	}
+	_, _ = w[nb*bytesQ5_K-1], x[3*xs+nb-1]
+	if useAsm {
+		dotQ5_Kx4AVX2(&w[0], &x[0], nb, xs*320, out)
+		return
+	}
+	dotQ8Kx4(dotQ5_KGo, w, x, xs, nb, out)
+}
+
+func dotQ3_Kx4(w []byte, x []blockQ8K, xs int, nb int, out *[4]float32) {
+	if nb == 0 {
+		*out = [4]float32{}
+		return
+	}
+	_, _ = w[nb*bytesQ3_K-1], x[3*xs+nb-1]
+	if useAsm {
+		dotQ3_Kx4AVX2(&w[0], &x[0], nb, xs*320, out)
+		return
+	}
+	dotQ8Kx4(dotQ3_KGo, w, x, xs, nb, out)
+}
 
 func dotQ4_1(w []byte, xq []int8, xd []float32, nb int) float32 {
 	if nb == 0 {

@@ -203,9 +203,9 @@ func quantDot4(ty gpu.DType, w []byte, a testAct, nb int, out *[4]float32) {
 	case gpu.Q2_K:
 		dotQ8Kx4(dotQ2_K, w, a.kb, K/qkK, nb, out)
 	case gpu.Q3_K:
-		dotQ8Kx4(dotQ3_K, w, a.kb, K/qkK, nb, out)
+		dotQ3_Kx4(w, a.kb, K/qkK, nb, out)
 	case gpu.Q5_K:
-		dotQ8Kx4(dotQ5_K, w, a.kb, K/qkK, nb, out)
+		dotQ5_Kx4(w, a.kb, K/qkK, nb, out)
 	}
 }
 

@@ -440,9 +440,9 @@ func (mm *MatMul) dot4(wr []byte, m int, out *[4]float32) {
 	case gpu.Q2_K:
 		dotQ8Kx4(dotQ2_K, wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
 	case gpu.Q3_K:
-		dotQ8Kx4(dotQ3_K, wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
+		dotQ3_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
 	case gpu.Q5_K:
-		dotQ8Kx4(dotQ5_K, wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
+		dotQ5_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
 	default:
 		panic("kernels: unsupported type " + mm.t.String())
 	}

@@ -45,6 +45,12 @@ DATA sc16<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA sc16<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL sc16<>(SB), RODATA|NOPTR, $128
 
+DATA b01<>+0(SB)/8, $0x0101010101010101
+DATA b01<>+8(SB)/8, $0x0101010101010101
+DATA b01<>+16(SB)/8, $0x0101010101010101
+DATA b01<>+24(SB)/8, $0x0101010101010101
+GLOBL b01<>(SB), RODATA|NOPTR, $32
+
 #define BCASTB(val, r, x) \
 	MOVL         val, AX \
 	VMOVD        AX, x   \
@@ -196,6 +202,98 @@ GLOBL sc16<>(SB), RODATA|NOPTR, $128
 	VPSHUFB      sc16<>+soff(SB), sreg, Y8 \
 	VPMADDWD     Y8, Y6, Y6       \
 	VPADDD       Y6, Y10, Y10
+
+// Four-row forms. The weights decode once; each row keeps its own integer
+// accumulator (Y0..Y3) and float accumulator (Y10..Y13) and folds its
+// super-blocks with the single-row kernel's instructions, and REDUCE4X
+// sums the lanes in HSUM's order, so a row gets the single-row bits.
+// Activation rows are at SI, SI+BX, SI+2·BX and R8 = SI+3·BX.
+#define REDUCE4X(a, b, c, d, xa, xb) \
+	VHADDPS      b, a, a   \
+	VHADDPS      d, c, c   \
+	VHADDPS      c, a, a   \
+	VEXTRACTF128 $1, a, xb \
+	VADDPS       xb, xa, xa \
+	VMOVUPS      xa, (AX)
+
+// ROWU(lo, hi, acc): acc += Y8-scaled lo·Y6 + Y9-scaled hi·Y7.
+#define ROWU(lo, hi, acc) \
+	VPMADDUBSW lo, Y6, Y4 \
+	VPMADDWD   Y8, Y4, Y4 \
+	VPMADDUBSW hi, Y7, Y5 \
+	VPMADDWD   Y9, Y5, Y5 \
+	VPADDD     Y4, acc, acc \
+	VPADDD     Y5, acc, acc
+
+// CHUNKK5X4: CHUNKK5 for four rows; the qh bits roll in Y15.
+#define CHUNKK5X4(woff, xoff, soff) \
+	VMOVDQU      woff(DI), Y6      \
+	VPSRLW       $4, Y6, Y7        \
+	VPAND        Y14, Y6, Y6       \
+	VPAND        Y14, Y7, Y7       \
+	VPAND        b01<>(SB), Y15, Y8 \
+	VPSLLW       $4, Y8, Y8        \
+	VPOR         Y8, Y6, Y6        \
+	VPSRLW       $1, Y15, Y8       \
+	VPAND        b01<>(SB), Y8, Y8 \
+	VPSLLW       $4, Y8, Y8        \
+	VPOR         Y8, Y7, Y7        \
+	VPSRLW       $2, Y15, Y15      \
+	VPBROADCASTW soff(SP), Y8      \
+	VPBROADCASTW soff+2(SP), Y9    \
+	ROWU(xoff(SI), xoff+32(SI), Y0)                 \
+	ROWU(xoff(SI)(BX*1), xoff+32(SI)(BX*1), Y1)     \
+	ROWU(xoff(SI)(BX*2), xoff+32(SI)(BX*2), Y2)     \
+	ROWU(xoff(R8), xoff+32(R8), Y3)
+
+// ENDK5(bs, dx, iacc, facc): the single-row Q5_K fold. Y7 = d, Y6 = dmin,
+// X9 = mins.
+#define ENDK5(bs, dx, iacc, facc) \
+	VMOVDQU      bs, Y4          \
+	VEXTRACTI128 $1, Y4, X5      \
+	VPHADDW      X5, X4, X4      \
+	VPMADDWD     X9, X4, X4      \
+	VCVTDQ2PS    Y4, Y4          \
+	VCVTDQ2PS    iacc, iacc      \
+	VMULPS       Y7, iacc, iacc  \
+	VFNMADD231PS Y4, Y6, iacc    \
+	VBROADCASTSS dx, Y5          \
+	VFMADD231PS  iacc, Y5, facc
+
+// ROW3(x, acc): acc += Y8-scaled x·Y6.
+#define ROW3(x, acc) \
+	VPMADDUBSW x, Y6, Y4 \
+	VPMADDWD   Y8, Y4, Y4 \
+	VPADDD     Y4, acc, acc
+
+// Q3PAIRX4: Q3PAIR for four rows, the quants and hmask from memory and
+// the scales (Y1/Y2 of the single-row kernel) from ssp(SP).
+#define Q3PAIRX4(k, qoff, shift, hsh, hs, ssp, soff) \
+	VMOVDQU      qoff(DI), Y6     \
+	VPSRLW       $shift, Y6, Y6   \
+	VPAND        Y14, Y6, Y6      \
+	VMOVDQU      (DI), Y7         \
+	hsh          $hs, Y7, Y7      \
+	VPAND        Y15, Y7, Y7      \
+	VPOR         Y7, Y6, Y6       \
+	VMOVDQU      ssp(SP), Y8      \
+	VPSHUFB      sc16<>+soff(SB), Y8, Y8 \
+	ROW3((32*k)(SI), Y0)          \
+	ROW3((32*k)(SI)(BX*1), Y1)    \
+	ROW3((32*k)(SI)(BX*2), Y2)    \
+	ROW3((32*k)(R8), Y3)
+
+// END3(bs, dx, iacc, facc): the single-row Q3_K fold; X9 = d, 64(SP) =
+// the int16 scales.
+#define END3(bs, dx, iacc, facc) \
+	VMOVDQU      64(SP), Y5       \
+	VPMADDWD     bs, Y5, Y4       \
+	VPSLLD       $2, Y4, Y4       \
+	VPSUBD       Y4, iacc, iacc   \
+	VCVTDQ2PS    iacc, iacc       \
+	VMULSS       dx, X9, X4       \
+	VBROADCASTSS X4, Y4           \
+	VFMADD231PS  iacc, Y4, facc
 
 // func dotQ4_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-36
@@ -448,5 +546,145 @@ loop:
 	JNZ          loop
 	HSUM(Y0, X0, X1)
 	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
+TEXT ·dotQ5_Kx4AVX2(SB), NOSPLIT, $32-40
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	MOVQ   xstride+24(FP), BX
+	LEAQ   (SI)(BX*2), R8
+	ADDQ   BX, R8
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	BCASTB($0x0f0f0f0f, Y14, X14)
+
+loop:
+	SCALESMINK4
+	VMOVDQU 16(DI), Y15
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	CHUNKK5X4(48, 0, 0)
+	CHUNKK5X4(80, 64, 4)
+	CHUNKK5X4(112, 128, 8)
+	CHUNKK5X4(144, 192, 12)
+	VMOVD        (DI), X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y7
+	VPSHUFD      $0x55, X6, X6
+	VBROADCASTSS X6, Y6
+	VMOVDQU      16(SP), X9
+	ENDK5(256(SI), 288(SI), Y0, Y10)
+	ENDK5(256(SI)(BX*1), 288(SI)(BX*1), Y1, Y11)
+	ENDK5(256(SI)(BX*2), 288(SI)(BX*2), Y2, Y12)
+	ENDK5(256(R8), 288(R8), Y3, Y13)
+	ADDQ $176, DI
+	ADDQ $320, SI
+	ADDQ $320, R8
+	DECQ CX
+	JNZ  loop
+	MOVQ out+32(FP), AX
+	REDUCE4X(Y10, Y11, Y12, Y13, X10, X11)
+	VZEROUPPER
+	RET
+
+// func dotQ3_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
+TEXT ·dotQ3_Kx4AVX2(SB), NOSPLIT, $96-40
+	MOVQ   w+0(FP), DI
+	MOVQ   x+8(FP), SI
+	MOVQ   nb+16(FP), CX
+	MOVQ   xstride+24(FP), BX
+	LEAQ   (SI)(BX*2), R8
+	ADDQ   BX, R8
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	BCASTB($0x03030303, Y14, X14)
+	BCASTB($0x04040404, Y15, X15)
+
+loop:
+	// Scales as in dotQ3_KAVX2: 0-7 (both lanes) at 0(SP), 8-15 at
+	// 32(SP), all sixteen at 64(SP).
+	MOVL    96(DI), AX
+	MOVL    100(DI), R11
+	MOVL    104(DI), DX
+	MOVL    AX, R12
+	ANDL    $0x0f0f0f0f, R12
+	MOVL    DX, R9
+	ANDL    $0x03030303, R9
+	SHLL    $4, R9
+	ORL     R9, R12
+	MOVL    R11, R10
+	ANDL    $0x0f0f0f0f, R10
+	MOVL    DX, R9
+	SHRL    $2, R9
+	ANDL    $0x03030303, R9
+	SHLL    $4, R9
+	ORL     R9, R10
+	SHLQ    $32, R10
+	ORQ     R10, R12
+	VMOVQ   R12, X3
+	MOVL    AX, R12
+	SHRL    $4, R12
+	ANDL    $0x0f0f0f0f, R12
+	MOVL    DX, R9
+	SHRL    $4, R9
+	ANDL    $0x03030303, R9
+	SHLL    $4, R9
+	ORL     R9, R12
+	MOVL    R11, R10
+	SHRL    $4, R10
+	ANDL    $0x0f0f0f0f, R10
+	MOVL    DX, R9
+	SHRL    $6, R9
+	ANDL    $0x03030303, R9
+	SHLL    $4, R9
+	ORL     R9, R10
+	SHLQ    $32, R10
+	ORQ     R10, R12
+	VPINSRQ   $1, R12, X3, X3
+	VPMOVZXBW X3, Y3
+	BCASTB($0x00200020, Y5, X5)
+	VPSUBW    Y5, Y3, Y3
+	VMOVDQU   Y3, 64(SP)
+	VPERMQ    $0x44, Y3, Y1
+	VMOVDQU   Y1, 0(SP)
+	VPERMQ    $0xee, Y3, Y2
+	VMOVDQU   Y2, 32(SP)
+
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	Q3PAIRX4(0, 32, 0, VPSLLW, 2, 0, 0)
+	Q3PAIRX4(1, 32, 2, VPSLLW, 1, 0, 32)
+	Q3PAIRX4(2, 32, 4, VPSRLW, 0, 0, 64)
+	Q3PAIRX4(3, 32, 6, VPSRLW, 1, 0, 96)
+	Q3PAIRX4(4, 64, 0, VPSRLW, 2, 32, 0)
+	Q3PAIRX4(5, 64, 2, VPSRLW, 3, 32, 32)
+	Q3PAIRX4(6, 64, 4, VPSRLW, 4, 32, 64)
+	Q3PAIRX4(7, 64, 6, VPSRLW, 5, 32, 96)
+
+	MOVWLZX   108(DI), AX
+	VMOVD     AX, X9
+	VCVTPH2PS X9, X9
+	END3(256(SI), 288(SI), Y0, Y10)
+	END3(256(SI)(BX*1), 288(SI)(BX*1), Y1, Y11)
+	END3(256(SI)(BX*2), 288(SI)(BX*2), Y2, Y12)
+	END3(256(R8), 288(R8), Y3, Y13)
+	ADDQ $110, DI
+	ADDQ $320, SI
+	ADDQ $320, R8
+	DECQ CX
+	JNZ  loop
+	MOVQ out+32(FP), AX
+	REDUCE4X(Y10, Y11, Y12, Y13, X10, X11)
 	VZEROUPPER
 	RET
