@@ -13,14 +13,20 @@ const (
 	F32  DType = 0
 	F16  DType = 1
 	Q4_0 DType = 2
+	Q4_1 DType = 3
+	Q5_0 DType = 6
+	Q5_1 DType = 7
 	Q8_0 DType = 8
+	Q2_K DType = 10
+	Q3_K DType = 11
 	Q4_K DType = 12
+	Q5_K DType = 13
 	Q6_K DType = 14
 	BF16 DType = 30
 )
 
 // DTypes lists every supported type, in a stable order (tests iterate it).
-var DTypes = []DType{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K}
+var DTypes = []DType{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K}
 
 var dtypeInfo = map[DType]struct {
 	name  string
@@ -34,13 +40,18 @@ var dtypeInfo = map[DType]struct {
 	Q4_0: {"Q4_0", 32, 18},
 	Q4_K: {"Q4_K", 256, 144},
 	Q6_K: {"Q6_K", 256, 210},
+	Q4_1: {"Q4_1", 32, 20},
+	Q5_0: {"Q5_0", 32, 22},
+	Q5_1: {"Q5_1", 32, 24},
+	Q2_K: {"Q2_K", 256, 84},
+	Q3_K: {"Q3_K", 256, 110},
+	Q5_K: {"Q5_K", 256, 176},
 }
 
 // ggmlNames names the GGML types this package does not support, so errors
 // can say which type a file uses.
 var ggmlNames = map[DType]string{
-	3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K",
-	13: "Q5_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
+	9: "Q8_1", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
 	19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS",
 	24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M",
 	34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",

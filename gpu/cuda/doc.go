@@ -28,7 +28,10 @@
 // natural element order, scales in arrays of their own, rows padded for
 // 16-byte loads. The kernels (kernels/*.cu) dequantize F16, BF16, Q8_0,
 // Q4_0, Q4_K and Q6_K on the fly inside the matrix multiplication, which
-// takes up to 8 rows of activations per pass over the weights. Attention
+// takes up to 8 rows of activations per pass over the weights. Q4_1,
+// Q5_0, Q5_1, Q2_K, Q3_K and Q5_K have no kernel here: NewMatrix refuses
+// them with gpu.ErrUnsupportedType ("... Q5_K on cuda"); the CPU backend
+// runs them. Attention
 // reads the paged KV cache through each sequence's block table with an
 // online softmax. Extra kernels: Argmax, and MaskLogits, which applies a
 // packed token bitset to the logits.

@@ -64,6 +64,16 @@ var (
 	mmTiles = []int{1, 2, 4, 8}
 )
 
+// hasMMKernel reports whether weights of type t have a matmul kernel.
+func hasMMKernel(t gpu.DType) bool {
+	for _, x := range mmTypes {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
 // mmKernel returns the matmul kernel for weights of type t and m rows of x,
 // and the rows per block (the tile) it takes.
 func mmKernel(t gpu.DType, m int) (kernelID, int) {

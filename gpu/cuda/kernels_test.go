@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -96,6 +97,13 @@ func TestMMKernel(t *testing.T) {
 func TestPack(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, dt := range gpu.DTypes {
+		if !hasMMKernel(dt) {
+			_, err := pack(dt, 1, 256, make([]byte, dt.BlockBytes()*256/dt.BlockSize()))
+			if !errors.Is(err, gpu.ErrUnsupportedType) || !strings.Contains(err.Error(), dt.String()+" on cuda") {
+				t.Errorf("%v: pack error %v, want unsupported %v on cuda", dt, err, dt)
+			}
+			continue
+		}
 		for _, cols := range []int{256, 512, 172, 36} {
 			if cols%dt.BlockSize() != 0 {
 				continue

@@ -73,6 +73,10 @@ func packedLayout(t gpu.DType, rows, cols int) (off [4]int, total int) {
 // bytes) to the device layout. When the layouts coincide (F32, F16, BF16
 // with cols a multiple of 8) data is used as is, without a copy.
 func pack(t gpu.DType, rows, cols int, data []byte) (*packed, error) {
+	if !hasMMKernel(t) {
+		// Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and Q5_K load on the CPU backend only.
+		return nil, fmt.Errorf("%w: %v on cuda (no matmul kernel for it)", gpu.ErrUnsupportedType, t)
+	}
 	rb, err := t.RowBytes(cols)
 	if err != nil {
 		return nil, err

@@ -53,9 +53,34 @@
 //	element l+64   low ql[l] >> 4,     high qh[l] bits 4-5
 //	element l+96   low ql[l+32] >> 4,  high qh[l] bits 6-7
 //
+// Q4_1: blocks of 32, 20 bytes: half d; half m; uint8 q[16]; nibbles as
+// in Q4_0, x = d·q + m (product rounded, then the add).
+//
+// Q5_0: blocks of 32, 22 bytes: half d; uint32 qh; uint8 q[16]. The fifth
+// bit of element j is bit j of qh; x = d·((nibble | bit<<4) − 16).
+//
+// Q5_1: blocks of 32, 24 bytes: half d; half m; uint32 qh; uint8 q[16];
+// x = d·(nibble | bit<<4) + m.
+//
+// Q5_K: super-blocks of 256, 176 bytes: half d; half dmin; uint8
+// scales[12] (packed as in Q4_K); uint8 qh[32]; uint8 q[128]. Nibbles as in
+// Q4_K; the fifth bit of element 32s+l (sub-block s) is bit s of qh[l].
+//
+// Q3_K: super-blocks of 256, 110 bytes: uint8 hmask[32]; uint8 q[64];
+// uint8 scales[12]; half d. Sixteen runs of 16 with 6-bit scales (value
+// s − 32): the low four bits of scale i are nibble i/8 of byte i%8, the top
+// two bits are bits 2(i/4).. of byte 8 + i%4 (ScaleK3). Element e has the
+// 2-bit quant (q[32(e/128) + e%32] >> 2((e/32)%4)) & 3, minus 4 unless bit
+// e/32 of hmask[e%32] is set; x = (d·(s − 32))·q.
+//
+// Q2_K: super-blocks of 256, 84 bytes: uint8 scales[16]; uint8 q[64];
+// half d; half dmin. Byte i of scales holds the 4-bit scale (low) and min
+// (high) of run i; the 2-bit quants are laid out as in Q3_K;
+// x = (d·sc)·q − dmin·m.
+//
 // Dequantize reproduces ggml's float arithmetic exactly. Quantize follows
-// ggml's reference rules for Q8_0 and Q4_0; for Q4_K and Q6_K it searches a
-// few candidate scales per sub-block and keeps the one with the least
+// ggml's reference rules for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1; for the
+// K-quants it searches a few candidate scales per sub-block and keeps the one with the least
 // squared error, which gives error comparable to ggml's but not the same
 // bytes.
 //

@@ -68,6 +68,30 @@ func Dequantize(t gpu.DType, src []byte, dst []float32) error {
 		for b := 0; b < len(dst)/QK_K; b++ {
 			DequantizeQ6_KBlock(src[b*BlockQ6_K:(b+1)*BlockQ6_K], dst[b*QK_K:(b+1)*QK_K])
 		}
+	case gpu.Q4_1:
+		for b := 0; b < len(dst)/QK4_0; b++ {
+			DequantizeQ4_1Block(src[b*BlockQ4_1:(b+1)*BlockQ4_1], dst[b*QK4_0:(b+1)*QK4_0])
+		}
+	case gpu.Q5_0:
+		for b := 0; b < len(dst)/QK4_0; b++ {
+			DequantizeQ5_0Block(src[b*BlockQ5_0:(b+1)*BlockQ5_0], dst[b*QK4_0:(b+1)*QK4_0])
+		}
+	case gpu.Q5_1:
+		for b := 0; b < len(dst)/QK4_0; b++ {
+			DequantizeQ5_1Block(src[b*BlockQ5_1:(b+1)*BlockQ5_1], dst[b*QK4_0:(b+1)*QK4_0])
+		}
+	case gpu.Q2_K:
+		for b := 0; b < len(dst)/QK_K; b++ {
+			DequantizeQ2_KBlock(src[b*BlockQ2_K:(b+1)*BlockQ2_K], dst[b*QK_K:(b+1)*QK_K])
+		}
+	case gpu.Q3_K:
+		for b := 0; b < len(dst)/QK_K; b++ {
+			DequantizeQ3_KBlock(src[b*BlockQ3_K:(b+1)*BlockQ3_K], dst[b*QK_K:(b+1)*QK_K])
+		}
+	case gpu.Q5_K:
+		for b := 0; b < len(dst)/QK_K; b++ {
+			DequantizeQ5_KBlock(src[b*BlockQ5_K:(b+1)*BlockQ5_K], dst[b*QK_K:(b+1)*QK_K])
+		}
 	default:
 		return fmt.Errorf("%w: %v", gpu.ErrUnsupportedType, t)
 	}

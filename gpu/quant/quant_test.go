@@ -134,7 +134,7 @@ func TestDequantizeErrors(t *testing.T) {
 	if err := Dequantize(gpu.Q4_K, make([]byte, 144), y); err == nil {
 		t.Error("32 elements of Q4_K accepted")
 	}
-	if err := Dequantize(gpu.DType(3), make([]byte, 20), y); err == nil {
+	if err := Dequantize(gpu.DType(23), make([]byte, 20), y); err == nil {
 		t.Error("unsupported type accepted")
 	}
 	if _, err := Quantize(gpu.Q6_K, y); err == nil {
@@ -148,6 +148,7 @@ func TestRoundTrip(t *testing.T) {
 	bounds := map[gpu.DType]float64{
 		gpu.F32: 0, gpu.F16: 0.0005, gpu.BF16: 0.004,
 		gpu.Q8_0: 0.008, gpu.Q4_0: 0.12, gpu.Q4_K: 0.095, gpu.Q6_K: 0.027,
+		gpu.Q4_1: 0.10, gpu.Q5_0: 0.06, gpu.Q5_1: 0.05, gpu.Q2_K: 0.33, gpu.Q3_K: 0.18, gpu.Q5_K: 0.046,
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	const n = 256 * 64

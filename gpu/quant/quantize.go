@@ -48,6 +48,30 @@ func Quantize(t gpu.DType, src []float32) ([]byte, error) {
 		for b := 0; b < len(src)/QK_K; b++ {
 			QuantizeQ6_KBlock(src[b*QK_K:(b+1)*QK_K], dst[b*BlockQ6_K:(b+1)*BlockQ6_K])
 		}
+	case gpu.Q4_1:
+		for b := 0; b < len(src)/QK4_0; b++ {
+			QuantizeQ4_1Block(src[b*QK4_0:(b+1)*QK4_0], dst[b*BlockQ4_1:(b+1)*BlockQ4_1])
+		}
+	case gpu.Q5_0:
+		for b := 0; b < len(src)/QK4_0; b++ {
+			QuantizeQ5_0Block(src[b*QK4_0:(b+1)*QK4_0], dst[b*BlockQ5_0:(b+1)*BlockQ5_0])
+		}
+	case gpu.Q5_1:
+		for b := 0; b < len(src)/QK4_0; b++ {
+			QuantizeQ5_1Block(src[b*QK4_0:(b+1)*QK4_0], dst[b*BlockQ5_1:(b+1)*BlockQ5_1])
+		}
+	case gpu.Q2_K:
+		for b := 0; b < len(src)/QK_K; b++ {
+			QuantizeQ2_KBlock(src[b*QK_K:(b+1)*QK_K], dst[b*BlockQ2_K:(b+1)*BlockQ2_K])
+		}
+	case gpu.Q3_K:
+		for b := 0; b < len(src)/QK_K; b++ {
+			QuantizeQ3_KBlock(src[b*QK_K:(b+1)*QK_K], dst[b*BlockQ3_K:(b+1)*BlockQ3_K])
+		}
+	case gpu.Q5_K:
+		for b := 0; b < len(src)/QK_K; b++ {
+			QuantizeQ5_KBlock(src[b*QK_K:(b+1)*QK_K], dst[b*BlockQ5_K:(b+1)*BlockQ5_K])
+		}
 	default:
 		return nil, fmt.Errorf("%w: %v", gpu.ErrUnsupportedType, t)
 	}

@@ -64,11 +64,62 @@ func TestEveryType(t *testing.T) {
 			if dt != gpu.F32 && dt != gpu.F16 && dt != gpu.BF16 {
 				tol = 0.05 // 8-bit activations in every matmul of every layer
 			}
+			t.Logf("%s %-4v: max |Δlogit| %.3g = %.2g·(1+max|logit| %.3g)", arch, dt, worst, worst/(1+norm), norm)
 			if worst > tol*(1+norm) {
 				t.Errorf("%s %v: logits differ from the dequantized F32 model by %g (max |logit| %g)", arch, dt, worst, norm)
 			}
 			be.Close()
 		}
+	}
+}
+
+// TestMixedTypes loads files whose tensors mix types the way Q3_K_M,
+// Q4_K_M and Q5_K_M files do, whole, and checks their logits against the
+// dequantized F32 model with TestEveryType's bound for quantized types.
+func TestMixedTypes(t *testing.T) {
+	t.Parallel()
+	ids := []int32{1, 40, 7, 290, 3, 100, 5, 6, 7, 8, 9, 10}
+	want := map[string][]gpu.DType{
+		"q4_k_m": {gpu.Q4_K, gpu.Q6_K, gpu.Q5_0, gpu.Q8_0},
+		"q3_k_m": {gpu.Q3_K, gpu.Q4_K, gpu.Q5_K, gpu.Q6_K},
+		"q5_k_m": {gpu.Q5_K, gpu.Q6_K},
+	}
+	for _, mix := range []string{"q3_k_m", "q4_k_m", "q5_k_m"} {
+		c, err := synth.Mixed(synth.Tiny(gpu.F32), mix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Seed = 11
+		f := modeltest.Build(t, c)
+		seen := map[gpu.DType]bool{}
+		for _, ti := range f.Tensors {
+			seen[ti.Type] = true
+		}
+		for _, dt := range want[mix] {
+			if !seen[dt] {
+				t.Errorf("%s: no %v tensor in the file (types %v)", mix, dt, seen)
+			}
+		}
+		be := cpu.New(cpu.Config{Threads: 2})
+		m, err := model.New(f, be)
+		if err != nil {
+			t.Fatalf("%s: %v", mix, err)
+		}
+		got := prefillLogits(t, m, ids)
+		ref := prefillLogits(t, dequantizedCopy(t, f, be), ids)
+		var worst, norm float64
+		for i := range got {
+			if math.IsNaN(float64(got[i])) {
+				t.Fatalf("%s: NaN logit", mix)
+			}
+			worst = math.Max(worst, math.Abs(float64(got[i]-ref[i])))
+			norm = math.Max(norm, math.Abs(float64(ref[i])))
+		}
+		t.Logf("%s: max |Δlogit| %.3g = %.2g·(1+max|logit| %.3g)", mix, worst, worst/(1+norm), norm)
+		if worst > 0.05*(1+norm) {
+			t.Errorf("%s: logits differ from the dequantized F32 model by %g (max |logit| %g)", mix, worst, norm)
+		}
+		be.Close()
 	}
 }
 

@@ -154,15 +154,15 @@ func TestUnsupportedTensorType(t *testing.T) {
 	var buf bytes.Buffer
 	w.WriteTo(&buf)
 	b := buf.Bytes()
-	// Patch the type id of tensor "a" (after name, ndims, dims) to Q5_K (13).
+	// Patch the type id of tensor "a" (after name, ndims, dims) to IQ4_XS (23).
 	i := bytes.Index(b, []byte("a")) + 1 + 4 + 8
-	b[i] = 13
+	b[i] = 23
 	f, err := Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Data(&f.Tensors[0]); !errors.Is(err, gpu.ErrUnsupportedType) || !bytes.Contains([]byte(err.Error()), []byte("Q5_K")) {
-		t.Fatalf("err %v, want unsupported Q5_K", err)
+	if _, err := f.Data(&f.Tensors[0]); !errors.Is(err, gpu.ErrUnsupportedType) || !bytes.Contains([]byte(err.Error()), []byte("IQ4_XS")) {
+		t.Fatalf("err %v, want unsupported IQ4_XS", err)
 	}
 }
 

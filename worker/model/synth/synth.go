@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/quant"
@@ -33,6 +34,10 @@ type Config struct {
 	Type gpu.DType
 	// EmbedType is the type of the token embedding. Defaults to Type.
 	EmbedType gpu.DType
+	// Types overrides Type (and EmbedType) for the tensors named by key,
+	// without the "blk.N." prefix ("ffn_down.weight", "output.weight"), to
+	// build files that mix types the way llama.cpp's _M files do (Mixed).
+	Types map[string]gpu.DType
 	// Tied omits output.weight, so the classifier reuses the embedding.
 	Tied bool
 	Seed uint64
@@ -76,6 +81,42 @@ func Shape(name string, t gpu.DType) (Config, bool) {
 		return Gemma3_270M(t), true
 	}
 	return Config{}, false
+}
+
+// Mixed returns c with the tensor types of a llama.cpp-style mixed file:
+// "q4_k_m" (Q4_K with Q6_K for attn_v, ffn_down and the output; here also
+// Q5_0 for attn_q and Q8_0 for attn_output, the fallbacks such files use
+// for tensors whose rows do not split into 256-element super-blocks),
+// "q3_k_m" (Q3_K with Q5_K for attn_v, Q4_K for attn_output and ffn_down,
+// Q6_K for the output) and "q5_k_m" (Q5_K with Q6_K for attn_v, ffn_down
+// and the output). llama.cpp varies the choice by layer; these apply it to
+// every layer.
+func Mixed(c Config, mix string) (Config, error) {
+	switch mix {
+	case "q4_k_m":
+		c.Type, c.EmbedType = gpu.Q4_K, gpu.Q4_K
+		c.Types = map[string]gpu.DType{"attn_v.weight": gpu.Q6_K, "ffn_down.weight": gpu.Q6_K, "output.weight": gpu.Q6_K,
+			"attn_q.weight": gpu.Q5_0, "attn_output.weight": gpu.Q8_0}
+	case "q3_k_m":
+		c.Type, c.EmbedType = gpu.Q3_K, gpu.Q3_K
+		c.Types = map[string]gpu.DType{"attn_v.weight": gpu.Q5_K, "attn_output.weight": gpu.Q4_K, "ffn_down.weight": gpu.Q4_K, "output.weight": gpu.Q6_K}
+	case "q5_k_m":
+		c.Type, c.EmbedType = gpu.Q5_K, gpu.Q5_K
+		c.Types = map[string]gpu.DType{"attn_v.weight": gpu.Q6_K, "ffn_down.weight": gpu.Q6_K, "output.weight": gpu.Q6_K}
+	default:
+		return c, fmt.Errorf("synth: unknown mix %q (q3_k_m, q4_k_m, q5_k_m)", mix)
+	}
+	return c, nil
+}
+
+// trimBlock strips the "blk.N." prefix of a layer tensor's name.
+func trimBlock(name string) string {
+	if rest, ok := strings.CutPrefix(name, "blk."); ok {
+		if i := strings.IndexByte(rest, '.'); i >= 0 {
+			return rest[i+1:]
+		}
+	}
+	return name
 }
 
 // Tiny is a model small enough for unit tests; dims are multiples of 256 so
@@ -167,6 +208,9 @@ func Build(c Config) (*gguf.Writer, error) {
 	add := func(name string, t gpu.DType, rows, cols int, scale float64) {
 		if err != nil {
 			return
+		}
+		if o, ok := c.Types[trimBlock(name)]; ok {
+			t = o
 		}
 		v := make([]float32, rows*cols)
 		for i := range v {

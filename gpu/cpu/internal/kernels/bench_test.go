@@ -40,13 +40,18 @@ func randomWeights(ty gpu.DType, rows, cols int) *Weights {
 		bb := ty.BlockBytes()
 		for b := 0; b < len(data)/bb; b++ {
 			switch ty {
-			case gpu.Q8_0, gpu.Q4_0:
+			case gpu.Q8_0, gpu.Q4_0, gpu.Q5_0:
 				put(b * bb)
-			case gpu.Q4_K:
+			case gpu.Q4_K, gpu.Q5_K, gpu.Q4_1, gpu.Q5_1:
 				put(b * bb)
 				put(b*bb + 2)
 			case gpu.Q6_K:
 				put(b*bb + 208)
+			case gpu.Q3_K:
+				put(b*bb + 108)
+			case gpu.Q2_K:
+				put(b*bb + 80)
+				put(b*bb + 82)
 			}
 		}
 	}
@@ -72,7 +77,7 @@ func cachedWeights(ty gpu.DType, rows, cols int) *Weights {
 // multiply-adds per second across all rows.
 func BenchmarkMatMul(b *testing.B) {
 	shapes := [][2]int{{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}}
-	types := []gpu.DType{gpu.F32, gpu.F16, gpu.BF16, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K}
+	types := gpu.DTypes
 	pool := NewPool(0)
 	defer pool.Close()
 	for _, ty := range types {
@@ -127,7 +132,7 @@ func BenchmarkDot(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 4))
 	x := randFloats(r, K)
 	a := makeAct(x, K)
-	for _, ty := range []gpu.DType{gpu.F32, gpu.F16, gpu.BF16, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K} {
+	for _, ty := range gpu.DTypes {
 		w := randomWeights(ty, 1, K)
 		b.Run(ty.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(w.Data)))
@@ -156,7 +161,7 @@ func BenchmarkDot4(b *testing.B) {
 		r := rand.New(rand.NewPCG(3, 4))
 		x := randFloats(r, 4*K)
 		a := makeAct(x, K)
-		for _, ty := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K} {
+		for _, ty := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K, gpu.Q4_1, gpu.Q5_0, gpu.Q5_1, gpu.Q2_K, gpu.Q3_K, gpu.Q5_K} {
 			w := randomWeights(ty, 1, K)
 			b.Run(fmt.Sprintf("%v/K=%d", ty, K), func(b *testing.B) {
 				b.SetBytes(int64(len(w.Data)) * 4)

@@ -10,12 +10,16 @@
 // dynamic load balancing and for the activation block to stay in L2 while
 // the weight rows stream past. Inside a task each weight row is multiplied
 // by four activation rows at a time (the x4 kernels, which decode the
-// weights once for all four) and by the remaining rows one at a time.
+// weights once for all four; Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and Q5_K have no
+// four-row kernel yet and run the single-row one four times) and by the
+// remaining rows one at a time.
 //
 // Quantized weights multiply activations quantized once per call to 8 bits,
 // as in ggml: Q8_0 blocks of 32 for Q8_0 weights, the same quantization
-// laid out in block pairs (pairQ4) for Q4_0, and 256-element super-blocks
-// with per-16 sums (blockQ8K) for Q4_K and Q6_K, so the inner loops are
+// laid out in block pairs (pairQ4) for Q4_0, Q8_0 blocks too for Q4_1,
+// Q5_0 and Q5_1 (the kernels sum the activations of a block for the min
+// and offset terms), and 256-element super-blocks with per-16 sums
+// (blockQ8K) for the K-quants, so the inner loops are
 // integer dot products (VPMADDUBSW/VPMADDWD) with one float multiply-add
 // per block. F16 and BF16 weights convert to float32 in registers.
 //

@@ -115,3 +115,29 @@ func dotRowsF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32)
 
 //go:noescape
 func dotRowsBF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32)
+
+// Kernels of the further types (quant_more_amd64.s), nb ≥ 1.
+//
+//go:noescape
+func dotQ4_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+
+//go:noescape
+func dotQ5_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+
+//go:noescape
+func dotQ5_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32
+
+//go:noescape
+func dotQ5_KAVX2(w *byte, x *blockQ8K, nb int) float32
+
+//go:noescape
+func dotQ3_KAVX2(w *byte, x *blockQ8K, nb int) float32
+
+//go:noescape
+func dotQ2_KAVX2(w *byte, x *blockQ8K, nb int) float32
+
+//go:noescape
+func dotQ5_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
+
+//go:noescape
+func dotQ3_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)

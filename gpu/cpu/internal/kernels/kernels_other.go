@@ -69,3 +69,12 @@ func quantizeQ4PairsAVX2(x *float32, nb int, p *pairQ4)         { panic(noAsm) }
 
 func dotRowsF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32)  { panic(noAsm) }
 func dotRowsBF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32) { panic(noAsm) }
+
+func dotQ4_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32           { panic(noAsm) }
+func dotQ5_0AVX2(w *byte, xq *int8, xd *float32, nb int) float32           { panic(noAsm) }
+func dotQ5_1AVX2(w *byte, xq *int8, xd *float32, nb int) float32           { panic(noAsm) }
+func dotQ5_KAVX2(w *byte, x *blockQ8K, nb int) float32                     { panic(noAsm) }
+func dotQ3_KAVX2(w *byte, x *blockQ8K, nb int) float32                     { panic(noAsm) }
+func dotQ2_KAVX2(w *byte, x *blockQ8K, nb int) float32                     { panic(noAsm) }
+func dotQ5_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32) { panic(noAsm) }
+func dotQ3_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32) { panic(noAsm) }

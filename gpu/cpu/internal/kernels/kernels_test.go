@@ -166,6 +166,18 @@ func quantDot1(ty gpu.DType, w []byte, a testAct, nb int) float32 {
 		return dotQ4_K(w, a.kb, nb)
 	case gpu.Q6_K:
 		return dotQ6_K(w, a.kb, nb)
+	case gpu.Q4_1:
+		return dotQ4_1(w, a.q, a.d, nb)
+	case gpu.Q5_0:
+		return dotQ5_0(w, a.q, a.d, nb)
+	case gpu.Q5_1:
+		return dotQ5_1(w, a.q, a.d, nb)
+	case gpu.Q2_K:
+		return dotQ2_K(w, a.kb, nb)
+	case gpu.Q3_K:
+		return dotQ3_K(w, a.kb, nb)
+	case gpu.Q5_K:
+		return dotQ5_K(w, a.kb, nb)
 	}
 	panic(ty)
 }
@@ -182,10 +194,22 @@ func quantDot4(ty gpu.DType, w []byte, a testAct, nb int, out *[4]float32) {
 		dotQ4_Kx4(w, a.kb, K/qkK, nb, out)
 	case gpu.Q6_K:
 		dotQ6_Kx4(w, a.kb, K/qkK, nb, out)
+	case gpu.Q4_1:
+		dotQ8x4(dotQ4_1, w, a.q, K, a.d, K/qk8, nb, out)
+	case gpu.Q5_0:
+		dotQ8x4(dotQ5_0, w, a.q, K, a.d, K/qk8, nb, out)
+	case gpu.Q5_1:
+		dotQ8x4(dotQ5_1, w, a.q, K, a.d, K/qk8, nb, out)
+	case gpu.Q2_K:
+		dotQ8Kx4(dotQ2_K, w, a.kb, K/qkK, nb, out)
+	case gpu.Q3_K:
+		dotQ3_Kx4(w, a.kb, K/qkK, nb, out)
+	case gpu.Q5_K:
+		dotQ5_Kx4(w, a.kb, K/qkK, nb, out)
 	}
 }
 
-var quantTypes = []gpu.DType{gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K}
+var quantTypes = []gpu.DType{gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K, gpu.Q4_1, gpu.Q5_0, gpu.Q5_1, gpu.Q2_K, gpu.Q3_K, gpu.Q5_K}
 
 // The quantized kernels agree with their Go twins on random data.
 func TestQuantKernelsMatchGo(t *testing.T) {
@@ -248,9 +272,9 @@ func TestQuantKernelsExactIntegers(t *testing.T) {
 		for b := 0; b < nb; b++ {
 			blk := w[b*ty.BlockBytes():]
 			switch ty {
-			case gpu.Q8_0, gpu.Q4_0:
+			case gpu.Q8_0, gpu.Q4_0, gpu.Q5_0:
 				binary.LittleEndian.PutUint16(blk, one)
-			case gpu.Q4_K:
+			case gpu.Q4_K, gpu.Q5_K, gpu.Q4_1, gpu.Q5_1:
 				binary.LittleEndian.PutUint16(blk, one)
 				binary.LittleEndian.PutUint16(blk[2:], one)
 			case gpu.Q6_K:
@@ -258,6 +282,11 @@ func TestQuantKernelsExactIntegers(t *testing.T) {
 				for i := 192; i < 208; i++ {
 					blk[i] = byte(int8(r.IntN(33) - 16))
 				}
+			case gpu.Q3_K:
+				binary.LittleEndian.PutUint16(blk[108:], one)
+			case gpu.Q2_K:
+				binary.LittleEndian.PutUint16(blk[80:], one)
+				binary.LittleEndian.PutUint16(blk[82:], one)
 			}
 		}
 		// Activations: small integers with unit scales.
@@ -356,5 +385,29 @@ func TestQuantizeActivations(t *testing.T) {
 	quantizeQ8K(z, zb[:])
 	if zb[0] != (blockQ8K{}) {
 		t.Error("all-zero block not zeroed")
+	}
+}
+
+// The Go twins are the dot products of the dequantized weights and
+// activations (this runs without assembly too).
+func TestQuantTwinsMatchDequantized(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, ty := range quantTypes {
+		for _, nb := range []int{1, 3, 8} {
+			K := nb * ty.BlockSize()
+			w := mustQuantize(t, ty, randFloats(r, K))
+			x := randFloats(r, K)
+			a := makeAct(x, K)
+			wf, xf := dequant(t, ty, w, K), a.deq(ty)
+			var g float32
+			withAsm(false, func() { g = quantDot1(ty, w, a, nb) })
+			var ref float64
+			for k := 0; k < K; k++ {
+				ref += float64(xf[k]) * float64(wf[k])
+			}
+			if !closeTo(g, float32(ref), absDot(xf, wf), 1e-5) {
+				t.Errorf("%v nb=%d: go %g, dequantized reference %g", ty, nb, g, ref)
+			}
+		}
 	}
 }

@@ -42,11 +42,11 @@ const (
 
 func actKind(t gpu.DType) int {
 	switch t {
-	case gpu.Q8_0:
+	case gpu.Q8_0, gpu.Q4_1, gpu.Q5_0, gpu.Q5_1:
 		return actQ8
 	case gpu.Q4_0:
 		return actQ4
-	case gpu.Q4_K, gpu.Q6_K:
+	case gpu.Q4_K, gpu.Q6_K, gpu.Q2_K, gpu.Q3_K, gpu.Q5_K:
 		return actQ8K
 	}
 	return actF32
@@ -187,7 +187,8 @@ func NewMatMul(p *Pool) *MatMul {
 // Run computes dst[m·w.Rows + r] = Σ_k x[m·w.Cols + k] · W[r][k] for
 // m < M: dst = x·Wᵀ with x M×Cols and dst M×Rows, both row-major.
 // Quantized weights multiply a copy of x quantized to 8 bits (Q8_0 blocks
-// for Q8_0 and Q4_0, Q8_K super-blocks for Q4_K and Q6_K), as ggml does.
+// for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1, Q8_K super-blocks for the
+// K-quants), as ggml does.
 func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 	if M <= 0 || w.Rows == 0 {
 		return
@@ -380,6 +381,18 @@ func (mm *MatMul) dot1(wr []byte, m int) float32 {
 		return dotQ4_K(wr, mm.akb[m*K/qkK:], K/qkK)
 	case gpu.Q6_K:
 		return dotQ6_K(wr, mm.akb[m*K/qkK:], K/qkK)
+	case gpu.Q4_1:
+		return dotQ4_1(wr, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8)
+	case gpu.Q5_0:
+		return dotQ5_0(wr, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8)
+	case gpu.Q5_1:
+		return dotQ5_1(wr, mm.aq[m*K:], mm.ad[m*K/qk8:], K/qk8)
+	case gpu.Q2_K:
+		return dotQ2_K(wr, mm.akb[m*K/qkK:], K/qkK)
+	case gpu.Q3_K:
+		return dotQ3_K(wr, mm.akb[m*K/qkK:], K/qkK)
+	case gpu.Q5_K:
+		return dotQ5_K(wr, mm.akb[m*K/qkK:], K/qkK)
 	}
 	panic("kernels: unsupported type " + mm.t.String())
 }
@@ -418,6 +431,18 @@ func (mm *MatMul) dot4(wr []byte, m int, out *[4]float32) {
 		dotQ4_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
 	case gpu.Q6_K:
 		dotQ6_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
+	case gpu.Q4_1:
+		dotQ8x4(dotQ4_1, wr, mm.aq[m*K:], K, mm.ad[m*K/qk8:], K/qk8, K/qk8, out)
+	case gpu.Q5_0:
+		dotQ8x4(dotQ5_0, wr, mm.aq[m*K:], K, mm.ad[m*K/qk8:], K/qk8, K/qk8, out)
+	case gpu.Q5_1:
+		dotQ8x4(dotQ5_1, wr, mm.aq[m*K:], K, mm.ad[m*K/qk8:], K/qk8, K/qk8, out)
+	case gpu.Q2_K:
+		dotQ8Kx4(dotQ2_K, wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
+	case gpu.Q3_K:
+		dotQ3_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
+	case gpu.Q5_K:
+		dotQ5_Kx4(wr, mm.akb[m*K/qkK:], K/qkK, K/qkK, out)
 	default:
 		panic("kernels: unsupported type " + mm.t.String())
 	}
