@@ -27,7 +27,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs := newFlags("bench")
 	modelName := fs.String("model", "", "model file path or name")
 	syn := fs.String("synthetic", "", "benchmark a generated model instead: 134m (llama: dim 768, hidden 2048, 12 layers, vocab 32000), qwen3-0.6b or gemma3-270m (those models' shapes, random weights)")
-	types := fs.String("type", "f32,q8_0,q4_0", "tensor types of the synthetic model (comma-separated)")
+	types := fs.String("type", "f32,q8_0,q4_0", "tensor types of the synthetic model (comma-separated): a GGML type, or a mixed file q3_k_m, q4_k_m, q5_k_m")
 	threadList := fs.String("threads", "1", "thread counts to run (comma-separated)")
 	pp := fs.Int("pp", 512, "prompt length for the prompt-processing test (0: skip)")
 	tg := fs.Int("tg", 128, "tokens for the generation test (0: skip)")
@@ -94,13 +94,19 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		defer os.RemoveAll(dir)
 		for _, tn := range strings.Split(*types, ",") {
-			t, err := gpu.ParseDType(strings.TrimSpace(tn))
-			if err != nil {
+			tn = strings.ToLower(strings.TrimSpace(tn))
+			var target bench.Target
+			if t, err := gpu.ParseDType(tn); err == nil {
+				target, err = bench.WriteSynthetic(dir, *syn, t, os.Stderr)
+				if err != nil {
+					return err
+				}
+			} else if strings.HasSuffix(tn, "_m") {
+				if target, err = bench.WriteSyntheticMix(dir, *syn, tn, os.Stderr); err != nil {
+					return usagef("--type: %v", err)
+				}
+			} else {
 				return usagef("--type: %v", err)
-			}
-			target, err := bench.WriteSynthetic(dir, *syn, t, os.Stderr)
-			if err != nil {
-				return err
 			}
 			cfg.Targets = append(cfg.Targets, target)
 		}

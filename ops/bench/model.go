@@ -177,6 +177,22 @@ func WriteSynthetic(dir, shape string, t gpu.DType, progress io.Writer) (Target,
 	return Target{Name: "synthetic-" + shape, Path: p}, synth.WriteFile(p, c)
 }
 
+// WriteSyntheticMix is WriteSynthetic with the tensor types of a
+// llama.cpp-style mixed file (synth.Mixed: q3_k_m, q4_k_m, q5_k_m).
+func WriteSyntheticMix(dir, shape, mix string, progress io.Writer) (Target, error) {
+	c, ok := synth.Shape(shape, gpu.F32)
+	if !ok {
+		return Target{}, fmt.Errorf("bench: synthetic shape %q (known: %v)", shape, synth.Shapes)
+	}
+	c, err := synth.Mixed(c, mix)
+	if err != nil {
+		return Target{}, err
+	}
+	p := filepath.Join(dir, "bench"+shape+"-"+mix+".gguf")
+	fmt.Fprintf(progress, "generating %s ...\n", p)
+	return Target{Name: "synthetic-" + shape + "-" + mix, Path: p}, synth.WriteFile(p, c)
+}
+
 // measureModel measures one target at one thread count.
 func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, bandwidth float64) ([]Row, error) {
 	f, err := gguf.Open(t.Path)

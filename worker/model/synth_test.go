@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/zerolayer/zerolayer/gpu"
@@ -80,12 +81,21 @@ func TestMixedTypes(t *testing.T) {
 	t.Parallel()
 	ids := []int32{1, 40, 7, 290, 3, 100, 5, 6, 7, 8, 9, 10}
 	want := map[string][]gpu.DType{
-		"q4_k_m": {gpu.Q4_K, gpu.Q6_K, gpu.Q5_0, gpu.Q8_0},
+		"q4_k_m": {gpu.Q4_K, gpu.Q6_K},
 		"q3_k_m": {gpu.Q3_K, gpu.Q4_K, gpu.Q5_K, gpu.Q6_K},
 		"q5_k_m": {gpu.Q5_K, gpu.Q6_K},
+		// 288 wide: rows of 288 values do not split into super-blocks, so
+		// they fall back as llama.cpp's do (Q4_K to Q5_0, Q6_K to Q8_0);
+		// ffn_down's rows of 512 stay Q6_K.
+		"q4_k_m/288": {gpu.Q5_0, gpu.Q8_0, gpu.Q6_K},
 	}
-	for _, mix := range []string{"q3_k_m", "q4_k_m", "q5_k_m"} {
-		c, err := synth.Mixed(synth.Tiny(gpu.F32), mix)
+	for _, mix := range []string{"q3_k_m", "q4_k_m", "q5_k_m", "q4_k_m/288"} {
+		base := synth.Tiny(gpu.F32)
+		name, wide, _ := strings.Cut(mix, "/")
+		if wide != "" {
+			base.Dim = 288
+		}
+		c, err := synth.Mixed(base, name)
 		if err != nil {
 			t.Fatal(err)
 		}

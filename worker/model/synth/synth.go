@@ -84,19 +84,19 @@ func Shape(name string, t gpu.DType) (Config, bool) {
 }
 
 // Mixed returns c with the tensor types of a llama.cpp-style mixed file:
-// "q4_k_m" (Q4_K with Q6_K for attn_v, ffn_down and the output; here also
-// Q5_0 for attn_q and Q8_0 for attn_output, the fallbacks such files use
-// for tensors whose rows do not split into 256-element super-blocks),
-// "q3_k_m" (Q3_K with Q5_K for attn_v, Q4_K for attn_output and ffn_down,
-// Q6_K for the output) and "q5_k_m" (Q5_K with Q6_K for attn_v, ffn_down
-// and the output). llama.cpp varies the choice by layer; these apply it to
-// every layer.
+// "q4_k_m" (Q4_K with Q6_K for attn_v, ffn_down and the output), "q3_k_m"
+// (Q3_K with Q5_K for attn_v, Q4_K for attn_output and ffn_down, Q6_K for
+// the output) and "q5_k_m" (Q5_K with Q6_K for attn_v, ffn_down and the
+// output). A tensor whose rows do not split into 256-value super-blocks
+// falls back as llama.cpp's does (Q4_K to Q5_0, Q6_K to Q8_0: see
+// rowFallback), so a Gemma 3 270M-shaped q4_k_m is mostly Q5_0 and Q8_0,
+// as the published files are. llama.cpp varies the choice by layer; these
+// apply it to every layer.
 func Mixed(c Config, mix string) (Config, error) {
 	switch mix {
 	case "q4_k_m":
 		c.Type, c.EmbedType = gpu.Q4_K, gpu.Q4_K
-		c.Types = map[string]gpu.DType{"attn_v.weight": gpu.Q6_K, "ffn_down.weight": gpu.Q6_K, "output.weight": gpu.Q6_K,
-			"attn_q.weight": gpu.Q5_0, "attn_output.weight": gpu.Q8_0}
+		c.Types = map[string]gpu.DType{"attn_v.weight": gpu.Q6_K, "ffn_down.weight": gpu.Q6_K, "output.weight": gpu.Q6_K}
 	case "q3_k_m":
 		c.Type, c.EmbedType = gpu.Q3_K, gpu.Q3_K
 		c.Types = map[string]gpu.DType{"attn_v.weight": gpu.Q5_K, "attn_output.weight": gpu.Q4_K, "ffn_down.weight": gpu.Q4_K, "output.weight": gpu.Q6_K}
@@ -212,6 +212,7 @@ func Build(c Config) (*gguf.Writer, error) {
 		if o, ok := c.Types[trimBlock(name)]; ok {
 			t = o
 		}
+		t = rowFallback(t, cols)
 		v := make([]float32, rows*cols)
 		for i := range v {
 			v[i] = float32(r.NormFloat64() * scale)
@@ -347,4 +348,26 @@ func Dequantized(f *gguf.File) (*gguf.File, error) {
 		return nil, err
 	}
 	return gguf.Parse(buf.Bytes())
+}
+
+// rowFallback is the type a row of cols values is stored in when t's
+// blocks do not divide it, as llama.cpp's quantizer falls back (a K-quant
+// needs rows of whole 256-value super-blocks: Gemma 3 270M's width of 640
+// is not one): Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to
+// Q8_0; t itself when its blocks fit.
+func rowFallback(t gpu.DType, cols int) gpu.DType {
+	if cols%t.BlockSize() == 0 {
+		return t
+	}
+	switch t {
+	case gpu.Q2_K, gpu.Q3_K:
+		return gpu.Q4_0
+	case gpu.Q4_K:
+		return gpu.Q5_0
+	case gpu.Q5_K:
+		return gpu.Q5_1
+	case gpu.Q6_K:
+		return gpu.Q8_0
+	}
+	return t
 }
