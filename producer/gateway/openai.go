@@ -467,7 +467,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		// and answer in one piece.
 		var text, reasoning strings.Builder
 		var lps []map[string]any
-		final, e := s.streamThinking(func(t string, l []contracts.TokenLogprob) error {
+		final, e := s.stream(func(t string, l []contracts.TokenLogprob) error {
 			text.WriteString(t)
 			lps = append(lps, openAILogprobs(l)...)
 			return nil
@@ -515,7 +515,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return out.send("", "", chunk(map[string]any{"tool_calls": []map[string]any{{"index": 0, "function": map[string]any{"arguments": args}}}}, nil))
 		})
 	}
-	final, e := s.streamThinking(func(text string, l []contracts.TokenLogprob) error {
+	final, e := s.stream(func(text string, l []contracts.TokenLogprob) error {
 		if cs != nil {
 			return cs.feed(text)
 		}

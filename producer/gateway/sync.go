@@ -161,15 +161,10 @@ func callCutShort(meta map[string]string, e *contracts.Error) bool {
 // text, and returns the final event. When a job is redelivered (a worker
 // stopped) its new attempt's text is checked against what was already
 // sent: only the part beyond it is passed on, and a different output is an
-// error (it cannot be taken back from the caller).
-func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) error) (*contracts.Event, *contracts.Error) {
-	return s.streamThinking(delta, nil)
-}
-
-// streamThinking is stream that also passes each new piece of a thinking
-// job's reasoning to reasoning (when not nil), before the event's answer
-// text; a redelivered attempt's reasoning is checked as its text is.
-func (s *syncCall) streamThinking(delta func(text string, lps []contracts.TokenLogprob) error, reasoning func(text string) error) (*contracts.Event, *contracts.Error) {
+// error (it cannot be taken back from the caller). A thinking job's
+// reasoning goes to reasoning (when not nil) piece by piece, before the
+// event's answer text, checked on redelivery as the text is.
+func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) error, reasoning func(text string) error) (*contracts.Event, *contracts.Error) {
 	ctx, cancel := context.WithTimeout(s.r.Context(), s.g.cfg.SyncTimeout)
 	defer cancel()
 	evs, errf, err := s.c.Events(ctx, s.id)
