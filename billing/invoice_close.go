@@ -178,10 +178,13 @@ func closeTx(ctx context.Context, tx pgx.Tx, req CloseRequest, m, now time.Time,
 	if err != nil {
 		return nil, err
 	}
-	// The tenant's row first (two closes of one tenant queue here), then
-	// the period, exclusively: ratings, re-ratings and credits of it hold
-	// the shared side while they write.
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE`, req.Tenant); err != nil {
+	// The tenant's row first (two closes of one tenant queue here; FOR NO
+	// KEY UPDATE, so that the charges and credits a rating or a credit
+	// inserts meanwhile, whose foreign key takes a KEY SHARE lock of the
+	// row, do not wait for this close while it waits for their period
+	// lock: a deadlock), then the period, exclusively: ratings,
+	// re-ratings and credits of it hold the shared side while they write.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, req.Tenant); err != nil {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+periodLock+`)`, req.Tenant, periodName(m)); err != nil {

@@ -155,7 +155,7 @@ func checkRangeOpen(ctx context.Context, tx pgx.Tx, a RerateRangeArgs) error {
 	rows, err := tx.Query(ctx, `
 		SELECT i.number, to_char(i.period, 'YYYY-MM') FROM invoices i
 		WHERE i.tenant_id = $1 AND (
-			(i.period + interval '1 month' > $2 AND i.period < $3)
+			((i.period::timestamp AT TIME ZONE 'UTC') + interval '1 month' > $2 AND (i.period::timestamp AT TIME ZONE 'UTC') < $3)
 			OR EXISTS (SELECT 1 FROM charges c JOIN usage u USING (tenant_id, job_id)
 				WHERE c.tenant_id = $1 AND c.period = i.period AND u.created_at >= $2 AND u.created_at < $3
 				  AND ($4 = '' OR u.model = $4)))

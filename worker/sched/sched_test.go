@@ -625,13 +625,35 @@ func TestQueueTimeCountedOnce(t *testing.T) {
 	l := modeltest.LoadStories(t, 1)
 	s := newSched(t, l, Config{MaxRunning: 1})
 	p := reference(t)[0].PromptIDs
-	outs := run(s, []job{{prompt: p, max: 200}, {prompt: p, max: 4, delay: 2 * time.Millisecond}})
-	for _, o := range outs {
+	// The second job is submitted once the first has its first token, and
+	// the first then holds the step loop 50 ms, so the second waits in the
+	// queue however the goroutines are scheduled (a plain delay raced the
+	// first job's start on a loaded machine).
+	started := make(chan struct{})
+	var once sync.Once
+	onToken := func(engine.Token) error {
+		once.Do(func() {
+			close(started)
+			time.Sleep(50 * time.Millisecond)
+		})
+		return nil
+	}
+	var first, second outcome
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r, st, err := s.Generate(context.Background(), &engine.Request{PromptIDs: p, MaxTokens: 200, OnToken: onToken}, JobOpts{})
+		first = outcome{r, st, err}
+	}()
+	<-started
+	r, st, err := s.Generate(context.Background(), &engine.Request{PromptIDs: p, MaxTokens: 4}, JobOpts{})
+	second = outcome{r, st, err}
+	<-done
+	for _, o := range []outcome{first, second} {
 		if o.err != nil {
 			t.Fatal(o.err)
 		}
 	}
-	first, second := outs[0], outs[1]
 	u := second.res.Usage
 	t.Logf("first: total %.1f ms; second: queue %.1f ms, ttft %.1f ms, total %.1f ms", first.res.Usage.TotalMs, second.stats.QueueMs, u.TimeToFirstTokenMs, u.TotalMs)
 	if second.stats.QueueMs <= 0 || u.TimeToFirstTokenMs >= second.stats.QueueMs || u.TotalMs >= second.stats.QueueMs {
