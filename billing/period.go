@@ -61,40 +61,80 @@ type placement struct {
 // placeCharges returns, for each of keys (a tenant and the month of a
 // usage record), the open period its charge goes in, holding the shared
 // side of that period's lock for the rest of tx, so that the period cannot
-// be closed before tx commits.
+// be closed before tx commits. It takes the locks of all keys with one
+// statement and reads their invoices with one query; only a key whose
+// month is invoiced (late usage) costs another round, for the months
+// after it.
 func placeCharges(ctx context.Context, tx pgx.Tx, keys []periodKey) (map[periodKey]placement, error) {
 	keys = slices.Clone(keys)
-	slices.SortFunc(keys, func(a, b periodKey) int {
-		if c := strings.Compare(a.Tenant, b.Tenant); c != 0 {
-			return c
-		}
-		return a.Month.Compare(b.Month)
-	})
+	slices.SortFunc(keys, comparePeriodKeys)
 	keys = slices.Compact(keys)
+	at := make(map[periodKey]time.Time, len(keys)) // the month each key is placed in so far
+	closedBy := map[periodKey][]string{}
+	pending := keys // keys whose month at[k] is not locked and checked yet
+	for _, k := range keys {
+		at[k] = k.Month
+	}
+	for len(pending) > 0 {
+		pairs := make([][2]string, len(pending))
+		for i, k := range pending {
+			pairs[i] = [2]string{k.Tenant, periodName(at[k])}
+		}
+		if err := lockShared(ctx, tx, periodLock, pairs); err != nil {
+			return nil, fmt.Errorf("billing: lock the periods of %d charges: %w", len(pending), err)
+		}
+		invoiced, err := invoicesOf(ctx, tx, pairs)
+		if err != nil {
+			return nil, err
+		}
+		var next []periodKey
+		for _, k := range pending {
+			if number, ok := invoiced[[2]string{k.Tenant, periodName(at[k])}]; ok {
+				closedBy[k] = append(closedBy[k], periodName(at[k])+" by "+number)
+				at[k] = at[k].AddDate(0, 1, 0)
+				next = append(next, k)
+			}
+		}
+		pending = next
+	}
 	out := make(map[periodKey]placement, len(keys))
 	for _, k := range keys {
-		m := k.Month
-		var closedBy []string
-		for {
-			if err := lockShared(ctx, tx, periodLock, [][2]string{{k.Tenant, periodName(m)}}); err != nil {
-				return nil, fmt.Errorf("billing: lock period %s of %s: %w", periodName(m), k.Tenant, err)
-			}
-			number, err := invoiceOf(ctx, tx, k.Tenant, m)
-			if err != nil {
-				return nil, err
-			}
-			if number == "" {
-				break
-			}
-			closedBy = append(closedBy, periodName(m)+" by "+number)
-			m = m.AddDate(0, 1, 0)
-		}
-		p := placement{Period: m}
-		if len(closedBy) > 0 {
+		p := placement{Period: at[k]}
+		if c := closedBy[k]; len(c) > 0 {
 			p.Note = fmt.Sprintf("usage of %s billed in %s: %s was invoiced before it was rated (%s)",
-				periodName(k.Month), periodName(m), periodName(k.Month), strings.Join(closedBy, ", "))
+				periodName(k.Month), periodName(at[k]), periodName(k.Month), strings.Join(c, ", "))
 		}
 		out[k] = p
+	}
+	return out, nil
+}
+
+func comparePeriodKeys(a, b periodKey) int {
+	if c := strings.Compare(a.Tenant, b.Tenant); c != 0 {
+		return c
+	}
+	return a.Month.Compare(b.Month)
+}
+
+// invoicesOf returns the numbers of the invoices of pairs (tenant, period
+// as 2006-01) that exist, by pair.
+func invoicesOf(ctx context.Context, db DB, pairs [][2]string) (map[[2]string]string, error) {
+	tenants, periods := make([]string, len(pairs)), make([]string, len(pairs))
+	for i, p := range pairs {
+		tenants[i], periods[i] = p[0], p[1]+"-01"
+	}
+	rows, err := db.Query(ctx, `SELECT i.tenant_id, to_char(i.period, 'YYYY-MM'), i.number
+		FROM invoices i JOIN unnest($1::text[], $2::date[]) AS q(tenant_id, period) USING (tenant_id, period)`, tenants, periods)
+	if err != nil {
+		return nil, fmt.Errorf("billing: look up the invoices of %d periods: %w", len(pairs), err)
+	}
+	out := map[[2]string]string{}
+	var tenant, period, number string
+	if _, err := pgx.ForEachRow(rows, []any{&tenant, &period, &number}, func() error {
+		out[[2]string{tenant, period}] = number
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("billing: look up the invoices of %d periods: %w", len(pairs), err)
 	}
 	return out, nil
 }
