@@ -174,7 +174,7 @@ func (th *thoughts) apply(out *Outcome) {
 	}
 	th.finish()
 	if !out.Fallback {
-		out.Reasoning, out.Text = SplitReasoning(out.Text)
+		out.Reasoning, out.Text = chat.SplitReasoning(out.Text)
 	}
 }
 

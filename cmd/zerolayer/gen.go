@@ -28,9 +28,12 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 // genOutput is the --format json document.
 type genOutput struct {
-	PromptIDs   []int32          `json:"prompt_ids"`
-	OutputIDs   []int32          `json:"output_ids"`
-	Text        string           `json:"text"`
+	PromptIDs []int32 `json:"prompt_ids"`
+	OutputIDs []int32 `json:"output_ids"`
+	Text      string  `json:"text"`
+	// Reasoning is a thinking model's <think> text (with --chat and
+	// thinking on), apart from Text, the answer.
+	Reasoning   string           `json:"reasoning,omitempty"`
 	StopReason  string           `json:"stop_reason"`
 	Usage       engine.Usage     `json:"usage"`
 	TopLogprobs [][]logprobEntry `json:"top_logprobs,omitempty"`
@@ -59,6 +62,7 @@ func runGen(ctx context.Context, args []string) error {
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids, used as given")
 	system := fs.String("system", "", "system prompt (needs --chat); <tool> blocks in it declare inline tools, as in a job's system prompt")
 	useChat := fs.Bool("chat", false, "render the prompt through the model's chat template")
+	thinking := fs.String("thinking", "", "with --chat: the template's thinking switch, on or off (default: the template's; qwen3 thinks); --format json gives the <think> text apart, as reasoning")
 	tmplName := fs.String("chat-template", "", "chat template by name instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	maxTokens := fs.Int("max-tokens", 0, "maximum tokens to generate (0: the preset's, else up to the context)")
 	var sf samplingFlags
@@ -103,6 +107,7 @@ func runGen(ctx context.Context, args []string) error {
 	defer l.Close()
 	var ids []int32
 	var inline []contracts.Tool
+	var split bool
 	if set["prompt-ids"] {
 		if *useChat || *system != "" {
 			return usagef("--prompt-ids are used as given: drop --chat and --system")
@@ -117,7 +122,14 @@ func runGen(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		ids, err = renderPrompt(l, *prompt, modelprompt.Options{Chat: *useChat, System: sys}, *tmplName)
+		var on *bool
+		if on, err = thinkingFlag(*thinking, *useChat); err != nil {
+			return err
+		}
+		po := modelprompt.Options{Chat: *useChat, System: sys, Thinking: on}
+		if ids, err = renderPrompt(l, *prompt, po, *tmplName); err == nil && *useChat {
+			split, err = genThinks(l, po, *tmplName, *thinking)
+		}
 	}
 	if err != nil {
 		return err
@@ -126,7 +138,45 @@ func runGen(ctx context.Context, args []string) error {
 	if req.Tools, err = genTools(*schemaFile, *regex, *toolsJSON, inline, l); err != nil {
 		return err
 	}
-	return generate(ctx, l, req, *format == "json")
+	return generate(ctx, l, req, *format == "json", split)
+}
+
+// thinkingFlag reads --thinking: "" (the template's default), on or off;
+// it needs --chat.
+func thinkingFlag(s string, useChat bool) (*bool, error) {
+	switch s {
+	case "":
+		return nil, nil
+	case "on", "off":
+		if !useChat {
+			return nil, usagef("--thinking switches a chat template's thinking: add --chat")
+		}
+		on := s == "on"
+		return &on, nil
+	}
+	return nil, usagef("--thinking %q: want on or off", s)
+}
+
+// genThinks reports whether the output is a thinking model's (its
+// <think> block is split off, as a worker splits it): the template in use
+// has the switch and it is not off. --thinking on for a template without
+// the switch is an error.
+func genThinks(l *engine.Loaded, po modelprompt.Options, tmplName, flag string) (bool, error) {
+	t, ok := l.Template(po.Template)
+	if tmplName != "" {
+		nt, err := chat.Named(tmplName)
+		if err != nil {
+			return false, usagef("%v", err)
+		}
+		t, ok = nt, true
+	}
+	if !ok || !t.SupportsThinking() {
+		if flag == "on" {
+			return false, usagef("--thinking on: the chat template has no thinking switch (only qwen3's has)")
+		}
+		return false, nil
+	}
+	return flag != "off", nil
 }
 
 // samplingFlags are gen's sampling flags; a negative value is one not
@@ -209,7 +259,11 @@ func renderPrompt(l *engine.Loaded, prompt string, po modelprompt.Options, tmplN
 
 // generate runs req on the loaded model and writes the text as it comes
 // with a usage line on stderr, or (asJSON) one genOutput document.
-func generate(ctx context.Context, l *engine.Loaded, req engine.Request, asJSON bool) error {
+//
+// With split (a thinking model's output) the JSON document has the
+// reasoning apart from the text; the streamed text is the model's, tags
+// and all.
+func generate(ctx context.Context, l *engine.Loaded, req engine.Request, asJSON, split bool) error {
 	eng, err := engine.New(l.Model, l.Tokenizer, engine.Config{})
 	if err != nil {
 		return err
@@ -225,7 +279,7 @@ func generate(ctx context.Context, l *engine.Loaded, req engine.Request, asJSON 
 		return err
 	}
 	if asJSON {
-		return writeGenJSON(res, req.Tools)
+		return writeGenJSON(res, req.Tools, split)
 	}
 	fmt.Fprintln(stdout)
 	if res.Err != nil {
@@ -245,9 +299,12 @@ func generate(ctx context.Context, l *engine.Loaded, req engine.Request, asJSON 
 
 // writeGenJSON writes the --format json document of res to stdout; run is
 // the request's tool run (nil without one).
-func writeGenJSON(res *engine.Result, run *tools.Run) error {
+func writeGenJSON(res *engine.Result, run *tools.Run, split bool) error {
 	out := genOutput{PromptIDs: res.PromptIDs, OutputIDs: res.OutputIDs, Text: res.Text, StopReason: res.StopReason, Usage: res.Usage,
 		Incomplete: res.Incomplete, IncompleteReason: res.IncompleteReason}
+	if split {
+		out.Reasoning, out.Text = chat.SplitReasoning(res.Text)
+	}
 	if res.Retries > 0 {
 		out.Attempts = res.Retries + 1
 	}

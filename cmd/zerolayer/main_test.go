@@ -23,6 +23,7 @@ import (
 	"github.com/zerolayer/zerolayer/worker/engine"
 	modelprompt "github.com/zerolayer/zerolayer/worker/model/prompt"
 	"github.com/zerolayer/zerolayer/worker/model/store"
+	"github.com/zerolayer/zerolayer/worker/workertest"
 )
 
 func storiesPath(t *testing.T) string {
@@ -371,6 +372,46 @@ func TestReportUnknownTenant(t *testing.T) {
 		code, _, errOut = runCLI(append([]string{"report", "--database-url", empty, "--tenant", "ghost"}, args...)...)
 		if code != 1 || !strings.Contains(errOut, "run 'zerolayer migrate up'") {
 			t.Errorf("%v, not migrated: status %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+// TestGenThinking: gen --chat on the hand-set thinking model
+// (workertest.ThinkerPath, with the Qwen3 template) gives the <think>
+// text apart as reasoning in its JSON; --thinking off renders the empty
+// block, and the model answers straight away; --thinking on needs --chat
+// and a template with the switch.
+func TestGenThinking(t *testing.T) {
+	path := workertest.ThinkerPath(t)
+	for _, tc := range []struct {
+		args      []string
+		reasoning string
+		ids       int
+	}{
+		{nil, workertest.ThinkerReasoning, 5},
+		{[]string{"--thinking", "on"}, workertest.ThinkerReasoning, 5},
+		{[]string{"--thinking", "off"}, "", 1},
+	} {
+		s, err := capture(t, runGen, append([]string{"--model", path, "--chat", "--prompt", "Is 221 prime?", "--max-tokens", "16", "--format", "json"}, tc.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out genOutput
+		if err := json.Unmarshal([]byte(s), &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Reasoning != tc.reasoning || out.Text != workertest.ThinkerAnswer || len(out.OutputIDs) != tc.ids {
+			t.Errorf("%v: reasoning %q, text %q, %d ids", tc.args, out.Reasoning, out.Text, len(out.OutputIDs))
+		}
+	}
+	for _, args := range [][]string{
+		{"--model", path, "--prompt", "x", "--thinking", "on"},
+		{"--model", storiesPath(t), "--chat", "--chat-template", "chatml", "--prompt", "x", "--thinking", "on"},
+		{"--model", path, "--chat", "--prompt", "x", "--thinking", "maybe"},
+	} {
+		var ue usageError
+		if _, err := capture(t, runGen, args...); !errors.As(err, &ue) {
+			t.Errorf("%v: %v, want a usage error", args, err)
 		}
 	}
 }

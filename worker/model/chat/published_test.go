@@ -313,12 +313,12 @@ func TestSplitReasoning(t *testing.T) {
 		{name: "block then answer", text: "<think>\nadd them\n</think>\n\n4", reasoning: "add them", answer: "4"},
 		{name: "empty block (thinking off)", text: "<think>\n\n</think>\n\nHi.", answer: "Hi."},
 		{name: "white space before the block", text: "\n<think>r</think>a", reasoning: "r", answer: "a"},
-		{name: "text before the block kept", text: "Hm. <think>r</think>\nA", reasoning: "r", answer: "Hm. A"},
+		{name: "text before a block: all answer", text: "Hm. <think>r</think>\nA", answer: "Hm. <think>r</think>\nA"},
 		{name: "unclosed", text: "<think>\nstill thinking", reasoning: "still thinking"},
 		{name: "unclosed with a partial close tag", text: "<think>\nstill thinking\n</thi", reasoning: "still thinking"},
 		{name: "unclosed, just the open tag", text: "<think>"},
 		{name: "partial open tag is answer", text: "<thi", answer: "<thi"},
-		{name: "close only (prompt opened it)", text: "reasoning\n</think>\n\nanswer", reasoning: "reasoning", answer: "answer"},
+		{name: "close only: answer (a stream cannot know it is reasoning)", text: "reasoning\n</think>\n\nanswer", answer: "reasoning\n</think>\n\nanswer"},
 		{name: "only the first block", text: "<think>a</think>b<think>c</think>d", reasoning: "a", answer: "b<think>c</think>d"},
 		{name: "answer keeps inner newlines", text: "<think>r</think>\n\nline1\n\nline2\n", reasoning: "r", answer: "line1\n\nline2\n"},
 	}
@@ -326,6 +326,25 @@ func TestSplitReasoning(t *testing.T) {
 		r, a := SplitReasoning(tt.text)
 		if r != tt.reasoning || a != tt.answer {
 			t.Errorf("%s: SplitReasoning(%q) = (%q, %q), want (%q, %q)", tt.name, tt.text, r, a, tt.reasoning, tt.answer)
+		}
+		// Streamed, cut in three pieces at every pair of places (tags cut
+		// across pieces), the splitter gives the same.
+		for i := 0; i <= len(tt.text); i++ {
+			for j := i; j <= len(tt.text); j++ {
+				var s ReasoningSplitter
+				var rs, as strings.Builder
+				for _, p := range []string{tt.text[:i], tt.text[i:j], tt.text[j:]} {
+					r, a := s.Push(p)
+					rs.WriteString(r)
+					as.WriteString(a)
+				}
+				r, a := s.Flush()
+				rs.WriteString(r)
+				as.WriteString(a)
+				if strings.Trim(rs.String(), "\n") != tt.reasoning || as.String() != tt.answer {
+					t.Fatalf("%s: cut at %d, %d: reasoning %q, answer %q", tt.name, i, j, rs.String(), as.String())
+				}
+			}
 		}
 	}
 }

@@ -78,6 +78,9 @@ type Options struct {
 	System string
 	// Template overrides the model's template when Chat is set.
 	Template *chat.Template
+	// Thinking is the template's thinking switch when Chat is set (see
+	// chat.RenderOptions.EnableThinking); nil leaves its default.
+	Thinking *bool
 }
 
 // Prompt tokenizes text according to o.
@@ -88,7 +91,7 @@ func (p *Prompter) Prompt(text string, o Options) ([]int32, error) {
 		}
 		return p.encode(text, tokenizer.EncodeOptions{AddSpecial: true})
 	}
-	return p.Conversation(o.System, []chat.Message{{Role: chat.RoleUser, Content: text}}, o.Template)
+	return p.ConversationWith(o.System, []chat.Message{{Role: chat.RoleUser, Content: text}}, o.Template, chat.RenderOptions{EnableThinking: o.Thinking})
 }
 
 // Conversation tokenizes a system prompt and messages for generation. With
