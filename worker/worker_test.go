@@ -454,7 +454,7 @@ func TestWakeUpIsNeverLost(t *testing.T) {
 	b := workertest.Setup(t, contracts.StreamsConfig{})
 	b.StartWorkerConfig(t, workertest.NewExecutor(t), worker.Config{ID: "w1", IdlePoll: time.Hour})
 	var worst float64
-	var slowest time.Duration
+	var slowest, outside time.Duration
 	for i := range 300 {
 		began := time.Now()
 		id, err := b.Client.Submit(context.Background(), request("Once upon a time", 1, contracts.PriorityNormal), nil)
@@ -475,13 +475,20 @@ func TestWakeUpIsNeverLost(t *testing.T) {
 		// machine under the race detector (ops/bench reports the real
 		// distribution).
 		worst = max(worst, res.Usage.QueueMs)
+		outside = max(outside, time.Since(began)-time.Duration(res.Usage.QueueMs*float64(time.Millisecond)))
 	}
-	t.Logf("longest queue time of 300 jobs one at a time: %.1f ms; longest submit to result: %v", worst, slowest)
-	if worst > 250 {
-		t.Errorf("a job one at a time into an idle worker waited %.1f ms in the queue", worst)
+	t.Logf("longest queue time of 300 jobs one at a time: %.1f ms; longest submit to result: %v; longest outside the queue: %v", worst, slowest, outside)
+	// A lost wake-up leaves a job queued for IdlePoll, an hour: the bound
+	// catches it with room for a loaded machine under the race detector,
+	// where a queue time of 2 s was seen once in make test (ops/bench
+	// reports the distribution).
+	if worst > 10_000 {
+		t.Errorf("a job one at a time into an idle worker waited %.1f ms in the queue: a lost wake-up", worst)
 	}
-	if slowest > time.Second {
-		t.Errorf("a one-token job took %v from submit to its result in Wait", slowest)
+	// Outside the queue (submit, run one token, publish, Wait): a result
+	// Wait missed would take its 2 s recheck.
+	if outside > 1500*time.Millisecond {
+		t.Errorf("a one-token job took %v from submit to its result in Wait, outside its time in the queue", outside)
 	}
 }
 
