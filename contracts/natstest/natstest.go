@@ -10,8 +10,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// readyTimeout bounds the wait for a started server to accept clients.
-const readyTimeout = 10 * time.Second
+// readyTimeout bounds the wait for a started server to accept clients. A
+// cluster node on a machine busy with the whole test suite (make test runs
+// the packages in parallel) once took more than 10 s; a server that never
+// comes up still fails the test.
+const readyTimeout = 30 * time.Second
 
 // Server is a running embedded server and a client connected to it.
 type Server struct {
