@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,7 +54,7 @@ func AddCredit(ctx context.Context, db Beginner, c Credit) (Credit, error) {
 		if err := checkTenant(ctx, tx, c.Tenant); err != nil {
 			return err
 		}
-		if err := lockOpenPeriods(ctx, tx, c.Tenant, []time.Time{m}); err != nil {
+		if err := lockOpenPeriods(ctx, tx, [][2]string{{c.Tenant, c.Period}}); err != nil {
 			return err
 		}
 		cur, others, err := currencyOf(ctx, tx, `FROM charges c WHERE c.tenant_id = $1 AND c.period = $2::date`, c.Tenant, m.Format(time.DateOnly))
@@ -62,7 +63,7 @@ func AddCredit(ctx context.Context, db Beginner, c Credit) (Credit, error) {
 		}
 		if (cur != "" && cur != c.Currency) || others != nil {
 			return fmt.Errorf("%w: %s's charges of %s are in %s, the credit in %s", ErrMixedCurrency, c.Tenant, c.Period,
-				cmpOr(cur, strings.Join(others, ", ")), c.Currency)
+				cmp.Or(cur, strings.Join(others, ", ")), c.Currency)
 		}
 		return tx.QueryRow(ctx, `INSERT INTO credits (tenant_id, period, kind, amount, currency, reason, created_by)
 			VALUES ($1, $2::date, $3, $4, $5, $6, $7) RETURNING id, created_at`,

@@ -142,32 +142,30 @@ func invoicesOf(ctx context.Context, db DB, pairs [][2]string) (map[[2]string]st
 // invoiceOf returns the number of tenant's invoice of the period starting
 // at m, or "" when the period is open.
 func invoiceOf(ctx context.Context, db DB, tenant string, m time.Time) (string, error) {
-	rows, err := db.Query(ctx, `SELECT number FROM invoices WHERE tenant_id = $1 AND period = $2::date`, tenant, m.Format(time.DateOnly))
-	if err != nil {
-		return "", fmt.Errorf("billing: look up the invoice of %s for %s: %w", tenant, periodName(m), err)
-	}
-	numbers, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(numbers) == 0 {
-		return "", err
-	}
-	return numbers[0], nil
+	p := [2]string{tenant, periodName(m)}
+	invoiced, err := invoicesOf(ctx, db, [][2]string{p})
+	return invoiced[p], err
 }
 
-// lockOpenPeriods takes the shared side of the locks of tenant's periods
-// months for the rest of tx, and returns an error wrapping ErrPeriodLocked
-// naming the invoice of the first one that is closed.
-func lockOpenPeriods(ctx context.Context, tx pgx.Tx, tenant string, months []time.Time) error {
-	months = slices.Compact(slices.SortedFunc(slices.Values(months), time.Time.Compare))
-	for _, m := range months {
-		if err := lockShared(ctx, tx, periodLock, [][2]string{{tenant, periodName(m)}}); err != nil {
-			return fmt.Errorf("billing: lock period %s of %s: %w", periodName(m), tenant, err)
-		}
-		number, err := invoiceOf(ctx, tx, tenant, m)
-		if err != nil {
-			return err
-		}
-		if number != "" {
-			return fmt.Errorf("%w: %s of %s is invoiced (%s)", ErrPeriodLocked, periodName(m), tenant, number)
+// lockOpenPeriods takes the shared side of the locks of periods (tenant,
+// period as 2006-01) for the rest of tx, with one statement, and returns
+// an error wrapping ErrPeriodLocked naming the invoice of the first that
+// is closed.
+func lockOpenPeriods(ctx context.Context, tx pgx.Tx, periods [][2]string) error {
+	if len(periods) == 0 {
+		return nil
+	}
+	periods = slices.Compact(slices.SortedFunc(slices.Values(periods), compareKeys))
+	if err := lockShared(ctx, tx, periodLock, periods); err != nil {
+		return fmt.Errorf("billing: lock %d periods: %w", len(periods), err)
+	}
+	invoiced, err := invoicesOf(ctx, tx, periods)
+	if err != nil {
+		return err
+	}
+	for _, p := range periods {
+		if number, ok := invoiced[p]; ok {
+			return fmt.Errorf("%w: %s of %s is invoiced (%s)", ErrPeriodLocked, p[1], p[0], number)
 		}
 	}
 	return nil

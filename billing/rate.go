@@ -298,31 +298,46 @@ func priceMany(ctx context.Context, tx pgx.Tx, us []contracts.Usage) ([]*Charge,
 	return out, nil
 }
 
+// chargeArrays are charges as the column arrays the set-based statements
+// unnest: costs are input, cached input, output, ttft, tool, total and
+// the multiplier, as decimal text.
+type chargeArrays struct {
+	jobIDs, tenants, models, currencies, tags, periods, notes []string
+	bookIDs, versions                                         []int64
+	costs                                                     [7][]string
+}
+
+func chargeArraysOf(cs []Charge) chargeArrays {
+	n := len(cs)
+	a := chargeArrays{jobIDs: make([]string, n), tenants: make([]string, n), models: make([]string, n), currencies: make([]string, n),
+		tags: make([]string, n), periods: make([]string, n), notes: make([]string, n), bookIDs: make([]int64, n), versions: make([]int64, n)}
+	for d := range a.costs {
+		a.costs[d] = make([]string, n)
+	}
+	for i, c := range cs {
+		a.jobIDs[i], a.tenants[i], a.models[i], a.currencies[i] = c.JobID, c.Tenant, c.Model, c.Currency
+		// Tags match ^[a-z][a-z0-9_]{0,62}$ (value_tag_rules): no comma.
+		a.tags[i] = strings.Join(c.Tags, ",")
+		a.bookIDs[i], a.versions[i] = c.PriceBookID, int64(c.PriceBookVersion)
+		a.periods[i], a.notes[i] = c.Period+"-01", c.Note
+		for d, v := range []decimal.Decimal{c.Cost.Input, c.Cost.CachedInput, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Multiplier} {
+			a.costs[d][i] = v.String()
+		}
+	}
+	return a
+}
+
 // insertCharges stores cs with one statement, each unless its job has a
 // charge already, and reports which it stored. Rows go in key order, so
 // that two transactions charging the same jobs wait for each other
 // instead of deadlocking.
 func insertCharges(ctx context.Context, tx pgx.Tx, cs []Charge) ([]bool, error) {
 	n := len(cs)
-	jobIDs, tenants, models, currencies, tags := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	periods, notes := make([]string, n), make([]string, n)
-	bookIDs, versions := make([]int64, n), make([]int64, n)
-	var costs [7][]string
-	for d := range costs {
-		costs[d] = make([]string, n)
-	}
+	a := chargeArraysOf(cs)
 	first := make(map[JobRef]int, n)
 	for i, c := range cs {
 		if _, dup := first[JobRef{c.Tenant, c.JobID}]; !dup {
 			first[JobRef{c.Tenant, c.JobID}] = i
-		}
-		jobIDs[i], tenants[i], models[i], currencies[i] = c.JobID, c.Tenant, c.Model, c.Currency
-		// Tags match ^[a-z][a-z0-9_]{0,62}$ (value_tag_rules): no comma.
-		tags[i] = strings.Join(c.Tags, ",")
-		bookIDs[i], versions[i] = c.PriceBookID, int64(c.PriceBookVersion)
-		periods[i], notes[i] = c.Period+"-01", c.Note
-		for d, v := range []decimal.Decimal{c.Cost.Input, c.Cost.CachedInput, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, orOne(c.Multiplier)} {
-			costs[d][i] = v.String()
 		}
 	}
 	rows, err := tx.Query(ctx, `
@@ -338,8 +353,8 @@ func insertCharges(ctx context.Context, tx pgx.Tx, cs []Charge) ([]bool, error) 
 		ORDER BY tenant_id, job_id
 		ON CONFLICT (tenant_id, job_id) DO NOTHING
 		RETURNING tenant_id, job_id`,
-		jobIDs, tenants, models, bookIDs, versions, currencies, costs[0], costs[1], costs[2], costs[3], costs[4], costs[5], costs[6],
-		tags, periods, notes)
+		a.jobIDs, a.tenants, a.models, a.bookIDs, a.versions, a.currencies, a.costs[0], a.costs[1], a.costs[2], a.costs[3], a.costs[4],
+		a.costs[5], a.costs[6], a.tags, a.periods, a.notes)
 	if err != nil {
 		return nil, fmt.Errorf("billing: store %d charges: %w", n, err)
 	}

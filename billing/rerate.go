@@ -1,11 +1,11 @@
 package billing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,14 +105,7 @@ func (s *RerateSummary) add(o RerateSummary) {
 		}
 		s.Books[k] += n
 	}
-	s.Currency = cmpOr(s.Currency, o.Currency)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	s.Currency = cmp.Or(s.Currency, o.Currency)
 }
 
 // DryRerate computes what RerateRangeArgs a would change, writing nothing,
@@ -245,24 +238,18 @@ func rerateTx(ctx context.Context, tx pgx.Tx, us []contracts.Usage, bookID int64
 
 	// Where each charge goes: an existing one stays in its period, which
 	// must be open; a new one is placed as a rating would place it.
-	months := map[string][]time.Time{}
+	var periods [][2]string
 	var keys []periodKey
 	for i, u := range us {
 		if o := old[i]; o != nil {
-			m, err := ParsePeriod(o.Period)
-			if err != nil {
-				return sum, err
-			}
-			months[u.Tenant] = append(months[u.Tenant], m)
+			periods = append(periods, [2]string{u.Tenant, o.Period})
 			fresh[i].Period, fresh[i].Note = o.Period, o.Note
 		} else {
 			keys = append(keys, periodKey{u.Tenant, monthOf(u.CreatedAt)})
 		}
 	}
-	for _, t := range slices.Sorted(mapsKeys(months)) {
-		if err := lockOpenPeriods(ctx, tx, t, months[t]); err != nil {
-			return sum, err
-		}
+	if err := lockOpenPeriods(ctx, tx, periods); err != nil {
+		return sum, err
 	}
 	if len(keys) > 0 {
 		places, err := placeCharges(ctx, tx, keys)
@@ -282,7 +269,7 @@ func rerateTx(ctx context.Context, tx pgx.Tx, us []contracts.Usage, bookID int64
 	for i, c := range fresh {
 		sum.Jobs++
 		sum.After = sum.After.Add(c.Cost)
-		sum.Currency = cmpOr(sum.Currency, c.Currency)
+		sum.Currency = cmp.Or(sum.Currency, c.Currency)
 		o := old[i]
 		if o == nil {
 			sum.New++
@@ -313,16 +300,6 @@ func rerateTx(ctx context.Context, tx pgx.Tx, us []contracts.Usage, bookID int64
 		return sum, err
 	}
 	return sum, noteCharges(ctx, tx, touched, rollupDelay)
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // chargesOf reads the charges of us, nil where a record has none.
@@ -361,27 +338,14 @@ func replaceCharges(ctx context.Context, tx pgx.Tx, cs []Charge, by string) erro
 		return compareKeys([2]string{a.Tenant, a.JobID}, [2]string{b.Tenant, b.JobID})
 	})
 	n := len(cs)
-	tenants, ids, tags := make([]string, n), make([]string, n), make([]string, n)
-	bookIDs, versions := make([]int64, n), make([]int64, n)
-	currencies := make([]string, n)
-	var costs [7][]string
-	for d := range costs {
-		costs[d] = make([]string, n)
-	}
-	for i, c := range cs {
-		tenants[i], ids[i], tags[i], currencies[i] = c.Tenant, c.JobID, strings.Join(c.Tags, ","), c.Currency
-		bookIDs[i], versions[i] = c.PriceBookID, int64(c.PriceBookVersion)
-		for d, v := range []decimal.Decimal{c.Cost.Input, c.Cost.CachedInput, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, orOne(c.Multiplier)} {
-			costs[d][i] = v.String()
-		}
-	}
+	a := chargeArraysOf(cs)
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO charge_history (tenant_id, job_id, revision, price_book_id, price_book_version, currency,
 			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, multiplier, period, note, tags, rated_at, replaced_by)
 		SELECT tenant_id, job_id, revision, price_book_id, price_book_version, currency,
 			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, multiplier, period, note, tags, rated_at, $3
 		FROM charges WHERE (tenant_id, job_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-		ORDER BY tenant_id, job_id`, tenants, ids, by); err != nil {
+		ORDER BY tenant_id, job_id`, a.tenants, a.jobIDs, by); err != nil {
 		return fmt.Errorf("billing: keep %d previous charges: %w", n, err)
 	}
 	if _, err := tx.Exec(ctx, `
@@ -396,7 +360,8 @@ func replaceCharges(ctx context.Context, tx pgx.Tx, cs []Charge, by string) erro
 			AS n(tenant_id, job_id, book_id, version, currency, cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool,
 				total, multiplier, tags)
 		WHERE c.tenant_id = n.tenant_id AND c.job_id = n.job_id`,
-		tenants, ids, bookIDs, versions, currencies, costs[0], costs[1], costs[2], costs[3], costs[4], costs[5], costs[6], tags); err != nil {
+		a.tenants, a.jobIDs, a.bookIDs, a.versions, a.currencies, a.costs[0], a.costs[1], a.costs[2], a.costs[3], a.costs[4], a.costs[5],
+		a.costs[6], a.tags); err != nil {
 		return fmt.Errorf("billing: store %d re-rated charges: %w", n, err)
 	}
 	return nil
@@ -449,7 +414,7 @@ func (w *rerateRangeWorker) Work(ctx context.Context, job *river.Job[RerateRange
 		return river.JobCancel(err)
 	}
 	sum := RerateSummary{Tenant: a.Tenant, From: a.From.UTC(), To: a.To.UTC(), Model: a.Model}
-	by := cmpOr(a.By, "unknown") + fmt.Sprintf(" (rerate job %d)", job.ID)
+	by := cmp.Or(a.By, "unknown") + fmt.Sprintf(" (rerate job %d)", job.ID)
 	if err := pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error { return checkRangeOpen(ctx, tx, a) }); err != nil {
 		return cancelIfFinal(err)
 	}
