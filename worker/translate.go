@@ -178,7 +178,7 @@ func (th *thoughts) apply(out *Outcome) {
 	}
 }
 
-// thinkingOf decides whether the job's model thinks: its chat template has
+// thinkingOf decides whether the job's model thinks (prompt.Prompter.Thinks): its chat template has
 // a thinking switch (qwen3) and the request does not turn it off. A
 // response_format constrains the whole output, so it turns thinking off
 // unless the request asks for it, which is refused, as is thinking asked
@@ -186,23 +186,20 @@ func (th *thoughts) apply(out *Outcome) {
 // the prompt with.
 func thinkingOf(l *engine.Loaded, name string, r *contracts.JobRequest) (on bool, enable *bool, err *contracts.Error) {
 	asked := r.Thinking.Enabled()
-	t, ok := l.Template(nil)
-	if !ok || !t.SupportsThinking() {
-		if asked != nil && *asked {
-			return false, nil, &contracts.Error{Code: contracts.CodeInvalidRequest, Field: "thinking.type",
-				Message: fmt.Sprintf("model %s has no thinking switch in its chat template; leave thinking out, or set it to disabled", name)}
-		}
-		return false, nil, nil
-	}
 	if r.ResponseFormat != nil {
 		if asked != nil && *asked {
 			return false, nil, &contracts.Error{Code: contracts.CodeInvalidRequest, Field: "thinking.type",
 				Message: "thinking cannot be enabled with a response_format, which constrains the whole output; disable it or leave it out"}
 		}
 		off := false
-		return false, &off, nil
+		asked = &off
 	}
-	return asked == nil || *asked, asked, nil
+	thinks, e := l.Thinks(nil, asked)
+	if e != nil {
+		return false, nil, &contracts.Error{Code: contracts.CodeInvalidRequest, Field: "thinking.type",
+			Message: fmt.Sprintf("model %s has no thinking switch in its chat template; leave thinking out, or set it to disabled", name)}
+	}
+	return thinks, asked, nil
 }
 
 // buildRequest turns a job request into an engine request whose tokens and

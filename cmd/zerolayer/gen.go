@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -127,8 +128,17 @@ func runGen(ctx context.Context, args []string) error {
 			return err
 		}
 		po := modelprompt.Options{Chat: *useChat, System: sys, Thinking: on}
-		if ids, err = renderPrompt(l, *prompt, po, *tmplName); err == nil && *useChat {
-			split, err = genThinks(l, po, *tmplName, *thinking)
+		if *tmplName != "" {
+			t, err := chat.Named(*tmplName)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			po.Template = &t
+		}
+		if ids, err = l.Prompt(*prompt, po); err == nil && *useChat {
+			if split, err = l.Thinks(po.Template, on); errors.Is(err, modelprompt.ErrNoThinkingSwitch) {
+				return usagef("--thinking on: %v", err)
+			}
 		}
 	}
 	if err != nil {
@@ -155,28 +165,6 @@ func thinkingFlag(s string, useChat bool) (*bool, error) {
 		return &on, nil
 	}
 	return nil, usagef("--thinking %q: want on or off", s)
-}
-
-// genThinks reports whether the output is a thinking model's (its
-// <think> block is split off, as a worker splits it): the template in use
-// has the switch and it is not off. --thinking on for a template without
-// the switch is an error.
-func genThinks(l *engine.Loaded, po modelprompt.Options, tmplName, flag string) (bool, error) {
-	t, ok := l.Template(po.Template)
-	if tmplName != "" {
-		nt, err := chat.Named(tmplName)
-		if err != nil {
-			return false, usagef("%v", err)
-		}
-		t, ok = nt, true
-	}
-	if !ok || !t.SupportsThinking() {
-		if flag == "on" {
-			return false, usagef("--thinking on: the chat template has no thinking switch (only qwen3's has)")
-		}
-		return false, nil
-	}
-	return flag != "off", nil
 }
 
 // samplingFlags are gen's sampling flags; a negative value is one not
@@ -242,19 +230,6 @@ func parseTokenIDs(s string) ([]int32, error) {
 		ids = append(ids, int32(n))
 	}
 	return ids, nil
-}
-
-// renderPrompt tokenizes the prompt as po says, through the chat
-// template named tmplName instead of the model's when one is named.
-func renderPrompt(l *engine.Loaded, prompt string, po modelprompt.Options, tmplName string) ([]int32, error) {
-	if tmplName != "" {
-		t, err := chat.Named(tmplName)
-		if err != nil {
-			return nil, usagef("%v", err)
-		}
-		po.Template = &t
-	}
-	return l.Prompt(prompt, po)
 }
 
 // generate runs req on the loaded model and writes the text as it comes

@@ -15,6 +15,10 @@ import (
 // chat mode: raw text has no place for one.
 var ErrSystemWithoutChat = errors.New("prompt: a system prompt needs chat mode")
 
+// ErrNoThinkingSwitch reports thinking asked of a chat template without a
+// thinking switch (only qwen3's has one).
+var ErrNoThinkingSwitch = errors.New("prompt: the chat template has no thinking switch")
+
 // ErrTooLong is returned for a prompt whose length in bytes alone shows it
 // cannot fit the model's context: it is refused before it is tokenized, so
 // a megabyte of text costs a length check, not a tokenization.
@@ -112,6 +116,22 @@ func (p *Prompter) Template(tmpl *chat.Template) (t chat.Template, ok bool) {
 		return *tmpl, true
 	}
 	return p.Chat, p.ChatErr == nil && p.HasTemplate()
+}
+
+// Thinks reports whether a conversation rendered through tmpl (nil: the
+// model's template) with the thinking switch asked (nil: the template's
+// default) makes a thinking model's output, whose <think> block is split
+// off (chat.ReasoningSplitter): the template has the switch (qwen3) and
+// it is not off. Thinking asked of a template without the switch is
+// ErrNoThinkingSwitch.
+func (p *Prompter) Thinks(tmpl *chat.Template, asked *bool) (bool, error) {
+	if t, ok := p.Template(tmpl); ok && t.SupportsThinking() {
+		return asked == nil || *asked, nil
+	}
+	if asked != nil && *asked {
+		return false, ErrNoThinkingSwitch
+	}
+	return false, nil
 }
 
 // ConversationWith is Conversation with render options (the thinking
