@@ -43,16 +43,9 @@ func runRerate(ctx context.Context, args []string) error {
 	if *tenant == "" || *fromS == "" || *toS == "" {
 		return usagef("give --tenant, --from and --to")
 	}
-	from, err := parseReportTime(*fromS)
+	from, to, err := parseReportPeriod(*fromS, *toS)
 	if err != nil {
-		return usagef("--from: %v", err)
-	}
-	to, err := parseReportTime(*toS)
-	if err != nil {
-		return usagef("--to: %v", err)
-	}
-	if !from.Before(to) {
-		return usagef("--from %s is not before --to %s", *fromS, *toS)
+		return err
 	}
 	if *formatS != "table" && *formatS != "json" {
 		return usagef("--format: use table or json")

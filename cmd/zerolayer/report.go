@@ -62,16 +62,9 @@ func runReport(ctx context.Context, args []string) error {
 	if *fromS == "" || *toS == "" {
 		return usagef("give a period, --from and --to (or --month M, --batch ID, or --batches)")
 	}
-	from, err := parseReportTime(*fromS)
+	from, to, err := parseReportPeriod(*fromS, *toS)
 	if err != nil {
-		return usagef("--from: %v", err)
-	}
-	to, err := parseReportTime(*toS)
-	if err != nil {
-		return usagef("--to: %v", err)
-	}
-	if !from.Before(to) {
-		return usagef("--from %s is not before --to %s", *fromS, *toS)
+		return err
 	}
 	if *allTenants {
 		return reportAllTenants(ctx, *dbURL, from, to, *formatS)
@@ -148,6 +141,21 @@ func reportBatches(ctx context.Context, dbURL, tenant, formatS string) error {
 		return err
 	}
 	return billing.WriteBatchTotals(stdout, totals, format)
+}
+
+// parseReportPeriod reads --from and --to (parseReportTime), which must
+// make a period that is not empty; its errors are usage errors.
+func parseReportPeriod(fromS, toS string) (from, to time.Time, err error) {
+	if from, err = parseReportTime(fromS); err != nil {
+		return from, to, usagef("--from: %v", err)
+	}
+	if to, err = parseReportTime(toS); err != nil {
+		return from, to, usagef("--to: %v", err)
+	}
+	if !from.Before(to) {
+		return from, to, usagef("--from %s is not before --to %s", fromS, toS)
+	}
+	return from, to, nil
 }
 
 // parseReportTime reads a date (midnight UTC) or an RFC 3339 time.
