@@ -158,8 +158,8 @@ func BuildPeriodReport(ctx context.Context, db DB, tenant, period string) (*Repo
 	r := &Report{Tenant: tenant, Basis: "period", Period: period, From: m, To: m.AddDate(0, 1, 0)}
 	day := m.Format(time.DateOnly)
 	sel := reportSelection{
-		charges: `FROM charges c JOIN usage u USING (tenant_id, job_id) WHERE c.tenant_id = $1 AND c.period = $2::date AND $3::timestamptz IS NOT NULL`,
-		args:    []any{tenant, day, r.To},
+		charges: `FROM charges c JOIN usage u USING (tenant_id, job_id) WHERE c.tenant_id = $1 AND c.period = $2::date`,
+		args:    []any{tenant, day},
 	}
 	if err := checkTenant(ctx, db, tenant); err != nil {
 		return nil, err
@@ -174,7 +174,7 @@ func BuildPeriodReport(ctx context.Context, db DB, tenant, period string) (*Repo
 }
 
 // reportSelection selects a report's charges: charges is a FROM … WHERE …
-// clause over charges c and usage u, with args $1 (the tenant), $2, $3.
+// clause over charges c and usage u, with args ($1 the tenant).
 type reportSelection struct {
 	charges string
 	args    []any
