@@ -73,11 +73,19 @@ type KV interface {
 // Batch describes the rows of one forward step: row i is the token at
 // position Pos[i] of sequence Seq[i], and Tables[s] is sequence s's block
 // table (block ids in position order). Rows of one sequence are consecutive
-// and in position order.
+// and in position order. For AttentionWindow a table may hold −1 for the
+// blocks before the window of the sequence's first row in the batch (the
+// memory of a sliding-window layer's old positions, given back): no
+// operation reads them.
 type Batch struct {
 	Pos    []int32
 	Seq    []int32
 	Tables [][]int32
+	// Group numbers the layer group whose tables these are, when a step
+	// passes a batch per group (an arena whose blocks hold a group of
+	// layers each); a backend may keep a device copy per group. Zero
+	// otherwise.
+	Group int
 }
 
 // RoPE parameterises rotary position embeddings.

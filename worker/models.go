@@ -192,7 +192,11 @@ func OpenModels(ctx context.Context, cfg ModelsConfig) (_ *Models, err error) {
 		if ks, ok := be.(gpu.KVSizer); ok && sc.KVMemoryMB == 0 && sc.KVBlocks == 0 {
 			// On a GPU the arena takes a share of the memory left after
 			// the weights.
-			kvc := gpu.KVConfig{Layers: l.Model.Layers, KVDim: l.Model.KVDim(), BlockTokens: sc.WithDefaults().BlockTokens}
+			layout := l.Model.KVLayout()
+			if sc.WholeBlocks {
+				layout = l.Model.WholeKVLayout()
+			}
+			kvc := l.Model.KVConfig(layout, 0, sc.WithDefaults().BlockTokens)
 			if sc.KVBlocks, err = ks.KVBlocks(kvc, cfg.GPUMemoryFraction/float64(len(cfg.Models))); err != nil {
 				return nil, err
 			}

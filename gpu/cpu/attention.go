@@ -113,7 +113,13 @@ func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, w
 			panic(fmt.Sprintf("cpu: attention: row %d (sequence %d, position %d) has no block", i, s, p))
 		}
 		total += int(p) + 1
-		for _, blk := range bt.Tables[s][:int(p)/c.BlockTokens+1] {
+		// A windowed row reads only its window's blocks: the table may
+		// hold −1 before them (memory given back, gpu.Batch).
+		lo := 0
+		if window > 0 {
+			lo = max(0, int(p)+1-window) / c.BlockTokens
+		}
+		for _, blk := range bt.Tables[s][lo : int(p)/c.BlockTokens+1] {
 			if blk < 0 || int(blk) >= c.Blocks {
 				panic(fmt.Sprintf("cpu: attention: block %d out of range [0,%d)", blk, c.Blocks))
 			}

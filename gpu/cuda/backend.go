@@ -31,7 +31,11 @@ type Backend struct {
 	allocs  map[dptr]int64 // live device allocations, freed by Close
 	closers []func() error // other releases for Close (pinned memory)
 
-	batchBuf, idsBuf, rowsBuf, maskBuf, outBuf staged
+	idsBuf, rowsBuf, maskBuf, outBuf staged
+	// batchBufs hold the last batch staged for each group of layers
+	// (gpu.Batch.Group), each re-uploaded only when it changes, at the
+	// same device address step after step (graphs replay it).
+	batchBufs [maxBatchBufs]staged
 	// ropeBuf holds two RoPE configurations' frequencies (gemma3 alternates
 	// its local and global layers'), rope says which; ropeLast is the slot
 	// used last.
@@ -449,6 +453,11 @@ func int32Bytes(v []int32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }
 
+// maxBatchBufs is how many staged batches stageBatch keeps: more than the
+// layer groups of the models we run (gemma3: one global group and five
+// local ones); groups beyond it share.
+const maxBatchBufs = 8
+
 // batchMeta is the device copy of a batch: pos and seq per row, then the
 // offset of each sequence's block table, then the tables.
 type batchMeta struct {
@@ -470,7 +479,9 @@ func (b *Backend) stageBatch(bt *gpu.Batch) (batchMeta, bool) {
 		s = append(s, t...)
 	}
 	b.scratch = s
-	p := b.stage(&b.batchBuf, int32Bytes(s))
+	data := int32Bytes(s)
+	buf := &b.batchBufs[bt.Group%maxBatchBufs]
+	p := b.stage(buf, data)
 	if p == 0 {
 		return batchMeta{}, false
 	}

@@ -85,13 +85,36 @@ func (m *Model) Forward(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int
 // the same rows again writes the same values. On a backend that queues
 // work, stop is not asked (the step is queued in microseconds).
 func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int32, out []float32, stop func() bool) error {
+	return m.ForwardGroups(kv, tokens, []gpu.Batch{*b}, logitRows, out, stop)
+}
+
+// ForwardGroups is ForwardInterruptible on an arena of either layout: the
+// whole-model one (NewKV; bs holds one batch) or the grouped one
+// (NewGroupedKV; bs[g] carries group g's block tables, and every batch
+// the same positions and sequences). A windowed group's table may hold −1
+// for the blocks before the window of the sequence's first row: they are
+// never read.
+func (m *Model) ForwardGroups(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, stop func() bool) error {
 	if s, ok := m.be.(gpu.Synchronous); !ok || !s.Synchronous() {
 		stop = nil
 	}
 	stopped := func() bool { return stop != nil && stop() }
 	n := len(tokens)
+	if len(bs) == 0 {
+		return fmt.Errorf("%w: no batch", errBatch)
+	}
+	b := &bs[0]
 	if n == 0 || len(b.Pos) != n || len(b.Seq) != n {
 		return fmt.Errorf("%w: %d tokens, %d positions, %d sequence ids", errBatch, n, len(b.Pos), len(b.Seq))
+	}
+	for g := range bs[1:] {
+		if o := &bs[g+1]; len(o.Pos) != n || len(o.Seq) != n || (n > 0 && (&o.Pos[0] != &b.Pos[0] || &o.Seq[0] != &b.Seq[0])) {
+			return fmt.Errorf("%w: the batch of group %d has other rows than group 0's", errBatch, g+1)
+		}
+	}
+	place, err := m.place(kv, bs)
+	if err != nil {
+		return err
 	}
 	if len(out) != len(logitRows)*m.Vocab {
 		return fmt.Errorf("%w: logits buffer of %d for %d rows", errBatch, len(out), len(logitRows))
@@ -102,15 +125,17 @@ func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, lo
 			return fmt.Errorf("%w: token id %d out of range [0,%d)", errBatch, t, m.Vocab)
 		}
 		s := b.Seq[i]
-		if s < 0 || int(s) >= len(b.Tables) {
-			return fmt.Errorf("%w: sequence %d has no block table", errBatch, s)
-		}
 		p := int(b.Pos[i])
 		if p < 0 || p >= m.Context {
 			return fmt.Errorf("%w: position %d (context %d)", ErrContextOverflow, p, m.Context)
 		}
-		if p/bt >= len(b.Tables[s]) {
-			return fmt.Errorf("%w: position %d of sequence %d is past its %d blocks", errBatch, p, s, len(b.Tables[s]))
+		for g := range bs {
+			if s < 0 || int(s) >= len(bs[g].Tables) {
+				return fmt.Errorf("%w: sequence %d has no block table", errBatch, s)
+			}
+			if tab := bs[g].Tables[s]; p/bt >= len(tab) || tab[p/bt] < 0 {
+				return fmt.Errorf("%w: position %d of sequence %d is past its %d blocks", errBatch, p, s, len(tab))
+			}
 		}
 	}
 	for _, r := range logitRows {
@@ -150,11 +175,12 @@ func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, lo
 		window, rope := m.LayerAttention(li)
 		be.RoPE(q, m.Heads, b, rope)
 		be.RoPE(k, m.KVHeads, b, rope)
-		be.StoreKV(kv, li, k, v, b)
+		lb, slot := place(li)
+		be.StoreKV(kv, slot, k, v, lb)
 		if window > 0 {
-			m.ops.AttentionWindow(att, q, kv, li, m.Heads, window, b)
+			m.ops.AttentionWindow(att, q, kv, slot, m.Heads, window, lb)
 		} else {
-			be.Attention(att, q, kv, li, m.Heads, b)
+			be.Attention(att, q, kv, slot, m.Heads, lb)
 		}
 		be.MatMul(o, att, l.wo)
 		if l.postAttn != nil {

@@ -24,6 +24,7 @@ type Model struct {
 	layers  []layer
 
 	scratch scratch
+	layout  *KVLayout // KVLayout, made at the first grouped step
 }
 
 type layer struct {

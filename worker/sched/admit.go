@@ -43,7 +43,7 @@ func (s *Scheduler) committed() int {
 	n := s.reservedAhead(nil)
 	for _, q := range s.running {
 		if !q.reserved && q != s.filler {
-			n += max(0, s.blocksFor(len(q.g.Tokens()))-len(q.blocks))
+			n += max(0, s.pagesAt(len(q.g.Tokens()), q.prefilling())-q.held)
 		}
 	}
 	return n
@@ -62,35 +62,44 @@ func (s *Scheduler) committed() int {
 func (s *Scheduler) reservedAhead(q *seq) int {
 	ev := s.buf.peakEvents[:0]
 	held, now := 0, 0
-	// A job with ctx tokens, its prompt computed, needs blocksFor(ctx + t)
+	// A job with ctx tokens, its prompt computed, holds pagesAt(ctx + t)
 	// blocks at step t from now, up to its last step, rem−1; at rem its
 	// private blocks go. A prompt still to compute (left tokens) takes
-	// its blocks now and delays the rest by the steps its chunks take.
+	// its blocks (at its chunks' peak) now and delays the rest by the
+	// steps its chunks take.
 	add := func(ctx, left, have, private, worstTokens int) {
 		now += have
 		lag := max(0, (left+s.cfg.MaxBatchTokens-1)/s.cfg.MaxBatchTokens-1)
-		rem, n := max(0, worstTokens-ctx), have
-		for ; ; n++ {
-			t := max(0, n*s.bt+1-ctx) // the first step needing block n+1
+		rem, cur := max(0, worstTokens-ctx), have
+		if p := s.pagesAt(ctx, left > 1); p > cur {
+			ev = append(ev, peakEvent{0, p - cur})
+			cur = p
+		}
+		for n := s.blocksFor(ctx); ; n++ {
+			t := max(0, n*s.bt+1-ctx) // the first step needing logical block n+1
 			if t >= rem {
 				break
 			}
-			ev = append(ev, peakEvent{t + lag*min(t, 1), 1})
+			if p := s.pagesAt(n*s.bt+1, false); p > cur {
+				ev = append(ev, peakEvent{t + lag*min(t, 1), p - cur})
+				cur = p
+			}
 		}
-		ev = append(ev, peakEvent{rem + lag, -(private + n - have)})
+		ev = append(ev, peakEvent{rem + lag, -(private + cur - have)})
 	}
 	for _, r := range s.running {
 		if r.reserved {
-			held += len(r.blocks)
+			held += r.held
 			toks := len(r.g.Tokens())
-			add(toks, toks-r.computed, len(r.blocks), s.privateBlocks(r), len(r.g.Request().PromptIDs)+r.g.MaxNew())
+			add(toks, toks-r.computed, r.held, s.privateBlocks(r), len(r.g.Request().PromptIDs)+r.g.MaxNew())
 		}
 	}
 	if q != nil {
 		hits := s.prefixHits(q, false)
-		held += hits
+		hp := s.hitPages(hits)
+		held += hp
 		toks := len(q.g.Tokens())
-		add(toks, toks-hits*s.bt, hits, 0, len(q.g.Request().PromptIDs)+q.g.MaxNew())
+		add(toks, toks-hits*s.bt, hp, 0, len(q.g.Request().PromptIDs)+q.g.MaxNew())
 	}
 	s.buf.peakEvents = ev
 	// Blocks freed at a step are there for the growth at the same step.
@@ -114,7 +123,7 @@ type claim struct{ need, release int }
 // claimOf is q's claim, as if it held more blocks than it does (more may
 // be negative).
 func (s *Scheduler) claimOf(q *seq, more int) claim {
-	return claim{need: max(0, q.worst-len(q.blocks)-more), release: s.privateBlocks(q) + more}
+	return claim{need: max(0, q.worst-q.held-more), release: s.privateBlocks(q) + more}
 }
 
 // reserveFloor is the fewest free blocks with which every reserved running
@@ -151,6 +160,10 @@ func safeFloor(cs []claim) int {
 	return floor
 }
 
+// prefilling reports whether q has prompt tokens left beyond the one its
+// next decode feeds.
+func (q *seq) prefilling() bool { return len(q.g.Tokens())-q.computed > 1 }
+
 // effClass is q's class after aging.
 func (s *Scheduler) effClass(q *seq, now time.Time) int {
 	c := q.opts.Class - int(now.Sub(q.enq)/s.cfg.AgingAfter)
@@ -164,9 +177,9 @@ func (s *Scheduler) admissionNeed(q *seq) int {
 	}
 	hits := s.prefixHits(q, false)
 	if q.reserved {
-		return max(0, q.worst-hits)
+		return max(0, q.worst-s.hitPages(hits))
 	}
-	return s.blocksFor(len(q.g.Tokens())) - hits
+	return s.pagesAt(len(q.g.Tokens()), true) - s.hitPages(hits)
 }
 
 // span is the tokens q will hold within the admission horizon: its
@@ -175,7 +188,7 @@ func (s *Scheduler) admissionNeed(q *seq) int {
 func (s *Scheduler) span(q *seq) int {
 	n := min(len(q.g.Tokens())+s.horizon, len(q.g.Request().PromptIDs)+q.g.MaxNew())
 	if q.maxBlocks > 0 {
-		n = min(n, q.maxBlocks*s.bt)
+		n = min(n, s.tokensIn(q.maxBlocks))
 	}
 	return max(n, len(q.g.Tokens()))
 }
@@ -224,7 +237,7 @@ func (s *Scheduler) admit(now time.Time) {
 			fits, avail = s.reservedAhead(q), s.bm.available()
 		} else {
 			avail = s.bm.available() - s.committed() - s.growingSoon() - hold
-			fits = max(need, s.blocksFor(s.span(q))-s.prefixHits(q, false))
+			fits = max(need, s.pagesAt(s.span(q), false)-s.hitPages(s.prefixHits(q, false)))
 		}
 		slots := s.cfg.MaxRunning - len(s.running)
 		if fits > avail || slots <= 0 {
@@ -372,7 +385,7 @@ func (s *Scheduler) runsByTenant(class int) map[string]int {
 func (f *fairShare) victim(q, v *seq) bool {
 	s := f.s
 	t, u := q.opts.Tenant, v.opts.Tenant
-	if t == u || s.protected(v) || s.host.tier == nil || len(v.blocks) == 0 || len(s.host.free)-f.host < len(v.blocks) {
+	if t == u || s.protected(v) || s.host.tier == nil || v.held == 0 || len(s.host.free)-f.host < v.held {
 		return false
 	}
 	mine := f.runs[t]
@@ -384,7 +397,7 @@ func (f *fairShare) victim(q, v *seq) bool {
 	}
 	f.runs[t], f.joined = mine, true
 	f.runs[u]--
-	f.host += len(v.blocks)
+	f.host += v.held
 	return true
 }
 
@@ -404,8 +417,9 @@ func (s *Scheduler) admitFiller(cands []*seq, now time.Time) {
 			continue
 		}
 		hits := s.prefixHits(q, false)
-		first := s.blocksFor(min(len(q.g.Tokens()), hits*s.bt+s.cfg.MaxBatchTokens)) - hits
-		if first <= 0 || first > free || s.blocksFor(s.span(q))-hits <= free {
+		hp := s.hitPages(hits)
+		first := s.needPages(hits*s.bt, min(len(q.g.Tokens()), hits*s.bt+s.cfg.MaxBatchTokens)) - hp
+		if first <= 0 || first > free || max(s.pagesAt(len(q.g.Tokens()), true), s.pagesAt(s.span(q), false))-hp <= free {
 			continue
 		}
 		s.startSeq(q, now)
@@ -531,8 +545,8 @@ func (s *Scheduler) growingSoon() int {
 // soon is the blocks q will need within the horizon beyond what it holds
 // and what committed promises it.
 func (s *Scheduler) soon(q *seq) int {
-	have := max(len(q.blocks), s.blocksFor(len(q.g.Tokens())))
-	return max(0, s.blocksFor(s.span(q))-have)
+	have := max(q.held, s.pagesAt(len(q.g.Tokens()), q.prefilling()))
+	return max(0, s.pagesAt(s.span(q), false)-have)
 }
 
 // startSeq moves q from waiting to running, restoring swapped blocks or
@@ -542,7 +556,7 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 	s.waiting = slices.DeleteFunc(s.waiting, func(x *seq) bool { return x == q })
 	switch {
 	case q.swap != nil && s.swapIn(q, &swapErr):
-		s.event(q, "resumed", fmt.Sprintf("swapped in %d blocks", len(q.blocks)))
+		s.event(q, "resumed", fmt.Sprintf("swapped in %d blocks", q.held))
 		if m := s.cfg.Metrics; m != nil {
 			m.swapIns.Inc()
 		}

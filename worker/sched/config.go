@@ -83,6 +83,12 @@ type Config struct {
 	// abandon a step).
 	// Defaults to false.
 	NoInterrupt bool
+	// WholeBlocks keeps every layer of a position in one block, so a
+	// sliding-window layer holds its blocks for the whole sequence
+	// instead of giving back those its window has passed (see pages):
+	// the layout before windows were reclaimed, kept to measure against.
+	// Defaults to false. Without windows it changes nothing.
+	WholeBlocks bool
 	// Metrics, if set, receives the scheduler's measurements.
 	Metrics *Metrics
 	// Logger receives the scheduler's logs. Defaults to slog.Default().

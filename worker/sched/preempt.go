@@ -41,7 +41,7 @@ func (s *Scheduler) score(q *seq) float64 {
 // swappable reports whether q's blocks fit in the host tier now, so that
 // evicting q costs copies rather than a recompute of its context.
 func (s *Scheduler) swappable(q *seq) bool {
-	return s.host.tier != nil && len(q.blocks) > 0 && len(s.host.free) >= len(q.blocks)
+	return s.host.tier != nil && q.held > 0 && len(s.host.free) >= q.held
 }
 
 // protected reports whether q, resumed after a preemption, has yet to
@@ -107,11 +107,11 @@ func (s *Scheduler) victimOrder(exclude *seq) []*seq {
 // privateBlocks counts the blocks only v holds (freed by evicting it).
 func (s *Scheduler) privateBlocks(v *seq) int {
 	n := 0
-	for _, b := range v.blocks {
+	v.eachPage(func(b int32) {
 		if s.bm.ref[b] == 1 {
 			n++
 		}
-	}
+	})
 	return n
 }
 
@@ -192,19 +192,20 @@ func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
 // unless the tier is off or too full, or the copies could not be queued
 // (the error; q then recomputes). The blocks may be reused at once.
 func (s *Scheduler) swapOut(q *seq) error {
-	n := len(q.blocks)
+	n := q.held
 	if s.host.tier == nil || n == 0 || len(s.host.free) < n {
 		return nil
 	}
 	slots := s.host.free[len(s.host.free)-n:]
-	moves := make([]gpu.BlockMove, n)
-	for i, b := range q.blocks {
-		moves[i] = gpu.BlockMove{From: int(b), To: slots[i]}
-	}
+	moves := make([]gpu.BlockMove, 0, n)
+	q.eachPage(func(b int32) {
+		moves = append(moves, gpu.BlockMove{From: int(b), To: slots[len(moves)]})
+	})
 	if err := s.host.tier.Out(moves); err != nil {
 		return err
 	}
 	q.swap = slices.Clone(slots)
+	q.swapLo, q.swapL = q.lo, q.logical()
 	s.host.free = s.host.free[:len(s.host.free)-n]
 	s.host.used += n
 	return nil
@@ -213,16 +214,26 @@ func (s *Scheduler) swapOut(q *seq) error {
 // swapIn gives q fresh blocks and queues the copies of its host slots into
 // them; the next step's kernels see them. When the copies cannot be queued
 // the blocks go back, *failed is set and q recomputes (it reports false).
+// The tables are laid out as they were (eachPage's order, −1 where a
+// windowed group had given its blocks back).
 func (s *Scheduler) swapIn(q *seq, failed *error) bool {
-	moves := make([]gpu.BlockMove, len(q.swap))
-	for i, slot := range q.swap {
-		b, ok := s.bm.alloc()
-		if !ok {
-			panic("sched: admitted a swapped sequence without blocks")
+	moves := make([]gpu.BlockMove, 0, len(q.swap))
+	for g := range q.tables {
+		for i := 0; i < q.swapL; i++ {
+			if s.pg.local[g] && i < q.swapLo {
+				q.tables[g] = append(q.tables[g], -1)
+				continue
+			}
+			b, ok := s.bm.alloc()
+			if !ok {
+				panic("sched: admitted a swapped sequence without blocks")
+			}
+			q.tables[g] = append(q.tables[g], b)
+			q.held++
+			moves = append(moves, gpu.BlockMove{From: q.swap[len(moves)], To: int(b)})
 		}
-		q.blocks = append(q.blocks, b)
-		moves[i] = gpu.BlockMove{From: slot, To: int(b)}
 	}
+	q.lo = q.swapLo
 	err := s.host.tier.In(moves)
 	s.dropSwap(q)
 	if err != nil {

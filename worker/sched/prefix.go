@@ -17,42 +17,90 @@ func (s *Scheduler) hashAt(q *seq, i int) uint64 {
 
 // prefixHits counts the leading full blocks of q's tokens in the prefix
 // cache, leaving at least one token to compute. With take set it also takes
-// them into q.blocks.
+// them into q's tables, which must be empty.
+//
+// A logical block is a hit when every global group has it cached; with
+// windowed groups, k hits also need their blocks within the window of
+// position k×bt (the older ones are not read), so the count is the most k
+// for which those are cached too.
 func (s *Scheduler) prefixHits(q *seq, take bool) int {
 	if s.cfg.DisablePrefixCache {
 		return 0
 	}
 	toks := q.g.Tokens()
+	cached := func(i, g int) bool {
+		_, ok := s.bm.cache[cacheKey(s.hashAt(q, i), g)]
+		return ok
+	}
+	// The global groups' run of hits; with windowed groups, the last
+	// block before each where one of them misses.
 	hits := 0
+	miss := s.buf.hit[:0]
+	last := int32(-1)
 	for i := 0; (i+1)*s.bt <= len(toks)-1; i++ {
-		h := s.hashAt(q, i)
-		if !take {
-			if _, ok := s.bm.cache[h]; !ok {
-				break
+		ok := true
+		for g := 0; g < s.pg.groups && ok; g++ {
+			if !s.pg.local[g] {
+				ok = cached(i, g)
 			}
-		} else {
-			b, ok := s.bm.lookup(h)
-			if !ok {
-				break
+		}
+		if !ok {
+			break
+		}
+		if s.pg.nLocal > 0 {
+			for g := 0; g < s.pg.groups; g++ {
+				if s.pg.local[g] && !cached(i, g) {
+					last = int32(i)
+					break
+				}
 			}
-			q.blocks = append(q.blocks, b)
+			miss = append(miss, last)
 		}
 		hits++
 	}
-	if take {
-		q.shared = hits
+	if s.pg.nLocal > 0 {
+		s.buf.hit = miss
+		for hits > 0 && int(miss[hits-1]) >= s.keepFrom(hits*s.bt) {
+			hits--
+		}
 	}
+	if !take {
+		return hits
+	}
+	keep := s.keepFrom(hits * s.bt)
+	for g := 0; g < s.pg.groups; g++ {
+		for i := 0; i < hits; i++ {
+			if s.pg.local[g] && i < keep {
+				q.tables[g] = append(q.tables[g], -1)
+				continue
+			}
+			b, ok := s.bm.lookup(cacheKey(s.hashAt(q, i), g))
+			if !ok {
+				panic("sched: a prefix block found a moment ago is gone")
+			}
+			q.tables[g] = append(q.tables[g], b)
+			q.held++
+		}
+	}
+	q.lo = min(keep, hits)
+	q.shared = hits
 	return hits
 }
 
-// registerFull puts q's newly completed blocks in the prefix cache.
+// registerFull puts q's newly completed blocks in the prefix cache, each
+// group's under its own key.
 func (s *Scheduler) registerFull(q *seq) {
 	if s.cfg.DisablePrefixCache {
 		return
 	}
-	full := min(q.computed/s.bt, len(q.blocks))
+	full := min(q.computed/s.bt, q.logical())
 	for i := q.registered; i < full; i++ {
-		s.bm.register(q.blocks[i], s.hashAt(q, i))
+		h := s.hashAt(q, i)
+		for g, t := range q.tables {
+			if i < len(t) && t[i] >= 0 {
+				s.bm.register(t[i], cacheKey(h, g))
+			}
+		}
 	}
 	q.registered = max(q.registered, full)
 }
@@ -146,7 +194,7 @@ func (s *Scheduler) countDuplicated(plan []stepRow) {
 // is in the prefix cache as another block than q's, or has been begun by
 // another running sequence.
 func (s *Scheduler) computedElsewhere(q *seq, i int, h uint64) bool {
-	if b, ok := s.bm.cache[h]; ok && (i >= len(q.blocks) || q.blocks[i] != b) {
+	if b, ok := s.bm.cache[h]; ok && (i >= q.logical() || q.tables[0][i] != b) {
 		return true
 	}
 	for _, o := range s.running {

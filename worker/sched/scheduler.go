@@ -84,7 +84,8 @@ type Scheduler struct {
 	tok  *tokenizer.Tokenizer
 	kv   gpu.KV
 	bm   *blockManager
-	bt   int // block tokens
+	bt   int   // block tokens
+	pg   pages // how sequences hold blocks: one table per layer group
 	host struct {
 		tier      gpu.HostTier // nil: no swapping
 		free      []int        // free slots of tier
@@ -108,11 +109,12 @@ type Scheduler struct {
 	lastHigh time.Time // last high-priority submission
 	buf      struct {  // step buffers, reused: decode allocates nothing per step
 		toks, pos, seq, rows []int32
-		tables               [][]int32
+		tables               [][][]int32 // [group][row]
 		logits               []float32
 		claims               []claim
 		peakEvents           []peakEvent
-		batch                gpu.Batch
+		batches              []gpu.Batch    // one per group
+		hit                  []int32        // prefixHits: last windowed miss at or before each block
 		tenantTokens         map[string]int // output tokens per tenant this step
 		// tenantCounters are Metrics' per-tenant token counters, looked
 		// up once each (the label lookup hashes on every call).
@@ -187,21 +189,26 @@ type Scheduler struct {
 
 // seq is one job inside the scheduler.
 type seq struct {
-	g          *engine.Generation
-	opts       JobOpts
-	ctx        context.Context
-	submitted  time.Time
-	enq        time.Time // when it (re)joined the queue, for aging
-	admitted   bool      // admitted at least once
-	reserved   bool
-	worst      int // reserved: worst-case blocks
-	maxBlocks  int // 0: no cap
-	computed   int // tokens whose K/V is in the cache
-	highWater  int // most tokens ever computed
-	blocks     []int32
+	g         *engine.Generation
+	opts      JobOpts
+	ctx       context.Context
+	submitted time.Time
+	enq       time.Time // when it (re)joined the queue, for aging
+	admitted  bool      // admitted at least once
+	reserved  bool
+	worst     int // reserved: worst-case blocks
+	maxBlocks int // 0: no cap
+	computed  int // tokens whose K/V is in the cache
+	highWater int // most tokens ever computed
+	// tables holds a block table per layer group (pages): the blocks of
+	// each logical block of positions, −1 where a windowed group gave
+	// one back (those before lo). held counts the blocks held.
+	tables     [][]int32
+	lo         int
+	held       int
 	hashes     []uint64 // chain hash of each full block of tokens, computed once
-	registered int      // leading blocks already offered to the prefix cache
-	shared     int      // leading blocks taken from the prefix cache (computed by another job)
+	registered int      // leading logical blocks already offered to the prefix cache
+	shared     int      // leading logical blocks taken from the prefix cache (computed by another job)
 	attached   bool     // has waited for a running sequence computing its prompt's blocks
 	submitStep int64    // the step count at submission
 	admitStep  int64    // the step count at first admission
@@ -209,6 +216,8 @@ type seq struct {
 
 	swap       []int // host tier slots holding the blocks while swapped out
 	swapTokens int
+	swapLo     int // q.lo when swapped out
+	swapL      int // logical blocks when swapped out
 	swapAt     time.Time
 	// resumeOut is the output length when q last resumed; protectUntil
 	// the output length that ends its run quantum.
@@ -226,7 +235,11 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	kvc := gpu.KVConfig{Layers: m.Layers, KVDim: m.KVDim(), BlockTokens: cfg.BlockTokens}
+	layout := m.KVLayout()
+	if cfg.WholeBlocks {
+		layout = m.WholeKVLayout()
+	}
+	kvc := m.KVConfig(layout, 0, cfg.BlockTokens)
 	blockBytes := int64(kvc.BlockFloats()) * 4
 	blocks := int(int64(cfg.KVMemoryMB) << 20 / blockBytes)
 	if cfg.KVBlocks > 0 {
@@ -241,6 +254,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 		return nil, err
 	}
 	s := &Scheduler{cfg: cfg, m: m, tok: tok, kv: kv, bm: newBlockManager(blocks), bt: cfg.BlockTokens,
+		pg:     newPages(layout, cfg.BlockTokens, cfg.MaxBatchTokens),
 		submit: make(chan *seq, 64), quit: make(chan struct{}), loopDone: make(chan struct{}),
 		served: map[string]float64{}, active: map[string]int{}}
 	s.horizon = cfg.RunQuantum
@@ -302,7 +316,8 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	}
 }
 
-// BlockBytes is the size of one KV block.
+// BlockBytes is the size of one KV block: one layer group's K and V for
+// BlockTokens positions (model.KVLayout; every layer without windows).
 func (s *Scheduler) BlockBytes() int64 { return int64(s.kv.Config().BlockFloats()) * 4 }
 
 // Blocks is the number of blocks in the arena.
@@ -331,20 +346,20 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	if opts.Weight == 0 {
 		opts.Weight = 1
 	}
-	q := &seq{g: g, opts: opts, ctx: ctx, submitted: time.Now(), done: make(chan struct{})}
+	q := &seq{g: g, opts: opts, ctx: ctx, submitted: time.Now(), done: make(chan struct{}), tables: make([][]int32, s.pg.groups)}
 	q.enq = q.submitted
 	q.submitStep = s.stepCount.Load()
 	prompt := len(req.PromptIDs)
 	if opts.MaxMemoryMB > 0 {
 		q.maxBlocks = int(opts.MaxMemoryMB * (1 << 20) / float64(s.BlockBytes()))
-		if s.blocksFor(prompt+1) > q.maxBlocks {
+		if s.pagesAt(prompt+1, true) > q.maxBlocks {
 			return nil, Stats{}, fmt.Errorf("%w: the prompt of %d tokens needs %d KV blocks of %d bytes; max_memory_mb %.1f allows %d",
-				ErrTooLarge, prompt, s.blocksFor(prompt+1), s.BlockBytes(), opts.MaxMemoryMB, q.maxBlocks)
+				ErrTooLarge, prompt, s.pagesAt(prompt+1, true), s.BlockBytes(), opts.MaxMemoryMB, q.maxBlocks)
 		}
 	}
 	q.reserved = opts.LowLatency || opts.NotPreemptible || (opts.Class == 0 && s.cfg.ReserveHighPriority)
 	if q.reserved {
-		q.worst = s.blocksFor(prompt + g.MaxNew())
+		q.worst = s.pagesAt(prompt+g.MaxNew(), true)
 		if q.maxBlocks > 0 && q.worst > q.maxBlocks {
 			// The banker's rule: a reserved job is admitted only if it
 			// can finish, and under its cap it cannot.
@@ -352,7 +367,7 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 				ErrTooLarge, prompt, g.MaxNew(), q.worst, s.BlockBytes(), opts.MaxMemoryMB, q.maxBlocks)
 		}
 	}
-	need := s.blocksFor(prompt + 1)
+	need := s.pagesAt(prompt+1, true)
 	if q.reserved {
 		need = q.worst
 	}
@@ -446,9 +461,9 @@ func (s *Scheduler) Room(class int, tenant string, minTokens, maxTokens int) int
 	if class < 0 || class >= numClasses {
 		return 0
 	}
-	need := int64(s.blocksFor(min(maxTokens, s.m.Context) + 1))
+	need := int64(s.pagesAt(min(maxTokens, s.m.Context)+1, true))
 	if need > int64(s.bm.n) {
-		need = int64(s.blocksFor(min(minTokens, s.m.Context) + 1))
+		need = int64(s.pagesAt(min(minTokens, s.m.Context)+1, true))
 	}
 	avail := s.snapAvail.Load()
 	// Jobs the scheduler has or is being handed and has not started.
@@ -686,11 +701,11 @@ func (s *Scheduler) finish(q *seq, reason string, err error) {
 }
 
 func (s *Scheduler) releaseBlocks(q *seq) {
-	for _, b := range q.blocks {
-		s.bm.release(b)
+	q.eachPage(s.bm.release)
+	for g := range q.tables {
+		q.tables[g] = q.tables[g][:0]
 	}
-	q.blocks = q.blocks[:0]
-	q.shared = 0
+	q.held, q.lo, q.shared = 0, 0, 0
 }
 
 func (s *Scheduler) event(q *seq, kind, detail string) {

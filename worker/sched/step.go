@@ -14,14 +14,41 @@ import (
 	"github.com/zerolayer/zerolayer/worker/model"
 )
 
-// grow gives q the blocks for need positions' worth of blocks, preempting
-// others (or q itself) when memory runs short. It reports whether q got
-// them: an ordinary q that did not was preempted; a reserved one still
-// runs, and waits (skips steps) until the blocks it needs are sure not to
-// keep another reserved job from finishing (the banker's rule: one that
-// can always finishes, and gives its blocks back).
-func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
-	for len(q.blocks) < need {
+// grow gives q the blocks for a step computing its positions up to
+// to−1, from q.computed: each group's table covers them, a windowed
+// group's only from the window of q.computed (pages). It preempts others
+// (or q itself) when memory runs short, and reports whether q got them:
+// an ordinary q that did not was preempted; a reserved one still runs,
+// and waits (skips steps) until the blocks it needs are sure not to keep
+// another reserved job from finishing (the banker's rule: one that can
+// always finishes, and gives its blocks back).
+func (s *Scheduler) grow(q *seq, to int, now time.Time) bool {
+	s.trim(q)
+	L, keep := s.blocksFor(to), s.keepFrom(q.computed)
+	for g := 0; g < s.pg.groups; g++ {
+		for len(q.tables[g]) < L {
+			i := len(q.tables[g])
+			if s.pg.local[g] && i < keep {
+				q.tables[g] = append(q.tables[g], -1) // before the window: never held
+				continue
+			}
+			b, ok := s.allocFor(q, now)
+			if !ok {
+				return false
+			}
+			q.tables[g] = append(q.tables[g], b)
+			q.held++
+		}
+	}
+	q.lo = max(q.lo, min(keep, L))
+	s.noteMemory(q)
+	return true
+}
+
+// allocFor takes a block for q, preempting others (or q) when memory runs
+// short; false when q was preempted or, reserved, must wait.
+func (s *Scheduler) allocFor(q *seq, now time.Time) (int32, bool) {
+	for {
 		short := s.bm.available()-s.reservedAhead(nil) <= 0
 		if q.reserved {
 			short = s.bm.available()-1 < s.reserveFloor(q, s.claimOf(q, 1))
@@ -33,11 +60,11 @@ func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
 				if m := s.cfg.Metrics; m != nil {
 					m.reservedWaits.Inc()
 				}
-				return false
+				return 0, false
 			}
 			if len(vs) == 0 || vs[0] == q {
 				s.preempt(q, now, "KV memory ran short")
-				return false
+				return 0, false
 			}
 			s.preempt(vs[0], now, "KV memory ran short")
 			continue
@@ -47,10 +74,23 @@ func (s *Scheduler) grow(q *seq, need int, now time.Time) bool {
 			// The floor kept a block free for q.
 			panic("sched: KV arena exhausted under a reservation")
 		}
-		q.blocks = append(q.blocks, b)
+		return b, true
 	}
-	s.noteMemory(q)
-	return true
+}
+
+// fits is the most of q's next n prompt tokens (at least 0) whose step
+// keeps q within blocks blocks.
+func (s *Scheduler) fits(q *seq, n, blocks int) int {
+	lo, hi := 0, n
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if s.needPages(q.computed, q.computed+mid) <= blocks {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // highTrafficWindow is how long after a high-priority submission lower
@@ -99,7 +139,7 @@ func (s *Scheduler) step() {
 	var held, slots int64
 	for _, q := range s.running {
 		held += int64(q.computed)
-		slots += int64(len(q.blocks) * s.bt)
+		slots += int64(q.logical() * s.bt)
 	}
 	s.utilTokens.Add(held)
 	s.utilSlots.Add(slots)
@@ -145,7 +185,7 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 			if q == s.filler {
 				// Only blocks beyond the others' headroom; no preemption.
 				free := max(0, s.bm.available()-s.committed()-s.growingSoon())
-				n = min(n, (len(q.blocks)+free)*s.bt-q.computed)
+				n = s.fits(q, n, q.held+free)
 			}
 			if n <= 0 {
 				continue
@@ -153,12 +193,11 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 		} else if q == s.filler {
 			s.filler = nil // prefilled: an ordinary job from now on
 		}
-		need := s.blocksFor(q.computed + n)
-		if q.maxBlocks > 0 && need > q.maxBlocks {
+		if q.maxBlocks > 0 && s.needPages(q.computed, q.computed+n) > q.maxBlocks {
 			s.finish(q, engine.StopMemoryLimit, nil)
 			continue
 		}
-		if !s.grow(q, need, now) {
+		if !s.grow(q, q.computed+n, now) {
 			continue
 		}
 		if rem > 1 {
@@ -179,7 +218,14 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 	// Step buffers are reused: the decode path allocates nothing per step.
 	toks, pos, seqIdx, rows := s.buf.toks[:0], s.buf.pos[:0], s.buf.seq[:0], s.buf.rows[:0]
-	tables := s.buf.tables[:0]
+	if len(s.buf.tables) != s.pg.groups {
+		s.buf.tables = make([][][]int32, s.pg.groups)
+		s.buf.batches = make([]gpu.Batch, s.pg.groups)
+	}
+	tables := s.buf.tables
+	for g := range tables {
+		tables[g] = tables[g][:0]
+	}
 	for i, r := range plan {
 		all := r.q.g.Tokens()
 		for j := 0; j < r.n; j++ {
@@ -187,12 +233,14 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 			pos = append(pos, int32(r.q.computed+j))
 			seqIdx = append(seqIdx, int32(i))
 		}
-		tables = append(tables, r.q.blocks)
+		for g := range tables {
+			tables[g] = append(tables[g], r.q.tables[g])
+		}
 		if r.samples {
 			rows = append(rows, int32(len(toks)-1))
 		}
 	}
-	s.buf.toks, s.buf.pos, s.buf.seq, s.buf.rows, s.buf.tables = toks, pos, seqIdx, rows, tables
+	s.buf.toks, s.buf.pos, s.buf.seq, s.buf.rows = toks, pos, seqIdx, rows
 	if need := len(rows) * s.m.Vocab; cap(s.buf.logits) < need {
 		s.buf.logits = make([]float32, need)
 	}
@@ -224,8 +272,10 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 	if s.interruptible && !s.lastInterrupted && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.highBeforeFirstToken() }) {
 		stop = func() bool { return s.urgentPending.Swap(false) }
 	}
-	s.buf.batch = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables}
-	err := s.m.ForwardInterruptible(s.kv, toks, &s.buf.batch, rows, logits, stop)
+	for g := range s.buf.batches {
+		s.buf.batches[g] = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables[g], Group: g}
+	}
+	err := s.m.ForwardGroups(s.kv, toks, s.buf.batches, rows, logits, stop)
 	masks.Wait()
 	return toks, logits, err
 }
@@ -272,6 +322,7 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 		q.highWater = max(q.highWater, q.computed)
 		s.served[q.opts.Tenant] += float64(r.n) / q.opts.Weight
 		s.registerFull(q)
+		s.trim(q)
 		if !r.samples {
 			continue // prefill chunk: no logits yet
 		}
@@ -295,14 +346,30 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 // blocks past the last full prompt block are released (they may be in the
 // prefix cache and must not be overwritten), and the rest of the prompt is
 // computed again.
+//
+// When a windowed group has given back blocks the rewound position's
+// window reaches, every block is released and the prompt starts again
+// from what the prefix cache holds.
 func (s *Scheduler) restart(q *seq) {
 	keep := (len(q.g.Request().PromptIDs) - 1) / s.bt
-	for _, b := range q.blocks[keep:] {
-		s.bm.release(b)
-	}
-	q.blocks = q.blocks[:keep]
-	q.shared = min(q.shared, keep)
 	q.hashes = q.hashes[:min(len(q.hashes), keep)]
+	if s.keepFrom(keep*s.bt) < q.lo {
+		s.releaseBlocks(q)
+		hits := s.prefixHits(q, true)
+		q.computed, q.registered = hits*s.bt, hits
+		return
+	}
+	for g, t := range q.tables {
+		for _, b := range t[min(keep, len(t)):] {
+			if b >= 0 {
+				s.bm.release(b)
+				q.held--
+			}
+		}
+		q.tables[g] = t[:min(keep, len(t))]
+	}
+	q.lo = min(q.lo, keep)
+	q.shared = min(q.shared, keep)
 	q.registered = min(q.registered, keep)
 	q.computed = keep * s.bt
 }
@@ -368,6 +435,7 @@ func planShape(plan []stepRow) stepShape {
 // which the job that computed them counts, so that summed over jobs each
 // block counts once.
 func (s *Scheduler) noteMemory(q *seq) {
-	q.g.NoteKVBytes(int64(len(q.blocks)-q.shared) * s.BlockBytes())
-	q.g.NoteSharedKVBytes(int64(q.shared) * s.BlockBytes())
+	sh := s.sharedHeld(q)
+	q.g.NoteKVBytes(int64(q.held-sh) * s.BlockBytes())
+	q.g.NoteSharedKVBytes(int64(sh) * s.BlockBytes())
 }
