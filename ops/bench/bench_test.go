@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,37 @@ func TestScheduler(t *testing.T) {
 		if !strings.Contains(out.String(), part) {
 			t.Errorf("report without %q:\n%s", part, out.String())
 		}
+	}
+}
+
+// TestWindows runs the windows benchmark on shared/models/archs' gemma3
+// (window 8) with prompts long past the window, in an arena the
+// whole-block layout fills with one job: the windowed one holds a job in
+// less memory and runs more jobs at once; on stories260K (no window)
+// it refuses.
+func TestWindows(t *testing.T) {
+	t.Parallel()
+	path := modeltest.SharedPath(t, "models/archs/gemma3-s-f32.gguf")
+	var out bytes.Buffer
+	runs, err := bench.Windows(context.Background(), bench.WindowsConfig{Model: path, Threads: 1, Jobs: 4, Prompt: 120, NewTokens: 40, KVMemoryMB: 1}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].Layout != "whole" || runs[1].Layout != "windowed" {
+		t.Fatalf("runs %+v", runs)
+	}
+	w, g := runs[0], runs[1]
+	if w.Blocks*int(w.BlockBytes) > 1<<20 || g.Blocks*int(g.BlockBytes) > 1<<20 || g.Blocks < 7*w.Blocks {
+		t.Errorf("arenas: %d blocks of %d bytes, %d of %d", w.Blocks, w.BlockBytes, g.Blocks, g.BlockBytes)
+	}
+	if g.JobKVMB >= w.JobKVMB || g.MostRunning <= w.MostRunning || g.TokPerSec <= 0 || w.TokPerSec <= 0 {
+		t.Errorf("whole %+v, windowed %+v", w, g)
+	}
+	if !strings.Contains(out.String(), "windowed ÷ whole:") {
+		t.Errorf("report:\n%s", out.String())
+	}
+	if _, err := bench.Windows(context.Background(), bench.WindowsConfig{Model: modeltest.StoriesPath(t), Jobs: 1, Prompt: 8, NewTokens: 2}, io.Discard); err == nil {
+		t.Error("stories260K (no window): no error")
 	}
 }
 

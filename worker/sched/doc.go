@@ -18,7 +18,14 @@
 // state; Generate hands it a job and waits.
 //
 // Memory: the KV arena is cut into blocks of BlockTokens positions, each
-// sequence holding a block table. Full blocks are content-hashed (a chain
+// sequence holding a block table. A model with sliding-window layers
+// (gemma3) has its layers in groups of the same size, global and windowed
+// apart (model.KVLayout); a block holds one group's layers, and a sequence
+// holds a table per group. The windowed groups give back the blocks their
+// window has passed, so a long sequence holds, beyond its global layers'
+// blocks, only a window's worth of the others' (pages.go), and admission
+// counts a job by what it holds that way. Config.WholeBlocks keeps every
+// layer in one block instead (the layout to measure against). Full blocks are content-hashed (a chain
 // over all tokens before them) and shared: a job whose prompt starts like a
 // cached one reuses its blocks (cached_input_tokens). Unreferenced cached
 // blocks stay until their memory is needed, least recently used first.
@@ -117,6 +124,9 @@
 //     blocks), running the batch, applying the results.
 //   - blocks.go: the block manager: reference counts, the free list and
 //     the content-addressed cache with its LRU.
+//   - pages.go: the layer groups' block tables: how many blocks a
+//     sequence of so many tokens holds, and giving back what a window
+//     has passed.
 //   - config.go, errors.go, metrics.go: Config with its defaults, the
 //     package's errors, its Prometheus metrics.
 //

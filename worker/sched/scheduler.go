@@ -166,6 +166,7 @@ type Scheduler struct {
 	utilSlots   atomic.Int64 // Σ over steps of those blocks' capacity in tokens
 	occUsed     atomic.Int64 // Σ over steps with jobs waiting of the blocks in use
 	occSteps    atomic.Int64 // steps with jobs waiting
+	mostInStep  atomic.Int64 // the most sequences one completed step ran
 	interrupted atomic.Int64 // steps abandoned for a high-priority arrival
 	fillers     atomic.Int64 // jobs admitted as the filler
 	noProgress  atomic.Int64 // evictions of a resumed job that had generated nothing since
@@ -423,6 +424,10 @@ func (s *Scheduler) Utilization() (fill, occupancy float64, steps int64) {
 	}
 	return fill, occupancy, s.stepCount.Load()
 }
+
+// MostInStep is the most sequences one step has run (decoding or
+// prefilling), a measure of how many jobs the arena held at once.
+func (s *Scheduler) MostInStep() int { return int(s.mostInStep.Load()) }
 
 // LookAhead is how many jobs of one class the intake keeps waiting in the
 // scheduler beyond what the next step can start (Room): enough that

@@ -134,6 +134,9 @@ func (s *Scheduler) step() {
 		return
 	}
 	s.stepCount.Add(1)
+	if n := int64(len(plan)); n > s.mostInStep.Load() {
+		s.mostInStep.Store(n)
+	}
 	s.pace.observe(planShape(plan), time.Since(began))
 	s.countDuplicated(plan)
 	var held, slots int64
