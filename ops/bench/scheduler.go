@@ -121,28 +121,12 @@ type Resume struct {
 // a mixed workload, (4) swap against recompute resume cost.
 func Scheduler(ctx context.Context, cfg SchedulerConfig, w io.Writer) (*SchedulerResults, error) {
 	cfg = cfg.WithDefaults()
-	if cfg.Model == "" {
-		dir, err := os.MkdirTemp("", "zerolayer-bench-sched-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		t, err := WriteSynthetic134M(dir, gpu.Q8_0, cfg.Progress)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Model = t.Path
-	}
-	be, err := device.Open(device.CPU, cfg.Threads, nil)
+	l, path, closeModel, err := loadCPUModel(cfg.Model, "134m", cfg.Threads, cfg.Progress)
 	if err != nil {
 		return nil, err
 	}
-	defer be.Close()
-	l, err := engine.Load(cfg.Model, be)
-	if err != nil {
-		return nil, err
-	}
-	defer l.Close()
+	defer closeModel()
+	cfg.Model = path
 	b := &schedBench{ctx: ctx, cfg: cfg, l: l, r: rand.New(rand.NewPCG(1, 1)), w: w}
 	res := &SchedulerResults{}
 	fmt.Fprintf(w, "model %s, %d thread(s)\n\n", filepath.Base(cfg.Model), cfg.Threads)
@@ -159,6 +143,44 @@ func Scheduler(ctx context.Context, cfg SchedulerConfig, w io.Writer) (*Schedule
 		return nil, err
 	}
 	return res, nil
+}
+
+// loadCPUModel loads path on a CPU backend of threads threads, or, when
+// path is "", a generated Q8_0 model of the synthetic shape written to a
+// temporary folder. It returns the model's path and what releases it all.
+func loadCPUModel(path, shape string, threads int, progress io.Writer) (*engine.Loaded, string, func(), error) {
+	var undo []func()
+	closeAll := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	if path == "" {
+		dir, err := os.MkdirTemp("", "zerolayer-bench-"+shape+"-")
+		if err != nil {
+			return nil, "", nil, err
+		}
+		undo = append(undo, func() { os.RemoveAll(dir) })
+		t, err := WriteSynthetic(dir, shape, gpu.Q8_0, progress)
+		if err != nil {
+			closeAll()
+			return nil, "", nil, err
+		}
+		path = t.Path
+	}
+	be, err := device.Open(device.CPU, threads, nil)
+	if err != nil {
+		closeAll()
+		return nil, "", nil, err
+	}
+	undo = append(undo, func() { be.Close() })
+	l, err := engine.Load(path, be)
+	if err != nil {
+		closeAll()
+		return nil, "", nil, err
+	}
+	undo = append(undo, func() { l.Close() })
+	return l, path, closeAll, nil
 }
 
 // schedBench is the state the parts of Scheduler share.

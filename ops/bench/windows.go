@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/zerolayer/zerolayer/gpu"
-	"github.com/zerolayer/zerolayer/gpu/device"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/sched"
 )
@@ -85,28 +82,12 @@ type WindowsRun struct {
 // windowed layout, run one after the other in this process.
 func Windows(ctx context.Context, cfg WindowsConfig, w io.Writer) ([]WindowsRun, error) {
 	cfg = cfg.WithDefaults()
-	if cfg.Model == "" {
-		dir, err := os.MkdirTemp("", "zerolayer-bench-windows-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		t, err := WriteSynthetic(dir, "gemma3-270m", gpu.Q8_0, cfg.Progress)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Model = t.Path
-	}
-	be, err := device.Open(device.CPU, cfg.Threads, nil)
+	l, path, closeModel, err := loadCPUModel(cfg.Model, "gemma3-270m", cfg.Threads, cfg.Progress)
 	if err != nil {
 		return nil, err
 	}
-	defer be.Close()
-	l, err := engine.Load(cfg.Model, be)
-	if err != nil {
-		return nil, err
-	}
-	defer l.Close()
+	defer closeModel()
+	cfg.Model = path
 	if l.Model.SlidingWindow == 0 {
 		return nil, fmt.Errorf("bench: %s has no sliding-window layers: both layouts are the same", filepath.Base(cfg.Model))
 	}
