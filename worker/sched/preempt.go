@@ -192,6 +192,7 @@ func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
 // unless the tier is off or too full, or the copies could not be queued
 // (the error; q then recomputes). The blocks may be reused at once.
 func (s *Scheduler) swapOut(q *seq) error {
+	s.shrink(q)
 	n := q.held
 	if s.host.tier == nil || n == 0 || len(s.host.free) < n {
 		return nil
@@ -209,6 +210,27 @@ func (s *Scheduler) swapOut(q *seq) error {
 	s.host.free = s.host.free[:len(s.host.free)-n]
 	s.host.used += n
 	return nil
+}
+
+// shrink releases q's blocks past its computed positions: a step's growth
+// that q is preempted before (or during: a group's table may then be a
+// block longer than another's) holds nothing yet, so a copy to the host
+// keeps only what was computed, in tables of one length.
+func (s *Scheduler) shrink(q *seq) {
+	L := s.blocksFor(q.computed)
+	for g, t := range q.tables {
+		if len(t) <= L {
+			continue
+		}
+		for _, b := range t[L:] {
+			if b >= 0 {
+				s.bm.release(b)
+				q.held--
+			}
+		}
+		q.tables[g] = t[:L]
+	}
+	q.lo = min(q.lo, L)
 }
 
 // swapIn gives q fresh blocks and queues the copies of its host slots into

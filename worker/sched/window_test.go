@@ -40,6 +40,10 @@ func watchPages(t *testing.T, s *Scheduler) (maxDecoding, maxHeld *int) {
 		for _, q := range s.running {
 			n := 0
 			q.eachPage(func(int32) { n++ })
+			if err := s.checkTables(q); err != nil && !failed {
+				failed = true
+				t.Error(err)
+			}
 			bound := s.pagesAt(len(q.g.Tokens()), true)
 			if (n != q.held || q.held > bound) && !failed {
 				failed = true
@@ -252,5 +256,75 @@ func TestWindowedAdmitsMore(t *testing.T) {
 		if !slices.Equal(ids[0][i], ids[1][i]) {
 			t.Errorf("job %d: windowed %v, whole blocks %v", i, ids[1][i], ids[0][i])
 		}
+	}
+}
+
+// checkTables verifies q's tables: all of one length, the global groups'
+// entries all held, the windowed groups' held from q.lo on and −1 before.
+func (s *Scheduler) checkTables(q *seq) error {
+	L := q.logical()
+	for g, t := range q.tables {
+		if len(t) != L {
+			return fmt.Errorf("group %d's table has %d blocks, group 0's %d", g, len(t), L)
+		}
+		for i, b := range t {
+			if want := !s.pg.local[g] || i >= q.lo; (b >= 0) != want {
+				return fmt.Errorf("group %d (local %v) block %d is %d with lo %d (of %d)", g, s.pg.local[g], i, b, q.lo, L)
+			}
+		}
+	}
+	return nil
+}
+
+// TestWindowedUnderPressure runs many jobs of mixed lengths past the
+// window on a gemma3-shaped model in an arena far too small for them, with
+// a host tier: jobs are preempted, swapped out and in (with tables that
+// hold −1 where blocks were given back) and recomputed, while the tables
+// are checked after every step. Every job must generate what it generates
+// alone.
+func TestWindowedUnderPressure(t *testing.T) {
+	c := synth.Config{Arch: "gemma3", Dim: 64, Hidden: 128, Layers: 6, Heads: 2, KVHeads: 1, HeadDim: 32,
+		Window: 32, Vocab: 300, Context: 1024, Type: gpu.F32, Tied: true, Seed: 11}
+	l := loadFile(t, modeltest.Build(t, c))
+	jobs := make([]job, 16)
+	for i := range jobs {
+		p := make([]int32, 40+i*23)
+		for j := range p {
+			p[j] = int32(3 + (i*71+j*13)%290)
+		}
+		jobs[i] = job{prompt: p, max: 24 + 8*(i%5), opts: JobOpts{Tenant: fmt.Sprint(i % 3), Class: i % 2}}
+	}
+	alone := newSched(t, l, Config{MaxBatchTokens: 64})
+	want := runIgnoringEOS(alone, jobs)
+	for _, cfg := range []Config{
+		{KVBlocks: 120, MaxBatchTokens: 64, HostSwapBlocks: 400, RunQuantum: 1},
+		{KVBlocks: 90, MaxBatchTokens: 64, HostSwapBlocks: 400, RunQuantum: 1},
+		{KVBlocks: 120, MaxBatchTokens: 64, HostSwapBlocks: 60},
+		{KVBlocks: 120, MaxBatchTokens: 64, HostSwapMB: -1},
+	} {
+		s, err := New(l.Model, l.Tokenizer, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watchPages(t, s)
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		stopAtCleanup(t, s)
+		preempted := 0
+		for i, o := range runIgnoringEOS(s, jobs) {
+			if o.err != nil {
+				t.Fatalf("job %d: %v", i, o.err)
+			}
+			if !slices.Equal(o.res.OutputIDs, want[i].res.OutputIDs) {
+				t.Errorf("job %d: %v, alone %v", i, o.res.OutputIDs, want[i].res.OutputIDs)
+			}
+			preempted += o.stats.Preemptions
+		}
+		if preempted == 0 {
+			t.Errorf("%+v: nothing was preempted", cfg)
+		}
+		t.Logf("host tier %d blocks: %d preemptions", cfg.HostSwapBlocks, preempted)
+		checkIdle(t, s)
 	}
 }
