@@ -22,7 +22,7 @@ import (
 
 // runBench parses the bench flags and runs one of the benchmarks of
 // ops/bench: models (the default), --scheduler, --windows, --pipeline,
-// --gateway or --queue.
+// --gateway, --serve or --queue.
 func runBench(ctx context.Context, args []string) error {
 	fs := newFlags("bench")
 	modelName := fs.String("model", "", "model file path or name")
@@ -37,6 +37,10 @@ func runBench(ctx context.Context, args []string) error {
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
 	withLimits := fs.Bool("with-limits", false, "with --pipeline: give the bench tenant limits too high to refuse anything, so every job is checked at submit and at the worker (compare with and without)")
 	gatewayN := fs.Int("gateway", 0, "instead: send this many 32-token chat completions through the HTTP gateway of a dev stack, and the same jobs through the Go producer as the baseline")
+	serve := fs.Bool("serve", false, "instead: llama-server's benchmark shape through a dev stack on --model or the generated 134M Q8_0 model: for each --concurrency level that many clients send streamed chat completions back to back, through the HTTP gateway (SSE) and the Go producer (events); reports output tok/s, TTFT and TPOT (uses the first of --threads)")
+	concurrency := fs.String("concurrency", "1,16,32", "with --serve: numbers of clients, one level each (comma-separated)")
+	serveRequests := fs.Int("requests", 0, "with --serve: completions per level (0: max(2×clients, 8))")
+	serveTokens := fs.Int("tokens", 64, "with --serve: max_tokens of each completion")
 	queue := fs.String("queue", "", "instead: run queue scenarios through a dev stack (NATS, producers, worker) on --model or the generated 134M Q8_0 model: fairness, priority, pressure, seed (or one of its parts: seed:mixed, seed:evict, seed:shared, seed:huge), toolchain or all (comma-separated)")
 	queueScale := fs.Float64("queue-scale", 1, "with --queue: multiply every scenario's job counts (e.g. 0.25 on a small machine)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
@@ -87,8 +91,26 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		_, err := bench.Windows(ctx, cfg, stdout)
 		return err
-	case *gatewayN > 0 || *pipeline > 0:
-		return benchOnStack(ctx, *modelName, threads[0], &sf, *pipeline, *gatewayN, *withLimits)
+	case *serve:
+		levels, err := intList(*concurrency)
+		if err != nil || len(levels) == 0 {
+			return usagef("--concurrency: want at least one positive number (%v)", err)
+		}
+		cfg := bench.ServeConfig{Concurrency: levels, Tokens: *serveTokens, Requests: *serveRequests}
+		return benchOnStack(ctx, stackOpts{kind: "serve", model: *modelName, gen134M: true, http: true}, threads[0], &sf, func(st *devstack.Stack) error {
+			_, err := bench.Serve(ctx, st, cfg, stdout)
+			return err
+		})
+	case *gatewayN > 0:
+		return benchOnStack(ctx, stackOpts{kind: "gateway", model: *modelName, http: true}, threads[0], &sf, func(st *devstack.Stack) error {
+			_, err := bench.Gateway(ctx, st, bench.GatewayConfig{Requests: *gatewayN}, stdout)
+			return err
+		})
+	case *pipeline > 0:
+		return benchOnStack(ctx, stackOpts{kind: "pipeline", model: *modelName}, threads[0], &sf, func(st *devstack.Stack) error {
+			_, err := bench.Pipeline(ctx, st, bench.PipelineConfig{Jobs: *pipeline, Limits: *withLimits}, stdout)
+			return err
+		})
 	}
 	bs, err := intList(*batches)
 	if err != nil {
@@ -141,27 +163,39 @@ func runBench(ctx context.Context, args []string) error {
 	return res.WriteTable(stdout)
 }
 
-// benchOnStack starts a dev stack serving model (default
-// devstack.DefaultModel) in a temporary folder, with the HTTP gateway for
-// the gateway benchmark, and runs the pipeline or the gateway benchmark
-// on it.
-func benchOnStack(ctx context.Context, model string, threads int, sf *schedFlags, pipeline, gatewayN int, withLimits bool) error {
-	mc, err := sf.models([]string{cmp.Or(model, devstack.DefaultModel)}, threads, nil)
-	if err != nil {
-		return err
-	}
-	name := "pipeline"
-	if gatewayN > 0 {
-		name = "gateway"
-	}
-	dir, err := os.MkdirTemp("", "zerolayer-bench-"+name+"-")
+// stackOpts says how benchOnStack starts its dev stack.
+type stackOpts struct {
+	// kind names the temporary folder.
+	kind string
+	// model is the --model flag. Blank: devstack.DefaultModel, or with
+	// gen134M the generated 134M Q8_0 model.
+	model   string
+	gen134M bool
+	// http serves the HTTP gateway.
+	http bool
+}
+
+// benchOnStack starts a dev stack as o says in a temporary folder, with
+// the serving flags, and runs run on it.
+func benchOnStack(ctx context.Context, o stackOpts, threads int, sf *schedFlags, run func(*devstack.Stack) error) error {
+	model := o.model
+	dir, err := os.MkdirTemp("", "zerolayer-bench-"+o.kind+"-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if o.gen134M {
+		if model, err = modelOr134M(dir, model); err != nil {
+			return err
+		}
+	}
+	mc, err := sf.models([]string{cmp.Or(model, devstack.DefaultModel)}, threads, nil)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	cfg := devstack.Config{Dir: dir, DatabaseURL: os.Getenv("DATABASE_URL"), Models: mc, Logger: log}
-	if gatewayN > 0 {
+	if o.http {
 		cfg.HTTPAddr = "127.0.0.1:0"
 	}
 	st, err := startStack(ctx, cfg, sf)
@@ -169,12 +203,17 @@ func benchOnStack(ctx context.Context, model string, threads int, sf *schedFlags
 		return err
 	}
 	defer stopStack(st)
-	if gatewayN > 0 {
-		_, err = bench.Gateway(ctx, st, bench.GatewayConfig{Requests: gatewayN}, stdout)
-	} else {
-		_, err = bench.Pipeline(ctx, st, bench.PipelineConfig{Jobs: pipeline, Limits: withLimits}, stdout)
+	return run(st)
+}
+
+// modelOr134M returns model or, when it is blank, the generated 134M Q8_0
+// model, written into dir.
+func modelOr134M(dir, model string) (string, error) {
+	if model != "" {
+		return model, nil
 	}
-	return err
+	t, err := bench.WriteSynthetic134M(dir, gpu.Q8_0, os.Stderr)
+	return t.Path, err
 }
 
 // benchQueue runs the queue scenarios of list, each on a dev stack of its
@@ -205,12 +244,8 @@ func benchQueue(ctx context.Context, list string, scale float64, model string, t
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if model == "" {
-		t, err := bench.WriteSynthetic134M(dir, gpu.Q8_0, os.Stderr)
-		if err != nil {
-			return err
-		}
-		model = t.Path
+	if model, err = modelOr134M(dir, model); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	runs := 0

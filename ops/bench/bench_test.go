@@ -150,8 +150,8 @@ func TestWindows(t *testing.T) {
 	}
 }
 
-// TestStackBenchmarks runs the pipeline and the gateway benchmarks on one
-// dev stack.
+// TestStackBenchmarks runs the pipeline, the gateway and the serve
+// benchmarks on one dev stack.
 func TestStackBenchmarks(t *testing.T) {
 	t.Parallel()
 	st := devstacktest.Start(t, devstack.Config{HTTPAddr: "127.0.0.1:0"})
@@ -184,5 +184,29 @@ func TestStackBenchmarks(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "4 requests of 4 tokens, 2 at a time, model stories260k\n") || strings.Count(out.String(), "requests/s") != 4 ||
 		!strings.Contains(out.String(), "4 one-token requests one at a time") {
 		t.Errorf("gateway report:\n%s", out.String())
+	}
+
+	out.Reset()
+	s, err := bench.Serve(ctx, st, bench.ServeConfig{Concurrency: []int{1, 2}, Tokens: 4, Requests: 3}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Rows) != 4 || s.CPU == "" {
+		t.Fatalf("serve %+v", s)
+	}
+	for i, r := range s.Rows {
+		want := bench.ServeRow{Path: []string{"http", "go"}[i%2], Concurrency: 1 + i/2, Requests: 3}
+		if r.Path != want.Path || r.Concurrency != want.Concurrency || r.Requests != want.Requests ||
+			r.Tokens <= 0 || r.Tokens > 3*4 || r.Short < 0 || r.Short > 3 || r.TokensPerS <= 0 ||
+			r.TTFTP50 <= 0 || r.TTFTP99 < r.TTFTP50 || r.TPOTP50 < 0 || r.TPOTP99 < r.TPOTP50 {
+			t.Errorf("serve row %d: %+v", i, r)
+		}
+	}
+	if !strings.HasPrefix(out.String(), "model stories260k, 4 tokens per request") || strings.Count(out.String(), "\n") != 7 ||
+		!strings.Contains(out.String(), "HTTP ÷ Go producer tok/s: 1 clients ") || !strings.Contains(out.String(), ", 2 clients ") {
+		t.Errorf("serve report:\n%s", out.String())
+	}
+	if _, err := bench.Serve(ctx, st, bench.ServeConfig{Concurrency: []int{0}}, io.Discard); err == nil {
+		t.Error("0 clients: no error")
 	}
 }

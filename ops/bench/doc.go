@@ -12,6 +12,11 @@
 //   - Pipeline and Gateway: jobs through a running devstack.Stack, end to
 //     end (submit, JetStream, worker, usage, billing's rating), and chat
 //     completions through its HTTP gateway against the Go producer.
+//   - Serve: llama-server's benchmark load through a running stack: for
+//     each level of concurrency that many clients stream chat completions
+//     back to back, through the HTTP gateway (SSE) and the Go producer
+//     (events); aggregate output tokens per second, time to first token
+//     and time per output token, per path and level.
 //   - Queue: scenarios through a dev stack of their own each (NATS in the
 //     path, tenants submitting with producer.Client, the worker serving):
 //     fairness between a tenant's backlog and a late tenant, high-priority

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -115,27 +116,54 @@ func Gateway(ctx context.Context, st *devstack.Stack, cfg GatewayConfig, w io.Wr
 // postChat posts one chat completion as tenant Tenant and reads the whole
 // answer.
 func postChat(ctx context.Context, addr, body string) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set(gateway.TenantHeader, Tenant)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := openChat(ctx, addr, body)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", resp.StatusCode)
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// openChat posts one chat completion as tenant Tenant and returns the
+// response of status 200, whose body the caller reads and closes.
+func openChat(ctx context.Context, addr, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	req.Header.Set(gateway.TenantHeader, Tenant)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return resp, nil
 }
 
 // measureRate runs one(i) for n requests, concurrency at a time, and
 // writes the rate and latencies to w under label.
 func measureRate(n, concurrency int, label string, w io.Writer, one func(i int) error) (Rate, error) {
-	lat := make([]float64, n)
+	lat, took, err := runClients(n, concurrency, one)
+	if err != nil {
+		return Rate{}, fmt.Errorf("%s: %w", label, err)
+	}
+	sort.Float64s(lat)
+	r := Rate{Label: label, PerSecond: float64(n) / took.Seconds(), P50: percentile(lat, 0.5), P99: percentile(lat, 0.99), Max: lat[n-1]}
+	fmt.Fprintf(w, "%-34s %6.1f requests/s   latency p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms\n", label, r.PerSecond, r.P50, r.P99, r.Max)
+	return r, nil
+}
+
+// runClients calls one(0) … one(n-1) from concurrency clients, each
+// starting its next call as its last returns, and returns each call's
+// latency in milliseconds (in call order), the wall time of all of them,
+// and the first error.
+func runClients(n, concurrency int, one func(i int) error) (lat []float64, took time.Duration, err error) {
+	lat = make([]float64, n)
 	errs := make(chan error, n)
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
@@ -150,17 +178,11 @@ func measureRate(n, concurrency int, label string, w io.Writer, one func(i int) 
 			if err := one(i); err != nil {
 				errs <- err
 			}
-			lat[i] = float64(time.Since(s).Microseconds()) / 1000
+			lat[i] = millis(time.Since(s))
 		}()
 	}
 	wg.Wait()
-	took := time.Since(t0)
+	took = time.Since(t0)
 	close(errs)
-	if err := <-errs; err != nil {
-		return Rate{}, fmt.Errorf("%s: %w", label, err)
-	}
-	sort.Float64s(lat)
-	r := Rate{Label: label, PerSecond: float64(n) / took.Seconds(), P50: percentile(lat, 0.5), P99: percentile(lat, 0.99), Max: lat[n-1]}
-	fmt.Fprintf(w, "%-34s %6.1f requests/s   latency p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms\n", label, r.PerSecond, r.P50, r.P99, r.Max)
-	return r, nil
+	return lat, took, <-errs
 }
