@@ -109,10 +109,11 @@ type served struct {
 // cfg.Concurrency that many clients send streamed chat completions back
 // to back, through the gateway's /v1/chat/completions (SSE), then the
 // same through the Go producer (submit, follow the events), as tenant
-// Tenant.
-// It writes a table of aggregate output tokens per second, time to first
-// token and time per output token per path and level to w, then the
-// ratio of the two paths' throughputs.
+// Tenant. It writes a table of aggregate output tokens per second, time
+// to first token and time per output token per level and path to w, then
+// the ratio of the two paths' throughputs. The gateway cannot ask to
+// ignore end of sequence: the Short column counts the completions the
+// model ended early.
 func Serve(ctx context.Context, st *devstack.Stack, cfg ServeConfig, w io.Writer) (*ServeResults, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
