@@ -93,7 +93,9 @@ func TestWindowedPagesReference(t *testing.T) {
 			}
 		}
 	}
-	base := Config{BlockTokens: 4, MaxBatchTokens: 7, HostSwapBlocks: 1024}
+	// Queued in order before the loop starts, no pacing, no aging: the
+	// steps, and so the preemptions, do not depend on timing.
+	base := Config{BlockTokens: 4, MaxBatchTokens: 7, HostSwapBlocks: 1024, MaxStepLatency: -1, AgingAfter: time.Hour}
 	cases := []struct {
 		name string
 		cfg  Config
@@ -106,20 +108,13 @@ func TestWindowedPagesReference(t *testing.T) {
 	var first [][]int32
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(l.Model, l.Tokenizer, tc.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newQueued(t, l, tc.cfg)
 			_, maxHeld := watchPages(t, s)
-			if err := s.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			stopAtCleanup(t, s)
 			jobs := make([]job, len(refs))
 			for i, ref := range refs {
 				jobs[i] = job{prompt: ref.Prompt, max: steps, opts: JobOpts{Tenant: fmt.Sprint(i)}}
 			}
-			outs := runIgnoringEOS(s, jobs)
+			outs := queueInOrder(t, s, jobs)
 			var ids [][]int32
 			preempted := 0
 			for i, o := range outs {
@@ -194,6 +189,30 @@ func runIgnoringEOS(s *Scheduler, jobs []job) []outcome {
 	return out
 }
 
+// queueInOrder submits jobs to a scheduler not started yet, one after
+// the other (so the queue holds them in order), then starts it and
+// returns their outcomes, each job generating its max tokens.
+func queueInOrder(t *testing.T, s *Scheduler, jobs []job) []outcome {
+	t.Helper()
+	out := make([]outcome, len(jobs))
+	done := make(chan struct{}, len(jobs))
+	for i, j := range jobs {
+		go func() {
+			res, stats, err := s.Generate(context.Background(), &engine.Request{PromptIDs: j.prompt, MaxTokens: j.max, IgnoreEOS: true}, j.opts)
+			out[i] = outcome{res, stats, err}
+			done <- struct{}{}
+		}()
+		waitFor(t, 10*time.Second, "the job queued", func() bool { return len(s.submit) == i+1 })
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range jobs {
+		<-done
+	}
+	return out
+}
+
 // TestWindowedAdmitsMore gives a gemma3-shaped model (five local layers
 // with window 32 and one global) the same KV memory in both layouts and
 // eight jobs of 300-token prompts: the windowed layout holds a job in
@@ -216,30 +235,23 @@ func TestWindowedAdmitsMore(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"whole", Config{WholeBlocks: true, KVBlocks: 42, MaxBatchTokens: 64, HostSwapMB: -1}},
-		{"windowed", Config{KVBlocks: 252, MaxBatchTokens: 64, HostSwapMB: -1}},
+		{"whole", Config{WholeBlocks: true, KVBlocks: 42, MaxBatchTokens: 64, HostSwapMB: -1, MaxStepLatency: -1, AgingAfter: time.Hour}},
+		{"windowed", Config{KVBlocks: 252, MaxBatchTokens: 64, HostSwapMB: -1, MaxStepLatency: -1, AgingAfter: time.Hour}},
 	}
 	var conc [2]int
 	var ids [2][][]int32
 	for k, lay := range layouts {
-		s, err := New(l.Model, l.Tokenizer, lay.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newQueued(t, l, lay.cfg)
 		if got := s.BlockBytes() * int64(s.Blocks()); got != 42*6*16*2*32*4 {
 			t.Fatalf("%s: an arena of %d bytes", lay.name, got)
 		}
 		maxDecoding, _ := watchPages(t, s)
-		if err := s.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		stopAtCleanup(t, s)
 		jobs := make([]job, len(prompts))
 		for i, p := range prompts {
 			jobs[i] = job{prompt: p, max: 16, opts: JobOpts{Tenant: fmt.Sprint(i)}}
 		}
 		began := time.Now()
-		for i, o := range runIgnoringEOS(s, jobs) {
+		for i, o := range queueInOrder(t, s, jobs) {
 			if o.err != nil {
 				t.Fatalf("%s: job %d: %v", lay.name, i, o.err)
 			}
@@ -296,23 +308,21 @@ func TestWindowedUnderPressure(t *testing.T) {
 	}
 	alone := newSched(t, l, Config{MaxBatchTokens: 64})
 	want := runIgnoringEOS(alone, jobs)
-	for _, cfg := range []Config{
-		{KVBlocks: 120, MaxBatchTokens: 64, HostSwapBlocks: 400, RunQuantum: 1},
-		{KVBlocks: 90, MaxBatchTokens: 64, HostSwapBlocks: 400, RunQuantum: 1},
-		{KVBlocks: 120, MaxBatchTokens: 64, HostSwapBlocks: 60},
-		{KVBlocks: 120, MaxBatchTokens: 64, HostSwapMB: -1},
+	// Every job queued before the loop starts, no pacing and no aging:
+	// the steps do not depend on timing, so neither do the preemptions.
+	base := Config{MaxBatchTokens: 64, MaxStepLatency: -1, AgingAfter: time.Hour}
+	for _, c := range []Config{
+		{KVBlocks: 120, HostSwapBlocks: 400, RunQuantum: 1},
+		{KVBlocks: 80, HostSwapBlocks: 400, RunQuantum: 1},
+		{KVBlocks: 120, HostSwapBlocks: 60},
+		{KVBlocks: 120, HostSwapMB: -1},
 	} {
-		s, err := New(l.Model, l.Tokenizer, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := base
+		cfg.KVBlocks, cfg.HostSwapBlocks, cfg.HostSwapMB, cfg.RunQuantum = c.KVBlocks, c.HostSwapBlocks, c.HostSwapMB, c.RunQuantum
+		s := newQueued(t, l, cfg)
 		watchPages(t, s)
-		if err := s.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		stopAtCleanup(t, s)
 		preempted := 0
-		for i, o := range runIgnoringEOS(s, jobs) {
+		for i, o := range queueInOrder(t, s, jobs) {
 			if o.err != nil {
 				t.Fatalf("job %d: %v", i, o.err)
 			}
