@@ -17,6 +17,11 @@
 //	for ev := range events { fmt.Print(ev.Text) }
 //	res, _ := c.Wait(ctx, id)
 //
+// Follow hands the same events to a callback on the caller's goroutine,
+// for a server that relays them (the gateway's SSE answers). A streaming
+// job's delta events each carry the tokens of a short interval (the
+// worker's Config.DeltaInterval), its first token alone and at once.
+//
 // # Failures: what the client retries and what it leaves to the caller
 //
 // The client rides out what passes by itself, and reports the rest with a

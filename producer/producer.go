@@ -323,16 +323,63 @@ func (c *Client) prompter(model string) (*prompt.Prompter, error) {
 // calling Events before its tokens flow (right after Submit), or read the
 // result.
 func (c *Client) Events(ctx context.Context, jobID string) (events <-chan contracts.Event, done func() error, err error) {
-	if err := contracts.ValidateJobID(jobID); err != nil {
+	follow, err := c.follower(ctx, jobID)
+	if err != nil {
 		return nil, nil, err
 	}
+	out := make(chan contracts.Event, 64)
+	var ferr error
+	var once sync.Once
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		defer close(out)
+		ferr = follow(func(ev contracts.Event) error {
+			select {
+			case out <- ev:
+				return nil
+			case <-ctx.Done():
+				return errStopFollowing
+			}
+		})
+	}()
+	return out, func() error { once.Do(func() { <-stopped }); return ferr }, nil
+}
+
+// Follow calls fn with each of the job's events in order, as Events
+// delivers them, on the calling goroutine (no goroutine and channel
+// between the stream and fn, as a server relaying the events to its
+// caller wants). It returns nil after fn has had the terminal event or
+// when ctx ends, fn's error when fn returns one (the following stops
+// there), or the error that stopped the following.
+func (c *Client) Follow(ctx context.Context, jobID string, fn func(contracts.Event) error) error {
+	follow, err := c.follower(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	return follow(fn)
+}
+
+// errStopFollowing is Events' delivery ending the following of a job
+// whose ctx ended: no error to report.
+var errStopFollowing = errors.New("producer: stopped following")
+
+// follower starts following the job's events (the consumer or the
+// subscription is made before it returns, so nothing published after is
+// missed) and returns the func that delivers them to fn until a terminal
+// event, ctx's end or an error.
+func (c *Client) follower(ctx context.Context, jobID string) (func(fn func(contracts.Event) error) error, error) {
+	if err := contracts.ValidateJobID(jobID); err != nil {
+		return nil, err
+	}
 	subject := contracts.EventsSubject(c.cfg.Tenant, jobID)
+	var follow func(p *eventPump) error
 	if !c.liveEvents.Load() {
 		cons, err := c.js.OrderedConsumer(ctx, contracts.StreamEvents, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy})
 		switch {
 		case err == nil:
-			return c.replayEvents(ctx, jobID, cons)
+			follow = c.replayEvents(ctx, cons)
 		case noJetStreamAPI(err):
 			// No responders may also be a cluster between stream
 			// leaders: only the unambiguous answers switch the client
@@ -341,10 +388,22 @@ func (c *Client) Events(ctx context.Context, jobID string) (events <-chan contra
 				c.liveEvents.Store(true)
 			}
 		default:
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return c.liveEventsOf(ctx, jobID, subject)
+	if follow == nil {
+		var err error
+		if follow, err = c.liveEventsOf(ctx, subject); err != nil {
+			return nil, err
+		}
+	}
+	return func(fn func(contracts.Event) error) error {
+		err := follow(&eventPump{ctx: ctx, jobID: jobID, deliver: fn})
+		if errors.Is(err, errStopFollowing) {
+			return nil
+		}
+		return err
+	}, nil
 }
 
 // noJetStreamAPI reports whether err says this connection may not use
@@ -354,46 +413,32 @@ func noJetStreamAPI(err error) bool {
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrPermissionViolation)
 }
 
-// eventPump delivers decoded events to out until a terminal one.
+// eventPump delivers decoded events until a terminal one.
 type eventPump struct {
-	ctx   context.Context
-	jobID string
-	out   chan contracts.Event
+	ctx     context.Context
+	jobID   string
+	deliver func(contracts.Event) error
 }
 
 // send delivers one event body; done is true after a terminal event, when
-// ctx ends, or on a malformed body (err).
+// ctx ends, on a malformed body (err) or when the delivery fails (its
+// error).
 func (p *eventPump) send(data []byte) (done bool, err error) {
 	var ev contracts.Event
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return true, fmt.Errorf("producer: event of %s: %w", p.jobID, err)
 	}
-	select {
-	case p.out <- ev:
-	case <-p.ctx.Done():
+	if err := p.deliver(ev); err != nil {
+		return true, err
+	}
+	if p.ctx.Err() != nil {
 		return true, nil
 	}
 	return ev.Type.Terminal(), nil
 }
 
-// pumpEvents runs follow in a goroutine feeding a new pump's channel,
-// which is closed when follow returns; the returned func waits for that
-// and reports follow's error.
-func pumpEvents(ctx context.Context, jobID string, follow func(p *eventPump) error) (<-chan contracts.Event, func() error, error) {
-	p := &eventPump{ctx: ctx, jobID: jobID, out: make(chan contracts.Event, 64)}
-	var ferr error
-	var once sync.Once
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(p.out)
-		ferr = follow(p)
-	}()
-	return p.out, func() error { once.Do(func() { <-done }); return ferr }, nil
-}
-
-func (c *Client) replayEvents(ctx context.Context, jobID string, cons jetstream.Consumer) (<-chan contracts.Event, func() error, error) {
-	return pumpEvents(ctx, jobID, func(p *eventPump) error {
+func (c *Client) replayEvents(ctx context.Context, cons jetstream.Consumer) func(p *eventPump) error {
+	return func(p *eventPump) error {
 		it, err := cons.Messages()
 		if err != nil {
 			return err
@@ -413,20 +458,20 @@ func (c *Client) replayEvents(ctx context.Context, jobID string, cons jetstream.
 				return err
 			}
 		}
-	})
+	}
 }
 
 // liveRecheck is how often live following looks up the job's last stored
 // event, in case a live message was lost (a reconnect, a slow consumer).
 const liveRecheck = 2 * time.Second
 
-func (c *Client) liveEventsOf(ctx context.Context, jobID, subject string) (<-chan contracts.Event, func() error, error) {
+func (c *Client) liveEventsOf(ctx context.Context, subject string) (func(p *eventPump) error, error) {
 	msgs := make(chan *nats.Msg, 256)
 	sub, err := c.nc.ChanSubscribe(subject, msgs)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return pumpEvents(ctx, jobID, func(p *eventPump) error {
+	return func(p *eventPump) error {
 		defer sub.Unsubscribe()
 		// Subscribed first, then the stored last event: a job that ended
 		// before the subscription is seen ended.
@@ -461,7 +506,7 @@ func (c *Client) liveEventsOf(ctx context.Context, jobID, subject string) (<-cha
 				return err
 			}
 		}
-	})
+	}, nil
 }
 
 // Wait returns the job's result, waiting for it when the job has not

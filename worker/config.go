@@ -47,10 +47,21 @@ type Config struct {
 	// missing consumer again (one it may not recreate, or failed to), and
 	// bounds each lookup. Defaults to 5 seconds.
 	ConsumerRecheck time.Duration
-	// DeltaTokens coalesces delta events of jobs that did not ask to
-	// stream: one event per DeltaTokens tokens. Streaming jobs get one
-	// event per token. Defaults to 16.
+	// DeltaTokens bounds how many tokens one delta event carries: a job
+	// that did not ask to stream gets one event per DeltaTokens tokens, a
+	// streaming job one at least that often (see DeltaInterval). 1
+	// publishes every token as it comes. Defaults to 16.
 	DeltaTokens int
+	// DeltaInterval coalesces a streaming job's delta events: its first
+	// token is published at once, then what has come since the last
+	// event at most every DeltaInterval (or every DeltaTokens tokens,
+	// whichever comes first), a timer publishing a pending delta when no
+	// further token comes. Each event costs a publish, a wake-up of the
+	// gateway and an SSE write, so a job that decodes in steps of a few
+	// milliseconds sends several tokens per event; a reader sees text
+	// at most DeltaInterval late. Negative publishes every token at
+	// once. Defaults to 25 milliseconds.
+	DeltaInterval time.Duration
 	// Metrics, if set, records every finished job.
 	Metrics *Metrics
 	// TenantWeights are the tenants' shares within a class, of the intake
@@ -64,6 +75,9 @@ type Config struct {
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultDeltaInterval is Config.DeltaInterval's default.
+const DefaultDeltaInterval = 25 * time.Millisecond
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -97,6 +111,9 @@ func (c Config) WithDefaults() Config {
 	if c.DeltaTokens == 0 {
 		c.DeltaTokens = 16
 	}
+	if c.DeltaInterval == 0 {
+		c.DeltaInterval = DefaultDeltaInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -124,6 +141,9 @@ func (c Config) validate() error {
 	}
 	if c.ConsumerRecheck < 0 {
 		return fmt.Errorf("worker: consumer recheck %v is negative", c.ConsumerRecheck)
+	}
+	if c.DeltaTokens < 1 {
+		return fmt.Errorf("worker: delta tokens %d: must be at least 1 (1 publishes every token)", c.DeltaTokens)
 	}
 	if c.InProgressInterval >= c.Streams.AckWait {
 		return fmt.Errorf("worker: in-progress interval %v must be shorter than the ack wait %v", c.InProgressInterval, c.Streams.AckWait)

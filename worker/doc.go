@@ -38,7 +38,9 @@
 //     refused like a bad one, with rate_limited, concurrency_limited or
 //     spend_limit_exceeded, and never runs or bills.
 //  4. The Executor runs it (SchedExecutor batches through a scheduler per
-//     model; InOrderExecutor runs one job at a time). Tokens stream out as delta events on zl.events.<tenant>.<job_id>;
+//     model; InOrderExecutor runs one job at a time). Tokens stream out as delta events on zl.events.<tenant>.<job_id>,
+//     coalesced (Config.DeltaInterval, DeltaTokens: a streaming job's first
+//     token at once, then an event per 25 ms or 16 tokens);
 //     InProgress keeps the lease while it runs. A job whose system prompt
 //     has <tool name="low_latency_mode"/> has memory.low_latency set at
 //     decoding and is admitted reserved. A tool failure takes the

@@ -114,6 +114,10 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	em.publish(&contracts.Event{Type: contracts.EventStarted})
 	usage.QueueMs = ms(time.Since(meta.Timestamp))
 	out, err := w.exec.Execute(ctx, job, em)
+	// What is pending goes out now, before any end of this attempt (a
+	// final or error event, or a Nak and a later attempt's events): a
+	// delta flushed by its timer after those would be out of place.
+	em.flush()
 	stopLease()
 	cause := context.Cause(ctx)
 	switch {
@@ -249,17 +253,49 @@ type emitter struct {
 	reasoning string
 	ids       []int32
 	lps       []contracts.TokenLogprob
+	// A streaming job's coalescing: when its last delta went out (zero
+	// before the first), and the timer that flushes a pending delta
+	// DeltaInterval after it, so that none waits for a next token.
+	lastDelta time.Time
+	timer     *time.Timer
 }
 
-// Delta implements Sink.
+// Delta implements Sink. Deltas are coalesced (Config.DeltaTokens,
+// Config.DeltaInterval): a job that did not ask to stream gets one event
+// per DeltaTokens tokens; a streaming job gets its first delta at once,
+// then one event per DeltaTokens tokens or per DeltaInterval, whichever
+// comes first, a timer flushing what is pending when tokens pause. Only
+// the grouping changes: the events' text, ids and logprobs add up to the
+// same output.
 func (e *emitter) Delta(text string, ids []int32, lps []contracts.TokenLogprob) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.text += text
 	e.ids = append(e.ids, ids...)
 	e.lps = append(e.lps, lps...)
-	if e.stream || len(e.ids) >= e.w.cfg.DeltaTokens {
+	if len(e.ids) >= e.w.cfg.DeltaTokens {
 		e.flushLocked()
+		return
+	}
+	if !e.stream {
+		return
+	}
+	wait := e.w.cfg.DeltaInterval - time.Since(e.lastDelta)
+	switch {
+	case e.lastDelta.IsZero() || wait <= 0:
+		e.flushLocked()
+	case e.timer == nil:
+		var t *time.Timer
+		t = time.AfterFunc(wait, func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			// A flush since the timer was set has stopped it, or
+			// (had it already fired) replaced or cleared e.timer.
+			if e.timer == t {
+				e.flushLocked()
+			}
+		})
+		e.timer = t
 	}
 }
 
@@ -291,18 +327,34 @@ func (e *emitter) Event(kind, detail string) {
 	e.publishLocked(&contracts.Event{Type: t, Detail: detail})
 }
 
+// flush publishes the pending delta, if any.
+func (e *emitter) flush() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.flushLocked()
+}
+
+// flushLocked publishes the pending delta, if any, and stops the timer
+// waiting to flush it.
 func (e *emitter) flushLocked() {
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
 	if len(e.ids) == 0 && e.text == "" && e.reasoning == "" {
 		return
 	}
+	e.lastDelta = time.Now()
 	ev := &contracts.Event{Type: contracts.EventDelta, Text: e.text, Reasoning: e.reasoning, TokenIDs: e.ids, Logprobs: e.lps}
 	e.text, e.reasoning, e.ids, e.lps = "", "", nil, nil
 	e.publishLocked(ev)
 }
 
+// publish publishes ev after the pending delta, if any.
 func (e *emitter) publish(ev *contracts.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.flushLocked()
 	e.publishLocked(ev)
 }
 
@@ -368,9 +420,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 	Info(string, ...any)
 	Error(string, ...any)
 }, ran bool) {
-	e.mu.Lock()
-	e.flushLocked()
-	e.mu.Unlock()
+	e.flush()
 	now := time.Now().UTC()
 	status := contracts.StatusCompleted
 	switch {

@@ -272,6 +272,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"report", "--tenant", "acme"}, 2, "give a period"},
 		{[]string{"gen", "--model", "x"}, 2, "give exactly one of --prompt and --prompt-ids"},
 		{[]string{"version", "now"}, 2, `unexpected argument "now"`},
+		{[]string{"worker", "--delta-tokens", "0"}, 2, "--delta-tokens 0: want 1 or more"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCLI(tt.args...)

@@ -33,13 +33,22 @@ func runWorker(ctx context.Context, args []string) error {
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are handed back")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9400)")
 	weights := fs.String("tenant-weights", "", "tenants' shares within a class, of the intake and of the batch, e.g. acme=2,globex=0.5 (others weigh 1)")
+	deltaTokens := fs.Int("delta-tokens", 16, "most tokens one delta event carries (1: one event per token)")
+	deltaInterval := fs.Duration("delta-interval", worker.DefaultDeltaInterval, "how often a streaming job's tokens are published, coalesced, after its first (0: every token at once)")
 	limits := fs.Bool("limits", true, "enforce the tenants' limits (zerolayer tenants set-limits), as published by billing in ZL_LIMITS")
 	var sf schedFlags
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *deltaTokens < 1 {
+		return usagef("--delta-tokens %d: want 1 or more", *deltaTokens)
+	}
+	if *deltaInterval == 0 {
+		*deltaInterval = -1 // zero would take the default
+	}
 	cfg := worker.Config{ID: *id, Concurrency: *conc, Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas},
+		DeltaTokens: *deltaTokens, DeltaInterval: *deltaInterval,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	for _, p := range strings.Split(*prios, ",") {
 		pr, err := contracts.ParsePriority(strings.TrimSpace(p))

@@ -316,7 +316,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	}, func(args string) error {
 		return send("content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": args}})
 	})
-	final, e := s.stream(func(text string, _ []contracts.TokenLogprob) error {
+	final, e := s.stream(out, func(text string, _ []contracts.TokenLogprob) error {
 		return cs.feed(text)
 	}, func(text string) error {
 		if err := open("thinking", ""); err != nil {

@@ -440,11 +440,44 @@ func (g *Gateway) jobEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// sse writes server-sent events.
+// sse writes server-sent events, each flushed to the caller as it is
+// written unless held (see hold).
 type sse struct {
 	w       http.ResponseWriter
 	f       http.Flusher
 	started bool
+	// held defers the flushes to flush; dirty says something was
+	// written since the last one.
+	held, dirty bool
+}
+
+// hold makes send write without flushing until release: the events
+// written for one job event (several tokens, reasoning and text, a tool
+// call's pieces) go to the caller in one flush (flush). hold, release
+// and flush do nothing on a nil sse.
+func (s *sse) hold() {
+	if s != nil {
+		s.held = true
+	}
+}
+
+// release ends hold, flushing what is written.
+func (s *sse) release() {
+	if s != nil {
+		s.held = false
+		s.flush()
+	}
+}
+
+// flush sends what is written to the caller.
+func (s *sse) flush() {
+	if s == nil {
+		return
+	}
+	if s.dirty && s.f != nil {
+		s.f.Flush()
+	}
+	s.dirty = false
 }
 
 func newSSE(w http.ResponseWriter) *sse {
@@ -464,8 +497,9 @@ func (s *sse) open() {
 	h.Set("X-Accel-Buffering", "no")
 	s.w.WriteHeader(http.StatusOK)
 	s.started = true
-	if s.f != nil {
-		s.f.Flush()
+	s.dirty = true
+	if !s.held {
+		s.flush()
 	}
 }
 
@@ -492,8 +526,9 @@ func (s *sse) send(id, name string, v any) error {
 	if _, err := io.WriteString(s.w, sb.String()); err != nil {
 		return err
 	}
-	if s.f != nil {
-		s.f.Flush()
+	s.dirty = true
+	if !s.held {
+		s.flush()
 	}
 	return nil
 }

@@ -270,9 +270,10 @@ func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 		return nil, contracts.NewError(contracts.CodeInvalidSampling, "top_logprobs needs logprobs: true")
 	}
 	if cr.Logprobs {
-		// They travel on the delta events: the job streams even when the
-		// caller does not.
-		req.Logprobs, req.Stream = true, true
+		// They travel on the delta events, which a job that does not
+		// stream publishes too (coalesced, all before its final event):
+		// a call that does not stream follows them (chatCompletions).
+		req.Logprobs = true
 		if cr.TopLogprobs != nil {
 			req.TopLogprobs = *cr.TopLogprobs
 		}
@@ -467,7 +468,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		// and answer in one piece.
 		var text, reasoning strings.Builder
 		var lps []map[string]any
-		final, e := s.stream(func(t string, l []contracts.TokenLogprob) error {
+		final, e := s.stream(nil, func(t string, l []contracts.TokenLogprob) error {
 			text.WriteString(t)
 			lps = append(lps, openAILogprobs(l)...)
 			return nil
@@ -515,7 +516,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return out.send("", "", chunk(map[string]any{"tool_calls": []map[string]any{{"index": 0, "function": map[string]any{"arguments": args}}}}, nil))
 		})
 	}
-	final, e := s.stream(func(text string, l []contracts.TokenLogprob) error {
+	final, e := s.stream(out, func(text string, l []contracts.TokenLogprob) error {
 		if cs != nil {
 			return cs.feed(text)
 		}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -163,19 +164,27 @@ func callCutShort(meta map[string]string, e *contracts.Error) bool {
 // sent: only the part beyond it is passed on, and a different output is an
 // error (it cannot be taken back from the caller). A thinking job's
 // reasoning goes to reasoning (when not nil) piece by piece, before the
-// event's answer text, checked on redelivery as the text is.
-func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) error, reasoning func(text string) error) (*contracts.Event, *contracts.Error) {
+// event's answer text, checked on redelivery as the text is. What delta
+// and reasoning write to out (when not nil) reaches the caller in one
+// flush per event, however many tokens and pieces the event carries.
+func (s *syncCall) stream(out *sse, delta func(text string, lps []contracts.TokenLogprob) error, reasoning func(text string) error) (*contracts.Event, *contracts.Error) {
 	ctx, cancel := context.WithTimeout(s.r.Context(), s.g.cfg.SyncTimeout)
 	defer cancel()
-	evs, errf, err := s.c.Events(ctx, s.id)
-	if err != nil {
-		s.abandon()
-		return nil, asError(err)
-	}
+	out.hold()
+	defer out.release()
 	var sent, sentR string
 	var cur, curR strings.Builder
 	attempt, tokens := 0, 0
-	for ev := range evs {
+	var final *contracts.Event
+	var failed *contracts.Error
+	// answer stops following the events with the call's answer.
+	answer := func(ev *contracts.Event, e *contracts.Error) error {
+		final, failed = ev, e
+		return errAnswered
+	}
+	// The events are handled on this goroutine as they are received
+	// (Follow): no hop through a channel per event.
+	err := s.c.Follow(ctx, s.id, func(ev contracts.Event) error {
 		if ev.Attempt != attempt {
 			attempt, tokens = ev.Attempt, 0
 			cur.Reset()
@@ -190,15 +199,13 @@ func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) 
 				switch {
 				case len(nowR) <= len(sentR) && strings.HasPrefix(sentR, nowR):
 				case !strings.HasPrefix(nowR, sentR):
-					cancel()
-					return nil, contracts.NewError(contracts.CodeWorkerShutdown,
-						"job %s was run again after a worker stopped, and its reasoning differs from what was already streamed", s.id)
+					return answer(nil, contracts.NewError(contracts.CodeWorkerShutdown,
+						"job %s was run again after a worker stopped, and its reasoning differs from what was already streamed", s.id))
 				default:
 					if reasoning != nil {
 						if err := reasoning(nowR[len(sentR):]); err != nil {
-							cancel()
 							s.abandon()
-							return nil, asError(err)
+							return answer(nil, asError(err))
 						}
 					}
 					sentR = nowR
@@ -208,33 +215,36 @@ func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) 
 			now := cur.String()
 			switch {
 			case len(now) <= len(sent) && strings.HasPrefix(sent, now):
-				continue
+				out.flush() // reasoning alone, or text already sent
+				return nil
 			case !strings.HasPrefix(now, sent):
-				cancel()
-				return nil, contracts.NewError(contracts.CodeWorkerShutdown,
-					"job %s was run again after a worker stopped, and its output differs from what was already streamed", s.id)
+				return answer(nil, contracts.NewError(contracts.CodeWorkerShutdown,
+					"job %s was run again after a worker stopped, and its output differs from what was already streamed", s.id))
 			}
 			if err := delta(now[len(sent):], ev.Logprobs); err != nil {
-				cancel()
 				s.abandon() // the caller is gone
-				return nil, asError(err)
+				return answer(nil, asError(err))
 			}
 			sent = now
+			out.flush()
 		case contracts.EventFinal:
-			return &ev, nil
+			return answer(&ev, nil)
 		case contracts.EventError:
 			if s.cutShort(ev.Error) {
 				in, _ := s.c.PromptTokens(s.req)
-				return &contracts.Event{Type: contracts.EventFinal, StopReason: contracts.StopMaxTokens,
-					Usage: &contracts.Usage{InputTokens: in, OutputTokens: tokens}}, nil
+				return answer(&contracts.Event{Type: contracts.EventFinal, StopReason: contracts.StopMaxTokens,
+					Usage: &contracts.Usage{InputTokens: in, OutputTokens: tokens}}, nil)
 			}
 			if ev.Error != nil {
-				return nil, ev.Error
+				return answer(nil, ev.Error)
 			}
-			return nil, contracts.NewError(contracts.CodeInternal, "job %s failed", s.id)
+			return answer(nil, contracts.NewError(contracts.CodeInternal, "job %s failed", s.id))
 		}
+		return nil
+	})
+	if final != nil || failed != nil {
+		return final, failed
 	}
-	err = errf()
 	s.abandon()
 	if err == nil {
 		err = ctx.Err()
@@ -244,6 +254,10 @@ func (s *syncCall) stream(delta func(text string, lps []contracts.TokenLogprob) 
 	}
 	return nil, asError(err)
 }
+
+// errAnswered ends syncCall.stream's following of the events once the
+// call has its answer.
+var errAnswered = errors.New("gateway: answered")
 
 // compatMessage is one message of a compatible API. ToolCalls (an
 // assistant message's calls) and ToolCallID (a tool message's call) are
