@@ -45,11 +45,10 @@ func runBench(ctx context.Context, args []string) error {
 	queueScale := fs.Float64("queue-scale", 1, "with --queue: multiply every scenario's job counts (e.g. 0.25 on a small machine)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")
-	windows := fs.Bool("windows", false, "instead: measure what giving back sliding-window layers' KV blocks buys: the same long-prompt jobs in the same KV memory with every layer's blocks kept whole and windowed, on --model or the generated Gemma 3 270M-shaped Q8_0 model (uses the first of --threads, and --jobs, --prompt, --new, --kv-mb)")
+	windows := fs.Bool("windows", false, "instead: measure what giving back sliding-window layers' KV blocks buys: the same long-prompt jobs in the same KV memory with every layer's blocks kept whole and windowed, on --model or the generated Gemma 3 270M-shaped Q8_0 model (uses the first of --threads, and --jobs, --prompt, --new, --kv-memory-mb, --host-swap-mb)")
 	wJobs := fs.Int("jobs", 12, "with --windows: jobs, all submitted at once")
 	wPrompt := fs.Int("prompt", 2048, "with --windows: prompt tokens of each job")
 	wNew := fs.Int("new", 128, "with --windows: new tokens of each job")
-	wKV := fs.Int("kv-mb", 256, "with --windows: KV memory of both layouts, in MB")
 	var sf schedFlags
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -83,7 +82,7 @@ func runBench(ctx context.Context, args []string) error {
 		_, err := bench.Scheduler(ctx, cfg, stdout)
 		return err
 	case *windows:
-		cfg := bench.WindowsConfig{Threads: threads[0], Jobs: *wJobs, Prompt: *wPrompt, NewTokens: *wNew, KVMemoryMB: *wKV, Progress: os.Stderr}
+		cfg := bench.WindowsConfig{Threads: threads[0], Jobs: *wJobs, Prompt: *wPrompt, NewTokens: *wNew, KVMemoryMB: max(sf.kvMemoryMB, 0), HostSwapMB: sf.hostSwap(), Progress: os.Stderr}
 		if *modelName != "" {
 			if cfg.Model, err = store.Resolve(*modelName, modelDirs()); err != nil {
 				return err

@@ -63,10 +63,7 @@ func (f *schedFlags) models(names []string, threads int, metrics *sched.Metrics)
 	if name, dup := worker.DuplicateModel(names); dup {
 		return worker.ModelsConfig{}, usagef("model %q given twice", name)
 	}
-	swap := f.hostSwapMB
-	if swap <= 0 {
-		swap = -1
-	}
+	swap := f.hostSwap()
 	stepLatency := f.maxStepLatency
 	if stepLatency <= 0 {
 		stepLatency = -1
@@ -132,4 +129,13 @@ func spareProcessor(threads int) int {
 		runtime.GOMAXPROCS(threads + 1)
 	}
 	return threads
+}
+
+// hostSwap is --host-swap-mb as sched.Config.HostSwapMB: 0 or less turns
+// the tier off (-1), where the config's 0 would mean its default.
+func (f *schedFlags) hostSwap() int {
+	if f.hostSwapMB <= 0 {
+		return -1
+	}
+	return f.hostSwapMB
 }

@@ -28,6 +28,9 @@ type WindowsConfig struct {
 	Jobs, Prompt, NewTokens int
 	// KVMemoryMB is the arena of both layouts. Defaults to 256.
 	KVMemoryMB int
+	// HostSwapMB is the host tier preempted jobs swap to
+	// (sched.Config.HostSwapMB: 0 is its default, negative none).
+	HostSwapMB int
 	// Progress receives a line when the generated model is written.
 	Progress io.Writer
 }
@@ -126,7 +129,7 @@ func windowsRun(ctx context.Context, l *engine.Loaded, cfg WindowsConfig, prompt
 	if whole {
 		run.Layout = "whole"
 	}
-	s, err := sched.New(l.Model, l.Tokenizer, sched.Config{KVMemoryMB: cfg.KVMemoryMB, WholeBlocks: whole})
+	s, err := sched.New(l.Model, l.Tokenizer, sched.Config{KVMemoryMB: cfg.KVMemoryMB, HostSwapMB: cfg.HostSwapMB, WholeBlocks: whole})
 	if err != nil {
 		return run, err
 	}
