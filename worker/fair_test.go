@@ -188,12 +188,16 @@ func lateTenantShareThroughNATS(t *testing.T, weight float64) {
 	metrics := sched.NewMetrics()
 	exec := workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 8, Metrics: metrics})
 	b.StartWorkerConfig(t, exec, worker.Config{ID: "w1", Concurrency: 64, TenantWeights: map[string]float64{"globex": weight}})
-	job := func() *contracts.JobRequest { return greedy("Once upon a time", 300, contracts.PriorityNormal) }
-	acme := submitN(t, b.Client, 40, job)
+	// Jobs long beside the intake's round trips (a job that ends is
+	// replaced by a pull from JetStream, which under a loaded machine
+	// takes tens of milliseconds), and enough of them for a window of
+	// about a second.
+	job := func() *contracts.JobRequest { return greedy("Once upon a time", 450, contracts.PriorityNormal) }
+	acme := submitN(t, b.Client, 64, job)
 	// Every slot acme's: 8 tokens a step for a few steps.
 	natstest.Until(t, 30*time.Second, "acme's jobs in every slot", func() bool { return metrics.TenantTokens("acme") >= 80 })
 	start := time.Now()
-	globex := submitN(t, b.Other, 16, job)
+	globex := submitN(t, b.Other, 24, job)
 	// Sample both tenants' token counters until three quarters of
 	// globex's jobs have ended (its last quarter then runs in its share of
 	// the batch: it is backlogged up to about half, and at its share to
