@@ -85,7 +85,8 @@ func (m *Model) Forward(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int
 // the same rows again writes the same values. On a backend that queues
 // work, stop is not asked (the step is queued in microseconds).
 func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, logitRows []int32, out []float32, stop func() bool) error {
-	return m.ForwardGroups(kv, tokens, []gpu.Batch{*b}, logitRows, out, stop)
+	m.one[0] = *b // not a new slice a step: decode allocates nothing
+	return m.ForwardGroups(kv, tokens, m.one[:], logitRows, out, stop)
 }
 
 // ForwardGroups is ForwardInterruptible on an arena of either layout: the

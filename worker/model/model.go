@@ -24,7 +24,8 @@ type Model struct {
 	layers  []layer
 
 	scratch scratch
-	layout  *KVLayout // KVLayout, made at the first grouped step
+	layout  *KVLayout    // KVLayout, made at the first grouped step
+	one     [1]gpu.Batch // ForwardInterruptible's batch, as ForwardGroups takes it
 }
 
 type layer struct {
