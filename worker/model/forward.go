@@ -176,7 +176,7 @@ func (m *Model) ForwardGroups(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRo
 		window, rope := m.LayerAttention(li)
 		be.RoPE(q, m.Heads, b, rope)
 		be.RoPE(k, m.KVHeads, b, rope)
-		lb, slot := place(li)
+		lb, slot := place.of(li)
 		be.StoreKV(kv, slot, k, v, lb)
 		if window > 0 {
 			m.ops.AttentionWindow(att, q, kv, slot, m.Heads, window, lb)

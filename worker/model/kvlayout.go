@@ -102,13 +102,27 @@ func (m *Model) NewGroupedKV(l KVLayout, blocks, blockTokens int) (gpu.KV, error
 	return m.be.NewKV(m.KVConfig(l, blocks, blockTokens))
 }
 
-// place returns, for an arena kv and the step's batches, each layer's
-// batch and slot: the whole-model layout (one batch, slot = layer) or
-// the grouped one (a batch per group).
-func (m *Model) place(kv gpu.KV, bs []gpu.Batch) (func(li int) (*gpu.Batch, int), error) {
+// placement puts each layer of a step in its batch and its slot of the
+// arena's blocks: the whole-model layout (layout nil: one batch, slot =
+// layer) or the grouped one (a batch per group). A value, so that a step
+// allocates nothing for it.
+type placement struct {
+	bs     []gpu.Batch
+	layout *KVLayout
+}
+
+func (p placement) of(li int) (*gpu.Batch, int) {
+	if p.layout == nil {
+		return &p.bs[0], li
+	}
+	return &p.bs[p.layout.group[li]], p.layout.slot[li]
+}
+
+// place returns the placement of a step on arena kv with batches bs.
+func (m *Model) place(kv gpu.KV, bs []gpu.Batch) (placement, error) {
 	layers := kv.Config().Layers
 	if layers == m.Layers && len(bs) == 1 {
-		return func(li int) (*gpu.Batch, int) { return &bs[0], li }, nil
+		return placement{bs: bs}, nil
 	}
 	if m.layout == nil {
 		l := m.KVLayout()
@@ -116,8 +130,8 @@ func (m *Model) place(kv gpu.KV, bs []gpu.Batch) (func(li int) (*gpu.Batch, int)
 	}
 	l := m.layout
 	if layers != l.GroupLayers || len(bs) != len(l.Groups) {
-		return nil, fmt.Errorf("%w: an arena of %d-layer blocks with %d block tables a sequence fits neither the whole model (%d layers, one table) nor its groups (%d layers a block, %d tables)",
+		return placement{}, fmt.Errorf("%w: an arena of %d-layer blocks with %d block tables a sequence fits neither the whole model (%d layers, one table) nor its groups (%d layers a block, %d tables)",
 			errBatch, layers, len(bs), m.Layers, l.GroupLayers, len(l.Groups))
 	}
-	return func(li int) (*gpu.Batch, int) { return &bs[l.group[li]], l.slot[li] }, nil
+	return placement{bs: bs, layout: l}, nil
 }
