@@ -166,8 +166,9 @@ func (b *Backend) RoPE(x gpu.Tensor, heads int, bt *gpu.Batch, r gpu.RoPE) {
 }
 
 // checkBatch panics unless every row of bt has its block in kv's range.
-// A windowed row (window > 0) reads only its window's blocks, and the
-// table may hold −1 before them.
+// A row reads positions p−window+1..p (window ≤ 0: all of 0..p; StoreKV,
+// which writes position p only, passes 1), and the table may hold −1
+// before them.
 func checkBatch(op string, cfg gpu.KVConfig, bt *gpu.Batch, rows, window int) {
 	if len(bt.Pos) != rows || len(bt.Seq) != rows {
 		panic(fmt.Sprintf("cuda: %s: %d rows with %d positions and %d sequence ids", op, rows, len(bt.Pos), len(bt.Seq)))
@@ -177,12 +178,9 @@ func checkBatch(op string, cfg gpu.KVConfig, bt *gpu.Batch, rows, window int) {
 		if p < 0 || s < 0 || s >= len(bt.Tables) || int(p)/cfg.BlockTokens >= len(bt.Tables[s]) {
 			panic(fmt.Sprintf("cuda: %s: row %d (sequence %d, position %d) has no block", op, i, s, p))
 		}
-		lo := int(p) / cfg.BlockTokens // storekv writes this block only
-		if op == "attention" {
+		lo := 0
+		if window > 0 {
 			lo = max(0, int(p)+1-window) / cfg.BlockTokens
-			if window <= 0 {
-				lo = 0
-			}
 		}
 		for _, blk := range bt.Tables[s][lo : int(p)/cfg.BlockTokens+1] {
 			if blk < 0 || int(blk) >= cfg.Blocks {
@@ -200,7 +198,7 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 	if kt.cols != c.KVDim || layer < 0 || layer >= c.Layers {
 		panic(fmt.Sprintf("cuda: storekv %d×%d into layer %d of kv dim %d", kt.rows, kt.cols, layer, c.KVDim))
 	}
-	checkBatch("storekv", *c, bt, kt.rows, 0)
+	checkBatch("storekv", *c, bt, kt.rows, 1)
 	if kt.rows == 0 {
 		return
 	}
