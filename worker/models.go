@@ -192,12 +192,7 @@ func OpenModels(ctx context.Context, cfg ModelsConfig) (_ *Models, err error) {
 		if ks, ok := be.(gpu.KVSizer); ok && sc.KVMemoryMB == 0 && sc.KVBlocks == 0 {
 			// On a GPU the arena takes a share of the memory left after
 			// the weights.
-			layout := l.Model.KVLayout()
-			if sc.WholeBlocks {
-				layout = l.Model.WholeKVLayout()
-			}
-			kvc := l.Model.KVConfig(layout, 0, sc.WithDefaults().BlockTokens)
-			if sc.KVBlocks, err = ks.KVBlocks(kvc, cfg.GPUMemoryFraction/float64(len(cfg.Models))); err != nil {
+			if sc.KVBlocks, err = ks.KVBlocks(sched.ArenaConfig(l.Model, sc), cfg.GPUMemoryFraction/float64(len(cfg.Models))); err != nil {
 				return nil, err
 			}
 		}

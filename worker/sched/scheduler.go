@@ -230,16 +230,27 @@ type seq struct {
 	done     chan struct{} // closed when finished
 }
 
+// arenaLayout is how cfg's arena holds m's layers (Config.WholeBlocks).
+func arenaLayout(m *model.Model, cfg Config) model.KVLayout {
+	if cfg.WholeBlocks {
+		return m.WholeKVLayout()
+	}
+	return m.KVLayout()
+}
+
+// ArenaConfig is the shape of the arena New makes for m with cfg, its
+// Blocks left 0: what a gpu.KVSizer sizes (cfg.KVBlocks) before New.
+func ArenaConfig(m *model.Model, cfg Config) gpu.KVConfig {
+	return m.KVConfig(arenaLayout(m, cfg), 0, cfg.WithDefaults().BlockTokens)
+}
+
 // New returns a scheduler for m with a KV arena sized from cfg.
 func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	layout := m.KVLayout()
-	if cfg.WholeBlocks {
-		layout = m.WholeKVLayout()
-	}
+	layout := arenaLayout(m, cfg)
 	kvc := m.KVConfig(layout, 0, cfg.BlockTokens)
 	blockBytes := int64(kvc.BlockFloats()) * 4
 	blocks := int(int64(cfg.KVMemoryMB) << 20 / blockBytes)
