@@ -191,3 +191,34 @@ func BenchmarkDot4(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulPaths runs the batched shapes of a prompt with the wide
+// (AVX-512) kernels off and on, in one process, for the ratio between them.
+func BenchmarkMatMulPaths(b *testing.B) {
+	pool := NewPool(1)
+	defer pool.Close()
+	for _, ty := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_0} {
+		for _, sh := range [][2]int{{2048, 768}, {768, 2048}} {
+			for _, M := range []int{16, 512} {
+				for _, wide := range []bool{false, true} {
+					b.Run(fmt.Sprintf("%v/%dx%d/M=%d/wide=%v", ty, sh[0], sh[1], M, wide), func(b *testing.B) {
+						w := cachedWeights(ty, sh[0], sh[1])
+						r := rand.New(rand.NewPCG(1, 2))
+						x := randFloats(r, M*w.Cols)
+						dst := make([]float32, M*w.Rows)
+						withWide(wide, func() {
+							mm := NewMatMul(pool)
+							mm.Run(dst, x, M, w)
+							b.ResetTimer()
+							for range b.N {
+								mm.Run(dst, x, M, w)
+							}
+						})
+						secs := b.Elapsed().Seconds() / float64(b.N)
+						b.ReportMetric(float64(M)*float64(w.Rows)*float64(w.Cols)/secs/1e9, "GMAC/s")
+					})
+				}
+			}
+		}
+	}
+}

@@ -78,3 +78,13 @@ func dotQ3_KAVX2(w *byte, x *blockQ8K, nb int) float32                     { pan
 func dotQ2_KAVX2(w *byte, x *blockQ8K, nb int) float32                     { panic(noAsm) }
 func dotQ5_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32) { panic(noAsm) }
 func dotQ3_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32) { panic(noAsm) }
+
+var hasWide, hasVNNI = false, false
+
+func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *[32]float32) {
+	panic(noAsm)
+}
+
+func dotQ8_0x4x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[16]float32) {
+	panic(noAsm)
+}

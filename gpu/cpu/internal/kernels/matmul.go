@@ -138,7 +138,9 @@ func choosePlan(k planKey, threads int) plan {
 		// kernels see long runs of weight rows.
 		p.rowBlock = k.rows
 	}
-	if p.x4 && isFloat(k.t) && p.rowBlock > 3 && p.rowBlock < k.rows {
+	if wr := wideRows(k.t, k.cols); p.x4 && wr > 0 && p.rowBlock > wr && p.rowBlock < k.rows {
+		p.rowBlock -= p.rowBlock % wr // whole wide tiles
+	} else if p.x4 && isFloat(k.t) && p.rowBlock > 3 && p.rowBlock < k.rows {
 		p.rowBlock -= p.rowBlock % 3 // whole 4×3 tiles
 	}
 	return p
@@ -302,20 +304,37 @@ func (mm *MatMul) runTasks(lo, hi int) {
 
 // tile computes dst rows m0..m1, columns r0..r1.
 //
-// Groups of four activation rows go through the x4 kernels (float weights:
-// 4×3 tiles), the rest through kernels that take one activation row and a
-// run of weight rows (or the single-row kernels). They sum each dot
-// product in the same order, so that a row's result does not depend on the
-// batch around it.
+// Groups of four activation rows go through the wide kernels where the CPU
+// has them, else the x4 kernels (float weights: 4×3 tiles); the rest go
+// through kernels that take one activation row and a run of weight rows
+// (or the single-row kernels). They sum each dot product in the same
+// order, so that a row's result does not depend on the batch around it.
 func (mm *MatMul) tile(r0, r1, m0, m1 int) {
-	var out [4]float32
-	N, rb := mm.rows, mm.rb
-	dst := mm.dst
 	m4 := m0
 	if mm.p.x4 {
 		m4 = m0 + (m1-m0)&^3
 	}
-	if m4 > m0 && isFloat(mm.t) {
+	if m4 > m0 {
+		r := r0
+		if wr := wideRows(mm.t, mm.cols); wr > 0 {
+			r = r0 + (r1-r0)/wr*wr
+			mm.wide(r0, r, m0, m4, wr)
+		}
+		mm.tile4(r, r1, m0, m4)
+	}
+	mm.rowsOf(r0, r1, m4, m1)
+}
+
+// tile4 computes dst rows m0..m4 (a multiple of 4), columns r0..r1, with the
+// x4 kernels.
+func (mm *MatMul) tile4(r0, r1, m0, m4 int) {
+	if r0 >= r1 {
+		return
+	}
+	var out [4]float32
+	N, rb := mm.rows, mm.rb
+	dst := mm.dst
+	if isFloat(mm.t) {
 		var o [12]float32
 		r := r0
 		for ; r+3 <= r1; r += 3 {
@@ -330,19 +349,18 @@ func (mm *MatMul) tile(r0, r1, m0, m1 int) {
 		if r < r1 {
 			mm.rowsOf(r, r1, m0, m4)
 		}
-	} else if m4 > m0 {
-		for r := r0; r < r1; r++ {
-			wr := mm.w[r*rb : (r+1)*rb]
-			for m := m0; m < m4; m += 4 {
-				mm.dot4(wr, m, &out)
-				dst[m*N+r] = out[0]
-				dst[(m+1)*N+r] = out[1]
-				dst[(m+2)*N+r] = out[2]
-				dst[(m+3)*N+r] = out[3]
-			}
+		return
+	}
+	for r := r0; r < r1; r++ {
+		wr := mm.w[r*rb : (r+1)*rb]
+		for m := m0; m < m4; m += 4 {
+			mm.dot4(wr, m, &out)
+			dst[m*N+r] = out[0]
+			dst[(m+1)*N+r] = out[1]
+			dst[(m+2)*N+r] = out[2]
+			dst[(m+3)*N+r] = out[3]
 		}
 	}
-	mm.rowsOf(r0, r1, m4, m1)
 }
 
 // rowsOf computes dst rows m0..m1, columns r0..r1, one activation row at a

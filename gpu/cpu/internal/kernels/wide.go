@@ -1,0 +1,81 @@
+package kernels
+
+import "github.com/zerolayer/zerolayer/gpu"
+
+// The wide tile kernels (AVX-512, wide_amd64.s) multiply four activation
+// rows by several weight rows at once and give each product the bits of
+// the AVX2 kernels, so tile mixes them freely with the x4 and single-row
+// kernels.
+
+// wideOff turns the wide kernels off (tests and benchmarks compare the two
+// paths in one process).
+var wideOff bool
+
+// SetWide turns the AVX-512 tile kernels on or off (they are on wherever the
+// CPU has them) and reports whether they will run.
+func SetWide(on bool) bool {
+	wideOff = !on
+	return on && useAsm && hasWide
+}
+
+// Paths names the kernel paths this CPU runs: "go", "avx2", and
+// "avx512" / "avx512-vnni" when the wide kernels are on.
+func Paths() string {
+	switch {
+	case !useAsm:
+		return "go"
+	case wideOff || !hasWide:
+		return "avx2"
+	case hasVNNI:
+		return "avx2+avx512-vnni"
+	}
+	return "avx2+avx512"
+}
+
+// wideRows is the number of weight rows a wide kernel takes at once for a
+// matrix of type t with cols columns, or 0 when none applies.
+func wideRows(t gpu.DType, cols int) int {
+	if wideOff || !useAsm || !hasWide {
+		return 0
+	}
+	switch t {
+	case gpu.F32:
+		if cols%8 == 0 {
+			return 8
+		}
+	case gpu.Q8_0:
+		if hasVNNI {
+			return 4
+		}
+	}
+	return 0
+}
+
+// wide computes dst rows m0..m1 (m1−m0 a multiple of 4), columns r0..r1
+// (r1−r0 a multiple of wr) with the wide kernels.
+func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
+	var o [32]float32
+	K, N, rb := mm.cols, mm.rows, mm.rb
+	dst := mm.dst
+	for r := r0; r < r1; r += wr {
+		w := mm.w[r*rb : (r+wr)*rb]
+		for m := m0; m < m1; m += 4 {
+			switch mm.t {
+			case gpu.F32:
+				x := mm.x[m*K : (m+4)*K]
+				dotF32x4x8AVX512(&x[0], 4*K, &f32s(w)[0], rb, K, &o)
+			case gpu.Q8_0:
+				nb := K / qk8
+				xq, xd := mm.aq[m*K:(m+4)*K], mm.ad[m*nb:(m+4)*nb]
+				dotQ8_0x4x4VNNI(&w[0], rb, &xq[0], &xd[0], nb, K, 4*nb, (*[16]float32)(o[:16]))
+			}
+			for j := 0; j < wr; j++ {
+				c := r + j
+				dst[m*N+c] = o[4*j]
+				dst[(m+1)*N+c] = o[4*j+1]
+				dst[(m+2)*N+c] = o[4*j+2]
+				dst[(m+3)*N+c] = o[4*j+3]
+			}
+		}
+	}
+}

@@ -1,0 +1,18 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+// hasWide reports the AVX-512 tile kernels (wide_amd64.s): F, BW, DQ and
+// VL; hasVNNI adds AVX512-VNNI for the 8-bit ones. Both also need useAsm.
+var (
+	hasWide = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL
+	hasVNNI = hasWide && cpu.X86.HasAVX512VNNI
+)
+
+//go:noescape
+func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *[32]float32)
+
+//go:noescape
+func dotQ8_0x4x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[16]float32)

@@ -1,0 +1,215 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Wide tile kernels, AVX-512 (F, BW, DQ, VL) and AVX512-VNNI, for batches
+// of four or more activation rows.
+//
+// They give every dot product the bits of the AVX2 kernels: a ZMM register
+// holds two 8-lane accumulators side by side, one per weight row of a
+// pair, [acc(x, w₀) | acc(x, w₁)], and each half is updated with the same
+// operations, in the same order, as the YMM accumulator of the AVX2 kernel
+// for that (activation row, weight row). The activation row is broadcast to
+// both halves. At the end every half is reduced with REDUCE4's tree. So the
+// wider registers only do two of the AVX2 kernel's dot products at once,
+// and a row's result still does not depend on which kernel, or which batch,
+// computed it.
+
+// ZERO8 clears eight registers.
+#define ZERO8(a, b, c, d, e, f, g, h) \
+	VPXORD a, a, a \
+	VPXORD b, b, b \
+	VPXORD c, c, c \
+	VPXORD d, d, d \
+	VPXORD e, e, e \
+	VPXORD f, f, f \
+	VPXORD g, g, g \
+	VPXORD h, h, h
+
+// WREDUCE4(a, b, c, d, off): the lanes of each of Ya..Yd summed in the
+// REDUCE4 order, the four sums stored at off(AX). Clobbers a, b, c.
+#define WREDUCE4(a, b, c, d, xa, xb, off) \
+	VHADDPS      b, a, a    \
+	VHADDPS      d, c, c    \
+	VHADDPS      c, a, a    \
+	VEXTRACTF128 $1, a, xb  \
+	VADDPS       xb, xa, xa \
+	VMOVUPS      xa, off(AX)
+
+// WPAIR(z0, z1, z2, z3, off0, off1): the four accumulators z0..z3 hold
+// [acc(xᵢ, w₀) | acc(xᵢ, w₁)] for activation rows i = 0..3; stores the four
+// sums of w₀ at off0(AX) and of w₁ at off1(AX). The high halves go through
+// Y12..Y15 (VHADDPS has no EVEX form, so only Y0..Y15 can be reduced).
+// Clobbers z0..z2 and Y12..Y14.
+#define WPAIR(z0, z1, z2, z3, y0, y1, y2, y3, x0, x1, off0, off1) \
+	VEXTRACTF32X8 $1, z0, Y12 \
+	VEXTRACTF32X8 $1, z1, Y13 \
+	VEXTRACTF32X8 $1, z2, Y14 \
+	VEXTRACTF32X8 $1, z3, Y15 \
+	WREDUCE4(y0, y1, y2, y3, x0, x1, off0) \
+	WREDUCE4(Y12, Y13, Y14, Y15, X12, X13, off1)
+
+// func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *[32]float32)
+//
+// out[4j+i] = x row i · w row j for four activation rows (xstride bytes
+// apart) and eight weight rows (wstride bytes apart), n > 0 a multiple of
+// 8. Each (i, j) accumulates 8 elements a step in one 8-lane accumulator,
+// as dotF32x4x3AVX2 does.
+TEXT ·dotF32x4x8AVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ xstride+8(FP), BX
+	MOVQ w+16(FP), DI
+	MOVQ wstride+24(FP), DX
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), AX
+	LEAQ (SI)(BX*2), R10
+	ADDQ BX, R10         // x row 3
+	LEAQ (DI)(DX*2), R8
+	ADDQ DX, R8          // w row 3
+	LEAQ (DI)(DX*4), R9
+	ADDQ DX, R9
+	ADDQ DX, R9          // w row 6
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+
+loop:
+	// Weight pairs (0,1) (2,3) (4,5) (6,7) in Z16..Z19.
+	VMOVUPS         (DI), Y16
+	VINSERTF32X8    $1, (DI)(DX*1), Z16, Z16
+	VMOVUPS         (DI)(DX*2), Y17
+	VINSERTF32X8    $1, (R8), Z17, Z17
+	VMOVUPS         (DI)(DX*4), Y18
+	VINSERTF32X8    $1, (R8)(DX*2), Z18, Z18
+	VMOVUPS         (R9), Y19
+	VINSERTF32X8    $1, (R8)(DX*4), Z19, Z19
+	VBROADCASTF32X8 (SI), Z20
+	VBROADCASTF32X8 (SI)(BX*1), Z21
+	VBROADCASTF32X8 (SI)(BX*2), Z22
+	VBROADCASTF32X8 (R10), Z23
+	VFMADD231PS     Z16, Z20, Z0
+	VFMADD231PS     Z16, Z21, Z1
+	VFMADD231PS     Z16, Z22, Z2
+	VFMADD231PS     Z16, Z23, Z3
+	VFMADD231PS     Z17, Z20, Z4
+	VFMADD231PS     Z17, Z21, Z5
+	VFMADD231PS     Z17, Z22, Z6
+	VFMADD231PS     Z17, Z23, Z7
+	VFMADD231PS     Z18, Z20, Z8
+	VFMADD231PS     Z18, Z21, Z9
+	VFMADD231PS     Z18, Z22, Z10
+	VFMADD231PS     Z18, Z23, Z11
+	VFMADD231PS     Z19, Z20, Z12
+	VFMADD231PS     Z19, Z21, Z13
+	VFMADD231PS     Z19, Z22, Z14
+	VFMADD231PS     Z19, Z23, Z15
+	ADDQ            $32, SI
+	ADDQ            $32, R10
+	ADDQ            $32, DI
+	ADDQ            $32, R8
+	ADDQ            $32, R9
+	SUBQ            $8, CX
+	JNZ             loop
+
+	// The last pair first: its high halves need Y12..Y15 free.
+	VMOVAPS Z12, Z24
+	VMOVAPS Z13, Z25
+	VMOVAPS Z14, Z26
+	VMOVAPS Z15, Z27
+	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0, 16)
+	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48)
+	WPAIR(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, 64, 80)
+	VMOVAPS Z24, Z0
+	VMOVAPS Z25, Z1
+	VMOVAPS Z26, Z2
+	VMOVAPS Z27, Z3
+	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 96, 112)
+	VZEROUPPER
+	RET
+
+// Q8_0 with VNNI. VPDPBUSD multiplies unsigned by signed bytes, so the
+// activations enter shifted, x+128 (x XOR 0x80), and each block's sums start
+// from −128·Σw over the lane's four weights: the int32 lane sums are exactly
+// those of the AVX2 kernel's VPMADDUBSW/VPMADDWD. Z30 holds 0x80 bytes, Z31
+// zero.
+
+// WQ8ROW(xaddr, daddr, acc0, acc1): one activation row's share of a block,
+// against weight pairs Z8 (rows 0,1) and Z9 (rows 2,3) with corrections
+// Z10, Z11 and scales Z12, Z13.
+#define WQ8ROW(xaddr, daddr, acc0, acc1) \
+	VBROADCASTI32X8 xaddr, Z14     \
+	VPXORD          Z30, Z14, Z14  \
+	VMOVDQA32       Z10, Z15       \
+	VPDPBUSD        Z8, Z14, Z15   \
+	VMOVDQA32       Z11, Z17       \
+	VPDPBUSD        Z9, Z14, Z17   \
+	VCVTDQ2PS       Z15, Z15       \
+	VCVTDQ2PS       Z17, Z17       \
+	VMULPS.BCST     daddr, Z12, Z16 \
+	VMULPS.BCST     daddr, Z13, Z18 \
+	VFMADD231PS     Z15, Z16, acc0 \
+	VFMADD231PS     Z17, Z18, acc1
+
+// func dotQ8_0x4x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[16]float32)
+//
+// out[4j+i] = x row i · w row j for four activation rows (quants qstride
+// bytes apart, scales dstride bytes apart) and four Q8_0 weight rows (rb
+// bytes apart), nb > 0 blocks; per (i, j) the sums of dotQ8_0x4AVX2.
+TEXT ·dotQ8_0x4x4VNNI(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DI
+	MOVQ rb+8(FP), R11
+	MOVQ xq+16(FP), SI
+	MOVQ xd+24(FP), DX
+	MOVQ nb+32(FP), CX
+	MOVQ qstride+40(FP), BX
+	MOVQ dstride+48(FP), R9
+	MOVQ out+56(FP), AX
+	LEAQ (DI)(R11*2), R12
+	ADDQ R11, R12        // w row 3
+	LEAQ (SI)(BX*2), R8
+	ADDQ BX, R8          // x row 3
+	LEAQ (DX)(R9*2), R10
+	ADDQ R9, R10         // scales of x row 3
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	VPXORD Z31, Z31, Z31
+	MOVL   $0x80808080, R13
+	VPBROADCASTD R13, Z30
+
+loop:
+	// Weight pairs: Z8 = [w0 | w1], Z9 = [w2 | w3].
+	VMOVDQU8     2(DI), Y8
+	VINSERTI32X8 $1, 2(DI)(R11*1), Z8, Z8
+	VMOVDQU8     2(DI)(R11*2), Y9
+	VINSERTI32X8 $1, 2(R12), Z9, Z9
+	// Corrections −128·Σw.
+	VPXORD   Z10, Z10, Z10
+	VPDPBUSD Z8, Z30, Z10
+	VPSUBD   Z10, Z31, Z10
+	VPXORD   Z11, Z11, Z11
+	VPDPBUSD Z9, Z30, Z11
+	VPSUBD   Z11, Z31, Z11
+	// Scales [d0 ×8 | d1 ×8], [d2 ×8 | d3 ×8].
+	VPBROADCASTW (DI), X12
+	VPBROADCASTW (DI)(R11*1), X16
+	VINSERTI32X4 $1, X16, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPBROADCASTW (DI)(R11*2), X13
+	VPBROADCASTW (R12), X16
+	VINSERTI32X4 $1, X16, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	WQ8ROW((SI), (DX), Z0, Z4)
+	WQ8ROW((SI)(BX*1), (DX)(R9*1), Z1, Z5)
+	WQ8ROW((SI)(BX*2), (DX)(R9*2), Z2, Z6)
+	WQ8ROW((R8), (R10), Z3, Z7)
+	ADDQ $34, DI
+	ADDQ $34, R12
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $4, DX
+	ADDQ $4, R10
+	DECQ CX
+	JNZ  loop
+
+	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0, 16)
+	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48)
+	VZEROUPPER
+	RET
