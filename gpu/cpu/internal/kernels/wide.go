@@ -47,6 +47,10 @@ func wideRows(t gpu.DType, cols int) int {
 		if hasVNNI {
 			return 4
 		}
+	case gpu.Q4_0:
+		if hasVNNI && cols%(2*qk8) == 0 {
+			return 4
+		}
 	}
 	return 0
 }
@@ -68,6 +72,10 @@ func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
 				nb := K / qk8
 				xq, xd := mm.aq[m*K:(m+4)*K], mm.ad[m*nb:(m+4)*nb]
 				dotQ8_0x4x4VNNI(&w[0], rb, &xq[0], &xd[0], nb, K, 4*nb, (*[16]float32)(o[:16]))
+			case gpu.Q4_0:
+				np := q4Pairs(K)
+				x := mm.ap[m*np : (m+4)*np]
+				dotQ4_0x4x4VNNI(&w[0], rb, &x[0], np, 128*np, (*[16]float32)(o[:16]))
 			}
 			for j := 0; j < wr; j++ {
 				c := r + j

@@ -16,3 +16,6 @@ func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *
 
 //go:noescape
 func dotQ8_0x4x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[16]float32)
+
+//go:noescape
+func dotQ4_0x4x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[16]float32)

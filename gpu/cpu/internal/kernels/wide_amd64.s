@@ -213,3 +213,90 @@ loop:
 	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48)
 	VZEROUPPER
 	RET
+
+// Q4_0 with VNNI, on pairQ4 activations (see quant_amd64.s): the nibbles are
+// the unsigned operand as they are, the activations the signed one, and the
+// int32 lanes start from the pair's corrections, so they are those of
+// ROWQ4. Z29 holds 0x0f bytes.
+
+// WQ4W decodes a pair of weight rows (a, b) for one pair of blocks into
+// lo and hi ([a | b] nibbles, each [A | B]) and dw ([dA ×4 | dB ×4] of a,
+// then of b). Arguments are the rows' addresses of the quants of A (2),
+// of B (20) and of the scales of A (0) and B (18). Clobbers Z22..Z26.
+#define WQ4W(a2, a20, b2, b20, a0, a18, b0, b18, lo, hi, dw) \
+	VMOVDQU8     a2, X22                \
+	VINSERTI32X4 $1, a20, Y22, Y22      \
+	VMOVDQU8     b2, X23                \
+	VINSERTI32X4 $1, b20, Y23, Y23      \
+	VINSERTI32X8 $1, Y23, Z22, Z22      \
+	VPSRLW       $4, Z22, hi            \
+	VPANDD       Z29, Z22, lo           \
+	VPANDD       Z29, hi, hi            \
+	VPBROADCASTW a0, X24                \
+	VPBROADCASTW a18, X25               \
+	VPUNPCKLQDQ  X25, X24, X24          \
+	VPBROADCASTW b0, X25                \
+	VPBROADCASTW b18, X26               \
+	VPUNPCKLQDQ  X26, X25, X25          \
+	VINSERTI32X4 $1, X25, Y24, Y24      \
+	VCVTPH2PS    Y24, dw
+
+// WQ4ROW(lo, hi, d, corr, acc0, acc1): one activation row's pairQ4 (its
+// four parts' addresses) against the weight pairs Z8..Z10 (rows 0, 1) and
+// Z11..Z13 (rows 2, 3).
+#define WQ4ROW(plo, phi, pd, pcorr, acc0, acc1) \
+	VBROADCASTF32X8 pd, Z14       \
+	VBROADCASTI32X8 plo, Z15      \
+	VBROADCASTI32X8 phi, Z16      \
+	VBROADCASTI32X8 pcorr, Z17    \
+	VMOVDQA32       Z17, Z18      \
+	VPDPBUSD        Z15, Z8, Z18  \
+	VPDPBUSD        Z16, Z9, Z18  \
+	VMOVDQA32       Z17, Z20      \
+	VPDPBUSD        Z15, Z11, Z20 \
+	VPDPBUSD        Z16, Z12, Z20 \
+	VCVTDQ2PS       Z18, Z18      \
+	VCVTDQ2PS       Z20, Z20      \
+	VMULPS          Z14, Z10, Z19 \
+	VMULPS          Z14, Z13, Z21 \
+	VFMADD231PS     Z18, Z19, acc0 \
+	VFMADD231PS     Z20, Z21, acc1
+
+// func dotQ4_0x4x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[16]float32)
+//
+// out[4j+i] = x row i · w row j for four pairQ4 activation rows (xstride
+// bytes apart) and four Q4_0 weight rows (rb bytes apart), np > 0 pairs of
+// blocks; per (i, j) the sums of dotQ4_0x4AVX2.
+TEXT ·dotQ4_0x4x4VNNI(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ rb+8(FP), R11
+	MOVQ x+16(FP), SI
+	MOVQ np+24(FP), CX
+	MOVQ xstride+32(FP), BX
+	MOVQ out+40(FP), AX
+	LEAQ (DI)(R11*2), R12
+	ADDQ R11, R12        // w row 3
+	LEAQ (SI)(BX*2), R8
+	ADDQ BX, R8          // x row 3
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	MOVL $0x0f0f0f0f, R13
+	VPBROADCASTD R13, Z29
+
+loop:
+	WQ4W(2(DI), 20(DI), 2(DI)(R11*1), 20(DI)(R11*1), 0(DI), 18(DI), 0(DI)(R11*1), 18(DI)(R11*1), Z8, Z9, Z10)
+	WQ4W(2(DI)(R11*2), 20(DI)(R11*2), 2(R12), 20(R12), 0(DI)(R11*2), 18(DI)(R11*2), 0(R12), 18(R12), Z11, Z12, Z13)
+	WQ4ROW(0(SI), 32(SI), 64(SI), 96(SI), Z0, Z4)
+	WQ4ROW(0(SI)(BX*1), 32(SI)(BX*1), 64(SI)(BX*1), 96(SI)(BX*1), Z1, Z5)
+	WQ4ROW(0(SI)(BX*2), 32(SI)(BX*2), 64(SI)(BX*2), 96(SI)(BX*2), Z2, Z6)
+	WQ4ROW(0(R8), 32(R8), 64(R8), 96(R8), Z3, Z7)
+	ADDQ $36, DI
+	ADDQ $36, R12
+	ADDQ $128, SI
+	ADDQ $128, R8
+	DECQ CX
+	JNZ  loop
+
+	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0, 16)
+	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48)
+	VZEROUPPER
+	RET
