@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/ops/bench"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/ops/devstack/devstacktest"
@@ -28,7 +29,7 @@ func TestModels(t *testing.T) {
 	t.Parallel()
 	path := modeltest.StoriesPath(t)
 	res, err := bench.Models(context.Background(), bench.ModelConfig{Targets: []bench.Target{bench.FileTarget(path)},
-		PromptTokens: 16, GenTokens: 8, Batches: []int{1, 2}, Reps: 1})
+		PromptTokens: 16, GenTokens: 8, Batches: []int{1, 2}, Reps: 1, Kernels: []string{"avx2", "best"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,20 +37,29 @@ func TestModels(t *testing.T) {
 		t.Errorf("bandwidth %v", res.Bandwidth)
 	}
 	var tests []string
-	for _, r := range res.Rows {
+	for i, r := range res.Rows {
 		tests = append(tests, r.Test)
 		if r.Model != "stories260K.gguf" || r.Type != "F32" || r.Params <= 0 || r.Threads != 1 || r.TokensPerS <= 0 {
 			t.Errorf("row %+v", r)
 		}
+		// The first four ran with the AVX2 kernels (or the Go ones, on a
+		// CPU without AVX2), the rest with the best this CPU has.
+		want := cpu.KernelPaths()
+		if i < 4 && want != "go" {
+			want = "avx2"
+		}
+		if r.Kernels != want {
+			t.Errorf("row %d ran with kernels %q, want %q", i, r.Kernels, want)
+		}
 	}
-	if got := strings.Join(tests, " "); got != "pp16 tg8 batch1 batch2" {
+	if got := strings.Join(tests, " "); got != "pp16 tg8 batch1 batch2 pp16 tg8 batch1 batch2" {
 		t.Errorf("tests %q", got)
 	}
 	var table, js bytes.Buffer
 	if err := res.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(table.String(), "stories260K.gguf"); n != 4 || !strings.Contains(table.String(), "% of bandwidth") {
+	if n := strings.Count(table.String(), "stories260K.gguf"); n != 8 || !strings.Contains(table.String(), "% of bandwidth") {
 		t.Errorf("table with %d model rows:\n%s", n, table.String())
 	}
 	if err := res.WriteJSON(&js); err != nil {
@@ -59,7 +69,7 @@ func TestModels(t *testing.T) {
 		Bandwidth map[string]float64 `json:"bandwidth_bytes_per_s"`
 		Results   []bench.Row        `json:"results"`
 	}
-	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || len(doc.Results) != 4 || doc.Bandwidth["1"] <= 0 {
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || len(doc.Results) != 8 || doc.Bandwidth["1"] <= 0 {
 		t.Errorf("json (%v):\n%s", err, js.String())
 	}
 }
@@ -71,6 +81,7 @@ func TestModelsErrors(t *testing.T) {
 		{},
 		{Targets: []bench.Target{bench.FileTarget(path)}, Batches: []int{0}},
 		{Targets: []bench.Target{bench.FileTarget(path)}, PromptTokens: 100000},
+		{Targets: []bench.Target{bench.FileTarget(path)}, Kernels: []string{"sse"}},
 	} {
 		if _, err := bench.Models(context.Background(), cfg); err == nil {
 			t.Errorf("%+v: no error", cfg)

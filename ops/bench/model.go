@@ -46,6 +46,10 @@ type ModelConfig struct {
 	// Batches are the batch sizes of the aggregate decode tests (batchN),
 	// each decoding max(8, min(GenTokens, 64)) steps. Defaults to none.
 	Batches []int
+	// Kernels are the CPU kernel settings to measure each target with, in
+	// turn: "avx2" (the AVX-512 tile kernels off) or "best" (on where the
+	// CPU has them). Defaults to ["best"].
+	Kernels []string
 	// Reps is how often each test runs; the best run is reported.
 	// Defaults to 3.
 	Reps int
@@ -62,6 +66,9 @@ func (c ModelConfig) WithDefaults() ModelConfig {
 	if c.Reps == 0 {
 		c.Reps = 3
 	}
+	if len(c.Kernels) == 0 {
+		c.Kernels = []string{"best"}
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -77,6 +84,11 @@ func (c ModelConfig) validate() error {
 	case c.Reps < 0:
 		return fmt.Errorf("bench: %d repetitions: want 1 or more", c.Reps)
 	}
+	for _, k := range c.Kernels {
+		if k != "avx2" && k != "best" {
+			return fmt.Errorf("bench: kernels %q: want avx2 or best", k)
+		}
+	}
 	for _, n := range append(append([]int(nil), c.Threads...), c.Batches...) {
 		if n <= 0 {
 			return fmt.Errorf("bench: thread count or batch size %d: want a positive number", n)
@@ -91,6 +103,7 @@ type Row struct {
 	Type        string  `json:"type"`
 	Params      int64   `json:"params"`
 	Threads     int     `json:"threads"`
+	Kernels     string  `json:"kernels"` // the CPU kernel paths that ran
 	Test        string  `json:"test"` // pp512, tg128, batch16
 	Batch       int     `json:"batch"`
 	TokensPerS  float64 `json:"tokens_per_s"`
@@ -117,17 +130,21 @@ func Models(ctx context.Context, cfg ModelConfig) (*ModelResults, error) {
 		return nil, err
 	}
 	res := &ModelResults{Bandwidth: map[int]float64{}}
+	defer cpu.SetWideKernels(true)
 	for _, t := range cfg.Targets {
 		for _, th := range cfg.Threads {
 			if _, ok := res.Bandwidth[th]; !ok {
 				res.Bandwidth[th] = cpu.MemoryBandwidth(th)
 				fmt.Fprintf(cfg.Progress, "memory bandwidth, %d thread(s): %.1f GB/s\n", th, res.Bandwidth[th]/1e9)
 			}
-			rows, err := measureModel(ctx, cfg, t, th, res.Bandwidth[th])
-			if err != nil {
-				return nil, err
+			for _, k := range cfg.Kernels {
+				cpu.SetWideKernels(k == "best")
+				rows, err := measureModel(ctx, cfg, t, th, res.Bandwidth[th])
+				if err != nil {
+					return nil, err
+				}
+				res.Rows = append(res.Rows, rows...)
 			}
-			res.Rows = append(res.Rows, rows...)
 		}
 	}
 	return res, nil
@@ -140,16 +157,31 @@ func (r *ModelResults) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteTable writes the results as an aligned table, a row per test.
+// WriteTable writes the results as an aligned table, a row per test. Where
+// a test also ran with the AVX2 kernels alone, "vs avx2" is the ratio of its
+// speed to that run's.
 func (r *ModelResults) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\ttype\tparams\tthreads\ttest\ttok/s\tweights GB/s\t% of bandwidth\t")
+	type key struct {
+		model, typ, test string
+		threads          int
+	}
+	avx2 := map[key]float64{}
 	for _, r := range r.Rows {
-		gb, frac := "", ""
+		if r.Kernels == "avx2" {
+			avx2[key{r.Model, r.Type, r.Test, r.Threads}] = r.TokensPerS
+		}
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\ttype\tparams\tthreads\tkernels\ttest\ttok/s\tvs avx2\tweights GB/s\t% of bandwidth\t")
+	for _, r := range r.Rows {
+		gb, frac, ratio := "", "", ""
 		if r.WeightGBps > 0 {
 			gb, frac = fmt.Sprintf("%.1f", r.WeightGBps), fmt.Sprintf("%.0f%%", 100*r.BandwidthOf)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1fM\t%d\t%s\t%.1f\t%s\t%s\t\n", r.Model, r.Type, float64(r.Params)/1e6, r.Threads, r.Test, r.TokensPerS, gb, frac)
+		if b := avx2[key{r.Model, r.Type, r.Test, r.Threads}]; b > 0 && r.Kernels != "avx2" {
+			ratio = fmt.Sprintf("%.2f×", r.TokensPerS/b)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1fM\t%d\t%s\t%s\t%.1f\t%s\t%s\t%s\t\n", r.Model, r.Type, float64(r.Params)/1e6, r.Threads, r.Kernels, r.Test, r.TokensPerS, ratio, gb, frac)
 	}
 	return tw.Flush()
 }
@@ -220,7 +252,7 @@ func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, b
 	if err != nil {
 		return nil, err
 	}
-	base := Row{Model: t.Name, Type: "?", Threads: threads}
+	base := Row{Model: t.Name, Type: "?", Threads: threads, Kernels: cpu.KernelPaths()}
 	if ti, ok := f.Tensor("blk.0.attn_q.weight"); ok {
 		base.Type = ti.Type.String()
 	}

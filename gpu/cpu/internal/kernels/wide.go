@@ -77,12 +77,11 @@ func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
 				x := mm.ap[m*np : (m+4)*np]
 				dotQ4_0x4x4VNNI(&w[0], rb, &x[0], np, 128*np, (*[16]float32)(o[:16]))
 			}
-			for j := 0; j < wr; j++ {
-				c := r + j
-				dst[m*N+c] = o[4*j]
-				dst[(m+1)*N+c] = o[4*j+1]
-				dst[(m+2)*N+c] = o[4*j+2]
-				dst[(m+3)*N+c] = o[4*j+3]
+			for i := 0; i < 4; i++ {
+				d := dst[(m+i)*N+r:][:wr]
+				for j := range d {
+					d[j] = o[4*j+i]
+				}
 			}
 		}
 	}
