@@ -104,7 +104,7 @@ type Row struct {
 	Params      int64   `json:"params"`
 	Threads     int     `json:"threads"`
 	Kernels     string  `json:"kernels"` // the CPU kernel paths that ran
-	Test        string  `json:"test"` // pp512, tg128, batch16
+	Test        string  `json:"test"`    // pp512, tg128, batch16
 	Batch       int     `json:"batch"`
 	TokensPerS  float64 `json:"tokens_per_s"`
 	WeightGBps  float64 `json:"weight_gb_per_s,omitempty"`
