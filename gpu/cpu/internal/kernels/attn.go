@@ -45,6 +45,10 @@ func AttnScores(q []float32, nq, hd int, k *Paged, n int, scale float32, out []f
 	}
 	k.check(n, hd)
 	_, _ = q[nq*hd-1], out[nq*n-1]
+	if useAsm && hd%8 == 0 && nq >= 2 && hasWide && !wideOff {
+		attnScoresWide(q, nq, hd, k, n, scale, out)
+		return
+	}
 	if useAsm && hd%8 == 0 {
 		attnScoresAVX2(&q[0], nq, hd, &k.Data[k.Off], &k.Tab[0], n, k.BT, 4*k.BlockFloats, 4*k.Stride, &out[0], scale)
 		return
@@ -66,6 +70,10 @@ func AttnValues(p []float32, nq, hd int, v *Paged, n int, out []float32) {
 	}
 	v.check(n, hd)
 	_, _ = p[nq*n-1], out[nq*hd-1]
+	if useAsm && hd%16 == 0 && hasWide && !wideOff {
+		attnValuesAVX512(&p[0], nq, hd, &v.Data[v.Off], &v.Tab[0], n, v.BT, 4*v.BlockFloats, 4*v.Stride, &out[0])
+		return
+	}
 	if useAsm && hd%8 == 0 {
 		attnValuesAVX2(&p[0], nq, hd, &v.Data[v.Off], &v.Tab[0], n, v.BT, 4*v.BlockFloats, 4*v.Stride, &out[0])
 		return
@@ -75,6 +83,33 @@ func AttnValues(p []float32, nq, hd int, v *Paged, n int, out []float32) {
 		rows := v.block(p0/v.BT, cnt, hd)
 		for h := 0; h < nq; h++ {
 			AxpyRows(p[h*n+p0:h*n+p0+cnt], rows, v.Stride, out[h*hd:(h+1)*hd])
+		}
+	}
+}
+
+// attnScoresWide is AttnScores with the AVX-512 kernel, two heads at a
+// time over each block's rows in groups of eight; the rows past the last
+// group, and an odd last head, go through DotRows. Every score has the bits
+// of attnScoresAVX2 (the 8-, 4- and 1-row steps reduce in the same order).
+func attnScoresWide(q []float32, nq, hd int, k *Paged, n int, scale float32, out []float32) {
+	for p0 := 0; p0 < n; p0 += k.BT {
+		cnt := min(k.BT, n-p0)
+		rows := k.block(p0/k.BT, cnt, hd)
+		n8 := cnt &^ 7
+		h := 0
+		for ; h+1 < nq; h += 2 {
+			if n8 > 0 {
+				o := out[h*n+p0 : (h+1)*n+p0+n8]
+				attnScores2AVX512(&q[h*hd], 4*hd, &rows[0], 4*k.Stride, hd, n8, &o[0], 4*n, scale)
+			}
+			if n8 < cnt {
+				for hh := h; hh < h+2; hh++ {
+					DotRows(q[hh*hd:(hh+1)*hd], rows[n8*k.Stride:], k.Stride, scale, out[hh*n+p0+n8:hh*n+p0+cnt])
+				}
+			}
+		}
+		if h < nq {
+			DotRows(q[h*hd:(h+1)*hd], rows, k.Stride, scale, out[h*n+p0:h*n+p0+cnt])
 		}
 	}
 }

@@ -300,3 +300,202 @@ loop:
 	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48)
 	VZEROUPPER
 	RET
+
+// func attnValuesAVX512(p *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32)
+//
+// attnValuesAVX2 with 16 dimensions a register (hd a multiple of 16): every
+// lane sees the same operations in the same order, so the two give the
+// same bits.
+//
+// out[h·hd + i] += Σ_t p[h·n + t]·V_t[i] for h < nq, i < hd, t < n.
+TEXT ·attnValuesAVX512(SB), NOSPLIT, $40-80
+	MOVQ kstride+64(FP), BX
+	LEAQ (BX)(BX*2), R10
+	MOVQ $0, 0(SP)
+	MOVQ tab+32(FP), R8
+	MOVQ R8, 8(SP)
+
+block:
+	MOVQ    n+40(FP), R8
+	SUBQ    0(SP), R8
+	JLE     done
+	MOVQ    bt+48(FP), R9
+	CMPQ    R8, R9
+	CMOVQGT R9, R8
+	MOVQ    R8, 16(SP)
+	MOVQ    8(SP), R9
+	MOVLQSX (R9), R9
+	IMULQ   bbytes+56(FP), R9
+	ADDQ    kv+24(FP), R9
+	MOVQ    R9, 24(SP)
+	// SI: this head's scores from the block's first position.
+	MOVQ    p+0(FP), SI
+	MOVQ    0(SP), R9
+	LEAQ    (SI)(R9*4), SI
+	MOVQ    out+72(FP), AX
+	MOVQ    nq+8(FP), R9
+	MOVQ    R9, 32(SP)
+
+head:
+	MOVQ 24(SP), DI
+	MOVQ hd+16(FP), CX
+
+chunk:
+	MOVQ   SI, R11
+	MOVQ   DI, R12
+	MOVQ   16(SP), R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	CMPQ   R9, $4
+	JLT    tail
+
+loop4:
+	VMOVUPS          (R12), Z4
+	VMOVUPS          (R12)(BX*1), Z5
+	VMOVUPS          (R12)(BX*2), Z6
+	VMOVUPS          (R12)(R10*1), Z7
+	VFMADD231PS.BCST (R11), Z4, Z0
+	VFMADD231PS.BCST 4(R11), Z5, Z1
+	VFMADD231PS.BCST 8(R11), Z6, Z2
+	VFMADD231PS.BCST 12(R11), Z7, Z3
+	ADDQ         $16, R11
+	LEAQ         (R12)(BX*4), R12
+	SUBQ         $4, R9
+	CMPQ         R9, $4
+	JGE          loop4
+
+tail:
+	// The last n mod 4 rows go to accumulators 0, 1, 2, as they would in
+	// a longer run: the result for a row set does not depend on rows after
+	// it that have weight 0.
+	TESTQ        R9, R9
+	JZ           sum
+	VMOVUPS          (R12), Z4
+	VFMADD231PS.BCST (R11), Z4, Z0
+	CMPQ             R9, $2
+	JLT              sum
+	VMOVUPS          (R12)(BX*1), Z5
+	VFMADD231PS.BCST 4(R11), Z5, Z1
+	CMPQ             R9, $3
+	JLT              sum
+	VMOVUPS          (R12)(BX*2), Z6
+	VFMADD231PS.BCST 8(R11), Z6, Z2
+
+sum:
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z3, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	VADDPS  (AX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $64, AX
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JNZ     chunk
+	// Next head: scores move by n floats; AX has moved by hd floats.
+	MOVQ n+40(FP), R9
+	LEAQ (SI)(R9*4), SI
+	DECQ 32(SP)
+	JNZ  head
+	MOVQ bt+48(FP), R9
+	ADDQ R9, 0(SP)
+	ADDQ $4, 8(SP)
+	JMP  block
+
+done:
+	VZEROUPPER
+	RET
+
+// TREE8 (as in attn_amd64.s) reduces Y0..Y7 to one vector whose lane j is
+// the sum of the lanes of Yj, left in Y0; Y1..Y7 are clobbered.
+#define TREE8 \
+	VHADDPS    Y1, Y0, Y0     \
+	VHADDPS    Y3, Y2, Y2     \
+	VHADDPS    Y5, Y4, Y4     \
+	VHADDPS    Y7, Y6, Y6     \
+	VHADDPS    Y2, Y0, Y0     \
+	VHADDPS    Y6, Y4, Y4     \
+	VPERM2F128 $0x20, Y4, Y0, Y1 \
+	VPERM2F128 $0x31, Y4, Y0, Y2 \
+	VADDPS     Y2, Y1, Y0
+
+// func attnScores2AVX512(q *float32, qstride int, k *float32, kstride, hd, n int, out *float32, ostride int, scale float32)
+//
+// The scores of two query heads (at q and q + qstride bytes) against n
+// rows of K (a multiple of 8, kstride bytes apart), hd floats each (a
+// multiple of 8): out[t] and out[ostride/4 + t] = scale · q·K_t. A ZMM
+// accumulator holds row t's 8-lane accumulators for both heads, [h₀ | h₁],
+// each updated as in the 8-row step of DOTROWS, and each half reduces with
+// TREE8: the bits of attnScoresAVX2, with one FMA for two heads.
+TEXT ·attnScores2AVX512(SB), NOSPLIT, $0-68
+	MOVQ         q+0(FP), SI
+	MOVQ         qstride+8(FP), R8
+	MOVQ         k+16(FP), DI
+	MOVQ         kstride+24(FP), BX
+	MOVQ         n+40(FP), DX
+	MOVQ         out+48(FP), AX
+	MOVQ         ostride+56(FP), R9
+	VBROADCASTSS scale+64(FP), Y15
+	LEAQ         (BX)(BX*2), R10
+
+rows8:
+	MOVQ   DI, R11
+	LEAQ   (DI)(BX*4), R12
+	MOVQ   SI, R13
+	MOVQ   hd+32(FP), CX
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+
+step:
+	VMOVUPS         (R13), Y8
+	VINSERTF32X8    $1, (R13)(R8*1), Z8, Z8
+	VBROADCASTF32X8 (R11), Z9
+	VFMADD231PS     Z9, Z8, Z0
+	VBROADCASTF32X8 (R11)(BX*1), Z10
+	VFMADD231PS     Z10, Z8, Z1
+	VBROADCASTF32X8 (R11)(BX*2), Z11
+	VFMADD231PS     Z11, Z8, Z2
+	VBROADCASTF32X8 (R11)(R10*1), Z12
+	VFMADD231PS     Z12, Z8, Z3
+	VBROADCASTF32X8 (R12), Z9
+	VFMADD231PS     Z9, Z8, Z4
+	VBROADCASTF32X8 (R12)(BX*1), Z10
+	VFMADD231PS     Z10, Z8, Z5
+	VBROADCASTF32X8 (R12)(BX*2), Z11
+	VFMADD231PS     Z11, Z8, Z6
+	VBROADCASTF32X8 (R12)(R10*1), Z12
+	VFMADD231PS     Z12, Z8, Z7
+	ADDQ            $32, R11
+	ADDQ            $32, R12
+	ADDQ            $32, R13
+	SUBQ            $8, CX
+	JNZ             step
+
+	VEXTRACTF32X8 $1, Z0, Y16
+	VEXTRACTF32X8 $1, Z1, Y17
+	VEXTRACTF32X8 $1, Z2, Y18
+	VEXTRACTF32X8 $1, Z3, Y19
+	VEXTRACTF32X8 $1, Z4, Y20
+	VEXTRACTF32X8 $1, Z5, Y21
+	VEXTRACTF32X8 $1, Z6, Y22
+	VEXTRACTF32X8 $1, Z7, Y23
+	TREE8
+	VMULPS        Y15, Y0, Y0
+	VMOVUPS       Y0, (AX)
+	VMOVAPS       Y16, Y0
+	VMOVAPS       Y17, Y1
+	VMOVAPS       Y18, Y2
+	VMOVAPS       Y19, Y3
+	VMOVAPS       Y20, Y4
+	VMOVAPS       Y21, Y5
+	VMOVAPS       Y22, Y6
+	VMOVAPS       Y23, Y7
+	TREE8
+	VMULPS        Y15, Y0, Y0
+	VMOVUPS       Y0, (AX)(R9*1)
+	ADDQ          $32, AX
+	LEAQ          (DI)(BX*8), DI
+	SUBQ          $8, DX
+	JNZ           rows8
+	VZEROUPPER
+	RET

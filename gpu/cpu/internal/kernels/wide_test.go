@@ -89,3 +89,51 @@ func TestWideKernelsMatchAVX2(t *testing.T) {
 		t.Fatalf("no wide kernel ran (paths %s)", Paths())
 	}
 }
+
+// AttnScores and AttnValues give the same bits with the AVX-512 kernels as
+// with the AVX2 ones, for head sizes that take them (scores: multiples of
+// 8, values: of 16), blocks of several sizes, row counts that leave every
+// tail, and odd and even head counts.
+func TestWideAttnMatchesAVX2(t *testing.T) {
+	if !useAsm || !hasWide {
+		t.Skipf("no AVX-512 on this CPU (paths: %s)", Paths())
+	}
+	r := rand.New(rand.NewPCG(20, 20))
+	for _, hd := range []int{8, 16, 48, 64, 128} {
+		for _, bt := range []int{1, 5, 16, 32} {
+			for _, n := range []int{1, 3, 4, 7, 16, 17, 33, 100} {
+				for _, nq := range []int{1, 2, 3, 8} {
+					stride := 2 * hd
+					nb := (n + bt - 1) / bt
+					bf := 2*bt*stride + 8
+					data := randFloats(r, (nb+2)*bf)
+					tab := make([]int32, nb)
+					for i, j := range r.Perm(nb + 2)[:nb] {
+						tab[i] = int32(j)
+					}
+					pg := &Paged{Data: data, Tab: tab, BlockFloats: bf, Off: 3, BT: bt, Stride: stride}
+					q := randFloats(r, nq*hd)
+					sWant, sGot := make([]float32, nq*n), make([]float32, nq*n)
+					withWide(false, func() { AttnScores(q, nq, hd, pg, n, 0.125, sWant) })
+					withWide(true, func() { AttnScores(q, nq, hd, pg, n, 0.125, sGot) })
+					for i := range sGot {
+						if math.Float32bits(sGot[i]) != math.Float32bits(sWant[i]) {
+							t.Fatalf("scores hd=%d bt=%d n=%d nq=%d: [%d] = %g with AVX-512, %g with AVX2", hd, bt, n, nq, i, sGot[i], sWant[i])
+						}
+					}
+					p := randFloats(r, nq*n)
+					base := randFloats(r, nq*hd)
+					want := append([]float32(nil), base...)
+					got := append([]float32(nil), base...)
+					withWide(false, func() { AttnValues(p, nq, hd, pg, n, want) })
+					withWide(true, func() { AttnValues(p, nq, hd, pg, n, got) })
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("hd=%d bt=%d n=%d nq=%d: out[%d] = %g with AVX-512, %g with AVX2", hd, bt, n, nq, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
