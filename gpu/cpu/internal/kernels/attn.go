@@ -71,7 +71,11 @@ func AttnValues(p []float32, nq, hd int, v *Paged, n int, out []float32) {
 	v.check(n, hd)
 	_, _ = p[nq*n-1], out[nq*hd-1]
 	if useAsm && hd%16 == 0 && hasWide && !wideOff {
-		attnValuesAVX512(&p[0], nq, hd, &v.Data[v.Off], &v.Tab[0], n, v.BT, 4*v.BlockFloats, 4*v.Stride, &out[0])
+		for p0 := 0; p0 < n; p0 += v.BT {
+			cnt := min(v.BT, n-p0)
+			rows := v.block(p0/v.BT, cnt, hd)
+			attnValuesBlockAVX512(&p[p0], 4*n, nq, hd, &rows[0], 4*v.Stride, cnt, &out[0])
+		}
 		return
 	}
 	if useAsm && hd%8 == 0 {

@@ -91,7 +91,7 @@ func dotQ8_0x4x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstrid
 
 func dotQ4_0x4x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[16]float32) { panic(noAsm) }
 
-func attnValuesAVX512(p *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32) {
+func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32) {
 	panic(noAsm)
 }
 

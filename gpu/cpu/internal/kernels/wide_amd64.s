@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "tree_amd64.h"
 
 // Wide tile kernels, AVX-512 (F, BW, DQ, VL) and AVX512-VNNI, for batches
 // of four or more activation rows.
@@ -301,49 +302,30 @@ loop:
 	VZEROUPPER
 	RET
 
-// func attnValuesAVX512(p *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32)
+// func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32)
 //
-// attnValuesAVX2 with 16 dimensions a register (hd a multiple of 16): every
-// lane sees the same operations in the same order, so the two give the
-// same bits.
-//
-// out[h·hd + i] += Σ_t p[h·n + t]·V_t[i] for h < nq, i < hd, t < n.
-TEXT ·attnValuesAVX512(SB), NOSPLIT, $40-80
-	MOVQ kstride+64(FP), BX
+// One block of attnValuesAVX2 with 16 dimensions a register: for the nq
+// heads (scores pstride bytes apart, outputs hd floats apart, hd a multiple
+// of 16), out[h·hd + i] += Σ_t p_h[t]·V_t[i] over the cnt > 0 rows of V at
+// v (vstride bytes apart). Rows go to four accumulators by t mod 4 (the
+// last cnt mod 4 to the first ones), summed as attnValuesAVX2 sums them
+// and added to out: every lane sees the AVX2 kernel's operations in its
+// order, so the two give the same bits.
+TEXT ·attnValuesBlockAVX512(SB), NOSPLIT, $0-64
+	MOVQ p+0(FP), SI
+	MOVQ nq+16(FP), R8
+	MOVQ vstride+40(FP), BX
+	MOVQ out+56(FP), AX
 	LEAQ (BX)(BX*2), R10
-	MOVQ $0, 0(SP)
-	MOVQ tab+32(FP), R8
-	MOVQ R8, 8(SP)
-
-block:
-	MOVQ    n+40(FP), R8
-	SUBQ    0(SP), R8
-	JLE     done
-	MOVQ    bt+48(FP), R9
-	CMPQ    R8, R9
-	CMOVQGT R9, R8
-	MOVQ    R8, 16(SP)
-	MOVQ    8(SP), R9
-	MOVLQSX (R9), R9
-	IMULQ   bbytes+56(FP), R9
-	ADDQ    kv+24(FP), R9
-	MOVQ    R9, 24(SP)
-	// SI: this head's scores from the block's first position.
-	MOVQ    p+0(FP), SI
-	MOVQ    0(SP), R9
-	LEAQ    (SI)(R9*4), SI
-	MOVQ    out+72(FP), AX
-	MOVQ    nq+8(FP), R9
-	MOVQ    R9, 32(SP)
 
 head:
-	MOVQ 24(SP), DI
-	MOVQ hd+16(FP), CX
+	MOVQ v+32(FP), DI
+	MOVQ hd+24(FP), CX
 
 chunk:
 	MOVQ   SI, R11
 	MOVQ   DI, R12
-	MOVQ   16(SP), R9
+	MOVQ   cnt+48(FP), R9
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -360,18 +342,15 @@ loop4:
 	VFMADD231PS.BCST 4(R11), Z5, Z1
 	VFMADD231PS.BCST 8(R11), Z6, Z2
 	VFMADD231PS.BCST 12(R11), Z7, Z3
-	ADDQ         $16, R11
-	LEAQ         (R12)(BX*4), R12
-	SUBQ         $4, R9
-	CMPQ         R9, $4
-	JGE          loop4
+	ADDQ             $16, R11
+	LEAQ             (R12)(BX*4), R12
+	SUBQ             $4, R9
+	CMPQ             R9, $4
+	JGE              loop4
 
 tail:
-	// The last n mod 4 rows go to accumulators 0, 1, 2, as they would in
-	// a longer run: the result for a row set does not depend on rows after
-	// it that have weight 0.
-	TESTQ        R9, R9
-	JZ           sum
+	TESTQ            R9, R9
+	JZ               sum
 	VMOVUPS          (R12), Z4
 	VFMADD231PS.BCST (R11), Z4, Z0
 	CMPQ             R9, $2
@@ -393,32 +372,11 @@ sum:
 	ADDQ    $64, DI
 	SUBQ    $16, CX
 	JNZ     chunk
-	// Next head: scores move by n floats; AX has moved by hd floats.
-	MOVQ n+40(FP), R9
-	LEAQ (SI)(R9*4), SI
-	DECQ 32(SP)
-	JNZ  head
-	MOVQ bt+48(FP), R9
-	ADDQ R9, 0(SP)
-	ADDQ $4, 8(SP)
-	JMP  block
-
-done:
+	ADDQ    pstride+8(FP), SI
+	DECQ    R8
+	JNZ     head
 	VZEROUPPER
 	RET
-
-// TREE8 (as in attn_amd64.s) reduces Y0..Y7 to one vector whose lane j is
-// the sum of the lanes of Yj, left in Y0; Y1..Y7 are clobbered.
-#define TREE8 \
-	VHADDPS    Y1, Y0, Y0     \
-	VHADDPS    Y3, Y2, Y2     \
-	VHADDPS    Y5, Y4, Y4     \
-	VHADDPS    Y7, Y6, Y6     \
-	VHADDPS    Y2, Y0, Y0     \
-	VHADDPS    Y6, Y4, Y4     \
-	VPERM2F128 $0x20, Y4, Y0, Y1 \
-	VPERM2F128 $0x31, Y4, Y0, Y2 \
-	VADDPS     Y2, Y1, Y0
 
 // func attnScores2AVX512(q *float32, qstride int, k *float32, kstride, hd, n int, out *float32, ostride int, scale float32)
 //
