@@ -222,3 +222,43 @@ func BenchmarkMatMulPaths(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulStream is a decode step's shape: a batch of M rows through
+// 48 different 2048×768 matrices (more than the caches hold), so the weights
+// stream from memory, with the wide kernels off and on.
+func BenchmarkMatMulStream(b *testing.B) {
+	pool := NewPool(0)
+	defer pool.Close()
+	for _, ty := range []gpu.DType{gpu.Q8_0, gpu.Q4_0} {
+		ws := make([]*Weights, 48)
+		r := rand.New(rand.NewPCG(3, 4))
+		src := randFloats(r, 2048*768)
+		for i := range ws {
+			data, err := quant.Quantize(ty, src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			data[i%len(data)] ^= 1
+			ws[i] = &Weights{Type: ty, Rows: 2048, Cols: 768, Data: data}
+		}
+		for _, M := range []int{1, 16} {
+			for _, wide := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%v/M=%d/wide=%v", ty, M, wide), func(b *testing.B) {
+					x := randFloats(r, M*768)
+					dst := make([]float32, M*2048)
+					withWide(wide, func() {
+						mm := NewMatMul(pool)
+						b.ResetTimer()
+						for range b.N {
+							for _, w := range ws {
+								mm.Run(dst, x, M, w)
+							}
+						}
+					})
+					secs := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(float64(M)*48*2048*768/secs/1e9, "GMAC/s")
+				})
+			}
+		}
+	}
+}

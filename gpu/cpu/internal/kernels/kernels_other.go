@@ -98,3 +98,7 @@ func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride,
 func attnScores2AVX512(q *float32, qstride int, k *float32, kstride, hd, n int, out *float32, ostride int, scale float32) {
 	panic(noAsm)
 }
+
+func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[32]float32) {
+	panic(noAsm)
+}

@@ -56,33 +56,44 @@ func wideRows(t gpu.DType, cols int) int {
 }
 
 // wide computes dst rows m0..m1 (m1−m0 a multiple of 4), columns r0..r1
-// (r1−r0 a multiple of wr) with the wide kernels.
+// (r1−r0 a multiple of wr) with the wide kernels: Q8_0 eight activation
+// rows at a time where there are eight, the rest four at a time.
 func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
 	var o [32]float32
 	K, N, rb := mm.cols, mm.rows, mm.rb
 	dst := mm.dst
 	for r := r0; r < r1; r += wr {
 		w := mm.w[r*rb : (r+wr)*rb]
-		for m := m0; m < m1; m += 4 {
+		for m := m0; m < m1; {
+			rows := 4
 			switch mm.t {
 			case gpu.F32:
 				x := mm.x[m*K : (m+4)*K]
 				dotF32x4x8AVX512(&x[0], 4*K, &f32s(w)[0], rb, K, &o)
 			case gpu.Q8_0:
 				nb := K / qk8
-				xq, xd := mm.aq[m*K:(m+4)*K], mm.ad[m*nb:(m+4)*nb]
-				dotQ8_0x4x4VNNI(&w[0], rb, &xq[0], &xd[0], nb, K, 4*nb, (*[16]float32)(o[:16]))
+				if m+8 <= m1 {
+					rows = 8
+				}
+				xq, xd := mm.aq[m*K:(m+rows)*K], mm.ad[m*nb:(m+rows)*nb]
+				if rows == 8 {
+					dotQ8_0x8x4VNNI(&w[0], rb, &xq[0], &xd[0], nb, K, 4*nb, &o)
+				} else {
+					dotQ8_0x4x4VNNI(&w[0], rb, &xq[0], &xd[0], nb, K, 4*nb, (*[16]float32)(o[:16]))
+				}
 			case gpu.Q4_0:
 				np := q4Pairs(K)
 				x := mm.ap[m*np : (m+4)*np]
 				dotQ4_0x4x4VNNI(&w[0], rb, &x[0], np, 128*np, (*[16]float32)(o[:16]))
 			}
-			for i := 0; i < 4; i++ {
+			// o holds x row i · w row j at rows·j + i.
+			for i := 0; i < rows; i++ {
 				d := dst[(m+i)*N+r:][:wr]
 				for j := range d {
-					d[j] = o[4*j+i]
+					d[j] = o[rows*j+i]
 				}
 			}
+			m += rows
 		}
 	}
 }
