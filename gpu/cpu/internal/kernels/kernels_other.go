@@ -102,3 +102,5 @@ func attnScores2AVX512(q *float32, qstride int, k *float32, kstride, hd, n int, 
 func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[32]float32) {
 	panic(noAsm)
 }
+
+func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[32]float32) { panic(noAsm) }

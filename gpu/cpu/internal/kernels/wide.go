@@ -56,8 +56,8 @@ func wideRows(t gpu.DType, cols int) int {
 }
 
 // wide computes dst rows m0..m1 (m1−m0 a multiple of 4), columns r0..r1
-// (r1−r0 a multiple of wr) with the wide kernels: Q8_0 eight activation
-// rows at a time where there are eight, the rest four at a time.
+// (r1−r0 a multiple of wr) with the wide kernels: Q8_0 and Q4_0 eight
+// activation rows at a time where there are eight, the rest four at a time.
 func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
 	var o [32]float32
 	K, N, rb := mm.cols, mm.rows, mm.rb
@@ -83,8 +83,15 @@ func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
 				}
 			case gpu.Q4_0:
 				np := q4Pairs(K)
-				x := mm.ap[m*np : (m+4)*np]
-				dotQ4_0x4x4VNNI(&w[0], rb, &x[0], np, 128*np, (*[16]float32)(o[:16]))
+				if m+8 <= m1 {
+					rows = 8
+				}
+				x := mm.ap[m*np : (m+rows)*np]
+				if rows == 8 {
+					dotQ4_0x8x4VNNI(&w[0], rb, &x[0], np, 128*np, &o)
+				} else {
+					dotQ4_0x4x4VNNI(&w[0], rb, &x[0], np, 128*np, (*[16]float32)(o[:16]))
+				}
 			}
 			// o holds x row i · w row j at rows·j + i.
 			for i := 0; i < rows; i++ {

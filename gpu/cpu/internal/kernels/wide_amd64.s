@@ -235,7 +235,7 @@ loop:
 // Q4_0 with VNNI, on pairQ4 activations (see quant_amd64.s): the nibbles are
 // the unsigned operand as they are, the activations the signed one, and the
 // int32 lanes start from the pair's corrections, so they are those of
-// ROWQ4. Z29 holds 0x0f bytes.
+// ROWQ4. Z31 holds 0x0f bytes.
 
 // WQ4W decodes a pair of weight rows (a, b) for one pair of blocks into
 // lo and hi ([a | b] nibbles, each [A | B]) and dw ([dA ×4 | dB ×4] of a,
@@ -248,8 +248,8 @@ loop:
 	VINSERTI32X4 $1, b20, Y23, Y23      \
 	VINSERTI32X8 $1, Y23, Z22, Z22      \
 	VPSRLW       $4, Z22, hi            \
-	VPANDD       Z29, Z22, lo           \
-	VPANDD       Z29, hi, hi            \
+	VPANDD       Z31, Z22, lo           \
+	VPANDD       Z31, hi, hi            \
 	VPBROADCASTW a0, X24                \
 	VPBROADCASTW a18, X25               \
 	VPUNPCKLQDQ  X25, X24, X24          \
@@ -298,7 +298,7 @@ TEXT ·dotQ4_0x4x4VNNI(SB), NOSPLIT, $0-48
 	ADDQ BX, R8          // x row 3
 	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	MOVL $0x0f0f0f0f, R13
-	VPBROADCASTD R13, Z29
+	VPBROADCASTD R13, Z31
 
 loop:
 	PREFETCH4((DI), (DI)(R11*1), (DI)(R11*2), (R12))
@@ -500,6 +500,55 @@ step:
 	TREE8 \
 	VMOVUPS Y0, off(AX)
 
+// X8OUT stores the sums of the 8-row kernels: pair (0, 1) in Z0..Z7, pair
+// (2, 3) in Z8..Z15 (low halves rows 0 and 2, high halves rows 1 and 3), one
+// activation row a register; out[8j+i] at AX. Each half reduces with TREE8.
+#define X8OUT \
+	VEXTRACTF32X8 $1, Z0, Y16 \
+	VEXTRACTF32X8 $1, Z1, Y17 \
+	VEXTRACTF32X8 $1, Z2, Y18 \
+	VEXTRACTF32X8 $1, Z3, Y19 \
+	VEXTRACTF32X8 $1, Z4, Y20 \
+	VEXTRACTF32X8 $1, Z5, Y21 \
+	VEXTRACTF32X8 $1, Z6, Y22 \
+	VEXTRACTF32X8 $1, Z7, Y23 \
+	WTREE8(0) \
+	VMOVAPS Y16, Y0 \
+	VMOVAPS Y17, Y1 \
+	VMOVAPS Y18, Y2 \
+	VMOVAPS Y19, Y3 \
+	VMOVAPS Y20, Y4 \
+	VMOVAPS Y21, Y5 \
+	VMOVAPS Y22, Y6 \
+	VMOVAPS Y23, Y7 \
+	WTREE8(32) \
+	VEXTRACTF32X8 $1, Z8, Y16 \
+	VEXTRACTF32X8 $1, Z9, Y17 \
+	VEXTRACTF32X8 $1, Z10, Y18 \
+	VEXTRACTF32X8 $1, Z11, Y19 \
+	VEXTRACTF32X8 $1, Z12, Y20 \
+	VEXTRACTF32X8 $1, Z13, Y21 \
+	VEXTRACTF32X8 $1, Z14, Y22 \
+	VEXTRACTF32X8 $1, Z15, Y23 \
+	VMOVAPS Y8, Y0 \
+	VMOVAPS Y9, Y1 \
+	VMOVAPS Y10, Y2 \
+	VMOVAPS Y11, Y3 \
+	VMOVAPS Y12, Y4 \
+	VMOVAPS Y13, Y5 \
+	VMOVAPS Y14, Y6 \
+	VMOVAPS Y15, Y7 \
+	WTREE8(64) \
+	VMOVAPS Y16, Y0 \
+	VMOVAPS Y17, Y1 \
+	VMOVAPS Y18, Y2 \
+	VMOVAPS Y19, Y3 \
+	VMOVAPS Y20, Y4 \
+	VMOVAPS Y21, Y5 \
+	VMOVAPS Y22, Y6 \
+	VMOVAPS Y23, Y7 \
+	WTREE8(96)
+
 // func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[32]float32)
 //
 // dotQ8_0x4x4VNNI for eight activation rows: out[8j+i] = x row i · w row j,
@@ -558,51 +607,69 @@ loop:
 	DECQ CX
 	JNZ  loop
 
-	// Pair (0, 1) in Z0..Z7, pair (2, 3) in Z8..Z15: low halves are rows
-	// 0 and 2, high halves rows 1 and 3.
-	VEXTRACTF32X8 $1, Z0, Y16
-	VEXTRACTF32X8 $1, Z1, Y17
-	VEXTRACTF32X8 $1, Z2, Y18
-	VEXTRACTF32X8 $1, Z3, Y19
-	VEXTRACTF32X8 $1, Z4, Y20
-	VEXTRACTF32X8 $1, Z5, Y21
-	VEXTRACTF32X8 $1, Z6, Y22
-	VEXTRACTF32X8 $1, Z7, Y23
-	WTREE8(0)
-	VMOVAPS Y16, Y0
-	VMOVAPS Y17, Y1
-	VMOVAPS Y18, Y2
-	VMOVAPS Y19, Y3
-	VMOVAPS Y20, Y4
-	VMOVAPS Y21, Y5
-	VMOVAPS Y22, Y6
-	VMOVAPS Y23, Y7
-	WTREE8(32)
-	VEXTRACTF32X8 $1, Z8, Y16
-	VEXTRACTF32X8 $1, Z9, Y17
-	VEXTRACTF32X8 $1, Z10, Y18
-	VEXTRACTF32X8 $1, Z11, Y19
-	VEXTRACTF32X8 $1, Z12, Y20
-	VEXTRACTF32X8 $1, Z13, Y21
-	VEXTRACTF32X8 $1, Z14, Y22
-	VEXTRACTF32X8 $1, Z15, Y23
-	VMOVAPS Y8, Y0
-	VMOVAPS Y9, Y1
-	VMOVAPS Y10, Y2
-	VMOVAPS Y11, Y3
-	VMOVAPS Y12, Y4
-	VMOVAPS Y13, Y5
-	VMOVAPS Y14, Y6
-	VMOVAPS Y15, Y7
-	WTREE8(64)
-	VMOVAPS Y16, Y0
-	VMOVAPS Y17, Y1
-	VMOVAPS Y18, Y2
-	VMOVAPS Y19, Y3
-	VMOVAPS Y20, Y4
-	VMOVAPS Y21, Y5
-	VMOVAPS Y22, Y6
-	VMOVAPS Y23, Y7
-	WTREE8(96)
+	X8OUT
+	VZEROUPPER
+	RET
+
+// WQ4ROW8(acc0, acc1): WQ4ROW for the 8-row kernel: the pairQ4 at R8
+// against the weight pairs Z16..Z18 (rows 0, 1) and Z19..Z21 (rows 2, 3);
+// moves R8 to the next row.
+#define WQ4ROW8(acc0, acc1) \
+	VBROADCASTF32X8 64(R8), Z22   \
+	VBROADCASTI32X8 0(R8), Z23    \
+	VBROADCASTI32X8 32(R8), Z24   \
+	VBROADCASTI32X8 96(R8), Z25   \
+	VMOVDQA32       Z25, Z26      \
+	VPDPBUSD        Z23, Z16, Z26 \
+	VPDPBUSD        Z24, Z17, Z26 \
+	VMOVDQA32       Z25, Z28      \
+	VPDPBUSD        Z23, Z19, Z28 \
+	VPDPBUSD        Z24, Z20, Z28 \
+	VCVTDQ2PS       Z26, Z26      \
+	VCVTDQ2PS       Z28, Z28      \
+	VMULPS          Z22, Z18, Z27 \
+	VMULPS          Z22, Z21, Z30 \
+	VFMADD231PS     Z26, Z27, acc0 \
+	VFMADD231PS     Z28, Z30, acc1 \
+	ADDQ            BX, R8
+
+// func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[32]float32)
+//
+// dotQ4_0x4x4VNNI for eight activation rows: out[8j+i] = x row i · w row j,
+// i < 8, j < 4.
+TEXT ·dotQ4_0x8x4VNNI(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ rb+8(FP), R11
+	MOVQ x+16(FP), SI
+	MOVQ np+24(FP), CX
+	MOVQ xstride+32(FP), BX
+	MOVQ out+40(FP), AX
+	LEAQ (DI)(R11*2), R12
+	ADDQ R11, R12        // w row 3
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	MOVL $0x0f0f0f0f, R13
+	VPBROADCASTD R13, Z31
+
+loop:
+	PREFETCH4((DI), (DI)(R11*1), (DI)(R11*2), (R12))
+	WQ4W(2(DI), 20(DI), 2(DI)(R11*1), 20(DI)(R11*1), 0(DI), 18(DI), 0(DI)(R11*1), 18(DI)(R11*1), Z16, Z17, Z18)
+	WQ4W(2(DI)(R11*2), 20(DI)(R11*2), 2(R12), 20(R12), 0(DI)(R11*2), 18(DI)(R11*2), 0(R12), 18(R12), Z19, Z20, Z21)
+	MOVQ SI, R8
+	WQ4ROW8(Z0, Z8)
+	WQ4ROW8(Z1, Z9)
+	WQ4ROW8(Z2, Z10)
+	WQ4ROW8(Z3, Z11)
+	WQ4ROW8(Z4, Z12)
+	WQ4ROW8(Z5, Z13)
+	WQ4ROW8(Z6, Z14)
+	WQ4ROW8(Z7, Z15)
+	ADDQ $36, DI
+	ADDQ $36, R12
+	ADDQ $128, SI
+	DECQ CX
+	JNZ  loop
+
+	X8OUT
 	VZEROUPPER
 	RET
