@@ -30,6 +30,28 @@
 	PREFETCHT0 PFDW c \
 	PREFETCHT0 PFDW d
 
+// HIGH8(z0..z7) extracts the high halves of eight accumulators to Y16..Y23;
+// MOVE8(y0..y7) copies eight YMM registers to Y0..Y7 (for TREE8).
+#define HIGH8(z0, z1, z2, z3, z4, z5, z6, z7) \
+	VEXTRACTF32X8 $1, z0, Y16 \
+	VEXTRACTF32X8 $1, z1, Y17 \
+	VEXTRACTF32X8 $1, z2, Y18 \
+	VEXTRACTF32X8 $1, z3, Y19 \
+	VEXTRACTF32X8 $1, z4, Y20 \
+	VEXTRACTF32X8 $1, z5, Y21 \
+	VEXTRACTF32X8 $1, z6, Y22 \
+	VEXTRACTF32X8 $1, z7, Y23
+
+#define MOVE8(y0, y1, y2, y3, y4, y5, y6, y7) \
+	VMOVAPS y0, Y0 \
+	VMOVAPS y1, Y1 \
+	VMOVAPS y2, Y2 \
+	VMOVAPS y3, Y3 \
+	VMOVAPS y4, Y4 \
+	VMOVAPS y5, Y5 \
+	VMOVAPS y6, Y6 \
+	VMOVAPS y7, Y7
+
 // ZERO8 clears eight registers.
 #define ZERO8(a, b, c, d, e, f, g, h) \
 	VPXORD a, a, a \
@@ -447,25 +469,11 @@ step:
 	SUBQ            $8, CX
 	JNZ             step
 
-	VEXTRACTF32X8 $1, Z0, Y16
-	VEXTRACTF32X8 $1, Z1, Y17
-	VEXTRACTF32X8 $1, Z2, Y18
-	VEXTRACTF32X8 $1, Z3, Y19
-	VEXTRACTF32X8 $1, Z4, Y20
-	VEXTRACTF32X8 $1, Z5, Y21
-	VEXTRACTF32X8 $1, Z6, Y22
-	VEXTRACTF32X8 $1, Z7, Y23
+	HIGH8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	TREE8
 	VMULPS        Y15, Y0, Y0
 	VMOVUPS       Y0, (AX)
-	VMOVAPS       Y16, Y0
-	VMOVAPS       Y17, Y1
-	VMOVAPS       Y18, Y2
-	VMOVAPS       Y19, Y3
-	VMOVAPS       Y20, Y4
-	VMOVAPS       Y21, Y5
-	VMOVAPS       Y22, Y6
-	VMOVAPS       Y23, Y7
+	MOVE8(Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23)
 	TREE8
 	VMULPS        Y15, Y0, Y0
 	VMOVUPS       Y0, (AX)(R9*1)
@@ -504,49 +512,14 @@ step:
 // (2, 3) in Z8..Z15 (low halves rows 0 and 2, high halves rows 1 and 3), one
 // activation row a register; out[8j+i] at AX. Each half reduces with TREE8.
 #define X8OUT \
-	VEXTRACTF32X8 $1, Z0, Y16 \
-	VEXTRACTF32X8 $1, Z1, Y17 \
-	VEXTRACTF32X8 $1, Z2, Y18 \
-	VEXTRACTF32X8 $1, Z3, Y19 \
-	VEXTRACTF32X8 $1, Z4, Y20 \
-	VEXTRACTF32X8 $1, Z5, Y21 \
-	VEXTRACTF32X8 $1, Z6, Y22 \
-	VEXTRACTF32X8 $1, Z7, Y23 \
+	HIGH8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7) \
 	WTREE8(0) \
-	VMOVAPS Y16, Y0 \
-	VMOVAPS Y17, Y1 \
-	VMOVAPS Y18, Y2 \
-	VMOVAPS Y19, Y3 \
-	VMOVAPS Y20, Y4 \
-	VMOVAPS Y21, Y5 \
-	VMOVAPS Y22, Y6 \
-	VMOVAPS Y23, Y7 \
+	MOVE8(Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23) \
 	WTREE8(32) \
-	VEXTRACTF32X8 $1, Z8, Y16 \
-	VEXTRACTF32X8 $1, Z9, Y17 \
-	VEXTRACTF32X8 $1, Z10, Y18 \
-	VEXTRACTF32X8 $1, Z11, Y19 \
-	VEXTRACTF32X8 $1, Z12, Y20 \
-	VEXTRACTF32X8 $1, Z13, Y21 \
-	VEXTRACTF32X8 $1, Z14, Y22 \
-	VEXTRACTF32X8 $1, Z15, Y23 \
-	VMOVAPS Y8, Y0 \
-	VMOVAPS Y9, Y1 \
-	VMOVAPS Y10, Y2 \
-	VMOVAPS Y11, Y3 \
-	VMOVAPS Y12, Y4 \
-	VMOVAPS Y13, Y5 \
-	VMOVAPS Y14, Y6 \
-	VMOVAPS Y15, Y7 \
+	HIGH8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15) \
+	MOVE8(Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15) \
 	WTREE8(64) \
-	VMOVAPS Y16, Y0 \
-	VMOVAPS Y17, Y1 \
-	VMOVAPS Y18, Y2 \
-	VMOVAPS Y19, Y3 \
-	VMOVAPS Y20, Y4 \
-	VMOVAPS Y21, Y5 \
-	VMOVAPS Y22, Y6 \
-	VMOVAPS Y23, Y7 \
+	MOVE8(Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23) \
 	WTREE8(96)
 
 // func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[32]float32)
