@@ -26,7 +26,7 @@ import (
 func runBench(ctx context.Context, args []string) error {
 	fs := newFlags("bench")
 	modelName := fs.String("model", "", "model file path or name")
-	syn := fs.String("synthetic", "", "benchmark a generated model instead: 134m (llama: dim 768, hidden 2048, 12 layers, vocab 32000), qwen3-0.6b or gemma3-270m (those models' shapes, random weights)")
+	syn := fs.String("synthetic", "", "benchmark a generated model instead: 134m (llama: dim 768, hidden 2048, 12 layers, vocab 32000, context 8192), qwen3-0.6b or gemma3-270m (those models' shapes, random weights)")
 	types := fs.String("type", "f32,q8_0,q4_0", "tensor types of the synthetic model (comma-separated): a GGML type, or a mixed file q3_k_m, q4_k_m, q5_k_m")
 	threadList := fs.String("threads", "1", "thread counts to run (comma-separated)")
 	pp := fs.Int("pp", 512, "prompt length for the prompt-processing test (0: skip)")

@@ -46,9 +46,10 @@ type Config struct {
 }
 
 // Bench134M is the benchmark shape of about 134M parameters (dim 768,
-// hidden 2048, 12 layers, 12 heads, vocab 32000).
+// hidden 2048, 12 layers, 12 heads, vocab 32000), with a context of 8192
+// so that prompts of 4096 can be measured.
 func Bench134M(t gpu.DType) Config {
-	return Config{Dim: 768, Hidden: 2048, Layers: 12, Heads: 12, Vocab: 32000, Type: t, EmbedType: t}
+	return Config{Dim: 768, Hidden: 2048, Layers: 12, Heads: 12, Vocab: 32000, Context: 8192, Type: t, EmbedType: t}
 }
 
 // Qwen3_0_6B is the shape of Qwen3-0.6B (dim 1024, hidden 3072, 28
