@@ -1,6 +1,10 @@
 package kernels
 
-import "github.com/zerolayer/zerolayer/gpu"
+import (
+	"sync/atomic"
+
+	"github.com/zerolayer/zerolayer/gpu"
+)
 
 // The wide tile kernels (AVX-512, wide_amd64.s) multiply four activation
 // rows by several weight rows at once and give each product the bits of
@@ -8,23 +12,23 @@ import "github.com/zerolayer/zerolayer/gpu"
 // kernels.
 
 // wideOff turns the wide kernels off (tests and benchmarks compare the two
-// paths in one process).
-var wideOff bool
+// paths in one process; products in flight may run on either).
+var wideOff atomic.Bool
 
 // SetWide turns the AVX-512 tile kernels on or off (they are on wherever the
 // CPU has them) and reports whether they will run.
 func SetWide(on bool) bool {
-	wideOff = !on
+	wideOff.Store(!on)
 	return on && useAsm && hasWide
 }
 
-// Paths names the kernel paths this CPU runs: "go", "avx2", and
-// "avx512" / "avx512-vnni" when the wide kernels are on.
+// Paths names the kernel paths this CPU runs: "go", "avx2", or
+// "avx2+avx512" / "avx2+avx512-vnni" when the wide kernels are on.
 func Paths() string {
 	switch {
 	case !useAsm:
 		return "go"
-	case wideOff || !hasWide:
+	case wideOff.Load() || !hasWide:
 		return "avx2"
 	case hasVNNI:
 		return "avx2+avx512-vnni"
@@ -35,7 +39,7 @@ func Paths() string {
 // wideRows is the number of weight rows a wide kernel takes at once for a
 // matrix of type t with cols columns, or 0 when none applies.
 func wideRows(t gpu.DType, cols int) int {
-	if wideOff || !useAsm || !hasWide {
+	if !useAsm || !hasWide || wideOff.Load() {
 		return 0
 	}
 	switch t {

@@ -13,9 +13,9 @@ import (
 
 // withWide runs f with the wide kernels on or off.
 func withWide(on bool, f func()) {
-	old := wideOff
-	wideOff = !on
-	defer func() { wideOff = old }()
+	old := wideOff.Load()
+	wideOff.Store(!on)
+	defer wideOff.Store(old)
 	f()
 }
 
