@@ -104,3 +104,11 @@ func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstrid
 }
 
 func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[32]float32) { panic(noAsm) }
+
+func dotF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32) {
+	panic(noAsm)
+}
+
+func dotBF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32) {
+	panic(noAsm)
+}

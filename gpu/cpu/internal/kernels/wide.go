@@ -43,7 +43,7 @@ func wideRows(t gpu.DType, cols int) int {
 		return 0
 	}
 	switch t {
-	case gpu.F32:
+	case gpu.F32, gpu.F16, gpu.BF16:
 		if cols%8 == 0 {
 			return 8
 		}
@@ -74,6 +74,12 @@ func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
 			case gpu.F32:
 				x := mm.x[m*K : (m+4)*K]
 				dotF32x4x8AVX512(&x[0], 4*K, &f32s(w)[0], rb, K, &o)
+			case gpu.F16:
+				x := mm.x[m*K : (m+4)*K]
+				dotF16x4x8AVX512(&x[0], 4*K, &u16s(w)[0], rb, K, &o)
+			case gpu.BF16:
+				x := mm.x[m*K : (m+4)*K]
+				dotBF16x4x8AVX512(&x[0], 4*K, &u16s(w)[0], rb, K, &o)
 			case gpu.Q8_0:
 				nb := K / qk8
 				if m+8 <= m1 {

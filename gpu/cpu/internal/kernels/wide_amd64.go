@@ -31,3 +31,9 @@ func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstrid
 
 //go:noescape
 func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[32]float32)
+
+//go:noescape
+func dotF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32)
+
+//go:noescape
+func dotBF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32)

@@ -86,12 +86,93 @@
 	WREDUCE4(y0, y1, y2, y3, x0, x1, off0) \
 	WREDUCE4(Y12, Y13, Y14, Y15, X12, X13, off1)
 
+#define PAIRF32(a0, a1, z, y) \
+	VMOVUPS      a0, y \
+	VINSERTF32X8 $1, a1, z, z
+
+#define PAIRF16(a0, a1, z, y) \
+	VCVTPH2PS    a0, y   \
+	VCVTPH2PS    a1, Y24 \
+	VINSERTF32X8 $1, Y24, z, z
+
+#define PAIRBF16(a0, a1, z, y) \
+	VPMOVZXWD    a0, y      \
+	VPSLLD       $16, y, y  \
+	VPMOVZXWD    a1, Y24    \
+	VPSLLD       $16, Y24, Y24 \
+	VINSERTF32X8 $1, Y24, z, z
+
+// DOT4X8(LOADPAIR, WSTEP8) is the body of the 4×8 float tile kernels: four
+// activation rows at SI (stride BX) against eight weight rows at DI (stride
+// DX), CX elements, into out at AX. LOADPAIR(a0, a1, z, y) loads 8 weights
+// of rows a0 and a1 as float32 into z = [a0 | a1] (y is z's low half);
+// WSTEP8 is the bytes of 8 weights. Weight pairs (0,1) (2,3) (4,5) (6,7)
+// load into Z16..Z19. At the end the last pair's accumulators go first to
+// Z24..Z27: its high halves need Y12..Y15 free.
+#define DOT4X8(LOADPAIR, WSTEP8) \
+	LEAQ (SI)(BX*2), R10 \
+	ADDQ BX, R10 \
+	LEAQ (DI)(DX*2), R8 \
+	ADDQ DX, R8 \
+	LEAQ (DI)(DX*4), R9 \
+	ADDQ DX, R9 \
+	ADDQ DX, R9 \
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7) \
+	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15) \
+loop: \
+	PREFETCH4((DI), (DI)(DX*1), (DI)(DX*2), (R8)) \
+	PREFETCH4((DI)(DX*4), (R8)(DX*2), (R9), (R8)(DX*4)) \
+	LOADPAIR((DI), (DI)(DX*1), Z16, Y16) \
+	LOADPAIR((DI)(DX*2), (R8), Z17, Y17) \
+	LOADPAIR((DI)(DX*4), (R8)(DX*2), Z18, Y18) \
+	LOADPAIR((R9), (R8)(DX*4), Z19, Y19) \
+	VBROADCASTF32X8 (SI), Z20 \
+	VBROADCASTF32X8 (SI)(BX*1), Z21 \
+	VBROADCASTF32X8 (SI)(BX*2), Z22 \
+	VBROADCASTF32X8 (R10), Z23 \
+	VFMADD231PS     Z16, Z20, Z0 \
+	VFMADD231PS     Z16, Z21, Z1 \
+	VFMADD231PS     Z16, Z22, Z2 \
+	VFMADD231PS     Z16, Z23, Z3 \
+	VFMADD231PS     Z17, Z20, Z4 \
+	VFMADD231PS     Z17, Z21, Z5 \
+	VFMADD231PS     Z17, Z22, Z6 \
+	VFMADD231PS     Z17, Z23, Z7 \
+	VFMADD231PS     Z18, Z20, Z8 \
+	VFMADD231PS     Z18, Z21, Z9 \
+	VFMADD231PS     Z18, Z22, Z10 \
+	VFMADD231PS     Z18, Z23, Z11 \
+	VFMADD231PS     Z19, Z20, Z12 \
+	VFMADD231PS     Z19, Z21, Z13 \
+	VFMADD231PS     Z19, Z22, Z14 \
+	VFMADD231PS     Z19, Z23, Z15 \
+	ADDQ            $32, SI \
+	ADDQ            $32, R10 \
+	ADDQ            $WSTEP8, DI \
+	ADDQ            $WSTEP8, R8 \
+	ADDQ            $WSTEP8, R9 \
+	SUBQ            $8, CX \
+	JNZ             loop \
+	VMOVAPS Z12, Z24 \
+	VMOVAPS Z13, Z25 \
+	VMOVAPS Z14, Z26 \
+	VMOVAPS Z15, Z27 \
+	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0, 16) \
+	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48) \
+	WPAIR(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, 64, 80) \
+	VMOVAPS Z24, Z0 \
+	VMOVAPS Z25, Z1 \
+	VMOVAPS Z26, Z2 \
+	VMOVAPS Z27, Z3 \
+	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 96, 112)
+
 // func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *[32]float32)
 //
 // out[4j+i] = x row i · w row j for four activation rows (xstride bytes
 // apart) and eight weight rows (wstride bytes apart), n > 0 a multiple of
 // 8. Each (i, j) accumulates 8 elements a step in one 8-lane accumulator,
-// as dotF32x4x3AVX2 does.
+// as dotF32x4x3AVX2 does (and the F16 and BF16 forms as dotF16x4x3AVX2 and
+// dotBF16x4x3AVX2: the weights convert to float32 in the same way).
 TEXT ·dotF32x4x8AVX512(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), SI
 	MOVQ xstride+8(FP), BX
@@ -99,69 +180,31 @@ TEXT ·dotF32x4x8AVX512(SB), NOSPLIT, $0-48
 	MOVQ wstride+24(FP), DX
 	MOVQ n+32(FP), CX
 	MOVQ out+40(FP), AX
-	LEAQ (SI)(BX*2), R10
-	ADDQ BX, R10         // x row 3
-	LEAQ (DI)(DX*2), R8
-	ADDQ DX, R8          // w row 3
-	LEAQ (DI)(DX*4), R9
-	ADDQ DX, R9
-	ADDQ DX, R9          // w row 6
-	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
-	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	DOT4X8(PAIRF32, 32)
+	VZEROUPPER
+	RET
 
-loop:
-	PREFETCH4((DI), (DI)(DX*1), (DI)(DX*2), (R8))
-	PREFETCH4((DI)(DX*4), (R8)(DX*2), (R9), (R8)(DX*4))
-	// Weight pairs (0,1) (2,3) (4,5) (6,7) in Z16..Z19.
-	VMOVUPS         (DI), Y16
-	VINSERTF32X8    $1, (DI)(DX*1), Z16, Z16
-	VMOVUPS         (DI)(DX*2), Y17
-	VINSERTF32X8    $1, (R8), Z17, Z17
-	VMOVUPS         (DI)(DX*4), Y18
-	VINSERTF32X8    $1, (R8)(DX*2), Z18, Z18
-	VMOVUPS         (R9), Y19
-	VINSERTF32X8    $1, (R8)(DX*4), Z19, Z19
-	VBROADCASTF32X8 (SI), Z20
-	VBROADCASTF32X8 (SI)(BX*1), Z21
-	VBROADCASTF32X8 (SI)(BX*2), Z22
-	VBROADCASTF32X8 (R10), Z23
-	VFMADD231PS     Z16, Z20, Z0
-	VFMADD231PS     Z16, Z21, Z1
-	VFMADD231PS     Z16, Z22, Z2
-	VFMADD231PS     Z16, Z23, Z3
-	VFMADD231PS     Z17, Z20, Z4
-	VFMADD231PS     Z17, Z21, Z5
-	VFMADD231PS     Z17, Z22, Z6
-	VFMADD231PS     Z17, Z23, Z7
-	VFMADD231PS     Z18, Z20, Z8
-	VFMADD231PS     Z18, Z21, Z9
-	VFMADD231PS     Z18, Z22, Z10
-	VFMADD231PS     Z18, Z23, Z11
-	VFMADD231PS     Z19, Z20, Z12
-	VFMADD231PS     Z19, Z21, Z13
-	VFMADD231PS     Z19, Z22, Z14
-	VFMADD231PS     Z19, Z23, Z15
-	ADDQ            $32, SI
-	ADDQ            $32, R10
-	ADDQ            $32, DI
-	ADDQ            $32, R8
-	ADDQ            $32, R9
-	SUBQ            $8, CX
-	JNZ             loop
+// func dotF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32)
+TEXT ·dotF16x4x8AVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ xstride+8(FP), BX
+	MOVQ w+16(FP), DI
+	MOVQ wstride+24(FP), DX
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), AX
+	DOT4X8(PAIRF16, 16)
+	VZEROUPPER
+	RET
 
-	// The last pair first: its high halves need Y12..Y15 free.
-	VMOVAPS Z12, Z24
-	VMOVAPS Z13, Z25
-	VMOVAPS Z14, Z26
-	VMOVAPS Z15, Z27
-	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0, 16)
-	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48)
-	WPAIR(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, 64, 80)
-	VMOVAPS Z24, Z0
-	VMOVAPS Z25, Z1
-	VMOVAPS Z26, Z2
-	VMOVAPS Z27, Z3
-	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 96, 112)
+// func dotBF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32)
+TEXT ·dotBF16x4x8AVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ xstride+8(FP), BX
+	MOVQ w+16(FP), DI
+	MOVQ wstride+24(FP), DX
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), AX
+	DOT4X8(PAIRBF16, 16)
 	VZEROUPPER
 	RET
 
