@@ -102,14 +102,21 @@
 	VPSLLD       $16, Y24, Y24 \
 	VINSERTF32X8 $1, Y24, z, z
 
-// DOT4X8(LOADPAIR, WSTEP8) is the body of the 4×8 float tile kernels: four
-// activation rows at SI (stride BX) against eight weight rows at DI (stride
-// DX), CX elements, into out at AX. LOADPAIR(a0, a1, z, y) loads 8 weights
+// DOT4X8(LOADPAIR, WSTEP8) is the body of the 4×8 float tile kernels (all
+// three take the same arguments): four activation rows at x (stride
+// xstride) against eight weight rows at w (stride wstride), n elements,
+// into out. LOADPAIR(a0, a1, z, y) loads 8 weights
 // of rows a0 and a1 as float32 into z = [a0 | a1] (y is z's low half);
 // WSTEP8 is the bytes of 8 weights. Weight pairs (0,1) (2,3) (4,5) (6,7)
 // load into Z16..Z19. At the end the last pair's accumulators go first to
 // Z24..Z27: its high halves need Y12..Y15 free.
 #define DOT4X8(LOADPAIR, WSTEP8) \
+	MOVQ x+0(FP), SI \
+	MOVQ xstride+8(FP), BX \
+	MOVQ w+16(FP), DI \
+	MOVQ wstride+24(FP), DX \
+	MOVQ n+32(FP), CX \
+	MOVQ out+40(FP), AX \
 	LEAQ (SI)(BX*2), R10 \
 	ADDQ BX, R10 \
 	LEAQ (DI)(DX*2), R8 \
@@ -174,36 +181,18 @@ loop: \
 // as dotF32x4x3AVX2 does (and the F16 and BF16 forms as dotF16x4x3AVX2 and
 // dotBF16x4x3AVX2: the weights convert to float32 in the same way).
 TEXT ·dotF32x4x8AVX512(SB), NOSPLIT, $0-48
-	MOVQ x+0(FP), SI
-	MOVQ xstride+8(FP), BX
-	MOVQ w+16(FP), DI
-	MOVQ wstride+24(FP), DX
-	MOVQ n+32(FP), CX
-	MOVQ out+40(FP), AX
 	DOT4X8(PAIRF32, 32)
 	VZEROUPPER
 	RET
 
 // func dotF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32)
 TEXT ·dotF16x4x8AVX512(SB), NOSPLIT, $0-48
-	MOVQ x+0(FP), SI
-	MOVQ xstride+8(FP), BX
-	MOVQ w+16(FP), DI
-	MOVQ wstride+24(FP), DX
-	MOVQ n+32(FP), CX
-	MOVQ out+40(FP), AX
 	DOT4X8(PAIRF16, 16)
 	VZEROUPPER
 	RET
 
 // func dotBF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32)
 TEXT ·dotBF16x4x8AVX512(SB), NOSPLIT, $0-48
-	MOVQ x+0(FP), SI
-	MOVQ xstride+8(FP), BX
-	MOVQ w+16(FP), DI
-	MOVQ wstride+24(FP), DX
-	MOVQ n+32(FP), CX
-	MOVQ out+40(FP), AX
 	DOT4X8(PAIRBF16, 16)
 	VZEROUPPER
 	RET
