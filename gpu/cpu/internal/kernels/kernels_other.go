@@ -112,3 +112,7 @@ func dotF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[
 func dotBF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32) {
 	panic(noAsm)
 }
+
+func dotQ4_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32) {
+	panic(noAsm)
+}

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "q4k_amd64.h"
 
 // Quantized kernels, AVX2. Weights are GGML blocks; activations are 8-bit:
 // Q8_0-style (int8 quants, one float32 scale per 32) for Q8_0 and Q4_0
@@ -120,39 +121,10 @@
 	ROWQ8((SI)(BX*2), (DX)(R9*2), Y2)     \
 	ROWQ8((R8), (R10), Y3)
 
-// Q4_K. SCALESK4 unpacks the 6-bit scales and mins of the super-block at DI
-// (bytes 4..15) and stores them as eight int16 scales at 0(SP) and eight
-// int16 mins at 16(SP). Clobbers AX, DX, R11, R12, R13, X2, X3.
-#define SCALESK4 \
-	MOVL      4(DI), AX            \
-	MOVL      8(DI), R11           \
-	MOVL      12(DI), DX           \
-	MOVL      AX, R12              \
-	ANDL      $0x3f3f3f3f, R12     \
-	MOVL      DX, R13              \
-	ANDL      $0x0f0f0f0f, R13     \
-	SHRL      $6, AX               \
-	ANDL      $0x03030303, AX      \
-	SHLL      $4, AX               \
-	ORL       AX, R13              \
-	SHLQ      $32, R13             \
-	ORQ       R13, R12             \
-	VMOVQ     R12, X2              \
-	VPMOVZXBW X2, X2               \
-	VMOVDQU   X2, 0(SP)            \
-	MOVL      R11, R12             \
-	ANDL      $0x3f3f3f3f, R12     \
-	SHRL      $4, DX               \
-	ANDL      $0x0f0f0f0f, DX      \
-	SHRL      $6, R11              \
-	ANDL      $0x03030303, R11     \
-	SHLL      $4, R11              \
-	ORL       R11, DX              \
-	SHLQ      $32, DX              \
-	ORQ       DX, R12              \
-	VMOVQ     R12, X3              \
-	VPMOVZXBW X3, X3               \
-	VMOVDQU   X3, 16(SP)
+// Q4_K.
+// SCALESK4: SCALESK4AT for the super-block at DI, to 0(SP) and 16(SP),
+// through X2 and X3.
+#define SCALESK4 SCALESK4AT(4(DI), 8(DI), 12(DI), 0(SP), 16(SP), X2, X3)
 
 // CHUNKK4 multiplies the 64 elements of one chunk (two sub-blocks, nibbles
 // at DI+woff, scales at SP+soff) by the activations at SI+xoff into the

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "q4k_amd64.h"
 
 // AVX2 kernels of the further types (kernels_more.go has the Go twins).
 // Weights multiply as unsigned quants (VPMADDUBSW takes them as the
@@ -118,36 +119,7 @@ GLOBL b01<>(SB), RODATA|NOPTR, $32
 
 // Q5_K: SCALESMINK4 unpacks the 6-bit scales and mins at 4(DI) (the Q4_K
 // packing) as eight int16 scales at 0(SP) and eight int16 mins at 16(SP).
-#define SCALESMINK4 \
-	MOVL      4(DI), AX            \
-	MOVL      8(DI), R11           \
-	MOVL      12(DI), DX           \
-	MOVL      AX, R12              \
-	ANDL      $0x3f3f3f3f, R12     \
-	MOVL      DX, R13              \
-	ANDL      $0x0f0f0f0f, R13     \
-	SHRL      $6, AX               \
-	ANDL      $0x03030303, AX      \
-	SHLL      $4, AX               \
-	ORL       AX, R13              \
-	SHLQ      $32, R13             \
-	ORQ       R13, R12             \
-	VMOVQ     R12, X2              \
-	VPMOVZXBW X2, X2               \
-	VMOVDQU   X2, 0(SP)            \
-	MOVL      R11, R12             \
-	ANDL      $0x3f3f3f3f, R12     \
-	SHRL      $4, DX               \
-	ANDL      $0x0f0f0f0f, DX      \
-	SHRL      $6, R11              \
-	ANDL      $0x03030303, R11     \
-	SHLL      $4, R11              \
-	ORL       R11, DX              \
-	SHLQ      $32, DX              \
-	ORQ       DX, R12              \
-	VMOVQ     R12, X3              \
-	VPMOVZXBW X3, X3               \
-	VMOVDQU   X3, 16(SP)
+#define SCALESMINK4 SCALESK4AT(4(DI), 8(DI), 12(DI), 0(SP), 16(SP), X2, X3)
 
 // CHUNKK5: one 64-element chunk (nibbles at woff(DI), the next two bits of
 // each qh byte at the bottom of Y12, which then shifts by 2) against the

@@ -55,6 +55,8 @@ func wideRows(t gpu.DType, cols int) int {
 		if hasVNNI && cols%(2*qk8) == 0 {
 			return 4
 		}
+	case gpu.Q4_K:
+		return 2
 	}
 	return 0
 }
@@ -91,6 +93,10 @@ func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
 				} else {
 					dotQ8_0x4x4VNNI(&w[0], rb, &xq[0], &xd[0], nb, K, 4*nb, (*[16]float32)(o[:16]))
 				}
+			case gpu.Q4_K:
+				nb := K / qkK
+				x := mm.akb[m*nb : (m+4)*nb]
+				dotQ4_Kx4x2AVX512(&w[0], rb, &x[0], nb, 320*nb, (*[8]float32)(o[:8]))
 			case gpu.Q4_0:
 				np := q4Pairs(K)
 				if m+8 <= m1 {

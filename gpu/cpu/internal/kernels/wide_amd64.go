@@ -37,3 +37,6 @@ func dotF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[
 
 //go:noescape
 func dotBF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32)
+
+//go:noescape
+func dotQ4_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32)

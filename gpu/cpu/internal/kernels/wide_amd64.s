@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "tree_amd64.h"
+#include "q4k_amd64.h"
 
 // Wide tile kernels, AVX-512 (F, BW, DQ, VL) and AVX512-VNNI, for batches
 // of four or more activation rows.
@@ -676,5 +677,123 @@ loop:
 	JNZ  loop
 
 	X8OUT
+	VZEROUPPER
+	RET
+
+// Q4_K, two weight rows a register: VPMADDUBSW and VPMADDWD on [row₀ | row₁]
+// nibbles against the activations broadcast to both halves, with each
+// half's sub-block scales, and the super-block fold of ENDK4 with each half's
+// d, dmin and mins: the per-lane operations of dotQ4_Kx4AVX2. Scales and
+// mins of row 0 go to 0(SP) and 16(SP), of row 1 to 32(SP) and 48(SP).
+
+// K4X2ROW(lo, hi, acc): one activation row's share of a chunk: nibbles Z6
+// (low), Z7 (high), scales Z8, Z9.
+#define K4X2ROW(lo, hi, acc) \
+	VBROADCASTI32X8 lo, Z2  \
+	VPMADDUBSW      Z2, Z6, Z2 \
+	VPMADDWD        Z8, Z2, Z2 \
+	VBROADCASTI32X8 hi, Z3  \
+	VPMADDUBSW      Z3, Z7, Z3 \
+	VPMADDWD        Z9, Z3, Z3 \
+	VPADDD          Z2, acc, acc \
+	VPADDD          Z3, acc, acc
+
+// K4X2CHUNK(woff, xoff, soff): 64 elements (two sub-blocks) of both rows
+// against the four activation rows.
+#define K4X2CHUNK(woff, xoff, soff) \
+	VMOVDQU8        woff(DI), Y6 \
+	VINSERTI32X8    $1, woff(R9), Z6, Z6 \
+	VPSRLW          $4, Z6, Z7 \
+	VPANDD          Z14, Z6, Z6 \
+	VPANDD          Z14, Z7, Z7 \
+	VPBROADCASTW    soff(SP), Y8 \
+	VPBROADCASTW    soff+32(SP), Y18 \
+	VINSERTI32X8    $1, Y18, Z8, Z8 \
+	VPBROADCASTW    soff+2(SP), Y9 \
+	VPBROADCASTW    soff+34(SP), Y19 \
+	VINSERTI32X8    $1, Y19, Z9, Z9 \
+	K4X2ROW(xoff(SI), xoff+32(SI), Z10) \
+	K4X2ROW(xoff(SI)(BX*1), xoff+32(SI)(BX*1), Z11) \
+	K4X2ROW(xoff(SI)(BX*2), xoff+32(SI)(BX*2), Z12) \
+	K4X2ROW(xoff(R8), xoff+32(R8), Z13)
+
+// K4X2END(bs, dx, iacc, facc): ENDK4 for both rows: Z7 = d, Z6 = dmin,
+// X9 and X20 the mins of rows 0 and 1.
+#define K4X2END(bs, dx, iacc, facc) \
+	VMOVDQU          bs, Y2 \
+	VEXTRACTI128     $1, Y2, X3 \
+	VPHADDW          X3, X2, X2 \
+	VPMADDWD         X20, X2, X3 \
+	VPMADDWD         X9, X2, X2 \
+	VINSERTI32X8     $1, Y3, Z2, Z2 \
+	VCVTDQ2PS        Z2, Z2 \
+	VCVTDQ2PS        iacc, iacc \
+	VMULPS           Z7, iacc, iacc \
+	VFNMADD231PS     Z2, Z6, iacc \
+	VBROADCASTSS     dx, Z3 \
+	VFMADD231PS      iacc, Z3, facc
+
+// func dotQ4_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32)
+//
+// out[4j+i] = x row i · w row j for four blockQ8K activation rows (xstride
+// bytes apart) and two Q4_K weight rows (rb bytes apart), nb > 0
+// super-blocks; per (i, j) the sums of dotQ4_Kx4AVX2.
+TEXT ·dotQ4_Kx4x2AVX512(SB), NOSPLIT, $64-48
+	MOVQ w+0(FP), DI
+	MOVQ rb+8(FP), R9
+	ADDQ DI, R9          // w row 1
+	MOVQ x+16(FP), SI
+	MOVQ nb+24(FP), CX
+	MOVQ xstride+32(FP), BX
+	LEAQ (SI)(BX*2), R8
+	ADDQ BX, R8          // x row 3
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVL   $0x0f0f0f0f, R13
+	VPBROADCASTD R13, Z14
+
+loop:
+	PREFETCHT0 PFDW(DI)
+	PREFETCHT0 PFDW(R9)
+	SCALESK4AT(4(DI), 8(DI), 12(DI), 0(SP), 16(SP), X2, X3)
+	SCALESK4AT(4(R9), 8(R9), 12(R9), 32(SP), 48(SP), X2, X3)
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	K4X2CHUNK(16, 0, 0)
+	K4X2CHUNK(48, 64, 4)
+	K4X2CHUNK(80, 128, 8)
+	K4X2CHUNK(112, 192, 12)
+	// d and dmin of both rows: Z7 = [d₀ ×8 | d₁ ×8], Z6 = [dmin₀ | dmin₁].
+	VMOVD         (DI), X6
+	VCVTPH2PS     X6, X6
+	VBROADCASTSS  X6, Y7
+	VPSHUFD       $0x55, X6, X6
+	VBROADCASTSS  X6, Y6
+	VMOVD         (R9), X16
+	VCVTPH2PS     X16, X16
+	VBROADCASTSS  X16, Y17
+	VPSHUFD       $0x55, X16, X16
+	VBROADCASTSS  X16, Y16
+	VINSERTF32X8  $1, Y17, Z7, Z7
+	VINSERTF32X8  $1, Y16, Z6, Z6
+	VMOVDQU       16(SP), X9
+	VMOVDQU16     48(SP), X20
+	K4X2END(256(SI), 288(SI), Z10, Z0)
+	K4X2END(256(SI)(BX*1), 288(SI)(BX*1), Z11, Z1)
+	K4X2END(256(SI)(BX*2), 288(SI)(BX*2), Z12, Z4)
+	K4X2END(256(R8), 288(R8), Z13, Z5)
+	ADDQ $144, DI
+	ADDQ $144, R9
+	ADDQ $320, SI
+	ADDQ $320, R8
+	DECQ CX
+	JNZ  loop
+
+	MOVQ out+40(FP), AX
+	WPAIR(Z0, Z1, Z4, Z5, Y0, Y1, Y4, Y5, X0, X1, 0, 16)
 	VZEROUPPER
 	RET

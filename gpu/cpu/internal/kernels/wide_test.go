@@ -49,12 +49,12 @@ func TestWideKernelsMatchAVX2(t *testing.T) {
 			p.Close()
 		}
 	}()
-	types := []gpu.DType{gpu.F32, gpu.F16, gpu.BF16, gpu.Q8_0, gpu.Q4_0}
+	types := []gpu.DType{gpu.F32, gpu.F16, gpu.BF16, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K}
 	ran := 0
 	for _, ty := range types {
-		for _, shape := range [][2]int{{8, 32}, {37, 96}, {70, 768}, {300, 64}} {
+		for _, shape := range [][2]int{{8, 32}, {37, 96}, {70, 768}, {300, 64}, {37, 256}, {70, 1024}} {
 			N, K := shape[0], shape[1]
-			if wideRows(ty, K) == 0 {
+			if wideRows(ty, K) == 0 || K%ty.BlockSize() != 0 {
 				continue
 			}
 			ran++
