@@ -197,7 +197,7 @@ func BenchmarkDot4(b *testing.B) {
 func BenchmarkMatMulPaths(b *testing.B) {
 	pool := NewPool(1)
 	defer pool.Close()
-	for _, ty := range []gpu.DType{gpu.F32, gpu.F16, gpu.BF16, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K} {
+	for _, ty := range []gpu.DType{gpu.F32, gpu.F16, gpu.BF16, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K} {
 		for _, sh := range [][2]int{{2048, 768}, {768, 2048}} {
 			for _, M := range []int{16, 512} {
 				for _, wide := range []bool{false, true} {

@@ -44,7 +44,7 @@
 // Where the CPU has AVX-512 (F, BW, DQ, VL), and for Q8_0 and Q4_0
 // AVX512-VNNI, groups of four or eight activation rows go through tile
 // kernels of 2 to 8 weight rows instead (wide_amd64.s: F32, F16, BF16,
-// Q8_0, Q4_0, Q4_K; attention scores and values too). They give every dot
+// Q8_0, Q4_0, Q4_K, Q6_K; attention scores and values too). They give every dot
 // product the bits of the AVX2 kernels: a ZMM register holds two of the
 // AVX2 kernel's 8-lane
 // accumulators, one per weight row of a pair (or, in attention, per head),

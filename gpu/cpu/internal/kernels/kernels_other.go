@@ -116,3 +116,7 @@ func dotBF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *
 func dotQ4_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32) {
 	panic(noAsm)
 }
+
+func dotQ6_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32) {
+	panic(noAsm)
+}

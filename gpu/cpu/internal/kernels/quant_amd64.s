@@ -184,33 +184,37 @@
 // quants are rebuilt as unsigned 0..63 and the −32 offset is applied once
 // per super-block as 32·Σ scale·bsum.
 
-// Q6Q1..Q6Q4 rebuild quarter 1..4 of a half into Y7 from ql0 (Y4), ql1 (Y5)
-// and qh (Y6); M0F and M30 are 0x0f and 0x30 byte masks (registers or
-// memory). HALF6 runs the four quarters of half n.
-#define Q6Q1(M0F, M30) \
-	VPAND  M0F, Y4, Y7   \
-	VPSLLW $4, Y6, Y8    \
-	VPAND  M30, Y8, Y8   \
-	VPOR   Y8, Y7, Y7
+// Q6Q1..Q6Q4 rebuild quarter 1..4 of a half into O from ql0 (L0), ql1 (L1)
+// and qh (QH), through T; M0F and M30 are 0x0f and 0x30 byte masks
+// (registers or memory), AND and OR the instructions (VPAND and VPOR on
+// YMM, VPANDD and VPORD on ZMM). HALF6 runs the four quarters of half n.
+#define Q6Q1(AND, OR, M0F, M30, L0, L1, QH, O, T) \
+	AND    M0F, L0, O \
+	VPSLLW $4, QH, T  \
+	AND    M30, T, T  \
+	OR     T, O, O
 
-#define Q6Q2(M0F, M30) \
-	VPAND  M0F, Y5, Y7   \
-	VPSLLW $2, Y6, Y8    \
-	VPAND  M30, Y8, Y8   \
-	VPOR   Y8, Y7, Y7
+#define Q6Q2(AND, OR, M0F, M30, L0, L1, QH, O, T) \
+	AND    M0F, L1, O \
+	VPSLLW $2, QH, T  \
+	AND    M30, T, T  \
+	OR     T, O, O
 
-#define Q6Q3(M0F, M30) \
-	VPSRLW $4, Y4, Y7    \
-	VPAND  M0F, Y7, Y7   \
-	VPAND  M30, Y6, Y8   \
-	VPOR   Y8, Y7, Y7
+#define Q6Q3(AND, OR, M0F, M30, L0, L1, QH, O, T) \
+	VPSRLW $4, L0, O  \
+	AND    M0F, O, O  \
+	AND    M30, QH, T \
+	OR     T, O, O
 
-#define Q6Q4(M0F, M30) \
-	VPSRLW $4, Y5, Y7    \
-	VPAND  M0F, Y7, Y7   \
-	VPSRLW $2, Y6, Y8    \
-	VPAND  M30, Y8, Y8   \
-	VPOR   Y8, Y7, Y7
+#define Q6Q4(AND, OR, M0F, M30, L0, L1, QH, O, T) \
+	VPSRLW $4, L1, O  \
+	AND    M0F, O, O  \
+	VPSRLW $2, QH, T  \
+	AND    M30, T, T  \
+	OR     T, O, O
+
+// The AVX2 kernels' form: ql0, ql1, qh in Y4..Y6, the quarter in Y7.
+#define Q6Y(Q, M0F, M30) Q(VPAND, VPOR, M0F, M30, Y4, Y5, Y6, Y7, Y8)
 
 // GROUP6 (single row): Y11 += scales · (q · x).
 #define GROUP6(xoff, moff) \
@@ -224,13 +228,13 @@
 	VMOVDQU 64*n(DI), Y4        \
 	VMOVDQU 64*n+32(DI), Y5     \
 	VMOVDQU 128+32*n(DI), Y6    \
-	Q6Q1(Y14, Y12)              \
+	Q6Y(Q6Q1, Y14, Y12)              \
 	GROUP6(128*n, 64*n)         \
-	Q6Q2(Y14, Y12)              \
+	Q6Y(Q6Q2, Y14, Y12)              \
 	GROUP6(128*n+32, 64*n+16)   \
-	Q6Q3(Y14, Y12)              \
+	Q6Y(Q6Q3, Y14, Y12)              \
 	GROUP6(128*n+64, 64*n+32)   \
-	Q6Q4(Y14, Y12)              \
+	Q6Y(Q6Q4, Y14, Y12)              \
 	GROUP6(128*n+96, 64*n+48)
 
 // Four-row Q6_K: int accumulators Y0..Y3, float accumulators Y11..Y14,
@@ -252,13 +256,13 @@
 	VMOVDQU 64*n(DI), Y4                    \
 	VMOVDQU 64*n+32(DI), Y5                 \
 	VMOVDQU 128+32*n(DI), Y6                \
-	Q6Q1(mask0f<>(SB), mask30<>(SB))        \
+	Q6Y(Q6Q1, mask0f<>(SB), mask30<>(SB))        \
 	GROUP6X4(128*n, 64*n)                   \
-	Q6Q2(mask0f<>(SB), mask30<>(SB))        \
+	Q6Y(Q6Q2, mask0f<>(SB), mask30<>(SB))        \
 	GROUP6X4(128*n+32, 64*n+16)             \
-	Q6Q3(mask0f<>(SB), mask30<>(SB))        \
+	Q6Y(Q6Q3, mask0f<>(SB), mask30<>(SB))        \
 	GROUP6X4(128*n+64, 64*n+32)             \
-	Q6Q4(mask0f<>(SB), mask30<>(SB))        \
+	Q6Y(Q6Q4, mask0f<>(SB), mask30<>(SB))        \
 	GROUP6X4(128*n+96, 64*n+48)
 
 // END6(bs, dx, iacc, facc): iacc −= 32·Σ scale·bsum; facc += d·dx·iacc.
@@ -631,3 +635,123 @@ DATA mask30<>+8(SB)/8, $0x3030303030303030
 DATA mask30<>+16(SB)/8, $0x3030303030303030
 DATA mask30<>+24(SB)/8, $0x3030303030303030
 GLOBL mask30<>(SB), RODATA|NOPTR, $32
+
+// Q6_K with AVX-512, two weight rows a register (here for q6shuf<> and the
+// masks): the steps of dotQ6_Kx4AVX2 on [row₀ | row₁], with each half's
+// scales and d, so every lane sees that kernel's operations. Pairs ql0,
+// ql1, qh in Z24..Z26, the rebuilt quarter in Z27, masks 0x0f and 0x30 in
+// Z29, Z30; row scales in X15 (row 0) and X31 (row 1).
+// The wide kernel's form: pairs in Z24..Z26, the quarter in Z27.
+#define Q6Z(Q) Q(VPANDD, VPORD, Z29, Z30, Z24, Z25, Z26, Z27, Z28)
+
+#define ROW6Z(xaddr, acc) \
+	VBROADCASTI32X8 xaddr, Z10 \
+	VPMADDUBSW      Z10, Z27, Z10 \
+	VPMADDWD        Z9, Z10, Z10  \
+	VPADDD          Z10, acc, acc
+
+#define GROUP6Z(xoff, moff) \
+	VPSHUFB      q6shuf<>+moff(SB), X15, X9  \
+	VPMOVSXBW    X9, Y9                      \
+	VPSHUFB      q6shuf<>+moff(SB), X31, X16 \
+	VPMOVSXBW    X16, Y16                    \
+	VINSERTI32X8 $1, Y16, Z9, Z9             \
+	ROW6Z(xoff(SI), Z0)                      \
+	ROW6Z(xoff(SI)(BX*1), Z1)                \
+	ROW6Z(xoff(SI)(BX*2), Z2)                \
+	ROW6Z(xoff(R8), Z3)
+
+#define HALF6Z(n) \
+	VMOVDQU8     64*n(DI), Y24                   \
+	VINSERTI32X8 $1, 64*n(R9), Z24, Z24          \
+	VMOVDQU8     64*n+32(DI), Y25                \
+	VINSERTI32X8 $1, 64*n+32(R9), Z25, Z25       \
+	VMOVDQU8     128+32*n(DI), Y26               \
+	VINSERTI32X8 $1, 128+32*n(R9), Z26, Z26      \
+	Q6Z(Q6Q1)                                    \
+	GROUP6Z(128*n, 64*n)                         \
+	Q6Z(Q6Q2)                                    \
+	GROUP6Z(128*n+32, 64*n+16)                   \
+	Q6Z(Q6Q3)                                    \
+	GROUP6Z(128*n+64, 64*n+32)                   \
+	Q6Z(Q6Q4)                                    \
+	GROUP6Z(128*n+96, 64*n+48)
+
+// END6Z: END6 with Z9 = both rows' int16 scales, Z8 = [d₀ ×8 | d₁ ×8].
+#define END6Z(bs, dx, iacc, facc) \
+	VBROADCASTI32X8 bs, Z10         \
+	VPMADDWD        Z10, Z9, Z10    \
+	VPSLLD          $5, Z10, Z10    \
+	VPSUBD          Z10, iacc, iacc \
+	VCVTDQ2PS       iacc, iacc      \
+	VBROADCASTSS    dx, Z10         \
+	VMULPS          Z8, Z10, Z10    \
+	VFMADD231PS     iacc, Z10, facc
+
+// func dotQ6_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32)
+//
+// out[4j+i] = x row i · w row j for four blockQ8K activation rows (xstride
+// bytes apart) and two Q6_K weight rows (rb bytes apart), nb > 0
+// super-blocks; per (i, j) the sums of dotQ6_Kx4AVX2.
+TEXT ·dotQ6_Kx4x2AVX512(SB), NOSPLIT, $0-48
+	MOVQ            w+0(FP), DI
+	MOVQ            rb+8(FP), R9
+	ADDQ            DI, R9
+	MOVQ            x+16(FP), SI
+	MOVQ            nb+24(FP), CX
+	MOVQ            xstride+32(FP), BX
+	LEAQ            (SI)(BX*2), R8
+	ADDQ            BX, R8
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI32X8 mask0f<>(SB), Z29
+	VBROADCASTI32X8 mask30<>(SB), Z30
+
+loop:
+	PREFETCHT0   PFD(DI)
+	PREFETCHT0   PFD+128(DI)
+	PREFETCHT0   PFD(R9)
+	PREFETCHT0   PFD+128(R9)
+	VMOVDQU      192(DI), X15
+	VMOVDQU8     192(R9), X31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	HALF6Z(0)
+	HALF6Z(1)
+	VPMOVSXBW    X15, Y9
+	VPMOVSXBW    X31, Y16
+	VINSERTI32X8 $1, Y16, Z9, Z9
+	VPBROADCASTW 208(DI), X8
+	VCVTPH2PS    X8, Y8
+	VPBROADCASTW 208(R9), X16
+	VCVTPH2PS    X16, Y16
+	VINSERTF32X8 $1, Y16, Z8, Z8
+	END6Z(256(SI), 288(SI), Z0, Z20)
+	END6Z(256(SI)(BX*1), 288(SI)(BX*1), Z1, Z21)
+	END6Z(256(SI)(BX*2), 288(SI)(BX*2), Z2, Z22)
+	END6Z(256(R8), 288(R8), Z3, Z23)
+	ADDQ         $210, DI
+	ADDQ         $210, R9
+	ADDQ         $320, SI
+	ADDQ         $320, R8
+	DECQ         CX
+	JNZ          loop
+
+	MOVQ          out+40(FP), AX
+	VMOVAPS       Z20, Z4
+	VMOVAPS       Z21, Z5
+	VMOVAPS       Z22, Z6
+	VMOVAPS       Z23, Z7
+	VEXTRACTF32X8 $1, Z4, Y12
+	VEXTRACTF32X8 $1, Z5, Y13
+	VEXTRACTF32X8 $1, Z6, Y14
+	VEXTRACTF32X8 $1, Z7, Y15
+	REDUCE4(Y4, Y5, Y6, Y7, X4, X5)
+	ADDQ          $16, AX
+	REDUCE4(Y12, Y13, Y14, Y15, X12, X13)
+	VZEROUPPER
+	RET

@@ -55,7 +55,7 @@ func wideRows(t gpu.DType, cols int) int {
 		if hasVNNI && cols%(2*qk8) == 0 {
 			return 4
 		}
-	case gpu.Q4_K:
+	case gpu.Q4_K, gpu.Q6_K:
 		return 2
 	}
 	return 0
@@ -97,6 +97,10 @@ func (mm *MatMul) wide(r0, r1, m0, m1, wr int) {
 				nb := K / qkK
 				x := mm.akb[m*nb : (m+4)*nb]
 				dotQ4_Kx4x2AVX512(&w[0], rb, &x[0], nb, 320*nb, (*[8]float32)(o[:8]))
+			case gpu.Q6_K:
+				nb := K / qkK
+				x := mm.akb[m*nb : (m+4)*nb]
+				dotQ6_Kx4x2AVX512(&w[0], rb, &x[0], nb, 320*nb, (*[8]float32)(o[:8]))
 			case gpu.Q4_0:
 				np := q4Pairs(K)
 				if m+8 <= m1 {

@@ -49,7 +49,7 @@ func TestWideKernelsMatchAVX2(t *testing.T) {
 			p.Close()
 		}
 	}()
-	types := []gpu.DType{gpu.F32, gpu.F16, gpu.BF16, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K}
+	types := []gpu.DType{gpu.F32, gpu.F16, gpu.BF16, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K}
 	ran := 0
 	for _, ty := range types {
 		for _, shape := range [][2]int{{8, 32}, {37, 96}, {70, 768}, {300, 64}, {37, 256}, {70, 1024}} {
