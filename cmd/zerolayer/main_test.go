@@ -273,6 +273,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"gen", "--model", "x"}, 2, "give exactly one of --prompt and --prompt-ids"},
 		{[]string{"version", "now"}, 2, `unexpected argument "now"`},
 		{[]string{"worker", "--delta-tokens", "0"}, 2, "--delta-tokens 0: want 1 or more"},
+		{[]string{"worker", "--model", "stories260k", "--cpu-kernels", "sse"}, 2, `--cpu-kernels "sse": want best or avx2`},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCLI(tt.args...)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/gpu/device"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/sched"
@@ -31,6 +32,7 @@ type schedFlags struct {
 	noInterrupt    bool
 	device         string
 	gpuFraction    float64
+	cpuKernels     string
 }
 
 func (f *schedFlags) register(fs *flag.FlagSet) {
@@ -45,6 +47,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.gcInterval, "eviction-gc-interval", 30*time.Second, "how long swapped KV blocks are kept for a preempted job")
 	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
 	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it within half a layer (CPU)")
+	fs.StringVar(&f.cpuKernels, "cpu-kernels", "best", "CPU kernels: best (AVX-512 tile kernels where the CPU has them; the same results, bit for bit) or avx2 (without them)")
 }
 
 // models returns the serving config of the flags for the named models,
@@ -57,6 +60,10 @@ func (f *schedFlags) models(names []string, threads int, metrics *sched.Metrics)
 	if device.Check(f.device) != nil {
 		return worker.ModelsConfig{}, usagef("--device %q: want cpu, cuda or auto", f.device)
 	}
+	if f.cpuKernels != "best" && f.cpuKernels != "avx2" {
+		return worker.ModelsConfig{}, usagef("--cpu-kernels %q: want best or avx2", f.cpuKernels)
+	}
+	cpu.SetWideKernels(f.cpuKernels == "best")
 	if len(names) == 0 {
 		return worker.ModelsConfig{}, usagef("give at least one --model")
 	}
