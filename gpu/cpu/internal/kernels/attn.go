@@ -45,7 +45,7 @@ func AttnScores(q []float32, nq, hd int, k *Paged, n int, scale float32, out []f
 	}
 	k.check(n, hd)
 	_, _ = q[nq*hd-1], out[nq*n-1]
-	if useAsm && hd%8 == 0 && nq >= 2 && hasWide && !wideOff.Load() {
+	if hd%8 == 0 && nq >= 2 && wideOn() {
 		attnScoresWide(q, nq, hd, k, n, scale, out)
 		return
 	}
@@ -70,7 +70,7 @@ func AttnValues(p []float32, nq, hd int, v *Paged, n int, out []float32) {
 	}
 	v.check(n, hd)
 	_, _ = p[nq*n-1], out[nq*hd-1]
-	if useAsm && hd%16 == 0 && hasWide && !wideOff.Load() {
+	if hd%16 == 0 && wideOn() {
 		for p0 := 0; p0 < n; p0 += v.BT {
 			cnt := min(v.BT, n-p0)
 			rows := v.block(p0/v.BT, cnt, hd)

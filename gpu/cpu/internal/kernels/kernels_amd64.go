@@ -141,9 +141,3 @@ func dotQ5_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
 
 //go:noescape
 func dotQ3_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32)
-
-// dotQ6_Kx4x2AVX512 (quant_amd64.s, beside the Q6_K tables) is a wide
-// kernel: AVX-512 BW, DQ and VL, which only wide.go checks for.
-//
-//go:noescape
-func dotQ6_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32)

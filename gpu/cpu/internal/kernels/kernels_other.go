@@ -85,11 +85,7 @@ func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *
 	panic(noAsm)
 }
 
-func dotQ8_0x4x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[16]float32) {
-	panic(noAsm)
-}
 
-func dotQ4_0x4x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[16]float32) { panic(noAsm) }
 
 func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32) {
 	panic(noAsm)
@@ -99,11 +95,13 @@ func attnScores2AVX512(q *float32, qstride int, k *float32, kstride, hd, n int, 
 	panic(noAsm)
 }
 
-func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[32]float32) {
+func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride, rows int, out *[32]float32) {
 	panic(noAsm)
 }
 
-func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[32]float32) { panic(noAsm) }
+func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride, rows int, out *[32]float32) {
+	panic(noAsm)
+}
 
 func dotF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32) {
 	panic(noAsm)

@@ -167,6 +167,7 @@ type MatMul struct {
 	rb         int
 	w          []byte
 	p          plan
+	wr         int // weight rows of the wide kernels (wideRows), 0: none
 	nxb        int
 	task       func(lo, hi int)
 	quantTask  func(lo, hi int)
@@ -206,6 +207,10 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 	p := mm.plan(key)
 	mm.t, mm.dst, mm.x, mm.m = w.Type, dst, x, M
 	mm.rows, mm.cols, mm.rb, mm.w, mm.p = w.Rows, w.Cols, rb, w.Data, p
+	mm.wr = 0
+	if p.x4 {
+		mm.wr = wideRows(w.Type, w.Cols)
+	}
 	if w.Cols == 0 {
 		clear(dst[:M*w.Rows])
 		return
@@ -316,9 +321,9 @@ func (mm *MatMul) tile(r0, r1, m0, m1 int) {
 	}
 	if m4 > m0 {
 		r := r0
-		if wr := wideRows(mm.t, mm.cols); wr > 0 {
+		if wr := mm.wr; wr > 0 {
 			r = r0 + (r1-r0)/wr*wr
-			mm.wide(r0, r, m0, m4, wr)
+			mm.wide(r0, r, m0, m4)
 		}
 		mm.tile4(r, r1, m0, m4)
 	}

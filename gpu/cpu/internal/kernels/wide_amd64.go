@@ -15,22 +15,16 @@ var (
 func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *[32]float32)
 
 //go:noescape
-func dotQ8_0x4x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[16]float32)
-
-//go:noescape
-func dotQ4_0x4x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[16]float32)
-
-//go:noescape
 func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32)
 
 //go:noescape
 func attnScores2AVX512(q *float32, qstride int, k *float32, kstride, hd, n int, out *float32, ostride int, scale float32)
 
 //go:noescape
-func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[32]float32)
+func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride, rows int, out *[32]float32)
 
 //go:noescape
-func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[32]float32)
+func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride, rows int, out *[32]float32)
 
 //go:noescape
 func dotF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *[32]float32)
@@ -40,3 +34,8 @@ func dotBF16x4x8AVX512(x *float32, xstride int, w *uint16, wstride, n int, out *
 
 //go:noescape
 func dotQ4_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32)
+
+// dotQ6_Kx4x2AVX512 lies in quant_amd64.s, beside the Q6_K tables.
+//
+//go:noescape
+func dotQ6_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32)

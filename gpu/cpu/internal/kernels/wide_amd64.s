@@ -204,89 +204,6 @@ TEXT ·dotBF16x4x8AVX512(SB), NOSPLIT, $0-48
 // those of the AVX2 kernel's VPMADDUBSW/VPMADDWD. Z30 holds 0x80 bytes, Z31
 // zero.
 
-// WQ8ROW(xaddr, daddr, acc0, acc1): one activation row's share of a block,
-// against weight pairs Z8 (rows 0,1) and Z9 (rows 2,3) with corrections
-// Z10, Z11 and scales Z12, Z13.
-#define WQ8ROW(xaddr, daddr, acc0, acc1) \
-	VBROADCASTI32X8 xaddr, Z14     \
-	VPXORD          Z30, Z14, Z14  \
-	VMOVDQA32       Z10, Z15       \
-	VPDPBUSD        Z8, Z14, Z15   \
-	VMOVDQA32       Z11, Z17       \
-	VPDPBUSD        Z9, Z14, Z17   \
-	VCVTDQ2PS       Z15, Z15       \
-	VCVTDQ2PS       Z17, Z17       \
-	VMULPS.BCST     daddr, Z12, Z16 \
-	VMULPS.BCST     daddr, Z13, Z18 \
-	VFMADD231PS     Z15, Z16, acc0 \
-	VFMADD231PS     Z17, Z18, acc1
-
-// func dotQ8_0x4x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[16]float32)
-//
-// out[4j+i] = x row i · w row j for four activation rows (quants qstride
-// bytes apart, scales dstride bytes apart) and four Q8_0 weight rows (rb
-// bytes apart), nb > 0 blocks; per (i, j) the sums of dotQ8_0x4AVX2.
-TEXT ·dotQ8_0x4x4VNNI(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), DI
-	MOVQ rb+8(FP), R11
-	MOVQ xq+16(FP), SI
-	MOVQ xd+24(FP), DX
-	MOVQ nb+32(FP), CX
-	MOVQ qstride+40(FP), BX
-	MOVQ dstride+48(FP), R9
-	MOVQ out+56(FP), AX
-	LEAQ (DI)(R11*2), R12
-	ADDQ R11, R12        // w row 3
-	LEAQ (SI)(BX*2), R8
-	ADDQ BX, R8          // x row 3
-	LEAQ (DX)(R9*2), R10
-	ADDQ R9, R10         // scales of x row 3
-	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
-	VPXORD Z31, Z31, Z31
-	MOVL   $0x80808080, R13
-	VPBROADCASTD R13, Z30
-
-loop:
-	PREFETCH4((DI), (DI)(R11*1), (DI)(R11*2), (R12))
-	// Weight pairs: Z8 = [w0 | w1], Z9 = [w2 | w3].
-	VMOVDQU8     2(DI), Y8
-	VINSERTI32X8 $1, 2(DI)(R11*1), Z8, Z8
-	VMOVDQU8     2(DI)(R11*2), Y9
-	VINSERTI32X8 $1, 2(R12), Z9, Z9
-	// Corrections −128·Σw.
-	VPXORD   Z10, Z10, Z10
-	VPDPBUSD Z8, Z30, Z10
-	VPSUBD   Z10, Z31, Z10
-	VPXORD   Z11, Z11, Z11
-	VPDPBUSD Z9, Z30, Z11
-	VPSUBD   Z11, Z31, Z11
-	// Scales [d0 ×8 | d1 ×8], [d2 ×8 | d3 ×8].
-	VPBROADCASTW (DI), X12
-	VPBROADCASTW (DI)(R11*1), X16
-	VINSERTI32X4 $1, X16, Y12, Y12
-	VCVTPH2PS    Y12, Z12
-	VPBROADCASTW (DI)(R11*2), X13
-	VPBROADCASTW (R12), X16
-	VINSERTI32X4 $1, X16, Y13, Y13
-	VCVTPH2PS    Y13, Z13
-	WQ8ROW((SI), (DX), Z0, Z4)
-	WQ8ROW((SI)(BX*1), (DX)(R9*1), Z1, Z5)
-	WQ8ROW((SI)(BX*2), (DX)(R9*2), Z2, Z6)
-	WQ8ROW((R8), (R10), Z3, Z7)
-	ADDQ $34, DI
-	ADDQ $34, R12
-	ADDQ $32, SI
-	ADDQ $32, R8
-	ADDQ $4, DX
-	ADDQ $4, R10
-	DECQ CX
-	JNZ  loop
-
-	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0, 16)
-	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48)
-	VZEROUPPER
-	RET
-
 // Q4_0 with VNNI, on pairQ4 activations (see quant_amd64.s): the nibbles are
 // the unsigned operand as they are, the activations the signed one, and the
 // int32 lanes start from the pair's corrections, so they are those of
@@ -313,67 +230,6 @@ loop:
 	VPUNPCKLQDQ  X26, X25, X25          \
 	VINSERTI32X4 $1, X25, Y24, Y24      \
 	VCVTPH2PS    Y24, dw
-
-// WQ4ROW(lo, hi, d, corr, acc0, acc1): one activation row's pairQ4 (its
-// four parts' addresses) against the weight pairs Z8..Z10 (rows 0, 1) and
-// Z11..Z13 (rows 2, 3).
-#define WQ4ROW(plo, phi, pd, pcorr, acc0, acc1) \
-	VBROADCASTF32X8 pd, Z14       \
-	VBROADCASTI32X8 plo, Z15      \
-	VBROADCASTI32X8 phi, Z16      \
-	VBROADCASTI32X8 pcorr, Z17    \
-	VMOVDQA32       Z17, Z18      \
-	VPDPBUSD        Z15, Z8, Z18  \
-	VPDPBUSD        Z16, Z9, Z18  \
-	VMOVDQA32       Z17, Z20      \
-	VPDPBUSD        Z15, Z11, Z20 \
-	VPDPBUSD        Z16, Z12, Z20 \
-	VCVTDQ2PS       Z18, Z18      \
-	VCVTDQ2PS       Z20, Z20      \
-	VMULPS          Z14, Z10, Z19 \
-	VMULPS          Z14, Z13, Z21 \
-	VFMADD231PS     Z18, Z19, acc0 \
-	VFMADD231PS     Z20, Z21, acc1
-
-// func dotQ4_0x4x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[16]float32)
-//
-// out[4j+i] = x row i · w row j for four pairQ4 activation rows (xstride
-// bytes apart) and four Q4_0 weight rows (rb bytes apart), np > 0 pairs of
-// blocks; per (i, j) the sums of dotQ4_0x4AVX2.
-TEXT ·dotQ4_0x4x4VNNI(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), DI
-	MOVQ rb+8(FP), R11
-	MOVQ x+16(FP), SI
-	MOVQ np+24(FP), CX
-	MOVQ xstride+32(FP), BX
-	MOVQ out+40(FP), AX
-	LEAQ (DI)(R11*2), R12
-	ADDQ R11, R12        // w row 3
-	LEAQ (SI)(BX*2), R8
-	ADDQ BX, R8          // x row 3
-	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
-	MOVL $0x0f0f0f0f, R13
-	VPBROADCASTD R13, Z31
-
-loop:
-	PREFETCH4((DI), (DI)(R11*1), (DI)(R11*2), (R12))
-	WQ4W(2(DI), 20(DI), 2(DI)(R11*1), 20(DI)(R11*1), 0(DI), 18(DI), 0(DI)(R11*1), 18(DI)(R11*1), Z8, Z9, Z10)
-	WQ4W(2(DI)(R11*2), 20(DI)(R11*2), 2(R12), 20(R12), 0(DI)(R11*2), 18(DI)(R11*2), 0(R12), 18(R12), Z11, Z12, Z13)
-	WQ4ROW(0(SI), 32(SI), 64(SI), 96(SI), Z0, Z4)
-	WQ4ROW(0(SI)(BX*1), 32(SI)(BX*1), 64(SI)(BX*1), 96(SI)(BX*1), Z1, Z5)
-	WQ4ROW(0(SI)(BX*2), 32(SI)(BX*2), 64(SI)(BX*2), 96(SI)(BX*2), Z2, Z6)
-	WQ4ROW(0(R8), 32(R8), 64(R8), 96(R8), Z3, Z7)
-	ADDQ $36, DI
-	ADDQ $36, R12
-	ADDQ $128, SI
-	ADDQ $128, R8
-	DECQ CX
-	JNZ  loop
-
-	WPAIR(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, 0, 16)
-	WPAIR(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, 32, 48)
-	VZEROUPPER
-	RET
 
 // func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32)
 //
@@ -517,9 +373,10 @@ step:
 	VZEROUPPER
 	RET
 
-// WQ8ROW8(acc0, acc1): WQ8ROW for the 8-row kernel: the activation row at
-// R8 (quants) and R10 (scale), weight pairs Z16, Z17 with corrections Z18,
-// Z19 and scales Z20, Z21; moves R8 and R10 to the next row.
+// WQ8ROW8(acc0, acc1): one activation row's share of a block: the row at R8
+// (quants) and R10 (scale) against weight pairs Z16 (rows 0, 1) and Z17
+// (rows 2, 3) with corrections Z18, Z19 and scales Z20, Z21; moves R8 and
+// R10 to the next row.
 #define WQ8ROW8(acc0, acc1) \
 	VBROADCASTI32X8 (R8), Z22      \
 	VPXORD          Z30, Z22, Z22  \
@@ -555,11 +412,13 @@ step:
 	MOVE8(Y16, Y17, Y18, Y19, Y20, Y21, Y22, Y23) \
 	WTREE8(96)
 
-// func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride int, out *[32]float32)
+// func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride, rows int, out *[32]float32)
 //
-// dotQ8_0x4x4VNNI for eight activation rows: out[8j+i] = x row i · w row j,
-// i < 8, j < 4. The weight pairs' decoding is shared by twice the rows.
-TEXT ·dotQ8_0x8x4VNNI(SB), NOSPLIT, $0-64
+// out[8j+i] = x row i · w row j for rows (4 or 8) activation rows (quants
+// qstride bytes apart, scales dstride bytes apart) and four Q8_0 weight rows
+// (rb bytes apart), nb > 0 blocks; per (i, j) the sums of dotQ8_0x4AVX2.
+// With 4 rows, out[8j+4..8j+7] are zeros.
+TEXT ·dotQ8_0x8x4VNNI(SB), NOSPLIT, $0-72
 	MOVQ w+0(FP), DI
 	MOVQ rb+8(FP), R11
 	MOVQ xq+16(FP), SI
@@ -567,7 +426,7 @@ TEXT ·dotQ8_0x8x4VNNI(SB), NOSPLIT, $0-64
 	MOVQ nb+32(FP), CX
 	MOVQ qstride+40(FP), BX
 	MOVQ dstride+48(FP), R9
-	MOVQ out+56(FP), AX
+	MOVQ out+64(FP), AX
 	LEAQ (DI)(R11*2), R12
 	ADDQ R11, R12        // w row 3
 	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
@@ -575,6 +434,7 @@ TEXT ·dotQ8_0x8x4VNNI(SB), NOSPLIT, $0-64
 	VPXORD Z31, Z31, Z31
 	MOVL   $0x80808080, R13
 	VPBROADCASTD R13, Z30
+	MOVQ   rows+56(FP), R13
 
 loop:
 	PREFETCH4((DI), (DI)(R11*1), (DI)(R11*2), (R12))
@@ -602,10 +462,14 @@ loop:
 	WQ8ROW8(Z1, Z9)
 	WQ8ROW8(Z2, Z10)
 	WQ8ROW8(Z3, Z11)
+	CMPQ R13, $8
+	JLT  next
 	WQ8ROW8(Z4, Z12)
 	WQ8ROW8(Z5, Z13)
 	WQ8ROW8(Z6, Z14)
 	WQ8ROW8(Z7, Z15)
+
+next:
 	ADDQ $34, DI
 	ADDQ $34, R12
 	ADDQ $32, SI
@@ -617,9 +481,9 @@ loop:
 	VZEROUPPER
 	RET
 
-// WQ4ROW8(acc0, acc1): WQ4ROW for the 8-row kernel: the pairQ4 at R8
-// against the weight pairs Z16..Z18 (rows 0, 1) and Z19..Z21 (rows 2, 3);
-// moves R8 to the next row.
+// WQ4ROW8(acc0, acc1): one activation row's pairQ4 (at R8) against the
+// weight pairs Z16..Z18 (rows 0, 1) and Z19..Z21 (rows 2, 3); moves R8 to
+// the next row.
 #define WQ4ROW8(acc0, acc1) \
 	VBROADCASTF32X8 64(R8), Z22   \
 	VBROADCASTI32X8 0(R8), Z23    \
@@ -639,23 +503,26 @@ loop:
 	VFMADD231PS     Z28, Z30, acc1 \
 	ADDQ            BX, R8
 
-// func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride int, out *[32]float32)
+// func dotQ4_0x8x4VNNI(w *byte, rb int, x *pairQ4, np, xstride, rows int, out *[32]float32)
 //
-// dotQ4_0x4x4VNNI for eight activation rows: out[8j+i] = x row i · w row j,
-// i < 8, j < 4.
-TEXT ·dotQ4_0x8x4VNNI(SB), NOSPLIT, $0-48
+// out[8j+i] = x row i · w row j for rows (4 or 8) pairQ4 activation rows
+// (xstride bytes apart) and four Q4_0 weight rows (rb bytes apart), np > 0
+// pairs of blocks; per (i, j) the sums of dotQ4_0x4AVX2. With 4 rows,
+// out[8j+4..8j+7] are zeros.
+TEXT ·dotQ4_0x8x4VNNI(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), DI
 	MOVQ rb+8(FP), R11
 	MOVQ x+16(FP), SI
 	MOVQ np+24(FP), CX
 	MOVQ xstride+32(FP), BX
-	MOVQ out+40(FP), AX
+	MOVQ out+48(FP), AX
 	LEAQ (DI)(R11*2), R12
 	ADDQ R11, R12        // w row 3
 	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
 	MOVL $0x0f0f0f0f, R13
 	VPBROADCASTD R13, Z31
+	MOVQ rows+40(FP), R13
 
 loop:
 	PREFETCH4((DI), (DI)(R11*1), (DI)(R11*2), (R12))
@@ -666,10 +533,14 @@ loop:
 	WQ4ROW8(Z1, Z9)
 	WQ4ROW8(Z2, Z10)
 	WQ4ROW8(Z3, Z11)
+	CMPQ R13, $8
+	JLT  next
 	WQ4ROW8(Z4, Z12)
 	WQ4ROW8(Z5, Z13)
 	WQ4ROW8(Z6, Z14)
 	WQ4ROW8(Z7, Z15)
+
+next:
 	ADDQ $36, DI
 	ADDQ $36, R12
 	ADDQ $128, SI
