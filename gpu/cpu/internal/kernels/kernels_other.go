@@ -85,8 +85,6 @@ func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *
 	panic(noAsm)
 }
 
-
-
 func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32) {
 	panic(noAsm)
 }
