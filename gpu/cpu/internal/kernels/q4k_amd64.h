@@ -32,3 +32,13 @@
 	VMOVQ     R12, t1              \
 	VPMOVZXBW t1, t1               \
 	VMOVDQU   t1, s16
+
+// DMINK(addr, x, d, dmin) loads the f16 d and dmin of a Q4_K or Q5_K
+// super-block at addr and broadcasts them as float32 into d and dmin; x is
+// clobbered.
+#define DMINK(addr, x, d, dmin) \
+	VMOVD        addr, x     \
+	VCVTPH2PS    x, x        \
+	VBROADCASTSS x, d        \
+	VPSHUFD      $0x55, x, x \
+	VBROADCASTSS x, dmin

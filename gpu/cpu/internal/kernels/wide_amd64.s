@@ -639,16 +639,8 @@ loop:
 	K4X2CHUNK(80, 128, 8)
 	K4X2CHUNK(112, 192, 12)
 	// d and dmin of both rows: Z7 = [d₀ ×8 | d₁ ×8], Z6 = [dmin₀ | dmin₁].
-	VMOVD         (DI), X6
-	VCVTPH2PS     X6, X6
-	VBROADCASTSS  X6, Y7
-	VPSHUFD       $0x55, X6, X6
-	VBROADCASTSS  X6, Y6
-	VMOVD         (R9), X16
-	VCVTPH2PS     X16, X16
-	VBROADCASTSS  X16, Y17
-	VPSHUFD       $0x55, X16, X16
-	VBROADCASTSS  X16, Y16
+	DMINK((DI), X6, Y7, Y6)
+	DMINK((R9), X16, Y17, Y16)
 	VINSERTF32X8  $1, Y17, Z7, Z7
 	VINSERTF32X8  $1, Y16, Z6, Z6
 	VMOVDQU       16(SP), X9
