@@ -32,7 +32,7 @@ func runBench(ctx context.Context, args []string) error {
 	pp := fs.Int("pp", 512, "prompt length for the prompt-processing test (0: skip)")
 	tg := fs.Int("tg", 128, "tokens for the generation test (0: skip)")
 	batches := fs.String("batch", "", "batch sizes for aggregate decode throughput, e.g. 1,4,16")
-	kernelList := fs.String("kernels", "best", "CPU kernels to measure each model with, in turn (comma-separated): best (the AVX-512 tile kernels where the CPU has them) or avx2 (without them); e.g. avx2,best for the ratio")
+	kernelList := fs.String("kernels", "", "CPU kernels to measure each model with, in turn (comma-separated): best (the AVX-512 tile kernels where the CPU has them) or avx2 (without them); e.g. avx2,best for the ratio (default: --cpu-kernels)")
 	reps := fs.Int("reps", 3, "repetitions per test; the best is reported")
 	format := fs.String("format", "table", "output: table or json")
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
@@ -117,6 +117,9 @@ func runBench(ctx context.Context, args []string) error {
 		return usagef("--batch: %v", err)
 	}
 	cfg := bench.ModelConfig{Threads: threads, PromptTokens: *pp, GenTokens: *tg, Batches: bs, Reps: *reps, Progress: os.Stderr}
+	if *kernelList == "" {
+		*kernelList = sf.cpuKernels
+	}
 	for _, k := range strings.Split(*kernelList, ",") {
 		if k = strings.TrimSpace(k); k != "best" && k != "avx2" {
 			return usagef("--kernels %q: want best or avx2 (comma-separated)", k)

@@ -44,14 +44,3 @@ func MemoryBandwidth(threads int) float64 {
 	_ = sink
 	return best
 }
-
-// KernelPaths names the kernel paths the CPU backend runs on this machine:
-// "go" (no assembly), "avx2", or "avx2+avx512" / "avx2+avx512-vnni" when
-// the AVX-512 tile kernels are on.
-func KernelPaths() string { return kernels.Paths() }
-
-// SetWideKernels turns the AVX-512 tile kernels on (the default where the
-// CPU has them) or off, process-wide, and reports whether they will run.
-// They give the same bits as the AVX2 kernels; turning them off is for
-// measuring the difference.
-func SetWideKernels(on bool) bool { return kernels.SetWide(on) }

@@ -130,7 +130,8 @@ func Models(ctx context.Context, cfg ModelConfig) (*ModelResults, error) {
 		return nil, err
 	}
 	res := &ModelResults{Bandwidth: map[int]float64{}}
-	defer cpu.SetWideKernels(true)
+	was := cpu.SetWideKernels(true)
+	defer cpu.SetWideKernels(was)
 	for _, t := range cfg.Targets {
 		for _, th := range cfg.Threads {
 			if _, ok := res.Bandwidth[th]; !ok {
