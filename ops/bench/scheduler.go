@@ -40,6 +40,10 @@ type SchedulerConfig struct {
 	// MixJobs is the number of jobs of part 3's mixed workload. Defaults
 	// to 40.
 	MixJobs int
+	// MixTokens is what each job of part 3 generates. Defaults to 64:
+	// long enough that the jobs hold their blocks while others wait, so
+	// that memory, not only the prefill budget, holds the queue back.
+	MixTokens int
 	// ResumeTokens are the sequence lengths of part 4. Defaults to 256,
 	// 1024.
 	ResumeTokens []int
@@ -67,6 +71,9 @@ func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 	}
 	if c.MixJobs == 0 {
 		c.MixJobs = 40
+	}
+	if c.MixTokens == 0 {
+		c.MixTokens = 64
 	}
 	if len(c.ResumeTokens) == 0 {
 		c.ResumeTokens = []int{256, 1024}
@@ -105,6 +112,10 @@ type Occupancy struct {
 	Steps          int64
 	Preemptions    int64
 	Took           time.Duration
+	// Waits counts the steps run while jobs waited, by what held them.
+	Waits sched.WaitSteps
+	// Arena is how the arena was taken while jobs waited for memory.
+	Arena sched.ArenaShares
 }
 
 // Resume is part 4 for one sequence length: the cost of bringing a
@@ -333,7 +344,7 @@ func (b *schedBench) ttft(load, noInterrupt bool) ([]float64, error) {
 // occupancy is part 3: KV utilization under a mixed workload, with and
 // without the filler.
 func (b *schedBench) occupancy() ([]Occupancy, error) {
-	fmt.Fprintf(b.w, "\n3. KV utilization, 50%% short (<64) / 30%% medium (256) / 20%% long (1024) prompts, 16 new tokens\n")
+	fmt.Fprintf(b.w, "\n3. KV utilization, 50%% short (<64) / 30%% medium (256) / 20%% long (1024) prompts, %d new tokens\n", b.cfg.MixTokens)
 	// 256 blocks hold about a third of the workload at once: memory, not
 	// slots, is what admission has to pack. The same jobs without the
 	// filler (a long prompt admitted by its first chunk) for comparison.
@@ -361,7 +372,7 @@ func (b *schedBench) occupancy() ([]Occupancy, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, st, err := b.gen(s, p, 16, sched.JobOpts{}); err == nil {
+				if _, st, err := b.gen(s, p, b.cfg.MixTokens, sched.JobOpts{}); err == nil {
 					preempted.Add(int64(st.Preemptions))
 				}
 			}()
@@ -369,6 +380,8 @@ func (b *schedBench) occupancy() ([]Occupancy, error) {
 		wg.Wait()
 		o := Occupancy{NoFiller: noFiller, Took: time.Since(t0), Preemptions: preempted.Load()}
 		o.Fill, o.Occupied, o.Steps = s.Utilization()
+		o.Waits = s.WaitSteps()
+		o.Arena = s.ArenaWhileWaiting()
 		s.Stop(context.Background())
 		name := "with the filler"
 		if noFiller {
@@ -376,6 +389,10 @@ func (b *schedBench) occupancy() ([]Occupancy, error) {
 		}
 		fmt.Fprintf(b.w, "   %-19s arena blocks in use ÷ allocated while jobs waited: %.1f%%; tokens held ÷ capacity of the blocks in use: %.1f%% (%d steps, %d preemptions, %.1f s)\n",
 			name, 100*o.Occupied, 100*o.Fill, o.Steps, o.Preemptions, o.Took.Seconds())
+		fmt.Fprintf(b.w, "   %-19s steps with jobs waiting, by what held them: memory %d, slots %d, prefill budget %d, a shared prefix %d\n",
+			"", o.Waits.Memory, o.Waits.Slots, o.Waits.Compute, o.Waits.Prefix)
+		fmt.Fprintf(b.w, "   %-19s the arena while jobs waited for memory: in use %.1f%%, promised to prompts %.1f%%, kept for growth %.1f%%, free %.1f%%\n",
+			"", 100*o.Arena.InUse, 100*o.Arena.Promised, 100*o.Arena.Growth, 100*o.Arena.Free)
 		out = append(out, o)
 	}
 	return out, nil

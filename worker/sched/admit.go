@@ -206,6 +206,7 @@ func (s *Scheduler) span(q *seq) int {
 // horizon. Evictions for memory lengthen the horizon (pressure), calm
 // steps shorten it.
 func (s *Scheduler) admit(now time.Time) {
+	s.held = heldNone
 	s.calm()
 	if len(s.waiting) == 0 {
 		return
@@ -215,6 +216,7 @@ func (s *Scheduler) admit(now time.Time) {
 	room := s.prefillRoom(now)
 	for _, q := range cands {
 		if s.awaitsPrefix(q) {
+			s.held.note(heldPrefix)
 			continue
 		}
 		// A job is admitted when the next step can start its prompt:
@@ -227,6 +229,7 @@ func (s *Scheduler) admit(now time.Time) {
 		// once.
 		p := s.prefillOf(q)
 		if p > 0 && !q.reserved && room.left(q.opts.Class) <= 0 {
+			s.held.note(heldCompute)
 			continue
 		}
 		need := s.admissionNeed(q)
@@ -277,6 +280,11 @@ func (s *Scheduler) admit(now time.Time) {
 				freedSlots++
 			}
 			if fits > avail+freed || slots+freedSlots <= 0 {
+				if slots+freedSlots <= 0 {
+					s.held.note(heldSlots)
+				} else {
+					s.held.note(heldMemory)
+				}
 				if q.reserved && hold == 0 {
 					// What q needs free beyond what is already kept
 					// free for the reserved jobs running.

@@ -29,6 +29,8 @@ type Metrics struct {
 	stepTokens      prometheus.Histogram
 	tenantTokens    *prometheus.CounterVec
 	admissions      *prometheus.CounterVec
+	waitSteps       [numHeld]prometheus.Counter
+	waitVec         *prometheus.CounterVec
 	lastHits, lastQ uint64
 }
 
@@ -40,7 +42,7 @@ func NewMetrics() *Metrics {
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_" + name, Help: help})
 	}
-	return &Metrics{
+	m := &Metrics{
 		running:       g("num_requests_running", "Sequences in the running batch."),
 		waiting:       g("num_requests_waiting", "Sequences admitted to the scheduler but waiting for memory or a slot (preempted ones included)."),
 		kvUsed:        g("kv_cache_blocks_used", "KV blocks referenced by sequences."),
@@ -67,12 +69,23 @@ func NewMetrics() *Metrics {
 		stepTokens: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zerolayer_step_tokens",
 			Help: "Tokens per forward step (decode rows plus prefill chunks).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 	}
+	waits := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_wait_steps_total",
+		Help: "Forward steps run while jobs waited, by what held them out of the batch first: memory (KV blocks), slots (max running), prefill_budget (the step's prompt tokens), prefix (another job computing their shared prompt blocks)."}, []string{"reason"})
+	for i, r := range heldNames {
+		m.waitSteps[i] = waits.WithLabelValues(r)
+	}
+	m.waitVec = waits
+	return m
 }
+
+// heldNames are the wait_steps_total labels, in the order of heldWhy's
+// bits.
+var heldNames = [numHeld]string{"memory", "slots", "prefill_budget", "prefix"}
 
 // Register registers every metric with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsed, m.kvFree, m.kvCached, m.kvUsage, m.hostUsed,
-		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.reservedWaits, m.attaches, m.duplicated, m.stepTokens, m.tenantTokens, m.admissions} {
+		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.reservedWaits, m.attaches, m.duplicated, m.stepTokens, m.tenantTokens, m.admissions, m.waitVec} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -124,4 +137,30 @@ func (m *Metrics) TenantTokens(tenant string) float64 {
 		return 0
 	}
 	return d.GetCounter().GetValue()
+}
+
+// heldWhy is a set of reasons admission left jobs waiting at one step.
+type heldWhy uint8
+
+const (
+	heldMemory  heldWhy = 1 << iota // the arena could not take the job beside what is promised
+	heldSlots                       // MaxRunning sequences were running
+	heldCompute                     // the step's prefill budget was taken by other prompts
+	heldPrefix                      // the job waits for another to compute its prompt's blocks
+	numHeld             = iota
+
+	heldNone heldWhy = 0
+)
+
+func (h *heldWhy) note(why heldWhy) { *h |= why }
+
+// first is the index of the first reason of h in the order of the
+// constants (memory before slots before compute), or -1 for none.
+func (h heldWhy) first() int {
+	for i := 0; i < numHeld; i++ {
+		if h&(1<<i) != 0 {
+			return i
+		}
+	}
+	return -1
 }

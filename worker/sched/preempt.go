@@ -177,6 +177,7 @@ func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
 	q.stats.Preemptions++
 	s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x == q })
 	s.waiting = append(s.waiting, q)
+	s.held.note(heldMemory) // it waits for the room it gave up
 	s.event(q, "preempted", fmt.Sprintf("%s (%s)", why, mode))
 	if m := s.cfg.Metrics; m != nil {
 		if q.swap != nil {

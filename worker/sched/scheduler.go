@@ -164,8 +164,16 @@ type Scheduler struct {
 	stepCount   atomic.Int64
 	utilTokens  atomic.Int64 // Σ over steps of tokens held in running sequences' blocks
 	utilSlots   atomic.Int64 // Σ over steps of those blocks' capacity in tokens
-	occUsed     atomic.Int64 // Σ over steps with jobs waiting of the blocks in use
-	occSteps    atomic.Int64 // steps with jobs waiting
+	occUsed     atomic.Int64 // Σ over steps with jobs waiting for memory or a slot of the blocks in use
+	occSteps    atomic.Int64 // steps with jobs waiting for memory or a slot
+	occPromised atomic.Int64 // Σ over those steps of the free blocks promised to admitted prompts
+	occSoon     atomic.Int64 // Σ over those steps of the free blocks kept for running jobs' growth
+	// waitSteps counts the steps with jobs waiting by what held them
+	// (heldWhy), the first reason of heldMemory, heldSlots, heldCompute,
+	// heldPrefix a step saw.
+	waitSteps [numHeld]atomic.Int64
+	// held is what kept waiting jobs out at this step's admission.
+	held        heldWhy
 	mostInStep  atomic.Int64 // the most sequences one completed step ran
 	interrupted atomic.Int64 // steps abandoned for a high-priority arrival
 	fillers     atomic.Int64 // jobs admitted as the filler
@@ -425,7 +433,9 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 // the running sequences' block capacity holding tokens (1 − internal
 // fragmentation); occupancy, the fraction of the arena's blocks in use
 // during steps when jobs were waiting for memory or a slot (how fully
-// admission packs the arena under load); and the number of steps.
+// admission packs the arena when memory is what it rations; steps when
+// jobs waited only for the prefill budget do not count: see WaitSteps);
+// and the number of steps.
 func (s *Scheduler) Utilization() (fill, occupancy float64, steps int64) {
 	if slots := s.utilSlots.Load(); slots > 0 {
 		fill = float64(s.utilTokens.Load()) / float64(slots)
@@ -434,6 +444,43 @@ func (s *Scheduler) Utilization() (fill, occupancy float64, steps int64) {
 		occupancy = float64(s.occUsed.Load()) / float64(n*int64(s.bm.n))
 	}
 	return fill, occupancy, s.stepCount.Load()
+}
+
+// WaitSteps counts the steps run while jobs waited, by what first held
+// them out at admission (memory before slots before compute before
+// prefix): Memory, the arena beside what admission had promised; Slots,
+// MaxRunning; Compute, the step's prefill budget, taken by prompts
+// admitted before them; Prefix, another job computing their prompt's
+// blocks. Utilization's occupancy is over the Memory and Slots steps.
+type WaitSteps struct{ Memory, Slots, Compute, Prefix int64 }
+
+// WaitSteps reports the steps run so far while jobs waited, by reason.
+func (s *Scheduler) WaitSteps() WaitSteps {
+	return WaitSteps{s.waitSteps[0].Load(), s.waitSteps[1].Load(), s.waitSteps[2].Load(), s.waitSteps[3].Load()}
+}
+
+// ArenaShares divides the arena's blocks, averaged over the steps run
+// while jobs waited for memory or a slot: InUse, holding sequences' KV;
+// Promised, free but promised to admitted jobs' prompts (and to reserved
+// jobs' peak); Growth, free but kept for the running jobs' next horizon
+// tokens; Free, the rest. Steps is the number of such steps.
+type ArenaShares struct {
+	InUse, Promised, Growth, Free float64
+	Steps                         int64
+}
+
+// ArenaWhileWaiting reports how the arena was taken while jobs waited for
+// memory or a slot: what occupancy (Utilization) leaves out.
+func (s *Scheduler) ArenaWhileWaiting() ArenaShares {
+	a := ArenaShares{Steps: s.occSteps.Load()}
+	if a.Steps > 0 {
+		d := float64(a.Steps * int64(s.bm.n))
+		a.InUse = float64(s.occUsed.Load()) / d
+		a.Promised = float64(s.occPromised.Load()) / d
+		a.Growth = float64(s.occSoon.Load()) / d
+		a.Free = max(0, 1-a.InUse-a.Promised-a.Growth)
+	}
+	return a
 }
 
 // MostInStep is the most sequences one step has run (decoding or

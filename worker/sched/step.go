@@ -147,8 +147,23 @@ func (s *Scheduler) step() {
 	s.utilTokens.Add(held)
 	s.utilSlots.Add(slots)
 	if len(s.waiting) > 0 {
-		s.occUsed.Add(int64(s.bm.used()))
-		s.occSteps.Add(1)
+		if s.held&(heldMemory|heldSlots) != 0 {
+			// How admission saw the arena: in use, promised to admitted
+			// prompts, kept for the running jobs' growth, and free.
+			free := s.bm.available()
+			promised := min(free, s.committed())
+			soon := min(free-promised, s.growingSoon())
+			s.occUsed.Add(int64(s.bm.used()))
+			s.occPromised.Add(int64(promised))
+			s.occSoon.Add(int64(soon))
+			s.occSteps.Add(1)
+		}
+		if i := s.held.first(); i >= 0 {
+			s.waitSteps[i].Add(1)
+			if m := s.cfg.Metrics; m != nil {
+				m.waitSteps[i].Inc()
+			}
+		}
 	}
 	s.applyStep(plan, logits)
 	if m := s.cfg.Metrics; m != nil {
