@@ -42,6 +42,7 @@ func runBench(ctx context.Context, args []string) error {
 	concurrency := fs.String("concurrency", "1,16,32", "with --serve: numbers of clients, one level each (comma-separated)")
 	serveRequests := fs.Int("requests", 0, "with --serve: completions per level (0: max(2×clients, 8))")
 	serveTokens := fs.Int("tokens", 64, "with --serve: max_tokens of each completion")
+	servePeer := fs.String("peer", "", "with --serve: host:port of another OpenAI-compatible server (e.g. llama-server on the same GGUF file) to load the same way after the stack at each level, for a ratio from one run")
 	queue := fs.String("queue", "", "instead: run queue scenarios through a dev stack (NATS, producers, worker) on --model or the generated 134M Q8_0 model: fairness, priority, pressure, seed (or one of its parts: seed:mixed, seed:evict, seed:shared, seed:huge), toolchain or all (comma-separated)")
 	queueScale := fs.Float64("queue-scale", 1, "with --queue: multiply every scenario's job counts (e.g. 0.25 on a small machine)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
@@ -96,7 +97,7 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil || len(levels) == 0 {
 			return usagef("--concurrency: want at least one positive number (%v)", err)
 		}
-		cfg := bench.ServeConfig{Concurrency: levels, Tokens: *serveTokens, Requests: *serveRequests}
+		cfg := bench.ServeConfig{Concurrency: levels, Tokens: *serveTokens, Requests: *serveRequests, Peer: *servePeer}
 		return benchOnStack(ctx, stackOpts{kind: "serve", model: *modelName, gen134M: true, http: true}, threads[0], &sf, func(st *devstack.Stack) error {
 			_, err := bench.Serve(ctx, st, cfg, stdout)
 			return err

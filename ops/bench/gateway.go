@@ -116,7 +116,7 @@ func Gateway(ctx context.Context, st *devstack.Stack, cfg GatewayConfig, w io.Wr
 // postChat posts one chat completion as tenant Tenant and reads the whole
 // answer.
 func postChat(ctx context.Context, addr, body string) error {
-	resp, err := openChat(ctx, addr, body)
+	resp, err := openChat(ctx, http.DefaultClient, addr, body)
 	if err != nil {
 		return err
 	}
@@ -127,13 +127,13 @@ func postChat(ctx context.Context, addr, body string) error {
 
 // openChat posts one chat completion as tenant Tenant and returns the
 // response of status 200, whose body the caller reads and closes.
-func openChat(ctx context.Context, addr, body string) (*http.Response, error) {
+func openChat(ctx context.Context, client *http.Client, addr, body string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set(gateway.TenantHeader, Tenant)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

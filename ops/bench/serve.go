@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"sort"
@@ -33,6 +34,12 @@ type ServeConfig struct {
 	// Prompt is every completion's user message. Defaults to "Once upon a
 	// time".
 	Prompt string
+	// Peer is the host:port of another OpenAI-compatible server (such as
+	// llama-server on the same GGUF file) to load the same way, path
+	// "peer", after the stack's two paths at each level; "" for none. Its
+	// completions ask it to ignore end of sequence and not to reuse the
+	// prompt's cache (llama-server's ignore_eos and cache_prompt).
+	Peer string
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -87,6 +94,9 @@ type ServeRow struct {
 	Path        string
 	Concurrency int
 	Requests    int
+	// Prompt is the prompt tokens of a request (their mean), from the
+	// usage: a chat template makes it the server's own.
+	Prompt float64
 	// Tokens is the output tokens of every request, from their usage;
 	// Short counts the requests that stopped before max_tokens (the model
 	// ended its answer: the gateway has no way to ignore end of sequence).
@@ -101,7 +111,7 @@ type ServeRow struct {
 // served is what one streamed completion measured.
 type served struct {
 	start, first, end time.Time
-	tokens            int
+	tokens, prompt    int
 }
 
 // Serve runs llama-server's benchmark shape through st, which must serve
@@ -134,21 +144,37 @@ func Serve(ctx context.Context, st *devstack.Stack, cfg ServeConfig, w io.Writer
 	if err != nil {
 		return nil, err
 	}
-	viaHTTP := func() (served, error) { return streamChat(ctx, addr, string(body)) }
+	viaHTTP := func() (served, error) { return streamChat(ctx, http.DefaultClient, addr, string(body)) }
+	peerBody, err := json.Marshal(map[string]any{"model": name, "messages": []map[string]string{{"role": "user", "content": cfg.Prompt}},
+		"max_tokens": cfg.Tokens, "stream": true, "stream_options": map[string]bool{"include_usage": true},
+		"ignore_eos": true, "cache_prompt": false})
+	if err != nil {
+		return nil, err
+	}
+	// A connection a request: llama-server may close an idle kept-alive
+	// connection as the next request is written to it.
+	peerClient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	viaPeer := func() (served, error) { return streamChat(ctx, peerClient, cfg.Peer, string(peerBody)) }
 	viaGo := func() (served, error) {
 		return streamJob(ctx, c, &contracts.JobRequest{Model: name, MaxTokens: cfg.Tokens, Stream: true,
 			Messages: []contracts.Message{{Role: "user", Content: cfg.Prompt}}})
 	}
 	res := &ServeResults{CPU: cpuModel()}
 	fmt.Fprintf(w, "model %s, %d tokens per request, prompt %q, CPU %s\n", name, cfg.Tokens, cfg.Prompt, res.CPU)
+	type path struct {
+		name string
+		one  func() (served, error)
+	}
+	paths := []path{{"http", viaHTTP}, {"go", viaGo}}
+	if cfg.Peer != "" {
+		fmt.Fprintf(w, "peer: the OpenAI-compatible server at %s\n", cfg.Peer)
+		paths = append(paths, path{"peer", viaPeer})
+	}
 	// Each level runs through both paths before the next, so that the two
 	// see the stack in the same state (its event stream as long, the
 	// machine as warm).
 	for _, clients := range cfg.Concurrency {
-		for _, path := range []struct {
-			name string
-			one  func() (served, error)
-		}{{"http", viaHTTP}, {"go", viaGo}} {
+		for _, path := range paths {
 			row, err := serveLevel(path.name, clients, cfg.requests(clients), cfg.Tokens, path.one)
 			if err != nil {
 				return nil, err
@@ -176,6 +202,7 @@ func serveLevel(path string, clients, n, maxTokens int, one func() (served, erro
 			s.first = s.end
 		}
 		row.Tokens += s.tokens
+		row.Prompt += float64(s.prompt) / float64(n)
 		if s.tokens < maxTokens {
 			row.Short++
 		}
@@ -199,10 +226,10 @@ func serveLevel(path string, clients, n, maxTokens int, one func() (served, erro
 // one after the other).
 func (r *ServeResults) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tclients\trequests\ttokens\tshort\ttok/s\tTTFT p50 ms\tTTFT p99 ms\tTPOT p50 ms\tTPOT p99 ms\t")
+	fmt.Fprintln(tw, "path\tclients\trequests\tprompt\ttokens\tshort\ttok/s\tTTFT p50 ms\tTTFT p99 ms\tTPOT p50 ms\tTPOT p99 ms\t")
 	for _, r := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t\n",
-			r.Path, r.Concurrency, r.Requests, r.Tokens, r.Short, r.TokensPerS, r.TTFTP50, r.TTFTP99, r.TPOTP50, r.TPOTP99)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t\n",
+			r.Path, r.Concurrency, r.Requests, r.Prompt, r.Tokens, r.Short, r.TokensPerS, r.TTFTP50, r.TTFTP99, r.TPOTP50, r.TPOTP99)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -213,21 +240,36 @@ func (r *ServeResults) WriteTable(w io.Writer) error {
 			ratios = append(ratios, fmt.Sprintf("%d clients %.2f", h.Concurrency, h.TokensPerS/g.TokensPerS))
 		}
 	}
-	_, err := fmt.Fprintf(w, "HTTP ÷ Go producer tok/s: %s\n", strings.Join(ratios, ", "))
-	return err
+	if _, err := fmt.Fprintf(w, "HTTP ÷ Go producer tok/s: %s\n", strings.Join(ratios, ", ")); err != nil {
+		return err
+	}
+	var peer []string
+	for _, p := range r.Rows {
+		for _, h := range r.Rows {
+			if p.Path == "peer" && h.Path == "http" && h.Concurrency == p.Concurrency && p.TokensPerS > 0 {
+				peer = append(peer, fmt.Sprintf("%d clients %.2f", h.Concurrency, h.TokensPerS/p.TokensPerS))
+			}
+		}
+	}
+	if len(peer) > 0 {
+		_, err := fmt.Fprintf(w, "HTTP ÷ peer tok/s: %s\n", strings.Join(peer, ", "))
+		return err
+	}
+	return nil
 }
 
 // streamChat posts one streamed chat completion (body asks for the usage
 // chunk) and reads its SSE stream to [DONE].
-func streamChat(ctx context.Context, addr, body string) (served, error) {
+func streamChat(ctx context.Context, client *http.Client, addr, body string) (served, error) {
 	s := served{start: time.Now()}
-	resp, err := openChat(ctx, addr, body)
+	resp, err := openChat(ctx, client, addr, body)
 	if err != nil {
 		return s, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
+	chunks, usage := 0, false // content chunks, for a server that sends no usage
 	for sc.Scan() {
 		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
 		if !ok {
@@ -235,6 +277,9 @@ func streamChat(ctx context.Context, addr, body string) (served, error) {
 		}
 		if string(data) == "[DONE]" {
 			s.end = time.Now()
+			if !usage {
+				s.tokens = chunks
+			}
 			return s, nil
 		}
 		var chunk struct {
@@ -244,6 +289,7 @@ func streamChat(ctx context.Context, addr, body string) (served, error) {
 				} `json:"delta"`
 			} `json:"choices"`
 			Usage *struct {
+				PromptTokens     int `json:"prompt_tokens"`
 				CompletionTokens int `json:"completion_tokens"`
 			} `json:"usage"`
 			Error *struct {
@@ -257,9 +303,12 @@ func streamChat(ctx context.Context, addr, body string) (served, error) {
 		case chunk.Error != nil:
 			return s, fmt.Errorf("completion failed: %s", chunk.Error.Message)
 		case chunk.Usage != nil:
-			s.tokens = chunk.Usage.CompletionTokens
-		case s.first.IsZero() && len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "":
-			s.first = time.Now()
+			s.tokens, s.prompt, usage = chunk.Usage.CompletionTokens, chunk.Usage.PromptTokens, true
+		case len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "":
+			chunks++
+			if s.first.IsZero() {
+				s.first = time.Now()
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -288,7 +337,7 @@ func streamJob(ctx context.Context, c *producer.Client, req *contracts.JobReques
 				s.first = time.Now()
 			}
 		case contracts.EventFinal:
-			s.end, s.tokens = time.Now(), ev.Usage.OutputTokens
+			s.end, s.tokens, s.prompt = time.Now(), ev.Usage.OutputTokens, ev.Usage.InputTokens
 		case contracts.EventError:
 			failed = fmt.Errorf("job %s: %s: %s", id, ev.Error.Code, ev.Error.Message)
 		}

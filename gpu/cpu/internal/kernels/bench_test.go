@@ -229,7 +229,7 @@ func BenchmarkMatMulPaths(b *testing.B) {
 func BenchmarkMatMulStream(b *testing.B) {
 	pool := NewPool(0)
 	defer pool.Close()
-	for _, ty := range []gpu.DType{gpu.Q8_0, gpu.Q4_0} {
+	for _, ty := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_0} {
 		ws := make([]*Weights, 48)
 		r := rand.New(rand.NewPCG(3, 4))
 		src := randFloats(r, 2048*768)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/zerolayer/zerolayer/gpu"
 )
@@ -75,6 +76,43 @@ func TestPoolParallelAndReuse(t *testing.T) {
 	}
 	if got, want := total.Load(), int64(500*64*63/2); got != want {
 		t.Fatalf("sum %d, want %d", got, want)
+	}
+}
+
+// TestPoolParksAndWakes: loops far apart (the workers park between them),
+// close together (they spin), and with a chunk slower than the spin (the
+// caller parks for it) each cover their range once, and For returns only
+// after every chunk has: what a chunk wrote is there when For returns.
+func TestPoolParksAndWakes(t *testing.T) {
+	for _, threads := range []int{2, 3} {
+		p := NewPool(threads)
+		for it := 0; it < 60; it++ {
+			switch it % 3 {
+			case 0:
+				time.Sleep(3 * spinFor) // the workers park
+			case 1:
+				// back to back: the workers are still spinning
+			}
+			slow := it%3 == 2
+			n := 4 * threads
+			hits := make([]int32, n)
+			p.For(n, func(lo, hi int) {
+				if slow {
+					// The workers' last chunks end after the caller's
+					// spin: it parks for them.
+					time.Sleep(3 * spinFor)
+				}
+				for i := lo; i < hi; i++ {
+					hits[i]++ // plain writes: For's return must publish them
+				}
+			})
+			for i, h := range hits {
+				if h != 1 {
+					t.Fatalf("threads=%d loop %d: index %d visited %d times", threads, it, i, h)
+				}
+			}
+		}
+		p.Close()
 	}
 }
 
