@@ -100,6 +100,10 @@ type SchedulerResults struct {
 type Throughput struct {
 	Jobs           int
 	Alone, Batched float64
+	// Engine is the engine's own decode of Jobs sequences together, in
+	// the same process (the forward pass alone: no prompts, sampling or
+	// scheduling), tokens per second.
+	Engine float64
 }
 
 // Occupancy is part 3 for one scheduler setting: how well the mixed
@@ -271,10 +275,29 @@ func (b *schedBench) throughput() ([]Throughput, error) {
 		together := time.Since(t0)
 		tok := float64(n * b.cfg.NewTokens)
 		t := Throughput{Jobs: n, Alone: tok / alone.Seconds(), Batched: tok / together.Seconds()}
-		fmt.Fprintf(b.w, "   %2d jobs: one at a time %7.1f tok/s, batched %7.1f tok/s  (×%.2f)\n", n, t.Alone, t.Batched, alone.Seconds()/together.Seconds())
+		if t.Engine, err = b.engineDecode(n); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(b.w, "   %2d jobs: one at a time %7.1f tok/s, batched %7.1f tok/s  (×%.2f); the engine's own batch %d decode %7.1f tok/s (batched = %.0f%% of it)\n",
+			n, t.Alone, t.Batched, alone.Seconds()/together.Seconds(), n, t.Engine, 100*t.Batched/t.Engine)
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// engineDecode is the engine's decode of n sequences together for
+// NewTokens steps, the best of three, in tokens per second: what part 1's
+// batched jobs would get if scheduling, prompts and sampling cost nothing.
+func (b *schedBench) engineDecode(n int) (float64, error) {
+	r, err := newModelRun(b.ctx, b.l.Model, 16+b.cfg.NewTokens, n, 3)
+	if err != nil {
+		return 0, err
+	}
+	d, err := r.best(func() (time.Duration, error) { return r.decode(n, b.cfg.NewTokens) })
+	if err != nil {
+		return 0, err
+	}
+	return float64(n*b.cfg.NewTokens) / d.Seconds(), nil
 }
 
 // priority is part 2: high-priority time to first token, idle and under

@@ -116,6 +116,7 @@ type Scheduler struct {
 		batches              []gpu.Batch    // one per group
 		hit                  []int32        // prefixHits: last windowed miss at or before each block
 		tenantTokens         map[string]int // output tokens per tenant this step
+		observe              []observation  // the step's sampling rows
 		// tenantCounters are Metrics' per-tenant token counters, looked
 		// up once each (the label lookup hashes on every call).
 		tenantCounters map[string]prometheus.Counter

@@ -3,8 +3,10 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -333,7 +335,7 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 			}
 		}
 	}
-	li := 0
+	obs := s.buf.observe[:0]
 	for _, r := range plan {
 		q := r.q
 		q.computed += r.n
@@ -341,16 +343,18 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 		s.served[q.opts.Tenant] += float64(r.n) / q.opts.Weight
 		s.registerFull(q)
 		s.trim(q)
-		if !r.samples {
-			continue // prefill chunk: no logits yet
+		if r.samples { // a prefill chunk has no logits yet
+			obs = append(obs, observation{q: q})
 		}
-		l := logits[li*s.m.Vocab : (li+1)*s.m.Vocab]
-		li++
-		_, ok := q.g.Observe(l, done)
+	}
+	s.buf.observe = obs
+	observeAll(obs, logits, s.m.Vocab, done)
+	for _, o := range obs {
+		q := o.q
 		if q.stats.FirstTokenSteps == 0 && len(q.g.Result().OutputIDs) > 0 {
 			q.stats.FirstTokenSteps = s.stepCount.Load() - q.admitStep
 		}
-		if !ok {
+		if !o.ok {
 			if q.g.Done() {
 				s.finish(q, "", nil)
 			} else {
@@ -358,6 +362,49 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 			}
 		}
 	}
+}
+
+// observation is one sampling row of a step: its sequence, and whether
+// its generation goes on after the token it sampled.
+type observation struct {
+	q  *seq
+	ok bool
+}
+
+// observeAll has each row's generation observe its logits (row i's are
+// logits[i·vocab:]): masks, sampling, stop strings, tools and the token's
+// delivery. Rows are independent (each generation has its own sampler,
+// tools and sink), so they run on up to GOMAXPROCS goroutines, the
+// caller's one of them: sampling reads the whole vocabulary for every row
+// (its log-sum-exp, and at a temperature its weights), which on one
+// goroutine cost a 16-row step on a CPU about as much as its forward pass.
+func observeAll(obs []observation, logits []float32, vocab int, now time.Time) {
+	one := func(i int) {
+		_, obs[i].ok = obs[i].q.g.Observe(logits[i*vocab:(i+1)*vocab], now)
+	}
+	workers := min(len(obs), runtime.GOMAXPROCS(0)) - 1
+	if workers <= 0 {
+		for i := range obs {
+			one(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	take := func() {
+		for i := int(next.Add(1) - 1); i < len(obs); i = int(next.Add(1) - 1) {
+			one(i)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			take()
+		}()
+	}
+	take()
+	wg.Wait()
 }
 
 // restart rewinds q to its prompt after its tools asked for a retry: the
