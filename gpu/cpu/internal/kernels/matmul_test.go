@@ -116,6 +116,32 @@ func TestPoolParksAndWakes(t *testing.T) {
 	}
 }
 
+// TestPoolStress: more workers than CPUs, loops whose last chunks end
+// about when the caller stops spinning, back to back: the caller parks in
+// one loop while the last worker of the one before may still be on its
+// way out, which must not wake it (a lost count here hangs For).
+func TestPoolStress(t *testing.T) {
+	p := NewPool(4)
+	defer p.Close()
+	var total atomic.Int64
+	loops := 3000
+	if testing.Short() {
+		loops = 1000
+	}
+	for it := range loops {
+		d := time.Duration(it%4) * spinFor / 2
+		p.For(16, func(lo, hi int) {
+			if lo%5 == 0 {
+				time.Sleep(d)
+			}
+			total.Add(int64(hi - lo))
+		})
+	}
+	if got := total.Load(); got != int64(16*loops) {
+		t.Fatalf("%d indices visited, want %d", got, 16*loops)
+	}
+}
+
 // refMatMul is x·Wᵀ in float64 from the dequantized weights, plus a bound
 // on each output's error: the activation quantization error (half a step
 // of the block's scale per element) times |W|, plus float32 rounding.

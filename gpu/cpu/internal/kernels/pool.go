@@ -37,9 +37,11 @@ type Pool struct {
 	// move.
 	epoch atomic.Uint64
 	// pending counts the workers still in the current loop; the last one
-	// out wakes the caller if it parked (waiting).
+	// out wakes the caller if it parked: waiting holds the epoch of the
+	// loop the caller parked in (0: none), so that the last worker of a
+	// loop the caller already left cannot wake it in the next one.
 	pending atomic.Int64
-	waiting atomic.Bool
+	waiting atomic.Uint64
 	done    chan struct{}
 }
 
@@ -83,7 +85,7 @@ func (p *Pool) worker(w *poolWorker) {
 			return
 		}
 		p.run()
-		if p.pending.Add(-1) == 0 && p.waiting.CompareAndSwap(true, false) {
+		if p.pending.Add(-1) == 0 && p.waiting.CompareAndSwap(seen, 0) {
 			p.done <- struct{}{}
 		}
 	}
@@ -157,12 +159,12 @@ func (p *Pool) For(n int, fn func(lo, hi int)) {
 	p.fn, p.n, p.chunk = fn, n, chunk
 	p.next.Store(0)
 	p.pending.Store(int64(len(p.workers)))
-	p.epoch.Add(1)
+	e := p.epoch.Add(1)
 	p.wakeParked()
 	p.run()
 	if _, ok := spinUntil(func() (struct{}, bool) { return struct{}{}, p.pending.Load() == 0 }); !ok {
-		p.waiting.Store(true)
-		if p.pending.Load() != 0 || !p.waiting.CompareAndSwap(true, false) {
+		p.waiting.Store(e)
+		if p.pending.Load() != 0 || !p.waiting.CompareAndSwap(e, 0) {
 			<-p.done // the last worker out clears waiting and sends
 		}
 	}
