@@ -85,6 +85,10 @@ func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *
 	panic(noAsm)
 }
 
+func dotF32x4x8PartAVX512(x *float32, xstride int, w *float32, wstride, n int, acc *[256]float32, out *[32]float32, mode int) {
+	panic(noAsm)
+}
+
 func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32) {
 	panic(noAsm)
 }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/zerolayer/zerolayer/gpu"
@@ -72,6 +73,10 @@ func (mm *MatMul) wide(r0, r1, m0, m1 int) {
 	var o [32]float32
 	K, N, rb, wr := mm.cols, mm.rows, mm.rb, mm.wr
 	dst := mm.dst
+	if mm.t == gpu.F32 && K > f32Part && mm.m >= 64 && m1-m0 > 4 {
+		mm.wideF32Parts(r0, r1, m0, m1)
+		return
+	}
 	for r := r0; r < r1; r += wr {
 		w := mm.w[r*rb : (r+wr)*rb]
 		for m := m0; m < m1; {
@@ -119,3 +124,57 @@ func (mm *MatMul) wide(r0, r1, m0, m1 int) {
 		}
 	}
 }
+
+// f32Part is the columns of an F32 weight tile that wideF32Parts runs at a
+// time: eight rows of 512 floats (16 KiB) and a group of four activation
+// rows' 512 (8 KiB) stay in a 32–48 KiB L1 data cache, where whole rows of
+// 2048 columns (64 + 32 KiB) came from L2 for every group.
+const f32Part = 512
+
+// f32Acc holds the accumulators of wideF32Parts' groups between parts.
+var f32Acc = sync.Pool{New: func() any { return new([][256]float32) }}
+
+// wideF32Parts is wide for F32 matrices of more than f32Part columns: each
+// weight tile's columns in parts of f32Part, every activation group through
+// a part before the next, the accumulators carried between parts exactly
+// (dotF32x4x8PartAVX512), so the bits are wide's.
+func (mm *MatMul) wideF32Parts(r0, r1, m0, m1 int) {
+	var o [32]float32
+	K, N, rb := mm.cols, mm.rows, mm.rb
+	groups := (m1 - m0) / 4
+	buf := f32Acc.Get().(*[][256]float32)
+	defer f32Acc.Put(buf)
+	if cap(*buf) < groups {
+		*buf = make([][256]float32, groups)
+	}
+	acc := (*buf)[:groups]
+	for r := r0; r < r1; r += 8 {
+		w := f32s(mm.w[r*rb : (r+8)*rb])
+		for k0 := 0; k0 < K; k0 += f32Part {
+			n := min(f32Part, K-k0)
+			mode := 0
+			if k0 > 0 {
+				mode |= 1
+			}
+			last := k0+n == K
+			if last {
+				mode |= 2
+			}
+			for g := range acc {
+				m := m0 + 4*g
+				dotF32x4x8PartAVX512(&mm.x[m*K+k0], 4*K, &w[k0], rb, n, &acc[g], &o, mode)
+				if last {
+					for i := 0; i < 4; i++ {
+						d := dst32(mm.dst, (m+i)*N+r)
+						for j := range d {
+							d[j] = o[4*j+i]
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// dst32 is the eight outputs of a wide F32 tile from index i of dst.
+func dst32(dst []float32, i int) []float32 { return dst[i : i+8] }

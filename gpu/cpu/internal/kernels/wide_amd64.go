@@ -15,6 +15,9 @@ var (
 func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *[32]float32)
 
 //go:noescape
+func dotF32x4x8PartAVX512(x *float32, xstride int, w *float32, wstride, n int, acc *[256]float32, out *[32]float32, mode int)
+
+//go:noescape
 func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32)
 
 //go:noescape

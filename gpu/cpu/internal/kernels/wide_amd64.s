@@ -112,24 +112,42 @@
 // load into Z16..Z19. At the end the last pair's accumulators go first to
 // Z24..Z27: its high halves need Y12..Y15 free.
 #define DOT4X8(LOADPAIR, WSTEP8) \
+	DOT4X8ARGS \
+	MOVQ out+40(FP), AX \
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7) \
+	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15) \
+	DOT4X8LOOP(LOADPAIR, WSTEP8, PF8) \
+	DOT4X8REDUCE
+
+// DOT4X8ARGS loads the arguments x, xstride, w, wstride and n of the 4×8
+// float kernels, and the row addresses DOT4X8LOOP uses.
+#define DOT4X8ARGS \
 	MOVQ x+0(FP), SI \
 	MOVQ xstride+8(FP), BX \
 	MOVQ w+16(FP), DI \
 	MOVQ wstride+24(FP), DX \
 	MOVQ n+32(FP), CX \
-	MOVQ out+40(FP), AX \
 	LEAQ (SI)(BX*2), R10 \
 	ADDQ BX, R10 \
 	LEAQ (DI)(DX*2), R8 \
 	ADDQ DX, R8 \
 	LEAQ (DI)(DX*4), R9 \
 	ADDQ DX, R9 \
-	ADDQ DX, R9 \
-	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7) \
-	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15) \
-loop: \
+	ADDQ DX, R9
+
+// PF8() prefetches the eight weight rows PFDW bytes ahead (DOT4X8LOOP's
+// addressing); NOPF() does nothing.
+#define PF8() \
 	PREFETCH4((DI), (DI)(DX*1), (DI)(DX*2), (R8)) \
-	PREFETCH4((DI)(DX*4), (R8)(DX*2), (R9), (R8)(DX*4)) \
+	PREFETCH4((DI)(DX*4), (R8)(DX*2), (R9), (R8)(DX*4))
+#define NOPF()
+
+// DOT4X8LOOP(LOADPAIR, WSTEP8, PF) adds n elements' products into the
+// accumulators Z0..Z15, PF() a step: PF8 where the weights stream from
+// memory, NOPF where a part of them is in the L1 cache already.
+#define DOT4X8LOOP(LOADPAIR, WSTEP8, PF) \
+loop: \
+	PF() \
 	LOADPAIR((DI), (DI)(DX*1), Z16, Y16) \
 	LOADPAIR((DI)(DX*2), (R8), Z17, Y17) \
 	LOADPAIR((DI)(DX*4), (R8)(DX*2), Z18, Y18) \
@@ -160,7 +178,10 @@ loop: \
 	ADDQ            $WSTEP8, R8 \
 	ADDQ            $WSTEP8, R9 \
 	SUBQ            $8, CX \
-	JNZ             loop \
+	JNZ             loop
+
+// DOT4X8REDUCE sums the accumulators Z0..Z15 into the 32 floats at AX.
+#define DOT4X8REDUCE \
 	VMOVAPS Z12, Z24 \
 	VMOVAPS Z13, Z25 \
 	VMOVAPS Z14, Z26 \
@@ -183,6 +204,71 @@ loop: \
 // dotBF16x4x3AVX2: the weights convert to float32 in the same way).
 TEXT ·dotF32x4x8AVX512(SB), NOSPLIT, $0-48
 	DOT4X8(PAIRF32, 32)
+	VZEROUPPER
+	RET
+
+// func dotF32x4x8PartAVX512(x *float32, xstride int, w *float32, wstride, n int, acc *[256]float32, out *[32]float32, mode int)
+//
+// dotF32x4x8AVX512 over a part of the columns, the sixteen accumulators
+// carried in acc between parts: mode&1 starts from acc (else from zero),
+// mode&2 ends by reducing into out as dotF32x4x8AVX512 does (else the
+// accumulators go back to acc). Carried exactly, they give the bits of one
+// call over all the columns; a weight tile's part then stays in the L1
+// cache for every activation row group.
+TEXT ·dotF32x4x8PartAVX512(SB), NOSPLIT, $0-64
+	DOT4X8ARGS
+	MOVQ  acc+40(FP), R11
+	MOVQ  mode+56(FP), R12
+	TESTQ $1, R12
+	JNZ   load
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	JMP   body
+
+load:
+	VMOVUPS 0(R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	VMOVUPS 192(R11), Z3
+	VMOVUPS 256(R11), Z4
+	VMOVUPS 320(R11), Z5
+	VMOVUPS 384(R11), Z6
+	VMOVUPS 448(R11), Z7
+	VMOVUPS 512(R11), Z8
+	VMOVUPS 576(R11), Z9
+	VMOVUPS 640(R11), Z10
+	VMOVUPS 704(R11), Z11
+	VMOVUPS 768(R11), Z12
+	VMOVUPS 832(R11), Z13
+	VMOVUPS 896(R11), Z14
+	VMOVUPS 960(R11), Z15
+
+body:
+	DOT4X8LOOP(PAIRF32, 32, NOPF)
+	TESTQ $2, R12
+	JNZ   final
+	VMOVUPS Z0, 0(R11)
+	VMOVUPS Z1, 64(R11)
+	VMOVUPS Z2, 128(R11)
+	VMOVUPS Z3, 192(R11)
+	VMOVUPS Z4, 256(R11)
+	VMOVUPS Z5, 320(R11)
+	VMOVUPS Z6, 384(R11)
+	VMOVUPS Z7, 448(R11)
+	VMOVUPS Z8, 512(R11)
+	VMOVUPS Z9, 576(R11)
+	VMOVUPS Z10, 640(R11)
+	VMOVUPS Z11, 704(R11)
+	VMOVUPS Z12, 768(R11)
+	VMOVUPS Z13, 832(R11)
+	VMOVUPS Z14, 896(R11)
+	VMOVUPS Z15, 960(R11)
+	VZEROUPPER
+	RET
+
+final:
+	MOVQ out+48(FP), AX
+	DOT4X8REDUCE
 	VZEROUPPER
 	RET
 
