@@ -3,6 +3,8 @@ package sample
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/zerolayer/zerolayer/gpu/cpu/vec"
 )
 
 // pcgStream is the PCG stream constant; the seed fills the state.
@@ -100,19 +102,7 @@ func (s *Sampler) prepare(logits []float32, history []int32) ([]float32, int32) 
 		s.ids = make([]int32, v)
 	}
 	x := s.x[:v]
-	best, maxv := 0, float32(math.Inf(-1))
-	for i, l := range logits {
-		switch {
-		case l != l: // NaN
-			l = float32(math.Inf(-1))
-		case l > math.MaxFloat32:
-			l = math.MaxFloat32
-		}
-		x[i] = l
-		if l > maxv {
-			best, maxv = i, l
-		}
-	}
+	best, maxv := vec.Clean(x, logits)
 	if math.IsInf(float64(maxv), -1) {
 		clear(x)
 	}
@@ -155,24 +145,14 @@ func (s *Sampler) prepare(logits []float32, history []int32) ([]float32, int32) 
 	return x, argmax(x)
 }
 
-// argmax returns the index of the largest value, the lowest on ties.
-func argmax(x []float32) int32 {
-	best, m := 0, x[0]
-	for i, v := range x {
-		if v > m {
-			best, m = i, v
-		}
-	}
-	return int32(best)
-}
+// argmax returns the index of the largest value of x, which holds no NaN,
+// the lowest on ties.
+func argmax(x []float32) int32 { return int32(vec.ArgMax(x)) }
 
 // logSumExp returns log Σ exp(x[i]) in float64, given m, the maximum of x.
+// The terms are float32 (relative error about 2e-7), their sum float64.
 func logSumExp(x []float32, m float32) float64 {
-	var sum float64
-	for _, v := range x {
-		sum += expNeg(float64(v - m))
-	}
-	return float64(m) + math.Log(sum)
+	return float64(m) + math.Log(vec.SumExp(nil, x, m, 1))
 }
 
 // firstRound is the size of the first sorted prefix top-p builds when top-k
@@ -196,12 +176,16 @@ func (s *Sampler) truncate(x []float32, best int32) []int32 {
 	// Weights relative to the best token, which gets exactly 1 and
 	// survives every truncation.
 	m := x[best]
-	invT := 1 / float64(s.p.Temperature)
+	invT := 1 / s.p.Temperature
 	var sum float64
-	for _, id := range ids[:n] {
-		w := float32(expNeg(float64(x[id]-m) * invT))
-		s.probs[id] = w
-		sum += float64(w)
+	if n == len(x) { // every token, in id order
+		sum = vec.SumExp(s.probs, x, m, invT)
+	} else {
+		for _, id := range ids[:n] {
+			w := vec.ExpNeg((x[id] - m) * invT)
+			s.probs[id] = w
+			sum += float64(w)
+		}
 	}
 
 	if s.p.TopP < 1 {

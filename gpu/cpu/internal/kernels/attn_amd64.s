@@ -283,6 +283,15 @@ sum:
 	VZEROUPPER
 	RET
 
+// HMAX sets every lane of X0 to the maximum of Y0's eight. Clobbers X1.
+#define HMAX \
+	VEXTRACTF128 $1, Y0, X1 \
+	VMAXPS       X1, X0, X0 \
+	VPERMILPS    $0x4e, X0, X1 \
+	VMAXPS       X1, X0, X0 \
+	VPERMILPS    $0xb1, X0, X1 \
+	VMAXPS       X1, X0, X0
+
 // func maxF32AVX2(x *float32, n int) float32
 //
 // The maximum of x[:n], n ≥ 8.
@@ -324,12 +333,7 @@ last:
 
 done:
 	VMAXPS       Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VMAXPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VMAXPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VMAXPS       X1, X0, X0
+	HMAX
 	VMOVSS       X0, ret+16(FP)
 	VZEROUPPER
 	RET
@@ -369,49 +373,108 @@ done:
 	VPADDD       Y2, Y3, Y3        \
 	VANDPS       Y4, Y3, Y3
 
-// func expShiftAVX2(x *float32, n int, m float32) float32
+// func cleanAVX2(dst, src *float32, n int) float32
 //
-// x[i] = exp(x[i] − m) for i < n, returning the sum; x[i] − m ≤ 0, n > 0.
-TEXT ·expShiftAVX2(SB), NOSPLIT, $0-28
-	MOVQ         x+0(FP), SI
-	MOVQ         n+8(FP), CX
-	VBROADCASTSS m+16(FP), Y15
+// dst[i] = src[i] for i < n with NaN replaced by −Inf and +Inf by the
+// largest float32; returns the maximum of dst[:n]. n is a multiple of 8,
+// > 0.
+TEXT ·cleanAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS cleanc<>+0(SB), Y14
+	VBROADCASTSS cleanc<>+4(SB), Y13
+	VMOVAPS      Y14, Y0
+
+loop:
+	VMOVUPS   (SI), Y1
+	VCMPPS    $3, Y1, Y1, Y2  // unordered: NaN
+	VBLENDVPS Y2, Y14, Y1, Y1 // NaN → −Inf
+	VMINPS    Y13, Y1, Y1     // +Inf → MaxFloat32
+	VMOVUPS   Y1, (DI)
+	VMAXPS    Y1, Y0, Y0
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JNZ       loop
+
+	HMAX
+	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// SUMPD adds the eight floats of Y3 to the four float64 lanes of Y0, the
+// low half first. Clobbers Y1 and X3.
+#define SUMPD \
+	VCVTPS2PD    X3, Y1     \
+	VADDPD       Y1, Y0, Y0 \
+	VEXTRACTF128 $1, Y3, X3 \
+	VCVTPS2PD    X3, Y1     \
+	VADDPD       Y1, Y0, Y0
+
+// func sumExpAVX2(dst, x *float32, n int, m, scale float32) float64
+//
+// Returns the sum of e = exp((x[i] − m)·scale) for i < n, each lane's terms
+// added in float64 in order; writes e to dst[i] unless dst is nil.
+// (x[i] − m)·scale ≤ 0 or −Inf, n > 0.
+TEXT ·sumExpAVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS m+24(FP), Y15
 	EXPCONST
-	VXORPS       Y0, Y0, Y0
+	VXORPD       Y0, Y0, Y0
 	MOVQ         CX, R9
 	ANDQ         $7, R9
 	ANDQ         $-8, CX
 	JZ           tail
 
 loop:
-	VMOVUPS (SI), Y1
-	VSUBPS  Y15, Y1, Y1
+	VMOVUPS      (SI), Y1
+	VSUBPS       Y15, Y1, Y1
+	VBROADCASTSS scale+28(FP), Y2
+	VMULPS       Y2, Y1, Y1
 	EXPNEG
-	VMOVUPS Y3, (SI)
-	VADDPS  Y3, Y0, Y0
-	ADDQ    $32, SI
-	SUBQ    $8, CX
-	JNZ     loop
+	TESTQ        DI, DI
+	JZ           add
+	VMOVUPS      Y3, (DI)
+	ADDQ         $32, DI
+
+add:
+	SUMPD
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ  loop
 
 tail:
-	// The last n mod 8 elements, loaded and stored under the mask at R12.
-	TESTQ      R9, R9
-	JZ         sum
-	LEAQ       tailmask<>+32(SB), R12
-	SHLQ       $2, R9
-	SUBQ       R9, R12
-	VMOVDQU    (R12), Y4
-	VMASKMOVPS (SI), Y4, Y1
-	VSUBPS     Y15, Y1, Y1
+	// The last n mod 8 elements, loaded and stored under the mask at R12;
+	// the other lanes' terms are cleared before they are added.
+	TESTQ        R9, R9
+	JZ           sum
+	LEAQ         tailmask<>+32(SB), R12
+	SHLQ         $2, R9
+	SUBQ         R9, R12
+	VMOVDQU      (R12), Y4
+	VMASKMOVPS   (SI), Y4, Y1
+	VSUBPS       Y15, Y1, Y1
+	VBROADCASTSS scale+28(FP), Y2
+	VMULPS       Y2, Y1, Y1
 	EXPNEG
-	VMOVDQU    (R12), Y4
-	VANDPS     Y4, Y3, Y3
-	VMASKMOVPS Y3, Y4, (SI)
-	VADDPS     Y3, Y0, Y0
+	VMOVDQU      (R12), Y4
+	VANDPS       Y4, Y3, Y3
+	TESTQ        DI, DI
+	JZ           tailadd
+	VMASKMOVPS   Y3, Y4, (DI)
+
+tailadd:
+	SUMPD
 
 sum:
-	HSUM(Y0, X0, X1)
-	VMOVSS  X0, ret+24(FP)
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD       X1, X0, X0
+	VUNPCKHPD    X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, ret+32(FP)
 	VZEROUPPER
 	RET
 
@@ -481,6 +544,10 @@ DATA expc<>+28(SB)/4, $0x3f000000 // 1/2
 DATA expc<>+32(SB)/4, $0x3f800000 // 1
 DATA expc<>+36(SB)/4, $0xc2ae0000 // −87
 GLOBL expc<>(SB), RODATA|NOPTR, $40
+
+DATA cleanc<>+0(SB)/4, $0xff800000 // −Inf
+DATA cleanc<>+4(SB)/4, $0x7f7fffff // the largest float32
+GLOBL cleanc<>(SB), RODATA|NOPTR, $8
 
 DATA signbits<>+0(SB)/8, $0x8000000080000000
 DATA signbits<>+8(SB)/8, $0x8000000080000000

@@ -74,7 +74,10 @@ func axpyRowsF32AVX2(p, v *float32, vstride, k, n int, out *float32)
 func maxF32AVX2(x *float32, n int) float32
 
 //go:noescape
-func expShiftAVX2(x *float32, n int, m float32) float32
+func cleanAVX2(dst, src *float32, n int) float32
+
+//go:noescape
+func sumExpAVX2(dst, x *float32, n int, m, scale float32) float64
 
 //go:noescape
 func siluMulAVX2(dst, gate, up *float32, n int)

@@ -228,12 +228,14 @@ func maxF32Go(x []float32, m float32) float32 {
 	return m
 }
 
-func expShiftGo(x []float32, m float32) float32 {
-	var s float32
+func sumExpGo(dst, x []float32, m, scale float32) float64 {
+	var s float64
 	for i, v := range x {
-		e := expNeg(v - m)
-		x[i] = e
-		s += e
+		e := expNeg((v - m) * scale)
+		if dst != nil {
+			dst[i] = e
+		}
+		s += float64(e)
 	}
 	return s
 }

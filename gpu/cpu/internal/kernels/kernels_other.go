@@ -33,7 +33,8 @@ func dotQ6_Kx4AVX2(w *byte, x *blockQ8K, nb, xstride int, out *[4]float32) { pan
 func dotRowsF32AVX2(x, w *float32, wstride, k, n int, out *float32, scale float32) { panic(noAsm) }
 func axpyRowsF32AVX2(p, v *float32, vstride, k, n int, out *float32)               { panic(noAsm) }
 func maxF32AVX2(x *float32, n int) float32                                         { panic(noAsm) }
-func expShiftAVX2(x *float32, n int, m float32) float32                            { panic(noAsm) }
+func cleanAVX2(dst, src *float32, n int) float32                                   { panic(noAsm) }
+func sumExpAVX2(dst, x *float32, n int, m, scale float32) float64                  { panic(noAsm) }
 func siluMulAVX2(dst, gate, up *float32, n int)                                    { panic(noAsm) }
 
 func attnScoresAVX2(q *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32, scale float32) {

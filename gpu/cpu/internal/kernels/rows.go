@@ -85,15 +85,80 @@ func Max(x []float32) float32 {
 }
 
 // ExpShift replaces each x[i] by e**(x[i]−m), which must be ≤ 0, and
-// returns their sum. The relative error is about 2e-7; results below e**−87
-// are 0.
-func ExpShift(x []float32, m float32) float32 {
-	n := len(x)
-	if useAsm && n > 0 {
-		return expShiftAVX2(&x[0], n, m)
+// returns their sum (added in float64; SumExp). The relative error of each
+// is about 2e-7; results below e**−87 are 0.
+func ExpShift(x []float32, m float32) float32 { return float32(SumExp(x, x, m, 1)) }
+
+// Clean copies src into dst (len(dst) ≥ len(src)) with NaN replaced by
+// −Inf and +Inf by the largest float32, and returns the index of the first
+// largest element of the result and its value; (0, −Inf) when src is empty
+// or all −Inf or NaN.
+func Clean(dst, src []float32) (int, float32) {
+	n := len(src)
+	dst = dst[:n]
+	m, i := float32(math.Inf(-1)), 0
+	if useAsm && n >= 8 {
+		i = n &^ 7
+		m = cleanAVX2(&dst[0], &src[0], i)
 	}
-	return expShiftGo(x, m)
+	for ; i < n; i++ {
+		v := src[i]
+		switch {
+		case v != v:
+			v = float32(math.Inf(-1))
+		case v > math.MaxFloat32:
+			v = math.MaxFloat32
+		}
+		dst[i] = v
+		m = max(m, v)
+	}
+	return firstOf(dst, m), m
 }
+
+// ArgMax returns the index of the first largest element of x, which holds
+// no NaN, and 0 when x is empty.
+func ArgMax(x []float32) int {
+	if len(x) == 0 {
+		return 0
+	}
+	return firstOf(x, Max(x))
+}
+
+// firstOf returns the index of the first element of x equal to m, or 0.
+func firstOf(x []float32, m float32) int {
+	for i, v := range x {
+		if v == m {
+			return i
+		}
+	}
+	return 0
+}
+
+// SumExp returns the sum of e**((x[i]−m)·scale) over x, added in float64,
+// and stores each term in dst[i] when dst is not nil (len(dst) ≥ len(x);
+// dst may be x). Every (x[i]−m)·scale must be ≤ 0 or −Inf. Each term has a
+// relative error of about 2e-7 (ExpNeg); terms below e**−87 are 0.
+func SumExp(dst, x []float32, m, scale float32) float64 {
+	n := len(x)
+	if n == 0 {
+		return 0
+	}
+	if dst != nil {
+		dst = dst[:n]
+	}
+	if useAsm {
+		var d *float32
+		if dst != nil {
+			d = &dst[0]
+		}
+		return sumExpAVX2(d, &x[0], n, m, scale)
+	}
+	return sumExpGo(dst, x, m, scale)
+}
+
+// ExpNeg returns e**x for x ≤ 0 with a relative error of about 2e-7, and 0
+// for x below −87 or −Inf: one term of SumExp, in Go.
+func ExpNeg(x float32) float32 { return expNeg(x) }
 
 // Scale multiplies x by s.
 func Scale(x []float32, s float32) {

@@ -109,6 +109,136 @@ func TestMaxAndExpShift(t *testing.T) {
 	}
 }
 
+// Clean and ArgMax against a scalar reference: NaN, ±Inf, ties for the
+// maximum (the first wins) anywhere, all −Inf, and nothing written past
+// len(src).
+func TestCleanArgMax(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 33, 100, 32000} {
+		for trial := range 20 {
+			src := make([]float32, n)
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			for range min(n, 3) {
+				switch i := r.IntN(n); trial % 5 {
+				case 0:
+					src[i] = nan
+				case 1:
+					src[i] = inf
+				case 2:
+					src[i] = -inf
+				case 3: // a tie with the current maximum, before or after it
+					src[i] = src[r.IntN(n)] + 10
+					src[r.IntN(n)] = src[i]
+				case 4:
+					for j := range src {
+						src[j] = -inf
+					}
+					src[i] = nan
+				}
+			}
+			want := make([]float32, n)
+			wantI, wantM := 0, float32(math.Inf(-1))
+			for i, v := range src {
+				switch {
+				case v != v:
+					v = -inf
+				case v > math.MaxFloat32:
+					v = math.MaxFloat32
+				}
+				want[i] = v
+				if v > wantM {
+					wantI, wantM = i, v
+				}
+			}
+			for _, asm := range []bool{true, false} {
+				if asm && !useAsm {
+					continue
+				}
+				dst := make([]float32, n+1)
+				dst[n] = 42
+				var i, a int
+				var m float32
+				withAsm(asm, func() {
+					i, m = Clean(dst, src)
+					a = ArgMax(dst[:n])
+				})
+				if dst[n] != 42 {
+					t.Fatalf("n=%d asm=%v: wrote past the end", n, asm)
+				}
+				for j := range want {
+					if math.Float32bits(dst[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("n=%d asm=%v: dst[%d] = %g from %g, want %g", n, asm, j, dst[j], src[j], want[j])
+					}
+				}
+				if i != wantI || m != wantM || a != wantI {
+					t.Fatalf("n=%d trial %d asm=%v: Clean = %d, %g and ArgMax = %d, want %d, %g", n, trial, asm, i, m, a, wantI, wantM)
+				}
+			}
+		}
+	}
+}
+
+// SumExp, with and without dst, scaled and not, against float64: every
+// term, the sum, −Inf and far-below-cutoff inputs, and nothing written past
+// len(x) or anything written when dst is nil.
+func TestSumExp(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	inf := float32(math.Inf(-1))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 23, 100, 257, 32000} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 8)
+		}
+		if n > 3 {
+			x[n/2], x[1], x[n-1] = inf, -300, inf
+		}
+		m := Max(x)
+		for _, scale := range []float32{1, 1 / 0.7} {
+			for _, asm := range []bool{true, false} {
+				if asm && !useAsm {
+					continue
+				}
+				for _, withDst := range []bool{false, true} {
+					var dst []float32
+					if withDst {
+						dst = make([]float32, n+1)
+						dst[n] = 42
+					}
+					src := append([]float32(nil), x...)
+					var sum float64
+					withAsm(asm, func() { sum = SumExp(dst, src, m, scale) })
+					var ref float64
+					for i, v := range x {
+						if src[i] != v && !(v != v) {
+							t.Fatalf("n=%d asm=%v: x[%d] changed", n, asm, i)
+						}
+						z := float64((v - m) * scale)
+						e := math.Exp(z)
+						if z < -87 {
+							e = 0
+						}
+						ref += e
+						if withDst {
+							if d := math.Abs(float64(dst[i]) - e); d > 4e-7*e && d > 1e-37 {
+								t.Fatalf("n=%d asm=%v scale=%g: term %d = %g, want %g", n, asm, scale, i, dst[i], e)
+							}
+						}
+					}
+					if withDst && dst[n] != 42 {
+						t.Fatalf("n=%d asm=%v: wrote past the end", n, asm)
+					}
+					if d := math.Abs(sum - ref); d > 3e-7*ref {
+						t.Fatalf("n=%d asm=%v scale=%g dst=%v: sum %g, want %g (rel %g)", n, asm, scale, withDst, sum, ref, d/ref)
+					}
+				}
+			}
+		}
+	}
+}
+
 // ExpShift over the whole useful range, against float64.
 func TestExpShiftAccuracy(t *testing.T) {
 	const n = 1 << 16
