@@ -102,7 +102,7 @@ func TestScheduler(t *testing.T) {
 		t.Errorf("throughput %+v", res.Throughput)
 	}
 	for _, r := range res.Throughput {
-		if r.Alone <= 0 || r.Batched <= 0 {
+		if r.Alone <= 0 || r.Batched <= 0 || r.Steady < 0 || r.Jobs == 1 && r.Steady <= 0 {
 			t.Errorf("throughput %+v", r)
 		}
 	}
