@@ -62,6 +62,9 @@ type job struct {
 	opts   JobOpts
 	delay  time.Duration // submitted after this long
 	cancel time.Duration // canceled after this long (0: never)
+	// onToken, if set, is the request's OnToken: it runs inside the
+	// scheduler's step, which waits for it.
+	onToken func(engine.Token) error
 }
 
 type outcome struct {
@@ -84,7 +87,7 @@ func run(s *Scheduler, jobs []job) []outcome {
 			if j.cancel > 0 {
 				time.AfterFunc(j.cancel, cancel)
 			}
-			r, st, err := s.Generate(ctx, &engine.Request{PromptIDs: j.prompt, MaxTokens: j.max}, j.opts)
+			r, st, err := s.Generate(ctx, &engine.Request{PromptIDs: j.prompt, MaxTokens: j.max, OnToken: j.onToken}, j.opts)
 			out[i] = outcome{r, st, err}
 		}()
 	}

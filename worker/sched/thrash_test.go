@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"runtime"
@@ -272,18 +273,39 @@ func TestReservedSafeState(t *testing.T) {
 		jobs[i].opts = JobOpts{LowLatency: true}
 	}
 	want := alone(t, l, jobs)
-	s := newSched(t, l, Config{KVBlocks: 23, MaxBatchTokens: 8, MaxStepLatency: time.Nanosecond, MinPrefillTokens: 2})
+	s, err := New(l.Model, l.Tokenizer, Config{KVBlocks: 23, MaxBatchTokens: 8, MaxStepLatency: time.Nanosecond, MinPrefillTokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, s)
 	// The long one comes once the others decode (alone it would prefill
 	// in full chunks), and early enough for the peak to admit it at once:
 	// the second 31-token prompt goes in 2-token chunks beside the first
-	// one's decodes, from step 4 to about 19.
-	first := make(chan []outcome)
+	// one's decodes, from step 4 to about 19. The first job's 17th token
+	// (about step 21) sends it, and holds that step until it is in the
+	// scheduler's inbox: when it arrives does not depend on how soon the
+	// test's goroutines run on a loaded machine.
+	long := make(chan []outcome, 1)
+	tokens := 0
+	jobs[0].onToken = func(engine.Token) error {
+		if tokens++; tokens == 17 {
+			go func() { long <- run(s, jobs[2:]) }()
+			for len(s.submit) == 0 {
+				runtime.Gosched()
+			}
+		}
+		return nil
+	}
+	// The first two are both in the inbox when the loop starts.
+	first := make(chan []outcome, 1)
 	go func() { first <- run(s, jobs[:2]) }()
-	for s.stepCount.Load() < 20 {
+	for len(s.submit) < 2 {
 		runtime.Gosched()
 	}
-	long := run(s, jobs[2:])
-	outs := append(<-first, long...)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	outs := append(<-first, <-long...)
 	for i, o := range outs {
 		if o.err != nil {
 			t.Fatalf("job %d: %v", i, o.err)
