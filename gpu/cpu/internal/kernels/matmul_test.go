@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,6 +140,48 @@ func TestPoolStress(t *testing.T) {
 	}
 	if got := total.Load(); got != int64(16*loops) {
 		t.Fatalf("%d indices visited, want %d", got, 16*loops)
+	}
+}
+
+// TestPoolLateWakeUp: a worker may spin into a loop, finish it and park
+// again before For's wakeParked reaches it, so the wake-up it then gets
+// is for a loop it has done. Fresh pools (workers spinning, then parking)
+// run their first small loops, over and over: after every For no chunk
+// may still be running and the loop's count must be back at zero, and no
+// For may hang. Taking the late wake-up for a new loop failed this in a
+// few hundred pools under -race with the CPUs busy, and hung make test.
+func TestPoolLateWakeUp(t *testing.T) {
+	pools := 400
+	if testing.Short() {
+		pools = 150
+	}
+	for it := range pools {
+		p := NewPool(3 + 5*(it%2))
+		done := make(chan string, 1)
+		go func() {
+			var running atomic.Int32
+			for _, n := range []int{2, 3, 5, 2, 9, 2} {
+				p.For(n, func(lo, hi int) {
+					running.Add(1)
+					runtime.Gosched()
+					running.Add(-1)
+				})
+				if r, pend := running.Load(), p.pending.Load(); r != 0 || pend != 0 {
+					done <- fmt.Sprintf("pool %d, n=%d: For returned with %d chunks running and %d workers counted in", it, n, r, pend)
+					return
+				}
+			}
+			done <- ""
+		}()
+		select {
+		case msg := <-done:
+			if msg != "" {
+				t.Fatal(msg)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("pool %d: For hung (pending %d, waiting %d)", it, p.pending.Load(), p.waiting.Load())
+		}
+		p.Close()
 	}
 }
 

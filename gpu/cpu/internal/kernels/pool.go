@@ -93,16 +93,28 @@ func (p *Pool) worker(w *poolWorker) {
 
 // await returns the epoch once it differs from seen: spinning for spinFor,
 // then parked until For or Close wakes w.
+//
+// A wake-up may come for the loop w has already done: For wakes the parked
+// workers after it has started the loop, and a worker that was spinning
+// can join the loop, finish it and park again before For's wakeParked
+// reaches it. Such a wake-up finds the epoch still at seen, and w parks
+// again (taking it for a new loop made w run the loop twice and count
+// itself out twice, so that a later loop could return while a worker was
+// still in it; under load it hung For).
 func (p *Pool) await(w *poolWorker, seen uint64) uint64 {
 	if e, ok := spinUntil(func() (uint64, bool) { e := p.epoch.Load(); return e, e != seen }); ok {
 		return e
 	}
-	w.parked.Store(true)
-	if e := p.epoch.Load(); e != seen && w.parked.CompareAndSwap(true, false) {
-		return e // moved on while parking: no wake-up was sent
+	for {
+		w.parked.Store(true)
+		if e := p.epoch.Load(); e != seen && w.parked.CompareAndSwap(true, false) {
+			return e // moved on while parking: no wake-up was sent
+		}
+		<-w.wake
+		if e := p.epoch.Load(); e != seen {
+			return e
+		}
 	}
-	<-w.wake
-	return p.epoch.Load()
 }
 
 // spinUntil polls cond for up to spinFor and returns its value once it
