@@ -79,11 +79,19 @@ func (s *Sampler) Sample(logits []float32, history []int32, topLogprobs int) Cho
 	x, best := s.prepare(logits, history)
 
 	id := best
+	var all float64 // Σ e**(x−x[best]) over the vocabulary, once known
 	if s.p.Temperature != 0 {
-		id = s.draw(s.truncate(x, best))
+		var cands []int32
+		cands, all = s.truncate(x, best)
+		id = s.draw(cands)
+		if s.p.Temperature != 1 {
+			all = 0 // the weights' sum, not the softmax's
+		}
 	}
-
-	lse := logSumExp(x, x[best])
+	if all == 0 { // at least 1 (the best token's term) once computed
+		all = vec.SumExp(nil, x, x[best], 1)
+	}
+	lse := float64(x[best]) + math.Log(all)
 	lp := float32(float64(x[id]) - lse)
 	c := Choice{ID: id, Logprob: lp, Prob: float32(math.Exp(float64(lp)))}
 	if topLogprobs > 0 {
@@ -149,21 +157,17 @@ func (s *Sampler) prepare(logits []float32, history []int32) ([]float32, int32) 
 // the lowest on ties.
 func argmax(x []float32) int32 { return int32(vec.ArgMax(x)) }
 
-// logSumExp returns log Σ exp(x[i]) in float64, given m, the maximum of x.
-// The terms are float32 (relative error about 2e-7), their sum float64.
-func logSumExp(x []float32, m float32) float64 {
-	return float64(m) + math.Log(vec.SumExp(nil, x, m, 1))
-}
-
 // firstRound is the size of the first sorted prefix top-p builds when top-k
 // has not sorted the candidates already.
 const firstRound = 64
 
 // truncate applies temperature, top-k, top-p and min-p to x, whose arg max
 // is best, and returns the surviving token ids, with their weights in
-// s.probs. The result aliases s.ids.
-func (s *Sampler) truncate(x []float32, best int32) []int32 {
-	ids := s.ids[:len(x)]
+// s.probs. The ids alias s.ids. all is the sum of the weights of the whole
+// vocabulary when top-k left it whole, else 0: at temperature 1 it is the
+// log-sum-exp's sum, the same kernel on the same inputs.
+func (s *Sampler) truncate(x []float32, best int32) (ids []int32, all float64) {
+	ids = s.ids[:len(x)]
 	for i := range ids {
 		ids[i] = int32(i)
 	}
@@ -180,6 +184,7 @@ func (s *Sampler) truncate(x []float32, best int32) []int32 {
 	var sum float64
 	if n == len(x) { // every token, in id order
 		sum = vec.SumExp(s.probs, x, m, invT)
+		all = sum
 	} else {
 		for _, id := range ids[:n] {
 			w := vec.ExpNeg((x[id] - m) * invT)
@@ -222,7 +227,7 @@ func (s *Sampler) truncate(x []float32, best int32) []int32 {
 			n = j
 		}
 	}
-	return ids[:n]
+	return ids[:n], all
 }
 
 // draw picks one of cands with probability proportional to its weight.

@@ -222,7 +222,8 @@ func TestTruncationSets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := mustNew(t, tt.p)
-			got := slices.Clone(s.truncate(s.prepare(logits, nil)))
+			cands, _ := s.truncate(s.prepare(logits, nil))
+			got := slices.Clone(cands)
 			slices.Sort(got)
 			want := slices.Sorted(slices.Values(tt.want))
 			if !slices.Equal(got, want) {
@@ -287,7 +288,8 @@ func TestTruncationMatchesFullSort(t *testing.T) {
 		for seed := range uint64(4) {
 			x := randomLogits(seed, 5000, 1+float64(seed))
 			s := mustNew(t, p)
-			got := slices.Clone(s.truncate(s.prepare(x, nil)))
+			cands, _ := s.truncate(s.prepare(x, nil))
+			got := slices.Clone(cands)
 			want := referenceSurvivors(x, s.Params())
 			slices.Sort(got)
 			slices.Sort(want)
@@ -506,6 +508,7 @@ func BenchmarkSample(b *testing.B) {
 		{"greedy", Params{RepetitionPenalty: 1.1}, 0},
 		{"top_k40_top_p0.9", Params{Temperature: 0.7, TopK: 40, TopP: 0.9, RepetitionPenalty: 1.1}, 0},
 		{"top_p0.9_only", Params{Temperature: 0.7, TopP: 0.9}, 0},
+		{"temperature1", Params{Temperature: 1}, 0},
 		{"greedy_top_logprobs5", Params{}, 5},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -531,6 +534,24 @@ func TestTopLeavesOutMaskedTokens(t *testing.T) {
 	for _, e := range c.Top {
 		if math.IsInf(float64(e.Logprob), 0) || e.Logprob != e.Logprob {
 			t.Errorf("Top logprob %v is not finite", e.Logprob)
+		}
+	}
+}
+
+// TestLogprobsIndependentOfTemperature: logprobs are of the untempered
+// distribution, so the top alternatives' logprobs are the same bits at
+// every temperature (at 1 the log-sum-exp reuses the weights' sum; at
+// others it must not).
+func TestLogprobsIndependentOfTemperature(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(6) {
+		logits := randomLogits(seed, 3000, 2)
+		want := mustNew(t, Params{}).Sample(logits, nil, 5).Top
+		for _, temp := range []float32{1, 0.7, 1.3} {
+			got := mustNew(t, Params{Temperature: temp, Seed: seed}).Sample(logits, nil, 5).Top
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d, temperature %v: top logprobs %v, greedy's %v", seed, temp, got, want)
+			}
 		}
 	}
 }
