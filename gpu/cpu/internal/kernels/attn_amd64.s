@@ -403,6 +403,14 @@ loop:
 	VZEROUPPER
 	RET
 
+// TAILMASK sets R12 to the address of the mask whose first R9 (1…7)
+// lanes are all ones and the rest zero: tailmask<> at 32 − 4·R9. Clobbers
+// R9.
+#define TAILMASK \
+	LEAQ tailmask<>+32(SB), R12 \
+	SHLQ $2, R9                 \
+	SUBQ R9, R12
+
 // SUMPD adds the eight floats of Y3 to the four float64 lanes of Y0, the
 // low half first. Clobbers Y1 and X3.
 #define SUMPD \
@@ -449,11 +457,9 @@ add:
 tail:
 	// The last n mod 8 elements, loaded and stored under the mask at R12;
 	// the other lanes' terms are cleared before they are added.
-	TESTQ        R9, R9
-	JZ           sum
-	LEAQ         tailmask<>+32(SB), R12
-	SHLQ         $2, R9
-	SUBQ         R9, R12
+	TESTQ R9, R9
+	JZ    sum
+	TAILMASK
 	VMOVDQU      (R12), Y4
 	VMASKMOVPS   (SI), Y4, Y1
 	VSUBPS       Y15, Y1, Y1
@@ -512,11 +518,9 @@ loop:
 	JNZ       loop
 
 tail:
-	TESTQ      R9, R9
-	JZ         done
-	LEAQ       tailmask<>+32(SB), R12
-	SHLQ       $2, R9
-	SUBQ       R9, R12
+	TESTQ R9, R9
+	JZ    done
+	TAILMASK
 	VMOVDQU    (R12), Y15
 	VMASKMOVPS (SI), Y15, Y0
 	VORPS      signbits<>(SB), Y0, Y1
