@@ -241,9 +241,10 @@ func randomPrompt(r *rand.Rand, vocab, n int) []int32 {
 	return p
 }
 
-// gen runs one job of maxTok tokens past any end of generation.
-func (b *schedBench) gen(s *sched.Scheduler, p []int32, maxTok int, opts sched.JobOpts) (*engine.Result, sched.Stats, error) {
-	return s.Generate(b.ctx, &engine.Request{PromptIDs: p, MaxTokens: maxTok, IgnoreEOS: true}, opts)
+// gen runs one job of maxTok tokens past any end of generation; onToken,
+// if not nil, is its request's OnToken.
+func (b *schedBench) gen(s *sched.Scheduler, p []int32, maxTok int, opts sched.JobOpts, onToken func(engine.Token) error) (*engine.Result, sched.Stats, error) {
+	return s.Generate(b.ctx, &engine.Request{PromptIDs: p, MaxTokens: maxTok, IgnoreEOS: true, OnToken: onToken}, opts)
 }
 
 // throughput is part 1: N jobs together against the same N alone.
@@ -262,7 +263,7 @@ func (b *schedBench) throughput() ([]Throughput, error) {
 		}
 		t0 := time.Now()
 		for _, p := range ps {
-			if _, _, err := b.gen(s, p, b.cfg.NewTokens, sched.JobOpts{}); err != nil {
+			if _, _, err := b.gen(s, p, b.cfg.NewTokens, sched.JobOpts{}, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -273,12 +274,9 @@ func (b *schedBench) throughput() ([]Throughput, error) {
 		var together time.Duration
 		var steady float64
 		for rep := range 3 {
-			qs := ps
-			if rep > 0 {
-				qs = make([][]int32, n)
-				for i := range qs {
-					qs[i] = b.prompt(16)
-				}
+			qs := make([][]int32, n)
+			for i := range qs {
+				qs[i] = b.prompt(16)
 			}
 			d, st, err := b.together(s, qs)
 			if err != nil {
@@ -316,9 +314,8 @@ func (b *schedBench) together(s *sched.Scheduler, ps [][]int32) (time.Duration, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := &engine.Request{PromptIDs: p, MaxTokens: b.cfg.NewTokens, IgnoreEOS: true,
-				OnToken: func(engine.Token) error { stamps[i] = append(stamps[i], time.Now()); return nil }}
-			if _, _, err := s.Generate(b.ctx, req, sched.JobOpts{}); err != nil {
+			stamp := func(engine.Token) error { stamps[i] = append(stamps[i], time.Now()); return nil }
+			if _, _, err := b.gen(s, p, b.cfg.NewTokens, sched.JobOpts{}, stamp); err != nil {
 				errs <- err
 			}
 		}()
@@ -457,7 +454,7 @@ func (b *schedBench) ttft(load, noInterrupt bool) ([]float64, error) {
 			// Arrive at a random point of a low-priority step.
 			time.Sleep(time.Duration(b.r.IntN(50)) * time.Millisecond)
 		}
-		res, st, err := b.gen(s, b.prompt(32), 8, sched.JobOpts{Class: 0, Tenant: "vip"})
+		res, st, err := b.gen(s, b.prompt(32), 8, sched.JobOpts{Class: 0, Tenant: "vip"}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -498,7 +495,7 @@ func (b *schedBench) occupancy() ([]Occupancy, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, st, err := b.gen(s, p, b.cfg.MixTokens, sched.JobOpts{}); err == nil {
+				if _, st, err := b.gen(s, p, b.cfg.MixTokens, sched.JobOpts{}, nil); err == nil {
 					preempted.Add(int64(st.Preemptions))
 				}
 			}()
