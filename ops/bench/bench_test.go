@@ -102,9 +102,13 @@ func TestScheduler(t *testing.T) {
 		t.Errorf("throughput %+v", res.Throughput)
 	}
 	for _, r := range res.Throughput {
-		if r.Alone <= 0 || r.Batched <= 0 || r.Steady < 0 || r.Jobs == 1 && r.Steady <= 0 {
+		if r.Alone <= 0 || r.Batched <= 0 || r.Steady < 0 || r.Jobs == 1 && r.Steady <= 0 ||
+			r.Engine <= 0 || r.EngineJobs <= 0 || r.EngineAtJobs <= 0 || r.BatchedOfJobs <= 0 || r.SteadyOfEngine < 0 || r.Jobs == 1 && r.SteadyOfEngine <= 0 {
 			t.Errorf("throughput %+v", r)
 		}
+	}
+	if !strings.Contains(out.String(), "each run against the engine's right after it") {
+		t.Errorf("part 1 does not give the paired ratios:\n%s", out.String())
 	}
 	for _, lat := range [][]float64{res.Idle, res.Loaded, res.Uninterrupted} {
 		if len(lat) != 3 || lat[0] < 0 || lat[0] > lat[2] {

@@ -272,7 +272,7 @@ func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, b
 	}
 	wb := float64(m.WeightBytes())
 	if tg := cfg.GenTokens; tg > 0 {
-		d, err := r.best(func() (time.Duration, error) { return r.decode(1, tg) })
+		d, err := r.best(func() (time.Duration, error) { return r.decode(1, 0, tg) })
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +287,7 @@ func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, b
 	}
 	for _, nb := range cfg.Batches {
 		steps := max(8, min(cfg.GenTokens, 64))
-		d, err := r.best(func() (time.Duration, error) { return r.decode(nb, steps) })
+		d, err := r.best(func() (time.Duration, error) { return r.decode(nb, 0, steps) })
 		if err != nil {
 			return nil, err
 		}
@@ -363,15 +363,18 @@ func (r *modelRun) prefill(pp int) (time.Duration, error) {
 	return time.Since(t0), err
 }
 
-// decode times steps decode steps of nseq sequences together.
-func (r *modelRun) decode(nseq, steps int) (time.Duration, error) {
+// decode times steps decode steps of nseq sequences together, at
+// positions from, from+1, …: each step's rows attend to the positions
+// before theirs, which must be in r.kv (garbage is fine, as in a prompt
+// of random tokens).
+func (r *modelRun) decode(nseq, from, steps int) (time.Duration, error) {
 	logits := make([]float32, nseq*r.m.Vocab)
 	toks, pos, seq, lr := make([]int32, nseq), make([]int32, nseq), make([]int32, nseq), make([]int32, nseq)
 	b := &gpu.Batch{Pos: pos, Seq: seq, Tables: r.tables(nseq)}
 	t0 := time.Now()
 	for step := 0; step < steps; step++ {
 		for s := 0; s < nseq; s++ {
-			toks[s], pos[s], seq[s], lr[s] = r.token(step+s), int32(step), int32(s), int32(s)
+			toks[s], pos[s], seq[s], lr[s] = r.token(step+s), int32(from+step), int32(s), int32(s)
 		}
 		if err := r.m.Forward(r.kv, toks, b, lr, logits); err != nil {
 			return 0, err

@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,7 +99,9 @@ type SchedulerResults struct {
 }
 
 // Throughput is part 1 for one job count: tokens per second of the jobs
-// run one at a time (once) and together (the best of three runs).
+// run one at a time (once) and together (the best of three runs), and of
+// the engine alone on the same shape (the best of three runs, each right
+// after one of the batched ones).
 type Throughput struct {
 	Jobs           int
 	Alone, Batched float64
@@ -109,13 +113,24 @@ type Throughput struct {
 	Steady float64
 	// Engine is the engine's own decode of Jobs sequences together, in
 	// the same process (the forward pass alone: no prompts, sampling or
-	// scheduling), tokens per second.
+	// scheduling), from an empty context as `bench --batch` measures it,
+	// tokens per second.
 	Engine float64
+	// EngineAtJobs is the same decode at the jobs' positions, after their
+	// prompts: what the jobs' decode steps cost the engine (each row
+	// attends to its prompt too: 3–5 % slower at 16 tokens of prompt on
+	// the 134M model).
+	EngineAtJobs float64
 	// EngineJobs is the engine running the same jobs by hand: every
 	// prompt in one forward pass, then the decode steps, with no sampling
 	// or scheduling, tokens per second. Batched over it is what the
 	// scheduler keeps of the forward passes the jobs need.
 	EngineJobs float64
+	// SteadyOfEngine and BatchedOfJobs are Steady over EngineAtJobs and
+	// Batched over EngineJobs, each taken within the pair of a batched run
+	// and the engine's runs right after it (this machine's speed drifts
+	// within seconds): the median of the three pairs.
+	SteadyOfEngine, BatchedOfJobs float64
 }
 
 // Occupancy is part 3 for one scheduler setting: how well the mixed
@@ -268,12 +283,19 @@ func (b *schedBench) throughput() ([]Throughput, error) {
 			}
 		}
 		alone := time.Since(t0)
-		// Together: the best of three runs, as the engine's figures are,
-		// each on prompts of its own (so that no run finds another's in
-		// the prefix cache).
-		var together time.Duration
-		var steady float64
-		for rep := range 3 {
+		// Together, three runs, each on prompts of its own (so that no
+		// run finds another's in the prefix cache), each followed at once
+		// by the engine on the same shape: this machine's speed drifts
+		// within seconds, so each ratio is taken within a pair, and the
+		// median pair's is reported beside the best figures.
+		r, err := newModelRun(b.ctx, b.l.Model, 16+b.cfg.NewTokens, n, 1)
+		if err != nil {
+			return nil, err
+		}
+		tok := float64(n * b.cfg.NewTokens)
+		t := Throughput{Jobs: n, Alone: tok / alone.Seconds()}
+		var steadyOf, batchedOf []float64
+		for range 3 {
 			qs := make([][]int32, n)
 			for i := range qs {
 				qs[i] = b.prompt(16)
@@ -282,20 +304,22 @@ func (b *schedBench) throughput() ([]Throughput, error) {
 			if err != nil {
 				return nil, err
 			}
-			if rep == 0 || d < together {
-				together = d
+			e, err := b.engine(r, qs)
+			if err != nil {
+				return nil, err
 			}
-			steady = max(steady, st)
+			batched := tok / d.Seconds()
+			t.Batched, t.Steady = max(t.Batched, batched), max(t.Steady, st)
+			t.Engine, t.EngineAtJobs, t.EngineJobs = max(t.Engine, e.decode), max(t.EngineAtJobs, e.atJobs), max(t.EngineJobs, e.jobs)
+			steadyOf, batchedOf = append(steadyOf, st/e.atJobs), append(batchedOf, batched/e.jobs)
 		}
-		tok := float64(n * b.cfg.NewTokens)
-		t := Throughput{Jobs: n, Alone: tok / alone.Seconds(), Batched: tok / together.Seconds(), Steady: steady}
-		if t.Engine, t.EngineJobs, err = b.engine(ps); err != nil {
-			return nil, err
-		}
+		t.SteadyOfEngine, t.BatchedOfJobs = median(steadyOf), median(batchedOf)
 		fmt.Fprintf(b.w, "   %2d jobs: one at a time %7.1f tok/s, batched %7.1f tok/s (×%.2f), while all %d decode %7.1f tok/s\n",
-			n, t.Alone, t.Batched, alone.Seconds()/together.Seconds(), n, t.Steady)
-		fmt.Fprintf(b.w, "            engine alone: batch-%d decode %7.1f tok/s (batched %.0f%%, while all decode %.0f%% of it), the same jobs %7.1f tok/s (batched %.0f%%)\n",
-			n, t.Engine, 100*t.Batched/t.Engine, 100*t.Steady/t.Engine, t.EngineJobs, 100*t.Batched/t.EngineJobs)
+			n, t.Alone, t.Batched, t.Batched/t.Alone, n, t.Steady)
+		fmt.Fprintf(b.w, "            engine alone: batch-%d decode %7.1f tok/s from an empty context (batched %.0f%%, while all decode %.0f%% of it), %7.1f at the jobs' positions; the same jobs %7.1f tok/s\n",
+			n, t.Engine, 100*t.Batched/t.Engine, 100*t.Steady/t.Engine, t.EngineAtJobs, t.EngineJobs)
+		fmt.Fprintf(b.w, "            each run against the engine's right after it: while all decode %s of its decode at the jobs' positions, batched %s of the same jobs (medians %.0f%%, %.0f%%)\n",
+			percents(steadyOf), percents(batchedOf), 100*t.SteadyOfEngine, 100*t.BatchedOfJobs)
 		out = append(out, t)
 	}
 	return out, nil
@@ -352,23 +376,25 @@ func (b *schedBench) together(s *sched.Scheduler, ps [][]int32) (time.Duration, 
 	return took, float64(n) / to.Sub(from).Seconds(), nil
 }
 
-// engine measures the engine alone on part 1's jobs, prompts ps, in the
-// same process, the best of three each: the decode of len(ps) sequences
-// together for NewTokens steps (what the batched jobs would get if their
-// prompts, sampling and scheduling cost nothing), and the same jobs run by
-// hand (every prompt in one forward pass, which gives each job its first
-// token, then NewTokens−1 decode steps), in output tokens per second.
-func (b *schedBench) engine(ps [][]int32) (decode, jobs float64, err error) {
+// engineRun is the engine alone on part 1's jobs, tokens per second.
+type engineRun struct {
+	// decode: len(ps) sequences decoding together for NewTokens steps
+	// from an empty context, as `bench --batch` measures; atJobs: the
+	// same at the jobs' positions (after their prompts), whose attention
+	// reads the prompts' K and V too.
+	decode, atJobs float64
+	// jobs: the same jobs run by hand, every prompt in one forward pass
+	// (which gives each job its first token), then NewTokens−1 decode
+	// steps.
+	jobs float64
+}
+
+// engine runs the engine alone on part 1's jobs, prompts ps, in the same
+// process, once each way (engineRun): what the batched jobs would get if
+// their sampling and scheduling cost nothing.
+func (b *schedBench) engine(r *modelRun, ps [][]int32) (engineRun, error) {
 	n, m := len(ps), b.l.Model
-	r, err := newModelRun(b.ctx, m, len(ps[0])+b.cfg.NewTokens, n, 3)
-	if err != nil {
-		return 0, 0, err
-	}
-	d, err := r.best(func() (time.Duration, error) { return r.decode(n, b.cfg.NewTokens) })
-	if err != nil {
-		return 0, 0, err
-	}
-	decode = float64(n*b.cfg.NewTokens) / d.Seconds()
+	var e engineRun
 	var toks, pos, seq, last []int32
 	for s, p := range ps {
 		for i, t := range p {
@@ -377,27 +403,49 @@ func (b *schedBench) engine(ps [][]int32) (decode, jobs float64, err error) {
 		last = append(last, int32(len(toks)-1))
 	}
 	logits := make([]float32, n*m.Vocab)
-	d, err = r.best(func() (time.Duration, error) {
-		t0 := time.Now()
-		if err := m.Forward(r.kv, toks, &gpu.Batch{Pos: pos, Seq: seq, Tables: r.tables(n)}, last, logits); err != nil {
-			return 0, err
-		}
-		dt, dpos, sq, lr := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-		batch := &gpu.Batch{Pos: dpos, Seq: sq, Tables: r.tables(n)}
-		for step := 1; step < b.cfg.NewTokens; step++ {
-			for s := range ps {
-				dt[s], dpos[s], sq[s], lr[s] = r.token(step+s), int32(len(ps[s])+step-1), int32(s), int32(s)
-			}
-			if err := m.Forward(r.kv, dt, batch, lr, logits); err != nil {
-				return 0, err
-			}
-		}
-		return time.Since(t0), nil
-	})
-	if err != nil {
-		return 0, 0, err
+	t0 := time.Now()
+	if err := m.Forward(r.kv, toks, &gpu.Batch{Pos: pos, Seq: seq, Tables: r.tables(n)}, last, logits); err != nil {
+		return e, err
 	}
-	return decode, float64(n*b.cfg.NewTokens) / d.Seconds(), nil
+	dt, dpos, sq, lr := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	batch := &gpu.Batch{Pos: dpos, Seq: sq, Tables: r.tables(n)}
+	for step := 1; step < b.cfg.NewTokens; step++ {
+		for s := range ps {
+			dt[s], dpos[s], sq[s], lr[s] = r.token(step+s), int32(len(ps[s])+step-1), int32(s), int32(s)
+		}
+		if err := m.Forward(r.kv, dt, batch, lr, logits); err != nil {
+			return e, err
+		}
+	}
+	tok := float64(n * b.cfg.NewTokens)
+	e.jobs = tok / time.Since(t0).Seconds()
+	// Part 1's prompts are all of one length.
+	d, err := r.decode(n, len(ps[0]), b.cfg.NewTokens)
+	if err != nil {
+		return e, err
+	}
+	e.atJobs = tok / d.Seconds()
+	if d, err = r.decode(n, 0, b.cfg.NewTokens); err != nil {
+		return e, err
+	}
+	e.decode = tok / d.Seconds()
+	return e, nil
+}
+
+// median is the middle of v (the upper one of an even count).
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// percents formats ratios as "91/93/90%".
+func percents(v []float64) string {
+	p := make([]string, len(v))
+	for i, x := range v {
+		p[i] = fmt.Sprintf("%.0f", 100*x)
+	}
+	return strings.Join(p, "/") + "%"
 }
 
 // priority is part 2: high-priority time to first token, idle and under
