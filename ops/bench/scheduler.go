@@ -519,15 +519,24 @@ func (b *schedBench) occupancy() ([]Occupancy, error) {
 	// 256 blocks hold about a third of the workload at once: memory, not
 	// slots, is what admission has to pack. The same jobs without the
 	// filler (a long prompt admitted by its first chunk) for comparison.
+	// A source of its own: the workload does not change with how many
+	// numbers parts 1 and 2 drew.
+	r := rand.New(rand.NewPCG(3, 1))
 	lengths := make([]int, b.cfg.MixJobs)
 	for i := range lengths {
-		lengths[i] = 8 + b.r.IntN(56)
+		lengths[i] = 8 + r.IntN(56)
 		switch {
 		case i%10 >= 8:
 			lengths[i] = 1024
 		case i%10 >= 5:
 			lengths[i] = 256
 		}
+	}
+	// The same prompts with and without the filler; the prefix cache of
+	// one scheduler does not reach the other.
+	prompts := make([][]int32, len(lengths))
+	for i, n := range lengths {
+		prompts[i] = randomPrompt(r, b.l.Model.Vocab, n)
 	}
 	var out []Occupancy
 	for _, noFiller := range []bool{false, true} {
@@ -538,8 +547,7 @@ func (b *schedBench) occupancy() ([]Occupancy, error) {
 		var wg sync.WaitGroup
 		var preempted atomic.Int64
 		t0 := time.Now()
-		for _, n := range lengths {
-			p := b.prompt(n)
+		for _, p := range prompts {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
