@@ -2,6 +2,7 @@ package sample
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -492,31 +493,34 @@ func TestSamplePanicsOnEmptyLogits(t *testing.T) {
 	mustNew(t, Params{}).Sample(nil, nil, 0)
 }
 
-const benchVocab = 151936 // Qwen2
-
+// BenchmarkSample samples one row of logits, at the vocabulary sizes of
+// Llama 2 (32,000: the TinyStories and 134M benchmark models) and Qwen2
+// (151,936).
 func BenchmarkSample(b *testing.B) {
-	logits := randomLogits(3, benchVocab, 3)
-	history := make([]int32, 256)
-	for i := range history {
-		history[i] = int32(i * 97 % benchVocab)
-	}
-	for _, bc := range []struct {
-		name string
-		p    Params
-		top  int
-	}{
-		{"greedy", Params{RepetitionPenalty: 1.1}, 0},
-		{"top_k40_top_p0.9", Params{Temperature: 0.7, TopK: 40, TopP: 0.9, RepetitionPenalty: 1.1}, 0},
-		{"top_p0.9_only", Params{Temperature: 0.7, TopP: 0.9}, 0},
-		{"temperature1", Params{Temperature: 1}, 0},
-		{"greedy_top_logprobs5", Params{}, 5},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			s := mustNew(b, bc.p)
-			for b.Loop() {
-				s.Sample(logits, history, bc.top)
-			}
-		})
+	for _, vocab := range []int{32000, 151936} {
+		logits := randomLogits(3, vocab, 3)
+		history := make([]int32, 256)
+		for i := range history {
+			history[i] = int32(i * 97 % vocab)
+		}
+		for _, bc := range []struct {
+			name string
+			p    Params
+			top  int
+		}{
+			{"greedy", Params{RepetitionPenalty: 1.1}, 0},
+			{"top_k40_top_p0.9", Params{Temperature: 0.7, TopK: 40, TopP: 0.9, RepetitionPenalty: 1.1}, 0},
+			{"top_p0.9_only", Params{Temperature: 0.7, TopP: 0.9}, 0},
+			{"temperature1", Params{Temperature: 1}, 0},
+			{"greedy_top_logprobs5", Params{}, 5},
+		} {
+			b.Run(fmt.Sprintf("vocab%d/%s", vocab, bc.name), func(b *testing.B) {
+				s := mustNew(b, bc.p)
+				for b.Loop() {
+					s.Sample(logits, history, bc.top)
+				}
+			})
+		}
 	}
 }
 
