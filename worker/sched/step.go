@@ -377,10 +377,14 @@ type observation struct {
 // tools and sink), so they run on up to GOMAXPROCS goroutines, the
 // caller's one of them: sampling reads the whole vocabulary for every row
 // (its arg max and log-sum-exp, and at a temperature its weights), work
-// that grows with the batch (BenchmarkSample, 32,000 tokens: 17 µs a
-// greedy row, 56 at top-k 40, 116 at top-p alone, on the vector kernels;
-// ten times that in scalar Go, which made 16 rows about 1.5 ms of a 14 ms
-// step on two goroutines).
+// that grows with the batch (BenchmarkSample/vocab32000: 17 µs a greedy
+// row, 56 at top-k 40, 116 at top-p alone, on the vector kernels; ten
+// times that in scalar Go, which made 16 rows about 1.5 ms of a 14 ms
+// step on two goroutines). Inside a step a greedy row takes 35–43 µs: its
+// logits, and the sampler's copy of them, come from L3 or memory there
+// (134M model, 16 rows, two threads: 0.3–0.5 ms a step). Running the rows
+// on the CPU backend's pool threads instead of goroutines measured no
+// faster.
 func observeAll(obs []observation, logits []float32, vocab int, now time.Time) {
 	one := func(i int) {
 		_, obs[i].ok = obs[i].q.g.Observe(logits[i*vocab:(i+1)*vocab], now)
