@@ -127,6 +127,18 @@ type Synchronous interface {
 	Synchronous() bool
 }
 
+// HostParallel is implemented by backends whose compute threads are the
+// host's processors (the CPU backend). Between two operations those threads
+// wait for the next one, holding their processors; host work the caller
+// has between operations (sampling a step's rows) runs best on them, where
+// goroutines of its own would queue behind them.
+type HostParallel interface {
+	// HostFor calls fn on disjoint ranges [lo, hi) covering [0, n) on the
+	// backend's threads, the caller's among them, and returns when every
+	// call has returned. fn must not call the backend.
+	HostFor(n int, fn func(lo, hi int))
+}
+
 // Backend is the device seam: everything the model runner needs from a
 // device, and nothing else.
 //

@@ -150,6 +150,9 @@ type Scheduler struct {
 	// (a synchronous backend, and not NoInterrupt).
 	interruptible   bool
 	lastInterrupted bool // the last step was interrupted
+	// hostFor runs a step's sampling rows on the backend's threads where
+	// they are the host's (gpu.HostParallel); nil: on goroutines.
+	hostFor func(n int, fn func(lo, hi int))
 
 	// watchers are told when the scheduler may take more work
 	// (OnCapacity).
@@ -300,6 +303,9 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	}
 	if sy, ok := m.Backend().(gpu.Synchronous); ok && sy.Synchronous() && !cfg.NoInterrupt {
 		s.interruptible = true
+	}
+	if hp, ok := m.Backend().(gpu.HostParallel); ok {
+		s.hostFor = hp.HostFor
 	}
 	s.publishSnapshot()
 	return s, nil

@@ -348,7 +348,7 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 		}
 	}
 	s.buf.observe = obs
-	observeAll(obs, logits, s.m.Vocab, done)
+	observeAll(obs, logits, s.m.Vocab, done, s.hostFor)
 	for _, o := range obs {
 		q := o.q
 		if q.stats.FirstTokenSteps == 0 && len(q.g.Result().OutputIDs) > 0 {
@@ -374,20 +374,32 @@ type observation struct {
 // observeAll has each row's generation observe its logits (row i's are
 // logits[i·vocab:]): masks, sampling, stop strings, tools and the token's
 // delivery. Rows are independent (each generation has its own sampler,
-// tools and sink), so they run on up to GOMAXPROCS goroutines, the
-// caller's one of them: sampling reads the whole vocabulary for every row
-// (its arg max and log-sum-exp, and at a temperature its weights), work
-// that grows with the batch (BenchmarkSample/vocab32000: 17 µs a greedy
+// tools and sink), so they run in parallel: sampling reads the whole
+// vocabulary for every row (its arg max and log-sum-exp, and at a
+// temperature its weights), work that grows with the batch
+// (BenchmarkSample/vocab32000: 17 µs a greedy
 // row, 56 at top-k 40, 116 at top-p alone, on the vector kernels; ten
 // times that in scalar Go, which made 16 rows about 1.5 ms of a 14 ms
 // step on two goroutines). Inside a step a greedy row takes 35–43 µs: its
 // logits, and the sampler's copy of them, come from L3 or memory there
-// (134M model, 16 rows, two threads: 0.3–0.5 ms a step). Running the rows
-// on the CPU backend's pool threads instead of goroutines measured no
-// faster.
-func observeAll(obs []observation, logits []float32, vocab int, now time.Time) {
+// (134M model, 16 rows, two threads: 0.3–0.5 ms a step).
+//
+// hostFor, when the backend computes on the host's processors
+// (gpu.HostParallel), runs the rows on the backend's threads, which have
+// just finished the forward pass and watch for its next operation (a
+// goroutine started here would wait behind them); otherwise the rows run
+// on up to GOMAXPROCS goroutines, the caller's one of them.
+func observeAll(obs []observation, logits []float32, vocab int, now time.Time, hostFor func(n int, fn func(lo, hi int))) {
 	one := func(i int) {
 		_, obs[i].ok = obs[i].q.g.Observe(logits[i*vocab:(i+1)*vocab], now)
+	}
+	if hostFor != nil && len(obs) > 1 {
+		hostFor(len(obs), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				one(i)
+			}
+		})
+		return
 	}
 	workers := min(len(obs), runtime.GOMAXPROCS(0)) - 1
 	if workers <= 0 {
