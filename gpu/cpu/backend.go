@@ -57,12 +57,10 @@ func (b *Backend) Name() string { return fmt.Sprintf("cpu (%d threads)", b.cfg.T
 // Threads returns the number of threads operations use.
 func (b *Backend) Threads() int { return b.cfg.Threads }
 
-// Close stops the worker goroutines. It is safe to call twice.
+// Close stops the worker goroutines. It is safe to call twice; after it,
+// operations run on the caller's goroutine alone (kernels.Pool).
 func (b *Backend) Close() error {
-	if b.pool != nil {
-		b.pool.Close()
-		b.pool = nil
-	}
+	b.pool.Close()
 	return nil
 }
 
@@ -213,15 +211,7 @@ func (b *Backend) Synchronous() bool { return true }
 
 // HostFor runs fn over [0, n) on the backend's threads
 // (gpu.HostParallel); after Close, on the caller's alone.
-func (b *Backend) HostFor(n int, fn func(lo, hi int)) {
-	if b.pool == nil {
-		if n > 0 {
-			fn(0, n)
-		}
-		return
-	}
-	b.pool.For(n, fn)
-}
+func (b *Backend) HostFor(n int, fn func(lo, hi int)) { b.pool.For(n, fn) }
 
 // Data exposes a tensor's storage, for tests and host-side consumers that
 // want to avoid a copy.

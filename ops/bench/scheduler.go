@@ -455,11 +455,11 @@ func (b *schedBench) engine(r *modelRun, ps [][]int32) (engineRun, error) {
 	return e, nil
 }
 
-// median is the middle of v (the upper one of an even count).
+// median is the middle of v (the upper one of an even count), which it
+// leaves in its order.
 func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
+	s := slices.Sorted(slices.Values(v))
+	return percentile(s, .5)
 }
 
 // percents formats ratios as "91/93/90%".
