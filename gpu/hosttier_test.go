@@ -1,0 +1,125 @@
+package gpu
+
+import (
+	"math/rand/v2"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sliceKV is an arena in a slice, for host tier tests.
+type sliceKV struct {
+	cfg  KVConfig
+	data []float32
+}
+
+func newSliceKV(blocks int) *sliceKV {
+	cfg := KVConfig{Layers: 2, KVDim: 128, BlockTokens: 16, Blocks: blocks} // 16 KiB blocks: four pages
+	return &sliceKV{cfg: cfg, data: make([]float32, blocks*cfg.BlockFloats())}
+}
+
+func (k *sliceKV) Config() KVConfig { return k.cfg }
+func (k *sliceKV) ReadBlock(b int, dst []float32) {
+	bf := k.cfg.BlockFloats()
+	copy(dst[:bf], k.data[b*bf:(b+1)*bf])
+}
+func (k *sliceKV) WriteBlock(b int, src []float32) {
+	bf := k.cfg.BlockFloats()
+	copy(k.data[b*bf:(b+1)*bf], src[:bf])
+}
+
+func minorFaults(t *testing.T) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Skip("no getrusage:", err)
+	}
+	return ru.Minflt
+}
+
+// TestHostTierCommitsAhead: once the tier's first slots are used, the
+// slots up to twice as many (and commitSlack more) are committed in the
+// background, so that filling them faults (almost) no page; where the
+// tier allocated slots on first use, every page faulted inside the step
+// that swapped out.
+func TestHostTierCommitsAhead(t *testing.T) {
+	kv := newSliceKV(64)
+	tr, err := NewHostTier(nil, kv, 4096) // 64 MiB: fresh memory, not a freed span
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier := tr.(*memTier)
+	out := func(lo, hi int) {
+		moves := make([]BlockMove, 0, hi-lo)
+		for s := lo; s < hi; s++ {
+			moves = append(moves, BlockMove{From: s % 64, To: s})
+		}
+		if err := tier.Out(moves); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const first = 100
+	out(0, first)
+	want := int64(2*first + commitSlack)
+	for deadline := time.Now().Add(10 * time.Second); tier.ready.Load() < want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after %d slots were used, %d are committed; want %d", first, tier.ready.Load(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r := tier.ready.Load(); r > want {
+		t.Errorf("%d slots committed after %d were used; want %d, not the whole tier", r, first, want)
+	}
+	if raceOn {
+		return // its shadow memory faults as the copies first write there
+	}
+	pages := int64(want-first) * int64(kv.cfg.BlockFloats()) * 4 / 4096
+	before := minorFaults(t)
+	out(first, int(want))
+	if n := minorFaults(t) - before; n > pages/8 {
+		t.Errorf("filling %d slots committed ahead (%d pages) faulted %d pages", want-first, pages, n)
+	}
+}
+
+// TestHostTierRoundTrip: blocks copied out and back in come back whole,
+// in any order of slots, with the committer running beside the copies
+// (under -race: it touches no slot a copy uses).
+func TestHostTierRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	kv := newSliceKV(32)
+	for i := range kv.data {
+		kv.data[i] = r.Float32()
+	}
+	orig := slices.Clone(kv.data)
+	tr, err := NewHostTier(nil, kv, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.In([]BlockMove{{From: 5, To: 0}}); err == nil {
+		t.Fatal("a slot never written was read")
+	}
+	bf := kv.cfg.BlockFloats()
+	for round := range 20 {
+		// The scheduler's slots: mostly low, some far up the slab.
+		slots := r.Perm(40 + 40*round)[:32]
+		out := make([]BlockMove, 32)
+		in := make([]BlockMove, 32)
+		for b := range 32 {
+			out[b] = BlockMove{From: b, To: slots[b]}
+			in[b] = BlockMove{From: slots[b], To: 31 - b}
+		}
+		if err := tr.Out(out); err != nil {
+			t.Fatal(err)
+		}
+		clear(kv.data)
+		if err := tr.In(in); err != nil {
+			t.Fatal(err)
+		}
+		for b := range 32 {
+			if !slices.Equal(kv.data[(31-b)*bf:(32-b)*bf], orig[b*bf:(b+1)*bf]) {
+				t.Fatalf("round %d: block %d came back from slot %d changed", round, b, slots[b])
+			}
+		}
+		copy(kv.data, orig)
+	}
+}
