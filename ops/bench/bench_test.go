@@ -110,6 +110,9 @@ func TestScheduler(t *testing.T) {
 	if !strings.Contains(out.String(), "each run against the engine's right after it") {
 		t.Errorf("part 1 does not give the paired ratios:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "3 probes a condition in 4 rounds, the conditions taking turns") {
+		t.Errorf("part 2 does not say how its probes ran:\n%s", out.String())
+	}
 	for _, lat := range [][]float64{res.Idle, res.Loaded, res.Uninterrupted} {
 		if len(lat) != 3 || lat[0] < 0 || lat[0] > lat[2] {
 			t.Errorf("latencies %v: want 3, sorted", lat)

@@ -482,8 +482,7 @@ const priorityRounds = 4
 // taken from each condition's own stretch of time compared the machine's
 // phases as much as the scheduler's conditions.
 func (b *schedBench) priority() (idle, busy, uninterrupted []float64, err error) {
-	per := (b.cfg.Probes + priorityRounds - 1) / priorityRounds
-	fmt.Fprintf(b.w, "\n2. high-priority time to first token (prompt 32, 8 tokens; %d rounds of %d probes, the conditions taking turns)\n", priorityRounds, per)
+	fmt.Fprintf(b.w, "\n2. high-priority time to first token (prompt 32, 8 tokens; %d probes a condition in %d rounds, the conditions taking turns)\n", b.cfg.Probes, priorityRounds)
 	conds := []struct{ load, noInterrupt bool }{{false, false}, {true, false}, {true, true}}
 	lat := make([][]float64, len(conds))
 	scheds := make([]*sched.Scheduler, len(conds))
@@ -499,7 +498,14 @@ func (b *schedBench) priority() (idle, busy, uninterrupted []float64, err error)
 			return nil, nil, nil, err
 		}
 	}
-	for range priorityRounds {
+	for r := range priorityRounds {
+		per := b.cfg.Probes / priorityRounds
+		if r < b.cfg.Probes%priorityRounds {
+			per++
+		}
+		if per == 0 {
+			continue
+		}
 		for i, c := range conds {
 			l, err := b.ttft(scheds[i], c.load, per)
 			if err != nil {
