@@ -50,50 +50,49 @@ func NewHostTier(be Backend, kv KV, blocks int) (HostTier, error) {
 	if s, ok := be.(Swapper); ok {
 		return s.NewHostTier(kv, blocks)
 	}
-	bf := kv.Config().BlockFloats()
-	return &memTier{kv: kv, bf: bf, data: make([]float32, blocks*bf), written: make([]bool, blocks)}, nil
+	return &memTier{kv: kv, bf: kv.Config().BlockFloats(), slots: make([][]float32, blocks), written: make([]bool, blocks)}, nil
 }
 
-// memTier is a HostTier in Go memory, one slab of slots; its copies are
-// synchronous, which orders them trivially.
+// memTier is a HostTier in Go memory; its copies are synchronous, which
+// orders them trivially.
 //
-// The slab's pages are written ahead of use, by a goroutine of the tier's
-// own: the first write to a page faults, and on a VM it faults in the host
+// Its slots are allocated and their pages written ahead of use, by a
+// goroutine of the tier's own: the first write to a page faults, and on a VM it faults in the host
 // too (about 4 ms a 1.2 MiB block of the 134M model on a Firecracker
 // guest), which Out paid inside the step that preempted for a
 // high-priority arrival, in front of that job's first token. Committing
-// the whole slab when the tier is made would cost its full size at start
-// in every scheduler, used or not; the tier instead keeps twice the slots
-// used so far (plus commitSlack) committed. The scheduler takes slots from
-// the low end first, so what it uses is a prefix of the slab.
+// every slot when the tier is made would cost its full size at start in
+// every scheduler, used or not (a 256 MiB tier each, and a test binary
+// making schedulers by the dozen ran out of memory); the tier instead keeps
+// commitAhead slots past the highest used committed. The scheduler
+// takes the lowest slots first, so what it uses is a prefix of them.
 type memTier struct {
 	kv      KV
 	bf      int
-	data    []float32
-	written []bool // the slots Out has filled; the caller's goroutine only
+	slots   [][]float32 // nil from ready on
+	written []bool      // the slots Out has filled; the caller's goroutine only
 
-	mu         sync.Mutex   // held while slots at ready and beyond are written to commit them
-	ready      atomic.Int64 // slots [0, ready) are committed; they are never written to commit them again
+	mu         sync.Mutex   // held while slots at ready and beyond are committed
+	ready      atomic.Int64 // slots [0, ready) are allocated and committed
 	goal       atomic.Int64 // the committer's target for ready
 	committing atomic.Bool  // a committer goroutine runs
 }
 
-// commitSlack is how many slots past twice the highest used the tier keeps
-// committed.
-const commitSlack = 16
+// commitAhead is how many slots past the highest used the tier keeps
+// committed: four preemptions' worth of an 8-block (128-token) sequence.
+const commitAhead = 32
 
 func (t *memTier) Blocks() int { return len(t.written) }
 
-func (t *memTier) slot(i int) []float32 { return t.data[i*t.bf : (i+1)*t.bf] }
-
-// commitSlot writes a zero to every page of slot i, which no copy has
-// written: the caller holds mu and i ≥ ready.
+// commitSlot allocates slot i and writes a zero to every page of it: the
+// caller holds mu and i is ready.
 func (t *memTier) commitSlot(i int) {
 	const page = 4096 / 4 // floats
-	s := t.slot(i)
+	s := make([]float32, t.bf)
 	for p := 0; p < len(s); p += page {
 		s[p] = 0
 	}
+	t.slots[i] = s
 }
 
 // ensure commits the slots below hi that the committer has not reached,
@@ -113,7 +112,7 @@ func (t *memTier) ensure(hi int) {
 // ahead raises the committer's goal for slots below hi in use, and starts
 // the committer when it is not running.
 func (t *memTier) ahead(hi int) {
-	g := int64(min(len(t.written), 2*hi+commitSlack))
+	g := int64(min(len(t.written), hi+commitAhead))
 	if g <= t.goal.Load() {
 		return
 	}
@@ -170,7 +169,7 @@ func (t *memTier) Out(moves []BlockMove) error {
 	}
 	t.ensure(hi)
 	for _, m := range moves {
-		t.kv.ReadBlock(m.From, t.slot(m.To))
+		t.kv.ReadBlock(m.From, t.slots[m.To])
 		t.written[m.To] = true
 	}
 	t.ahead(hi)
@@ -187,7 +186,7 @@ func (t *memTier) In(moves []BlockMove) error {
 		}
 	}
 	for _, m := range moves {
-		t.kv.WriteBlock(m.To, t.slot(m.From))
+		t.kv.WriteBlock(m.To, t.slots[m.From])
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ type sliceKV struct {
 }
 
 func newSliceKV(blocks int) *sliceKV {
-	cfg := KVConfig{Layers: 2, KVDim: 128, BlockTokens: 16, Blocks: blocks} // 16 KiB blocks: four pages
+	cfg := KVConfig{Layers: 2, KVDim: 256, BlockTokens: 16, Blocks: blocks} // 64 KiB blocks: allocated whole from the heap's pages
 	return &sliceKV{cfg: cfg, data: make([]float32, blocks*cfg.BlockFloats())}
 }
 
@@ -38,13 +38,12 @@ func minorFaults(t *testing.T) int64 {
 }
 
 // TestHostTierCommitsAhead: once the tier's first slots are used, the
-// slots up to twice as many (and commitSlack more) are committed in the
-// background, so that filling them faults (almost) no page; where the
+// next commitAhead slots are committed in the background, so that filling them faults (almost) no page; where the
 // tier allocated slots on first use, every page faulted inside the step
 // that swapped out.
 func TestHostTierCommitsAhead(t *testing.T) {
 	kv := newSliceKV(64)
-	tr, err := NewHostTier(nil, kv, 4096) // 64 MiB: fresh memory, not a freed span
+	tr, err := NewHostTier(nil, kv, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func TestHostTierCommitsAhead(t *testing.T) {
 	}
 	const first = 100
 	out(0, first)
-	want := int64(2*first + commitSlack)
+	want := int64(first + commitAhead)
 	for deadline := time.Now().Add(10 * time.Second); tier.ready.Load() < want; {
 		if time.Now().After(deadline) {
 			t.Fatalf("10 s after %d slots were used, %d are committed; want %d", first, tier.ready.Load(), want)
