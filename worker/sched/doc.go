@@ -97,8 +97,11 @@
 // by copying back), else dropped and recomputed on resume
 // (recomputed_tokens; never billed).
 // The tier is the backend's (gpu.NewHostTier): pinned memory and copies on
-// the copy stream on CUDA, ordered with the kernels. Host copies older
-// than EvictionGCInterval are released.
+// the copy stream on CUDA, ordered with the kernels; on the CPU, Go memory
+// whose pages are written ahead of use, so that a swap-out for an arrival
+// does not wait for first-touch faults. Free slots are handed out lowest
+// first, which keeps the slots in use a prefix of the tier. Host copies
+// older than EvictionGCInterval are released.
 //
 // # Files
 //
