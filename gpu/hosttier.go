@@ -65,7 +65,8 @@ func NewHostTier(be Backend, kv KV, blocks int) (HostTier, error) {
 // every scheduler, used or not (a 256 MiB tier each, and a test binary
 // making schedulers by the dozen ran out of memory); the tier instead keeps
 // commitAhead slots past the highest used committed. The scheduler
-// takes the lowest slots first, so what it uses is a prefix of them.
+// reuses slots given back before it takes a fresh one, and takes fresh
+// ones in order, so the slots it has ever used are a prefix.
 type memTier struct {
 	kv      KV
 	bf      int

@@ -99,8 +99,9 @@
 // The tier is the backend's (gpu.NewHostTier): pinned memory and copies on
 // the copy stream on CUDA, ordered with the kernels; on the CPU, Go memory
 // whose pages are written ahead of use, so that a swap-out for an arrival
-// does not wait for first-touch faults. Free slots are handed out lowest
-// first, which keeps the slots in use a prefix of the tier. Host copies
+// does not wait for first-touch faults. Slots given back are reused
+// before a fresh one is taken, and fresh ones are taken in order, so the
+// slots ever used are a prefix of the tier. Host copies
 // older than EvictionGCInterval are released.
 //
 // # Files

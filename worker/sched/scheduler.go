@@ -295,6 +295,9 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 				return nil, fmt.Errorf("sched: host swap tier of %d MB: %w", cfg.HostSwapMB, err)
 			}
 			s.host.tier, s.host.cap = tier, n
+			// A stack: slots given back are reused first, and fresh ones
+			// come in order (0, 1, …), the prefix a memory tier commits
+			// ahead of use (gpu.NewHostTier).
 			s.host.free = make([]int, n)
 			for i := range s.host.free {
 				s.host.free[i] = n - 1 - i
