@@ -57,10 +57,11 @@ func NewHostTier(be Backend, kv KV, blocks int) (HostTier, error) {
 // orders them trivially.
 //
 // Its slots are allocated and their pages written ahead of use, by a
-// goroutine of the tier's own: the first write to a page faults, and on a VM it faults in the host
-// too (about 4 ms a 1.2 MiB block of the 134M model on a Firecracker
-// guest), which Out paid inside the step that preempted for a
-// high-priority arrival, in front of that job's first token. Committing
+// goroutine of the tier's own: the first write to a page faults, and on a
+// VM it faults in the host too (about 4 ms a 1.2 MiB block of the 134M
+// model on a Firecracker guest), which Out paid inside the step that
+// preempted for a high-priority arrival, in front of that job's first
+// token. Committing
 // every slot when the tier is made would cost its full size at start in
 // every scheduler, used or not (a 256 MiB tier each, and a test binary
 // making schedulers by the dozen ran out of memory); the tier instead keeps
@@ -85,15 +86,27 @@ const commitAhead = 32
 
 func (t *memTier) Blocks() int { return len(t.written) }
 
-// commitSlot allocates slot i and writes a zero to every page of it: the
-// caller holds mu and i is ready.
+// commitSlot allocates slot i and commits it (CommitPages): the caller
+// holds mu and i is ready.
 func (t *memTier) commitSlot(i int) {
-	const page = 4096 / 4 // floats
 	s := make([]float32, t.bf)
-	for p := 0; p < len(s); p += page {
-		s[p] = 0
-	}
+	CommitPages(s)
 	t.slots[i] = s
+}
+
+// PageFloats is the number of float32 values in a 4 KiB page.
+const PageFloats = 4096 / 4
+
+// CommitPages writes a zero to data's first float and every PageFloats-th
+// after it, on the caller's goroutine: for a fresh allocation (zeroed,
+// page-aligned beyond its first page) that makes every page of it the
+// process's, so that later writes do not fault. Host memory a backend
+// keeps (the CPU arena, a host tier) is committed this way before the
+// steps that use it.
+func CommitPages(data []float32) {
+	for p := 0; p < len(data); p += PageFloats {
+		data[p] = 0
+	}
 }
 
 // ensure commits the slots below hi that the committer has not reached,

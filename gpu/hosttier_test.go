@@ -38,9 +38,9 @@ func minorFaults(t *testing.T) int64 {
 }
 
 // TestHostTierCommitsAhead: once the tier's first slots are used, the
-// next commitAhead slots are committed in the background, so that filling them faults (almost) no page; where the
-// tier allocated slots on first use, every page faulted inside the step
-// that swapped out.
+// next commitAhead slots are committed in the background, so that filling
+// them faults (almost) no page; where the tier allocated slots on first
+// use, every page faulted inside the step that swapped out.
 func TestHostTierCommitsAhead(t *testing.T) {
 	kv := newSliceKV(64)
 	tr, err := NewHostTier(nil, kv, 4096)

@@ -141,13 +141,9 @@ func (b *Backend) NewKV(cfg gpu.KVConfig) (gpu.KV, error) {
 // pass made a 16-row decode step 1.4× slower), and an overcommitted host
 // would fail a step, not the start.
 func (b *Backend) commit(data []float32) {
-	const page = 4096 / 4 // floats
+	const page = gpu.PageFloats
 	pages := (len(data) + page - 1) / page
-	b.pool.For(pages, func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			data[p*page] = 0
-		}
-	})
+	b.pool.For(pages, func(lo, hi int) { gpu.CommitPages(data[lo*page : min(hi*page, len(data))]) })
 }
 
 // View returns rows [from, from+n) of x.
