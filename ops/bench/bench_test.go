@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,11 @@ func TestScheduler(t *testing.T) {
 		if r.Alone <= 0 || r.Batched <= 0 || r.Steady < 0 || r.Jobs == 1 && r.Steady <= 0 ||
 			r.Engine <= 0 || r.EngineJobs <= 0 || r.EngineAtJobs <= 0 || r.BatchedOfJobs <= 0 || r.SteadyOfEngine < 0 || r.Jobs == 1 && r.SteadyOfEngine <= 0 {
 			t.Errorf("throughput %+v", r)
+		}
+		// Prompts of 16 and 4 new tokens: 20 tokens in and out for every 4
+		// generated, over the same best run.
+		if want := r.Batched * 20 / 4; math.Abs(r.Total-want) > 1e-6*want {
+			t.Errorf("%d jobs: total %.1f tok/s, want %.1f (batched %.1f with the prompts counted)", r.Jobs, r.Total, want, r.Batched)
 		}
 	}
 	if !strings.Contains(out.String(), "each run against the engine's right after it") {
