@@ -361,6 +361,76 @@ func TestFrequencies(t *testing.T) {
 	}
 }
 
+// TestFrequenciesAcrossBlocks draws from a vocabulary of 1,000 tokens
+// whose weight lies on three of them, in the first, second and fourth of
+// draw's blocks (the third has none, and masked tokens surround them):
+// the counts follow the weights, and no masked token is drawn.
+func TestFrequenciesAcrossBlocks(t *testing.T) {
+	t.Parallel()
+	ids := []int32{100, 300, 900}
+	want := []float64{0.2, 0.3, 0.5}
+	logits := make([]float32, 1000)
+	for i := range logits {
+		logits[i] = float32(math.Inf(-1))
+	}
+	for i, id := range ids {
+		logits[id] = float32(math.Log(want[i]))
+	}
+	for _, p := range []Params{{Temperature: 1, Seed: 7}, {Temperature: 0.5, MinP: 0.01, Seed: 8}} {
+		s := mustNew(t, p)
+		const draws = 30000
+		counts := map[int32]int{}
+		for range draws {
+			counts[s.Sample(logits, nil, 0).ID]++
+		}
+		// At temperature 0.5 the weights are the squares: 0.04, 0.09, 0.25.
+		sq := 0.0
+		for _, w := range want {
+			sq += w * w
+		}
+		for i, id := range ids {
+			w := want[i]
+			if p.Temperature == 0.5 {
+				w = w * w / sq
+			}
+			if got := float64(counts[id]) / draws; math.Abs(got-w) > 0.018 {
+				t.Errorf("temperature %v: token %d frequency %.4f, want %.3f ± 0.018", p.Temperature, id, got, w)
+			}
+			delete(counts, id)
+		}
+		if len(counts) > 0 {
+			t.Errorf("temperature %v: masked tokens drawn: %v", p.Temperature, counts)
+		}
+	}
+}
+
+// TestTopOfMatchesSelectTop: topOf over a whole vocabulary picks what
+// selectTop picks over its ids listed in order, ties (many, values drawn
+// from a few) broken the same way.
+func TestTopOfMatchesSelectTop(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{1, 7, 300, 5000} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.IntN(12))
+		}
+		for _, k := range []int{1, 2, 5, 40, 64, n} {
+			k = min(k, n)
+			ids := make([]int32, n)
+			for i := range ids {
+				ids[i] = int32(i)
+			}
+			selectTop(ids, x, k)
+			got := make([]int32, k)
+			topOf(got, x)
+			if !slices.Equal(got, ids[:k]) {
+				t.Errorf("n %d, k %d: topOf %v, selectTop %v", n, k, got[:min(k, 8)], ids[:min(k, 8)])
+			}
+		}
+	}
+}
+
 func TestTemperatureFrequencies(t *testing.T) {
 	t.Parallel()
 	// With logits ln 1 and ln 4 and temperature 2 the odds become 1:2.
@@ -503,21 +573,33 @@ func BenchmarkSample(b *testing.B) {
 		for i := range history {
 			history[i] = int32(i * 97 % vocab)
 		}
+		// A confident model's row: twenty tokens well above the rest, as
+		// where top-p's nucleus is a few tokens.
+		peaked := slices.Clone(logits)
+		for i := range 20 {
+			peaked[i*7919%vocab] += 12
+		}
 		for _, bc := range []struct {
-			name string
-			p    Params
-			top  int
+			name   string
+			p      Params
+			top    int
+			peaked bool
 		}{
-			{"greedy", Params{RepetitionPenalty: 1.1}, 0},
-			{"top_k40_top_p0.9", Params{Temperature: 0.7, TopK: 40, TopP: 0.9, RepetitionPenalty: 1.1}, 0},
-			{"top_p0.9_only", Params{Temperature: 0.7, TopP: 0.9}, 0},
-			{"temperature1", Params{Temperature: 1}, 0},
-			{"greedy_top_logprobs5", Params{}, 5},
+			{"greedy", Params{RepetitionPenalty: 1.1}, 0, false},
+			{"top_k40_top_p0.9", Params{Temperature: 0.7, TopK: 40, TopP: 0.9, RepetitionPenalty: 1.1}, 0, false},
+			{"top_p0.9_only", Params{Temperature: 0.7, TopP: 0.9}, 0, false},
+			{"temperature1", Params{Temperature: 1}, 0, false},
+			{"greedy_top_logprobs5", Params{}, 5, false},
+			{"top_p0.9_peaked", Params{Temperature: 0.7, TopP: 0.9}, 0, true},
 		} {
 			b.Run(fmt.Sprintf("vocab%d/%s", vocab, bc.name), func(b *testing.B) {
 				s := mustNew(b, bc.p)
+				row := logits
+				if bc.peaked {
+					row = peaked
+				}
 				for b.Loop() {
-					s.Sample(logits, history, bc.top)
+					s.Sample(row, history, bc.top)
 				}
 			})
 		}

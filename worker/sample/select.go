@@ -19,17 +19,52 @@ func selectTop(ids []int32, x []float32, k int) {
 		return
 	}
 	h := ids[:k]
-	for i := k/2 - 1; i >= 0; i-- {
-		siftDown(h, x, i)
-	}
+	heapify(h, x)
 	for i := k; i < len(ids); i++ {
 		if better(x, ids[i], h[0]) {
 			ids[i], h[0] = h[0], ids[i]
 			siftDown(h, x, 0)
 		}
 	}
-	// Heap sort: moving the worst to the end each time leaves h best-first.
-	for end := k - 1; end > 0; end-- {
+	sortHeap(h, x)
+}
+
+// topOf fills h with the len(h) ≤ len(x) best tokens of x by better, best first:
+// selectTop over every id of x in order, without writing the ids out.
+// The scan meets the ids in increasing order, so a token ranks above the
+// worst one kept (the heap's root, of a lower id) exactly when its value
+// is greater: the scan compares values with the root's alone.
+func topOf(h []int32, x []float32) {
+	k := len(h)
+	if k == 0 {
+		return
+	}
+	for i := range h {
+		h[i] = int32(i)
+	}
+	heapify(h, x)
+	worst := x[h[0]]
+	for i := k; i < len(x); i++ {
+		if x[i] > worst {
+			h[0] = int32(i)
+			siftDown(h, x, 0)
+			worst = x[h[0]]
+		}
+	}
+	sortHeap(h, x)
+}
+
+// heapify makes h a heap whose root is its worst token.
+func heapify(h []int32, x []float32) {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, x, i)
+	}
+}
+
+// sortHeap sorts the heap h best first: moving the worst to the end each
+// time.
+func sortHeap(h []int32, x []float32) {
+	for end := len(h) - 1; end > 0; end-- {
 		h[0], h[end] = h[end], h[0]
 		siftDown(h[:end], x, 0)
 	}

@@ -377,8 +377,8 @@ type observation struct {
 // tools and sink), so they run in parallel: sampling reads the whole
 // vocabulary for every row (its arg max and log-sum-exp, and at a
 // temperature its weights), work that grows with the batch
-// (BenchmarkSample/vocab32000: 17 µs a greedy
-// row, 56 at top-k 40, 116 at top-p alone, on the vector kernels; ten
+// (BenchmarkSample/vocab32000: 19 µs a greedy
+// row, 38 at top-k 40, 113 at top-p alone, on the vector kernels; ten
 // times that in scalar Go, which made 16 rows about 1.5 ms of a 14 ms
 // step on two goroutines). Inside a step a greedy row takes 35–43 µs: its
 // logits, and the sampler's copy of them, come from L3 or memory there

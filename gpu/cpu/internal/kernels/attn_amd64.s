@@ -957,3 +957,54 @@ TEXT ·dotRowsBF16AVX2(SB), NOSPLIT, $0-48
 	DOTROWSW(LOADBF16R)
 	VZEROUPPER
 	RET
+
+// func firstEqAVX2(x *float32, n int, m float32) int
+// The index of the first of x[:n] equal to m, or n if none; n is a
+// multiple of 8 and > 0. Four vectors a round: their comparisons are
+// or-ed and tested once, and the round that holds a match is looked at
+// again a vector at a time.
+TEXT ·firstEqAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y0
+	XORQ         AX, AX
+	MOVQ         CX, BX
+	ANDQ         $-32, BX
+
+round:
+	CMPQ      AX, BX
+	JGE       single
+	VCMPPS    $0, (SI)(AX*4), Y0, Y1
+	VCMPPS    $0, 32(SI)(AX*4), Y0, Y2
+	VCMPPS    $0, 64(SI)(AX*4), Y0, Y3
+	VCMPPS    $0, 96(SI)(AX*4), Y0, Y4
+	VORPS     Y1, Y2, Y2
+	VORPS     Y3, Y4, Y4
+	VORPS     Y2, Y4, Y4
+	VMOVMSKPS Y4, DX
+	TESTL     DX, DX
+	JNZ       single
+	ADDQ      $32, AX
+	JMP       round
+
+single:
+	CMPQ      AX, CX
+	JGE       none
+	VCMPPS    $0, (SI)(AX*4), Y0, Y1
+	VMOVMSKPS Y1, DX
+	TESTL     DX, DX
+	JNZ       found
+	ADDQ      $8, AX
+	JMP       single
+
+found:
+	BSFL       DX, DX
+	ADDQ       DX, AX
+	VZEROUPPER
+	MOVQ       AX, ret+24(FP)
+	RET
+
+none:
+	VZEROUPPER
+	MOVQ       CX, ret+24(FP)
+	RET

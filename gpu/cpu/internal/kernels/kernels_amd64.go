@@ -77,6 +77,9 @@ func maxF32AVX2(x *float32, n int) float32
 func cleanAVX2(dst, src *float32, n int) float32
 
 //go:noescape
+func firstEqAVX2(x *float32, n int, m float32) int
+
+//go:noescape
 func sumExpAVX2(dst, x *float32, n int, m, scale float32) float64
 
 //go:noescape

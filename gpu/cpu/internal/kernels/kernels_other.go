@@ -34,6 +34,7 @@ func dotRowsF32AVX2(x, w *float32, wstride, k, n int, out *float32, scale float3
 func axpyRowsF32AVX2(p, v *float32, vstride, k, n int, out *float32)               { panic(noAsm) }
 func maxF32AVX2(x *float32, n int) float32                                         { panic(noAsm) }
 func cleanAVX2(dst, src *float32, n int) float32                                   { panic(noAsm) }
+func firstEqAVX2(x *float32, n int, m float32) int                                 { panic(noAsm) }
 func sumExpAVX2(dst, x *float32, n int, m, scale float32) float64                  { panic(noAsm) }
 func siluMulAVX2(dst, gate, up *float32, n int)                                    { panic(noAsm) }
 

@@ -126,8 +126,14 @@ func ArgMax(x []float32) int {
 
 // firstOf returns the index of the first element of x equal to m, or 0.
 func firstOf(x []float32, m float32) int {
-	for i, v := range x {
-		if v == m {
+	i := 0
+	if n := len(x) &^ 7; useAsm && n > 0 {
+		if i = firstEqAVX2(&x[0], n, m); i < n {
+			return i
+		}
+	}
+	for ; i < len(x); i++ {
+		if x[i] == m {
 			return i
 		}
 	}

@@ -470,3 +470,35 @@ func TestRowKernelsEmpty(t *testing.T) {
 		t.Fatal("empty max or exp")
 	}
 }
+
+// firstOf against a scan, the match at every position of slices of every
+// length up to 80 (the assembly's rounds of 32, vectors of 8 and the Go
+// tail), with a later copy of it, and with none (0).
+func TestFirstOf(t *testing.T) {
+	for _, asm := range []bool{true, false} {
+		if asm && !useAsm {
+			continue
+		}
+		for n := 1; n <= 80; n++ {
+			for p := -1; p < n; p++ {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(i % 7)
+				}
+				want := 0
+				if p >= 0 {
+					x[p] = 9
+					if q := p + 1 + (n-p-1)/2; q < n {
+						x[q] = 9
+					}
+					want = p
+				}
+				var got int
+				withAsm(asm, func() { got = firstOf(x, 9) })
+				if got != want {
+					t.Fatalf("asm=%v n=%d: first 9 at %d, want %d", asm, n, got, want)
+				}
+			}
+		}
+	}
+}
