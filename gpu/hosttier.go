@@ -34,6 +34,16 @@ type HostTier interface {
 	In(moves []BlockMove) error
 }
 
+// Pauser is implemented by host tiers that work in the background (the
+// tier in ordinary memory writes its slots ahead of use): Pause holds that
+// work off, within a page run of the tier's, until Resume. The scheduler
+// pauses it for a step carrying a high-priority job's prompt, whose
+// processors it would otherwise share.
+type Pauser interface {
+	Pause()
+	Resume()
+}
+
 // Swapper is implemented by backends with a host tier of their own, such
 // as page-locked memory and copies on a separate stream of a GPU.
 type Swapper interface {
@@ -50,7 +60,8 @@ func NewHostTier(be Backend, kv KV, blocks int) (HostTier, error) {
 	if s, ok := be.(Swapper); ok {
 		return s.NewHostTier(kv, blocks)
 	}
-	return &memTier{kv: kv, bf: kv.Config().BlockFloats(), slots: make([][]float32, blocks), written: make([]bool, blocks)}, nil
+	return &memTier{kv: kv, bf: kv.Config().BlockFloats(), slots: make([][]float32, blocks), written: make([]bool, blocks),
+		resumed: make(chan struct{}, 1)}, nil
 }
 
 // memTier is a HostTier in Go memory; its copies are synchronous, which
@@ -68,16 +79,25 @@ func NewHostTier(be Backend, kv KV, blocks int) (HostTier, error) {
 // commitAhead slots past the highest used committed. The scheduler
 // reuses slots given back before it takes a fresh one, and takes fresh
 // ones in order, so the slots it has ever used are a prefix.
+//
+// The committer works a run of commitRun pages at a time and stops between
+// runs while the tier is paused (Pauser): on two processors it took one
+// from the steps it ran beside, and a high-priority job's first step,
+// right after the preemption that made room for it, met it there (8
+// blocks committed during the step: 39 ms against 23, 134M model, two
+// threads).
 type memTier struct {
 	kv      KV
 	bf      int
 	slots   [][]float32 // nil from ready on
 	written []bool      // the slots Out has filled; the caller's goroutine only
 
-	mu         sync.Mutex   // held while slots at ready and beyond are committed
+	mu         sync.Mutex   // held while a slot is published (ensure: committed)
 	ready      atomic.Int64 // slots [0, ready) are allocated and committed
 	goal       atomic.Int64 // the committer's target for ready
 	committing atomic.Bool  // a committer goroutine runs
+	paused     atomic.Bool
+	resumed    chan struct{} // a token after Resume, for a committer waiting
 }
 
 // commitAhead is how many slots past the highest used the tier keeps
@@ -123,6 +143,23 @@ func (t *memTier) ensure(hi int) {
 	}
 }
 
+// commitRun is the committer's unit of work between looks at the pause, in
+// floats: 16 pages, about 0.2 ms at the first touch's cost above.
+const commitRun = 16 * PageFloats
+
+// Pause holds the committer off from its next page run until Resume.
+func (t *memTier) Pause() { t.paused.Store(true) }
+
+// Resume lets the committer go on.
+func (t *memTier) Resume() {
+	if t.paused.Swap(false) {
+		select {
+		case t.resumed <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // ahead raises the committer's goal for slots below hi in use, and starts
 // the committer when it is not running.
 func (t *memTier) ahead(hi int) {
@@ -136,15 +173,25 @@ func (t *memTier) ahead(hi int) {
 	}
 }
 
-// commit is the committer: it commits slots one at a time, giving its
-// processor away between them (it runs beside the steps), until ready
-// reaches goal; a goal raised as it stops starts it again.
+// commit is the committer: it commits slots one at a time, a page run at
+// a time, waiting while the tier is paused and giving its processor away
+// between slots (it runs beside the steps), until ready reaches goal; a
+// goal raised as it stops starts it again. It holds mu only to publish a
+// slot, so that Out never waits for its work: a slot ensure committed
+// meanwhile is not published twice.
 func (t *memTier) commit() {
 	for {
-		for t.ready.Load() < t.goal.Load() {
+		for r := t.ready.Load(); r < t.goal.Load(); r = t.ready.Load() {
+			s := make([]float32, t.bf)
+			for lo := 0; lo < len(s); lo += commitRun {
+				for t.paused.Load() {
+					<-t.resumed
+				}
+				CommitPages(s[lo:min(lo+commitRun, len(s))])
+			}
 			t.mu.Lock()
-			if r := t.ready.Load(); r < t.goal.Load() {
-				t.commitSlot(int(r))
+			if t.ready.Load() == r {
+				t.slots[r] = s
 				t.ready.Store(r + 1)
 			}
 			t.mu.Unlock()

@@ -122,3 +122,45 @@ func TestHostTierRoundTrip(t *testing.T) {
 		copy(kv.data, orig)
 	}
 }
+
+// TestHostTierPauses: while the tier is paused its committer commits no
+// slot (Out still commits the slots it writes), and once resumed it goes
+// on to commitAhead past the highest slot used.
+func TestHostTierPauses(t *testing.T) {
+	kv := newSliceKV(8)
+	for i := range kv.data {
+		kv.data[i] = float32(i)
+	}
+	tr, err := NewHostTier(nil, kv, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier, p := tr.(*memTier), tr.(Pauser)
+	p.Pause()
+	if err := tr.Out([]BlockMove{{From: 0, To: 0}, {From: 1, To: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if r := tier.ready.Load(); r != 2 {
+		t.Errorf("paused: %d slots committed, want the 2 Out wrote", r)
+	}
+	// Out goes past what the committer reached, paused or not.
+	if err := tr.Out([]BlockMove{{From: 2, To: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	p.Resume()
+	want := int64(6 + commitAhead)
+	for deadline := time.Now().Add(10 * time.Second); tier.ready.Load() < want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after Resume %d slots are committed; want %d", tier.ready.Load(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := tr.In([]BlockMove{{From: 5, To: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	bf := kv.cfg.BlockFloats()
+	if !slices.Equal(kv.data[7*bf:8*bf], kv.data[2*bf:3*bf]) {
+		t.Error("the block written while paused came back changed")
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
@@ -411,6 +413,76 @@ func TestHighPriorityPreempts(t *testing.T) {
 		t.Error("no low-priority job was preempted")
 	}
 	checkIdle(t, s)
+}
+
+// pauseTier records how the scheduler pauses its host tier (gpu.Pauser),
+// and passes the calls on; the step loop alone calls it.
+type pauseTier struct {
+	gpu.HostTier
+	paused          bool
+	pauses, resumes int
+}
+
+func (p *pauseTier) Pause() { p.paused, p.pauses = true, p.pauses+1; p.HostTier.(gpu.Pauser).Pause() }
+func (p *pauseTier) Resume() {
+	p.paused, p.resumes = false, p.resumes+1
+	p.HostTier.(gpu.Pauser).Resume()
+}
+
+// TestTierPausedForHighPriorityPrompt: the host tier's background work is
+// paused for the step that gives a high-priority job its first token
+// (after it preempted low-priority jobs to the tier), and for no step
+// before that job came or after.
+func TestTierPausedForHighPriorityPrompt(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	s, err := New(l.Model, l.Tokenizer, Config{KVBlocks: 40, HostSwapMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := &pauseTier{HostTier: s.host.tier}
+	s.host.tier = pt
+	var vipCame atomic.Bool
+	var firstPaused, firstSeen bool
+	var pausedElse int
+	s.stepTokens = func(got map[string]int) {
+		switch {
+		case got["vip"] > 0 && !firstSeen:
+			firstSeen, firstPaused = true, pt.paused
+		case pt.paused && (firstSeen || !vipCame.Load()):
+			pausedElse++
+		}
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, s)
+	var lows []job
+	for _, p := range prompts(t, 8, rand.New(rand.NewPCG(3, 4))) {
+		lows = append(lows, job{prompt: p, max: 300, opts: JobOpts{Class: 2, Tenant: "bulk"}})
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); run(s, lows) }()
+	waitFor(t, 10*time.Second, "the low-priority jobs filling the arena", func() bool {
+		return s.snapAvail.Load() <= 2 || s.snapRunning.Load() >= 1 && s.snapWaiting() >= 1
+	})
+	vipCame.Store(true)
+	o := run(s, []job{{prompt: reference(t)[0].PromptIDs, max: 10, opts: JobOpts{Class: 0, Tenant: "vip"}}})[0]
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	wg.Wait()
+	checkIdle(t, s) // the loop has stopped: its state is ours to read
+	if !firstSeen || !firstPaused {
+		t.Errorf("the high-priority job's first token came from a step the tier was not paused for (seen %v)", firstSeen)
+	}
+	if pausedElse > 0 {
+		t.Errorf("the tier was paused for %d other steps", pausedElse)
+	}
+	if pt.pauses == 0 || pt.pauses != pt.resumes {
+		t.Errorf("%d pauses, %d resumes", pt.pauses, pt.resumes)
+	}
 }
 
 // TestFairness runs two tenants at a 10:1 submission ratio in one class

@@ -105,6 +105,12 @@ func (q *seq) highBeforeFirstToken() bool {
 	return q.opts.Class == 0 && len(q.g.Result().OutputIDs) == 0 && !q.g.Done()
 }
 
+// carriesHighPrompt reports whether plan holds a high-priority job before
+// its first token.
+func carriesHighPrompt(plan []stepRow) bool {
+	return slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.highBeforeFirstToken() })
+}
+
 // stepRow is one sequence's share of a step.
 type stepRow struct {
 	q       *seq
@@ -118,6 +124,12 @@ func (s *Scheduler) step() {
 	plan := s.planStep(time.Now())
 	if len(plan) == 0 {
 		return
+	}
+	if p, ok := s.host.tier.(gpu.Pauser); ok && carriesHighPrompt(plan) {
+		// The tier's background work waits for this step: it would take
+		// a processor from it (gpu.Pauser).
+		p.Pause()
+		defer p.Resume()
 	}
 	began := time.Now()
 	toks, logits, err := s.forward(plan)
@@ -289,7 +301,7 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 	// interrupted one always completes, so arrivals faster than steps
 	// cannot starve the rest.
 	var stop func() bool
-	if s.interruptible && !s.lastInterrupted && !slices.ContainsFunc(plan, func(r stepRow) bool { return r.q.highBeforeFirstToken() }) {
+	if s.interruptible && !s.lastInterrupted && !carriesHighPrompt(plan) {
 		stop = func() bool { return s.urgentPending.Swap(false) }
 	}
 	for g := range s.buf.batches {
