@@ -235,6 +235,11 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 	if err != nil {
 		return nil, contracts.ErrorFrom(err)
 	}
+	if req.Logprobs {
+		// They travel on a job's delta events, which a batch does not
+		// follow: its output would lack them without a word.
+		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: logprobs are not available in batches (they come on a job's delta events): submit the job and follow it", line)
+	}
 	if req.ID != "" && req.ID != id {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: request id %q; in a batch the id is the batch id and custom_id (%s)", line, req.ID, id)
 	}

@@ -123,6 +123,39 @@ func TestBatch(t *testing.T) {
 	}
 }
 
+// TestBatchRefusesLogprobs: a batch line asking for logprobs, which come
+// on a job's delta events only, is refused with a word rather than
+// answered without them; the line beside it runs.
+func TestBatchRefusesLogprobs(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
+	lp := request("Once upon a time", 4, contracts.PriorityLow)
+	lp.Logprobs, lp.TopLogprobs = true, 5
+	var in bytes.Buffer
+	for i, req := range []*contracts.JobRequest{lp, request("Once upon a time", 4, contracts.PriorityLow)} {
+		raw, _ := json.Marshal(map[string]any{"custom_id": []string{"lp", "plain"}[i], "request": req})
+		in.Write(append(raw, '\n'))
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	counts, err := b.Client.RunBatch(ctx, &in, &out, producer.BatchOpts{ID: "lp1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, &out)
+	if want := (producer.BatchCounts{Total: 2, Completed: 1, Invalid: 1}); counts != want || len(recs) != 2 {
+		t.Fatalf("counts %+v, %d records; want %+v", counts, len(recs), want)
+	}
+	if r := recs[0]; r.CustomID != "lp" || r.Error == nil || r.Error.Code != contracts.CodeInvalidRequest || !strings.Contains(r.Error.Message, "logprobs") {
+		t.Errorf("the logprobs line: %+v (error %v)", r, r.Error)
+	}
+	if r := recs[1]; r.CustomID != "plain" || r.Result == nil || r.Result.Status != contracts.StatusCompleted {
+		t.Errorf("the plain line: %+v", r)
+	}
+}
+
 // TestBatchInterruptedUnderConsumerLimit runs a 400-line batch (a window of
 // 256 lines in flight) against streams that allow one consumer each, so a
 // runner that followed each job with a consumer of its own would be
