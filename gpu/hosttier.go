@@ -106,12 +106,17 @@ const commitAhead = 32
 
 func (t *memTier) Blocks() int { return len(t.written) }
 
-// commitSlot allocates slot i and commits it (CommitPages): the caller
-// holds mu and i is ready.
-func (t *memTier) commitSlot(i int) {
+// newSlot allocates a slot and commits it (CommitPages) a page run at a
+// time, waiting between runs while the tier is paused when pausable.
+func (t *memTier) newSlot(pausable bool) []float32 {
 	s := make([]float32, t.bf)
-	CommitPages(s)
-	t.slots[i] = s
+	for lo := 0; lo < len(s); lo += commitRun {
+		for pausable && t.paused.Load() {
+			<-t.resumed
+		}
+		CommitPages(s[lo:min(lo+commitRun, len(s))])
+	}
+	return s
 }
 
 // PageFloats is the number of float32 values in a 4 KiB page.
@@ -138,7 +143,7 @@ func (t *memTier) ensure(hi int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for r := int(t.ready.Load()); r < hi; r++ {
-		t.commitSlot(r)
+		t.slots[r] = t.newSlot(false)
 		t.ready.Store(int64(r + 1))
 	}
 }
@@ -182,13 +187,7 @@ func (t *memTier) ahead(hi int) {
 func (t *memTier) commit() {
 	for {
 		for r := t.ready.Load(); r < t.goal.Load(); r = t.ready.Load() {
-			s := make([]float32, t.bf)
-			for lo := 0; lo < len(s); lo += commitRun {
-				for t.paused.Load() {
-					<-t.resumed
-				}
-				CommitPages(s[lo:min(lo+commitRun, len(s))])
-			}
+			s := t.newSlot(true)
 			t.mu.Lock()
 			if t.ready.Load() == r {
 				t.slots[r] = s
