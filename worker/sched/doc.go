@@ -99,12 +99,12 @@
 // The tier is the backend's (gpu.NewHostTier): pinned memory and copies on
 // the copy stream on CUDA, ordered with the kernels; on the CPU, Go memory
 // whose pages are written ahead of use, so that a swap-out for an arrival
-// does not wait for first-touch faults; that writing pauses (gpu.Pauser)
+// does not wait for first-touch faults. That writing pauses (gpu.Pauser)
 // for a step carrying a high-priority job's prompt, so that it does not
-// take a processor from the arrival's first token. Slots given back are reused
-// before a fresh one is taken, and fresh ones are taken in order, so the
-// slots ever used are a prefix of the tier. Host copies
-// older than EvictionGCInterval are released.
+// take a processor from the arrival's first token. Slots given back are
+// reused before a fresh one is taken, and fresh ones are taken in order,
+// so the slots ever used are a prefix of the tier. Host copies older than
+// EvictionGCInterval are released.
 //
 // # Files
 //

@@ -125,14 +125,15 @@ func (s *Scheduler) step() {
 	if len(plan) == 0 {
 		return
 	}
-	if p, ok := s.host.tier.(gpu.Pauser); ok && carriesHighPrompt(plan) {
+	high := carriesHighPrompt(plan)
+	if p, ok := s.host.tier.(gpu.Pauser); ok && high {
 		// The tier's background work waits for this step: it would take
 		// a processor from it (gpu.Pauser).
 		p.Pause()
 		defer p.Resume()
 	}
 	began := time.Now()
-	toks, logits, err := s.forward(plan)
+	toks, logits, err := s.forward(plan, high)
 	s.lastInterrupted = errors.Is(err, model.ErrInterrupted)
 	if s.lastInterrupted {
 		s.interrupted.Add(1)
@@ -245,9 +246,10 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 
 // forward runs plan's rows through the model in the reused step buffers
 // and returns the tokens fed and the logits of the sampling rows, in plan
-// order. It returns model.ErrInterrupted when a high-priority arrival
-// stopped the step.
-func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
+// order; high says the plan carries a high-priority job's prompt
+// (carriesHighPrompt). It returns model.ErrInterrupted when a
+// high-priority arrival stopped the step.
+func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, error) {
 	// Step buffers are reused: the decode path allocates nothing per step.
 	toks, pos, seqIdx, rows := s.buf.toks[:0], s.buf.pos[:0], s.buf.seq[:0], s.buf.rows[:0]
 	if len(s.buf.tables) != s.pg.groups {
@@ -301,7 +303,7 @@ func (s *Scheduler) forward(plan []stepRow) ([]int32, []float32, error) {
 	// interrupted one always completes, so arrivals faster than steps
 	// cannot starve the rest.
 	var stop func() bool
-	if s.interruptible && !s.lastInterrupted && !carriesHighPrompt(plan) {
+	if s.interruptible && !s.lastInterrupted && !high {
 		stop = func() bool { return s.urgentPending.Swap(false) }
 	}
 	for g := range s.buf.batches {
