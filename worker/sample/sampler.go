@@ -208,9 +208,7 @@ func (s *Sampler) truncate(x []float32, best int32) (ids []int32, all float64) {
 					// The first round fell short: list every id and take
 					// the best again, the first round's the same, in the
 					// same order.
-					for j := range ids {
-						ids[j] = int32(j)
-					}
+					listIDs(ids)
 					listed = true
 					selectTop(ids, x, sorted+k)
 				}
@@ -224,9 +222,7 @@ func (s *Sampler) truncate(x []float32, best int32) (ids []int32, all float64) {
 		}
 	}
 	if sorted == 0 { // nothing truncated: every id, in id order
-		for i := range ids {
-			ids[i] = int32(i)
-		}
+		listIDs(ids)
 	}
 
 	if minP := s.p.MinP; minP > 0 {

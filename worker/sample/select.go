@@ -39,9 +39,7 @@ func topOf(h []int32, x []float32) {
 	if k == 0 {
 		return
 	}
-	for i := range h {
-		h[i] = int32(i)
-	}
+	listIDs(h)
 	heapify(h, x)
 	worst := x[h[0]]
 	for i := k; i < len(x); i++ {
@@ -52,6 +50,13 @@ func topOf(h []int32, x []float32) {
 		}
 	}
 	sortHeap(h, x)
+}
+
+// listIDs sets ids[i] = i.
+func listIDs(ids []int32) {
+	for i := range ids {
+		ids[i] = int32(i)
+	}
 }
 
 // heapify makes h a heap whose root is its worst token.
