@@ -319,11 +319,11 @@ func (b *schedBench) throughput() ([]Throughput, error) {
 			}
 			batched := tok / d.Seconds()
 			t.Batched, t.Steady = max(t.Batched, batched), max(t.Steady, st)
-			t.Total = max(t.Total, float64(n*(prompt+b.cfg.NewTokens))/d.Seconds())
 			t.Engine, t.EngineAtJobs, t.EngineJobs = max(t.Engine, e.decode), max(t.EngineAtJobs, e.atJobs), max(t.EngineJobs, e.jobs)
 			steadyOf, batchedOf = append(steadyOf, st/e.atJobs), append(batchedOf, batched/e.jobs)
 		}
 		t.SteadyOfEngine, t.BatchedOfJobs = median(steadyOf), median(batchedOf)
+		t.Total = t.Batched * float64(prompt+b.cfg.NewTokens) / float64(b.cfg.NewTokens)
 		fmt.Fprintf(b.w, "   %2d jobs: one at a time %7.1f tok/s, batched %7.1f tok/s (×%.2f), while all %d decode %7.1f tok/s\n",
 			n, t.Alone, t.Batched, t.Batched/t.Alone, n, t.Steady)
 		fmt.Fprintf(b.w, "            engine alone: batch-%d decode %7.1f tok/s from an empty context (batched %.0f%%, while all decode %.0f%% of it), %7.1f at the jobs' positions; the same jobs %7.1f tok/s\n",
