@@ -207,6 +207,17 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 	return counts, errors.Join(readErr, err)
 }
 
+// CheckBatchRequest refuses what a request may ask for alone but not in a
+// batch: logprobs, which travel on a job's delta events, which a batch
+// does not follow (its output would lack them without a word). The
+// gateway's batches endpoints check their lines with it too.
+func CheckBatchRequest(req *contracts.JobRequest) *contracts.Error {
+	if req.Logprobs {
+		return contracts.NewError(contracts.CodeInvalidRequest, "logprobs are not available in batches (they come on a job's delta events): ask for them in a call of their own")
+	}
+	return nil
+}
+
 // batchRequest decodes and checks one input line, filling rec's ids.
 func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[string]int, rec *BatchRecord) (*contracts.JobRequest, *contracts.Error) {
 	var bl BatchLine
@@ -235,10 +246,9 @@ func (c *Client) batchRequest(raw []byte, line int, batchID string, seen map[str
 	if err != nil {
 		return nil, contracts.ErrorFrom(err)
 	}
-	if req.Logprobs {
-		// They travel on a job's delta events, which a batch does not
-		// follow: its output would lack them without a word.
-		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: logprobs are not available in batches (they come on a job's delta events): submit the job and follow it", line)
+	if err := CheckBatchRequest(req); err != nil {
+		err.Message = fmt.Sprintf("line %d: %s", line, err.Message)
+		return nil, err
 	}
 	if req.ID != "" && req.ID != id {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "line %d: request id %q; in a batch the id is the batch id and custom_id (%s)", line, req.ID, id)

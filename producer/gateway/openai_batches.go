@@ -326,13 +326,12 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 		} else {
 			bl.Model = cr.Model
 			req, e := cr.job()
+			if e == nil {
+				e = producer.CheckBatchRequest(req)
+			}
 			switch {
 			case e != nil:
 				bl.Error = e
-			case cr.Logprobs:
-				// They travel on the job's events only, which a batch
-				// does not keep.
-				bl.Error = contracts.NewError(contracts.CodeInvalidRequest, "logprobs are not available in batches; ask for them in a synchronous call")
 			default:
 				req.Stream = false // nobody follows a batch line's events
 				nenc.Encode(producer.BatchLine{CustomID: strconv.Itoa(n), Request: mustJSON(req)})
