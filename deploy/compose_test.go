@@ -59,7 +59,7 @@ func TestComposeClusterProfile(t *testing.T) {
 			t.Errorf("%s: ops/nats is not mounted (cluster.conf includes nats.conf beside it): %v", name, s.Volumes)
 		}
 		for k := range s.Environment {
-			t.Setenv(k, "change-me") // (compose's ${VAR:-default} left aside)
+			t.Setenv(k, "$2a$04$XmIfZ8sKqkZ9aMY4y4bN3OqkQ7.lYdTW1N9Z6b8w1k5o9sS6WzS1q")
 		}
 		t.Setenv("ZL_NATS_NAME", node)
 		opts, err := server.ProcessConfigFile(filepath.Join("..", "ops", "nats", "cluster.conf"))

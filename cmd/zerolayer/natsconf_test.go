@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,48 +16,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 )
 
 // shippedNATS runs a nats-server from ops/nats/nats.conf (port,
-// monitoring and store moved aside) with the passwords docker-compose.yml
-// gives by default, and returns a connect func for its users.
-func shippedNATS(t *testing.T) (*server.Server, func(user string) *nats.Conn) {
+// monitoring and store moved aside, a random password for each user) and
+// returns a connect func for its users. A trusted role (worker, billing,
+// gateway) that needs a subject its permissions do not grant fails the
+// test.
+func shippedNATS(t *testing.T) (*natstest.Shipped, func(user string) *nats.Conn) {
 	t.Helper()
-	passwords := map[string]string{"worker": "change-me-worker", "billing": "change-me-billing", "gateway": "change-me-gateway",
-		"operator": "change-me-operator", "acme": "change-me-acme", "globex": "change-me-globex", "sys": "change-me-sys"}
-	for k, v := range map[string]string{"ZL_WORKER_PASSWORD": "worker", "ZL_BILLING_PASSWORD": "billing", "ZL_GATEWAY_PASSWORD": "gateway",
-		"ZL_OPERATOR_PASSWORD": "operator", "ZL_TENANT_ACME_PASSWORD": "acme", "ZL_TENANT_GLOBEX_PASSWORD": "globex", "ZL_SYS_PASSWORD": "sys"} {
-		t.Setenv(k, passwords[v])
-	}
-	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "ops", "nats", "nats.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Host, opts.Port, opts.HTTPPort, opts.StoreDir, opts.NoLog, opts.NoSigs = "127.0.0.1", server.RANDOM_PORT, 0, t.TempDir(), true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	return srv, func(user string) *nats.Conn {
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, passwords[user]), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-		if err != nil {
-			t.Fatalf("connect as %s: %v", user, err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	s := natstest.RunShipped(t, filepath.Join("..", "..", "ops", "nats", "nats.conf"), "worker", "billing", "gateway")
+	return s, func(user string) *nats.Conn { return s.Connect(t, user) }
 }
 
 // TestDockerComposeUsesShippedNATSConfig: the compose file runs NATS from
@@ -428,4 +407,84 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestShippedConfigAtUserSizes runs the gateway's file and batch work on
+// the shipped config at the sizes users bring: a batch input of several
+// megabytes uploaded, read back whole, and turned into a batch (the
+// gateway reads it from the object store), and a batch listed (a watch of
+// its key-value bucket). The object store's reader and the key-value
+// watches are JetStream push consumers with flow control: a role not
+// granted $JS.FC on their streams stalls after about 2 MiB, and
+// shippedNATS fails the test on the server's permission violation.
+func TestShippedConfigAtUserSizes(t *testing.T) {
+	s, connect := shippedNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wjs, _ := jetstream.New(connect("worker"))
+	if err := contracts.EnsureStreams(ctx, wjs, contracts.StreamsConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := gateway.NewKeyring(gateway.KeyringConfig{Keys: map[string]string{"k-globex": "globex"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(connect("gateway"), gateway.Config{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	hs := httptest.NewServer(gw)
+	defer hs.Close()
+
+	// 6 MB of batch lines, each a valid request.
+	var in strings.Builder
+	for i := 0; in.Len() < 6<<20; i++ {
+		fmt.Fprintf(&in, `{"custom_id":"r%05d","method":"POST","url":"/v1/chat/completions","body":{"model":"m","max_tokens":4,"messages":[{"role":"user","content":%q}]}}`+"\n",
+			i, strings.Repeat("lorem ipsum ", 100))
+	}
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	mw.WriteField("purpose", "batch")
+	fw, _ := mw.CreateFormFile("file", "in.jsonl")
+	io.WriteString(fw, in.String())
+	mw.Close()
+	do := func(method, path, contentType string, body io.Reader) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, hs.URL+path, body)
+		req.Header.Set("Authorization", "Bearer k-globex")
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s %s: reading the body: %v %q", method, path, err, s.Violations())
+		}
+		return resp, b
+	}
+	resp, body := do("POST", "/v1/files", mw.FormDataContentType(), &form)
+	if resp.StatusCode != 200 {
+		t.Fatalf("upload of %d bytes: %d %s", in.Len(), resp.StatusCode, body)
+	}
+	var file struct{ ID string }
+	json.Unmarshal(body, &file)
+	resp, body = do("GET", "/v1/files/"+file.ID+"/content", "", nil)
+	if resp.StatusCode != 200 || string(body) != in.String() {
+		t.Fatalf("download: %d, %d of %d bytes, equal %v", resp.StatusCode, len(body), in.Len(), string(body) == in.String())
+	}
+	resp, body = do("POST", "/v1/batches", "application/json", strings.NewReader(`{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("a batch from the %d-byte file: %d %s", in.Len(), resp.StatusCode, body)
+	}
+	if resp, body = do("GET", "/v1/batches", "", nil); resp.StatusCode != 200 || !strings.Contains(string(body), file.ID) {
+		t.Fatalf("list batches: %d %s", resp.StatusCode, body)
+	}
+	if v := s.Violations(); len(v) > 0 {
+		t.Errorf("permission violations: %q", v)
+	}
 }
