@@ -105,6 +105,9 @@ func gatewayKeys(path string, logger *slog.Logger) (*gateway.Keyring, error) {
 		if !ok || k == "" {
 			return nil, usagef("ZEROLAYER_API_KEYS: want KEY=TENANT,… (got an entry without '=')")
 		}
+		if weakAPIKey(k) {
+			return nil, usagef("ZEROLAYER_API_KEYS: the key of tenant %s is a placeholder or shorter than %d characters; make real keys with 'zerolayer keys add' (or 'zerolayer secrets init')", t, minPlainKeyLen)
+		}
 		plain[k] = t
 	}
 	if path == "" && len(plain) == 0 {
@@ -114,6 +117,17 @@ func gatewayKeys(path string, logger *slog.Logger) (*gateway.Keyring, error) {
 		fmt.Fprintf(stderr, "zerolayer gateway: %d plain-text keys from ZEROLAYER_API_KEYS (for development; in production use --keys FILE, written by 'zerolayer keys add')\n", len(plain))
 	}
 	return gateway.NewKeyring(gateway.KeyringConfig{File: path, Keys: plain, Logger: logger})
+}
+
+// minPlainKeyLen is the shortest plain key the gateway takes from
+// ZEROLAYER_API_KEYS: a key anyone could guess is no key.
+const minPlainKeyLen = 20
+
+// weakAPIKey reports a plain key that is a placeholder (change-me…) or
+// too short to be secret.
+func weakAPIKey(k string) bool {
+	l := strings.ToLower(k)
+	return len(k) < minPlainKeyLen || strings.Contains(l, "change-me") || strings.Contains(l, "changeme")
 }
 
 // modelFiles maps the names of the models on disk (file names without
