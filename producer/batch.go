@@ -69,7 +69,10 @@ type BatchOpts struct {
 	// unanswered) and how many lines are in flight.
 	Stalled    func(waitingOn string, inFlight int)
 	StallAfter time.Duration
-	// MaxLineBytes bounds one input line. Defaults to 4 MiB.
+	// MaxLineBytes bounds one input line, its ending aside: a longer
+	// line is read through without being held, and gets an error record
+	// (request_too_large). BatchStatus and CancelBatch count such lines
+	// with the default. Defaults to DefaultMaxLineBytes (4 MiB).
 	MaxLineBytes int
 }
 
@@ -77,9 +80,13 @@ type BatchOpts struct {
 func BatchJobID(batchID, customID string) string { return batchID + "-" + customID }
 
 // RunBatch submits every line of in as a job, waits for each, and writes
-// one BatchRecord per line to out in input order. A bad line gets an error
-// record and does not stop the batch; the batch stops early only when ctx
-// ends or in or out fails. Each request's metadata gets batch_id and
+// one BatchRecord per non-blank line to out in input order (ReadLines
+// reads in; an error names its line as ReadLines numbers it, blank lines
+// counted). A bad line, a line longer than opts.MaxLineBytes among them,
+// gets an error record and does not stop the batch; the batch stops
+// early only when ctx ends or in or out fails. When reading in fails,
+// the lines already read still get their records before RunBatch returns
+// the error. Each request's metadata gets batch_id and
 // custom_id. A line refused at submit for a rate or concurrency limit
 // (Config.Admitter) waits its retry-after and is submitted again; a
 // look-up, submit or wait that fails for a passing reason (a timeout, a
@@ -95,7 +102,7 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 		opts.Window = 256
 	}
 	if opts.MaxLineBytes <= 0 {
-		opts.MaxLineBytes = 4 << 20
+		opts.MaxLineBytes = DefaultMaxLineBytes
 	}
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = 10 * time.Second
@@ -165,9 +172,7 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 
 	var wg sync.WaitGroup
 	seen := map[string]int{}
-	line := 0
-	readErr := eachLine(in, opts.MaxLineBytes, func(raw []byte) error {
-		line++
+	readErr := ReadLines(in, opts.MaxLineBytes, func(line int, raw []byte, tooLong int64) error {
 		s := &slot{done: make(chan struct{})}
 		select {
 		case slots <- s:
@@ -177,6 +182,11 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 		mu.Lock()
 		counts.Total++
 		mu.Unlock()
+		if tooLong > 0 {
+			s.rec.Error, s.invalid = contracts.NewError(contracts.CodeRequestTooLarge, "line %d is %d bytes, above the limit of %d for a batch line", line, tooLong, opts.MaxLineBytes), true
+			close(s.done)
+			return nil
+		}
 		req, e := c.batchRequest(raw, line, opts.ID, seen, &s.rec)
 		if e != nil {
 			s.rec.Error, s.invalid = e, true
@@ -194,8 +204,9 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 		return nil
 	})
 	if readErr != nil && ctx.Err() == nil {
-		readErr = fmt.Errorf("producer: reading the batch input at line %d: %w", line+1, readErr)
-		cancel()
+		// The lines already read go on to their records: what was
+		// submitted is answered, not dropped for the input's fault.
+		readErr = fmt.Errorf("producer: batch input: %w", readErr)
 	} else {
 		readErr = nil // ended by ctx: the writer reports it
 	}
@@ -351,32 +362,96 @@ func tally(res *contracts.Result, completed, failed, canceled *int) {
 	}
 }
 
-// eachLine calls fn with every non-blank line of in (at most max bytes),
-// stopping at fn's first error.
-func eachLine(in io.Reader, max int, fn func(line []byte) error) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), max)
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
+// DefaultMaxLineBytes is the longest batch input line read by default
+// (BatchOpts.MaxLineBytes), and the one BatchStatus and CancelBatch read
+// with: 4 MiB.
+const DefaultMaxLineBytes = 4 << 20
+
+// ReadLines calls fn with each non-blank line of r, in order, stopping at
+// fn's first error, which it returns as it is. n numbers the lines from 1
+// and counts every line of r, blank ones too, so it is the line number an
+// editor shows. A line ends at "\n" or "\r\n" (its ending is not passed);
+// a last line without an ending counts too. A line of only white space is
+// blank and skipped.
+//
+// A line longer than max bytes (its ending aside) is never held whole:
+// it is read through and dropped, and fn gets it as line nil with tooLong
+// its length in bytes; for every other line tooLong is 0. ReadLines so
+// reads lines of any length with about max bytes of memory. line is only
+// valid until fn returns. An error reading r ends ReadLines with that
+// error, saying the line it was reading.
+func ReadLines(r io.Reader, max int, fn func(n int, line []byte, tooLong int64) error) error {
+	if max <= 0 {
+		return fmt.Errorf("producer: ReadLines: max %d; give the longest line to read, in bytes", max)
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	for n := 1; ; n++ {
+		buf = buf[:0]
+		var (
+			size int64   // bytes read of the line, its ending included
+			tail [2]byte // its last two bytes
+			err  error
+		)
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			size += int64(len(chunk))
+			// Keep the line while it may still fit: max bytes and
+			// "\r\n".
+			if size <= int64(max)+2 {
+				buf = append(buf, chunk...)
+			}
+			switch k := len(chunk); {
+			case k >= 2:
+				tail = [2]byte{chunk[k-2], chunk[k-1]}
+			case k == 1:
+				tail = [2]byte{tail[1], chunk[0]}
+			}
+			if err != bufio.ErrBufferFull {
+				break
+			}
 		}
-		if err := fn(sc.Bytes()); err != nil {
-			return err
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("reading line %d: %w", n, err)
+		}
+		if size == 0 {
+			return nil // io.EOF: the last line had its ending
+		}
+		length := size
+		if tail[1] == '\n' {
+			length--
+			if size >= 2 && tail[0] == '\r' {
+				length--
+			}
+		}
+		var e error
+		switch {
+		case length > int64(max):
+			e = fn(n, nil, length)
+		case len(bytes.TrimSpace(buf[:length])) > 0:
+			e = fn(n, buf[:length], 0)
+		}
+		if e != nil {
+			return e
+		}
+		if err == io.EOF {
+			return nil
 		}
 	}
-	return sc.Err()
 }
 
-// eachJob calls fn with the job id of every line of a batch input file
+// eachJob calls fn with the job id of every non-blank line of a batch
+// input file (read as RunBatch reads it with the default MaxLineBytes)
 // whose custom_id is readable and new, or "" for any other line.
 func eachJob(in io.Reader, batchID string, fn func(jobID string) error) error {
 	seen := map[string]bool{}
-	return eachLine(in, 64<<20, func(raw []byte) error {
+	return ReadLines(in, DefaultMaxLineBytes, func(_ int, raw []byte, tooLong int64) error {
 		var bl struct {
 			CustomID string `json:"custom_id"`
 		}
 		id := ""
-		if json.Unmarshal(raw, &bl) == nil && contracts.ValidateJobID(bl.CustomID) == nil && !seen[bl.CustomID] {
+		if tooLong == 0 && json.Unmarshal(raw, &bl) == nil && contracts.ValidateJobID(bl.CustomID) == nil && !seen[bl.CustomID] {
 			seen[bl.CustomID] = true
 			if jid := BatchJobID(batchID, bl.CustomID); contracts.ValidateJobID(jid) == nil {
 				id = jid

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +25,7 @@ func runBatch(ctx context.Context, args []string) error {
 	input := fs.String("input", "", "JSONL input, one {\"custom_id\": …, \"request\": {job request}} per line ('-' for stdin)")
 	output := fs.String("output", "", "JSONL output, one {\"custom_id\", \"job_id\", \"result\" | \"error\"} per input line, in input order (default stdout)")
 	id := fs.String("id", "", "batch id (required): line custom_id runs as job <id>-<custom_id>; run again with the same id to resume")
-	window := fs.Int("window", 256, "lines in flight between the oldest unanswered line and the newest submitted")
+	window := fs.Int("window", defaultBatchWindow, "lines in flight between the oldest unanswered line and the newest submitted")
 	cancelBatch := fs.Bool("cancel", false, "cancel the batch's jobs (every custom_id of --input) instead of running it")
 	status := fs.Bool("status", false, "print where the batch stands (completed, failed, canceled, pending; from the stored results) instead of running it")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -84,12 +84,9 @@ func runBatch(ctx context.Context, args []string) error {
 	counts, err := c.RunBatch(ctx, in, out, producer.BatchOpts{ID: *id, Window: *window, Progress: pr.update, Stalled: pr.stalled})
 	pr.finish(counts)
 	if err != nil && ctx.Err() != nil {
-		resume := fmt.Sprintf("zerolayer batch --tenant %s --id %s --input %s", c.Tenant(), *id, *input)
-		if *output != "" {
-			resume += " --output " + *output
-		}
-		fmt.Fprintf(stderr, "batch %s interrupted: %d lines answered%s; the jobs already submitted go on running and are billed once.\nResume (finished lines are answered from their stored results, nothing runs twice):\n  %s\n",
-			*id, counts.Done(), ofTotal(total), resume)
+		resume, note := resumeCommand(nf.url, c.Tenant(), *id, *window, *input, *output, *quiet)
+		fmt.Fprintf(stderr, "batch %s interrupted: %d lines answered%s; the jobs already submitted go on running and are billed once.\nResume (finished lines are answered from their stored results, nothing runs twice)%s:\n  %s\n",
+			*id, counts.Done(), ofTotal(total), note, resume)
 		return exitStatus{code: 130, msg: "interrupted"}
 	}
 	if err != nil {
@@ -101,6 +98,61 @@ func runBatch(ctx context.Context, args []string) error {
 	return nil
 }
 
+// defaultBatchWindow is --window's default.
+const defaultBatchWindow = 256
+
+// resumeCommand is the command that runs the interrupted batch again, one
+// a user can paste into a POSIX shell: every flag given that matters, the
+// tenant always, words quoted where the shell needs it. A --nats-url that
+// carries credentials is not printed: the command reads it from
+// $NATS_URL, and note says so (with the URL redacted, redactNATS). note
+// is "" or starts with a comma.
+func resumeCommand(natsURL, tenant, id string, window int, input, output string, quiet bool) (cmd, note string) {
+	words := []string{"zerolayer", "batch"}
+	switch {
+	case natsURL == "":
+		// The resume resolves the server as this run did: $NATS_URL,
+		// the running zerolayer dev, else the default.
+	case strings.Contains(natsURL, "@"):
+		// User information: a password or a token.
+		words = append(words, "--nats-url", `"${NATS_URL:?set NATS_URL to the server URL}"`)
+		note = fmt.Sprintf(", with NATS_URL set to the server given to --nats-url, %s (its credentials are not printed)", redactNATS(natsURL))
+	default:
+		words = append(words, "--nats-url", shellQuote(natsURL))
+	}
+	words = append(words, "--tenant", shellQuote(tenant), "--id", shellQuote(id))
+	if window != defaultBatchWindow {
+		words = append(words, "--window", strconv.Itoa(window))
+	}
+	words = append(words, "--input", shellQuote(input))
+	if input == "-" {
+		note += ", fed the same input"
+	}
+	if output != "" {
+		words = append(words, "--output", shellQuote(output))
+	}
+	if quiet {
+		words = append(words, "--quiet")
+	}
+	return strings.Join(words, " "), note
+}
+
+// shellQuote quotes s for a POSIX shell: as it is when no character of it
+// is special there, else in single quotes.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%_+=:,./-", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 func ofTotal(total int) string {
 	if total < 0 {
 		return ""
@@ -108,23 +160,21 @@ func ofTotal(total int) string {
 	return fmt.Sprintf(" of %d", total)
 }
 
-// countLines counts the non-blank lines of the file at path, the lines a
-// batch reads (for the progress total).
+// countLines counts the lines of the file at path that a batch answers,
+// each with a record (for the progress total): its non-blank lines, read
+// as RunBatch reads them, too long ones included.
 func countLines(path string) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	n := 0
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-			n++
-		}
-	}
-	return n, sc.Err()
+	err = producer.ReadLines(f, producer.DefaultMaxLineBytes, func(int, []byte, int64) error {
+		n++
+		return nil
+	})
+	return n, err
 }
 
 // batchProgress shows a batch's progress on w: a bar with the lines done,
