@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,6 +61,13 @@ const MinDuplicateWindow = 10 * time.Minute
 // MinResultsMaxAge is the shortest time results are kept.
 const MinResultsMaxAge = 7 * 24 * time.Hour
 
+// DefaultAckWait is StreamsConfig.AckWait's default: a dead worker's jobs
+// run again elsewhere about this long after its last heartbeat (plus the
+// survivors' poll, half a second), while a live worker's heartbeats, one a
+// second, may be three seconds late before a job of its is redelivered.
+// Releases before it used 30 seconds.
+const DefaultAckWait = 4 * time.Second
+
 // StreamsConfig configures EnsureStreams. The zero value is the development
 // setup; production sets Replicas to 3.
 type StreamsConfig struct {
@@ -112,8 +121,15 @@ type StreamsConfig struct {
 	// days.
 	DLQMaxAge time.Duration
 	// AckWait is how long a worker may hold a job without acking or
-	// sending InProgress before JetStream redelivers it. Defaults to 30
-	// seconds.
+	// sending InProgress before JetStream redelivers it: how long the jobs
+	// of a worker that died (kill -9, a lost node) wait before another
+	// worker runs them. Workers keep every job they hold alive with
+	// InProgress once a second (worker.Config.InProgressInterval), so a
+	// slow job on a live worker is not redelivered whatever it lasts; a
+	// worker silent for longer than AckWait (stalled, or cut off from
+	// NATS) may see its jobs run again elsewhere, billed once. Every
+	// process that provisions should use the same value: the last one to
+	// run EnsureStreams sets it. Defaults to DefaultAckWait.
 	AckWait time.Duration
 	// MaxDeliver is how many times a job is delivered before JetStream
 	// gives up on it (the worker then dead-letters it). Defaults to 5.
@@ -153,7 +169,7 @@ func (c StreamsConfig) WithDefaults() StreamsConfig {
 	setD(&c.ResultsMaxAge, 30*24*time.Hour)
 	setD(&c.UsageMaxAge, 400*24*time.Hour)
 	setD(&c.DLQMaxAge, 30*24*time.Hour)
-	setD(&c.AckWait, 30*time.Second)
+	setD(&c.AckWait, DefaultAckWait)
 	setI(&c.MaxDeliver, 5)
 	setI(&c.MaxAckPending, 1000)
 	return c
@@ -310,7 +326,11 @@ func (c StreamsConfig) TenantConsumerConfig(p Priority, b Bucket, tenant string)
 
 // EnsureStreams creates or updates the six streams, the nine durable pull
 // consumers on ZL_JOBS and the tenant-limits bucket, so that they match cfg (zero fields take their
-// defaults). It is idempotent: running it again, from any number of
+// defaults), and brings the class-and-tenant consumers that exist to cfg's
+// ack wait, deliveries, back-off, pending cap and replicas (workers make
+// them on demand and take one that exists as it is, so that a worker of
+// another configuration does not rewrite them: a new setting reaches them
+// here). It is idempotent: running it again, from any number of
 // processes, converges on the same state. It does not delete streams or
 // consumers it does not know (the ZL_CANCEL key-value bucket of older
 // releases is left for an operator to remove).
@@ -348,6 +368,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamsConfi
 			return fmt.Errorf("contracts: ensure consumer %s on %s: %w", cc.Durable, StreamJobs, err)
 		}
 	}
+	if err := ensureTenantConsumers(ctx, js, cfg); err != nil {
+		return err
+	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, cfg.TenantLimitsBucketConfig()); err != nil {
 		return fmt.Errorf("contracts: ensure key-value bucket %s: %w", TenantLimitsBucket, err)
 	}
@@ -372,4 +395,58 @@ func legacyJobs(ctx context.Context, js jetstream.JetStream) (bool, error) {
 		return false, fmt.Errorf("contracts: look up %s: %w", StreamJobs, err)
 	}
 	return len(info.State.Subjects) > 0, nil
+}
+
+// ensureTenantConsumers updates the class-and-tenant consumers on ZL_JOBS
+// whose settings from cfg differ (TenantConsumerConfig): an ack wait, a
+// delivery count, a back-off, a pending cap or a replica count set by an
+// earlier release or configuration.
+func ensureTenantConsumers(ctx context.Context, js jetstream.JetStream, cfg StreamsConfig) error {
+	s, err := js.Stream(ctx, StreamJobs)
+	if err != nil {
+		return fmt.Errorf("contracts: look up %s: %w", StreamJobs, err)
+	}
+	var stale []jetstream.ConsumerConfig
+	list := s.ListConsumers(ctx)
+	for ci := range list.Info() {
+		p, b, tenant, ok := parseTenantConsumerName(ci.Name)
+		if !ok {
+			continue
+		}
+		if want := cfg.TenantConsumerConfig(p, b, tenant); !sameSettings(ci.Config, want) {
+			stale = append(stale, want)
+		}
+	}
+	if err := list.Err(); err != nil {
+		return fmt.Errorf("contracts: list the consumers of %s: %w", StreamJobs, err)
+	}
+	for _, cc := range stale {
+		// (One removed meanwhile, for inactivity, stays removed.)
+		_, err := js.UpdateConsumer(ctx, StreamJobs, cc)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerDoesNotExist) && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("contracts: update consumer %s on %s: %w", cc.Durable, StreamJobs, err)
+		}
+	}
+	return nil
+}
+
+// parseTenantConsumerName is TenantConsumerName's inverse; ok is false for
+// a name of another form.
+func parseTenantConsumerName(name string) (p Priority, b Bucket, tenant string, ok bool) {
+	for _, p := range Priorities() {
+		for _, b := range AllBuckets() {
+			if t, found := strings.CutPrefix(name, ConsumerName(p, b)+"-"); found && ValidateTenant(t) == nil {
+				return p, b, t, true
+			}
+		}
+	}
+	return "", "", "", false
+}
+
+// sameSettings reports whether a consumer has the settings that
+// StreamsConfig gives want.
+func sameSettings(have, want jetstream.ConsumerConfig) bool {
+	return have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver && slices.Equal(have.BackOff, want.BackOff) &&
+		have.MaxAckPending == want.MaxAckPending && max(have.Replicas, 1) == max(want.Replicas, 1) &&
+		have.InactiveThreshold == want.InactiveThreshold
 }

@@ -87,7 +87,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 	}
 	for ci := range stream.ListConsumers(ctx).Info() {
 		consumers = append(consumers, ci.Name)
-		if ci.Config.FilterSubject == "" || ci.Config.AckPolicy != jetstream.AckExplicitPolicy || ci.Config.MaxDeliver != 5 || ci.Config.AckWait != 30*time.Second {
+		if ci.Config.FilterSubject == "" || ci.Config.AckPolicy != jetstream.AckExplicitPolicy || ci.Config.MaxDeliver != 5 || ci.Config.AckWait != contracts.DefaultAckWait {
 			t.Errorf("consumer %s config = %+v", ci.Name, ci.Config)
 		}
 	}
@@ -124,6 +124,49 @@ func TestEnsureStreamsUpdates(t *testing.T) {
 	}
 	if s.CachedInfo().Config.MaxAge != 2*time.Hour {
 		t.Errorf("ZL_EVENTS MaxAge = %v", s.CachedInfo().Config.MaxAge)
+	}
+}
+
+// TestEnsureStreamsUpdatesTenantConsumers: the class-and-tenant consumers
+// workers made under an earlier release's ack wait (30 s) get the
+// configured one from provisioning; other consumers on ZL_JOBS are left
+// as they are.
+func TestEnsureStreamsUpdatesTenantConsumers(t *testing.T) {
+	t.Parallel()
+	old := contracts.StreamsConfig{AckWait: 30 * time.Second}.WithDefaults()
+	ns := setup(t, old)
+	ctx := t.Context()
+	made := []jetstream.ConsumerConfig{
+		old.TenantConsumerConfig(contracts.PriorityHigh, contracts.BucketShort, "acme"),
+		old.TenantConsumerConfig(contracts.PriorityLow, contracts.BucketLong, "globex-eu_2"),
+	}
+	other := jetstream.ConsumerConfig{Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, FilterSubject: contracts.TenantJobsFilter(contracts.PriorityNormal, contracts.BucketMedium, "initech")}
+	for _, cc := range append(made, other) {
+		if _, err := ns.JS.CreateConsumer(ctx, contracts.StreamJobs, cc); err != nil {
+			t.Fatalf("%s: %v", cc.Durable, err)
+		}
+	}
+	if err := contracts.EnsureStreams(ctx, ns.JS, contracts.StreamsConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ackWait := func(name string) time.Duration {
+		t.Helper()
+		c, err := ns.JS.Consumer(ctx, contracts.StreamJobs, name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return c.CachedInfo().Config.AckWait
+	}
+	for _, cc := range made {
+		if got := ackWait(cc.Durable); got != contracts.DefaultAckWait {
+			t.Errorf("%s: ack wait %v, want %v", cc.Durable, got, contracts.DefaultAckWait)
+		}
+	}
+	if got := ackWait(contracts.ConsumerName(contracts.PriorityHigh, contracts.BucketShort)); got != contracts.DefaultAckWait {
+		t.Errorf("class consumer: ack wait %v, want %v", got, contracts.DefaultAckWait)
+	}
+	if got := ackWait("audit"); got != time.Minute {
+		t.Errorf("a consumer not of the contract was changed: ack wait %v", got)
 	}
 }
 

@@ -33,8 +33,14 @@ type Config struct {
 	// recreates a consumer deleted while the worker runs. Defaults to false
 	// (an operator provisions them; a deleted consumer is reported).
 	Provision bool
-	// InProgressInterval is how often a running job's lease is extended.
-	// Defaults to a third of Streams.AckWait.
+	// InProgressInterval is how often the lease of every job the worker
+	// holds (fetched, waiting, running or publishing) is renewed with
+	// InProgress (lease.go); at most a quarter of the shortest ack wait,
+	// Streams.AckWait's or that of a consumer the worker pulls from (one
+	// provisioned with a shorter ack wait than this worker's
+	// configuration). Defaults to 1 second: the same for every ack wait
+	// of 4 seconds or more, so that workers of different configurations
+	// all keep their jobs.
 	InProgressInterval time.Duration
 	// RetryDelay is the delay of a Nak after a retryable failure. Defaults
 	// to 2 seconds.
@@ -97,7 +103,7 @@ func (c Config) WithDefaults() Config {
 	c.Limits = c.Limits.WithDefaults()
 	c.Streams = c.Streams.WithDefaults()
 	if c.InProgressInterval == 0 {
-		c.InProgressInterval = c.Streams.AckWait / 3
+		c.InProgressInterval = min(time.Second, c.Streams.AckWait/4)
 	}
 	if c.RetryDelay == 0 {
 		c.RetryDelay = 2 * time.Second
@@ -144,6 +150,9 @@ func (c Config) validate() error {
 	}
 	if c.DeltaTokens < 1 {
 		return fmt.Errorf("worker: delta tokens %d: must be at least 1 (1 publishes every token)", c.DeltaTokens)
+	}
+	if c.InProgressInterval <= 0 {
+		return fmt.Errorf("worker: in-progress interval %v must be positive (leave it zero for the default)", c.InProgressInterval)
 	}
 	if c.InProgressInterval >= c.Streams.AckWait {
 		return fmt.Errorf("worker: in-progress interval %v must be shorter than the ack wait %v", c.InProgressInterval, c.Streams.AckWait)

@@ -70,6 +70,7 @@ func (w *Worker) found(src *pullSource, c jetstream.Consumer) {
 	if src.missing {
 		w.missing.Add(-1)
 	}
+	w.bindConsumer(c)
 	src.cons, src.missing = c, false
 	w.cfg.Metrics.consumerMissing(src.prio, src.bucket, false)
 }

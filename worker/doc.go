@@ -27,9 +27,10 @@
 //     job is answered, never dropped: an error event, a failed result and a
 //     DLQ record, then Term.
 //  3. The job is named by its tenant and id (from the subject
-//     zl.jobs.<priority>.<bucket>.<tenant>.<job_id>): a first delivery of a
-//     job whose result is already stored is a resubmission and is acked
-//     without running; a cancel request stored on
+//     zl.jobs.<priority>.<bucket>.<tenant>.<job_id>): a job whose result
+//     is already stored is acked without running (a resubmission, or a
+//     redelivery whose first attempt finished: its usage record is
+//     published again, deduplicated); a cancel request stored on
 //     zl.cancel.<tenant>.<job_id> (stream ZL_CANCEL) ends it before it runs,
 //     and one heard on that subject cancels it while it runs. Only the
 //     job's tenant can publish there.
@@ -40,8 +41,7 @@
 //  4. The Executor runs it (SchedExecutor batches through a scheduler per
 //     model; InOrderExecutor runs one job at a time). Tokens stream out as delta events on zl.events.<tenant>.<job_id>,
 //     coalesced (Config.DeltaInterval, DeltaTokens: a streaming job's first
-//     token at once, then an event per 25 ms or 16 tokens);
-//     InProgress keeps the lease while it runs. A job whose system prompt
+//     token at once, then an event per 25 ms or 16 tokens). A job whose system prompt
 //     has <tool name="low_latency_mode"/> has memory.low_latency set at
 //     decoding and is admitted reserved. A tool failure takes the
 //     request's on_tool_failure rung: fail (the job fails), retry_without_tool
@@ -54,6 +54,12 @@
 //     acknowledged by JetStream, then the job is acked. A crash before the
 //     ack means redelivery: the job runs again with attempt+1, and billing
 //     stores its usage once.
+//
+// From its pull to its ack, nak or term, every job message the worker
+// holds is kept alive with InProgress once a second (lease.go), waiting or
+// running, so the ack wait (contracts.DefaultAckWait, 4 s) can be short: a
+// dead worker's jobs run again elsewhere seconds after its last heartbeat,
+// and a slow job on a live worker is not redelivered.
 //
 // Retryable failures Nak with a delay; on Stop, jobs that do not finish in
 // time are handed back with Nak for another worker.

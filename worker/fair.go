@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -293,6 +294,9 @@ func (w *Worker) pullNoticed(ts *tenantSource) {
 		defer w.pulls.Done()
 		a, n := arrival{ts: ts}, 0
 		for m := range batch.Messages() {
+			// Kept alive while it waits for the intake loop, which
+			// takes answers only when a slot is free.
+			w.leases.hold(m)
 			a.m, n = m, n+1
 		}
 		w.cfg.Metrics.fetch(n)
@@ -301,6 +305,7 @@ func (w *Worker) pullNoticed(ts *tenantSource) {
 		case <-w.quit:
 			if a.m != nil {
 				a.m.Nak()
+				w.leases.release(a.m)
 			}
 		}
 	}()
@@ -322,19 +327,19 @@ func (w *Worker) take(a arrival) jetstream.Msg {
 func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource, n int) []jetstream.Msg {
 	for attempt := 0; attempt < 2; attempt++ {
 		if ts.cons == nil || attempt > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
-			c, err := w.js.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, w.cfg.Streams.TenantConsumerConfig(src.prio, src.bucket, ts.tenant))
-			cancel()
+			c, err := w.tenantConsumer(src, ts.tenant)
 			if err != nil {
 				w.log.Warn("creating a tenant's consumer", "priority", src.prio, "bucket", src.bucket, "tenant", ts.tenant, "err", err)
 				return nil
 			}
+			w.bindConsumer(c)
 			ts.cons = c
 		}
 		batch, err := ts.cons.FetchNoWait(n)
 		var ms []jetstream.Msg
 		if err == nil {
 			for m := range batch.Messages() {
+				w.leases.hold(m)
 				ms = append(ms, m)
 			}
 			err = batch.Error()
@@ -346,6 +351,22 @@ func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource, n int) []jetstre
 		w.log.Debug("fetch from a tenant's consumer failed; recreating it", "tenant", ts.tenant, "err", err)
 	}
 	return nil
+}
+
+// tenantConsumer creates the consumer of src's class and tenant, or binds
+// the one that exists as it is: it may have been made under another
+// configuration (another ack wait, say), which only provisioning changes
+// (contracts.EnsureStreams), so that workers of two configurations do
+// not rewrite it in turn.
+func (w *Worker) tenantConsumer(src *pullSource, tenant string) (jetstream.Consumer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
+	defer cancel()
+	cc := w.cfg.Streams.TenantConsumerConfig(src.prio, src.bucket, tenant)
+	c, err := w.js.CreateConsumer(ctx, contracts.StreamJobs, cc)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		c, err = w.js.Consumer(ctx, contracts.StreamJobs, cc.Durable)
+	}
+	return c, err
 }
 
 // estimateTokens is a job's cost for fairness: its prompt estimated as the

@@ -81,12 +81,24 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		delete(w.running, ref)
 		w.mu.Unlock()
 	}()
-	// A first delivery of a job whose result is stored is a resubmission
-	// of a finished job: its result stands and nothing runs or is billed
-	// again. (A redelivery runs again: its first attempt may have stored
-	// the result and died before the usage record.)
-	finished, canceled := w.lookUp(ref, attempt == 1)
-	if finished {
+	// A job whose result is stored has finished: a first delivery is a
+	// resubmission of a finished job, a redelivery an attempt whose ack
+	// was lost (its worker died after publishing, or its heartbeats came
+	// late and it finished first). Its result stands and nothing runs or
+	// is billed again; a redelivery publishes the stored result's usage
+	// record again first, in case the attempt that stored the result died
+	// before its usage record (JetStream drops the copy of one that was
+	// stored: same Nats-Msg-Id).
+	stored, canceled := w.lookUp(ref)
+	if stored != nil {
+		if attempt > 1 && stored.billed() {
+			em.publishJSON(contracts.UsageSubject(ref.Tenant), ref.String(), stored.Usage)
+			if err := em.wait(); err != nil {
+				log.Error("publishing a finished job's usage again; it will be redelivered", "err", err)
+				msg.NakWithDelay(w.cfg.RetryDelay)
+				return
+			}
+		}
 		log.Info("job already finished; its stored result stands")
 		msg.Ack()
 		return
@@ -110,7 +122,6 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		return
 	}
 	defer w.releaseQuota(job)
-	stopLease := w.keepLease(msg)
 	em.publish(&contracts.Event{Type: contracts.EventStarted})
 	usage.QueueMs = ms(time.Since(meta.Timestamp))
 	out, err := w.exec.Execute(ctx, job, em)
@@ -118,7 +129,6 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	// final or error event, or a Nak and a later attempt's events): a
 	// delta flushed by its timer after those would be out of place.
 	em.flush()
-	stopLease()
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errShutdown):
@@ -145,53 +155,48 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 }
 
-// keepLease sends InProgress while the job runs; the returned func stops it.
-func (w *Worker) keepLease(msg jetstream.Msg) func() {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(w.cfg.InProgressInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				msg.InProgress()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+// storedResult is what the worker reads of a stored result: the usage
+// record, as it was published.
+type storedResult struct {
+	Usage json.RawMessage `json:"usage"`
 }
 
-// lookUp reports whether a result of the job is stored (asked only when
-// withResult) and whether a cancel request for it is; the two direct gets
-// go out together, so a job waits one round trip for them, not two.
-func (w *Worker) lookUp(ref contracts.JobRef, withResult bool) (finished, canceled bool) {
+// billed reports whether the result carries a usage record (a job that
+// ran).
+func (r *storedResult) billed() bool {
+	return len(r.Usage) > 0 && string(r.Usage) != "null"
+}
+
+// lookUp returns the job's stored result, if any, and whether a cancel
+// request for it is stored; the two direct gets go out together, so a job
+// waits one round trip for them, not two.
+func (w *Worker) lookUp(ref contracts.JobRef) (result *storedResult, canceled bool) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if withResult {
-			finished = w.stored(contracts.StreamResults, contracts.ResultsSubject(ref.Tenant, ref.JobID))
+		if m := w.stored(contracts.StreamResults, contracts.ResultsSubject(ref.Tenant, ref.JobID)); m != nil {
+			result = &storedResult{}
+			if err := json.Unmarshal(m.Data, result); err != nil {
+				w.log.Warn("a stored result is not JSON; it stands, without its usage", "job", ref.JobID, "tenant", ref.Tenant, "err", err)
+				result.Usage = nil
+			}
 		}
 	}()
-	canceled = w.stored(contracts.StreamCancel, contracts.CancelSubject(ref.Tenant, ref.JobID))
+	canceled = w.stored(contracts.StreamCancel, contracts.CancelSubject(ref.Tenant, ref.JobID)) != nil
 	<-done
-	return finished, canceled
+	return result, canceled
 }
 
-// stored reports whether stream holds a message on subject; a failed
-// look-up counts as none (the job runs).
-func (w *Worker) stored(stream, subject string) bool {
+// stored returns the last message stream holds on subject, or nil; a
+// failed look-up counts as none (the job runs).
+func (w *Worker) stored(stream, subject string) *nats.Msg {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	m, err := contracts.LastMsg(ctx, w.nc, stream, subject)
 	if err != nil {
 		w.log.Warn("look-up failed", "stream", stream, "subject", subject, "err", err)
 	}
-	return m != nil
+	return m
 }
 
 // reject answers a job that cannot run (bad input): error event, failed

@@ -26,6 +26,7 @@ type Metrics struct {
 	consRecreated *prometheus.CounterVec
 	fetches       prometheus.Counter
 	fetched       prometheus.Counter
+	leaseLapses   prometheus.Counter
 }
 
 // NewMetrics returns unregistered metrics. The per-job histograms and the
@@ -61,6 +62,8 @@ func NewMetrics() *Metrics {
 			Help: "Pull requests the intake sent to ZL_JOBS consumers."}),
 		fetched: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_intake_jobs_fetched_total",
 			Help: "Jobs those pull requests brought: over fetch requests, the jobs per request."}),
+		leaseLapses: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_worker_lease_lapses_total",
+			Help: "Times this worker's heartbeats (InProgress) were confirmed later than the ack wait while it held jobs: those jobs may have been redelivered and run twice (billed once)."}),
 	}
 }
 
@@ -78,7 +81,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
 			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
 	}
-	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.modelInfo, m.consMissing, m.consRecreated, m.fetches, m.fetched}, toolMetrics...) {
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.modelInfo, m.consMissing, m.consRecreated, m.fetches, m.fetched, m.leaseLapses}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -148,4 +151,12 @@ func (m *Metrics) fetch(n int) {
 	}
 	m.fetches.Inc()
 	m.fetched.Add(float64(n))
+}
+
+// leaseLapse counts heartbeats confirmed later than the ack wait.
+func (m *Metrics) leaseLapse() {
+	if m == nil {
+		return
+	}
+	m.leaseLapses.Inc()
 }

@@ -51,6 +51,11 @@ type Worker struct {
 	fair      fairness
 	runCtx    context.Context // parent of job contexts; canceled to hand jobs back
 	cancelRun context.CancelCauseFunc
+	// leases keeps every job message the worker holds alive (lease.go),
+	// from its pull to its ack, nak or term.
+	leases     leases
+	leaseStop  chan struct{} // closed by Stop once no job is held
+	leasesDone chan struct{}
 	// missing counts the class consumers found missing and not
 	// recreated (consumers.go), for Ready.
 	missing atomic.Int32
@@ -86,8 +91,10 @@ func New(nc *nats.Conn, exec Executor, cfg Config) (*Worker, error) {
 	if d, ok := exec.(ModelDescriber); ok {
 		cfg.Metrics.SetModelInfo(d.ModelInfos())
 	}
-	return &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID),
-		wake: make(chan struct{}, 1), arrived: make(chan arrival), running: map[contracts.JobRef]context.CancelCauseFunc{}, fair: fairness{served: map[string]float64{}}}, nil
+	w := &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID),
+		wake: make(chan struct{}, 1), arrived: make(chan arrival), running: map[contracts.JobRef]context.CancelCauseFunc{}, fair: fairness{served: map[string]float64{}}}
+	w.leases.bound(cfg.Streams.AckWait)
+	return w, nil
 }
 
 // ID returns the worker's id.
@@ -117,6 +124,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("worker: consumer %s: %w (are the streams provisioned? run with provisioning on)", contracts.ConsumerName(p, b), err)
 			}
+			w.bindConsumer(c)
 			w.consumers = append(w.consumers, &pullSource{prio: p, bucket: b, cons: c})
 			w.cfg.Metrics.consumerMissing(p, b, false)
 		}
@@ -156,7 +164,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.scanTenants(true)
 	w.runCtx, w.cancelRun = context.WithCancelCause(context.Background())
 	w.quit, w.loopDone = make(chan struct{}), make(chan struct{})
+	w.leaseStop, w.leasesDone = make(chan struct{}), make(chan struct{})
 	w.started = true
+	go w.keepLeases(w.leaseStop, w.leasesDone)
 	go w.loop()
 	w.log.Info("worker started", "priorities", w.cfg.Priorities, "buckets", w.cfg.Buckets, "concurrency", w.cfg.Concurrency, "device", w.exec.Device())
 	return nil
@@ -216,6 +226,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 		<-done
 	}
 	w.cancelRun(errShutdown)
+	close(w.leaseStop) // every job is acked, naked or termed
+	<-w.leasesDone
 	for _, s := range w.subs {
 		s.Unsubscribe()
 	}
@@ -247,6 +259,7 @@ func (w *Worker) loop() {
 		// not after AckWait.
 		for _, m := range w.ready {
 			m.Nak()
+			w.leases.release(m)
 		}
 		w.ready = nil
 	}()
@@ -265,6 +278,7 @@ func (w *Worker) loop() {
 		go func() {
 			defer w.jobs.Done()
 			defer func() { <-slots }()
+			defer w.leases.release(msg) // held since its pull
 			w.handle(msg)
 		}()
 	}
@@ -330,6 +344,7 @@ func (w *Worker) next(pulls, free int) jetstream.Msg {
 			batch, err := src.cons.FetchNoWait(1)
 			if err == nil {
 				for m := range batch.Messages() {
+					w.leases.hold(m)
 					return m
 				}
 				err = batch.Error()

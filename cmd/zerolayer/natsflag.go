@@ -3,8 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 
@@ -63,14 +67,117 @@ func runningDev() (devstack.Endpoints, string, bool) {
 }
 
 // connect says on stderr which server command cmd uses and why, then
-// connects to it, named "zerolayer cmd".
+// connects to it, named "zerolayer cmd". The connection's life is logged
+// on stderr (connEvents): disconnects, reconnects, asynchronous errors.
 func (n *natsFlag) connect(cmd string, opts ...nats.Option) (*nats.Conn, error) {
 	u, source := n.resolve()
-	shown := devstack.Redact(u)
+	shown := redactNATS(u)
 	fmt.Fprintf(stderr, "zerolayer %s: NATS %s (%s)\n", cmd, shown, source)
-	nc, err := nats.Connect(u, append([]nats.Option{nats.Name("zerolayer " + cmd)}, opts...)...)
+	ev := newConnEvents(slog.New(slog.NewTextHandler(stderr, nil)).With("nats", "zerolayer "+cmd))
+	nc, err := nats.Connect(u, append(append([]nats.Option{nats.Name("zerolayer " + cmd)}, ev.options()...), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s (%s): %w", shown, source, err)
 	}
+	ev.connected(nc)
 	return nc, nil
+}
+
+// connEvents logs a NATS connection's life: a disconnect (from which
+// server, and why), the reconnect (to which), a close the connection did
+// not recover from, a server entering lame-duck mode (it is about to
+// shut down; the connection moves), and the asynchronous errors nats.go
+// otherwise keeps to itself: a permission violation (a publish or
+// subscription the account may not make fails silently but for this), a
+// slow consumer dropping messages. Server URLs are logged without
+// credentials (redactNATS).
+type connEvents struct {
+	log    *slog.Logger
+	server atomic.Pointer[string] // the last server connected to, redacted
+}
+
+func newConnEvents(log *slog.Logger) *connEvents {
+	return &connEvents{log: log}
+}
+
+// options are the handlers to connect with.
+func (e *connEvents) options() []nats.Option {
+	return []nats.Option{
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			args := []any{"server", e.last()}
+			if err != nil {
+				args = append(args, "err", err)
+			}
+			if nc.IsClosed() {
+				e.log.Warn("NATS disconnected", args...)
+				return
+			}
+			e.log.Warn("NATS disconnected; reconnecting", args...)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			e.connected(nc)
+			e.log.Info("NATS reconnected", "server", e.last(), "reconnects", nc.Stats().Reconnects)
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			// A close the command asked for leaves no error.
+			if err := nc.LastError(); err != nil {
+				e.log.Error("NATS connection closed", "server", e.last(), "err", err)
+			}
+		}),
+		nats.LameDuckModeHandler(func(nc *nats.Conn) {
+			e.log.Warn("NATS server entering lame-duck mode; the connection will move to another server", "server", e.last())
+		}),
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			args := []any{"err", err}
+			if sub != nil {
+				args = append(args, "subject", sub.Subject)
+			}
+			e.log.Error("NATS asynchronous error", args...)
+		}),
+	}
+}
+
+// connected records the server nc is connected to.
+func (e *connEvents) connected(nc *nats.Conn) {
+	s := redactNATS(nc.ConnectedUrl())
+	e.server.Store(&s)
+}
+
+func (e *connEvents) last() string {
+	if s := e.server.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// redactNATS returns a NATS server URL, or a comma-separated list of them,
+// with its credentials masked as url.URL.Redacted masks a password
+// (xxxxx), and a user name standing alone (a token) masked too, which
+// Redacted shows.
+func redactNATS(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if !strings.Contains(p, "@") {
+			parts[i] = p
+			continue
+		}
+		full := p
+		if !strings.Contains(p, "://") {
+			full = "nats://" + p // as nats.go reads it
+		}
+		u, err := url.Parse(full)
+		if err != nil || u.User == nil {
+			// Unparsable: keep only what follows the last @.
+			parts[i] = "xxxxx@" + p[strings.LastIndex(p, "@")+1:]
+			continue
+		}
+		mask := "xxxxx"
+		if _, ok := u.User.Password(); ok {
+			mask = u.User.Username() + ":xxxxx"
+		}
+		u.User = nil
+		scheme, rest, _ := strings.Cut(u.String(), "://")
+		parts[i] = scheme + "://" + mask + "@" + rest
+	}
+	return strings.Join(parts, ",")
 }
