@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -632,7 +634,9 @@ func (g *Gateway) messageBatchIDs(ctx context.Context, tenant string) ([]string,
 // order, mapped from the native output: a completed job succeeded (its
 // message, with the job id as the message id), a failed one or a line that
 // never ran errored (with the Messages API's error), a canceled one
-// canceled, or expired when the batch expired.
+// canceled, or expired when the batch expired. The results are mapped
+// whole before they are sent, with their Content-Length and Repr-Digest
+// (serveFile); a batch file that cannot be read whole is an error answer.
 func (g *Gateway) messageBatchResults(w http.ResponseWriter, r *http.Request) {
 	_, st, ok := g.messageBatchCall(w, r)
 	if !ok {
@@ -649,28 +653,48 @@ func (g *Gateway) messageBatchResults(w http.ResponseWriter, r *http.Request) {
 		anthropicError(w, asError(err))
 		return
 	}
-	// Spooled: the caller may read slower than the object store's reader
-	// waits.
+	// The native output spooled whole, and the results mapped from it to
+	// a file before the answer begins: the answer has its length and
+	// digest, and a failure here is an error answer, not a short one.
 	out, err := g.spoolObject(ctx, batchFile(st.Tenant, st.ID, "output"))
 	if err != nil {
 		anthropicError(w, asError(err))
 		return
 	}
 	defer out.Close()
+	results, err := tempFile()
+	if err != nil {
+		anthropicError(w, asError(err))
+		return
+	}
+	defer results.Close()
 	expired := !anthropicExt(st).ExpiredAt.IsZero()
-	w.Header().Set("Content-Type", "application/x-jsonl")
-	w.WriteHeader(http.StatusOK)
-	dec, enc := json.NewDecoder(out), json.NewEncoder(w)
-	for dec.More() {
+	sum := sha256.New()
+	bw := bufio.NewWriter(io.MultiWriter(results, sum))
+	dec, enc := json.NewDecoder(out), json.NewEncoder(bw)
+	for {
 		var rec producer.BatchRecord
-		if err := dec.Decode(&rec); err != nil {
-			g.cfg.Logger.Warn("gateway: reading a message batch's output", "tenant", st.Tenant, "batch", st.ID, "err", err)
+		if err := dec.Decode(&rec); err == io.EOF {
+			break
+		} else if err != nil {
+			anthropicError(w, asError(fmt.Errorf("gateway: reading message batch %s's output: %w", st.ID, err)))
 			return
 		}
-		if err := enc.Encode(map[string]any{"custom_id": rec.CustomID, "result": messageBatchResult(&rec, models[rec.CustomID], expired)}); err != nil {
-			return // the caller is gone
-		}
+		enc.Encode(map[string]any{"custom_id": rec.CustomID, "result": messageBatchResult(&rec, models[rec.CustomID], expired)})
 	}
+	if err := bw.Flush(); err != nil {
+		anthropicError(w, asError(err))
+		return
+	}
+	size, err := results.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = results.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		anthropicError(w, asError(err))
+		return
+	}
+	g.serveFile(w, r, results, size, sum.Sum(nil), "application/x-jsonl")
 }
 
 // messageBatchResult is the result of one request from its native record.
@@ -701,24 +725,27 @@ func messageBatchResult(rec *producer.BatchRecord, model string, expired bool) m
 // batchModels maps the custom_id of each line of batch id's input to its
 // request's model.
 func (g *Gateway) batchModels(ctx context.Context, tenant, id string) (map[string]string, error) {
-	in, err := g.batches.files.Get(ctx, batchFile(tenant, id, "input"))
+	// Spooled whole: a read that fails part-way is an error, never a
+	// shorter map (json.Decoder.More reads a failed read as the end).
+	in, err := g.spoolInput(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
 	defer in.Close()
 	models := map[string]string{}
 	dec := json.NewDecoder(in)
-	for dec.More() {
+	for {
 		var line struct {
 			CustomID string `json:"custom_id"`
 			Request  struct {
 				Model string `json:"model"`
 			} `json:"request"`
 		}
-		if err := dec.Decode(&line); err != nil {
+		if err := dec.Decode(&line); err == io.EOF {
+			return models, nil
+		} else if err != nil {
 			return nil, fmt.Errorf("gateway: reading batch %s's input: %w", id, err)
 		}
 		models[line.CustomID] = line.Request.Model
 	}
-	return models, nil
 }

@@ -40,7 +40,10 @@ type BatchState struct {
 	// stopped or died is taken over by another gateway once its lease
 	// (BatchLeases) runs out; POST /v1/zl/batches/{id}/resume runs one
 	// that ended with an error again.
-	Status string               `json:"status"`
+	Status string `json:"status"`
+	// Counts count the lines by outcome. While the batch runs no count
+	// goes down, across takeovers and resumes too (atLeast); those of an
+	// ended batch count each of its records once.
 	Counts producer.BatchCounts `json:"request_counts"`
 	// Error says why a run stopped early (the output is then absent).
 	Error     string    `json:"error,omitempty"`
@@ -383,7 +386,7 @@ func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) e
 			return
 		}
 		last = time.Now()
-		g.updateState(ctx, tenant, id, func(st *BatchState) { st.Counts = n })
+		g.updateState(ctx, tenant, id, func(st *BatchState) { st.Counts = atLeast(st.Counts, n) })
 	}})
 	pw.CloseWithError(runErr)
 	storeErr := <-stored
@@ -398,9 +401,12 @@ func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) e
 		return fmt.Errorf("stopped by a passing error, to be run again: %w", err)
 	}
 	end, err := g.updateState(ctx, tenant, id, func(st *BatchState) {
-		st.Counts, st.Status, st.EndedAt = counts, "ended", time.Now().UTC()
+		st.Status, st.EndedAt = "ended", time.Now().UTC()
 		if err := errors.Join(runErr, storeErr); err != nil {
-			st.Error = err.Error()
+			// Stopped part-way, perhaps short of where an earlier run got.
+			st.Counts, st.Error = atLeast(st.Counts, counts), err.Error()
+		} else {
+			st.Counts = counts // every line, counted from its record
 		}
 	})
 	if err == nil {
@@ -409,36 +415,26 @@ func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) e
 	return err
 }
 
-// spoolInput copies batch id's input from the object store to a
+// atLeast is a run's counts n as a client may see them after cur: no
+// count below cur's. A run that resumes a batch (taken over, resumed)
+// walks the input from its first line again, answering the lines already
+// done from their stored results, so its own counts start at zero and
+// reach what earlier runs counted only once it is past where they got;
+// until then the state keeps theirs (request_counts went 1,257, then 1,
+// then 1,706 across a takeover). Lines keep their outcomes from run to
+// run, so once the run is past, its counts are at least cur's anyway.
+func atLeast(cur, n producer.BatchCounts) producer.BatchCounts {
+	return producer.BatchCounts{Total: max(cur.Total, n.Total), Completed: max(cur.Completed, n.Completed),
+		Failed: max(cur.Failed, n.Failed), Canceled: max(cur.Canceled, n.Canceled), Invalid: max(cur.Invalid, n.Invalid)}
+}
+
+// spoolInput copies batch id's input, whole, from the object store to a
 // temporary file (see spoolObject). The batch is read at the pace its
 // lines are answered, and the object store's reader does not wait that
 // long: read straight from it, a batch of thousands of lines stopped
 // part-way with "nats: timeout".
 func (g *Gateway) spoolInput(ctx context.Context, tenant, id string) (*os.File, error) {
 	return g.spoolObject(ctx, batchFile(tenant, id, "input"))
-}
-
-// spoolObject copies object name from the batch files to a temporary
-// file, removed when closed, and returns it at its start.
-func (g *Gateway) spoolObject(ctx context.Context, name string) (*os.File, error) {
-	obj, err := g.batches.files.Get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer obj.Close()
-	f, err := tempFile()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := io.Copy(f, obj); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("gateway: spooling %s: %w", name, err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("gateway: spooling %s: %w", name, err)
-	}
-	return f, nil
 }
 
 // tempFile returns an empty temporary file, already unlinked: it lives
@@ -479,7 +475,8 @@ func (g *Gateway) getBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // batchOutput: GET /v1/zl/batches/{id}/output: the output file once the batch
-// ended (400 invalid_request before).
+// ended (400 invalid_request before), whole or visibly not (serveObject:
+// Content-Length and Repr-Digest, a failed read aborts the response).
 func (g *Gateway) batchOutput(w http.ResponseWriter, r *http.Request) {
 	_, st, ok := g.batchCall(w, r)
 	if !ok {
@@ -493,14 +490,7 @@ func (g *Gateway) batchOutput(w http.ResponseWriter, r *http.Request) {
 		jobError(w, contracts.NewError(contracts.CodeInvalidRequest, "%s", msg))
 		return
 	}
-	out, err := g.batches.files.Get(r.Context(), batchFile(st.Tenant, st.ID, "output"))
-	if err != nil {
-		jobError(w, asError(err))
-		return
-	}
-	defer out.Close()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	io.Copy(w, out)
+	g.serveObject(w, r, batchFile(st.Tenant, st.ID, "output"), "application/x-ndjson", jobError)
 }
 
 // resumeBatch: POST /v1/zl/batches/{id}/resume runs a batch again whose
@@ -527,7 +517,9 @@ func (g *Gateway) resumeBatch(w http.ResponseWriter, r *http.Request) {
 // cancelBatchJobs cancels the job of every line of c's batch id (the
 // batch APIs' cancels and expiries all come here).
 func (g *Gateway) cancelBatchJobs(ctx context.Context, c *producer.Client, id string) error {
-	in, err := g.batches.files.Get(ctx, batchFile(c.Tenant(), id, "input"))
+	// Spooled: canceling line by line takes longer than the store's
+	// reader waits, and a read cut short would leave lines running.
+	in, err := g.spoolInput(ctx, c.Tenant(), id)
 	if err != nil {
 		return err
 	}

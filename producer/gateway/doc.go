@@ -30,6 +30,16 @@
 // becomes a native batch, resumed and billed line by line as any, whose
 // end writes OpenAI's output and error files (TestOpenAIBatches).
 //
+// Batch files are read whole or not at all (objects.go): the object
+// store's reader gives up on a stalled read, and what it gave until then
+// is only part of the file. A read that fails part-way is read again from
+// the start, skipping what was delivered, and every byte is checked
+// against the object's size and SHA-256 before the last one goes out. A
+// download (a file's content, a batch's output or results) carries
+// Content-Length and Repr-Digest (RFC 9530); one whose read fails after
+// its first byte is aborted, so that the client's read of the body fails
+// (TestDownloadStalled), never ending short as if whole.
+//
 // A synchronous call whose client goes away cancels its job; a job
 // submitted through /v1/jobs runs whatever the client does, and its events
 // can be followed again from the start or from Last-Event-ID.

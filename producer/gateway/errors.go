@@ -29,3 +29,23 @@ func (e *KeyFileError) Error() string {
 }
 
 func (e *KeyFileError) Unwrap() error { return e.Err }
+
+// errObjectChanged is an object replaced while it was being read again:
+// the bytes delivered and the ones to come are of different objects.
+var errObjectChanged = errors.New("the object changed while it was read")
+
+// errObjectShort is a read of an object that ended before its size
+// without an error: the reader lost chunks.
+var errObjectShort = errors.New("the object store's reader ended before the object did")
+
+// errObjectCorrupt is an object whose bytes, read whole, are not its size
+// or do not hash to its digest.
+var errObjectCorrupt = errors.New("the bytes read do not match the object's size and SHA-256 digest")
+
+// objectWriteError is the failure of the writer an object is copied to
+// (the client went away, the disk is full): not the store's, and not
+// mended by reading again.
+type objectWriteError struct{ err error }
+
+func (e *objectWriteError) Error() string { return "writing the object: " + e.err.Error() }
+func (e *objectWriteError) Unwrap() error { return e.err }

@@ -61,6 +61,14 @@ type Config struct {
 	// gateway that closes gives its batches up at once. Defaults to 15
 	// seconds.
 	BatchLease time.Duration
+	// ObjectReadTimeout bounds one read of a batch file of up to 32 MiB
+	// from the object store (a download, or a batch's input or output
+	// read by the gateway), and a larger file's as much again per 32 MiB:
+	// the store's reader notices a stall only at this deadline. A read
+	// that fails is read again from the start, skipping what it
+	// delivered, while reads deliver more (objects.go). Defaults to 30
+	// seconds.
+	ObjectReadTimeout time.Duration
 	// OpenAIBatchWindow is the completion window of batches made through
 	// OpenAI's Batches API ("24h"): a batch unfinished after it has its
 	// remaining lines canceled and ends expired. Defaults to 24 hours.
@@ -119,6 +127,9 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	}
 	if cfg.BatchLease <= 0 {
 		cfg.BatchLease = 15 * time.Second
+	}
+	if cfg.ObjectReadTimeout <= 0 {
+		cfg.ObjectReadTimeout = 30 * time.Second
 	}
 	if cfg.OpenAIBatchWindow <= 0 {
 		cfg.OpenAIBatchWindow = 24 * time.Hour
@@ -288,7 +299,7 @@ func (g *Gateway) body(w http.ResponseWriter, r *http.Request) ([]byte, *contrac
 
 // asError turns any error into a contract error.
 func asError(err error) *contracts.Error {
-	if errors.Is(err, nats.ErrConnectionClosed) || contracts.IsUnreachable(err) {
+	if errors.Is(err, nats.ErrConnectionClosed) || contracts.IsUnreachable(err) || retryableRead(err) {
 		return contracts.NewError(contracts.CodeUnavailable, "%v", err)
 	}
 	return contracts.ErrorFrom(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -633,6 +634,85 @@ func TestGatewayBatchTakeover(t *testing.T) {
 	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != lines {
 		t.Fatalf("%d usage records for %d jobs", n, lines)
 	}
+}
+
+// TestGatewayBatchCountsNeverGoBack: a batch's request counts never go
+// down as a client sees them, across a takeover. The gateway that takes a
+// batch over walks its input from the first line again, answering the
+// lines already done from their results, so its own counts start at zero
+// (an OpenAI batch's completed went 1,257, then 1, then 1,706). Every
+// state the batch is written with, watched in ZL_BATCH_STATES, counts at
+// least what the one before counted.
+func TestGatewayBatchCountsNeverGoBack(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 1}), "w1")
+	cfg := gateway.Config{Keys: plainKeys(t, "key-acme", "acme"), Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)},
+		Logger: workertest.Logger(t), BatchLease: time.Second}
+	serve := func(nc *nats.Conn) *gatewayFixture {
+		gw, err := gateway.New(nc, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		t.Cleanup(func() { srv.Close(); gw.Close() })
+		return &gatewayFixture{t: t, url: srv.URL}
+	}
+	nc1, _ := b.Srv.Connect(t)
+	f1, f2 := serve(nc1), serve(b.Srv.Conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, err := b.Srv.JS.KeyValue(ctx, gateway.BatchStates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := kv.Watch(ctx, "acme.b-counts", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	const lines = 64
+	var in strings.Builder
+	for i := 0; i < lines; i++ {
+		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":300}}`+"\n", i, i)
+	}
+	if resp, body := f1.do(ctx, "POST", "/v1/zl/batches?id=b-counts", "key-acme", in.String()); resp.StatusCode != 202 {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	var st gateway.BatchState
+	natstest.Until(t, 30*time.Second, "the batch under way", func() bool {
+		_, body := f1.do(ctx, "GET", "/v1/zl/batches/b-counts", "key-acme", "")
+		json.Unmarshal(body, &st)
+		return st.Counts.Completed >= 4
+	})
+	nc1.Close() // the first gateway dies
+	died := st.Counts
+	if died.Completed >= lines-8 {
+		t.Fatalf("the batch was nearly done before its gateway died: %+v", died)
+	}
+	if st = f2.waitBatch(ctx, "b-counts"); st.Error != "" || st.Counts.Completed != lines {
+		t.Fatalf("batch after its gateway died: %+v", st)
+	}
+	var last producer.BatchCounts
+	timeout := time.After(30 * time.Second)
+	for ended := false; !ended; {
+		var e jetstream.KeyValueEntry
+		select {
+		case e = <-watch.Updates():
+		case <-timeout:
+			t.Fatalf("the batch's states up to its end: not within 30s (last %+v)", last)
+		}
+		var st gateway.BatchState
+		if err := json.Unmarshal(e.Value(), &st); err != nil {
+			t.Fatal(err)
+		}
+		c := st.Counts
+		if c.Total < last.Total || c.Completed < last.Completed || c.Failed < last.Failed || c.Canceled < last.Canceled || c.Invalid < last.Invalid {
+			t.Fatalf("request counts went back from %+v to %+v (revision %d)", last, c, e.Revision())
+		}
+		last, ended = c, st.Status == "ended"
+	}
+	t.Logf("its gateway died at %+v; ended at %+v", died, last)
 }
 
 // TestGatewayBatchOutlastsTheReadTimeout: a batch's input is read as its

@@ -36,18 +36,28 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	return nil
 }
 
-// observe wraps h, recording each request under the pattern that served it.
+// observe wraps h, recording each request under the pattern that served
+// it. An answer aborted part-way (a download whose read failed: a panic,
+// http.ErrAbortHandler) is recorded with the code "aborted".
 func (m *Metrics) observe(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		answered := false
+		defer func() {
+			code := strconv.Itoa(rec.code)
+			if !answered {
+				code = "aborted" // the panic goes on, as it was
+			}
+			route := r.Pattern // set by the ServeMux
+			if route == "" {
+				route = "unmatched"
+			}
+			m.requests.WithLabelValues(route, code).Inc()
+			m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		}()
 		h.ServeHTTP(rec, r)
-		route := r.Pattern // set by the ServeMux
-		if route == "" {
-			route = "unmatched"
-		}
-		m.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
-		m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		answered = true
 	})
 }
 

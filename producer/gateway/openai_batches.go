@@ -44,7 +44,8 @@ const openAIBatchEndpoint = "/v1/chat/completions"
 // maxOpenAIBatchErrors bounds the validation errors a failed batch keeps.
 const maxOpenAIBatchErrors = 100
 
-// maxOpenAIBatchLine bounds one line of a batch's input file.
+// maxOpenAIBatchLine bounds one line of a batch's input file: a longer
+// line's request is refused (request_too_large) and the others run.
 const maxOpenAIBatchLine = 16 << 20
 
 // openAIBatchExt is an OpenAI batch's own part of its state (BatchState.Ext).
@@ -255,7 +256,10 @@ func (g *Gateway) createOpenAIBatch(w http.ResponseWriter, r *http.Request) {
 // parses, stores the batch's native input and side file, counting the
 // lines in x; else it fills x.Errors and stores nothing.
 func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *openAIBatchExt) error {
-	obj, err := g.batches.files.Get(ctx, openAIFileName(tenant, x.InputFileID))
+	// Spooled whole first: the store's reader is not read at the pace of
+	// the conversion, and a read cut short is an error, never a shorter
+	// batch.
+	obj, err := g.spoolObject(ctx, openAIFileName(tenant, x.InputFileID))
 	if err != nil {
 		return err
 	}
@@ -278,14 +282,18 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 		}
 	}
 	seen := map[string]int{}
-	sc := bufio.NewScanner(obj)
-	sc.Buffer(make([]byte, 64<<10), maxOpenAIBatchLine)
-	n := 0
-	for sc.Scan() {
-		n++
-		raw := bytes.TrimSpace(sc.Bytes())
-		if len(raw) == 0 {
-			continue
+	// Every line of any length: one longer than maxOpenAIBatchLine is not
+	// read (nor held), and its request is refused as too large, the batch
+	// going on; its custom_id is not known.
+	err = producer.ReadLines(obj, maxOpenAIBatchLine, func(n int, raw []byte, tooLong int64) error {
+		if tooLong > 0 {
+			if len(x.Errors) == 0 {
+				x.Lines++
+				x.Refused++
+				senc.Encode(&openAIBatchLine{Error: contracts.NewError(contracts.CodeRequestTooLarge,
+					"line %d is %d bytes, above the limit of %d for a batch line", n, tooLong, maxOpenAIBatchLine)})
+			}
+			return nil
 		}
 		var l struct {
 			CustomID *string         `json:"custom_id"`
@@ -295,28 +303,28 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 		}
 		if err := json.Unmarshal(raw, &l); err != nil {
 			fail(n, "invalid_json_line", "line %d is not a JSON object {\"custom_id\", \"method\", \"url\", \"body\"}: %v", n, err)
-			continue
+			return nil
 		}
 		switch {
 		case l.CustomID == nil || *l.CustomID == "":
 			fail(n, "missing_custom_id", "line %d has no custom_id", n)
-			continue
+			return nil
 		case seen[*l.CustomID] != 0:
 			fail(n, "duplicate_custom_id", "line %d: custom_id %q repeats line %d", n, *l.CustomID, seen[*l.CustomID])
-			continue
+			return nil
 		case l.Method != http.MethodPost:
 			fail(n, "invalid_method", "line %d: method %q; requests are POST", n, l.Method)
-			continue
+			return nil
 		case l.URL != x.Endpoint:
 			fail(n, "mismatched_url", "line %d: url %q is not the batch's endpoint %s", n, l.URL, x.Endpoint)
-			continue
+			return nil
 		case len(l.Body) == 0 || l.Body[0] != '{':
 			fail(n, "missing_body", "line %d: body is missing or not a JSON object", n)
-			continue
+			return nil
 		}
 		seen[*l.CustomID] = n
 		if len(x.Errors) > 0 {
-			continue // only checking now
+			return nil // only checking now
 		}
 		x.Lines++
 		bl := openAIBatchLine{CustomID: *l.CustomID}
@@ -341,12 +349,10 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 			x.Refused++
 		}
 		senc.Encode(&bl)
-	}
-	if err := sc.Err(); err != nil {
-		if !errors.Is(err, bufio.ErrTooLong) {
-			return err
-		}
-		fail(n+1, "line_too_long", "line %d is longer than %d bytes", n+1, maxOpenAIBatchLine)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(x.Errors) == 0 && x.Lines == 0 {
 		fail(1, "empty_file", "the input file has no requests")
@@ -648,12 +654,15 @@ func (g *Gateway) openAIBatchEnded(st *BatchState) {
 // so two gateways doing it at once write the same files.
 func (g *Gateway) finishOpenAIBatch(ctx context.Context, st *BatchState) (*BatchState, error) {
 	x := extOf(st)
-	side, err := g.batches.files.Get(ctx, batchFile(st.Tenant, st.ID, "openai"))
+	// Both spooled whole first (copyObject): read side by side from the
+	// store, each reader went at the other's pace, and a reader gives up
+	// on an object it has not read by its deadline (5 s without one).
+	side, err := g.spoolObject(ctx, batchFile(st.Tenant, st.ID, "openai"))
 	if err != nil {
 		return nil, err
 	}
 	defer side.Close()
-	native, err := g.batches.files.Get(ctx, batchFile(st.Tenant, st.ID, "output"))
+	native, err := g.spoolObject(ctx, batchFile(st.Tenant, st.ID, "output"))
 	if err != nil {
 		return nil, err
 	}

@@ -352,6 +352,34 @@ func TestOpenAIBatchFileTooLarge(t *testing.T) {
 	uploadBatchFile(t, oc, chatLine("a", "hi", 8))
 }
 
+// TestOpenAIBatchLineTooLong: an input line longer than a batch line may
+// be (16 MiB) does not stop its batch: its request is refused as
+// request_too_large, in the error file, and the lines around it run.
+func TestOpenAIBatchLineTooLong(t *testing.T) {
+	t.Parallel()
+	b := workertest.Setup(t, contracts.StreamsConfig{})
+	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
+	f := serveGateway(t, b, gateway.Config{})
+	oc := f.openaiClient("key-acme")
+	huge := chatLine("huge", strings.Repeat("once upon a time ", 1<<20), 8) // 17 MiB
+	in := chatLine("a", "Once upon a time", 4) + huge + chatLine("b", "Once upon a time", 4)
+	batch := waitOpenAIBatch(t, oc, newOpenAIBatch(t, oc, uploadBatchFile(t, oc, in).ID).ID)
+	if batch.Status != "completed" || !countsAre(batch, 3, 2, 1) {
+		t.Fatalf("batch %s", batch.RawJSON())
+	}
+	if out := fileLines(t, oc, batch.OutputFileID); len(out) != 2 || out[0].CustomID != "a" || out[1].CustomID != "b" {
+		t.Fatalf("output lines %+v", out)
+	}
+	errs := fileLines(t, oc, batch.ErrorFileID)
+	var eb struct {
+		Error struct{ Code, Message string }
+	}
+	if len(errs) != 1 || errs[0].Response == nil || errs[0].Response.StatusCode != http.StatusRequestEntityTooLarge ||
+		json.Unmarshal(errs[0].Response.Body, &eb) != nil || eb.Error.Code != string(contracts.CodeRequestTooLarge) || !strings.Contains(eb.Error.Message, "line 2 ") {
+		t.Fatalf("error lines %+v", errs)
+	}
+}
+
 // serveGateway serves a gateway on b with cfg (keys and models filled in)
 // until the test ends.
 func serveGateway(t *testing.T, b *workertest.Bundle, cfg gateway.Config) *gatewayFixture {

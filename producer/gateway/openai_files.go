@@ -243,21 +243,15 @@ func (g *Gateway) getFile(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// fileContent: GET /v1/files/{id}/content: the file's bytes.
+// fileContent: GET /v1/files/{id}/content: the file's bytes, whole or
+// visibly not (serveObject: Content-Length and Repr-Digest, a failed read
+// aborts the response).
 func (g *Gateway) fileContent(w http.ResponseWriter, r *http.Request) {
 	tenant, f, ok := g.fileCall(w, r)
 	if !ok {
 		return
 	}
-	obj, err := g.batches.files.Get(r.Context(), openAIFileName(tenant, f.ID))
-	if err != nil {
-		openAIError(w, asError(err))
-		return
-	}
-	defer obj.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(f.Bytes, 10))
-	io.Copy(w, obj)
+	g.serveObject(w, r, openAIFileName(tenant, f.ID), "application/octet-stream", openAIError)
 }
 
 // deleteFile: DELETE /v1/files/{id}. A batch made from the file is not
