@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,6 +44,25 @@ func minorFaults(t *testing.T) int64 {
 // them faults (almost) no page; where the tier allocated slots on first
 // use, every page faulted inside the step that swapped out.
 func TestHostTierCommitsAhead(t *testing.T) {
+	// The faults are the process's: on a machine busy with the rest of
+	// the suite another goroutine's (the GC's) may land in the count, so
+	// the fill is measured on up to three fresh tiers and the best taken.
+	var faults []string
+	for range 3 {
+		msg := hostTierFillFaults(t)
+		if msg == "" {
+			return
+		}
+		faults = append(faults, msg)
+	}
+	t.Errorf("on three tiers: %s", strings.Join(faults, "; "))
+}
+
+// hostTierFillFaults uses a fresh tier's first slots, waits for the next
+// commitAhead to be committed, fills them, and says how many pages that
+// faulted when it is more than an eighth ("" otherwise, or under -race).
+func hostTierFillFaults(t *testing.T) string {
+	t.Helper()
 	kv := newSliceKV(64)
 	tr, err := NewHostTier(nil, kv, 4096)
 	if err != nil {
@@ -70,14 +91,15 @@ func TestHostTierCommitsAhead(t *testing.T) {
 		t.Errorf("%d slots committed after %d were used; want %d, not the whole tier", r, first, want)
 	}
 	if raceOn {
-		return // its shadow memory faults as the copies first write there
+		return "" // its shadow memory faults as the copies first write there
 	}
 	pages := int64(want-first) * int64(kv.cfg.BlockFloats()) * 4 / 4096
 	before := minorFaults(t)
 	out(first, int(want))
 	if n := minorFaults(t) - before; n > pages/8 {
-		t.Errorf("filling %d slots committed ahead (%d pages) faulted %d pages", want-first, pages, n)
+		return fmt.Sprintf("filling %d slots committed ahead (%d pages) faulted %d pages", want-first, pages, n)
 	}
+	return ""
 }
 
 // TestHostTierRoundTrip: blocks copied out and back in come back whole,
