@@ -108,7 +108,8 @@ func (e *connEvents) options() []nats.Option {
 				args = append(args, "err", err)
 			}
 			if nc.IsClosed() {
-				e.log.Warn("NATS disconnected", args...)
+				// The command's own Close says nothing; a connection
+				// lost for good is logged by the closed handler.
 				return
 			}
 			e.log.Warn("NATS disconnected; reconnecting", args...)
