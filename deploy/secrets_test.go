@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,6 +66,17 @@ func TestShippedConfigsHoldNoSecrets(t *testing.T) {
 			}
 			if m := literal.FindStringSubmatch(line); m != nil && !strings.Contains(m[1], "secretKeyRef") {
 				t.Errorf("%s:%d: a password written in the file: %q", p, i+1, line)
+			}
+		}
+	}
+
+	// What `zerolayer secrets init` writes stays out of git and out of
+	// the image built from this folder.
+	for file, want := range map[string][]string{".gitignore": {"/.env", "/secrets/"}, ".dockerignore": {".env", "secrets/"}} {
+		lines := strings.Split(string(readFile(t, filepath.Join("..", file))), "\n")
+		for _, w := range want {
+			if !slices.Contains(lines, w) {
+				t.Errorf("%s does not ignore %s", file, w)
 			}
 		}
 	}
