@@ -91,7 +91,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	// stored: same Nats-Msg-Id).
 	stored, canceled := w.lookUp(ref)
 	if stored != nil {
-		if attempt > 1 && stored.billed() {
+		if attempt > 1 && len(stored.Usage) > 0 { // (a job that ran has a usage record)
 			em.publishJSON(contracts.UsageSubject(ref.Tenant), ref.String(), stored.Usage)
 			if err := em.wait(); err != nil {
 				log.Error("publishing a finished job's usage again; it will be redelivered", "err", err)
@@ -156,15 +156,9 @@ func (w *Worker) handle(msg jetstream.Msg) {
 }
 
 // storedResult is what the worker reads of a stored result: the usage
-// record, as it was published.
+// record, as it was published (absent for a job that never ran).
 type storedResult struct {
 	Usage json.RawMessage `json:"usage"`
-}
-
-// billed reports whether the result carries a usage record (a job that
-// ran).
-func (r *storedResult) billed() bool {
-	return len(r.Usage) > 0 && string(r.Usage) != "null"
 }
 
 // lookUp returns the job's stored result, if any, and whether a cancel

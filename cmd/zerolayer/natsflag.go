@@ -73,7 +73,7 @@ func (n *natsFlag) connect(cmd string, opts ...nats.Option) (*nats.Conn, error) 
 	u, source := n.resolve()
 	shown := redactNATS(u)
 	fmt.Fprintf(stderr, "zerolayer %s: NATS %s (%s)\n", cmd, shown, source)
-	ev := newConnEvents(slog.New(slog.NewTextHandler(stderr, nil)).With("nats", "zerolayer "+cmd))
+	ev := &connEvents{log: slog.New(slog.NewTextHandler(stderr, nil)).With("nats", "zerolayer "+cmd)}
 	nc, err := nats.Connect(u, append(append([]nats.Option{nats.Name("zerolayer " + cmd)}, ev.options()...), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s (%s): %w", shown, source, err)
@@ -95,22 +95,18 @@ type connEvents struct {
 	server atomic.Pointer[string] // the last server connected to, redacted
 }
 
-func newConnEvents(log *slog.Logger) *connEvents {
-	return &connEvents{log: log}
-}
-
 // options are the handlers to connect with.
 func (e *connEvents) options() []nats.Option {
 	return []nats.Option{
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			args := []any{"server", e.last()}
-			if err != nil {
-				args = append(args, "err", err)
-			}
 			if nc.IsClosed() {
 				// The command's own Close says nothing; a connection
 				// lost for good is logged by the closed handler.
 				return
+			}
+			args := []any{"server", e.last()}
+			if err != nil {
+				args = append(args, "err", err)
 			}
 			e.log.Warn("NATS disconnected; reconnecting", args...)
 		}),

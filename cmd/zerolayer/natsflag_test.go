@@ -36,7 +36,7 @@ func TestConnEventsLogged(t *testing.T) {
 	t.Parallel()
 	srv := natstest.RunWithOptions(t, &natstest.Options{Restartable: true})
 	var buf natstest.LogBuffer
-	ev := newConnEvents(slog.New(slog.NewTextHandler(&buf, nil)))
+	ev := &connEvents{log: slog.New(slog.NewTextHandler(&buf, nil))}
 	u := strings.Replace(srv.URL, "nats://", "nats://alice:s3cret@", 1)
 	nc, err := nats.Connect(u, append(ev.options(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))...)
 	if err != nil {

@@ -83,20 +83,31 @@ func (s *Server) start(t testing.TB, port int, dir string) {
 		JetStreamMaxStore:  1 << 30,
 		MaxPayload:         s.opts.MaxPayload,
 	}
+	srv := serve(t, opts, nil)
+	s.Server, s.port, s.dir = srv, srv.Addr().(*net.TCPAddr).Port, dir
+}
+
+// serve starts a server from opts (with log as its logger, if not nil),
+// waits until it takes clients, and shuts it down at cleanup.
+func serve(t testing.TB, opts *server.Options, log server.Logger) *server.Server {
+	t.Helper()
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("natstest: configure server: %v", err)
+	}
+	if log != nil {
+		srv.SetLoggerV2(log, false, false, false)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(readyTimeout) {
 		srv.Shutdown()
 		t.Fatalf("natstest: server not ready after %v", readyTimeout)
 	}
-	s.Server, s.port, s.dir = srv, srv.Addr().(*net.TCPAddr).Port, dir
 	t.Cleanup(func() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	})
+	return srv
 }
 
 // Restart shuts the server down, waits down, and starts it again on the

@@ -107,25 +107,11 @@ func RunShipped(t testing.TB, path string, trusted ...string) *Shipped {
 // start starts (or starts again) the server on s's port and store.
 func (s *Shipped) start(t testing.TB) {
 	t.Helper()
-	srv, err := server.NewServer(s.opts)
-	if err != nil {
-		t.Fatalf("natstest: configure server: %v", err)
-	}
-	srv.SetLoggerV2(s.log, false, false, false)
-	go srv.Start()
-	if !srv.ReadyForConnections(readyTimeout) {
-		srv.Shutdown()
-		t.Fatalf("natstest: server not ready after %v", readyTimeout)
-	}
-	s.Server = srv
+	s.Server = serve(t, s.opts, s.log)
 	if s.port == 0 {
-		s.port = srv.Addr().(*net.TCPAddr).Port
+		s.port = s.Server.Addr().(*net.TCPAddr).Port
 		s.opts.Port = s.port
 	}
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
 }
 
 // Restart shuts the server down, waits down, and starts it again on the

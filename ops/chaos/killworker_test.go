@@ -217,22 +217,12 @@ func TestKillWorkerMidBatch(t *testing.T) {
 	// Jobs that ran to their end more than once: more than one final
 	// (or error) event, of different attempts.
 	finals := map[string]int{}
-	{
-		cons, err := srv.JS.OrderedConsumer(ctx, contracts.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"zl.events.acme.>"}})
-		if err != nil {
-			t.Fatal(err)
+	readStream(ctx, t, srv.JS, contracts.StreamEvents, "zl.events.acme.>", func(data []byte) {
+		var ev contracts.Event
+		if json.Unmarshal(data, &ev) == nil && ev.Type.Terminal() {
+			finals[ev.JobID]++
 		}
-		for {
-			m, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
-			if err != nil {
-				break
-			}
-			var ev contracts.Event
-			if json.Unmarshal(m.Data(), &ev) == nil && ev.Type.Terminal() {
-				finals[ev.JobID]++
-			}
-		}
-	}
+	})
 	ranTwice := 0
 	for _, n := range finals {
 		if n > 1 {
@@ -243,23 +233,13 @@ func TestKillWorkerMidBatch(t *testing.T) {
 	// Usage: every record on ZL_USAGE, and billing's rows once it has
 	// stored them all.
 	usageMsgs := map[string]int{}
-	{
-		cons, err := srv.JS.OrderedConsumer(ctx, contracts.StreamUsage, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			t.Fatal(err)
+	readStream(ctx, t, srv.JS, contracts.StreamUsage, "", func(data []byte) {
+		var u struct {
+			JobID string `json:"job_id"`
 		}
-		for {
-			m, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
-			if err != nil {
-				break
-			}
-			var u struct {
-				JobID string `json:"job_id"`
-			}
-			json.Unmarshal(m.Data(), &u)
-			usageMsgs[u.JobID]++
-		}
-	}
+		json.Unmarshal(data, &u)
+		usageMsgs[u.JobID]++
+	})
 	usageRows := map[string]int{}
 	readRows := func() {
 		clear(usageRows)
@@ -324,4 +304,26 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s %q: want a positive integer", name, v)
 	}
 	return n
+}
+
+// readStream calls fn with the data of every message of stream (on
+// subjects matching filter, or all when it is ""), in order, until none
+// comes for 2 seconds.
+func readStream(ctx context.Context, t *testing.T, js jetstream.JetStream, stream, filter string, fn func(data []byte)) {
+	t.Helper()
+	var cfg jetstream.OrderedConsumerConfig
+	if filter != "" {
+		cfg.FilterSubjects = []string{filter}
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+		if err != nil {
+			return
+		}
+		fn(m.Data())
+	}
 }

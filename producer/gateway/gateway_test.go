@@ -586,13 +586,19 @@ func TestGatewayBatchResume(t *testing.T) {
 	}
 }
 
-// TestGatewayBatchTakeover: of two gateway replicas, the one running a
-// batch dies mid-run (its NATS connection drops: it neither finishes nor
-// gives up its lease); the other takes the batch over once the lease runs
-// out, with no call to resume, and every line is answered and billed once.
-func TestGatewayBatchTakeover(t *testing.T) {
-	t.Parallel()
-	b := workertest.Setup(t, contracts.StreamsConfig{})
+// batchTakeoverLines is the size of the batches run across a takeover.
+const batchTakeoverLines = 64
+
+// batchAcrossTakeover runs batch id of batchTakeoverLines long jobs on the
+// first of two gateway replicas, which dies (its NATS connection drops:
+// it neither finishes nor gives up its lease) once 4 lines are done; the
+// other takes the batch over once the lease runs out, with no call to
+// resume. watch, if set, is called before the batch is made. It returns
+// the counts the batch showed when its gateway died and the state it
+// ended with.
+func batchAcrossTakeover(t *testing.T, id string, watch func(b *workertest.Bundle)) (b *workertest.Bundle, died producer.BatchCounts, ended gateway.BatchState) {
+	t.Helper()
+	b = workertest.Setup(t, contracts.StreamsConfig{})
 	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 1}), "w1")
 	cfg := gateway.Config{Keys: plainKeys(t, "key-acme", "acme"), Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)},
 		Logger: workertest.Logger(t), BatchLease: time.Second}
@@ -607,32 +613,43 @@ func TestGatewayBatchTakeover(t *testing.T) {
 	}
 	nc1, _ := b.Srv.Connect(t)
 	f1, f2 := serve(nc1), serve(b.Srv.Conn)
+	if watch != nil {
+		watch(b)
+	}
 	ctx := context.Background()
-	const lines = 64
 	var in strings.Builder
-	for i := 0; i < lines; i++ {
+	for i := 0; i < batchTakeoverLines; i++ {
 		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":300}}`+"\n", i, i)
 	}
-	if resp, body := f1.do(ctx, "POST", "/v1/zl/batches?id=b-takeover", "key-acme", in.String()); resp.StatusCode != 202 {
+	if resp, body := f1.do(ctx, "POST", "/v1/zl/batches?id="+id, "key-acme", in.String()); resp.StatusCode != 202 {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
 	}
 	var st gateway.BatchState
 	natstest.Until(t, 30*time.Second, "the batch under way", func() bool {
-		_, body := f1.do(ctx, "GET", "/v1/zl/batches/b-takeover", "key-acme", "")
+		_, body := f1.do(ctx, "GET", "/v1/zl/batches/"+id, "key-acme", "")
 		json.Unmarshal(body, &st)
 		return st.Counts.Completed >= 4
 	})
 	nc1.Close() // the first gateway dies
-	if st.Counts.Completed >= lines-8 {
+	if st.Counts.Completed >= batchTakeoverLines-8 {
 		t.Fatalf("the batch was nearly done before its gateway died: %+v", st.Counts)
 	}
-	st = f2.waitBatch(ctx, "b-takeover")
-	if st.Error != "" || st.Counts.Completed != lines {
-		t.Fatalf("batch after its gateway died: %+v", st)
+	ended = f2.waitBatch(ctx, id)
+	if ended.Error != "" || ended.Counts.Completed != batchTakeoverLines {
+		t.Fatalf("batch after its gateway died: %+v", ended)
 	}
+	return b, st.Counts, ended
+}
+
+// TestGatewayBatchTakeover: of two gateway replicas, the one running a
+// batch dies mid-run; the other takes the batch over once the lease runs
+// out, with no call to resume, and every line is answered and billed once.
+func TestGatewayBatchTakeover(t *testing.T) {
+	t.Parallel()
+	b, _, _ := batchAcrossTakeover(t, "b-takeover", nil)
 	b.WaitDrained(t)
-	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != lines {
-		t.Fatalf("%d usage records for %d jobs", n, lines)
+	if n := len(workertest.StreamMsgs(t, b.Srv.JS, contracts.StreamUsage, contracts.UsageSubject("acme"))); n != batchTakeoverLines {
+		t.Fatalf("%d usage records for %d jobs", n, batchTakeoverLines)
 	}
 }
 
@@ -645,54 +662,19 @@ func TestGatewayBatchTakeover(t *testing.T) {
 // least what the one before counted.
 func TestGatewayBatchCountsNeverGoBack(t *testing.T) {
 	t.Parallel()
-	b := workertest.Setup(t, contracts.StreamsConfig{})
-	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{MaxRunning: 1}), "w1")
-	cfg := gateway.Config{Keys: plainKeys(t, "key-acme", "acme"), Models: map[string]string{workertest.ModelName: modeltest.StoriesPath(t)},
-		Logger: workertest.Logger(t), BatchLease: time.Second}
-	serve := func(nc *nats.Conn) *gatewayFixture {
-		gw, err := gateway.New(nc, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var watch jetstream.KeyWatcher
+	_, died, _ := batchAcrossTakeover(t, "b-counts", func(b *workertest.Bundle) {
+		kv, err := b.Srv.JS.KeyValue(ctx, gateway.BatchStates)
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(gw)
-		t.Cleanup(func() { srv.Close(); gw.Close() })
-		return &gatewayFixture{t: t, url: srv.URL}
-	}
-	nc1, _ := b.Srv.Connect(t)
-	f1, f2 := serve(nc1), serve(b.Srv.Conn)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	kv, err := b.Srv.JS.KeyValue(ctx, gateway.BatchStates)
-	if err != nil {
-		t.Fatal(err)
-	}
-	watch, err := kv.Watch(ctx, "acme.b-counts", jetstream.UpdatesOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Stop()
-	const lines = 64
-	var in strings.Builder
-	for i := 0; i < lines; i++ {
-		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":300}}`+"\n", i, i)
-	}
-	if resp, body := f1.do(ctx, "POST", "/v1/zl/batches?id=b-counts", "key-acme", in.String()); resp.StatusCode != 202 {
-		t.Fatalf("create: %d %s", resp.StatusCode, body)
-	}
-	var st gateway.BatchState
-	natstest.Until(t, 30*time.Second, "the batch under way", func() bool {
-		_, body := f1.do(ctx, "GET", "/v1/zl/batches/b-counts", "key-acme", "")
-		json.Unmarshal(body, &st)
-		return st.Counts.Completed >= 4
+		if watch, err = kv.Watch(ctx, "acme.b-counts", jetstream.UpdatesOnly()); err != nil {
+			t.Fatal(err)
+		}
 	})
-	nc1.Close() // the first gateway dies
-	died := st.Counts
-	if died.Completed >= lines-8 {
-		t.Fatalf("the batch was nearly done before its gateway died: %+v", died)
-	}
-	if st = f2.waitBatch(ctx, "b-counts"); st.Error != "" || st.Counts.Completed != lines {
-		t.Fatalf("batch after its gateway died: %+v", st)
-	}
+	defer watch.Stop()
 	var last producer.BatchCounts
 	timeout := time.After(30 * time.Second)
 	for ended := false; !ended; {

@@ -242,12 +242,8 @@ func (g *Gateway) spoolObject(ctx context.Context, name string) (*os.File, error
 // io.ErrUnexpectedEOF) instead of ending as if the file were whole.
 func (g *Gateway) serveObject(w http.ResponseWriter, r *http.Request, name, contentType string, fail func(http.ResponseWriter, *contracts.Error)) {
 	head := func(info *jetstream.ObjectInfo) {
-		h := w.Header()
-		h.Set("Content-Type", contentType)
-		h.Set("Content-Length", strconv.FormatUint(info.Size, 10))
-		if sum, err := jetstream.DecodeObjectDigest(info.Digest); err == nil {
-			setDigest(h, sum)
-		}
+		sum, _ := jetstream.DecodeObjectDigest(info.Digest) // (none: no digest header)
+		setBodyHeaders(w.Header(), contentType, int64(info.Size), sum)
 	}
 	if r.Method == http.MethodHead {
 		info, err := g.batches.files.GetInfo(r.Context(), name)
@@ -276,11 +272,16 @@ func (g *Gateway) serveObject(w http.ResponseWriter, r *http.Request, name, cont
 	}
 }
 
-// setDigest sets the headers that let a client check a body whose SHA-256
-// is sum: Repr-Digest (RFC 9530) and a strong ETag.
-func setDigest(h http.Header, sum []byte) {
-	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
-	h.Set("Etag", `"sha256-`+base64.RawURLEncoding.EncodeToString(sum)+`"`)
+// setBodyHeaders sets the headers that let a client check a body of size
+// bytes whose SHA-256 is sum: Content-Length, Repr-Digest (RFC 9530) and a
+// strong ETag (the last two only with a sum).
+func setBodyHeaders(h http.Header, contentType string, size int64, sum []byte) {
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	if len(sum) > 0 {
+		h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+		h.Set("Etag", `"sha256-`+base64.RawURLEncoding.EncodeToString(sum)+`"`)
+	}
 }
 
 // writeTracker is a writer that notes when anything was written.
@@ -300,10 +301,7 @@ func (t writeTracker) Write(p []byte) (int, error) {
 // serveObject answers an object: with Content-Length and the digest, and a
 // read that fails or ends short aborts the response.
 func (g *Gateway) serveFile(w http.ResponseWriter, r *http.Request, f *os.File, size int64, sum []byte, contentType string) {
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.FormatInt(size, 10))
-	setDigest(h, sum)
+	setBodyHeaders(w.Header(), contentType, size, sum)
 	if r.Method == http.MethodHead {
 		return
 	}

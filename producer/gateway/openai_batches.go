@@ -285,14 +285,22 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 	// Every line of any length: one longer than maxOpenAIBatchLine is not
 	// read (nor held), and its request is refused as too large, the batch
 	// going on; its custom_id is not known.
+	// record writes line n's side record (its error, when refused), once
+	// the file has shown no fault.
+	record := func(bl openAIBatchLine) {
+		if len(x.Errors) > 0 {
+			return // only checking now
+		}
+		x.Lines++
+		if bl.Error != nil {
+			x.Refused++
+		}
+		senc.Encode(&bl)
+	}
 	err = producer.ReadLines(obj, maxOpenAIBatchLine, func(n int, raw []byte, tooLong int64) error {
 		if tooLong > 0 {
-			if len(x.Errors) == 0 {
-				x.Lines++
-				x.Refused++
-				senc.Encode(&openAIBatchLine{Error: contracts.NewError(contracts.CodeRequestTooLarge,
-					"line %d is %d bytes, above the limit of %d for a batch line", n, tooLong, maxOpenAIBatchLine)})
-			}
+			record(openAIBatchLine{Error: contracts.NewError(contracts.CodeRequestTooLarge,
+				"line %d is %d bytes, above the limit of %d for a batch line", n, tooLong, maxOpenAIBatchLine)})
 			return nil
 		}
 		var l struct {
@@ -326,7 +334,6 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 		if len(x.Errors) > 0 {
 			return nil // only checking now
 		}
-		x.Lines++
 		bl := openAIBatchLine{CustomID: *l.CustomID}
 		var cr chatRequest
 		if err := json.Unmarshal(l.Body, &cr); err != nil {
@@ -345,10 +352,7 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 				nenc.Encode(producer.BatchLine{CustomID: strconv.Itoa(n), Request: mustJSON(req)})
 			}
 		}
-		if bl.Error != nil {
-			x.Refused++
-		}
-		senc.Encode(&bl)
+		record(bl)
 		return nil
 	})
 	if err != nil {
