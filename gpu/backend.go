@@ -34,6 +34,10 @@ type KVConfig struct {
 	BlockTokens int
 	// Blocks is the number of blocks in the arena. Required.
 	Blocks int
+	// Type is the element type of the cached K and V values: F32 (the
+	// zero value), F16 or Q8_0, as llama.cpp's --cache-type-k/-v. A
+	// backend refuses a type it cannot store.
+	Type DType
 }
 
 // WithDefaults returns the config with zero fields set to their defaults.
@@ -49,6 +53,17 @@ func (c KVConfig) WithDefaults() KVConfig {
 // out as [layer][K, V][token][KVDim], so moving a block to another memory
 // tier is a single copy of BlockFloats×4 bytes.
 func (c KVConfig) BlockFloats() int { return c.Layers * 2 * c.BlockTokens * c.KVDim }
+
+// BlockBytes is the size of one block in the arena's memory: BlockFloats
+// values of Type (every K and V row of a quantized type is a whole number
+// of its blocks). Sizing, admission and usage count these bytes.
+func (c KVConfig) BlockBytes() int64 {
+	rb, err := c.Type.RowBytes(c.KVDim)
+	if err != nil {
+		return int64(c.BlockFloats()) * 4
+	}
+	return int64(c.Layers) * 2 * int64(c.BlockTokens) * int64(rb)
+}
 
 // KVSizer is implemented by backends that size a KV arena from the memory
 // their device has free (the CUDA backend); an arena on a backend without

@@ -9,12 +9,19 @@ import (
 	"github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
 )
 
-// attnRows is the most query rows of one sequence (at consecutive
-// positions, as in a prompt) that share one pass over the K and V rows;
-// fewer when their scores would take more than attnScoreFloats.
-const attnRows = 8
+// attnKeyTile is the number of key positions scored together, in tiles
+// aligned to multiples of it from position 0; a multiple of every block
+// size the arena allows a tile to start in (gpu.DefaultBlockTokens).
+// Each row's softmax is carried from tile to tile (online softmax), so
+// the tiles are the unit of its arithmetic: because they are fixed by
+// absolute position, a row's result does not depend on the rows batched
+// or chunked with it.
+const attnKeyTile = 64
 
-const attnScoreFloats = 32 << 10
+// attnQueries is the most query heads (rows × the heads sharing a kv head)
+// that share one pass over a sequence's K and V tiles: each tile is read
+// from memory once per this many heads and from cache for the rest.
+const attnQueries = 64
 
 // attnCall is the Attention call in progress, read by its tasks; the task
 // function is made once so that a parallel call allocates nothing.
@@ -26,6 +33,7 @@ type attnCall struct {
 	hd      int
 	group   int
 	kvHeads int
+	tile    int // key positions per tile
 	scale   float32
 	window  int   // 0: full causal
 	chunks  []int // first row of each chunk of rows, then the row count
@@ -58,11 +66,13 @@ func (a *attnCall) put(s []float32) {
 	a.mu.Unlock()
 }
 
-// run computes the (chunk, kv head) pairs lo..hi-1.
+// run computes the (chunk, kv head) pairs lo..hi-1, the last chunks (the
+// longest rows of a prompt) first, so that the pool's threads end together.
 func (a *attnCall) run(lo, hi int) {
 	scratch := a.get()
+	last := len(a.chunks) - 2
 	for job := lo; job < hi; job++ {
-		c, g := job/a.kvHeads, job%a.kvHeads
+		c, g := last-job/a.kvHeads, job%a.kvHeads
 		a.attend(a.chunks[c], a.chunks[c+1], g, scratch)
 	}
 	a.put(scratch)
@@ -70,22 +80,28 @@ func (a *attnCall) run(lo, hi int) {
 
 // Attention computes causal grouped-query attention over the paged cache.
 //
-// Rows are cut into chunks: up to attnRows rows of one sequence at
-// consecutive positions, or a single row. Work is split over (chunk, kv
-// head) pairs. For each pair the sequence's blocks are walked in order, and
-// every block's K rows are scored against each query head of the chunk's
-// rows that shares the kv head (GQA); each row's scores past its own
-// position are dropped, the rest exponentiated, and the V rows weighted by
-// them the same way. Each head's sum is normalised at the end.
+// Rows are cut into chunks: rows of one sequence at consecutive positions
+// (as in a prompt), as many as give attnQueries query heads per kv head,
+// or a single row. Work is split over (chunk, kv head) pairs. For each pair
+// the sequence's positions are walked in tiles of attnKeyTile, flash-
+// attention style: a tile's K rows are scored against every query head of
+// the chunk that shares the kv head (GQA), each row's scores outside its
+// causal range (and window) are dropped, the rest exponentiated against the
+// row's running maximum (rescaling what the row has summed so far when the
+// maximum grows), and the tile's V rows weighted by them the same way. Each
+// head's sum is normalised at the end. Tiles past the chunk's last position
+// are never read, and a tile is read once per chunk, whatever the
+// sequence's length.
 func (b *Backend) Attention(dst, q gpu.Tensor, kvc gpu.KV, layer, heads int, bt *gpu.Batch) {
 	b.AttentionWindow(dst, q, kvc, layer, heads, 0, bt)
 }
 
 // AttentionWindow is Attention where a row at position p attends only to
 // the positions p0 with p − p0 < window (window ≤ 0: all of 0..p). The
-// scores of the positions before the window are computed with the others
-// and dropped like those after the row's own position, so a row's result
-// does not depend on the rows batched with it.
+// tiles wholly before a chunk's first window are skipped; a row skips the
+// tiles before its own window, and drops the scores of the positions
+// before it like those after its own position, so a row's result does not
+// depend on the rows batched with it.
 func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, window int, bt *gpu.Batch) {
 	d, qt, kv := dst.(*tensor), q.(*tensor), kvc.(*kvArena)
 	same("attention", d, qt)
@@ -101,11 +117,7 @@ func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, w
 	group := heads / kvHeads
 	a := &b.att
 	a.chunks = a.chunks[:0]
-	maxPos := int32(0)
-	for _, p := range bt.Pos {
-		maxPos = max(maxPos, p)
-	}
-	chunk := max(1, min(attnRows, attnScoreFloats/(group*(int(maxPos)+1))))
+	chunk := max(1, attnQueries/group)
 	var total int
 	for i, p := range bt.Pos {
 		s := int(bt.Seq[i])
@@ -131,10 +143,11 @@ func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, w
 	a.chunks = append(a.chunks, qt.rows)
 	a.d, a.q, a.kv, a.bt = d, qt, kv, bt
 	a.layer, a.hd, a.group, a.kvHeads = layer, hd, group, kvHeads
+	a.tile = max(1, attnKeyTile/c.BlockTokens) * c.BlockTokens
 	a.window = max(window, 0)
 	a.scale = float32(1 / math.Sqrt(float64(hd)))
-	nq := chunk * group
-	a.need = 2*nq*hd + nq*(int(maxPos)+1) + nq
+	nq := min(chunk, qt.rows) * group
+	a.need = 2*nq*hd + nq*a.tile + 2*nq
 	work := (len(a.chunks) - 1) * kvHeads
 	// Below about 128k multiply-adds (of K and again of V) a hand-off to
 	// the pool costs more than it saves.
@@ -151,21 +164,11 @@ func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, w
 func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 	qt, d, kv := a.q, a.d, a.kv
 	c := &kv.cfg
-	hd, group := a.hd, a.group
+	hd, group, tile := a.hd, a.group, a.tile
 	gw := group * hd
 	R := i1 - i0
 	nq := R * group
-	n := int(a.bt.Pos[i1-1]) + 1
-	// With a window, the blocks before the first row's window are skipped:
-	// positions start at base, a block boundary. Skipping them changes no
-	// bit: their weights would be zeros, which add nothing.
-	base := 0
-	if a.window > 0 {
-		if first := int(a.bt.Pos[i0]) + 1 - a.window; first > 0 {
-			base = first / c.BlockTokens * c.BlockTokens
-		}
-	}
-	n -= base
+	first, end := int(a.bt.Pos[i0]), int(a.bt.Pos[i1-1])+1
 	// The rows' query heads for kv head g, contiguous, and their outputs.
 	var qv, ov []float32
 	if R == 1 {
@@ -178,34 +181,67 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 		}
 	}
 	scratch = scratch[2*nq*hd:]
-	scores, sums := scratch[:nq*n], scratch[nq*n:nq*n+nq]
-	rows := kernels.Paged{
-		Data:        kv.data,
-		Tab:         a.bt.Tables[a.bt.Seq[i0]][base/c.BlockTokens:],
-		BlockFloats: kv.bf,
-		Off:         a.layer*2*c.BlockTokens*c.KVDim + g*hd,
-		BT:          c.BlockTokens,
-		Stride:      c.KVDim,
-	}
-	kernels.AttnScores(qv, nq, hd, &rows, n, a.scale, scores)
-	for r := 0; r < R; r++ {
-		nr := int(a.bt.Pos[i0+r]) + 1 - base // row r's positions end here
-		lo := 0
-		if a.window > 0 {
-			lo = max(0, nr-a.window) // and its window starts here
-		}
-		for h := r * group; h < (r+1)*group; h++ {
-			s := scores[h*n+lo : h*n+nr]
-			sums[h] = kernels.ExpShift(s, kernels.Max(s))
-			clear(scores[h*n : h*n+lo])     // positions before row r's window
-			clear(scores[h*n+nr : (h+1)*n]) // positions after row r's
-		}
+	scores := scratch[:nq*tile]
+	m, l := scratch[nq*tile:nq*tile+nq], scratch[nq*tile+nq:nq*tile+2*nq]
+	for h := range nq {
+		m[h], l[h] = float32(math.Inf(-1)), 0
 	}
 	clear(ov)
-	rows.Off += c.BlockTokens * c.KVDim // V follows K in each layer of a block
-	kernels.AttnValues(scores, nq, hd, &rows, n, ov)
+	// With a window, the positions before the first row's window are
+	// skipped, from the block that holds its first position: the blocks
+	// before it may be given back. Every later row's window starts later.
+	start := 0
+	if a.window > 0 {
+		start = max(0, first+1-a.window) / c.BlockTokens * c.BlockTokens
+	}
+	tab := a.bt.Tables[a.bt.Seq[i0]]
+	kOff := a.layer * 2 * c.BlockTokens * c.KVDim
+	for t0 := start / tile * tile; t0 < end; t0 += tile {
+		lo := max(t0, start) // the tile's first position read
+		n := min(t0+tile, end) - lo
+		rows := kernels.Paged{
+			Data:        kv.data,
+			Tab:         tab[lo/c.BlockTokens:],
+			BlockFloats: kv.bf,
+			Off:         kOff + g*hd,
+			BT:          c.BlockTokens,
+			Stride:      c.KVDim,
+		}
+		s := scores[:nq*n]
+		kernels.AttnScores(qv, nq, hd, &rows, n, a.scale, s)
+		for r := 0; r < R; r++ {
+			p := int(a.bt.Pos[i0+r])
+			from, to := lo, min(lo+n, p+1) // row r's positions in the tile
+			if a.window > 0 {
+				from = max(from, p+1-a.window)
+			}
+			for h := r * group; h < (r+1)*group; h++ {
+				row := s[h*n : (h+1)*n]
+				if from >= to {
+					clear(row)
+					continue
+				}
+				valid := row[from-lo : to-lo]
+				if mt := kernels.Max(valid); mt > m[h] {
+					if l[h] != 0 {
+						f := float32(math.Exp(float64(m[h] - mt)))
+						kernels.Scale(ov[h*hd:(h+1)*hd], f)
+						l[h] *= f
+					}
+					m[h] = mt
+				}
+				l[h] += kernels.ExpShift(valid, m[h])
+				clear(row[:from-lo])
+				clear(row[to-lo:])
+			}
+		}
+		rows.Off += c.BlockTokens * c.KVDim // V follows K in each layer of a block
+		kernels.AttnValues(s, nq, hd, &rows, n, ov)
+	}
 	for h := 0; h < nq; h++ {
-		kernels.Scale(ov[h*hd:h*hd+hd], 1/sums[h])
+		if l[h] != 0 {
+			kernels.Scale(ov[h*hd:h*hd+hd], 1/l[h])
+		}
 	}
 	if R > 1 {
 		for r := 0; r < R; r++ {

@@ -102,7 +102,7 @@ func (b *Backend) KVBlocks(cfg gpu.KVConfig, fraction float64) (int, error) {
 		return 0, err
 	}
 	cfg = cfg.WithDefaults()
-	bb := int64(cfg.BlockFloats()) * 4
+	bb := cfg.BlockBytes()
 	if bb <= 0 {
 		return 0, fmt.Errorf("%w: KV config %+v", gpu.ErrShape, cfg)
 	}

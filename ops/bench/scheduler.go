@@ -678,7 +678,7 @@ func (b *schedBench) resumeOne(n int) (Resume, error) {
 	if err := m.Forward(kv, toks, &gpu.Batch{Pos: pos, Seq: seq, Tables: [][]int32{tab}}, []int32{int32(n - 1)}, logits); err != nil {
 		return Resume{}, err
 	}
-	r := Resume{Tokens: n, Blocks: len(tab), Bytes: int64(len(tab) * kv.Config().BlockFloats() * 4), Recompute: time.Since(t0)}
+	r := Resume{Tokens: n, Blocks: len(tab), Bytes: int64(len(tab)) * kv.Config().BlockBytes(), Recompute: time.Since(t0)}
 	// Through the backend's host tier, as the scheduler swaps: out, then
 	// in (timed, until the device has the blocks).
 	be := m.Backend()

@@ -267,7 +267,7 @@ func (e *Engine) GenerateBatch(ctx context.Context, reqs []Request) ([]*Result, 
 }
 
 // blockBytes is the size of one KV block.
-func (e *Engine) blockBytes() int64 { return int64(e.kv.arena.Config().BlockFloats()) * 4 }
+func (e *Engine) blockBytes() int64 { return e.kv.arena.Config().BlockBytes() }
 
 func (e *Engine) blocksFor(tokens int) int {
 	return (tokens + e.cfg.BlockTokens - 1) / e.cfg.BlockTokens

@@ -264,7 +264,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	}
 	layout := arenaLayout(m, cfg)
 	kvc := m.KVConfig(layout, 0, cfg.BlockTokens)
-	blockBytes := int64(kvc.BlockFloats()) * 4
+	blockBytes := kvc.BlockBytes()
 	blocks := int(int64(cfg.KVMemoryMB) << 20 / blockBytes)
 	if cfg.KVBlocks > 0 {
 		blocks = cfg.KVBlocks
@@ -348,7 +348,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 
 // BlockBytes is the size of one KV block: one layer group's K and V for
 // BlockTokens positions (model.KVLayout; every layer without windows).
-func (s *Scheduler) BlockBytes() int64 { return int64(s.kv.Config().BlockFloats()) * 4 }
+func (s *Scheduler) BlockBytes() int64 { return s.kv.Config().BlockBytes() }
 
 // Blocks is the number of blocks in the arena.
 func (s *Scheduler) Blocks() int { return s.kv.Config().Blocks }
