@@ -48,10 +48,10 @@ func (c KVConfig) WithDefaults() KVConfig {
 	return c
 }
 
-// BlockFloats is the number of float32 values in one block: every layer's K
-// and V rows for BlockTokens positions. A block is one contiguous region laid
-// out as [layer][K, V][token][KVDim], so moving a block to another memory
-// tier is a single copy of BlockFloats×4 bytes.
+// BlockFloats is the number of values in one block: every layer's K and V
+// rows for BlockTokens positions. A block is one contiguous region of
+// BlockBytes, each layer's K and V in it laid out as the backend's kernels
+// read them, so moving a block to another memory tier is a single copy.
 func (c KVConfig) BlockFloats() int { return c.Layers * 2 * c.BlockTokens * c.KVDim }
 
 // BlockBytes is the size of one block in the arena's memory: BlockFloats
@@ -63,6 +63,21 @@ func (c KVConfig) BlockBytes() int64 {
 		return int64(c.BlockFloats()) * 4
 	}
 	return int64(c.Layers) * 2 * int64(c.BlockTokens) * int64(rb)
+}
+
+// KVTyper is implemented by backends that store KV caches of other types
+// than F32; KVTypes lists them, the preferred (the default) first. A
+// backend without it stores F32 only.
+type KVTyper interface {
+	KVTypes() []DType
+}
+
+// KVTypes returns the KV cache types be stores, the default first.
+func KVTypes(be Backend) []DType {
+	if t, ok := be.(KVTyper); ok {
+		return t.KVTypes()
+	}
+	return []DType{F32}
 }
 
 // KVSizer is implemented by backends that size a KV arena from the memory
@@ -79,10 +94,11 @@ type KVSizer interface {
 // each operation as a Batch's block tables.
 type KV interface {
 	Config() KVConfig
-	// ReadBlock copies block b to dst (len BlockFloats()).
-	ReadBlock(b int, dst []float32)
-	// WriteBlock copies src (len BlockFloats()) into block b.
-	WriteBlock(b int, src []float32)
+	// ReadBlock copies block b to dst (len BlockBytes()), as stored.
+	ReadBlock(b int, dst []byte)
+	// WriteBlock copies src (len BlockBytes()), a block as ReadBlock
+	// gave it, into block b.
+	WriteBlock(b int, src []byte)
 }
 
 // Batch describes the rows of one forward step: row i is the token at

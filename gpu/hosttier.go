@@ -60,7 +60,7 @@ func NewHostTier(be Backend, kv KV, blocks int) (HostTier, error) {
 	if s, ok := be.(Swapper); ok {
 		return s.NewHostTier(kv, blocks)
 	}
-	return &memTier{kv: kv, bf: kv.Config().BlockFloats(), slots: make([][]float32, blocks), written: make([]bool, blocks),
+	return &memTier{kv: kv, bb: int(kv.Config().BlockBytes()), slots: make([][]byte, blocks), written: make([]bool, blocks),
 		resumed: make(chan struct{}, 1)}, nil
 }
 
@@ -88,8 +88,8 @@ func NewHostTier(be Backend, kv KV, blocks int) (HostTier, error) {
 // threads).
 type memTier struct {
 	kv      KV
-	bf      int
-	slots   [][]float32 // nil from ready on
+	bb      int      // bytes per block
+	slots   [][]byte // nil from ready on
 	written []bool      // the slots Out has filled; the caller's goroutine only
 
 	mu         sync.Mutex   // held while a slot is published (ensure: committed)
@@ -108,8 +108,8 @@ func (t *memTier) Blocks() int { return len(t.written) }
 
 // newSlot allocates a slot and commits it (CommitPages) a page run at a
 // time, waiting between runs while the tier is paused when pausable.
-func (t *memTier) newSlot(pausable bool) []float32 {
-	s := make([]float32, t.bf)
+func (t *memTier) newSlot(pausable bool) []byte {
+	s := make([]byte, t.bb)
 	for lo := 0; lo < len(s); lo += commitRun {
 		for pausable && t.paused.Load() {
 			<-t.resumed
@@ -119,17 +119,17 @@ func (t *memTier) newSlot(pausable bool) []float32 {
 	return s
 }
 
-// PageFloats is the number of float32 values in a 4 KiB page.
-const PageFloats = 4096 / 4
+// PageBytes is the size of a page.
+const PageBytes = 4096
 
-// CommitPages writes a zero to data's first float and every PageFloats-th
+// CommitPages writes a zero to data's first byte and every PageBytes-th
 // after it, on the caller's goroutine: for a fresh allocation (zeroed,
 // page-aligned beyond its first page) that makes every page of it the
 // process's, so that later writes do not fault. Host memory a backend
 // keeps (the CPU arena, a host tier) is committed this way before the
 // steps that use it.
-func CommitPages(data []float32) {
-	for p := 0; p < len(data); p += PageFloats {
+func CommitPages(data []byte) {
+	for p := 0; p < len(data); p += PageBytes {
 		data[p] = 0
 	}
 }
@@ -149,8 +149,8 @@ func (t *memTier) ensure(hi int) {
 }
 
 // commitRun is the committer's unit of work between looks at the pause, in
-// floats: 16 pages, about 0.2 ms at the first touch's cost above.
-const commitRun = 16 * PageFloats
+// bytes: 16 pages, about 0.2 ms at the first touch's cost above.
+const commitRun = 16 * PageBytes
 
 // Pause holds the committer off from its next page run until Resume.
 func (t *memTier) Pause() { t.paused.Store(true) }

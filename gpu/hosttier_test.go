@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // sliceKV is an arena in a slice, for host tier tests.
@@ -22,13 +23,16 @@ func newSliceKV(blocks int) *sliceKV {
 }
 
 func (k *sliceKV) Config() KVConfig { return k.cfg }
-func (k *sliceKV) ReadBlock(b int, dst []float32) {
-	bf := k.cfg.BlockFloats()
-	copy(dst[:bf], k.data[b*bf:(b+1)*bf])
+func (k *sliceKV) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(k.data))), 4*len(k.data))
 }
-func (k *sliceKV) WriteBlock(b int, src []float32) {
-	bf := k.cfg.BlockFloats()
-	copy(k.data[b*bf:(b+1)*bf], src[:bf])
+func (k *sliceKV) ReadBlock(b int, dst []byte) {
+	bb := int(k.cfg.BlockBytes())
+	copy(dst[:bb], k.bytes()[b*bb:(b+1)*bb])
+}
+func (k *sliceKV) WriteBlock(b int, src []byte) {
+	bb := int(k.cfg.BlockBytes())
+	copy(k.bytes()[b*bb:(b+1)*bb], src[:bb])
 }
 
 func minorFaults(t *testing.T) int64 {

@@ -195,20 +195,14 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 		start = max(0, first+1-a.window) / c.BlockTokens * c.BlockTokens
 	}
 	tab := a.bt.Tables[a.bt.Seq[i0]]
-	kOff := a.layer * 2 * c.BlockTokens * c.KVDim
 	for t0 := start / tile * tile; t0 < end; t0 += tile {
 		lo := max(t0, start) // the tile's first position read
 		n := min(t0+tile, end) - lo
-		rows := kernels.Paged{
-			Data:        kv.data,
-			Tab:         tab[lo/c.BlockTokens:],
-			BlockFloats: kv.bf,
-			Off:         kOff + g*hd,
-			BT:          c.BlockTokens,
-			Stride:      c.KVDim,
-		}
-		s := scores[:nq*n]
-		kernels.AttnScores(qv, nq, hd, &rows, n, a.scale, s)
+		blocks := tab[lo/c.BlockTokens : (lo+n+c.BlockTokens-1)/c.BlockTokens]
+		krows := kv.rows(blocks, a.layer, g, hd, false)
+		// Scores of whole blocks: those of positions past n are dropped
+		// below with the others outside each row's range.
+		kernels.AttnQK(qv, nq, hd, &krows, len(blocks), a.scale, scores, tile)
 		for r := 0; r < R; r++ {
 			p := int(a.bt.Pos[i0+r])
 			from, to := lo, min(lo+n, p+1) // row r's positions in the tile
@@ -216,7 +210,7 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 				from = max(from, p+1-a.window)
 			}
 			for h := r * group; h < (r+1)*group; h++ {
-				row := s[h*n : (h+1)*n]
+				row := scores[h*tile : h*tile+n]
 				if from >= to {
 					clear(row)
 					continue
@@ -235,8 +229,8 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 				clear(row[to-lo:])
 			}
 		}
-		rows.Off += c.BlockTokens * c.KVDim // V follows K in each layer of a block
-		kernels.AttnValues(s, nq, hd, &rows, n, ov)
+		vrows := kv.rows(blocks, a.layer, g, hd, true)
+		kernels.AttnPV(scores, tile, nq, hd, &vrows, n, ov, hd)
 	}
 	for h := 0; h < nq; h++ {
 		if l[h] != 0 {

@@ -83,20 +83,42 @@ func (m *matrix) Rows() int        { return m.w.Rows }
 func (m *matrix) Cols() int        { return m.w.Cols }
 func (m *matrix) DType() gpu.DType { return m.w.Type }
 
+// kvArena is the paged cache: Blocks blocks of BlockBytes each, values of
+// F32 or F16 (exactly one of f32 and f16 is set; raw is the same memory as
+// bytes). In a block, layer l's region is laid out as K then V, each of
+// BlockTokens×KVDim values: K transposed, KVDim rows of BlockTokens keys
+// (component c of the key at slot j is value c·BlockTokens + j, so kv head
+// g's rows are rows g·hd… and a row of a block of 16 is one 512-bit
+// register of the tile kernels), V as BlockTokens rows of KVDim.
 type kvArena struct {
-	cfg  gpu.KVConfig
-	bf   int // floats per block
-	data []float32
+	cfg gpu.KVConfig
+	be  int // values per block
+	f32 []float32
+	f16 []uint16
+	raw []byte
 }
 
 func (k *kvArena) Config() gpu.KVConfig { return k.cfg }
 
-func (k *kvArena) ReadBlock(blk int, dst []float32) {
-	copy(dst[:k.bf], k.data[blk*k.bf:(blk+1)*k.bf])
+func (k *kvArena) ReadBlock(blk int, dst []byte) {
+	n := len(k.raw) / k.cfg.Blocks
+	copy(dst[:n], k.raw[blk*n:(blk+1)*n])
 }
 
-func (k *kvArena) WriteBlock(blk int, src []float32) {
-	copy(k.data[blk*k.bf:(blk+1)*k.bf], src[:k.bf])
+func (k *kvArena) WriteBlock(blk int, src []byte) {
+	n := len(k.raw) / k.cfg.Blocks
+	copy(k.raw[blk*n:(blk+1)*n], src[:n])
+}
+
+// rows returns the K (v false) or V rows of kv head g of layer, head width
+// hd, for the blocks of tab.
+func (k *kvArena) rows(tab []int32, layer, g, hd int, v bool) kernels.KVRows {
+	c := &k.cfg
+	off := layer*2*c.BlockTokens*c.KVDim + g*hd*c.BlockTokens
+	if v {
+		off = layer*2*c.BlockTokens*c.KVDim + c.BlockTokens*c.KVDim + g*hd
+	}
+	return kernels.KVRows{F32: k.f32, F16: k.f16, Tab: tab, BlockElems: k.be, Off: off, BT: c.BlockTokens, Stride: c.KVDim}
 }
 
 // NewTensor allocates a zeroed tensor.
@@ -122,17 +144,30 @@ func (b *Backend) NewMatrix(t gpu.DType, rows, cols int, data []byte) (gpu.Matri
 	return &matrix{kernels.Weights{Type: t, Rows: rows, Cols: cols, Data: data}}, nil
 }
 
-// NewKV allocates the KV arena.
+// NewKV allocates the KV arena, of F32 or F16 values.
 func (b *Backend) NewKV(cfg gpu.KVConfig) (gpu.KV, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Layers <= 0 || cfg.KVDim <= 0 || cfg.Blocks <= 0 || cfg.BlockTokens <= 0 {
 		return nil, fmt.Errorf("%w: KV config %+v: layers, kv dim, blocks and block tokens must be positive", gpu.ErrShape, cfg)
 	}
-	bf := cfg.BlockFloats()
-	kv := &kvArena{cfg: cfg, bf: bf, data: make([]float32, bf*cfg.Blocks)}
-	b.commit(kv.data)
+	be := cfg.BlockFloats()
+	kv := &kvArena{cfg: cfg, be: be}
+	switch cfg.Type {
+	case gpu.F32:
+		kv.f32 = make([]float32, be*cfg.Blocks)
+		kv.raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(kv.f32))), 4*len(kv.f32))
+	case gpu.F16:
+		kv.f16 = make([]uint16, be*cfg.Blocks)
+		kv.raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(kv.f16))), 2*len(kv.f16))
+	default:
+		return nil, fmt.Errorf("%w: KV cache type %v on the CPU (F32 or F16)", gpu.ErrUnsupportedType, cfg.Type)
+	}
+	b.commit(kv.raw)
 	return kv, nil
 }
+
+// KVTypes returns the KV cache types the CPU backend stores: F16 and F32.
+func (b *Backend) KVTypes() []gpu.DType { return []gpu.DType{gpu.F16, gpu.F32} }
 
 // commit writes to every page of a new arena, on the pool's threads, so
 // that the memory is the process's from the start: otherwise each page
@@ -140,8 +175,8 @@ func (b *Backend) NewKV(cfg gpu.KVConfig) (gpu.KV, error) {
 // (on a VM a first touch also faults in the host; a 512 MiB arena's first
 // pass made a 16-row decode step 1.4× slower), and an overcommitted host
 // would fail a step, not the start.
-func (b *Backend) commit(data []float32) {
-	const page = gpu.PageFloats
+func (b *Backend) commit(data []byte) {
+	const page = gpu.PageBytes
 	pages := (len(data) + page - 1) / page
 	b.pool.For(pages, func(lo, hi int) { gpu.CommitPages(data[lo*page : min(hi*page, len(data))]) })
 }

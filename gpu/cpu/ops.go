@@ -6,6 +6,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
+	"github.com/zerolayer/zerolayer/gpu/quant"
 )
 
 // Embed copies (dequantizing) rows of the table.
@@ -213,9 +214,10 @@ func (b *Backend) ropeRows(xt *tensor, heads int, bt *gpu.Batch, r gpu.RoPE, rc 
 	}
 }
 
-// kvSlot returns the float offset of K for (layer, position) of sequence s;
-// V follows BlockTokens×KVDim floats later.
-func kvSlot(kv *kvArena, bt *gpu.Batch, s int, layer int, pos int32) int {
+// kvSlot returns the value offset of (layer, position) of sequence s: the
+// start of the layer's region in the position's block, and the position's
+// slot in the block.
+func kvSlot(kv *kvArena, bt *gpu.Batch, s int, layer int, pos int32) (base, slot int) {
 	c := &kv.cfg
 	tab := bt.Tables[s]
 	bi := int(pos) / c.BlockTokens
@@ -226,10 +228,12 @@ func kvSlot(kv *kvArena, bt *gpu.Batch, s int, layer int, pos int32) int {
 	if blk < 0 || blk >= c.Blocks {
 		panic(fmt.Sprintf("cpu: block %d out of range [0,%d)", blk, c.Blocks))
 	}
-	return blk*kv.bf + layer*2*c.BlockTokens*c.KVDim + (int(pos)%c.BlockTokens)*c.KVDim
+	return blk*kv.be + layer*2*c.BlockTokens*c.KVDim, int(pos) % c.BlockTokens
 }
 
-// StoreKV writes k and v rows into their cache slots.
+// StoreKV writes k and v rows into their cache slots: a K row as a column
+// of the block's transposed K, a V row as a row, converted to the arena's
+// type.
 func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch) {
 	kv, kt, vt := kvc.(*kvArena), k.(*tensor), v.(*tensor)
 	same("storekv", kt, vt)
@@ -237,11 +241,26 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 	if kt.cols != c.KVDim || len(bt.Pos) != kt.rows || layer < 0 || layer >= c.Layers {
 		panic(fmt.Sprintf("cpu: storekv %d×%d into layer %d of kv dim %d", kt.rows, kt.cols, layer, c.KVDim))
 	}
-	vOff := c.BlockTokens * c.KVDim
+	n, btk := c.KVDim, c.BlockTokens
 	for i := 0; i < kt.rows; i++ {
-		o := kvSlot(kv, bt, int(bt.Seq[i]), layer, bt.Pos[i])
-		copy(kv.data[o:o+c.KVDim], kt.data[i*c.KVDim:(i+1)*c.KVDim])
-		copy(kv.data[o+vOff:o+vOff+c.KVDim], vt.data[i*c.KVDim:(i+1)*c.KVDim])
+		base, j := kvSlot(kv, bt, int(bt.Seq[i]), layer, bt.Pos[i])
+		kr, vr := kt.data[i*n:(i+1)*n], vt.data[i*n:(i+1)*n]
+		vo := base + btk*n + j*n
+		if kv.f16 != nil {
+			ks := kv.f16[base+j : base+(n-1)*btk+j+1]
+			for cc, x := range kr {
+				ks[cc*btk] = quant.Float32ToFP16(x)
+			}
+			for cc, x := range vr {
+				kv.f16[vo+cc] = quant.Float32ToFP16(x)
+			}
+			continue
+		}
+		ks := kv.f32[base+j : base+(n-1)*btk+j+1]
+		for cc, x := range kr {
+			ks[cc*btk] = x
+		}
+		copy(kv.f32[vo:vo+n], vr)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
@@ -324,12 +325,12 @@ func TestSwapTier(t *testing.T) {
 	}
 	out.Release()
 	host := make([]float32, kv.Config().BlockFloats())
-	kv.ReadBlock(4, host)
+	kv.ReadBlock(4, unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)))
 	if !equal(host, pool.Block(2)) {
 		t.Fatal("host slot 2 differs from device block 4 after SwapOut")
 	}
 	// Clobber the original blocks, then bring the data back elsewhere.
-	zero := make([]float32, kv.Config().BlockFloats())
+	zero := make([]byte, kv.Config().BlockBytes())
 	for _, blk := range []int{1, 2, 4} {
 		kv.WriteBlock(blk, zero)
 	}

@@ -36,6 +36,9 @@ func (b *Backend) NewKV(cfg gpu.KVConfig) (gpu.KV, error) {
 	if cfg.Layers <= 0 || cfg.KVDim <= 0 || cfg.Blocks <= 0 || cfg.BlockTokens <= 0 {
 		return nil, fmt.Errorf("%w: KV config %+v: layers, kv dim, blocks and block tokens must be positive", gpu.ErrShape, cfg)
 	}
+	if cfg.Type != gpu.F32 {
+		return nil, fmt.Errorf("%w: KV cache type %v on CUDA (its kernels read F32 caches)", gpu.ErrUnsupportedType, cfg.Type)
+	}
 	bf := cfg.BlockFloats()
 	if int64(bf)*4 > 1<<31-1 {
 		return nil, fmt.Errorf("%w: KV block of %d floats is too large for the kernels' 32-bit offsets", gpu.ErrShape, bf)
@@ -67,9 +70,9 @@ func (k *kvArena) block(blk int) dptr {
 
 // ReadBlock copies block blk to dst, after the work queued so far, through
 // the copy stream. A failure is reported by the next Sync or Read.
-func (k *kvArena) ReadBlock(blk int, dst []float32) {
+func (k *kvArena) ReadBlock(blk int, dst []byte) {
 	src := k.block(blk)
-	dst = dst[:k.bf]
+	dst = dst[:4*k.bf]
 	n := int64(k.bf) * 4
 	err := k.b.call(func() error {
 		d := k.b.eng.dev
@@ -82,7 +85,7 @@ func (k *kvArena) ReadBlock(blk int, dst []float32) {
 		if err := d.syncCopy(); err != nil {
 			return err
 		}
-		copy(dst, unsafe.Slice((*float32)(k.stage), k.bf))
+		copy(dst, unsafe.Slice((*byte)(k.stage), 4*k.bf))
 		return nil
 	})
 	if err != nil {
@@ -92,16 +95,16 @@ func (k *kvArena) ReadBlock(blk int, dst []float32) {
 
 // WriteBlock copies src into block blk, after the work queued so far and
 // before the work queued later.
-func (k *kvArena) WriteBlock(blk int, src []float32) {
+func (k *kvArena) WriteBlock(blk int, src []byte) {
 	dst := k.block(blk)
-	src = src[:k.bf]
+	src = src[:4*k.bf]
 	n := int64(k.bf) * 4
 	err := k.b.call(func() error {
 		d := k.b.eng.dev
 		if err := d.syncCopy(); err != nil { // the staging buffer is free
 			return err
 		}
-		copy(unsafe.Slice((*float32)(k.stage), k.bf), src)
+		copy(unsafe.Slice((*byte)(k.stage), 4*k.bf), src)
 		if err := d.copyWaitsCompute(); err != nil {
 			return err
 		}

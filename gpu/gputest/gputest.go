@@ -1,6 +1,7 @@
 package gputest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -417,9 +418,9 @@ func testKVBlockCopy(t *testing.T, be gpu.Backend) {
 	}
 	before := attend(1)
 	// Swap block 1 out to host memory and back into block 3.
-	host := make([]float32, cfg.BlockFloats())
+	host := make([]byte, cfg.BlockBytes())
 	kv.ReadBlock(1, host)
-	kv.WriteBlock(1, make([]float32, cfg.BlockFloats()))
+	kv.WriteBlock(1, make([]byte, cfg.BlockBytes()))
 	kv.WriteBlock(3, host)
 	closeTo(t, "attention after block move", attend(3), before, 0)
 }
@@ -461,15 +462,15 @@ func testHostTier(t *testing.T, be gpu.Backend) {
 		be.Attention(dst, tensor(t, be, 1, 2*kvDim, q), kv, 1, 2, bq)
 		return read(t, be, dst)
 	}
-	block := func(blk int) []float32 {
-		x := make([]float32, kv.Config().BlockFloats())
+	block := func(blk int) []byte {
+		x := make([]byte, kv.Config().BlockBytes())
 		kv.ReadBlock(blk, x)
 		return x
 	}
 	for blk := int32(0); blk < 4; blk++ {
 		fill(blk)
 	}
-	want := [][]float32{block(0), block(1), block(2), block(3)}
+	want := [][]byte{block(0), block(1), block(2), block(3)}
 	att := [][]float32{attend(0), attend(1), attend(2), attend(3)}
 
 	// Swap blocks 1 and 3 out and overwrite them at once.
@@ -484,8 +485,8 @@ func testHostTier(t *testing.T, be gpu.Backend) {
 	}
 	closeTo(t, "attention over swapped-in block 4", attend(4), att[1], 0)
 	closeTo(t, "attention over swapped-in block 5", attend(5), att[3], 0)
-	closeTo(t, "block 4 after the round trip", block(4), want[1], 0)
-	closeTo(t, "block 5 after the round trip", block(5), want[3], 0)
+	sameBlock(t, "block 4 after the round trip", block(4), want[1])
+	sameBlock(t, "block 5 after the round trip", block(5), want[3])
 
 	// Reuse slot 0 right after the In that read it was queued.
 	if err := tier.In([]gpu.BlockMove{{From: 2, To: 1}}); err != nil {
@@ -498,8 +499,8 @@ func testHostTier(t *testing.T, be gpu.Backend) {
 	if err := tier.In([]gpu.BlockMove{{From: 2, To: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	closeTo(t, "block 1 from a slot then reused", block(1), want[3], 0)
-	closeTo(t, "block 3 from the reused slot", block(3), want[0], 0)
+	sameBlock(t, "block 1 from a slot then reused", block(1), want[3])
+	sameBlock(t, "block 3 from the reused slot", block(3), want[0])
 	closeTo(t, "attention over block 3", attend(3), att[0], 0)
 }
 
@@ -581,4 +582,12 @@ func testScale(t *testing.T, be gpu.Backend, ops gpu.ArchOps) {
 	x := tensor(t, be, 2, 3, xs)
 	ops.Scale(x, 2.5)
 	closeTo(t, "scale", read(t, be, x), []float32{2.5, -5, 1.25, 7.5, 0, -2.5e-3}, 1e-7)
+}
+
+// sameBlock fails t unless a block read back holds the bytes of want.
+func sameBlock(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: the block's bytes differ", what)
+	}
 }

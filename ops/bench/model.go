@@ -50,6 +50,12 @@ type ModelConfig struct {
 	// turn: "avx2" (the AVX-512 tile kernels off) or "best" (on where the
 	// CPU has them). Defaults to ["best"].
 	Kernels []string
+	// Depth is the context the generation test decodes after (llama-bench
+	// -d): its rows attend to Depth earlier positions. Defaults to 0.
+	Depth int
+	// KVTypes are the KV cache types to measure each target with, in turn
+	// (F32, F16). Defaults to the backend's default type alone.
+	KVTypes []gpu.DType
 	// Reps is how often each test runs; the best run is reported.
 	// Defaults to 3.
 	Reps int
@@ -104,6 +110,7 @@ type Row struct {
 	Params      int64   `json:"params"`
 	Threads     int     `json:"threads"`
 	Kernels     string  `json:"kernels"` // the CPU kernel paths that ran
+	KV          string  `json:"kv_type"` // the KV cache type
 	Test        string  `json:"test"`    // pp512, tg128, batch16
 	Batch       int     `json:"batch"`
 	TokensPerS  float64 `json:"tokens_per_s"`
@@ -140,11 +147,20 @@ func Models(ctx context.Context, cfg ModelConfig) (*ModelResults, error) {
 			}
 			for _, k := range cfg.Kernels {
 				cpu.SetWideKernels(k == "best")
-				rows, err := measureModel(ctx, cfg, t, th, res.Bandwidth[th])
-				if err != nil {
-					return nil, err
+				kvTypes := []*gpu.DType{nil} // the backend's default
+				if len(cfg.KVTypes) > 0 {
+					kvTypes = nil
+					for i := range cfg.KVTypes {
+						kvTypes = append(kvTypes, &cfg.KVTypes[i])
+					}
 				}
-				res.Rows = append(res.Rows, rows...)
+				for _, kt := range kvTypes {
+					rows, err := measureModel(ctx, cfg, t, th, res.Bandwidth[th], kt)
+					if err != nil {
+						return nil, err
+					}
+					res.Rows = append(res.Rows, rows...)
+				}
 			}
 		}
 	}
@@ -163,26 +179,26 @@ func (r *ModelResults) WriteJSON(w io.Writer) error {
 // speed to that run's.
 func (r *ModelResults) WriteTable(w io.Writer) error {
 	type key struct {
-		model, typ, test string
-		threads          int
+		model, typ, test, kv string
+		threads              int
 	}
 	avx2 := map[key]float64{}
 	for _, r := range r.Rows {
 		if r.Kernels == "avx2" {
-			avx2[key{r.Model, r.Type, r.Test, r.Threads}] = r.TokensPerS
+			avx2[key{r.Model, r.Type, r.Test, r.KV, r.Threads}] = r.TokensPerS
 		}
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\ttype\tparams\tthreads\tkernels\ttest\ttok/s\tvs avx2\tweights GB/s\t% of bandwidth\t")
+	fmt.Fprintln(tw, "model\ttype\tparams\tthreads\tkernels\tkv\ttest\ttok/s\tvs avx2\tweights GB/s\t% of bandwidth\t")
 	for _, r := range r.Rows {
 		gb, frac, ratio := "", "", ""
 		if r.WeightGBps > 0 {
 			gb, frac = fmt.Sprintf("%.1f", r.WeightGBps), fmt.Sprintf("%.0f%%", 100*r.BandwidthOf)
 		}
-		if b := avx2[key{r.Model, r.Type, r.Test, r.Threads}]; b > 0 && r.Kernels != "avx2" {
+		if b := avx2[key{r.Model, r.Type, r.Test, r.KV, r.Threads}]; b > 0 && r.Kernels != "avx2" {
 			ratio = fmt.Sprintf("%.2f×", r.TokensPerS/b)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1fM\t%d\t%s\t%s\t%.1f\t%s\t%s\t%s\t\n", r.Model, r.Type, float64(r.Params)/1e6, r.Threads, r.Kernels, r.Test, r.TokensPerS, ratio, gb, frac)
+		fmt.Fprintf(tw, "%s\t%s\t%.1fM\t%d\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t\n", r.Model, r.Type, float64(r.Params)/1e6, r.Threads, r.Kernels, r.KV, r.Test, r.TokensPerS, ratio, gb, frac)
 	}
 	return tw.Flush()
 }
@@ -226,8 +242,9 @@ func WriteSyntheticMix(dir, shape, mix string, progress io.Writer) (Target, erro
 	return Target{Name: "synthetic-" + shape + "-" + mix, Path: p}, synth.WriteFile(p, c)
 }
 
-// measureModel measures one target at one thread count.
-func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, bandwidth float64) ([]Row, error) {
+// measureModel measures one target at one thread count with KV cache type
+// kvType (nil: the backend's default).
+func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, bandwidth float64, kvType *gpu.DType) ([]Row, error) {
 	f, err := gguf.Open(t.Path)
 	if err != nil {
 		return nil, err
@@ -242,18 +259,23 @@ func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, b
 	if err != nil {
 		return nil, err
 	}
-	if cfg.PromptTokens > m.Context {
-		return nil, fmt.Errorf("bench: a prompt of %d tokens exceeds the context %d of %s", cfg.PromptTokens, m.Context, t.Name)
+	if kvType != nil {
+		if err := m.SetKVType(*kvType); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.PromptTokens > m.Context || cfg.Depth+cfg.GenTokens > m.Context {
+		return nil, fmt.Errorf("bench: a prompt of %d tokens or %d generated after %d exceeds the context %d of %s", cfg.PromptTokens, cfg.GenTokens, cfg.Depth, m.Context, t.Name)
 	}
 	maxB := 1
 	for _, b := range cfg.Batches {
 		maxB = max(maxB, b)
 	}
-	r, err := newModelRun(ctx, m, max(cfg.PromptTokens, cfg.GenTokens+1), maxB, cfg.Reps)
+	r, err := newModelRun(ctx, m, max(cfg.PromptTokens, cfg.Depth+cfg.GenTokens+1), maxB, cfg.Reps)
 	if err != nil {
 		return nil, err
 	}
-	base := Row{Model: t.Name, Type: "?", Threads: threads, Kernels: cpu.KernelPaths()}
+	base := Row{Model: t.Name, Type: "?", Threads: threads, Kernels: cpu.KernelPaths(), KV: m.KVType().String()}
 	if ti, ok := f.Tensor("blk.0.attn_q.weight"); ok {
 		base.Type = ti.Type.String()
 	}
@@ -272,12 +294,15 @@ func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, b
 	}
 	wb := float64(m.WeightBytes())
 	if tg := cfg.GenTokens; tg > 0 {
-		d, err := r.best(func() (time.Duration, error) { return r.decode(1, 0, tg) })
+		d, err := r.best(func() (time.Duration, error) { return r.decode(1, cfg.Depth, tg) })
 		if err != nil {
 			return nil, err
 		}
 		row := base
 		row.Test, row.Batch, row.TokensPerS = fmt.Sprintf("tg%d", tg), 1, float64(tg)/d.Seconds()
+		if cfg.Depth > 0 {
+			row.Test += fmt.Sprintf("@d%d", cfg.Depth)
+		}
 		row.WeightGBps = wb * row.TokensPerS / 1e9
 		// A model that fits in the caches is not bound by DRAM: no ratio.
 		if bandwidth > 0 && wb > 32<<20 {

@@ -72,7 +72,7 @@ func newArchRun(t *testing.T, m *model.Model, prompts [][]int32, steps, chunk in
 // read from them).
 func (r *archRun) preempt(i int) {
 	s := r.seqs[i]
-	zero := make([]float32, r.kv.Config().BlockFloats())
+	zero := make([]byte, r.kv.Config().BlockBytes())
 	for _, b := range s.table {
 		r.kv.WriteBlock(int(b), zero)
 	}
@@ -174,6 +174,10 @@ func loadArch(t *testing.T, am archModel) (*model.Model, []modeltest.ArchCase) {
 	t.Cleanup(func() { be.Close() })
 	m, err := model.New(f, be)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// llama.cpp's references were computed with an F32 KV cache.
+	if err := m.SetKVType(gpu.F32); err != nil {
 		t.Fatal(err)
 	}
 	return m, refs

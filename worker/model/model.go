@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/quant"
@@ -15,6 +16,8 @@ import (
 type Model struct {
 	Config
 	be gpu.Backend
+	// kvType is the element type of the arenas NewKV and KVConfig make.
+	kvType gpu.DType
 	// ops is be's gpu.ArchOps when the architecture needs it.
 	ops gpu.ArchOps
 
@@ -45,7 +48,7 @@ func New(f *gguf.File, be gpu.Backend) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Config: cfg, be: be}
+	m := &Model{Config: cfg, be: be, kvType: gpu.KVTypes(be)[0]}
 	if cfg.NeedsArchOps() {
 		ops, ok := be.(gpu.ArchOps)
 		if !ok {
@@ -126,9 +129,26 @@ func (m *Model) WeightBytes() int64 {
 	return n
 }
 
-// NewKV allocates a KV arena of the given number of blocks for this model.
+// NewKV allocates a KV arena of the given number of blocks for this model,
+// of its KV type.
 func (m *Model) NewKV(blocks, blockTokens int) (gpu.KV, error) {
-	return m.be.NewKV(gpu.KVConfig{Layers: m.Layers, KVDim: m.KVDim(), BlockTokens: blockTokens, Blocks: blocks})
+	return m.be.NewKV(gpu.KVConfig{Layers: m.Layers, KVDim: m.KVDim(), BlockTokens: blockTokens, Blocks: blocks, Type: m.kvType})
+}
+
+// KVType returns the element type of the model's KV arenas: the backend's
+// default (gpu.KVTypes: F16 on the CPU, as llama.cpp's) unless SetKVType
+// chose another.
+func (m *Model) KVType() gpu.DType { return m.kvType }
+
+// SetKVType sets the element type of the KV arenas made after it (F32,
+// F16), refusing one the backend does not store.
+func (m *Model) SetKVType(t gpu.DType) error {
+	types := gpu.KVTypes(m.be)
+	if !slices.Contains(types, t) {
+		return fmt.Errorf("%w: KV cache type %v: %s stores %v", gpu.ErrUnsupportedType, t, m.be.Name(), types)
+	}
+	m.kvType = t
+	return nil
 }
 
 // loader uploads tensors, keeping the first error.

@@ -2,6 +2,8 @@
 
 package kernels
 
+import "unsafe"
+
 // Without the amd64 assembly every kernel runs its Go twin. useAsm stays a
 // variable so that tests build everywhere.
 var useAsm = false
@@ -120,5 +122,13 @@ func dotQ4_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]fl
 }
 
 func dotQ6_Kx4x2AVX512(w *byte, rb int, x *blockQ8K, nb, xstride int, out *[8]float32) {
+	panic(noAsm)
+}
+
+func qkCall(f16 bool, nh, nb int, q *float32, qstride int, k unsafe.Pointer, tab *int32, bb, hd int, out *float32, ostride int, scale float32) {
+	panic(noAsm)
+}
+
+func pvCall(f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
 	panic(noAsm)
 }

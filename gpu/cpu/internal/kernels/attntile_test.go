@@ -1,0 +1,105 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zerolayer/zerolayer/gpu/quant"
+)
+
+// tileArena returns KVRows over a random arena of blocks blocks, each
+// holding a K or V region at off, in F32 or (f16) F16.
+func tileArena(r *rand.Rand, f16 bool, blocks, blockElems, off, stride int) *KVRows {
+	kv := &KVRows{BlockElems: blockElems, Off: off, BT: TileBT, Stride: stride}
+	n := blocks * blockElems
+	if f16 {
+		kv.F16 = make([]uint16, n)
+		for i := range kv.F16 {
+			kv.F16[i] = quant.Float32ToFP16(float32(r.NormFloat64()))
+		}
+	} else {
+		kv.F32 = make([]float32, n)
+		for i := range kv.F32 {
+			kv.F32[i] = float32(r.NormFloat64())
+		}
+	}
+	for _, b := range r.Perm(blocks)[:blocks-1] { // one block never read
+		kv.Tab = append(kv.Tab, int32(b))
+	}
+	return kv
+}
+
+func randF32(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+// TestAttnTileKernels checks the tile kernels against their Go twins, and
+// that a score or an output has the same bits whichever heads and blocks
+// share its call.
+func TestAttnTileKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, f16 := range []bool{false, true} {
+		for _, hd := range []int{64, 128, 48} {
+			const blocks, off = 9, 7
+			kvDim := 2 * hd
+			be := off + TileBT*kvDim + 3
+			kv := tileArena(r, f16, blocks, be, off, kvDim)
+			for _, nq := range []int{1, 3, 4, 9} {
+				q := randF32(r, nq*hd)
+				nb := len(kv.Tab)
+				ostride := nb*TileBT + 5
+				fast := make([]float32, nq*ostride)
+				AttnQK(q, nq, hd, kv, nb, 0.125, fast, ostride)
+				slow := make([]float32, nq*ostride)
+				attnQKGo(q, nq, hd, kv, nb, 0.125, slow, ostride)
+				for i := range fast {
+					if d := math.Abs(float64(fast[i] - slow[i])); d > 1e-5*math.Sqrt(float64(hd)) {
+						t.Fatalf("f16 %v hd %d nq %d: score %d: %g, Go twin %g", f16, hd, nq, i, fast[i], slow[i])
+					}
+				}
+				// One head and one block at a time: the same bits.
+				for h := 0; h < nq; h++ {
+					for b := 0; b < nb; b++ {
+						one := make([]float32, TileBT)
+						sub := *kv
+						sub.Tab = kv.Tab[b : b+1]
+						AttnQK(q[h*hd:(h+1)*hd], 1, hd, &sub, 1, 0.125, one, TileBT)
+						for j, x := range one {
+							if y := fast[h*ostride+b*TileBT+j]; math.Float32bits(x) != math.Float32bits(y) {
+								t.Fatalf("f16 %v hd %d nq %d: head %d block %d key %d alone %g, with others %g", f16, hd, nq, h, b, j, x, y)
+							}
+						}
+					}
+				}
+				for _, cnt := range []int{1, 16, 37, nb * TileBT} {
+					pstride := nb*TileBT + 3
+					p := randF32(r, nq*pstride)
+					init := randF32(r, nq*hd)
+					fast := append([]float32(nil), init...)
+					AttnPV(p, pstride, nq, hd, kv, cnt, fast, hd)
+					slow := append([]float32(nil), init...)
+					attnPVGo(p, pstride, nq, hd, kv, cnt, slow, hd)
+					for i := range fast {
+						if d := math.Abs(float64(fast[i] - slow[i])); d > 1e-4*math.Sqrt(float64(cnt)) {
+							t.Fatalf("f16 %v hd %d nq %d cnt %d: output %d: %g, Go twin %g", f16, hd, nq, cnt, i, fast[i], slow[i])
+						}
+					}
+					for h := 0; h < nq; h++ {
+						one := append([]float32(nil), init[h*hd:(h+1)*hd]...)
+						AttnPV(p[h*pstride:], pstride, 1, hd, kv, cnt, one, hd)
+						for c, x := range one {
+							if y := fast[h*hd+c]; math.Float32bits(x) != math.Float32bits(y) {
+								t.Fatalf("f16 %v hd %d nq %d cnt %d: head %d col %d alone %g, with others %g", f16, hd, nq, cnt, h, c, x, y)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
