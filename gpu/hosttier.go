@@ -90,7 +90,7 @@ type memTier struct {
 	kv      KV
 	bb      int      // bytes per block
 	slots   [][]byte // nil from ready on
-	written []bool      // the slots Out has filled; the caller's goroutine only
+	written []bool   // the slots Out has filled; the caller's goroutine only
 
 	mu         sync.Mutex   // held while a slot is published (ensure: committed)
 	ready      atomic.Int64 // slots [0, ready) are allocated and committed
