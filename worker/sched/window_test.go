@@ -242,7 +242,8 @@ func TestWindowedAdmitsMore(t *testing.T) {
 	var ids [2][][]int32
 	for k, lay := range layouts {
 		s := newQueued(t, l, lay.cfg)
-		if got := s.BlockBytes() * int64(s.Blocks()); got != 42*6*16*2*32*4 {
+		elem, _ := l.Model.KVType().RowBytes(1) // bytes per cached value
+		if got := s.BlockBytes() * int64(s.Blocks()); got != 42*6*16*2*32*int64(elem) {
 			t.Fatalf("%s: an arena of %d bytes", lay.name, got)
 		}
 		maxDecoding, _ := watchPages(t, s)

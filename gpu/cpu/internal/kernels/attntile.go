@@ -57,15 +57,21 @@ func (r *KVRows) at(i int) (unsafe.Pointer, int) {
 	return unsafe.Pointer(&r.F32[i]), 4
 }
 
-// val returns value i of the arena as a float32.
-func (r *KVRows) val(i int) float32 {
-	if r.F16 != nil {
-		return f16Table[r.F16[i]]
+// row sets dst to the len(dst) values of the arena from value i, as
+// float32.
+func (r *KVRows) row(i int, dst []float32) {
+	if r.F16 == nil {
+		copy(dst, r.F32[i:])
+		return
 	}
-	return r.F32[i]
+	for j, h := range r.F16[i : i+len(dst)] {
+		dst[j] = f16Table[h]
+	}
 }
 
-func tileFast(bt int) bool { return bt == TileBT && wideOn() }
+// tileAsm reports whether the tile kernels run for blocks of bt: the
+// AVX-512 ones (wideOn) or their AVX2 twins, which compute the same bits.
+func tileAsm(bt int) bool { return bt == TileBT && useAsm }
 
 // AttnQK sets out[h·ostride + i·BT + j] = scale · q_h·K_{i,j} for the nq
 // query heads q_h = q[h·hd : (h+1)·hd], the nb blocks i of k (K regions)
@@ -78,25 +84,28 @@ func AttnQK(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []flo
 	}
 	k.check(nb, hd*k.BT)
 	_, _ = q[nq*hd-1], out[(nq-1)*ostride+nb*k.BT-1]
-	if !tileFast(k.BT) {
+	if !tileAsm(k.BT) {
 		attnQKGo(q, nq, hd, k, nb, scale, out, ostride)
 		return
 	}
 	base, size := k.at(k.Off)
-	_ = size
-	f16 := k.F16 != nil
+	f16, wide := k.F16 != nil, wideOn()
 	bb := k.BlockElems * size
+	w := 2 // heads and blocks per call
+	if wide {
+		w = 4
+	}
 	for i := 0; i < nb; {
 		step := 1
-		if nb-i >= 4 {
-			step = 4
+		if nb-i >= w {
+			step = w
 		}
 		h := 0
-		for ; h+4 <= nq; h += 4 {
-			qkCall(f16, 4, step, &q[h*hd], 4*hd, base, &k.Tab[i], bb, hd, &out[h*ostride+i*k.BT], 4*ostride, scale)
+		for ; h+w <= nq; h += w {
+			qkCall(wide, f16, w, step, &q[h*hd], 4*hd, base, &k.Tab[i], bb, hd, &out[h*ostride+i*k.BT], 4*ostride, scale)
 		}
 		for ; h < nq; h++ {
-			qkCall(f16, 1, step, &q[h*hd], 4*hd, base, &k.Tab[i], bb, hd, &out[h*ostride+i*k.BT], 4*ostride, scale)
+			qkCall(wide, f16, 1, step, &q[h*hd], 4*hd, base, &k.Tab[i], bb, hd, &out[h*ostride+i*k.BT], 4*ostride, scale)
 		}
 		i += step
 	}
@@ -104,17 +113,20 @@ func AttnQK(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []flo
 
 func attnQKGo(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []float32, ostride int) {
 	bt := k.BT
+	row := make([]float32, bt)
 	for i := 0; i < nb; i++ {
 		base := int(k.Tab[i])*k.BlockElems + k.Off
 		for h := 0; h < nq; h++ {
-			qh := q[h*hd : (h+1)*hd]
 			o := out[h*ostride+i*bt : h*ostride+(i+1)*bt]
-			for j := range o {
-				var s float32
-				for d, x := range qh {
-					s += x * k.val(base+d*bt+j)
+			clear(o)
+			for d, x := range q[h*hd : (h+1)*hd] {
+				k.row(base+d*bt, row)
+				for j, y := range row {
+					o[j] += x * y
 				}
-				o[j] = scale * s
+			}
+			for j := range o {
+				o[j] *= scale
 			}
 		}
 	}
@@ -132,21 +144,28 @@ func AttnPV(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32,
 	nb := (cnt + bt - 1) / bt
 	v.check(nb, (bt-1)*v.Stride+hd)
 	_, _ = p[(nq-1)*pstride+cnt-1], out[(nq-1)*ostride+hd-1]
-	if !tileFast(bt) || hd%64 != 0 {
+	// 64 columns a call with AVX-512 (four heads), 32 with AVX2 (two):
+	// the same bits.
+	wide := wideOn() && hd%64 == 0
+	if !tileAsm(bt) || hd%32 != 0 {
 		attnPVGo(p, pstride, nq, hd, v, cnt, out, ostride)
 		return
 	}
 	f16 := v.F16 != nil
+	w, cols := 2, 32
+	if wide {
+		w, cols = 4, 64
+	}
 	for i := 0; i < nb; i++ {
 		rows := min(bt, cnt-i*bt)
-		for c := 0; c < hd; c += 64 {
+		for c := 0; c < hd; c += cols {
 			vp, size := v.at(int(v.Tab[i])*v.BlockElems + v.Off + c)
 			h := 0
-			for ; h+4 <= nq; h += 4 {
-				pvCall(f16, 4, &p[h*pstride+i*bt], 4*pstride, vp, size*v.Stride, rows, &out[h*ostride+c], 4*ostride)
+			for ; h+w <= nq; h += w {
+				pvCall(wide, f16, w, &p[h*pstride+i*bt], 4*pstride, vp, size*v.Stride, rows, &out[h*ostride+c], 4*ostride)
 			}
 			for ; h < nq; h++ {
-				pvCall(f16, 1, &p[h*pstride+i*bt], 4*pstride, vp, size*v.Stride, rows, &out[h*ostride+c], 4*ostride)
+				pvCall(wide, f16, 1, &p[h*pstride+i*bt], 4*pstride, vp, size*v.Stride, rows, &out[h*ostride+c], 4*ostride)
 			}
 		}
 	}
@@ -154,13 +173,14 @@ func AttnPV(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32,
 
 func attnPVGo(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32, ostride int) {
 	bt := v.BT
+	row := make([]float32, hd)
 	for t := 0; t < cnt; t++ {
-		base := int(v.Tab[t/bt])*v.BlockElems + v.Off + (t%bt)*v.Stride
+		v.row(int(v.Tab[t/bt])*v.BlockElems+v.Off+(t%bt)*v.Stride, row)
 		for h := 0; h < nq; h++ {
 			w := p[h*pstride+t]
 			o := out[h*ostride : h*ostride+hd]
-			for c := range o {
-				o[c] += w * v.val(base+c)
+			for c, y := range row {
+				o[c] += w * y
 			}
 		}
 	}

@@ -43,36 +43,112 @@ func attnPVF16_4(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, ou
 //go:noescape
 func attnPVF16_1(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
 
-func qkCall(f16 bool, nh, nb int, q *float32, qstride int, k unsafe.Pointer, tab *int32, bb, hd int, out *float32, ostride int, scale float32) {
-	switch {
-	case !f16 && nh == 4 && nb == 4:
+//go:noescape
+func attnQKF32_2x2AVX2(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+
+//go:noescape
+func attnQKF32_1x2AVX2(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+
+//go:noescape
+func attnQKF32_2x1AVX2(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+
+//go:noescape
+func attnQKF32_1x1AVX2(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+
+//go:noescape
+func attnPVF32_2AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+
+//go:noescape
+func attnPVF32_1AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+
+//go:noescape
+func attnQKF16_2x2AVX2(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+
+//go:noescape
+func attnQKF16_1x2AVX2(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+
+//go:noescape
+func attnQKF16_2x1AVX2(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+
+//go:noescape
+func attnQKF16_1x1AVX2(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+
+//go:noescape
+func attnPVF16_2AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+
+//go:noescape
+func attnPVF16_1AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+
+// qkCall calls the AVX-512 (wide) or AVX2 QK kernel of nh heads and nb
+// blocks: 4 or 1 of each, or 2 or 1.
+func qkCall(wide, f16 bool, nh, nb int, q *float32, qstride int, k unsafe.Pointer, tab *int32, bb, hd int, out *float32, ostride int, scale float32) {
+	type shape struct {
+		wide, f16 bool
+		nh, nb    int
+	}
+	switch (shape{wide, f16, nh, nb}) {
+	case shape{true, false, 4, 4}:
 		attnQKF32_4x4(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case !f16 && nh == 1 && nb == 4:
+	case shape{true, false, 1, 4}:
 		attnQKF32_1x4(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case !f16 && nh == 4:
+	case shape{true, false, 4, 1}:
 		attnQKF32_4x1(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case !f16:
+	case shape{true, false, 1, 1}:
 		attnQKF32_1x1(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case nh == 4 && nb == 4:
+	case shape{true, true, 4, 4}:
 		attnQKF16_4x4(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case nh == 1 && nb == 4:
+	case shape{true, true, 1, 4}:
 		attnQKF16_1x4(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case nh == 4:
+	case shape{true, true, 4, 1}:
 		attnQKF16_4x1(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	default:
+	case shape{true, true, 1, 1}:
 		attnQKF16_1x1(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	case shape{false, false, 2, 2}:
+		attnQKF32_2x2AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	case shape{false, false, 1, 2}:
+		attnQKF32_1x2AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	case shape{false, false, 2, 1}:
+		attnQKF32_2x1AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	case shape{false, false, 1, 1}:
+		attnQKF32_1x1AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	case shape{false, true, 2, 2}:
+		attnQKF16_2x2AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	case shape{false, true, 1, 2}:
+		attnQKF16_1x2AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	case shape{false, true, 2, 1}:
+		attnQKF16_2x1AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	case shape{false, true, 1, 1}:
+		attnQKF16_1x1AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
+	default:
+		panic("kernels: no QK tile kernel of this shape")
 	}
 }
 
-func pvCall(f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
-	switch {
-	case !f16 && nh == 4:
+// pvCall calls the AVX-512 (wide: 64 columns, 4 or 1 heads) or AVX2 (32
+// columns, 2 or 1 heads) PV kernel.
+func pvCall(wide, f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
+	type shape struct {
+		wide, f16 bool
+		nh        int
+	}
+	switch (shape{wide, f16, nh}) {
+	case shape{true, false, 4}:
 		attnPVF32_4(p, pstride, v, vstride, cnt, out, ostride)
-	case !f16:
+	case shape{true, false, 1}:
 		attnPVF32_1(p, pstride, v, vstride, cnt, out, ostride)
-	case nh == 4:
+	case shape{true, true, 4}:
 		attnPVF16_4(p, pstride, v, vstride, cnt, out, ostride)
-	default:
+	case shape{true, true, 1}:
 		attnPVF16_1(p, pstride, v, vstride, cnt, out, ostride)
+	case shape{false, false, 2}:
+		attnPVF32_2AVX2(p, pstride, v, vstride, cnt, out, ostride)
+	case shape{false, false, 1}:
+		attnPVF32_1AVX2(p, pstride, v, vstride, cnt, out, ostride)
+	case shape{false, true, 2}:
+		attnPVF16_2AVX2(p, pstride, v, vstride, cnt, out, ostride)
+	case shape{false, true, 1}:
+		attnPVF16_1AVX2(p, pstride, v, vstride, cnt, out, ostride)
+	default:
+		panic("kernels: no PV tile kernel of this shape")
 	}
 }

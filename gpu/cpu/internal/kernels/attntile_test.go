@@ -55,6 +55,10 @@ func TestAttnTileKernels(t *testing.T) {
 				ostride := nb*TileBT + 5
 				fast := make([]float32, nq*ostride)
 				AttnQK(q, nq, hd, kv, nb, 0.125, fast, ostride)
+				// The AVX2 twins: the same bits.
+				avx2 := make([]float32, nq*ostride)
+				withWide(false, func() { AttnQK(q, nq, hd, kv, nb, 0.125, avx2, ostride) })
+				sameBits(t, "scores with the AVX2 kernels", avx2, fast)
 				slow := make([]float32, nq*ostride)
 				attnQKGo(q, nq, hd, kv, nb, 0.125, slow, ostride)
 				for i := range fast {
@@ -82,6 +86,9 @@ func TestAttnTileKernels(t *testing.T) {
 					init := randF32(r, nq*hd)
 					fast := append([]float32(nil), init...)
 					AttnPV(p, pstride, nq, hd, kv, cnt, fast, hd)
+					avx2 := append([]float32(nil), init...)
+					withWide(false, func() { AttnPV(p, pstride, nq, hd, kv, cnt, avx2, hd) })
+					sameBits(t, "outputs with the AVX2 kernels", avx2, fast)
 					slow := append([]float32(nil), init...)
 					attnPVGo(p, pstride, nq, hd, kv, cnt, slow, hd)
 					for i := range fast {
@@ -100,6 +107,15 @@ func TestAttnTileKernels(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: value %d is %g, want %g", what, i, got[i], want[i])
 		}
 	}
 }

@@ -20,8 +20,8 @@ type elem struct {
 	size int    // bytes per value
 }
 
-// load writes the instruction that loads 16 values at addr into a zmm
-// register as float32.
+// load writes the instruction that loads a register's worth of values at
+// addr (16 into a zmm register, 8 into a ymm one) as float32.
 func (e elem) load(addr, z string) string {
 	if e.size == 2 {
 		return fmt.Sprintf("\tVCVTPH2PS %s, %s\n", addr, z)
@@ -38,6 +38,12 @@ func main() {
 		}
 		for _, nh := range []int{4, 1} {
 			pv(&b, e, nh)
+		}
+		for _, s := range [][2]int{{2, 2}, {1, 2}, {2, 1}, {1, 1}} {
+			qkAVX2(&b, e, s[0], s[1])
+		}
+		for _, nh := range []int{2, 1} {
+			pvAVX2(&b, e, nh)
 		}
 	}
 	if err := os.WriteFile("attntile_amd64.s", b.Bytes(), 0o644); err != nil {
@@ -129,6 +135,92 @@ func pv(b *bytes.Buffer, e elem, nh int) {
 	for h := 0; h < nh; h++ {
 		for c := 0; c < 4; c++ {
 			fmt.Fprintf(b, "\tVMOVUPS Z%d, %d(R10)\n", 4*h+c, 64*c)
+		}
+		if h < nh-1 {
+			b.WriteString("\tADDQ R9, R10\n")
+		}
+	}
+	b.WriteString("\tVZEROUPPER\n\tRET\n")
+}
+
+// qkAVX2 writes attnQK<T>_<nh>x<nb>AVX2, attnQK's twin for AVX2: a block
+// row of 16 keys is two ymm registers, and each score is the same chain of
+// multiply-adds, so it has the AVX-512 kernel's bits.
+func qkAVX2(b *bytes.Buffer, e elem, nh, nb int) {
+	name := fmt.Sprintf("attnQK%s_%dx%dAVX2", e.name, nh, nb)
+	fmt.Fprintf(b, "\n// func %s(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-68\n", name)
+	b.WriteString("\tMOVQ q+0(FP), SI\n\tMOVQ qstride+8(FP), BX\n\tMOVQ tab+24(FP), DI\n\tMOVQ blockBytes+32(FP), AX\n\tMOVQ hd+40(FP), CX\n")
+	ptr := []string{"R8", "R9"}
+	for j := 0; j < nb; j++ {
+		fmt.Fprintf(b, "\tMOVLQSX %d(DI), %s\n\tIMULQ AX, %s\n\tADDQ k+16(FP), %s\n", 4*j, ptr[j], ptr[j], ptr[j])
+	}
+	for i := 0; i < 2*nh*nb; i++ {
+		fmt.Fprintf(b, "\tVXORPS Y%d, Y%d, Y%d\n", i, i, i)
+	}
+	b.WriteString("\tXORQ DX, DX\n")
+	fmt.Fprintf(b, "%s_loop:\n", name)
+	for j := 0; j < nb; j++ {
+		for k := 0; k < 2; k++ {
+			b.WriteString(e.load(fmt.Sprintf("%d(%s)(DX*1)", 8*e.size*k, ptr[j]), fmt.Sprintf("Y%d", 8+2*j+k)))
+		}
+	}
+	for h := 0; h < nh; h++ {
+		fmt.Fprintf(b, "\tVBROADCASTSS %s, Y%d\n", heads[h], 12+h)
+	}
+	for h := 0; h < nh; h++ {
+		for j := 0; j < 2*nb; j++ {
+			fmt.Fprintf(b, "\tVFMADD231PS Y%d, Y%d, Y%d\n", 8+j, 12+h, 2*nb*h+j)
+		}
+	}
+	fmt.Fprintf(b, "\tADDQ $4, SI\n\tADDQ $%d, DX\n\tDECQ CX\n\tJNZ %s_loop\n", 16*e.size, name)
+	b.WriteString("\tMOVQ out+48(FP), SI\n\tMOVQ ostride+56(FP), BX\n\tVBROADCASTSS scale+64(FP), Y14\n")
+	for h := 0; h < nh; h++ {
+		for j := 0; j < 2*nb; j++ {
+			y := 2*nb*h + j
+			fmt.Fprintf(b, "\tVMULPS Y14, Y%d, Y%d\n\tVMOVUPS Y%d, %d(SI)\n", y, y, y, 32*j)
+		}
+		if h < nh-1 {
+			b.WriteString("\tADDQ BX, SI\n")
+		}
+	}
+	b.WriteString("\tVZEROUPPER\n\tRET\n")
+}
+
+// pvAVX2 writes attnPV<T>_<nh>AVX2, attnPV's twin for AVX2 over 32 columns
+// of out per call (four ymm registers a head), each output the same chain
+// of multiply-adds as the AVX-512 kernel's.
+func pvAVX2(b *bytes.Buffer, e elem, nh int) {
+	name := fmt.Sprintf("attnPV%s_%dAVX2", e.name, nh)
+	fmt.Fprintf(b, "\n// func %s(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	b.WriteString("\tMOVQ p+0(FP), SI\n\tMOVQ pstride+8(FP), BX\n\tMOVQ v+16(FP), DI\n\tMOVQ vstride+24(FP), AX\n\tMOVQ cnt+32(FP), CX\n\tMOVQ out+40(FP), R8\n\tMOVQ ostride+48(FP), R9\n")
+	b.WriteString("\tMOVQ R8, R10\n")
+	for h := 0; h < nh; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVMOVUPS %d(R10), Y%d\n", 32*c, 4*h+c)
+		}
+		if h < nh-1 {
+			b.WriteString("\tADDQ R9, R10\n")
+		}
+	}
+	fmt.Fprintf(b, "%s_loop:\n", name)
+	for c := 0; c < 4; c++ {
+		b.WriteString(e.load(fmt.Sprintf("%d(DI)", 8*e.size*c), fmt.Sprintf("Y%d", 8+c)))
+	}
+	for h := 0; h < nh; h++ {
+		fmt.Fprintf(b, "\tVBROADCASTSS %s, Y%d\n", heads[h], 12+h)
+	}
+	for h := 0; h < nh; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVFMADD231PS Y%d, Y%d, Y%d\n", 8+c, 12+h, 4*h+c)
+		}
+	}
+	fmt.Fprintf(b, "\tADDQ $4, SI\n\tADDQ AX, DI\n\tDECQ CX\n\tJNZ %s_loop\n", name)
+	b.WriteString("\tMOVQ R8, R10\n")
+	for h := 0; h < nh; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVMOVUPS Y%d, %d(R10)\n", 4*h+c, 32*c)
 		}
 		if h < nh-1 {
 			b.WriteString("\tADDQ R9, R10\n")
