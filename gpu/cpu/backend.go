@@ -34,6 +34,8 @@ type Backend struct {
 	rope [2]ropeCache
 	// ropeLast is the configuration of the last RoPE call.
 	ropeLast gpu.RoPE
+	// halfRow is StoreKV's scratch row of an F16 arena.
+	halfRow []uint16
 }
 
 var _ gpu.ArchOps = (*Backend)(nil)
@@ -141,7 +143,11 @@ func (b *Backend) NewMatrix(t gpu.DType, rows, cols int, data []byte) (gpu.Matri
 	if t == gpu.F32 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 != 0 {
 		data = append([]byte(nil), data...) // the F32 kernels read floats in place
 	}
-	return &matrix{kernels.Weights{Type: t, Rows: rows, Cols: cols, Data: data}}, nil
+	w := kernels.Weights{Type: t, Rows: rows, Cols: cols, Data: data}
+	// Q8_0 weights are also kept packed for the VNNI kernel where the CPU
+	// has it (kernels.PackQ8_0): 6% more bytes than the file's, in memory.
+	w.Pack = kernels.PackQ8_0(&w)
+	return &matrix{w}, nil
 }
 
 // NewKV allocates the KV arena, of F32 or F16 values.

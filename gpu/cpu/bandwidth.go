@@ -44,3 +44,11 @@ func MemoryBandwidth(threads int) float64 {
 	_ = sink
 	return best
 }
+
+// Peak is one thread's most F32 and 8-bit integer multiply-adds per
+// second (kernels.Peak).
+type Peak = kernels.Peak
+
+// MeasurePeak measures the calling thread's Peak in about a third of a
+// second: the best of several runs of FMA and VPDPBUSD loops.
+func MeasurePeak() Peak { return kernels.MeasurePeak() }

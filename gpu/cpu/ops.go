@@ -6,7 +6,6 @@ import (
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
-	"github.com/zerolayer/zerolayer/gpu/quant"
 )
 
 // Embed copies (dequantizing) rows of the table.
@@ -231,6 +230,14 @@ func kvSlot(kv *kvArena, bt *gpu.Batch, s int, layer int, pos int32) (base, slot
 	return blk*kv.be + layer*2*c.BlockTokens*c.KVDim, int(pos) % c.BlockTokens
 }
 
+// half returns the backend's scratch row of n binary16 values.
+func (b *Backend) half(n int) []uint16 {
+	if cap(b.halfRow) < n {
+		b.halfRow = make([]uint16, n)
+	}
+	return b.halfRow[:n]
+}
+
 // StoreKV writes k and v rows into their cache slots: a K row as a column
 // of the block's transposed K, a V row as a row, converted to the arena's
 // type.
@@ -247,13 +254,13 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 		kr, vr := kt.data[i*n:(i+1)*n], vt.data[i*n:(i+1)*n]
 		vo := base + btk*n + j*n
 		if kv.f16 != nil {
+			kh := b.half(n)
+			kernels.ToHalf(kh, kr)
 			ks := kv.f16[base+j : base+(n-1)*btk+j+1]
-			for cc, x := range kr {
-				ks[cc*btk] = quant.Float32ToFP16(x)
+			for cc, x := range kh {
+				ks[cc*btk] = x
 			}
-			for cc, x := range vr {
-				kv.f16[vo+cc] = quant.Float32ToFP16(x)
-			}
+			kernels.ToHalf(kv.f16[vo:vo+n], vr)
 			continue
 		}
 		ks := kv.f32[base+j : base+(n-1)*btk+j+1]

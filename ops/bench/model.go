@@ -114,6 +114,12 @@ type Row struct {
 	Test        string  `json:"test"`    // pp512, tg128, batch16
 	Batch       int     `json:"batch"`
 	TokensPerS  float64 `json:"tokens_per_s"`
+	// PeakOf is, for a prompt test, the weights' multiply-adds per second
+	// (parameters outside the embedding × tokens/s, attention left out)
+	// against the thread count times one thread's peak: the 8-bit integer
+	// peak for the types whose products run in 8 bits, the F32 peak for
+	// F32, F16 and BF16.
+	PeakOf      float64 `json:"fraction_of_peak,omitempty"`
 	WeightGBps  float64 `json:"weight_gb_per_s,omitempty"`
 	BandwidthOf float64 `json:"fraction_of_bandwidth,omitempty"`
 }
@@ -123,6 +129,8 @@ type ModelResults struct {
 	// Bandwidth is the machine's memory bandwidth in bytes per second by
 	// thread count.
 	Bandwidth map[int]float64 `json:"bandwidth_bytes_per_s"`
+	// Peak is one thread's most multiply-adds per second (cpu.MeasurePeak).
+	Peak cpu.Peak `json:"peak_per_thread"`
 	// Rows are the measurements, by target, thread count and test.
 	Rows []Row `json:"results"`
 }
@@ -139,6 +147,10 @@ func Models(ctx context.Context, cfg ModelConfig) (*ModelResults, error) {
 	res := &ModelResults{Bandwidth: map[int]float64{}}
 	was := cpu.SetWideKernels(true)
 	defer cpu.SetWideKernels(was)
+	if cfg.PromptTokens > 0 {
+		res.Peak = cpu.MeasurePeak()
+		fmt.Fprintf(cfg.Progress, "peak, 1 thread: %.1f G F32 multiply-adds/s, %.1f G int8 multiply-adds/s\n", res.Peak.F32/1e9, res.Peak.Int8/1e9)
+	}
 	for _, t := range cfg.Targets {
 		for _, th := range cfg.Threads {
 			if _, ok := res.Bandwidth[th]; !ok {
@@ -155,7 +167,7 @@ func Models(ctx context.Context, cfg ModelConfig) (*ModelResults, error) {
 					}
 				}
 				for _, kt := range kvTypes {
-					rows, err := measureModel(ctx, cfg, t, th, res.Bandwidth[th], kt)
+					rows, err := measureModel(ctx, cfg, t, th, res.Bandwidth[th], kt, res.Peak)
 					if err != nil {
 						return nil, err
 					}
@@ -189,7 +201,7 @@ func (r *ModelResults) WriteTable(w io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\ttype\tparams\tthreads\tkernels\tkv\ttest\ttok/s\tvs avx2\tweights GB/s\t% of bandwidth\t")
+	fmt.Fprintln(tw, "model\ttype\tparams\tthreads\tkernels\tkv\ttest\ttok/s\tvs avx2\t% of peak\tweights GB/s\t% of bandwidth\t")
 	for _, r := range r.Rows {
 		gb, frac, ratio := "", "", ""
 		if r.WeightGBps > 0 {
@@ -198,7 +210,11 @@ func (r *ModelResults) WriteTable(w io.Writer) error {
 		if b := avx2[key{r.Model, r.Type, r.Test, r.KV, r.Threads}]; b > 0 && r.Kernels != "avx2" {
 			ratio = fmt.Sprintf("%.2f×", r.TokensPerS/b)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1fM\t%d\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t\n", r.Model, r.Type, float64(r.Params)/1e6, r.Threads, r.Kernels, r.KV, r.Test, r.TokensPerS, ratio, gb, frac)
+		pk := ""
+		if r.PeakOf > 0 {
+			pk = fmt.Sprintf("%.0f%%", 100*r.PeakOf)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1fM\t%d\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", r.Model, r.Type, float64(r.Params)/1e6, r.Threads, r.Kernels, r.KV, r.Test, r.TokensPerS, ratio, pk, gb, frac)
 	}
 	return tw.Flush()
 }
@@ -244,7 +260,7 @@ func WriteSyntheticMix(dir, shape, mix string, progress io.Writer) (Target, erro
 
 // measureModel measures one target at one thread count with KV cache type
 // kvType (nil: the backend's default).
-func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, bandwidth float64, kvType *gpu.DType) ([]Row, error) {
+func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, bandwidth float64, kvType *gpu.DType, peak cpu.Peak) ([]Row, error) {
 	f, err := gguf.Open(t.Path)
 	if err != nil {
 		return nil, err
@@ -290,6 +306,14 @@ func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, b
 		}
 		row := base
 		row.Test, row.Batch, row.TokensPerS = fmt.Sprintf("pp%d", pp), pp, float64(pp)/d.Seconds()
+		p := peak.Int8
+		switch m.Type() {
+		case gpu.F32, gpu.F16, gpu.BF16:
+			p = peak.F32
+		}
+		if p > 0 {
+			row.PeakOf = row.TokensPerS * float64(m.MatMulParams()) / (p * float64(threads))
+		}
 		rows = append(rows, row)
 	}
 	wb := float64(m.WeightBytes())

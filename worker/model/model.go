@@ -129,6 +129,23 @@ func (m *Model) WeightBytes() int64 {
 	return n
 }
 
+// MatMulParams returns the number of weights the matrix multiplies of one
+// token read: every layer's projections and the output matrix (not the
+// embedding table, which is looked up). Each is one multiply-add a token.
+func (m *Model) MatMulParams() int64 {
+	n := int64(m.output.Rows()) * int64(m.output.Cols())
+	for _, l := range m.layers {
+		for _, w := range []gpu.Matrix{l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down} {
+			n += int64(w.Rows()) * int64(w.Cols())
+		}
+	}
+	return n
+}
+
+// Type returns the storage type of the first layer's query projection:
+// the type a file is named by (a mixed file keeps others beside it).
+func (m *Model) Type() gpu.DType { return m.layers[0].wq.DType() }
+
 // NewKV allocates a KV arena of the given number of blocks for this model,
 // of its KV type.
 func (m *Model) NewKV(blocks, blockTokens int) (gpu.KV, error) {

@@ -152,3 +152,48 @@ func pvCall(wide, f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, v
 		panic("kernels: no PV tile kernel of this shape")
 	}
 }
+
+//go:noescape
+func toHalfAVX2(dst *uint16, src *float32, n int)
+
+func fmaLoopAVX512(n int)
+
+func vnniLoopAVX512(n int)
+
+func fmaLoopAVX2(n int)
+
+//go:noescape
+func dotQ8P1VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ8P2VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ8P3VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ8P4VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ8P5VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ8P6VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+// dotQ8P calls the packed Q8_0 kernel of rows activation rows (1 to 6).
+func dotQ8P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
+	switch rows {
+	case 1:
+		dotQ8P1VNNI(w, nb, x, xstride, meta, mstride, out)
+	case 2:
+		dotQ8P2VNNI(w, nb, x, xstride, meta, mstride, out)
+	case 3:
+		dotQ8P3VNNI(w, nb, x, xstride, meta, mstride, out)
+	case 4:
+		dotQ8P4VNNI(w, nb, x, xstride, meta, mstride, out)
+	case 5:
+		dotQ8P5VNNI(w, nb, x, xstride, meta, mstride, out)
+	default:
+		dotQ8P6VNNI(w, nb, x, xstride, meta, mstride, out)
+	}
+}

@@ -119,3 +119,22 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 		}
 	}
 }
+
+// TestToHalf checks the F16C conversion against quant.Float32ToFP16 on
+// random values, both rounding ties, subnormals, overflow, infinities and
+// NaN.
+func TestToHalf(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	src := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 65504, 65520, 1e6, -1e6, 6e-8, 3e-8, 1e-10,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1 + 1.0/2048, 1 + 3.0/2048, 5.96e-8, 6.1e-5}
+	for range 100_000 {
+		src = append(src, math.Float32frombits(r.Uint32()))
+	}
+	got := make([]uint16, len(src))
+	ToHalf(got, src)
+	for i, x := range src {
+		if want := quant.Float32ToFP16(x); got[i] != want {
+			t.Fatalf("%g (%#x): %#x, want %#x", x, math.Float32bits(x), got[i], want)
+		}
+	}
+}

@@ -132,3 +132,12 @@ func qkCall(wide, f16 bool, nh, nb int, q *float32, qstride int, k unsafe.Pointe
 func pvCall(wide, f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
 	panic(noAsm)
 }
+
+func toHalfAVX2(dst *uint16, src *float32, n int) { panic(noAsm) }
+func fmaLoopAVX512(n int)                         { panic(noAsm) }
+func vnniLoopAVX512(n int)                        { panic(noAsm) }
+func fmaLoopAVX2(n int)                           { panic(noAsm) }
+
+func dotQ8P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
+	panic(noAsm)
+}

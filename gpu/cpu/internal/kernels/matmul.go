@@ -14,6 +14,9 @@ type Weights struct {
 	Type       gpu.DType
 	Rows, Cols int
 	Data       []byte
+	// Pack, when set, is Data repacked for the VNNI kernel (PackQ8_0),
+	// which then multiplies every row.
+	Pack []byte
 }
 
 func (w *Weights) rowBytes() int {
@@ -72,6 +75,7 @@ type planKey struct {
 	t          gpu.DType
 	rows, cols int
 	bucket     int
+	packed     bool
 }
 
 // plan is how MatMul runs one shape: the work is cut into tasks of
@@ -138,7 +142,11 @@ func choosePlan(k planKey, threads int) plan {
 		// kernels see long runs of weight rows.
 		p.rowBlock = k.rows
 	}
-	if wr := wideRows(k.t, k.cols); p.x4 && wr > 0 && p.rowBlock > wr && p.rowBlock < k.rows {
+	if k.packed {
+		if p.rowBlock < k.rows {
+			p.rowBlock = max(q8Group, p.rowBlock-p.rowBlock%q8Group) // whole packed groups
+		}
+	} else if wr := wideRows(k.t, k.cols); p.x4 && wr > 0 && p.rowBlock > wr && p.rowBlock < k.rows {
 		p.rowBlock -= p.rowBlock % wr // whole wide tiles
 	} else if p.x4 && isFloat(k.t) && p.rowBlock > 3 && p.rowBlock < k.rows {
 		p.rowBlock -= p.rowBlock % 3 // whole 4×3 tiles
@@ -167,7 +175,8 @@ type MatMul struct {
 	rb         int
 	w          []byte
 	p          plan
-	wr         int // weight rows of the wide kernels (wideRows), 0: none
+	wr         int    // weight rows of the wide kernels (wideRows), 0: none
+	pack       []byte // the packed weights (PackQ8_0), nil: none
 	nxb        int
 	task       func(lo, hi int)
 	quantTask  func(lo, hi int)
@@ -175,6 +184,7 @@ type MatMul struct {
 	// Activation scratch.
 	aq  []int8
 	ad  []float32
+	am  []q8Meta // with pack
 	ap  []pairQ4
 	akb []blockQ8K
 }
@@ -203,11 +213,15 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 	}
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
-	key := planKey{w.Type, w.Rows, w.Cols, mBucket(M)}
+	packed := w.Pack != nil && packOn()
+	key := planKey{w.Type, w.Rows, w.Cols, mBucket(M), packed}
 	p := mm.plan(key)
 	mm.t, mm.dst, mm.x, mm.m = w.Type, dst, x, M
 	mm.rows, mm.cols, mm.rb, mm.w, mm.p = w.Rows, w.Cols, rb, w.Data, p
-	mm.wr = 0
+	mm.wr, mm.pack = 0, nil
+	if packed {
+		mm.pack = w.Pack
+	}
 	if p.x4 {
 		mm.wr = wideRows(w.Type, w.Cols)
 	}
@@ -226,7 +240,7 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 	} else {
 		mm.pool.For(nwb*mm.nxb, mm.task)
 	}
-	mm.dst, mm.x, mm.w = nil, nil, nil
+	mm.dst, mm.x, mm.w, mm.pack = nil, nil, nil, nil
 }
 
 // plan returns the plan for key: from a small direct-mapped cache in front
@@ -257,6 +271,12 @@ func (mm *MatMul) quantize() {
 			mm.ad = make([]float32, M*K/qk8)
 		}
 		mm.aq, mm.ad = mm.aq[:M*K], mm.ad[:M*K/qk8]
+		if mm.pack != nil {
+			if cap(mm.am) < M*K/qk8 {
+				mm.am = make([]q8Meta, M*K/qk8)
+			}
+			mm.am = mm.am[:M*K/qk8]
+		}
 	case actQ4:
 		if cap(mm.ap) < M*q4Pairs(K) {
 			mm.ap = make([]pairQ4, M*q4Pairs(K))
@@ -284,6 +304,9 @@ func (mm *MatMul) quantRows(lo, hi int) {
 		switch actKind(mm.t) {
 		case actQ8:
 			quantizeQ8_0(x, mm.aq[m*K:(m+1)*K], mm.ad[m*K/qk8:(m+1)*K/qk8])
+			if mm.pack != nil {
+				q8Metas(mm.aq[m*K:(m+1)*K], mm.ad[m*K/qk8:(m+1)*K/qk8], mm.am[m*K/qk8:(m+1)*K/qk8])
+			}
 		case actQ4:
 			np := q4Pairs(K)
 			quantizeQ4Pairs(x, mm.ap[m*np:(m+1)*np])
@@ -315,6 +338,10 @@ func (mm *MatMul) runTasks(lo, hi int) {
 // (or the single-row kernels). They sum each dot product in the same
 // order, so that a row's result does not depend on the batch around it.
 func (mm *MatMul) tile(r0, r1, m0, m1 int) {
+	if mm.pack != nil {
+		mm.tilePacked(r0, r1, m0, m1)
+		return
+	}
 	m4 := m0
 	if mm.p.x4 {
 		m4 = m0 + (m1-m0)&^3

@@ -1,0 +1,106 @@
+package kernels
+
+//go:generate go run ./q8gen
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/zerolayer/zerolayer/gpu"
+)
+
+// The packed Q8_0 matrix multiply. At load, a Q8_0 matrix is repacked for
+// the AVX512-VNNI kernel (PackQ8_0): its rows in groups of 16, each block
+// of 32 columns of a group stored as 8 quads × 16 rows of 4 weights (so one
+// 512-bit register holds the same 4 columns of 16 rows), biased to
+// unsigned (w + 128), followed by the 16 rows' scales as float32. The
+// kernel broadcasts 4 activation values at a time against such a register:
+// VPDPBUSD does 64 multiply-adds for 16 outputs with no reduction across
+// lanes, and a block's integer sum is scaled once for 16 outputs, where
+// the row-major kernels scale it per output. The bias is taken back with
+// −128 × the block's activation sum, computed when the activations are
+// quantized.
+
+const (
+	q8Group     = 16                      // weight rows per packed group
+	q8PackBlock = 8*q8Group*4 + 4*q8Group // bytes per block of a group: 576
+	q8MaxRows   = 6                       // activation rows per kernel call
+)
+
+// q8Meta is an activation block's scale and bias correction.
+type q8Meta struct {
+	d float32
+	c int32 // −128 × the sum of the block's quantized values
+}
+
+// packOn reports whether Q8_0 matrices are packed: AVX512-VNNI with the
+// wide kernels on.
+func packOn() bool { return wideOn() && hasVNNI }
+
+// PackQ8_0 returns w's rows packed for the VNNI kernel, or nil where it
+// does not run (no AVX512-VNNI, another type). The result takes about
+// 1.06 times w's bytes; w is kept for what reads rows (embedding lookups,
+// the other kernel paths).
+func PackQ8_0(w *Weights) []byte {
+	if w.Type != gpu.Q8_0 || !useAsm || !hasVNNI || w.Cols%qk8 != 0 || w.Rows == 0 {
+		return nil
+	}
+	nb, rb := w.Cols/qk8, w.rowBytes()
+	groups := (w.Rows + q8Group - 1) / q8Group
+	p := make([]byte, groups*nb*q8PackBlock)
+	for g := 0; g < groups; g++ {
+		for b := 0; b < nb; b++ {
+			dst := p[(g*nb+b)*q8PackBlock:][:q8PackBlock]
+			for j := 0; j < q8Group; j++ {
+				r := g*q8Group + j
+				if r >= w.Rows {
+					for q := 0; q < 8; q++ { // padding rows: zero weights
+						copy(dst[q*64+4*j:q*64+4*j+4], []byte{0x80, 0x80, 0x80, 0x80})
+					}
+					continue
+				}
+				blk := w.Data[r*rb+b*34:][:34]
+				for q := 0; q < 8; q++ {
+					for k := 0; k < 4; k++ {
+						dst[q*64+4*j+k] = blk[2+4*q+k] ^ 0x80
+					}
+				}
+				d := f16Table[binary.LittleEndian.Uint16(blk)]
+				binary.LittleEndian.PutUint32(dst[512+4*j:], math.Float32bits(d))
+			}
+		}
+	}
+	return p
+}
+
+// q8Metas fills meta for activation rows quantized to qs (nb blocks each)
+// with scales d.
+func q8Metas(qs []int8, d []float32, meta []q8Meta) {
+	for b := range meta {
+		var s int32
+		for _, v := range qs[b*qk8 : (b+1)*qk8] {
+			s += int32(v)
+		}
+		meta[b] = q8Meta{d: d[b], c: -128 * s}
+	}
+}
+
+// tilePacked computes dst rows m0..m1, columns r0..r1 (r0 a multiple of
+// 16) from the packed weights, every activation row through the same
+// kernel operations.
+func (mm *MatMul) tilePacked(r0, r1, m0, m1 int) {
+	var o [q8MaxRows * q8Group]float32
+	K, N := mm.cols, mm.rows
+	nb := K / qk8
+	for g := r0 / q8Group; g*q8Group < r1; g++ {
+		w := mm.pack[g*nb*q8PackBlock:]
+		cols := min(q8Group, r1-g*q8Group)
+		for m := m0; m < m1; m += q8MaxRows {
+			rows := min(q8MaxRows, m1-m)
+			dotQ8P(rows, &w[0], nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
+			for i := 0; i < rows; i++ {
+				copy(mm.dst[(m+i)*N+g*q8Group:][:cols], o[i*q8Group:])
+			}
+		}
+	}
+}
