@@ -197,3 +197,39 @@ func dotQ8P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstri
 		dotQ8P6VNNI(w, nb, x, xstride, meta, mstride, out)
 	}
 }
+
+//go:noescape
+func dotQ4P1VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ4P2VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ4P3VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ4P4VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ4P5VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ4P6VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+// dotQ4P calls the packed Q4_0 kernel of rows activation rows (1 to 6).
+func dotQ4P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
+	switch rows {
+	case 1:
+		dotQ4P1VNNI(w, nb, x, xstride, meta, mstride, out)
+	case 2:
+		dotQ4P2VNNI(w, nb, x, xstride, meta, mstride, out)
+	case 3:
+		dotQ4P3VNNI(w, nb, x, xstride, meta, mstride, out)
+	case 4:
+		dotQ4P4VNNI(w, nb, x, xstride, meta, mstride, out)
+	case 5:
+		dotQ4P5VNNI(w, nb, x, xstride, meta, mstride, out)
+	default:
+		dotQ4P6VNNI(w, nb, x, xstride, meta, mstride, out)
+	}
+}

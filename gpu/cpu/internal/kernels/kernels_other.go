@@ -141,3 +141,7 @@ func fmaLoopAVX2(n int)                           { panic(noAsm) }
 func dotQ8P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
 	panic(noAsm)
 }
+
+func dotQ4P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
+	panic(noAsm)
+}

@@ -55,6 +55,15 @@ func actKind(t gpu.DType) int {
 	return actF32
 }
 
+// actKind is the activation quantization of the current call: Q8_0 blocks
+// for the packed kernels, else the weight type's (actKind).
+func (mm *MatMul) actKind() int {
+	if mm.pack != nil {
+		return actQ8
+	}
+	return actKind(mm.t)
+}
+
 // actRowBytes is the size of one activation row of n elements.
 func actRowBytes(t gpu.DType, n int) int {
 	switch actKind(t) {
@@ -264,7 +273,7 @@ func (mm *MatMul) plan(key planKey) plan {
 // quantize fills the activation scratch for the current call.
 func (mm *MatMul) quantize() {
 	M, K := mm.m, mm.cols
-	switch actKind(mm.t) {
+	switch mm.actKind() {
 	case actQ8:
 		if cap(mm.aq) < M*K {
 			mm.aq = make([]int8, M*K)
@@ -301,11 +310,11 @@ func (mm *MatMul) quantRows(lo, hi int) {
 	K := mm.cols
 	for m := lo; m < hi; m++ {
 		x := mm.x[m*K : (m+1)*K]
-		switch actKind(mm.t) {
+		switch mm.actKind() {
 		case actQ8:
 			quantizeQ8_0(x, mm.aq[m*K:(m+1)*K], mm.ad[m*K/qk8:(m+1)*K/qk8])
 			if mm.pack != nil {
-				q8Metas(mm.aq[m*K:(m+1)*K], mm.ad[m*K/qk8:(m+1)*K/qk8], mm.am[m*K/qk8:(m+1)*K/qk8])
+				q8Metas(mm.aq[m*K:(m+1)*K], mm.ad[m*K/qk8:(m+1)*K/qk8], mm.am[m*K/qk8:(m+1)*K/qk8], packBias(mm.t))
 			}
 		case actQ4:
 			np := q4Pairs(K)
