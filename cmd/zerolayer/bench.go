@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,8 @@ func runBench(ctx context.Context, args []string) error {
 	batches := fs.String("batch", "", "batch sizes for aggregate decode throughput, e.g. 1,4,16")
 	kernelList := fs.String("kernels", "", "CPU kernels to measure each model with, in turn (comma-separated): best (the AVX-512 tile kernels where the CPU has them) or avx2 (without them); e.g. avx2,best for the ratio (default: --cpu-kernels)")
 	reps := fs.Int("reps", 3, "repetitions per test; the best is reported")
+	depth := fs.Int("depth", 0, "the generation test decodes after this many tokens of context (llama-bench -d)")
+	kvTypeList := fs.String("kv-type", "", "KV cache types to measure each model with, in turn (comma-separated: f16, f32; default: the backend's, F16 on the CPU)")
 	format := fs.String("format", "table", "output: table or json")
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
 	withLimits := fs.Bool("with-limits", false, "with --pipeline: give the bench tenant limits too high to refuse anything, so every job is checked at submit and at the worker (compare with and without)")
@@ -51,6 +54,9 @@ func runBench(ctx context.Context, args []string) error {
 	wJobs := fs.Int("jobs", 12, "with --windows: jobs, all submitted at once")
 	wPrompt := fs.Int("prompt", 2048, "with --windows: prompt tokens of each job")
 	wNew := fs.Int("new", 128, "with --windows: new tokens of each job")
+	documents := fs.Bool("documents", false, "instead: a document workload through a dev stack's HTTP gateway on --model or the generated 134M Q8_0 model: --docs synthetic documents of --doc-tokens tokens, each a streamed chat completion with the same instruction first and its answer constrained to a JSON schema, at each --concurrency level (default 8), and with --peer the same documents to that server after the stack; reports documents/hour, tokens/s, TTFT, time per document, failures by code, KV and preemptions per document (uses the first of --threads; --tokens sets max_tokens, default 256)")
+	docs := fs.Int("docs", 200, "with --documents: number of documents, all sent at every level")
+	docTokens := fs.String("doc-tokens", "1000-4000", "with --documents: MIN-MAX length of a document in the model's tokens")
 	var sf schedFlags
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -102,6 +108,43 @@ func runBench(ctx context.Context, args []string) error {
 			_, err := bench.Serve(ctx, st, cfg, stdout)
 			return err
 		})
+	case *documents:
+		cfg := bench.DocumentsConfig{Docs: *docs, Peer: *servePeer, Progress: os.Stderr}
+		lo, hi, ok := strings.Cut(*docTokens, "-")
+		if cfg.MinTokens, err = strconv.Atoi(strings.TrimSpace(lo)); err != nil || !ok {
+			return usagef("--doc-tokens %q: want MIN-MAX, e.g. 1000-4000", *docTokens)
+		}
+		if cfg.MaxTokens, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || cfg.MinTokens <= 0 || cfg.MaxTokens < cfg.MinTokens {
+			return usagef("--doc-tokens %q: want MIN-MAX with 1 ≤ MIN ≤ MAX, e.g. 1000-4000", *docTokens)
+		}
+		if *docs <= 0 {
+			return usagef("--docs %d: want 1 or more", *docs)
+		}
+		if *format != "table" && *format != "json" {
+			return usagef("--format %q: want table or json", *format)
+		}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "concurrency":
+				cfg.Concurrency, err = intList(*concurrency)
+			case "tokens":
+				cfg.AnswerTokens = *serveTokens
+			}
+		})
+		if err != nil {
+			return usagef("--concurrency: %v", err)
+		}
+		report := io.Writer(stdout)
+		if *format == "json" {
+			report = os.Stderr
+		}
+		return benchOnStack(ctx, stackOpts{kind: "documents", model: *modelName, gen134M: true, http: true}, threads[0], &sf, func(st *devstack.Stack) error {
+			res, err := bench.Documents(ctx, st, cfg, report)
+			if err == nil && *format == "json" {
+				err = res.WriteJSON(stdout)
+			}
+			return err
+		})
 	case *gatewayN > 0:
 		return benchOnStack(ctx, stackOpts{kind: "gateway", model: *modelName, http: true}, threads[0], &sf, func(st *devstack.Stack) error {
 			_, err := bench.Gateway(ctx, st, bench.GatewayConfig{Requests: *gatewayN}, stdout)
@@ -117,7 +160,16 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("--batch: %v", err)
 	}
-	cfg := bench.ModelConfig{Threads: threads, PromptTokens: *pp, GenTokens: *tg, Batches: bs, Reps: *reps, Progress: os.Stderr}
+	cfg := bench.ModelConfig{Threads: threads, PromptTokens: *pp, GenTokens: *tg, Batches: bs, Depth: *depth, Reps: *reps, Progress: os.Stderr}
+	for _, k := range strings.Split(*kvTypeList, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			t, err := gpu.ParseDType(k)
+			if err != nil {
+				return usagef("--kv-type %q: %v", k, err)
+			}
+			cfg.KVTypes = append(cfg.KVTypes, t)
+		}
+	}
 	if *kernelList == "" {
 		*kernelList = sf.cpuKernels
 	}

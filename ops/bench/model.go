@@ -105,15 +105,15 @@ func (c ModelConfig) validate() error {
 
 // Row is one measurement.
 type Row struct {
-	Model       string  `json:"model"`
-	Type        string  `json:"type"`
-	Params      int64   `json:"params"`
-	Threads     int     `json:"threads"`
-	Kernels     string  `json:"kernels"` // the CPU kernel paths that ran
-	KV          string  `json:"kv_type"` // the KV cache type
-	Test        string  `json:"test"`    // pp512, tg128, batch16
-	Batch       int     `json:"batch"`
-	TokensPerS  float64 `json:"tokens_per_s"`
+	Model      string  `json:"model"`
+	Type       string  `json:"type"`
+	Params     int64   `json:"params"`
+	Threads    int     `json:"threads"`
+	Kernels    string  `json:"kernels"` // the CPU kernel paths that ran
+	KV         string  `json:"kv_type"` // the KV cache type
+	Test       string  `json:"test"`    // pp512, tg128, batch16
+	Batch      int     `json:"batch"`
+	TokensPerS float64 `json:"tokens_per_s"`
 	// PeakOf is, for a prompt test, the weights' multiply-adds per second
 	// (parameters outside the embedding × tokens/s, attention left out)
 	// against the thread count times one thread's peak: the 8-bit integer
