@@ -85,15 +85,6 @@ func sumExpAVX2(dst, x *float32, n int, m, scale float32) float64
 //go:noescape
 func siluMulAVX2(dst, gate, up *float32, n int)
 
-// Attention kernels over the paged cache (attn_amd64.s); hd is a multiple
-// of 8, bbytes and kstride are bytes.
-
-//go:noescape
-func attnScoresAVX2(q *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32, scale float32)
-
-//go:noescape
-func attnValuesAVX2(p *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32)
-
 // The 4×3 tile kernels: four activation rows (stride xstride bytes) by
 // three weight rows (stride wstride bytes); out[3i+j] is x row i · w row j.
 

@@ -40,14 +40,6 @@ func firstEqAVX2(x *float32, n int, m float32) int                              
 func sumExpAVX2(dst, x *float32, n int, m, scale float32) float64                  { panic(noAsm) }
 func siluMulAVX2(dst, gate, up *float32, n int)                                    { panic(noAsm) }
 
-func attnScoresAVX2(q *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32, scale float32) {
-	panic(noAsm)
-}
-
-func attnValuesAVX2(p *float32, nq, hd int, kv *float32, tab *int32, n, bt, bbytes, kstride int, out *float32) {
-	panic(noAsm)
-}
-
 func dotF32x4x3AVX2(x *float32, xstride int, w *float32, wstride, n int, out *[12]float32) {
 	panic(noAsm)
 }
@@ -90,14 +82,6 @@ func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *
 }
 
 func dotF32x4x8PartAVX512(x *float32, xstride int, w *float32, wstride, n int, acc *[256]float32, out *[32]float32, mode int) {
-	panic(noAsm)
-}
-
-func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32) {
-	panic(noAsm)
-}
-
-func attnScores2AVX512(q *float32, qstride int, k *float32, kstride, hd, n int, out *float32, ostride int, scale float32) {
 	panic(noAsm)
 }
 

@@ -303,68 +303,6 @@ func TestSiLUMul(t *testing.T) {
 	}
 }
 
-// The paged attention kernels agree with the row kernels walked block by
-// block in Go.
-func TestAttnPagedMatchesRows(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 10))
-	for _, hd := range []int{8, 16, 64, 12} {
-		for _, bt := range []int{1, 5, 16} {
-			for _, n := range []int{1, 4, 7, 8, 9, 16, 17, 33, 100} {
-				for _, nq := range []int{1, 2, 3} {
-					const kvHeads = 3
-					stride := kvHeads * hd
-					nb := (n + bt - 1) / bt
-					blocks := nb + 3
-					bf := 2*bt*stride + 8
-					data := randFloats(r, blocks*bf)
-					tab := make([]int32, nb)
-					for i, j := range r.Perm(blocks)[:nb] {
-						tab[i] = int32(j)
-					}
-					pg := &Paged{Data: data, Tab: tab, BlockFloats: bf, Off: 5 + hd, BT: bt, Stride: stride}
-					q := randFloats(r, nq*hd)
-					row := func(t int) []float32 {
-						o := int(tab[t/bt])*bf + pg.Off + (t%bt)*stride
-						return data[o : o+hd]
-					}
-					for _, asm := range []bool{true, false} {
-						if asm && !useAsm {
-							continue
-						}
-						sc := make([]float32, nq*n)
-						withAsm(asm, func() { AttnScores(q, nq, hd, pg, n, 0.5, sc) })
-						for h := 0; h < nq; h++ {
-							for tt := 0; tt < n; tt++ {
-								k := row(tt)
-								want := 0.5 * dotF32Go(q[h*hd:(h+1)*hd], k)
-								if !closeTo(sc[h*n+tt], want, 0.5*absDot(q[h*hd:(h+1)*hd], k), 1e-6) {
-									t.Fatalf("scores hd=%d bt=%d n=%d nq=%d asm=%v: [%d,%d] = %g, want %g", hd, bt, n, nq, asm, h, tt, sc[h*n+tt], want)
-								}
-							}
-						}
-						out := randFloats(r, nq*hd)
-						base := append([]float32(nil), out...)
-						withAsm(asm, func() { AttnValues(sc, nq, hd, pg, n, out) })
-						for h := 0; h < nq; h++ {
-							for i := 0; i < hd; i++ {
-								want, s := float64(base[h*hd+i]), math.Abs(float64(base[h*hd+i]))
-								for tt := 0; tt < n; tt++ {
-									v := float64(sc[h*n+tt]) * float64(row(tt)[i])
-									want += v
-									s += math.Abs(v)
-								}
-								if math.Abs(float64(out[h*hd+i])-want) > 1e-6*s {
-									t.Fatalf("values hd=%d bt=%d n=%d nq=%d asm=%v: [%d,%d] = %g, want %g", hd, bt, n, nq, asm, h, i, out[h*hd+i], want)
-								}
-							}
-						}
-					}
-				}
-			}
-		}
-	}
-}
-
 // The 4×3 tile kernels agree with their Go twins.
 func TestTileKernelsMatchGo(t *testing.T) {
 	needAsm(t)
@@ -465,7 +403,6 @@ func TestRowKernelsEmpty(t *testing.T) {
 		t.Fatalf("empty rows: %v", out)
 	}
 	AxpyRows(nil, nil, 0, out)
-	AttnScores(nil, 0, 8, &Paged{}, 0, 1, nil)
 	if Max(nil) != float32(math.Inf(-1)) || ExpShift(nil, 0) != 0 {
 		t.Fatal("empty max or exp")
 	}

@@ -18,12 +18,6 @@ func dotF32x4x8AVX512(x *float32, xstride int, w *float32, wstride, n int, out *
 func dotF32x4x8PartAVX512(x *float32, xstride int, w *float32, wstride, n int, acc *[256]float32, out *[32]float32, mode int)
 
 //go:noescape
-func attnValuesBlockAVX512(p *float32, pstride, nq, hd int, v *float32, vstride, cnt int, out *float32)
-
-//go:noescape
-func attnScores2AVX512(q *float32, qstride int, k *float32, kstride, hd, n int, out *float32, ostride int, scale float32)
-
-//go:noescape
 func dotQ8_0x8x4VNNI(w *byte, rb int, xq *int8, xd *float32, nb, qstride, dstride, rows int, out *[32]float32)
 
 //go:noescape
