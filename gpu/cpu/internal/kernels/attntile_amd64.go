@@ -233,3 +233,6 @@ func dotQ4P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstri
 		dotQ4P6VNNI(w, nb, x, xstride, meta, mstride, out)
 	}
 }
+
+//go:noescape
+func blockSumsI8AVX2(qs *int8, nb int, out *int32)

@@ -129,3 +129,5 @@ func dotQ8P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstri
 func dotQ4P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
 	panic(noAsm)
 }
+
+func blockSumsI8AVX2(qs *int8, nb int, out *int32) { panic(noAsm) }

@@ -128,3 +128,34 @@ fma2loop:
 	JNZ         fma2loop
 	VZEROUPPER
 	RET
+
+// func blockSumsI8AVX2(qs *int8, nb int, out *int32)
+// out[b] = Σ qs[32b : 32b+32] for b < nb: the bytes biased to unsigned
+// (x ^ 0x80 = x + 128), summed in groups of 8 by VPSADBW, less 32·128.
+TEXT ·blockSumsI8AVX2(SB), NOSPLIT, $0-24
+	MOVQ         qs+0(FP), SI
+	MOVQ         nb+8(FP), CX
+	MOVQ         out+16(FP), DI
+	TESTQ        CX, CX
+	JZ           sumsdone
+	MOVL         $0x80808080, AX
+	MOVQ         AX, X1
+	VPBROADCASTD X1, Y1
+	VPXOR        Y2, Y2, Y2
+sumsloop:
+	VPXOR        (SI), Y1, Y0
+	VPSADBW      Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X3
+	VPADDQ       X3, X0, X0
+	VPSHUFD      $0x4e, X0, X3
+	VPADDQ       X3, X0, X0
+	MOVQ         X0, AX
+	SUBL         $4096, AX
+	MOVL         AX, (DI)
+	ADDQ         $32, SI
+	ADDQ         $4, DI
+	DECQ         CX
+	JNZ          sumsloop
+sumsdone:
+	VZEROUPPER
+	RET

@@ -94,12 +94,29 @@ func PackQ8_0(w *Weights) []byte {
 // q8Metas fills meta for activation rows quantized to qs (nb blocks each)
 // with scales d, for weights of the given bias.
 func q8Metas(qs []int8, d []float32, meta []q8Meta, bias int32) {
-	for b := range meta {
+	var sums [64]int32
+	for b0 := 0; b0 < len(meta); b0 += len(sums) {
+		n := min(len(sums), len(meta)-b0)
+		blockSums(qs[b0*qk8:(b0+n)*qk8], sums[:n])
+		for i, s := range sums[:n] {
+			meta[b0+i] = q8Meta{d: d[b0+i], c: -bias * s}
+		}
+	}
+}
+
+// blockSums sets sums[b] to the sum of block b of qs (32 values each).
+func blockSums(qs []int8, sums []int32) {
+	_ = qs[len(sums)*qk8-1]
+	if useAsm {
+		blockSumsI8AVX2(&qs[0], len(sums), &sums[0])
+		return
+	}
+	for b := range sums {
 		var s int32
 		for _, v := range qs[b*qk8 : (b+1)*qk8] {
 			s += int32(v)
 		}
-		meta[b] = q8Meta{d: d[b], c: -bias * s}
+		sums[b] = s
 	}
 }
 

@@ -67,3 +67,26 @@ func TestMatMulPacked(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestBlockSums checks the block sums against a loop, extremes included.
+func TestBlockSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	qs := make([]int8, 32*70)
+	for i := range qs {
+		qs[i] = int8(r.Uint32())
+	}
+	for i := 0; i < 32; i++ {
+		qs[i], qs[32+i] = -128, 127
+	}
+	got := make([]int32, 70)
+	blockSums(qs, got)
+	for b := range got {
+		var s int32
+		for _, v := range qs[b*32 : (b+1)*32] {
+			s += int32(v)
+		}
+		if got[b] != s {
+			t.Fatalf("block %d: %d, want %d", b, got[b], s)
+		}
+	}
+}
