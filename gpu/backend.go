@@ -34,6 +34,11 @@ type KVConfig struct {
 	BlockTokens int
 	// Blocks is the number of blocks in the arena. Required.
 	Blocks int
+	// HeadDim is the width of one kv head: K and V rows are KVDim/HeadDim
+	// heads. A backend may store each head's rows apart (the CPU arena
+	// does, so that attention reads one head's V rows in one run). Zero
+	// means KVDim (one head).
+	HeadDim int
 	// Type is the element type of the cached K and V values: F32 (the
 	// zero value), F16 or Q8_0, as llama.cpp's --cache-type-k/-v. A
 	// backend refuses a type it cannot store.
@@ -44,6 +49,9 @@ type KVConfig struct {
 func (c KVConfig) WithDefaults() KVConfig {
 	if c.BlockTokens == 0 {
 		c.BlockTokens = DefaultBlockTokens
+	}
+	if c.HeadDim == 0 {
+		c.HeadDim = c.KVDim
 	}
 	return c
 }

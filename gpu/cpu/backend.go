@@ -91,7 +91,9 @@ func (m *matrix) DType() gpu.DType { return m.w.Type }
 // BlockTokens×KVDim values: K transposed, KVDim rows of BlockTokens keys
 // (component c of the key at slot j is value c·BlockTokens + j, so kv head
 // g's rows are rows g·hd… and a row of a block of 16 is one 512-bit
-// register of the tile kernels), V as BlockTokens rows of KVDim.
+// register of the tile kernels), V per kv head of HeadDim: BlockTokens
+// rows of HeadDim for each head in turn, so that attention reads one
+// head's V rows of a block in one run.
 type kvArena struct {
 	cfg gpu.KVConfig
 	be  int // values per block
@@ -117,10 +119,14 @@ func (k *kvArena) WriteBlock(blk int, src []byte) {
 func (k *kvArena) rows(tab []int32, layer, g, hd int, v bool) kernels.KVRows {
 	c := &k.cfg
 	off := layer*2*c.BlockTokens*c.KVDim + g*hd*c.BlockTokens
+	stride := c.KVDim
 	if v {
 		off = layer*2*c.BlockTokens*c.KVDim + c.BlockTokens*c.KVDim + g*hd
+		if hd == c.HeadDim { // V rows of a head together (StoreKV)
+			off, stride = layer*2*c.BlockTokens*c.KVDim+c.BlockTokens*c.KVDim+g*hd*c.BlockTokens, hd
+		}
 	}
-	return kernels.KVRows{F32: k.f32, F16: k.f16, Tab: tab, BlockElems: k.be, Off: off, BT: c.BlockTokens, Stride: c.KVDim}
+	return kernels.KVRows{F32: k.f32, F16: k.f16, Tab: tab, BlockElems: k.be, Off: off, BT: c.BlockTokens, Stride: stride}
 }
 
 // NewTensor allocates a zeroed tensor.
@@ -159,8 +165,8 @@ func (b *Backend) NewMatrix(t gpu.DType, rows, cols int, data []byte) (gpu.Matri
 // NewKV allocates the KV arena, of F32 or F16 values.
 func (b *Backend) NewKV(cfg gpu.KVConfig) (gpu.KV, error) {
 	cfg = cfg.WithDefaults()
-	if cfg.Layers <= 0 || cfg.KVDim <= 0 || cfg.Blocks <= 0 || cfg.BlockTokens <= 0 {
-		return nil, fmt.Errorf("%w: KV config %+v: layers, kv dim, blocks and block tokens must be positive", gpu.ErrShape, cfg)
+	if cfg.Layers <= 0 || cfg.KVDim <= 0 || cfg.Blocks <= 0 || cfg.BlockTokens <= 0 || cfg.HeadDim <= 0 || cfg.KVDim%cfg.HeadDim != 0 {
+		return nil, fmt.Errorf("%w: KV config %+v: layers, kv dim, blocks and block tokens must be positive, kv dim a multiple of the head dim", gpu.ErrShape, cfg)
 	}
 	be := cfg.BlockFloats()
 	kv := &kvArena{cfg: cfg, be: be}

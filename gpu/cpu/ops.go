@@ -248,11 +248,11 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 	if kt.cols != c.KVDim || len(bt.Pos) != kt.rows || layer < 0 || layer >= c.Layers {
 		panic(fmt.Sprintf("cpu: storekv %d×%d into layer %d of kv dim %d", kt.rows, kt.cols, layer, c.KVDim))
 	}
-	n, btk := c.KVDim, c.BlockTokens
+	n, btk, hd := c.KVDim, c.BlockTokens, c.HeadDim
 	for i := 0; i < kt.rows; i++ {
 		base, j := kvSlot(kv, bt, int(bt.Seq[i]), layer, bt.Pos[i])
 		kr, vr := kt.data[i*n:(i+1)*n], vt.data[i*n:(i+1)*n]
-		vo := base + btk*n + j*n
+		vo := base + btk*n + j*hd // head g's row j at vo + g·hd·btk
 		if kv.f16 != nil {
 			kh := b.half(n)
 			kernels.ToHalf(kh, kr)
@@ -260,14 +260,20 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 			for cc, x := range kh {
 				ks[cc*btk] = x
 			}
-			kernels.ToHalf(kv.f16[vo:vo+n], vr)
+			for g := 0; g < n; g += hd {
+				o := vo + g*btk
+				kernels.ToHalf(kv.f16[o:o+hd], vr[g:g+hd])
+			}
 			continue
 		}
 		ks := kv.f32[base+j : base+(n-1)*btk+j+1]
 		for cc, x := range kr {
 			ks[cc*btk] = x
 		}
-		copy(kv.f32[vo:vo+n], vr)
+		for g := 0; g < n; g += hd {
+			o := vo + g*btk
+			copy(kv.f32[o:o+hd], vr[g:g+hd])
+		}
 	}
 }
 

@@ -94,7 +94,7 @@ func (l KVLayout) Window() int {
 // KVConfig is the arena configuration of the layout: blocks of
 // GroupLayers layers.
 func (m *Model) KVConfig(l KVLayout, blocks, blockTokens int) gpu.KVConfig {
-	return gpu.KVConfig{Layers: l.GroupLayers, KVDim: m.KVDim(), BlockTokens: blockTokens, Blocks: blocks, Type: m.kvType}.WithDefaults()
+	return gpu.KVConfig{Layers: l.GroupLayers, KVDim: m.KVDim(), HeadDim: m.HeadDim, BlockTokens: blockTokens, Blocks: blocks, Type: m.kvType}.WithDefaults()
 }
 
 // NewGroupedKV allocates an arena in layout l (ForwardGroups).

@@ -149,7 +149,7 @@ func (m *Model) Type() gpu.DType { return m.layers[0].wq.DType() }
 // NewKV allocates a KV arena of the given number of blocks for this model,
 // of its KV type.
 func (m *Model) NewKV(blocks, blockTokens int) (gpu.KV, error) {
-	return m.be.NewKV(gpu.KVConfig{Layers: m.Layers, KVDim: m.KVDim(), BlockTokens: blockTokens, Blocks: blocks, Type: m.kvType})
+	return m.be.NewKV(gpu.KVConfig{Layers: m.Layers, KVDim: m.KVDim(), HeadDim: m.HeadDim, BlockTokens: blockTokens, Blocks: blocks, Type: m.kvType})
 }
 
 // KVType returns the element type of the model's KV arenas: the backend's
