@@ -56,6 +56,10 @@ type ModelsConfig struct {
 	// GPUMemoryFraction is the share of the device's free memory, after
 	// the weights, given to the KV arenas on CUDA. Defaults to 0.9.
 	GPUMemoryFraction float64
+	// KVType is the element type of every model's KV cache ("f16",
+	// "f32"; llama.cpp's --cache-type-k/-v). Defaults to "": the
+	// backend's (gpu.KVTypes: F16 on the CPU, F32 on CUDA).
+	KVType string
 	// OnDeviceFallback, if set, is called with the reason when Device is
 	// "auto" and no CUDA device opens; the models then run on the CPU.
 	// Defaults to nil.
@@ -175,6 +179,15 @@ func OpenModels(ctx context.Context, cfg ModelsConfig) (_ *Models, err error) {
 		l, err := engine.Load(path, be)
 		if err != nil {
 			return nil, err
+		}
+		if cfg.KVType != "" {
+			t, err := gpu.ParseDType(cfg.KVType)
+			if err == nil {
+				err = l.Model.SetKVType(t)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("KV cache type %q: %w", cfg.KVType, err)
+			}
 		}
 		sm := &ServedModel{Name: ServedName(arg), Loaded: l}
 		m.served = append(m.served, sm)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,5 +81,43 @@ func TestOpenModels(t *testing.T) {
 				t.Fatalf("execute: %v %+v", err, out)
 			}
 		})
+	}
+}
+
+// TestOpenModelsKVType: the KV cache type of --kv-type reaches the arena
+// and the usage a job reports (F16 by default on the CPU: half of F32's
+// bytes for the same job), and a type the backend cannot store is refused
+// at start.
+func TestOpenModelsKVType(t *testing.T) {
+	t.Parallel()
+	path := modeltest.StoriesPath(t)
+	run := func(kvType string) (float64, []int32) {
+		t.Helper()
+		m, err := worker.OpenModels(context.Background(), worker.ModelsConfig{Models: []string{"Stories260K"}, ModelDirs: []string{filepath.Dir(path)},
+			Threads: 1, KVType: kvType, Sched: sched.Config{MaxRunning: 2, KVBlocks: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		var ids []int32
+		out, err := m.Executor().Execute(context.Background(), &worker.Job{ID: "j1", Tenant: "acme", Request: &contracts.JobRequest{Model: workertest.ModelName, MaxTokens: 24,
+			Messages: []contracts.Message{{Role: "user", Content: "Once upon a time"}}}}, sinkFunc(func(_ string, t []int32, _ []contracts.TokenLogprob) { ids = append(ids, t...) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Usage.MemoryAllocatedMB, ids
+	}
+	f16, ids16 := run("")
+	f32, ids32 := run("f32")
+	if f16 <= 0 || f32 != 2*f16 {
+		t.Errorf("memory_allocated_mb: %g with the default type, %g with F32; want half", f16, f32)
+	}
+	if !slices.Equal(ids16, ids32) {
+		t.Errorf("greedy ids differ: F16 %v, F32 %v", ids16, ids32)
+	}
+	_, err := worker.OpenModels(context.Background(), worker.ModelsConfig{Models: []string{"Stories260K"}, ModelDirs: []string{filepath.Dir(path)},
+		Threads: 1, KVType: "q4_0", Sched: sched.Config{KVBlocks: 64}})
+	if err == nil || !strings.Contains(err.Error(), "KV cache type") {
+		t.Errorf("a Q4_0 KV cache: %v", err)
 	}
 }

@@ -33,6 +33,7 @@ type schedFlags struct {
 	device         string
 	gpuFraction    float64
 	cpuKernels     string
+	kvType         string
 }
 
 func (f *schedFlags) register(fs *flag.FlagSet) {
@@ -47,6 +48,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.gcInterval, "eviction-gc-interval", 30*time.Second, "how long swapped KV blocks are kept for a preempted job")
 	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
 	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it within half a layer (CPU)")
+	fs.StringVar(&f.kvType, "kv-type", "", "KV cache element type: f16 or f32 (default: the device's, f16 on the CPU as llama.cpp's, f32 on CUDA); f16 holds twice the tokens in the same --kv-memory-mb")
 	fs.StringVar(&f.cpuKernels, "cpu-kernels", "best", "CPU kernels: best (AVX-512 tile kernels where the CPU has them; the same results, bit for bit) or avx2 (without them)")
 }
 
@@ -77,7 +79,7 @@ func (f *schedFlags) models(names []string, threads int, metrics *sched.Metrics)
 	}
 	threads = spareProcessor(threads)
 	return worker.ModelsConfig{Models: names, ModelDirs: modelDirs(), Device: f.device, Threads: threads, Executor: f.executor,
-		GPUMemoryFraction: f.gpuFraction,
+		GPUMemoryFraction: f.gpuFraction, KVType: f.kvType,
 		Sched: sched.Config{KVMemoryMB: max(f.kvMemoryMB, 0), HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
 			MaxStepLatency: stepLatency, EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, NoInterrupt: f.noInterrupt, Metrics: metrics},
 		OnDeviceFallback: func(err error) { fmt.Fprintf(os.Stderr, "no CUDA device (%v); running on the CPU\n", err) },
