@@ -49,7 +49,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
 	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it within half a layer (CPU)")
 	fs.StringVar(&f.kvType, "kv-type", "", "KV cache element type: f16 or f32 (default: the device's, f16 on the CPU as llama.cpp's, f32 on CUDA); f16 holds twice the tokens in the same --kv-memory-mb")
-	fs.StringVar(&f.cpuKernels, "cpu-kernels", "best", "CPU kernels: best (AVX-512 tile kernels where the CPU has them; the same results, bit for bit) or avx2 (without them)")
+	fs.StringVar(&f.cpuKernels, "cpu-kernels", "best", "CPU kernels: best (AVX-512 and VNNI kernels where the CPU has them; the same results bit for bit, but for Q8_0 and Q4_0 weights, whose packed kernel sums in another order) or avx2 (without them)")
 }
 
 // models returns the serving config of the flags for the named models,
