@@ -322,7 +322,7 @@ func archTiny(arch string, dt gpu.DType) synth.Config {
 func TestArchBatchInvariance(t *testing.T) {
 	t.Parallel()
 	for _, arch := range []string{"qwen3", "gemma3"} {
-		for _, dt := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_K} {
+		for _, dt := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K} {
 			f := modeltest.Build(t, archTiny(arch, dt))
 			be := cpu.New(cpu.Config{Threads: 2})
 			m, err := model.New(f, be)
