@@ -36,7 +36,6 @@ func runBench(ctx context.Context, args []string) error {
 	kernelList := fs.String("kernels", "", "CPU kernels to measure each model with, in turn (comma-separated): best (the AVX-512 tile kernels where the CPU has them) or avx2 (without them); e.g. avx2,best for the ratio (default: --cpu-kernels)")
 	reps := fs.Int("reps", 3, "repetitions per test; the best is reported")
 	depth := fs.Int("depth", 0, "the generation test decodes after this many tokens of context (llama-bench -d)")
-	kvTypeList := fs.String("kv-type", "", "KV cache types to measure each model with, in turn (comma-separated: f16, f32; default: the backend's, F16 on the CPU)")
 	format := fs.String("format", "table", "output: table or json")
 	pipeline := fs.Int("pipeline", 0, "instead: push this many one-token jobs through the whole dev stack and report jobs/s and queue latency")
 	withLimits := fs.Bool("with-limits", false, "with --pipeline: give the bench tenant limits too high to refuse anything, so every job is checked at submit and at the worker (compare with and without)")
@@ -161,7 +160,9 @@ func runBench(ctx context.Context, args []string) error {
 		return usagef("--batch: %v", err)
 	}
 	cfg := bench.ModelConfig{Threads: threads, PromptTokens: *pp, GenTokens: *tg, Batches: bs, Depth: *depth, Reps: *reps, Progress: os.Stderr}
-	for _, k := range strings.Split(*kvTypeList, ",") {
+	// --kv-type (schedFlags) may list several types here: each model is
+	// measured with each in turn.
+	for _, k := range strings.Split(sf.kvType, ",") {
 		if k = strings.TrimSpace(k); k != "" {
 			t, err := gpu.ParseDType(k)
 			if err != nil {

@@ -38,7 +38,7 @@ type schedFlags struct {
 
 func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.executor, "executor", "sched", "sched (continuous batching, paged KV, preemption) or inorder (one job at a time)")
-	fs.IntVar(&f.kvMemoryMB, "kv-memory-mb", 0, "KV cache memory per model (0: 256 on the CPU; on CUDA free device memory × --gpu-memory-fraction)")
+	fs.IntVar(&f.kvMemoryMB, "kv-memory-mb", 0, "KV cache memory per model (0: on the CPU 4 of the model's full contexts, more on a machine with memory to spare, at most a quarter of its memory, at least 256; on CUDA free device memory × --gpu-memory-fraction); the worker prints the size and why at start")
 	fs.StringVar(&f.device, "device", "cpu", "cpu, cuda (fail without a GPU), or auto (CUDA when a device is present, else the CPU)")
 	fs.Float64Var(&f.gpuFraction, "gpu-memory-fraction", 0.9, "share of the device's free memory (after the weights) given to the KV cache")
 	fs.IntVar(&f.hostSwapMB, "host-swap-mb", 256, "host tier for preempted KV blocks (0 or less: recompute only)")
@@ -48,7 +48,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.gcInterval, "eviction-gc-interval", 30*time.Second, "how long swapped KV blocks are kept for a preempted job")
 	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
 	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it within half a layer (CPU)")
-	fs.StringVar(&f.kvType, "kv-type", "", "KV cache element type: f16 or f32 (default: the device's, f16 on the CPU as llama.cpp's, f32 on CUDA); f16 holds twice the tokens in the same --kv-memory-mb")
+	fs.StringVar(&f.kvType, "kv-type", "", "KV cache element type: f16 or f32 (default: the device's, f16 on the CPU as llama.cpp's, f32 on CUDA); f16 holds twice the tokens in the same --kv-memory-mb (bench of models: a comma-separated list, each measured in turn)")
 	fs.StringVar(&f.cpuKernels, "cpu-kernels", "best", "CPU kernels: best (AVX-512 and VNNI kernels where the CPU has them; the same results bit for bit, but for Q8_0 and Q4_0 weights, whose packed kernel sums in another order) or avx2 (without them)")
 }
 
