@@ -241,6 +241,11 @@ func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contract
 	if err != nil {
 		return nil, nil, err
 	}
+	if ctx := c.modelContext(r.Model); ctx > 0 && n >= ctx {
+		// Refused here as the worker would refuse it (no worker could
+		// ever run it), rather than queued for one to do so.
+		return nil, nil, contracts.NewError(contracts.CodePromptTooLong, "the prompt is %d tokens; model %s has a context of %d (with room for at least one generated token)", n, r.Model, ctx)
+	}
 	bucket := c.cfg.Buckets.Bucket(n)
 	data, err := json.Marshal(&r)
 	if err != nil {
@@ -287,6 +292,15 @@ func (c *Client) PromptTokens(req *contracts.JobRequest) (int, error) {
 		return 0, prompt.ContractError(err)
 	}
 	return len(ids), nil
+}
+
+// modelContext is the context length of model's GGUF file (Config.Models),
+// 0 when the model is not configured or its file does not say.
+func (c *Client) modelContext(model string) int {
+	if p, err := c.prompter(model); err == nil && p != nil {
+		return p.Context
+	}
+	return 0
 }
 
 func (c *Client) prompter(model string) (*prompt.Prompter, error) {

@@ -121,6 +121,17 @@ func TestSubmitIsIdempotentAndValidates(t *testing.T) {
 	if _, err := c.Submit(ctx, huge, nil); !errors.Is(err, contracts.CodePromptTooLong) {
 		t.Fatalf("an 800 KB prompt: %v, want prompt_too_long", err)
 	}
+	// One whose bytes could fit but whose tokens do not (stories260K's
+	// context is 2,048 tokens) is refused once tokenized, as the worker
+	// would refuse it (issue 37).
+	long := &contracts.JobRequest{Model: "stories260k", Messages: []contracts.Message{{Role: "user", Content: strings.Repeat("dog ", 2000)}}}
+	n, err := c.PromptTokens(long)
+	if err != nil || n < 2048 {
+		t.Fatalf("the long prompt: %d tokens (%v), want at least the context's 2,048", n, err)
+	}
+	if _, err := c.Submit(ctx, long, nil); !errors.Is(err, contracts.CodePromptTooLong) {
+		t.Fatalf("a prompt of %d tokens: %v, want prompt_too_long", n, err)
+	}
 	if st, _ := info.Info(ctx); st.State.Msgs != 1 {
 		t.Fatalf("%d jobs stored after a refused one", st.State.Msgs)
 	}

@@ -46,10 +46,13 @@ type ModelsConfig struct {
 	// ExecutorSched.
 	Executor string
 	// Sched configures every model's scheduler (ExecutorSched). With
-	// neither KVMemoryMB nor KVBlocks set, the arena is
-	// engine.DefaultKVMemoryMB on the CPU, and on a backend that sizes
-	// arenas (gpu.KVSizer: CUDA) GPUMemoryFraction of the device memory
-	// free after each model's weights, divided by the number of models.
+	// neither KVMemoryMB nor KVBlocks set, the arena is sized on the CPU
+	// from the model's context and the machine's memory
+	// (engine.DefaultKVArena: 4 full contexts, more on a large machine,
+	// capped by a small one, at least engine.DefaultKVMemoryMB), and on a
+	// backend that sizes arenas (gpu.KVSizer: CUDA) GPUMemoryFraction of
+	// the device memory free after each model's weights, divided by the
+	// number of models. Describe says what each got.
 	// Sched.Metrics go to the first model's scheduler only (one set per
 	// process). Zero fields take the scheduler's defaults.
 	Sched sched.Config
@@ -247,11 +250,17 @@ func (m *Models) Names() []string {
 // gateway tokenize with).
 func (m *Models) Paths() map[string]string { return m.paths }
 
-// Describe lists the models for logs: "name (file), …".
+// Describe lists the models for logs: "name (file), …", with each
+// scheduled model's KV arena and why it is that size ("name (file; KV
+// arena 1,152 MB: 4 contexts of 8,192 tokens)").
 func (m *Models) Describe() string {
+	arenas := map[string]string{}
+	for _, sm := range m.scheduled {
+		arenas[sm.Name] = "; " + sm.Scheduler.KVArena().String()
+	}
 	parts := make([]string, len(m.served))
 	for i, sm := range m.served {
-		parts[i] = fmt.Sprintf("%s (%s)", sm.Name, m.paths[sm.Name])
+		parts[i] = fmt.Sprintf("%s (%s%s)", sm.Name, m.paths[sm.Name], arenas[sm.Name])
 	}
 	return strings.Join(parts, ", ")
 }

@@ -68,7 +68,12 @@ func TestOpenModels(t *testing.T) {
 			if got := m.Names(); len(got) != 1 || got[0] != workertest.ModelName || m.Paths()[workertest.ModelName] != path {
 				t.Errorf("names %v, paths %v", got, m.Paths())
 			}
-			if d := m.Describe(); d != workertest.ModelName+" ("+path+")" {
+			want := workertest.ModelName + " (" + path + ")"
+			if tc.executor == worker.ExecutorSched {
+				// 64 blocks of 16 of stories260K's 2,048 positions, F16.
+				want = workertest.ModelName + " (" + path + "; KV arena 0.6 MB: 0.5 contexts of 2,048 tokens, as configured)"
+			}
+			if d := m.Describe(); d != want {
 				t.Errorf("describe %q", d)
 			}
 			x := m.Executor()

@@ -29,8 +29,10 @@
 // batching, admission, preemption) drives the same model and KV arena step
 // by step. The KV arena defaults of both, and of everything else that
 // sizes an arena without being told, are in kvsize.go: DefaultKVContexts
-// full contexts for an Engine, DefaultKVMemoryMB for a scheduler on the
-// CPU, blocks of gpu.DefaultBlockTokens positions.
+// full contexts for an Engine; for a scheduler on the CPU DefaultKVArena,
+// from the model's context and the machine's memory (4 full contexts,
+// more on a large machine, capped by a small one, at least
+// DefaultKVMemoryMB); blocks of gpu.DefaultBlockTokens positions.
 //
 //	l, _ := engine.Load("stories260K.gguf", cpu.New(cpu.Config{}))
 //	ids, _ := l.Prompt("Once upon a time", prompt.Options{})

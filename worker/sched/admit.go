@@ -184,13 +184,14 @@ func (s *Scheduler) admissionNeed(q *seq) int {
 
 // span is the tokens q will hold within the admission horizon: its
 // context and its next horizon tokens, no more than its worst case (the
-// prompt and max_tokens) or its memory cap.
+// prompt and max_tokens) or its memory cap. A job once evicted for memory
+// (wholeSpan) looks to its worst case: its whole generation.
 func (s *Scheduler) span(q *seq) int {
-	n := min(len(q.g.Tokens())+s.horizon, len(q.g.Request().PromptIDs)+q.g.MaxNew())
-	if q.maxBlocks > 0 {
-		n = min(n, s.tokensIn(q.maxBlocks))
+	n := s.worstSpan(q)
+	if !q.wholeSpan {
+		n = min(n, len(q.g.Tokens())+s.horizon)
 	}
-	return max(n, len(q.g.Tokens()))
+	return n
 }
 
 // admit starts waiting jobs in priority order (with aging; within a class
@@ -233,13 +234,19 @@ func (s *Scheduler) admit(now time.Time) {
 			continue
 		}
 		need := s.admissionNeed(q)
+		// The idle cached blocks q takes as prefix hits are not free for
+		// the rest of its need (idleHitPages).
+		free := s.bm.available()
+		if q.swap == nil {
+			free -= s.idleHitPages(q, s.prefixHits(q, false))
+		}
 		var fits, avail int
 		if q.reserved {
 			// q's prompt and the peak of its generation must fit beside
 			// the reserved jobs running.
-			fits, avail = s.reservedAhead(q), s.bm.available()
+			fits, avail = s.reservedAhead(q), free
 		} else {
-			avail = s.bm.available() - s.committed() - s.growingSoon() - hold
+			avail = free - s.committed() - s.growingSoon() - hold
 			fits = max(need, s.pagesAt(s.span(q), false)-s.hitPages(s.prefixHits(q, false)))
 		}
 		slots := s.cfg.MaxRunning - len(s.running)
@@ -290,6 +297,13 @@ func (s *Scheduler) admit(now time.Time) {
 					// free for the reserved jobs running.
 					hold = max(0, fits-s.reservedAhead(nil))
 				}
+				if q.wholeSpan && !q.reserved && hold == 0 {
+					// A job evicted for memory waits for its whole
+					// span; the jobs after it must not take the
+					// memory running jobs give back meanwhile, or a
+					// long job would wait behind every shorter one.
+					hold = fits
+				}
 				continue
 			}
 			for _, v := range victims {
@@ -325,6 +339,12 @@ func (s *Scheduler) prefillRoom(now time.Time) prefillRoom {
 	r.high, r.low = s.budgets(now, false)
 	for _, q := range s.running {
 		if rem := len(q.g.Tokens()) - q.computed; rem > 1 {
+			if q == s.filler {
+				// The filler prefills only what the memory nobody
+				// else needs holds: a filler waiting for memory must
+				// not keep the jobs that fit out of the step.
+				rem = s.fits(q, rem-1, q.held+max(0, s.bm.available()-s.committed()-s.growingAll()))
+			}
 			r.take(q.opts.Class, rem)
 		}
 	}
@@ -411,23 +431,29 @@ func (f *fairShare) victim(q, v *seq) bool {
 
 // admitFiller admits, when none is running, the first waiting job whose
 // prompt does not fit whole but whose first prefill chunk fits in memory
-// no one else is about to need.
+// no one else will need: beyond what the running jobs need to the end of
+// their generations (growingAll), so that the filler's prompt never has
+// to make way for their growth.
 func (s *Scheduler) admitFiller(cands []*seq, now time.Time) {
 	if s.cfg.NoFiller || s.filler != nil || len(s.running) >= s.cfg.MaxRunning {
 		return
 	}
 	free := s.bm.available() - s.committed() - s.growingSoon()
+	spare := s.bm.available() - s.committed() - s.growingAll()
 	for _, q := range cands {
-		if q.reserved && !q.running && !q.finished {
-			return // memory left is the waiting reserved job's
+		if (q.reserved || q.wholeSpan) && !q.running && !q.finished {
+			// Memory left is the waiting reserved job's, or the one's
+			// evicted for memory (admit holds it for them).
+			return
 		}
 		if q.running || q.finished || q.reserved || q.swap != nil || s.awaitsPrefix(q) {
 			continue
 		}
 		hits := s.prefixHits(q, false)
 		hp := s.hitPages(hits)
+		idle := s.idleHitPages(q, hits)
 		first := s.needPages(hits*s.bt, min(len(q.g.Tokens()), hits*s.bt+s.cfg.MaxBatchTokens)) - hp
-		if first <= 0 || first > free || max(s.pagesAt(len(q.g.Tokens()), true), s.pagesAt(s.span(q), false))-hp <= free {
+		if first <= 0 || first > spare-idle || max(s.pagesAt(len(q.g.Tokens()), true), s.pagesAt(s.span(q), false))-hp <= free-idle {
 			continue
 		}
 		s.startSeq(q, now)
@@ -555,6 +581,31 @@ func (s *Scheduler) growingSoon() int {
 func (s *Scheduler) soon(q *seq) int {
 	have := max(q.held, s.pagesAt(len(q.g.Tokens()), q.prefilling()))
 	return max(0, s.pagesAt(s.span(q), false)-have)
+}
+
+// growingAll counts the blocks running ordinary sequences (the filler
+// aside) will need to reach their worst case (the prompt and max_tokens,
+// or their cap) beyond what they hold and what committed promises them:
+// the memory the filler leaves them.
+func (s *Scheduler) growingAll() int {
+	n := 0
+	for _, q := range s.running {
+		if !q.reserved && q != s.filler {
+			have := max(q.held, s.pagesAt(len(q.g.Tokens()), q.prefilling()))
+			n += max(0, s.pagesAt(s.worstSpan(q), false)-have)
+		}
+	}
+	return n
+}
+
+// worstSpan is the most tokens q can hold: its prompt and max_tokens, no
+// more than its memory cap.
+func (s *Scheduler) worstSpan(q *seq) int {
+	n := len(q.g.Request().PromptIDs) + q.g.MaxNew()
+	if q.maxBlocks > 0 {
+		n = min(n, s.tokensIn(q.maxBlocks))
+	}
+	return max(n, len(q.g.Tokens()))
 }
 
 // startSeq moves q from waiting to running, restoring swapped blocks or

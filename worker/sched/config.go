@@ -6,14 +6,17 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/gpu"
-	"github.com/zerolayer/zerolayer/worker/engine"
 )
 
 // Config configures a Scheduler.
 type Config struct {
-	// KVMemoryMB sizes the KV arena. Defaults to
-	// engine.DefaultKVMemoryMB (256). (worker.OpenModels sizes a CUDA
-	// arena from the device's free memory through KVBlocks instead.)
+	// KVMemoryMB sizes the KV arena. Defaults to 0: sized from the model
+	// and the machine by engine.DefaultKVArena (engine.DefaultSchedContexts
+	// full contexts, more on a machine with memory to spare, capped by the
+	// machine's memory, at least engine.DefaultKVMemoryMB);
+	// Scheduler.KVArena says what was chosen and why. (worker.OpenModels
+	// sizes a CUDA arena from the device's free memory through KVBlocks
+	// instead.)
 	KVMemoryMB int
 	// KVBlocks, when set, is the exact number of blocks in the arena and
 	// overrides KVMemoryMB (tests use it). Defaults to 0.
@@ -102,7 +105,6 @@ func (c Config) WithDefaults() Config {
 			*p = v
 		}
 	}
-	setI(&c.KVMemoryMB, engine.DefaultKVMemoryMB)
 	setI(&c.BlockTokens, gpu.DefaultBlockTokens)
 	setI(&c.MaxBatchTokens, 256)
 	setI(&c.MaxRunning, 64)
@@ -129,8 +131,8 @@ func (c Config) WithDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
-	case c.KVMemoryMB < 1:
-		return fmt.Errorf("sched: KVMemoryMB %d: must be at least 1", c.KVMemoryMB)
+	case c.KVMemoryMB < 0:
+		return fmt.Errorf("sched: KVMemoryMB %d: must be at least 1 (0: sized from the model and the machine)", c.KVMemoryMB)
 	case c.BlockTokens < 1:
 		return fmt.Errorf("sched: BlockTokens %d: must be at least 1", c.BlockTokens)
 	case c.RunQuantum < 1:

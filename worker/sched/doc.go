@@ -1,7 +1,9 @@
 // Package sched is the worker's scheduler: it owns the KV memory and
 // decides, step by step, which sequences run.
 //
-// Use: New sizes the KV arena, Start runs the step loop, Generate hands it
+// Use: New sizes the KV arena (Config.KVMemoryMB or KVBlocks, else from
+// the model's context and the machine's memory: engine.DefaultKVArena;
+// KVArena says what and why), Start runs the step loop, Generate hands it
 // one job and waits for the result, Stop ends the loop (jobs still held
 // fail with ErrStopped):
 //
@@ -47,11 +49,23 @@
 // theirs, so admitting a job does not force an eviction within the
 // horizon, and may be preempted. The horizon starts at RunQuantum, doubles
 // (up to the context) after each step that evicted for memory and halves
-// after as many calm steps as it is long. When no waiting job fits whole, one (the filler) is
-// admitted with blocks for its first prefill chunk and prefills from
-// memory nobody else needs, never preempting for it. Candidates are taken in
-// class order (high, normal, low; a waiting job rises a class per
-// AgingAfter); within a class the tenants' jobs are interleaved so the
+// after as many calm steps as it is long. A job evicted because the arena
+// ran short looks further from then on: to its whole generation (its
+// prompt and max_tokens), kept free for it when it is admitted again and
+// while it runs, and while it waits the jobs after it may not take the
+// memory it waits for; it is evicted for memory again only when no other
+// job of its class can go, so a burst of long documents queues and runs
+// in turn instead of evicting each other. Prefix-cache hits that no
+// running sequence holds count once: as memory the job takes, not also
+// as free memory. The arena is every job's cap: a generation that would
+// outgrow it alone stops with memory_limit, and a prompt it can never
+// hold is refused (ErrTooLarge). When no waiting job fits whole, one (the
+// filler) is admitted with blocks for its first prefill chunk and
+// prefills from memory nobody else needs, to the end of their
+// generations, never preempting for it; it is the first evicted when
+// memory runs short. Candidates are taken in class order (high, normal,
+// low; a waiting job rises a class per AgingAfter); within a class the
+// tenants' jobs are interleaved so the
 // batch fills toward their weighted shares (JobOpts.Weight: the tenant
 // that would then run the fewest sequences of the class for its weight
 // goes next, ties to the one served the fewest tokens for its weight —
@@ -85,9 +99,10 @@
 // layer (or, where steps cannot be interrupted, as on a GPU that queues a
 // whole step at once, the step) in flight at an arrival is short.
 //
-// Preemption: victims are taken lowest class first; within a class a job
-// resumed less than RunQuantum tokens ago goes last (it makes progress
-// before it is evicted again); then jobs the host tier can take now, by
+// Preemption: victims are taken lowest class first; within a class the
+// filler first, and a job resumed less than RunQuantum tokens ago or
+// once evicted for memory last (it makes progress before it is evicted
+// again); then jobs the host tier can take now, by
 // lowest priority_score = w_r × remaining_tokens + w_t × temperature (the
 // seed's contract), before jobs that could only be recomputed, fewest
 // computed tokens first: a recompute costs the victim's whole context, so
@@ -95,7 +110,9 @@
 // dearest. A growing job that is itself the first in that order waits
 // instead. Blocks are copied to the host tier while it has room (resumed
 // by copying back), else dropped and recomputed on resume
-// (recomputed_tokens; never billed).
+// (recomputed_tokens; never billed). A preempted job's blocks go back
+// to the prefix cache last position first, so that what the cache has
+// reused of them by its return is their tail, not its head.
 // The tier is the backend's (gpu.NewHostTier): pinned memory and copies on
 // the copy stream on CUDA, ordered with the kernels; on the CPU, Go memory
 // whose pages are written ahead of use, so that a swap-out for an arrival

@@ -60,14 +60,14 @@ func (s *Scheduler) protected(q *seq) bool {
 // dearest one).
 func (s *Scheduler) victimOrder(exclude *seq) []*seq {
 	type cand struct {
-		q         *seq
-		prot, rec bool
-		score     float64
+		q               *seq
+		fill, prot, rec bool
+		score           float64
 	}
 	var cs []cand
 	for _, q := range s.running {
 		if !q.reserved && q != exclude {
-			c := cand{q: q, prot: s.protected(q), rec: !s.swappable(q)}
+			c := cand{q: q, fill: q == s.filler, prot: s.protected(q) || q.wholeSpan, rec: !s.swappable(q)}
 			if c.rec {
 				c.score = float64(q.computed)
 			} else {
@@ -86,6 +86,8 @@ func (s *Scheduler) victimOrder(exclude *seq) []*seq {
 		switch {
 		case a.q.opts.Class != b.q.opts.Class:
 			return b.q.opts.Class - a.q.opts.Class
+		case a.fill != b.fill:
+			return key(b.fill) - key(a.fill)
 		case a.prot != b.prot:
 			return key(a.prot) - key(b.prot)
 		case a.rec != b.rec:
@@ -167,6 +169,7 @@ func (s *Scheduler) preempt(q *seq, now time.Time, why string) {
 	}
 	if why == shortOfMemory {
 		s.pressure()
+		q.wholeSpan = true
 	}
 	s.releaseBlocks(q)
 	if s.filler == q {

@@ -87,6 +87,33 @@ func (s *Scheduler) prefixHits(q *seq, take bool) int {
 	return hits
 }
 
+// idleHitPages counts the blocks q takes with its first hits logical
+// blocks from the prefix cache (hitPages) that no sequence references:
+// the arena counts them available (an idle cached block is memory to
+// reuse), yet q's hits take them. Admission subtracts them from what is
+// available, or it would count them twice, once as memory q need not
+// allocate and once as free memory for the rest: a job preempted with its
+// blocks cached then came back at once to a "free" arena, took its own
+// blocks back, and was evicted again at its next block (issue 37).
+func (s *Scheduler) idleHitPages(q *seq, hits int) int {
+	if hits == 0 {
+		return 0
+	}
+	keep := s.keepFrom(hits * s.bt)
+	n := 0
+	for g := 0; g < s.pg.groups; g++ {
+		for i := 0; i < hits; i++ {
+			if s.pg.local[g] && i < keep {
+				continue
+			}
+			if b, ok := s.bm.cache[cacheKey(s.hashAt(q, i), g)]; ok && s.bm.ref[b] == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // registerFull puts q's newly completed blocks in the prefix cache, each
 // group's under its own key.
 func (s *Scheduler) registerFull(q *seq) {

@@ -91,6 +91,8 @@ type Scheduler struct {
 		free      []int        // free slots of tier
 		cap, used int          // in blocks
 	}
+	// arena is the KV arena's size and why (KVArena).
+	arena engine.KVArena
 
 	submit   chan *seq
 	quit     chan struct{}
@@ -235,6 +237,12 @@ type seq struct {
 	// resumeOut is the output length when q last resumed; protectUntil
 	// the output length that ends its run quantum.
 	resumeOut, protectUntil int
+	// wholeSpan is set once q has been evicted because the arena ran
+	// short: admission's look-ahead was too short for it, so from then on
+	// its span is its whole generation (span), kept free for it on
+	// admission and while it runs, and it is evicted for memory again only
+	// when no other ordinary job of its class can go.
+	wholeSpan bool
 
 	stats    Stats
 	err      error
@@ -265,10 +273,21 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	layout := arenaLayout(m, cfg)
 	kvc := m.KVConfig(layout, 0, cfg.BlockTokens)
 	blockBytes := kvc.BlockBytes()
-	blocks := int(int64(cfg.KVMemoryMB) << 20 / blockBytes)
-	if cfg.KVBlocks > 0 {
-		blocks = cfg.KVBlocks
+	pg := newPages(layout, cfg.BlockTokens, cfg.MaxBatchTokens)
+	// A sequence of the model's whole context holds full blocks.
+	full := (&Scheduler{pg: pg, bt: cfg.BlockTokens}).pagesAt(m.Context, true)
+	var arena engine.KVArena
+	switch {
+	case cfg.KVBlocks > 0:
+		arena = engine.ConfiguredKVArena(cfg.KVBlocks, blockBytes, full, m.Context)
+	case cfg.KVMemoryMB > 0:
+		arena = engine.ConfiguredKVArena(int(int64(cfg.KVMemoryMB)<<20/blockBytes), blockBytes, full, m.Context)
+	default:
+		// As llama.cpp sizes its context: from the model's, within the
+		// machine's memory.
+		arena = engine.DefaultKVArena(blockBytes, full, m.Context, engine.ReadMemory())
 	}
+	blocks := arena.Blocks
 	if blocks < 2 {
 		return nil, fmt.Errorf("sched: %d MB of KV memory holds %d blocks of %d bytes; give at least two", cfg.KVMemoryMB, blocks, blockBytes)
 	}
@@ -277,10 +296,13 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{cfg: cfg, m: m, tok: tok, kv: kv, bm: newBlockManager(blocks), bt: cfg.BlockTokens,
-		pg:     newPages(layout, cfg.BlockTokens, cfg.MaxBatchTokens),
+	s := &Scheduler{cfg: cfg, m: m, tok: tok, kv: kv, bm: newBlockManager(blocks), bt: cfg.BlockTokens, arena: arena,
+		pg:     pg,
 		submit: make(chan *seq, 64), quit: make(chan struct{}), loopDone: make(chan struct{}),
 		served: map[string]float64{}, active: map[string]int{}}
+	if cfg.KVBlocks == 0 && cfg.KVMemoryMB == 0 {
+		cfg.Logger.Info("sched: "+arena.String(), "blocks", blocks, "block_bytes", blockBytes, "kv_type", kvc.Type.String())
+	}
 	s.horizon = cfg.RunQuantum
 	if cfg.HostSwapMB > 0 {
 		n := int(int64(cfg.HostSwapMB) << 20 / blockBytes)
@@ -353,6 +375,11 @@ func (s *Scheduler) BlockBytes() int64 { return s.kv.Config().BlockBytes() }
 // Blocks is the number of blocks in the arena.
 func (s *Scheduler) Blocks() int { return s.kv.Config().Blocks }
 
+// KVArena is the arena's size and how it was chosen: by Config, or, when
+// it sets neither KVMemoryMB nor KVBlocks, by engine.DefaultKVArena from
+// the model's context and the machine's memory. Its String is for logs.
+func (s *Scheduler) KVArena() engine.KVArena { return s.arena }
+
 func (s *Scheduler) blocksFor(tokens int) int { return (tokens + s.bt - 1) / s.bt }
 
 // Generate runs one request and returns its result. It blocks until the
@@ -402,7 +429,14 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		need = q.worst
 	}
 	if need > s.Blocks() {
-		return nil, Stats{}, fmt.Errorf("%w: the job needs %d KV blocks, the arena has %d", ErrTooLarge, need, s.Blocks())
+		return nil, Stats{}, fmt.Errorf("%w: the job needs %d KV blocks of %d bytes, %d tokens; the worker's KV arena has %d blocks (%d MB): shorten the prompt, or serve the model with more KV memory (--kv-memory-mb)",
+			ErrTooLarge, need, s.BlockBytes(), prompt, s.Blocks(), (int64(s.Blocks())*s.BlockBytes())>>20)
+	}
+	if q.maxBlocks == 0 || q.maxBlocks > s.Blocks() {
+		// The arena is every job's cap: a generation that would outgrow
+		// it alone stops with memory_limit, where it would otherwise
+		// evict itself at its next block, come back, and do it again.
+		q.maxBlocks = s.Blocks()
 	}
 	if opts.Class == 0 || opts.LowLatency {
 		// Before the send: a step in flight without a high-priority prompt
@@ -773,8 +807,23 @@ func (s *Scheduler) finish(q *seq, reason string, err error) {
 	close(q.done)
 }
 
+// releaseBlocks gives back every block q holds, last position first: a
+// block in the prefix cache is of use only with every block before it,
+// and the cache's LRU reuses what it got first, so the tail of a
+// preempted prompt goes before its head, and what is left of it is
+// still a prefix when the job comes back.
 func (s *Scheduler) releaseBlocks(q *seq) {
-	q.eachPage(s.bm.release)
+	L := 0
+	for _, t := range q.tables {
+		L = max(L, len(t))
+	}
+	for i := L - 1; i >= 0; i-- {
+		for _, t := range q.tables {
+			if i < len(t) && t[i] >= 0 {
+				s.bm.release(t[i])
+			}
+		}
+	}
 	for g := range q.tables {
 		q.tables[g] = q.tables[g][:0]
 	}

@@ -65,10 +65,10 @@ func (s *Scheduler) allocFor(q *seq, now time.Time) (int32, bool) {
 				return 0, false
 			}
 			if len(vs) == 0 || vs[0] == q {
-				s.preempt(q, now, "KV memory ran short")
+				s.preempt(q, now, shortOfMemory)
 				return 0, false
 			}
-			s.preempt(vs[0], now, "KV memory ran short")
+			s.preempt(vs[0], now, shortOfMemory)
 			continue
 		}
 		b, ok := s.bm.alloc()
@@ -193,8 +193,10 @@ func (s *Scheduler) step() {
 func (s *Scheduler) planStep(now time.Time) []stepRow {
 	// A high-priority job waiting for its first token gets a step of its
 	// class alone: lower classes skip one step rather than lengthen the
-	// high-priority job's time to first token.
-	onlyHigh := slices.ContainsFunc(s.running, (*seq).highBeforeFirstToken)
+	// high-priority job's time to first token. Not the filler: it runs
+	// only on memory the others will not need, so the others' steps are
+	// what gives it room (held up for it, they would wait on each other).
+	onlyHigh := slices.ContainsFunc(s.running, func(q *seq) bool { return q.highBeforeFirstToken() && q != s.filler })
 	budget, lowBudget := s.budgets(now, onlyHigh)
 	if budget < s.cfg.MaxBatchTokens {
 		s.paced.Add(1)
@@ -216,8 +218,9 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 		if rem > 1 {
 			n = min(rem, budget)
 			if q == s.filler {
-				// Only blocks beyond the others' headroom; no preemption.
-				free := max(0, s.bm.available()-s.committed()-s.growingSoon())
+				// Only blocks the others will not need to the end of
+				// their generations (growingAll); no preemption.
+				free := max(0, s.bm.available()-s.committed()-s.growingAll())
 				n = s.fits(q, n, q.held+free)
 			}
 			if n <= 0 {
