@@ -144,15 +144,15 @@ func TestScheduler(t *testing.T) {
 }
 
 // TestWindows runs the windows benchmark on shared/models/archs' gemma3
-// (window 8) with prompts long past the window, in an arena the
-// whole-block layout fills with one job: the windowed one holds a job in
-// less memory and runs more jobs at once; on stories260K (no window)
-// it refuses.
+// (window 8) with prompts long past the window, eight jobs in a 1 MB arena
+// (F16 values) that the whole-block layout fills with a few: the windowed
+// one holds a job in less memory and runs more jobs at once; on
+// stories260K (no window) it refuses.
 func TestWindows(t *testing.T) {
 	t.Parallel()
 	path := modeltest.SharedPath(t, "models/archs/gemma3-s-f32.gguf")
 	var out bytes.Buffer
-	runs, err := bench.Windows(context.Background(), bench.WindowsConfig{Model: path, Threads: 1, Jobs: 4, Prompt: 120, NewTokens: 40, KVMemoryMB: 1}, &out)
+	runs, err := bench.Windows(context.Background(), bench.WindowsConfig{Model: path, Threads: 1, Jobs: 8, Prompt: 120, NewTokens: 40, KVMemoryMB: 1}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}

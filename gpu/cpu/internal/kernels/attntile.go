@@ -57,18 +57,6 @@ func (r *KVRows) at(i int) (unsafe.Pointer, int) {
 	return unsafe.Pointer(&r.F32[i]), 4
 }
 
-// row sets dst to the len(dst) values of the arena from value i, as
-// float32.
-func (r *KVRows) row(i int, dst []float32) {
-	if r.F16 == nil {
-		copy(dst, r.F32[i:])
-		return
-	}
-	for j, h := range r.F16[i : i+len(dst)] {
-		dst[j] = f16Table[h]
-	}
-}
-
 // tileAsm reports whether the tile kernels run for blocks of bt: the
 // AVX-512 ones (wideOn) or their AVX2 twins, which compute the same bits.
 func tileAsm(bt int) bool { return bt == TileBT && useAsm }
@@ -113,15 +101,20 @@ func AttnQK(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []flo
 
 func attnQKGo(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []float32, ostride int) {
 	bt := k.BT
-	row := make([]float32, bt)
 	for i := 0; i < nb; i++ {
 		base := int(k.Tab[i])*k.BlockElems + k.Off
 		for h := 0; h < nq; h++ {
 			o := out[h*ostride+i*bt : h*ostride+(i+1)*bt]
 			clear(o)
 			for d, x := range q[h*hd : (h+1)*hd] {
-				k.row(base+d*bt, row)
-				for j, y := range row {
+				r := base + d*bt
+				if k.F16 != nil {
+					for j, y := range k.F16[r : r+bt] {
+						o[j] += x * f16Table[y]
+					}
+					continue
+				}
+				for j, y := range k.F32[r : r+bt] {
 					o[j] += x * y
 				}
 			}
@@ -144,17 +137,20 @@ func AttnPV(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32,
 	nb := (cnt + bt - 1) / bt
 	v.check(nb, (bt-1)*v.Stride+hd)
 	_, _ = p[(nq-1)*pstride+cnt-1], out[(nq-1)*ostride+hd-1]
-	// 64 columns a call with AVX-512 (four heads), 32 with AVX2 (two):
-	// the same bits.
+	// 64 columns a call with AVX-512 (four heads), 32 with AVX2 (two), 8
+	// for small heads (four): the same bits.
 	wide := wideOn() && hd%64 == 0
-	if !tileAsm(bt) || hd%32 != 0 {
+	if !tileAsm(bt) || hd%8 != 0 {
 		attnPVGo(p, pstride, nq, hd, v, cnt, out, ostride)
 		return
 	}
 	f16 := v.F16 != nil
-	w, cols := 2, 32
-	if wide {
+	w, cols := 4, 8
+	switch {
+	case wide:
 		w, cols = 4, 64
+	case hd%32 == 0:
+		w, cols = 2, 32
 	}
 	for i := 0; i < nb; i++ {
 		rows := min(bt, cnt-i*bt)
@@ -162,10 +158,10 @@ func AttnPV(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32,
 			vp, size := v.at(int(v.Tab[i])*v.BlockElems + v.Off + c)
 			h := 0
 			for ; h+w <= nq; h += w {
-				pvCall(wide, f16, w, &p[h*pstride+i*bt], 4*pstride, vp, size*v.Stride, rows, &out[h*ostride+c], 4*ostride)
+				pvCall(cols, f16, w, &p[h*pstride+i*bt], 4*pstride, vp, size*v.Stride, rows, &out[h*ostride+c], 4*ostride)
 			}
 			for ; h < nq; h++ {
-				pvCall(wide, f16, 1, &p[h*pstride+i*bt], 4*pstride, vp, size*v.Stride, rows, &out[h*ostride+c], 4*ostride)
+				pvCall(cols, f16, 1, &p[h*pstride+i*bt], 4*pstride, vp, size*v.Stride, rows, &out[h*ostride+c], 4*ostride)
 			}
 		}
 	}
@@ -173,13 +169,18 @@ func AttnPV(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32,
 
 func attnPVGo(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32, ostride int) {
 	bt := v.BT
-	row := make([]float32, hd)
 	for t := 0; t < cnt; t++ {
-		v.row(int(v.Tab[t/bt])*v.BlockElems+v.Off+(t%bt)*v.Stride, row)
+		r := int(v.Tab[t/bt])*v.BlockElems + v.Off + (t%bt)*v.Stride
 		for h := 0; h < nq; h++ {
 			w := p[h*pstride+t]
 			o := out[h*ostride : h*ostride+hd]
-			for c, y := range row {
+			if v.F16 != nil {
+				for c, y := range v.F16[r : r+hd] {
+					o[c] += w * f16Table[y]
+				}
+				continue
+			}
+			for c, y := range v.F32[r : r+hd] {
 				o[c] += w * y
 			}
 		}

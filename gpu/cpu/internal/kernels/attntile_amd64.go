@@ -79,6 +79,18 @@ func attnPVF16_2AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int
 //go:noescape
 func attnPVF16_1AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
 
+//go:noescape
+func attnPVF32_4x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+
+//go:noescape
+func attnPVF32_1x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+
+//go:noescape
+func attnPVF16_4x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+
+//go:noescape
+func attnPVF16_1x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+
 // qkCall calls the AVX-512 (wide) or AVX2 QK kernel of nh heads and nb
 // blocks: 4 or 1 of each, or 2 or 1.
 func qkCall(wide, f16 bool, nh, nb int, q *float32, qstride int, k unsafe.Pointer, tab *int32, bb, hd int, out *float32, ostride int, scale float32) {
@@ -124,30 +136,39 @@ func qkCall(wide, f16 bool, nh, nb int, q *float32, qstride int, k unsafe.Pointe
 	}
 }
 
-// pvCall calls the AVX-512 (wide: 64 columns, 4 or 1 heads) or AVX2 (32
-// columns, 2 or 1 heads) PV kernel.
-func pvCall(wide, f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
+// pvCall calls the PV kernel of cols columns: AVX-512 (64: 4 or 1 heads)
+// or AVX2 (32: 2 or 1 heads; 8: 4 or 1 heads).
+func pvCall(cols int, f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
 	type shape struct {
-		wide, f16 bool
-		nh        int
+		cols int
+		f16  bool
+		nh   int
 	}
-	switch (shape{wide, f16, nh}) {
-	case shape{true, false, 4}:
+	switch (shape{cols, f16, nh}) {
+	case shape{64, false, 4}:
 		attnPVF32_4(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{true, false, 1}:
+	case shape{64, false, 1}:
 		attnPVF32_1(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{true, true, 4}:
+	case shape{64, true, 4}:
 		attnPVF16_4(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{true, true, 1}:
+	case shape{64, true, 1}:
 		attnPVF16_1(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{false, false, 2}:
+	case shape{32, false, 2}:
 		attnPVF32_2AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{false, false, 1}:
+	case shape{32, false, 1}:
 		attnPVF32_1AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{false, true, 2}:
+	case shape{32, true, 2}:
 		attnPVF16_2AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{false, true, 1}:
+	case shape{32, true, 1}:
 		attnPVF16_1AVX2(p, pstride, v, vstride, cnt, out, ostride)
+	case shape{8, false, 4}:
+		attnPVF32_4x8AVX2(p, pstride, v, vstride, cnt, out, ostride)
+	case shape{8, false, 1}:
+		attnPVF32_1x8AVX2(p, pstride, v, vstride, cnt, out, ostride)
+	case shape{8, true, 4}:
+		attnPVF16_4x8AVX2(p, pstride, v, vstride, cnt, out, ostride)
+	case shape{8, true, 1}:
+		attnPVF16_1x8AVX2(p, pstride, v, vstride, cnt, out, ostride)
 	default:
 		panic("kernels: no PV tile kernel of this shape")
 	}

@@ -549,6 +549,7 @@ attnQKF32_1x1AVX2_loop:
 TEXT ·attnPVF32_2AVX2(SB), NOSPLIT, $0-56
 	MOVQ p+0(FP), SI
 	MOVQ pstride+8(FP), BX
+	LEAQ (BX)(BX*2), R12
 	MOVQ v+16(FP), DI
 	MOVQ vstride+24(FP), AX
 	MOVQ cnt+32(FP), CX
@@ -600,6 +601,7 @@ attnPVF32_2AVX2_loop:
 TEXT ·attnPVF32_1AVX2(SB), NOSPLIT, $0-56
 	MOVQ p+0(FP), SI
 	MOVQ pstride+8(FP), BX
+	LEAQ (BX)(BX*2), R12
 	MOVQ v+16(FP), DI
 	MOVQ vstride+24(FP), AX
 	MOVQ cnt+32(FP), CX
@@ -629,6 +631,74 @@ attnPVF32_1AVX2_loop:
 	VMOVUPS Y1, 32(R10)
 	VMOVUPS Y2, 64(R10)
 	VMOVUPS Y3, 96(R10)
+	VZEROUPPER
+	RET
+
+// func attnPVF32_4x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+TEXT ·attnPVF32_4x8AVX2(SB), NOSPLIT, $0-56
+	MOVQ p+0(FP), SI
+	MOVQ pstride+8(FP), BX
+	LEAQ (BX)(BX*2), R12
+	MOVQ v+16(FP), DI
+	MOVQ vstride+24(FP), AX
+	MOVQ cnt+32(FP), CX
+	MOVQ out+40(FP), R8
+	MOVQ ostride+48(FP), R9
+	MOVQ R8, R10
+	VMOVUPS 0(R10), Y0
+	ADDQ R9, R10
+	VMOVUPS 0(R10), Y1
+	ADDQ R9, R10
+	VMOVUPS 0(R10), Y2
+	ADDQ R9, R10
+	VMOVUPS 0(R10), Y3
+attnPVF32_4x8AVX2_loop:
+	VMOVUPS 0(DI), Y8
+	VBROADCASTSS (SI), Y12
+	VBROADCASTSS (SI)(BX*1), Y13
+	VBROADCASTSS (SI)(BX*2), Y14
+	VBROADCASTSS (SI)(R12*1), Y15
+	VFMADD231PS Y8, Y12, Y0
+	VFMADD231PS Y8, Y13, Y1
+	VFMADD231PS Y8, Y14, Y2
+	VFMADD231PS Y8, Y15, Y3
+	ADDQ $4, SI
+	ADDQ AX, DI
+	DECQ CX
+	JNZ attnPVF32_4x8AVX2_loop
+	MOVQ R8, R10
+	VMOVUPS Y0, 0(R10)
+	ADDQ R9, R10
+	VMOVUPS Y1, 0(R10)
+	ADDQ R9, R10
+	VMOVUPS Y2, 0(R10)
+	ADDQ R9, R10
+	VMOVUPS Y3, 0(R10)
+	VZEROUPPER
+	RET
+
+// func attnPVF32_1x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+TEXT ·attnPVF32_1x8AVX2(SB), NOSPLIT, $0-56
+	MOVQ p+0(FP), SI
+	MOVQ pstride+8(FP), BX
+	LEAQ (BX)(BX*2), R12
+	MOVQ v+16(FP), DI
+	MOVQ vstride+24(FP), AX
+	MOVQ cnt+32(FP), CX
+	MOVQ out+40(FP), R8
+	MOVQ ostride+48(FP), R9
+	MOVQ R8, R10
+	VMOVUPS 0(R10), Y0
+attnPVF32_1x8AVX2_loop:
+	VMOVUPS 0(DI), Y8
+	VBROADCASTSS (SI), Y12
+	VFMADD231PS Y8, Y12, Y0
+	ADDQ $4, SI
+	ADDQ AX, DI
+	DECQ CX
+	JNZ attnPVF32_1x8AVX2_loop
+	MOVQ R8, R10
+	VMOVUPS Y0, 0(R10)
 	VZEROUPPER
 	RET
 
@@ -1177,6 +1247,7 @@ attnQKF16_1x1AVX2_loop:
 TEXT ·attnPVF16_2AVX2(SB), NOSPLIT, $0-56
 	MOVQ p+0(FP), SI
 	MOVQ pstride+8(FP), BX
+	LEAQ (BX)(BX*2), R12
 	MOVQ v+16(FP), DI
 	MOVQ vstride+24(FP), AX
 	MOVQ cnt+32(FP), CX
@@ -1228,6 +1299,7 @@ attnPVF16_2AVX2_loop:
 TEXT ·attnPVF16_1AVX2(SB), NOSPLIT, $0-56
 	MOVQ p+0(FP), SI
 	MOVQ pstride+8(FP), BX
+	LEAQ (BX)(BX*2), R12
 	MOVQ v+16(FP), DI
 	MOVQ vstride+24(FP), AX
 	MOVQ cnt+32(FP), CX
@@ -1257,5 +1329,73 @@ attnPVF16_1AVX2_loop:
 	VMOVUPS Y1, 32(R10)
 	VMOVUPS Y2, 64(R10)
 	VMOVUPS Y3, 96(R10)
+	VZEROUPPER
+	RET
+
+// func attnPVF16_4x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+TEXT ·attnPVF16_4x8AVX2(SB), NOSPLIT, $0-56
+	MOVQ p+0(FP), SI
+	MOVQ pstride+8(FP), BX
+	LEAQ (BX)(BX*2), R12
+	MOVQ v+16(FP), DI
+	MOVQ vstride+24(FP), AX
+	MOVQ cnt+32(FP), CX
+	MOVQ out+40(FP), R8
+	MOVQ ostride+48(FP), R9
+	MOVQ R8, R10
+	VMOVUPS 0(R10), Y0
+	ADDQ R9, R10
+	VMOVUPS 0(R10), Y1
+	ADDQ R9, R10
+	VMOVUPS 0(R10), Y2
+	ADDQ R9, R10
+	VMOVUPS 0(R10), Y3
+attnPVF16_4x8AVX2_loop:
+	VCVTPH2PS 0(DI), Y8
+	VBROADCASTSS (SI), Y12
+	VBROADCASTSS (SI)(BX*1), Y13
+	VBROADCASTSS (SI)(BX*2), Y14
+	VBROADCASTSS (SI)(R12*1), Y15
+	VFMADD231PS Y8, Y12, Y0
+	VFMADD231PS Y8, Y13, Y1
+	VFMADD231PS Y8, Y14, Y2
+	VFMADD231PS Y8, Y15, Y3
+	ADDQ $4, SI
+	ADDQ AX, DI
+	DECQ CX
+	JNZ attnPVF16_4x8AVX2_loop
+	MOVQ R8, R10
+	VMOVUPS Y0, 0(R10)
+	ADDQ R9, R10
+	VMOVUPS Y1, 0(R10)
+	ADDQ R9, R10
+	VMOVUPS Y2, 0(R10)
+	ADDQ R9, R10
+	VMOVUPS Y3, 0(R10)
+	VZEROUPPER
+	RET
+
+// func attnPVF16_1x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+TEXT ·attnPVF16_1x8AVX2(SB), NOSPLIT, $0-56
+	MOVQ p+0(FP), SI
+	MOVQ pstride+8(FP), BX
+	LEAQ (BX)(BX*2), R12
+	MOVQ v+16(FP), DI
+	MOVQ vstride+24(FP), AX
+	MOVQ cnt+32(FP), CX
+	MOVQ out+40(FP), R8
+	MOVQ ostride+48(FP), R9
+	MOVQ R8, R10
+	VMOVUPS 0(R10), Y0
+attnPVF16_1x8AVX2_loop:
+	VCVTPH2PS 0(DI), Y8
+	VBROADCASTSS (SI), Y12
+	VFMADD231PS Y8, Y12, Y0
+	ADDQ $4, SI
+	ADDQ AX, DI
+	DECQ CX
+	JNZ attnPVF16_1x8AVX2_loop
+	MOVQ R8, R10
+	VMOVUPS Y0, 0(R10)
 	VZEROUPPER
 	RET

@@ -44,7 +44,7 @@ func randF32(r *rand.Rand, n int) []float32 {
 func TestAttnTileKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, f16 := range []bool{false, true} {
-		for _, hd := range []int{64, 128, 48} {
+		for _, hd := range []int{64, 128, 48, 8, 16, 12} {
 			const blocks, off = 9, 7
 			kvDim := 2 * hd
 			be := off + TileBT*kvDim + 3

@@ -113,7 +113,7 @@ func qkCall(wide, f16 bool, nh, nb int, q *float32, qstride int, k unsafe.Pointe
 	panic(noAsm)
 }
 
-func pvCall(wide, f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
+func pvCall(cols int, f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
 	panic(noAsm)
 }
 

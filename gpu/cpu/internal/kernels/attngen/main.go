@@ -43,7 +43,10 @@ func main() {
 			qkAVX2(&b, e, s[0], s[1])
 		}
 		for _, nh := range []int{2, 1} {
-			pvAVX2(&b, e, nh)
+			pvAVX2(&b, e, nh, 4)
+		}
+		for _, nh := range []int{4, 1} {
+			pvAVX2(&b, e, nh, 1)
 		}
 	}
 	if err := os.WriteFile("attntile_amd64.s", b.Bytes(), 0o644); err != nil {
@@ -187,40 +190,44 @@ func qkAVX2(b *bytes.Buffer, e elem, nh, nb int) {
 	b.WriteString("\tVZEROUPPER\n\tRET\n")
 }
 
-// pvAVX2 writes attnPV<T>_<nh>AVX2, attnPV's twin for AVX2 over 32 columns
-// of out per call (four ymm registers a head), each output the same chain
-// of multiply-adds as the AVX-512 kernel's.
-func pvAVX2(b *bytes.Buffer, e elem, nh int) {
+// pvAVX2 writes attnPV<T>_<nh>AVX2 (regs 4: 32 columns of out per call,
+// four ymm registers a head) or attnPV<T>_<nh>x8AVX2 (regs 1: 8 columns,
+// for heads of 8 or 16), attnPV's twins for AVX2, each output the same
+// chain of multiply-adds as the AVX-512 kernel's.
+func pvAVX2(b *bytes.Buffer, e elem, nh, regs int) {
 	name := fmt.Sprintf("attnPV%s_%dAVX2", e.name, nh)
+	if regs == 1 {
+		name = fmt.Sprintf("attnPV%s_%dx8AVX2", e.name, nh)
+	}
 	fmt.Fprintf(b, "\n// func %s(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)\n", name)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
-	b.WriteString("\tMOVQ p+0(FP), SI\n\tMOVQ pstride+8(FP), BX\n\tMOVQ v+16(FP), DI\n\tMOVQ vstride+24(FP), AX\n\tMOVQ cnt+32(FP), CX\n\tMOVQ out+40(FP), R8\n\tMOVQ ostride+48(FP), R9\n")
+	b.WriteString("\tMOVQ p+0(FP), SI\n\tMOVQ pstride+8(FP), BX\n\tLEAQ (BX)(BX*2), R12\n\tMOVQ v+16(FP), DI\n\tMOVQ vstride+24(FP), AX\n\tMOVQ cnt+32(FP), CX\n\tMOVQ out+40(FP), R8\n\tMOVQ ostride+48(FP), R9\n")
 	b.WriteString("\tMOVQ R8, R10\n")
 	for h := 0; h < nh; h++ {
-		for c := 0; c < 4; c++ {
-			fmt.Fprintf(b, "\tVMOVUPS %d(R10), Y%d\n", 32*c, 4*h+c)
+		for c := 0; c < regs; c++ {
+			fmt.Fprintf(b, "\tVMOVUPS %d(R10), Y%d\n", 32*c, regs*h+c)
 		}
 		if h < nh-1 {
 			b.WriteString("\tADDQ R9, R10\n")
 		}
 	}
 	fmt.Fprintf(b, "%s_loop:\n", name)
-	for c := 0; c < 4; c++ {
+	for c := 0; c < regs; c++ {
 		b.WriteString(e.load(fmt.Sprintf("%d(DI)", 8*e.size*c), fmt.Sprintf("Y%d", 8+c)))
 	}
 	for h := 0; h < nh; h++ {
 		fmt.Fprintf(b, "\tVBROADCASTSS %s, Y%d\n", heads[h], 12+h)
 	}
 	for h := 0; h < nh; h++ {
-		for c := 0; c < 4; c++ {
-			fmt.Fprintf(b, "\tVFMADD231PS Y%d, Y%d, Y%d\n", 8+c, 12+h, 4*h+c)
+		for c := 0; c < regs; c++ {
+			fmt.Fprintf(b, "\tVFMADD231PS Y%d, Y%d, Y%d\n", 8+c, 12+h, regs*h+c)
 		}
 	}
 	fmt.Fprintf(b, "\tADDQ $4, SI\n\tADDQ AX, DI\n\tDECQ CX\n\tJNZ %s_loop\n", name)
 	b.WriteString("\tMOVQ R8, R10\n")
 	for h := 0; h < nh; h++ {
-		for c := 0; c < 4; c++ {
-			fmt.Fprintf(b, "\tVMOVUPS Y%d, %d(R10)\n", 4*h+c, 32*c)
+		for c := 0; c < regs; c++ {
+			fmt.Fprintf(b, "\tVMOVUPS Y%d, %d(R10)\n", regs*h+c, 32*c)
 		}
 		if h < nh-1 {
 			b.WriteString("\tADDQ R9, R10\n")
