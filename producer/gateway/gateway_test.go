@@ -586,8 +586,10 @@ func TestGatewayBatchResume(t *testing.T) {
 	}
 }
 
-// batchTakeoverLines is the size of the batches run across a takeover.
-const batchTakeoverLines = 64
+// batchTakeoverLines is the size of the batches run across a takeover:
+// enough that the first gateway dies well before the end however fast the
+// worker is (at 64, a fast worker had answered them all by the first poll).
+const batchTakeoverLines = 256
 
 // batchAcrossTakeover runs batch id of batchTakeoverLines long jobs on the
 // first of two gateway replicas, which dies (its NATS connection drops:
