@@ -132,6 +132,11 @@ func TestModelsMatchCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Both backends with an F32 KV cache (the CPU's default is F16;
+		// CUDA stores F32), so that only the kernels differ.
+		if err := m.SetKVType(gpu.F32); err != nil {
+			t.Fatal(err)
+		}
 		return modeltest.NewDecoder(t, m, prompts, 32)
 	}
 	for _, arch := range archs {

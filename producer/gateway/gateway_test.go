@@ -588,8 +588,10 @@ func TestGatewayBatchResume(t *testing.T) {
 
 // batchTakeoverLines is the size of the batches run across a takeover:
 // enough that the first gateway dies well before the end however fast the
-// worker is (at 64, a fast worker had answered them all by the first poll).
-const batchTakeoverLines = 256
+// worker is (at 64, a fast worker had answered them all by the first
+// poll), and 64 under the race detector, where the worker is several times
+// slower and 256 would not end within waitBatch's minute.
+var batchTakeoverLines = map[bool]int{false: 256, true: 64}[raceOn]
 
 // batchAcrossTakeover runs batch id of batchTakeoverLines long jobs on the
 // first of two gateway replicas, which dies (its NATS connection drops:
