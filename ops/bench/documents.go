@@ -220,11 +220,21 @@ func Documents(ctx context.Context, st *devstack.Stack, cfg DocumentsConfig, w i
 	if err != nil {
 		return nil, err
 	}
-	bodies := make([][]byte, len(docs))
-	for i, d := range docs {
-		if bodies[i], err = documentRequest(name, cfg.Instruction, d, cfg.AnswerTokens); err != nil {
-			return nil, err
+	// Each level's requests name the level before the document, so that
+	// a level finds only the shared instruction in a prefix cache, not the
+	// documents an earlier level sent (which a cache would serve whole).
+	levelBodies := func(level int) ([][]byte, error) {
+		bodies := make([][]byte, len(docs))
+		for i, d := range docs {
+			if level > 0 {
+				d.Text = fmt.Sprintf("(Run %d.) %s", level+1, d.Text)
+			}
+			var err error
+			if bodies[i], err = documentRequest(name, cfg.Instruction, d, cfg.AnswerTokens); err != nil {
+				return nil, err
+			}
 		}
+		return bodies, nil
 	}
 	usage := &usageLog{byJob: map[string]contracts.Usage{}}
 	sub, err := st.Conn().Subscribe(contracts.UsageSubject(Tenant), usage.record)
@@ -249,7 +259,11 @@ func Documents(ctx context.Context, st *devstack.Stack, cfg DocumentsConfig, w i
 			client     *http.Client
 		}{"peer", cfg.Peer, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}})
 	}
-	for _, clients := range cfg.Concurrency {
+	for level, clients := range cfg.Concurrency {
+		bodies, err := levelBodies(level)
+		if err != nil {
+			return nil, err
+		}
 		for _, p := range paths {
 			if cfg.Progress != nil {
 				fmt.Fprintf(cfg.Progress, "%s, %d clients: %d documents ...\n", p.name, clients, len(docs))
