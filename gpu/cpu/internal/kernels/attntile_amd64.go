@@ -91,87 +91,56 @@ func attnPVF16_4x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt i
 //go:noescape
 func attnPVF16_1x8AVX2(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
 
+type (
+	qkKernel func(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32)
+	pvKernel func(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int)
+)
+
+// qkKernels[wide][f16][one head][one block]: the AVX-512 kernels of 4 or 1
+// heads by 4 or 1 blocks, the AVX2 ones of 2 or 1 by 2 or 1.
+var qkKernels = [2][2][2][2]qkKernel{
+	{ // AVX2
+		{{attnQKF32_2x2AVX2, attnQKF32_2x1AVX2}, {attnQKF32_1x2AVX2, attnQKF32_1x1AVX2}},
+		{{attnQKF16_2x2AVX2, attnQKF16_2x1AVX2}, {attnQKF16_1x2AVX2, attnQKF16_1x1AVX2}},
+	},
+	{ // AVX-512
+		{{attnQKF32_4x4, attnQKF32_4x1}, {attnQKF32_1x4, attnQKF32_1x1}},
+		{{attnQKF16_4x4, attnQKF16_4x1}, {attnQKF16_1x4, attnQKF16_1x1}},
+	},
+}
+
+// pvKernels[columns: 64, 32, 8][f16][one head]: the AVX-512 kernels of 4
+// or 1 heads, the AVX2 ones of 2 or 1 (32 columns) and 4 or 1 (8).
+var pvKernels = [3][2][2]pvKernel{
+	{{attnPVF32_4, attnPVF32_1}, {attnPVF16_4, attnPVF16_1}},
+	{{attnPVF32_2AVX2, attnPVF32_1AVX2}, {attnPVF16_2AVX2, attnPVF16_1AVX2}},
+	{{attnPVF32_4x8AVX2, attnPVF32_1x8AVX2}, {attnPVF16_4x8AVX2, attnPVF16_1x8AVX2}},
+}
+
 // qkCall calls the AVX-512 (wide) or AVX2 QK kernel of nh heads and nb
 // blocks: 4 or 1 of each, or 2 or 1.
 func qkCall(wide, f16 bool, nh, nb int, q *float32, qstride int, k unsafe.Pointer, tab *int32, bb, hd int, out *float32, ostride int, scale float32) {
-	type shape struct {
-		wide, f16 bool
-		nh, nb    int
-	}
-	switch (shape{wide, f16, nh, nb}) {
-	case shape{true, false, 4, 4}:
-		attnQKF32_4x4(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{true, false, 1, 4}:
-		attnQKF32_1x4(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{true, false, 4, 1}:
-		attnQKF32_4x1(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{true, false, 1, 1}:
-		attnQKF32_1x1(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{true, true, 4, 4}:
-		attnQKF16_4x4(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{true, true, 1, 4}:
-		attnQKF16_1x4(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{true, true, 4, 1}:
-		attnQKF16_4x1(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{true, true, 1, 1}:
-		attnQKF16_1x1(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{false, false, 2, 2}:
-		attnQKF32_2x2AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{false, false, 1, 2}:
-		attnQKF32_1x2AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{false, false, 2, 1}:
-		attnQKF32_2x1AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{false, false, 1, 1}:
-		attnQKF32_1x1AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{false, true, 2, 2}:
-		attnQKF16_2x2AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{false, true, 1, 2}:
-		attnQKF16_1x2AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{false, true, 2, 1}:
-		attnQKF16_2x1AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	case shape{false, true, 1, 1}:
-		attnQKF16_1x1AVX2(q, qstride, k, tab, bb, hd, out, ostride, scale)
-	default:
-		panic("kernels: no QK tile kernel of this shape")
-	}
+	qkKernels[b2i(wide)][b2i(f16)][b2i(nh == 1)][b2i(nb == 1)](q, qstride, k, tab, bb, hd, out, ostride, scale)
 }
 
 // pvCall calls the PV kernel of cols columns: AVX-512 (64: 4 or 1 heads)
 // or AVX2 (32: 2 or 1 heads; 8: 4 or 1 heads).
 func pvCall(cols int, f16 bool, nh int, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int) {
-	type shape struct {
-		cols int
-		f16  bool
-		nh   int
+	c := 0
+	switch cols {
+	case 32:
+		c = 1
+	case 8:
+		c = 2
 	}
-	switch (shape{cols, f16, nh}) {
-	case shape{64, false, 4}:
-		attnPVF32_4(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{64, false, 1}:
-		attnPVF32_1(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{64, true, 4}:
-		attnPVF16_4(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{64, true, 1}:
-		attnPVF16_1(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{32, false, 2}:
-		attnPVF32_2AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{32, false, 1}:
-		attnPVF32_1AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{32, true, 2}:
-		attnPVF16_2AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{32, true, 1}:
-		attnPVF16_1AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{8, false, 4}:
-		attnPVF32_4x8AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{8, false, 1}:
-		attnPVF32_1x8AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{8, true, 4}:
-		attnPVF16_4x8AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	case shape{8, true, 1}:
-		attnPVF16_1x8AVX2(p, pstride, v, vstride, cnt, out, ostride)
-	default:
-		panic("kernels: no PV tile kernel of this shape")
+	pvKernels[c][b2i(f16)][b2i(nh == 1)](p, pstride, v, vstride, cnt, out, ostride)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
+	return 0
 }
 
 //go:noescape
