@@ -99,6 +99,10 @@ type Request struct {
 	// OnToolEvent, if set, receives the tools' actions (redacted, masked,
 	// retried, appended, violated, failed).
 	OnToolEvent func(tools.ToolEvent)
+	// NoDrafts asks a runner that drafts tokens and verifies them (the
+	// scheduler) not to: the output is the same, only the forward passes
+	// differ (speculation "off").
+	NoDrafts bool
 }
 
 // Token is one generated token.

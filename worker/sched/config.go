@@ -21,6 +21,13 @@ type Config struct {
 	// KVBlocks, when set, is the exact number of blocks in the arena and
 	// overrides KVMemoryMB (tests use it). Defaults to 0.
 	KVBlocks int
+	// NoDrafts turns off drafting (draft.go) for every job; otherwise a
+	// job drafts unless its request says not to (engine.Request.NoDrafts).
+	// Drafts change the forward passes a job takes, not its output.
+	NoDrafts bool
+	// MaxDraft bounds the tokens a sequence drafts in one step. Defaults
+	// to 8.
+	MaxDraft int
 	// BlockTokens is the number of positions per KV block. Defaults to
 	// gpu.DefaultBlockTokens (16).
 	BlockTokens int
@@ -109,6 +116,7 @@ func (c Config) WithDefaults() Config {
 	setI(&c.MaxBatchTokens, 256)
 	setI(&c.MaxRunning, 64)
 	setI(&c.MinPrefillTokens, 16)
+	setI(&c.MaxDraft, 8)
 	if c.MaxStepLatency == 0 {
 		c.MaxStepLatency = 150 * time.Millisecond
 	}

@@ -26,6 +26,8 @@ type Metrics struct {
 	reservedWaits   prometheus.Counter
 	attaches        prometheus.Counter
 	duplicated      prometheus.Counter
+	drafted         *prometheus.CounterVec
+	draftAccepted   *prometheus.CounterVec
 	stepTokens      prometheus.Histogram
 	tenantTokens    *prometheus.CounterVec
 	admissions      *prometheus.CounterVec
@@ -62,6 +64,10 @@ func NewMetrics() *Metrics {
 		reservedWaits: c("reserved_waits_total", "Steps a reserved (low_latency) job sat out because the KV block it needed is kept for another reserved job to finish (the banker's rule)."),
 		attaches:      c("prefix_attaches_total", "Jobs that waited for a running sequence computing their prompt's leading blocks, to share them instead of computing them again."),
 		duplicated:    c("prefill_duplicated_tokens_total", "Prompt tokens computed in full blocks that another sequence computed too (in the prefix cache already, or computed beside them)."),
+		drafted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_draft_tokens_total",
+			Help: "Draft tokens verified in forward passes, by source (context: n-grams of the job's prompt and output)."}, []string{"source"}),
+		draftAccepted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_draft_accepted_tokens_total",
+			Help: "Draft tokens the model agreed with, emitted without a forward pass of their own, by source; over zerolayer_draft_tokens_total, the acceptance rate."}, []string{"source"}),
 		tenantTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_tenant_generated_tokens_total",
 			Help: "Output tokens generated, by tenant: the shares fairness divides."}, []string{"tenant"}),
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_admissions_total",
@@ -85,7 +91,7 @@ var heldNames = [numHeld]string{"memory", "slots", "prefill_budget", "prefix"}
 // Register registers every metric with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsed, m.kvFree, m.kvCached, m.kvUsage, m.hostUsed,
-		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.reservedWaits, m.attaches, m.duplicated, m.stepTokens, m.tenantTokens, m.admissions, m.waitVec} {
+		m.prefixQueries, m.prefixHits, m.preemptions, m.swappedBytes, m.swapIns, m.swapGC, m.rejections, m.interrupted, m.reservedWaits, m.attaches, m.duplicated, m.drafted, m.draftAccepted, m.stepTokens, m.tenantTokens, m.admissions, m.waitVec} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

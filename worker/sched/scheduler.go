@@ -69,6 +69,14 @@ type Stats struct {
 	// reserved (low_latency, not preemptible, or high priority with
 	// Config.ReserveHighPriority): it is never preempted.
 	Reserved bool
+	// SampleSteps counts the forward passes that sampled the job's
+	// tokens: its output tokens over it is the tokens a pass emitted
+	// (more than 1 with accepted drafts).
+	SampleSteps int
+	// DraftedTokens counts the draft tokens verified (draft.go), and
+	// AcceptedDraftTokens those the model agreed with (they were emitted
+	// without a pass of their own).
+	DraftedTokens, AcceptedDraftTokens int
 }
 
 // Scheduler runs many generations on one model at once: continuous
@@ -186,6 +194,8 @@ type Scheduler struct {
 	noProgress  atomic.Int64 // evictions of a resumed job that had generated nothing since
 	attaches    atomic.Int64 // jobs that waited for another sequence computing their prompt's blocks
 	duplicated  atomic.Int64 // prompt tokens computed in blocks another sequence computed too
+	drafted     atomic.Int64 // draft tokens verified
+	accepted    atomic.Int64 // draft tokens accepted
 	paced       atomic.Int64 // steps whose prefill budget MaxStepLatency cut
 	// reservedWaits counts the steps a reserved job sat out because the
 	// block it needed was kept for another reserved job to finish.
@@ -243,6 +253,8 @@ type seq struct {
 	// admission and while it runs, and it is evicted for memory again only
 	// when no other ordinary job of its class can go.
 	wholeSpan bool
+	// dr drafts tokens for verification (draft.go); nil: no drafts.
+	dr *drafter
 
 	stats    Stats
 	err      error
@@ -406,6 +418,9 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	q := &seq{g: g, opts: opts, ctx: ctx, submitted: time.Now(), done: make(chan struct{}), tables: make([][]int32, s.pg.groups)}
 	q.enq = q.submitted
 	q.submitStep = s.stepCount.Load()
+	if !s.cfg.NoDrafts && !req.NoDrafts {
+		q.dr = newDrafter()
+	}
 	prompt := len(req.PromptIDs)
 	if opts.MaxMemoryMB > 0 {
 		q.maxBlocks = int(opts.MaxMemoryMB * (1 << 20) / float64(s.BlockBytes()))

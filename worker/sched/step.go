@@ -116,6 +116,10 @@ type stepRow struct {
 	q       *seq
 	n       int  // tokens fed
 	samples bool // the row reaches the end of q's tokens: it samples
+	// draft, when set, is fed after q's last token (n is 1+len(draft)),
+	// and every one of the n rows is sampled in turn while the model
+	// agrees with it (draft.go).
+	draft []int32
 }
 
 // step runs one forward pass: a decode token for every running sequence
@@ -239,11 +243,12 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 		if rem > 1 {
 			budget -= n
 		}
-		plan = append(plan, stepRow{q, n, q.computed+n == len(toks)})
+		plan = append(plan, stepRow{q: q, n: n, samples: q.computed+n == len(toks)})
 	}
 	// A sequence planned early may have been preempted by a later one's
 	// growth: drop it from this step.
 	plan = slices.DeleteFunc(plan, func(r stepRow) bool { return !r.q.running })
+	s.addDrafts(plan, budget, now)
 	return plan
 }
 
@@ -265,8 +270,13 @@ func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, erro
 	}
 	for i, r := range plan {
 		all := r.q.g.Tokens()
+		fed := r.n - len(r.draft)
 		for j := 0; j < r.n; j++ {
-			toks = append(toks, all[r.q.computed+j])
+			if j < fed {
+				toks = append(toks, all[r.q.computed+j])
+			} else {
+				toks = append(toks, r.draft[j-fed])
+			}
 			pos = append(pos, int32(r.q.computed+j))
 			seqIdx = append(seqIdx, int32(i))
 		}
@@ -274,7 +284,10 @@ func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, erro
 			tables[g] = append(tables[g], r.q.tables[g])
 		}
 		if r.samples {
-			rows = append(rows, int32(len(toks)-1))
+			// A drafted row samples its last token and every draft token.
+			for j := fed - 1; j < r.n; j++ {
+				rows = append(rows, int32(len(toks)-r.n+j))
+			}
 		}
 	}
 	s.buf.toks, s.buf.pos, s.buf.seq, s.buf.rows = toks, pos, seqIdx, rows
@@ -320,8 +333,42 @@ func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, erro
 // applyStep takes the results of a completed step: it advances each row's
 // sequence, feeds the prefix cache and the fairness counters, and samples
 // the rows at the end of their tokens, finishing or restarting their jobs.
+// A drafted row advances by its last token and the draft tokens the
+// model agreed with (draft.go).
 func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 	done := time.Now()
+	obs := s.buf.observe[:0]
+	row := 0
+	for _, r := range plan {
+		q := r.q
+		fed := r.n - len(r.draft)
+		q.computed += fed
+		q.highWater = max(q.highWater, q.computed)
+		s.served[q.opts.Tenant] += float64(fed) / q.opts.Weight
+		s.registerFull(q)
+		s.trim(q)
+		if r.samples { // a prefill chunk has no logits yet
+			obs = append(obs, observation{q: q, row: row, draft: r.draft})
+			row += 1 + len(r.draft)
+		}
+	}
+	s.buf.observe = obs
+	observeAll(obs, logits, s.m.Vocab, done, s.hostFor)
+	for _, o := range obs {
+		q := o.q
+		q.stats.SampleSteps++
+		if len(o.draft) > 0 {
+			q.stats.DraftedTokens += len(o.draft)
+			q.stats.AcceptedDraftTokens += o.accepted
+			q.dr.verified(len(o.draft), o.accepted, s.cfg.MaxDraft)
+			s.noteDraft(len(o.draft), o.accepted)
+			q.computed += o.accepted
+			q.highWater = max(q.highWater, q.computed)
+			s.served[q.opts.Tenant] += float64(o.accepted) / q.opts.Weight
+			s.registerFull(q)
+			s.trim(q)
+		}
+	}
 	if s.stepTokens != nil || s.cfg.Metrics != nil {
 		// Reused, like the other step buffers.
 		got := s.buf.tenantTokens
@@ -330,10 +377,8 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 			s.buf.tenantTokens = got
 		}
 		clear(got)
-		for _, r := range plan {
-			if r.samples {
-				got[r.q.opts.Tenant]++
-			}
+		for _, o := range obs {
+			got[o.q.opts.Tenant] += 1 + o.accepted
 		}
 		if s.stepTokens != nil {
 			s.stepTokens(got)
@@ -352,20 +397,6 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 			}
 		}
 	}
-	obs := s.buf.observe[:0]
-	for _, r := range plan {
-		q := r.q
-		q.computed += r.n
-		q.highWater = max(q.highWater, q.computed)
-		s.served[q.opts.Tenant] += float64(r.n) / q.opts.Weight
-		s.registerFull(q)
-		s.trim(q)
-		if r.samples { // a prefill chunk has no logits yet
-			obs = append(obs, observation{q: q})
-		}
-	}
-	s.buf.observe = obs
-	observeAll(obs, logits, s.m.Vocab, done, s.hostFor)
 	for _, o := range obs {
 		q := o.q
 		if q.stats.FirstTokenSteps == 0 && len(q.g.Result().OutputIDs) > 0 {
@@ -381,11 +412,16 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 	}
 }
 
-// observation is one sampling row of a step: its sequence, and whether
-// its generation goes on after the token it sampled.
+// observation is one sampling row of a step: its sequence, where its
+// logits begin (in rows), its draft, and, once observed, whether its
+// generation goes on after the tokens it sampled and how many draft
+// tokens it accepted.
 type observation struct {
-	q  *seq
-	ok bool
+	q        *seq
+	row      int
+	draft    []int32
+	ok       bool
+	accepted int
 }
 
 // observeAll has each row's generation observe its logits (row i's are
@@ -408,7 +444,21 @@ type observation struct {
 // on up to GOMAXPROCS goroutines, the caller's one of them.
 func observeAll(obs []observation, logits []float32, vocab int, now time.Time, hostFor func(n int, fn func(lo, hi int))) {
 	one := func(i int) {
-		_, obs[i].ok = obs[i].q.g.Observe(logits[i*vocab:(i+1)*vocab], now)
+		o := &obs[i]
+		g := o.q.g
+		// Row j samples the token after the draft's first j tokens; it
+		// is the model's own only while every one of them was.
+		for j := 0; ; j++ {
+			r := o.row + j
+			_, o.ok = g.Observe(logits[r*vocab:(r+1)*vocab], now)
+			if !o.ok || j == len(o.draft) {
+				return
+			}
+			if h := g.Tokens(); h[len(h)-1] != o.draft[j] {
+				return
+			}
+			o.accepted++
+		}
 	}
 	if hostFor != nil && len(obs) > 1 {
 		hostFor(len(obs), func(lo, hi int) {
