@@ -460,3 +460,13 @@ func (g *Generation) emitTail(s string) {
 
 // Result returns the result; complete once Done.
 func (g *Generation) Result() *Result { return g.res }
+
+// Forced returns the text the request's constraints force its output to
+// take next, at most max bytes (tools.Run.Forced), or nil: a draft for a
+// runner that verifies drafts. The slice is reused by the next call.
+func (g *Generation) Forced(max int) []byte {
+	if g.req.Tools == nil || g.done {
+		return nil
+	}
+	return g.req.Tools.Forced(max)
+}

@@ -3,6 +3,8 @@ package sched
 import (
 	"slices"
 	"time"
+
+	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 )
 
 // Drafts: tokens proposed for a decoding sequence without a draft model,
@@ -51,58 +53,91 @@ const (
 	maxCool     = 1024
 )
 
-// drafter is one sequence's drafting state.
+// Draft sources.
+const (
+	srcGrammar = iota // the text the job's constraints force next
+	srcContext        // n-grams of the job's prompt and output
+	numSources
+)
+
+// sourceNames are the metrics' labels of the sources.
+var sourceNames = [numSources]string{"grammar", "context"}
+
+// maxForced bounds the forced text a grammar draft tokenizes, in bytes.
+const maxForced = 64
+
+// drafter is one sequence's drafting state, per source.
 type drafter struct {
-	limit int // the longest draft it proposes now
-	// drafted and accepted count the tokens of the current window.
-	drafted, accepted int
-	cool              int // decode steps left without drafts
-	backoff           int // the next cool-down
-	buf               []int32
+	src [numSources]struct {
+		limit int // the longest draft it proposes now
+		// drafted and accepted count the tokens of the current window.
+		drafted, accepted int
+		cool              int // decode steps left without its drafts
+		backoff           int // the next cool-down
+	}
+	last int // the source of the draft being verified
+	buf  []int32
 }
 
 func newDrafter() *drafter {
-	return &drafter{limit: draftStart, backoff: coolSteps}
+	d := &drafter{}
+	for i := range d.src {
+		d.src[i].limit, d.src[i].backoff = draftStart, coolSteps
+	}
+	return d
 }
 
-// propose returns a draft of at most max tokens continuing toks, or nil.
-// The slice is reused by the next call.
-func (d *drafter) propose(toks []int32, max int) []int32 {
-	if d.cool > 0 {
-		d.cool--
-		return nil
+// propose returns a draft of at most max tokens continuing q's tokens,
+// or nil: the text q's constraints force next, tokenized, else a lookup
+// in q's context. The slice is reused by the next call.
+func (d *drafter) propose(q *seq, tok *tokenizer.Tokenizer, max int) []int32 {
+	for i := range d.src {
+		if d.src[i].cool > 0 {
+			d.src[i].cool--
+		}
 	}
-	max = min(max, d.limit)
 	if max <= 0 {
 		return nil
 	}
-	d.buf = lookup(toks, max, d.buf[:0])
-	return d.buf
+	if g := &d.src[srcGrammar]; g.cool == 0 && q.g.HasTools() {
+		if f := q.g.Forced(maxForced); len(f) > 0 {
+			ids := tok.Encode(string(f), tokenizer.EncodeOptions{Continues: true})
+			d.last, d.buf = srcGrammar, append(d.buf[:0], ids[:min(len(ids), max, g.limit)]...)
+			return d.buf
+		}
+	}
+	if c := &d.src[srcContext]; c.cool == 0 {
+		d.last, d.buf = srcContext, lookup(q.g.Tokens(), min(max, c.limit), d.buf[:0])
+		return d.buf
+	}
+	return nil
 }
 
-// verified records that a draft of n tokens had its first a accepted.
+// verified records that the last draft, of n tokens, had its first a
+// accepted.
 func (d *drafter) verified(n, a int, maxDraft int) {
+	s := &d.src[d.last]
 	if n == 0 {
 		return
 	}
 	if a == n {
-		d.limit = min(maxDraft, d.limit+2)
+		s.limit = min(maxDraft, s.limit+2)
 	} else {
-		d.limit = max(1, a+1)
+		s.limit = max(1, a+1)
 	}
-	d.drafted += n
-	d.accepted += a
-	if d.drafted < draftWindow {
+	s.drafted += n
+	s.accepted += a
+	if s.drafted < draftWindow {
 		return
 	}
-	if float64(d.accepted) < draftPays*float64(d.drafted) {
-		d.cool = d.backoff
-		d.backoff = min(maxCool, 2*d.backoff)
-		d.limit = draftStart
+	if float64(s.accepted) < draftPays*float64(s.drafted) {
+		s.cool = s.backoff
+		s.backoff = min(maxCool, 2*s.backoff)
+		s.limit = draftStart
 	} else {
-		d.backoff = coolSteps
+		s.backoff = coolSteps
 	}
-	d.drafted, d.accepted = 0, 0
+	s.drafted, s.accepted = 0, 0
 }
 
 // lookup appends to dst up to max tokens that followed the latest earlier
@@ -152,7 +187,7 @@ func (s *Scheduler) addDrafts(plan []stepRow, budget int, now time.Time) {
 		if q.maxBlocks > 0 {
 			room = min(room, s.fits(q, 1+room, q.maxBlocks)-1)
 		}
-		d := q.dr.propose(toks, room)
+		d := q.dr.propose(q, s.tok, room)
 		if len(d) == 0 {
 			continue
 		}
@@ -182,15 +217,13 @@ func (s *Scheduler) addDrafts(plan []stepRow, budget int, now time.Time) {
 	}
 }
 
-// draftContext is the metrics' label of drafts from the job's context.
-const draftContext = "context"
-
-// noteDraft counts a verified draft of n tokens with a accepted.
-func (s *Scheduler) noteDraft(n, a int) {
+// noteDraft counts a verified draft of source src, n tokens with a
+// accepted.
+func (s *Scheduler) noteDraft(src, n, a int) {
 	s.drafted.Add(int64(n))
 	s.accepted.Add(int64(a))
 	if m := s.cfg.Metrics; m != nil {
-		m.drafted.WithLabelValues(draftContext).Add(float64(n))
-		m.draftAccepted.WithLabelValues(draftContext).Add(float64(a))
+		m.drafted.WithLabelValues(sourceNames[src]).Add(float64(n))
+		m.draftAccepted.WithLabelValues(sourceNames[src]).Add(float64(a))
 	}
 }

@@ -178,7 +178,12 @@ func TestDraftsUnderConstraints(t *testing.T) {
 	got, stats := runDrafts(t, l, on, jobs)
 	re := regexp.MustCompile(`^(?:` + pattern + `)$`)
 	var drafted int
+	var tokens, steps, accepted [2]int // regex, schema
 	for i, j := range jobs {
+		k := i % 2
+		tokens[k] += len(got[i].OutputIDs)
+		steps[k] += stats[i].SampleSteps
+		accepted[k] += stats[i].AcceptedDraftTokens
 		if !slices.Equal(got[i].OutputIDs, want[i].OutputIDs) {
 			t.Fatalf("job %d: with drafts %q\nwithout %q", i, got[i].Text, want[i].Text)
 		}
@@ -190,6 +195,7 @@ func TestDraftsUnderConstraints(t *testing.T) {
 		}
 		drafted += stats[i].DraftedTokens
 	}
+	t.Logf("regex: %d tokens in %d passes (%d accepted); schema: %d tokens in %d passes (%d accepted)", tokens[0], steps[0], accepted[0], tokens[1], steps[1], accepted[1])
 	if drafted == 0 {
 		t.Fatal("no job drafted: the masks at verified positions were not exercised")
 	}

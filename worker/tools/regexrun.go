@@ -2,6 +2,7 @@ package tools
 
 import (
 	"github.com/zerolayer/zerolayer/worker/tools/internal/automaton"
+	"github.com/zerolayer/zerolayer/worker/tools/internal/grammar"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/limit"
 	"github.com/zerolayer/zerolayer/worker/tools/internal/vocab"
 )
@@ -106,3 +107,33 @@ func (r *regexRun) Accept(p []byte, f *limit.Fuel) (bool, error) {
 
 func (r *regexRun) CanEnd() bool   { return r.m.d.AcceptAll(r.s) }
 func (r *regexRun) Complete() bool { return r.m.d.Terminal(r.s) }
+
+// Forced appends to dst the bytes every match from here begins with, at
+// most max of them (grammar.Run.Forced for the pattern's automaton).
+func (r *regexRun) Forced(max int, dst []byte) []byte {
+	d, s := r.m.d, r.s
+	var work int64
+	for n := 0; n < max; n++ {
+		if d.AcceptAll(s) {
+			return dst
+		}
+		var next *automaton.State
+		found := -1
+		for _, c := range grammar.ProbeOrder {
+			t := d.Step(s, c, &work)
+			if !d.LiveAll(t) {
+				continue
+			}
+			if found >= 0 {
+				return dst
+			}
+			found, next = int(c), t
+		}
+		if found < 0 {
+			return dst
+		}
+		dst = append(dst, byte(found))
+		s = next
+	}
+	return dst
+}

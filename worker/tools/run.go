@@ -24,6 +24,7 @@ type Run struct {
 	set      *Set
 	st       []*toolState
 	raw      []byte // bytes of the accepted tokens
+	forced   []byte // Forced's buffer
 	text     []byte // text passed to Text
 	accepted bool
 	err      *contracts.Error
@@ -56,6 +57,12 @@ type constraint interface {
 	CanEnd() bool
 	Complete() bool
 	Reset()
+}
+
+// forcer is a constraint that can tell the bytes it forces next
+// (grammar.Run.Forced).
+type forcer interface {
+	Forced(max int, dst []byte) []byte
 }
 
 // textFilter is a tool that rewrites the decoded text stream.
@@ -397,6 +404,28 @@ func (r *Run) Accept(token int32) error {
 		}
 	}
 	r.raw = append(r.raw, p...)
+	return nil
+}
+
+// Forced returns the bytes the constraints force the output to take
+// next, at most max: those of the first active constraint that forces
+// any, or nil. A runner may draft them as tokens; it must verify them
+// (another constraint, or the model, may disagree). The slice is reused
+// by the next call.
+func (r *Run) Forced(max int) []byte {
+	if r.err != nil || !r.set.masks {
+		return nil
+	}
+	for _, s := range r.st {
+		if s.c == nil || s.off() {
+			continue
+		}
+		if f, ok := s.c.(forcer); ok {
+			if r.forced = f.Forced(max, r.forced[:0]); len(r.forced) > 0 {
+				return r.forced
+			}
+		}
+	}
 	return nil
 }
 

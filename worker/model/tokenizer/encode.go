@@ -16,6 +16,10 @@ type EncodeOptions struct {
 	// User-defined tokens (TypeUserDefined) are matched whatever this flag
 	// says, as llama.cpp and Hugging Face tokenizers do.
 	ParseSpecial bool
+	// Continues says the text continues a sequence, after a token that
+	// is not special: SentencePiece puts no space in front of it (a
+	// draft of text the output is forced to take next).
+	Continues bool
 }
 
 // plain reports whether merging may produce token id: not a control,
@@ -63,7 +67,7 @@ func (t *Tokenizer) Encode(text string, o EncodeOptions) []int32 {
 	}
 	// afterSpecial: the fragment is at the start or follows a special
 	// token, so SentencePiece puts a space in front of it.
-	afterSpecial := true
+	afterSpecial := !o.Continues
 	fragment := func(s string) {
 		if t.model == ModelSPM {
 			out = t.spmEncode(out, s, afterSpecial && t.addSpacePrefix, sc)
