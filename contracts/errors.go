@@ -48,6 +48,7 @@ const (
 	CodeSpendLimitExceeded  Code = "spend_limit_exceeded"
 	CodeOverloaded          Code = "overloaded"
 	CodeMethodNotAllowed    Code = "method_not_allowed"
+	CodeUsageInvariant      Code = "usage_invariant"
 )
 
 // CodeInfo is one row of the error-code table.
@@ -94,6 +95,7 @@ var codeTable = []CodeInfo{
 	{CodeSpendLimitExceeded, 429, false, "The tenant's month-to-date charges plus the estimated cost of its jobs in flight would pass its monthly spend limit. Nothing ran, nothing is charged."},
 	{CodeOverloaded, 503, true, "The job queue is at its limit (ZL_JOBS's message or byte cap, or the server's storage): the workers are behind. Nothing was queued; submit again later (the same id is safe)."},
 	{CodeMethodNotAllowed, 405, false, "The HTTP gateway serves that path, but not with that method; the Allow header lists the ones it takes."},
+	{CodeUsageInvariant, 422, false, "A usage record breaks a relation between its fields that pricing needs (cached_input_tokens above input_tokens); billing refuses it rather than bill a guess."},
 }
 
 // codeIndex maps a code to its row in codeTable.

@@ -60,6 +60,12 @@ type JobRequest struct {
 	Preset Preset `json:"preset,omitempty"`
 	// Priority is the job's class; empty means normal.
 	Priority Priority `json:"priority,omitempty"`
+	// Speculation is "off" to decode without drafts, or empty (or
+	// "auto") for the worker's default: a worker may draft tokens the
+	// constraints force or the context repeats and verify them in one
+	// forward pass. It changes how many passes the job takes, never its
+	// output.
+	Speculation Speculation `json:"speculation,omitempty"`
 	// Deadline is when the job stops being useful (RFC 3339); a job still
 	// queued or running then fails with deadline_exceeded.
 	Deadline *time.Time `json:"deadline,omitempty"`
@@ -342,4 +348,18 @@ func (t *Thinking) Enabled() *bool {
 	}
 	on := t.Type == ThinkingEnabled
 	return &on
+}
+
+// Speculation is a job's drafting mode (JobRequest.Speculation).
+type Speculation string
+
+const (
+	SpeculationAuto Speculation = "auto"
+	SpeculationOff  Speculation = "off"
+)
+
+// Valid reports whether s is a known mode; empty is (the worker's
+// default).
+func (s Speculation) Valid() bool {
+	return s == "" || s == SpeculationAuto || s == SpeculationOff
 }

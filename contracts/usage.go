@@ -79,6 +79,13 @@ type Usage struct {
 	// RecomputedTokens counts the tokens computed again after evictions
 	// that dropped the KV cache.
 	RecomputedTokens int `json:"recomputed_tokens"`
+	// DraftedTokens counts the tokens the worker drafted and verified
+	// (JobRequest.Speculation), and AcceptedDraftTokens those the model
+	// agreed with: they were emitted without a forward pass of their own.
+	// OutputTokens counts every emitted token either way. Absent when
+	// zero, and in records of workers that do not draft.
+	DraftedTokens       int `json:"drafted_tokens,omitempty"`
+	AcceptedDraftTokens int `json:"accepted_draft_tokens,omitempty"`
 	// Attempt is the delivery attempt that produced the record, from 1.
 	Attempt int `json:"attempt"`
 	// TraceID is the job's W3C trace id (32 hex digits), or empty.
@@ -171,10 +178,14 @@ func (u *Usage) Validate() error {
 		{"retried_output_tokens", u.RetriedOutputTokens},
 		{"cached_input_tokens", u.CachedInputTokens}, {"preemptions", u.Preemptions},
 		{"recomputed_tokens", u.RecomputedTokens},
+		{"drafted_tokens", u.DraftedTokens}, {"accepted_draft_tokens", u.AcceptedDraftTokens},
 	} {
 		if c.v < 0 {
 			add(c.name, "%s is negative (%d)", c.name, c.v)
 		}
+	}
+	if u.AcceptedDraftTokens > u.DraftedTokens {
+		add("accepted_draft_tokens", "accepted_draft_tokens %d exceeds drafted_tokens %d", u.AcceptedDraftTokens, u.DraftedTokens)
 	}
 	for _, c := range []struct {
 		name string

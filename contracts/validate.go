@@ -158,6 +158,9 @@ func (r *JobRequest) Validate(lim Limits) error {
 	if r.Preset != "" && !r.Preset.Valid() {
 		ps.add(CodeUnknownPreset, "preset", "preset %q is not one of concise, balanced, detailed, creative", r.Preset)
 	}
+	if !r.Speculation.Valid() {
+		ps.add(CodeInvalidRequest, "speculation", "speculation %q is not one of auto, off", r.Speculation)
+	}
 	if r.Priority != "" && !r.Priority.Valid() {
 		ps.add(CodeInvalidRequest, "priority", "priority %q is not one of high, normal, low", r.Priority)
 	}

@@ -111,6 +111,7 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 	u.CachedInputTokens = st.CachedInputTokens
 	u.Preemptions = st.Preemptions
 	u.RecomputedTokens = st.RecomputedTokens
+	u.DraftedTokens, u.AcceptedDraftTokens = st.DraftedTokens, st.AcceptedDraftTokens
 	u.QueueMs = st.QueueMs // the worker adds the time before the scheduler
 	return out, nil
 }

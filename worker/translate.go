@@ -270,7 +270,7 @@ func buildEngineRequest(l *engine.Loaded, name string, r *contracts.JobRequest, 
 	}
 	return engine.Request{PromptIDs: ids, MaxTokens: r.MaxTokens, Sampling: p, Stop: r.StopSequences, TopLogprobs: top,
 		Tools: run, RetryWithoutFailedTools: r.OnToolFailure == contracts.OnToolFailureRetryWithoutTool,
-		OnToken: tokenSink(r, sink, l.Tokenizer), OnToolEvent: toolSink(sink)}, nil
+		OnToken: tokenSink(r, sink, l.Tokenizer), OnToolEvent: toolSink(sink), NoDrafts: r.Speculation == contracts.SpeculationOff}, nil
 }
 
 // inlineToolError points an error of a tool declared in the system prompt

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/gpu/device"
@@ -34,6 +35,7 @@ type schedFlags struct {
 	gpuFraction    float64
 	cpuKernels     string
 	kvType         string
+	speculation    string
 }
 
 func (f *schedFlags) register(fs *flag.FlagSet) {
@@ -49,6 +51,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.reserveHigh, "reserve-high-priority", false, "admit high-priority jobs with their worst case reserved, like low_latency ones")
 	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it within half a layer (CPU)")
 	fs.StringVar(&f.kvType, "kv-type", "", "KV cache element type: f16 or f32 (default: the device's, f16 on the CPU as llama.cpp's, f32 on CUDA); f16 holds twice the tokens in the same --kv-memory-mb (bench of models: a comma-separated list, each measured in turn)")
+	fs.StringVar(&f.speculation, "speculation", "auto", "auto (draft the tokens a job's constraints force or its context repeats, and verify them in one forward pass: the same output in fewer passes) or off; a job's speculation \"off\" turns it off for that job")
 	fs.StringVar(&f.cpuKernels, "cpu-kernels", "best", "CPU kernels: best (AVX-512 and VNNI kernels where the CPU has them; the same results bit for bit, but for Q8_0 and Q4_0 weights, whose packed kernel sums in another order) or avx2 (without them)")
 }
 
@@ -64,6 +67,9 @@ func (f *schedFlags) models(names []string, threads int, metrics *sched.Metrics)
 	}
 	if f.cpuKernels != "best" && f.cpuKernels != "avx2" {
 		return worker.ModelsConfig{}, usagef("--cpu-kernels %q: want best or avx2", f.cpuKernels)
+	}
+	if f.speculation != string(contracts.SpeculationAuto) && f.speculation != string(contracts.SpeculationOff) {
+		return worker.ModelsConfig{}, usagef("--speculation %q: want auto or off", f.speculation)
 	}
 	cpu.SetWideKernels(f.cpuKernels == "best")
 	if len(names) == 0 {
@@ -81,7 +87,8 @@ func (f *schedFlags) models(names []string, threads int, metrics *sched.Metrics)
 	return worker.ModelsConfig{Models: names, ModelDirs: modelDirs(), Device: f.device, Threads: threads, Executor: f.executor,
 		GPUMemoryFraction: f.gpuFraction, KVType: f.kvType,
 		Sched: sched.Config{KVMemoryMB: max(f.kvMemoryMB, 0), HostSwapMB: swap, MaxBatchTokens: f.maxBatchTokens, MaxRunning: f.maxRunning,
-			MaxStepLatency: stepLatency, EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, NoInterrupt: f.noInterrupt, Metrics: metrics},
+			MaxStepLatency: stepLatency, EvictionGCInterval: f.gcInterval, ReserveHighPriority: f.reserveHigh, NoInterrupt: f.noInterrupt, Metrics: metrics,
+			NoDrafts: f.speculation == string(contracts.SpeculationOff)},
 		OnDeviceFallback: func(err error) { fmt.Fprintf(os.Stderr, "no CUDA device (%v); running on the CPU\n", err) },
 	}, nil
 }

@@ -136,6 +136,10 @@ type chatRequest struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	} `json:"chat_template_kwargs"`
 	ReasoningEffort string `json:"reasoning_effort"`
+
+	// Speculation is zerolayer's: "off" decodes without drafts (the same
+	// output, in a pass a token), "auto" or absent the worker's default.
+	Speculation contracts.Speculation `json:"speculation"`
 }
 
 // thinking is the request's thinking switch; nil leaves the model's
@@ -278,6 +282,7 @@ func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 			req.TopLogprobs = *cr.TopLogprobs
 		}
 	}
+	req.Speculation = cr.Speculation // checked with the rest of the job
 	if cr.Seed != nil {
 		if *cr.Seed < 0 {
 			return nil, contracts.NewError(contracts.CodeInvalidSampling, "seed %d is negative", *cr.Seed)
