@@ -55,7 +55,9 @@ func TestGatewayDrafts(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("chat speculation %q: %d %s", spec, resp.StatusCode, body)
 		}
-		var cc struct{ Choices []struct{ Message struct{ Content string } } }
+		var cc struct {
+			Choices []struct{ Message struct{ Content string } }
+		}
 		if err := json.Unmarshal(body, &cc); err != nil || len(cc.Choices) != 1 {
 			t.Fatalf("chat %s: %v", body, err)
 		}
