@@ -56,6 +56,10 @@ func runBench(ctx context.Context, args []string) error {
 	documents := fs.Bool("documents", false, "instead: a document workload through a dev stack's HTTP gateway on --model or the generated 134M Q8_0 model: --docs synthetic documents of --doc-tokens tokens, each a streamed chat completion with the same instruction first and its answer constrained to a JSON schema, at each --concurrency level (default 8), and with --peer the same documents to that server after the stack; reports documents/hour, tokens/s, TTFT, time per document, failures by code, KV and preemptions per document (uses the first of --threads; --tokens sets max_tokens, default 256)")
 	docs := fs.Int("docs", 200, "with --documents: number of documents, all sent at every level")
 	docTokens := fs.String("doc-tokens", "1000-4000", "with --documents: MIN-MAX length of a document in the model's tokens")
+	drafts := fs.Bool("drafts", false, "instead: measure drafting (tokens the constraints force or the context repeats, verified in one forward pass) on --model or the generated 134M Q8_0 model, in process: JSON-schema jobs (--schemas), documents whose answer copies them, and plain chat, each at every --concurrency level (default 1,16) without drafts then with them; reports output tok/s, sampling passes per token, drafted and accepted tokens by source, and whether the outputs were the same (uses the first of --threads; --tokens sets max_tokens, default 128)")
+	schemas := fs.String("schemas", "", "with --drafts: a folder of JSON Schemas (or JSONSchemaBench files) for the schemas workload (default: a few of the benchmark's own)")
+	schemaLimit := fs.Int("schema-limit", 40, "with --drafts: most schemas taken from --schemas, spread over them")
+	workloads := fs.String("workloads", "schemas,copy,chat", "with --drafts: the workloads to run (comma-separated)")
 	var sf schedFlags
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -79,6 +83,31 @@ func runBench(ctx context.Context, args []string) error {
 	switch {
 	case *queue != "":
 		return benchQueue(ctx, *queue, *queueScale, *modelName, threads[0], &sf, *format)
+	case *drafts:
+		cfg := bench.DraftsConfig{Threads: threads[0], Schemas: *schemas, Limit: *schemaLimit, Progress: os.Stderr}
+		for _, w := range strings.Split(*workloads, ",") {
+			if w = strings.TrimSpace(w); w != "" {
+				cfg.Workloads = append(cfg.Workloads, w)
+			}
+		}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "concurrency":
+				cfg.Concurrency, err = intList(*concurrency)
+			case "tokens":
+				cfg.MaxTokens = *serveTokens
+			}
+		})
+		if err != nil {
+			return usagef("--concurrency: %v", err)
+		}
+		if *modelName != "" {
+			if cfg.Model, err = store.Resolve(*modelName, modelDirs()); err != nil {
+				return err
+			}
+		}
+		_, err := bench.Drafts(ctx, cfg, stdout)
+		return err
 	case *schedBench:
 		cfg := bench.SchedulerConfig{Threads: threads[0], Progress: os.Stderr}
 		if *modelName != "" {

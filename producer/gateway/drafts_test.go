@@ -66,4 +66,33 @@ func TestGatewayDrafts(t *testing.T) {
 	if a, b := chat("auto"), chat("off"); a != b || a == "" {
 		t.Fatalf("chat with drafts %q, without %q", a, b)
 	}
+
+	// A forced tool call: the call's name and punctuation are forced.
+	call := func(spec string) string {
+		body := fmt.Sprintf(`{"model":"stories260k","messages":[{"role":"user","content":"What is the weather in Paris?"}],"max_tokens":60,"temperature":0,"speculation":%q,`+
+			`"tools":[{"type":"function","function":{"name":"get_weather","parameters":%s}},{"type":"function","function":{"name":"get_time","parameters":%s}}],"tool_choice":"required"}`,
+			spec, weatherSchema, timeSchema)
+		resp, out := f.do(ctx, "POST", "/v1/chat/completions", "key-acme", body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("tool call speculation %q: %d %s", spec, resp.StatusCode, out)
+		}
+		var cc struct {
+			Choices []struct {
+				Message struct {
+					ToolCalls []struct {
+						Function struct{ Name, Arguments string }
+					} `json:"tool_calls"`
+				}
+			}
+		}
+		if err := json.Unmarshal(out, &cc); err != nil || len(cc.Choices) != 1 || len(cc.Choices[0].Message.ToolCalls) != 1 {
+			t.Fatalf("tool call %s: %v", out, err)
+		}
+		fn := cc.Choices[0].Message.ToolCalls[0].Function
+		checkArgs(t, fn.Name, fn.Arguments)
+		return fn.Name + " " + fn.Arguments
+	}
+	if a, b := call("auto"), call("off"); a != b {
+		t.Fatalf("tool call with drafts %q, without %q", a, b)
+	}
 }

@@ -27,30 +27,40 @@ import (
 // proposal): a draft changes how many forward passes a job takes, never
 // its output.
 //
-// Drafts come from the sequence's own context (prompt lookup): the
-// longest n-gram (maxNgram down to minNgram tokens) that ends the
-// sequence and occurred before proposes the tokens that followed its
-// latest occurrence, which is what copying from a document or repeating
-// a key looks like. A draft's length adapts per sequence: it grows while
-// drafts are accepted whole and shrinks to what was accepted otherwise;
-// a sequence whose drafts are rarely accepted stops drafting for a while
-// (longer each time), so a workload that does not copy pays almost
-// nothing. Drafts take only the step's prefill budget that the prompts
-// left, and only KV blocks nobody else needs: drafting never preempts.
+// Drafts come from two sources. The constraints: the bytes a JSON
+// schema or a regex forces next (tools.Run.Forced: keys, punctuation, the
+// rest of an enum value), tokenized as a continuation. The context
+// (prompt lookup): the longest n-gram (maxNgram down to minNgram tokens)
+// that ends the sequence and occurred before proposes the tokens that
+// followed its latest occurrence, which is what copying from a document
+// or repeating a key looks like.
+//
+// What a draft costs is the step's rows: on hardware where a decode step
+// reads the weights once for all its rows (a GPU, a wide CPU core on a
+// large model) a few more rows cost little, while where the arithmetic
+// already bounds the step (a small core), a row costs about what a token
+// does. So a draft is as long as it pays, from the pacer's fitted step
+// time and each source's measured acceptance: the i-th draft token is
+// emitted with probability α^i (α the source's per-token acceptance)
+// and costs perToken more step time, while the step emits B tokens in
+// time t without it; it pays while α^i > perToken·B/t. A source whose
+// drafts do not pay is still tried with a short draft once in a while,
+// so that its acceptance stays measured. Drafts take only the step's
+// prefill budget that the prompts left, and only KV blocks nobody else
+// needs: drafting never preempts.
 
 const (
 	maxNgram = 4
 	minNgram = 2
-	// draftStart is a sequence's first draft length.
-	draftStart = 4
-	// draftWindow is how many drafted tokens are judged at a time; a
-	// window accepting less than draftPays of them turns drafting off
-	// for coolSteps decode steps, doubled at each further failure up to
-	// maxCool.
-	draftWindow = 32
-	draftPays   = 0.25
-	coolSteps   = 16
-	maxCool     = 1024
+	// alphaDecay is the weight an observation of acceptance loses per
+	// verified draft: the estimate follows the last dozen or so drafts.
+	alphaDecay = 0.9
+	// probeEvery is the decode steps after which a source whose drafts
+	// do not pay drafts probeLen tokens anyway.
+	probeEvery = 32
+	probeLen   = 2
+	// payFloor is the threshold when the step time is not fitted yet.
+	payFloor = 0.5
 )
 
 // Draft sources.
@@ -63,17 +73,20 @@ const (
 // sourceNames are the metrics' labels of the sources.
 var sourceNames = [numSources]string{"grammar", "context"}
 
+// priors are each source's acceptance before any draft is verified, as
+// (accepted, trials): forced text is usually the model's choice too.
+var priors = [numSources][2]float64{{8, 10}, {2, 4}}
+
 // maxForced bounds the forced text a grammar draft tokenizes, in bytes.
 const maxForced = 64
 
 // drafter is one sequence's drafting state, per source.
 type drafter struct {
 	src [numSources]struct {
-		limit int // the longest draft it proposes now
-		// drafted and accepted count the tokens of the current window.
-		drafted, accepted int
-		cool              int // decode steps left without its drafts
-		backoff           int // the next cool-down
+		// succ and trials count, decayed, the draft tokens accepted and
+		// the tokens tried (every accepted one, and the first rejected).
+		succ, trials float64
+		idle         int // decode steps since its last draft
 	}
 	last int // the source of the draft being verified
 	buf  []int32
@@ -82,32 +95,54 @@ type drafter struct {
 func newDrafter() *drafter {
 	d := &drafter{}
 	for i := range d.src {
-		d.src[i].limit, d.src[i].backoff = draftStart, coolSteps
+		d.src[i].succ, d.src[i].trials = priors[i][0], priors[i][1]
 	}
 	return d
 }
 
+// alpha is source i's estimated per-token acceptance.
+func (d *drafter) alpha(i int) float64 {
+	s := &d.src[i]
+	return (s.succ + 1) / (s.trials + 2)
+}
+
+// length is how many tokens of source i pay at threshold theta, at most
+// max: the most i with α^i > theta, or probeLen when none does and the
+// source has not drafted for probeEvery steps.
+func (d *drafter) length(i int, theta float64, max int) int {
+	a, p, n := d.alpha(i), 1.0, 0
+	for n < max {
+		if p *= a; p <= theta {
+			break
+		}
+		n++
+	}
+	if n == 0 && d.src[i].idle >= probeEvery {
+		n = min(probeLen, max)
+	}
+	return n
+}
+
 // propose returns a draft of at most max tokens continuing q's tokens,
 // or nil: the text q's constraints force next, tokenized, else a lookup
-// in q's context. The slice is reused by the next call.
-func (d *drafter) propose(q *seq, tok *tokenizer.Tokenizer, max int) []int32 {
+// in q's context; each as long as it pays at theta (see length). The
+// slice is reused by the next call.
+func (d *drafter) propose(q *seq, tok *tokenizer.Tokenizer, max int, theta float64) []int32 {
 	for i := range d.src {
-		if d.src[i].cool > 0 {
-			d.src[i].cool--
-		}
+		d.src[i].idle++
 	}
 	if max <= 0 {
 		return nil
 	}
-	if g := &d.src[srcGrammar]; g.cool == 0 && q.g.HasTools() {
+	if n := d.length(srcGrammar, theta, max); n > 0 && q.g.HasTools() {
 		if f := q.g.Forced(maxForced); len(f) > 0 {
 			ids := tok.Encode(string(f), tokenizer.EncodeOptions{Continues: true})
-			d.last, d.buf = srcGrammar, append(d.buf[:0], ids[:min(len(ids), max, g.limit)]...)
+			d.last, d.buf = srcGrammar, append(d.buf[:0], ids[:min(len(ids), n)]...)
 			return d.buf
 		}
 	}
-	if c := &d.src[srcContext]; c.cool == 0 {
-		d.last, d.buf = srcContext, lookup(q.g.Tokens(), min(max, c.limit), d.buf[:0])
+	if n := d.length(srcContext, theta, max); n > 0 {
+		d.last, d.buf = srcContext, lookup(q.g.Tokens(), n, d.buf[:0])
 		return d.buf
 	}
 	return nil
@@ -115,29 +150,18 @@ func (d *drafter) propose(q *seq, tok *tokenizer.Tokenizer, max int) []int32 {
 
 // verified records that the last draft, of n tokens, had its first a
 // accepted.
-func (d *drafter) verified(n, a int, maxDraft int) {
-	s := &d.src[d.last]
+func (d *drafter) verified(n, a int) {
 	if n == 0 {
 		return
 	}
-	if a == n {
-		s.limit = min(maxDraft, s.limit+2)
-	} else {
-		s.limit = max(1, a+1)
+	s := &d.src[d.last]
+	s.idle = 0
+	tried := a
+	if a < n {
+		tried++
 	}
-	s.drafted += n
-	s.accepted += a
-	if s.drafted < draftWindow {
-		return
-	}
-	if float64(s.accepted) < draftPays*float64(s.drafted) {
-		s.cool = s.backoff
-		s.backoff = min(maxCool, 2*s.backoff)
-		s.limit = draftStart
-	} else {
-		s.backoff = coolSteps
-	}
-	s.drafted, s.accepted = 0, 0
+	s.succ = alphaDecay*s.succ + float64(a)
+	s.trials = alphaDecay*s.trials + float64(tried)
 }
 
 // lookup appends to dst up to max tokens that followed the latest earlier
@@ -172,6 +196,7 @@ func (s *Scheduler) addDrafts(plan []stepRow, budget int, now time.Time) {
 		return
 	}
 	spare := -1 // computed at the first draft that needs it
+	theta := s.draftThreshold(plan)
 	for i := range plan {
 		r := &plan[i]
 		q := r.q
@@ -187,7 +212,7 @@ func (s *Scheduler) addDrafts(plan []stepRow, budget int, now time.Time) {
 		if q.maxBlocks > 0 {
 			room = min(room, s.fits(q, 1+room, q.maxBlocks)-1)
 		}
-		d := q.dr.propose(q, s.tok, room)
+		d := q.dr.propose(q, s.tok, room, theta)
 		if len(d) == 0 {
 			continue
 		}
@@ -215,6 +240,34 @@ func (s *Scheduler) addDrafts(plan []stepRow, budget int, now time.Time) {
 		r.n, r.draft = n, d[:n-1]
 		budget -= n - 1
 	}
+}
+
+// draftThreshold is the acceptance probability above which a draft token
+// pays in the step plan (drafter.length): the time one more row adds
+// over the time per token the step emits without drafts.
+func (s *Scheduler) draftThreshold(plan []stepRow) float64 {
+	m, ok := s.pace.model()
+	if !ok {
+		return payFloor
+	}
+	var decodes, at int
+	var w stepShape
+	for _, r := range plan {
+		if r.samples {
+			decodes++
+			at += r.q.computed
+		}
+		w.tokens += r.n
+		w.attended += attendedBy(r.q.computed, r.n)
+	}
+	t := m.time(float64(w.tokens), float64(w.attended))
+	if t <= 0 || decodes == 0 {
+		return payFloor
+	}
+	// A row more costs its matrix products and its attention, at about
+	// the decoding rows' mean position.
+	row := m.perToken + m.perAttn*float64(at)/float64(decodes)
+	return min(1, row*float64(decodes)/t)
 }
 
 // noteDraft counts a verified draft of source src, n tokens with a

@@ -170,3 +170,22 @@ func (h heldWhy) first() int {
 	}
 	return -1
 }
+
+// Drafted returns the draft tokens of source ("grammar", "context")
+// verified so far, and DraftAccepted those accepted.
+func (m *Metrics) Drafted(source string) float64 {
+	return counterValue(m.drafted.WithLabelValues(source))
+}
+
+// DraftAccepted: see Drafted.
+func (m *Metrics) DraftAccepted(source string) float64 {
+	return counterValue(m.draftAccepted.WithLabelValues(source))
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var d dto.Metric
+	if c.Write(&d) != nil {
+		return 0
+	}
+	return d.GetCounter().GetValue()
+}

@@ -361,7 +361,7 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 			q.stats.DraftedTokens += len(o.draft)
 			q.stats.AcceptedDraftTokens += o.accepted
 			s.noteDraft(q.dr.last, len(o.draft), o.accepted)
-			q.dr.verified(len(o.draft), o.accepted, s.cfg.MaxDraft)
+			q.dr.verified(len(o.draft), o.accepted)
 			q.computed += o.accepted
 			q.highWater = max(q.highWater, q.computed)
 			s.served[q.opts.Tenant] += float64(o.accepted) / q.opts.Weight

@@ -134,3 +134,12 @@ func (r *triggerRun) Complete() bool { return r.phase == triggerJSON && r.g.Comp
 func triggered(trigger string, output []byte) ([]byte, bool) {
 	return bytes.CutPrefix(output, []byte(trigger))
 }
+
+// Forced: after the trigger, the document's forced bytes; before it
+// nothing is forced (free text may begin anywhere).
+func (r *triggerRun) Forced(max int, dst []byte) []byte {
+	if r.phase == triggerJSON {
+		return r.g.Forced(max, dst)
+	}
+	return dst
+}

@@ -262,3 +262,28 @@ func BenchmarkMatMulStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulFewRows runs the few rows of a decode step that verifies
+// drafts (1 to 9 rows) on one thread, weights larger than the caches: a
+// row more should cost its arithmetic, not another read of the weights.
+func BenchmarkMatMulFewRows(b *testing.B) {
+	pool := NewPool(1)
+	defer pool.Close()
+	for _, ty := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K} {
+		w := cachedWeights(ty, 8192, 768)
+		for _, M := range []int{1, 2, 3, 4, 5, 9} {
+			b.Run(fmt.Sprintf("%v/M=%d", ty, M), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(1, 2))
+				x := randFloats(r, M*w.Cols)
+				dst := make([]float32, M*w.Rows)
+				mm := NewMatMul(pool)
+				mm.Run(dst, x, M, w)
+				b.SetBytes(int64(len(w.Data)))
+				b.ResetTimer()
+				for range b.N {
+					mm.Run(dst, x, M, w)
+				}
+			})
+		}
+	}
+}

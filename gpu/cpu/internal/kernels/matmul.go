@@ -147,9 +147,15 @@ func choosePlan(k planKey, threads int) plan {
 	}
 	p.serial = threads == 1 || k.rows*rb*m < serialBytes
 	if p.serial && nxb == 1 {
-		// Nothing to balance and no blocking to do: one task, so that the
-		// kernels see long runs of weight rows.
+		// Nothing to balance: one task, so that the kernels see long runs
+		// of weight rows; for more than one activation row, blocks of
+		// weight rows that stay in L2 while every row passes them (a
+		// decode step verifying drafts, a small batch), else each row
+		// reads the weights from memory again.
 		p.rowBlock = k.rows
+		if m > 1 {
+			p.rowBlock = min(k.rows, max(16, l2Bytes/2/max(rb, 1)))
+		}
 	}
 	if k.packed {
 		if p.rowBlock < k.rows {
