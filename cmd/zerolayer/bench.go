@@ -60,6 +60,7 @@ func runBench(ctx context.Context, args []string) error {
 	schemas := fs.String("schemas", "", "with --drafts: a folder of JSON Schemas (or JSONSchemaBench files) for the schemas workload (default: a few of the benchmark's own)")
 	schemaLimit := fs.Int("schema-limit", 40, "with --drafts: most schemas taken from --schemas, spread over them")
 	workloads := fs.String("workloads", "schemas,copy,chat", "with --drafts: the workloads to run (comma-separated)")
+	draftThreshold := fs.Float64("draft-threshold", 0, "with --drafts: feed a draft token when its chance of acceptance exceeds this (0: where the measured step times say it pays, as a worker does)")
 	var sf schedFlags
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -84,7 +85,7 @@ func runBench(ctx context.Context, args []string) error {
 	case *queue != "":
 		return benchQueue(ctx, *queue, *queueScale, *modelName, threads[0], &sf, *format)
 	case *drafts:
-		cfg := bench.DraftsConfig{Threads: threads[0], Schemas: *schemas, Limit: *schemaLimit, Progress: os.Stderr}
+		cfg := bench.DraftsConfig{Threads: threads[0], Schemas: *schemas, Limit: *schemaLimit, Threshold: *draftThreshold, Progress: os.Stderr}
 		for _, w := range strings.Split(*workloads, ",") {
 			if w = strings.TrimSpace(w); w != "" {
 				cfg.Workloads = append(cfg.Workloads, w)

@@ -45,6 +45,10 @@ type DraftsConfig struct {
 	// Workloads are the workloads to run: schemas, copy, chat. Defaults
 	// to all three.
 	Workloads []string
+	// Threshold, when above 0, is sched.Config.DraftThreshold: drafts fed
+	// at that acceptance instead of where the measured step times say
+	// they pay.
+	Threshold float64
 	// Progress receives a line when the generated model is written.
 	Progress io.Writer
 }
@@ -119,7 +123,11 @@ func Drafts(ctx context.Context, cfg DraftsConfig, w io.Writer) (*DraftsResults,
 	}
 	defer closeAll()
 	res := &DraftsResults{Model: filepath.Base(path)}
-	fmt.Fprintf(w, "drafts: %s, %d thread(s), max_tokens %d, temperature 0\n", res.Model, cfg.Threads, cfg.MaxTokens)
+	th := "measured"
+	if cfg.Threshold > 0 {
+		th = fmt.Sprint(cfg.Threshold)
+	}
+	fmt.Fprintf(w, "drafts: %s, %d thread(s), max_tokens %d, temperature 0, draft threshold %s\n", res.Model, cfg.Threads, cfg.MaxTokens, th)
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tclients\tdrafts\tjobs\ttokens\tpasses/token\tdrafted\taccepted\ttok/s\tvs off\tsame outputs\t")
 	for _, wl := range cfg.Workloads {
@@ -131,7 +139,7 @@ func Drafts(ctx context.Context, cfg DraftsConfig, w io.Writer) (*DraftsResults,
 			var off *DraftsRow
 			var offOut [][]int32
 			for _, on := range []bool{false, true} {
-				row, outs, err := runDrafts(ctx, l, jobs, c, on, cfg.MaxTokens)
+				row, outs, err := runDrafts(ctx, l, jobs, c, on, cfg)
 				if err != nil {
 					return nil, err
 				}
@@ -161,9 +169,9 @@ func Drafts(ctx context.Context, cfg DraftsConfig, w io.Writer) (*DraftsResults,
 
 // runDrafts runs jobs with at most c in flight on a fresh scheduler, with
 // drafts or without, and returns the row and each job's output ids.
-func runDrafts(ctx context.Context, l *engine.Loaded, jobs []draftsJob, c int, drafts bool, maxTokens int) (DraftsRow, [][]int32, error) {
+func runDrafts(ctx context.Context, l *engine.Loaded, jobs []draftsJob, c int, drafts bool, cfg DraftsConfig) (DraftsRow, [][]int32, error) {
 	met := sched.NewMetrics()
-	s, err := sched.New(l.Model, l.Tokenizer, sched.Config{NoDrafts: !drafts, Metrics: met, Logger: slog.New(slog.DiscardHandler)})
+	s, err := sched.New(l.Model, l.Tokenizer, sched.Config{NoDrafts: !drafts, DraftThreshold: cfg.Threshold, Metrics: met, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return DraftsRow{}, nil, err
 	}
@@ -183,7 +191,7 @@ func runDrafts(ctx context.Context, l *engine.Loaded, jobs []draftsJob, c int, d
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				req := &engine.Request{PromptIDs: jobs[i].prompt, MaxTokens: maxTokens}
+				req := &engine.Request{PromptIDs: jobs[i].prompt, MaxTokens: cfg.MaxTokens}
 				if f := jobs[i].format; f != nil {
 					set, err := tools.Compile(nil, f, l.Tokenizer, tools.Budget{})
 					if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/worker/sched"
 )
 
 // TestGatewayDrafts: through the gateway, NATS and a worker, a job under a
@@ -16,7 +17,8 @@ import (
 // native API and the OpenAI one; a mode that is not one is refused.
 func TestGatewayDrafts(t *testing.T) {
 	t.Parallel()
-	f := newGateway(t)
+	// Drafts fed whenever proposed, whatever this machine's step times.
+	f := newGatewayWith(t, sched.Config{DraftThreshold: 0.01})
 	ctx := context.Background()
 	const schema = `{"type":"object","properties":{"hero":{"type":"string","maxLength":24},"mood":{"enum":["happy","sad","sleepy"]},"friends":{"type":"array","items":{"type":"string","maxLength":10},"maxItems":2}},"required":["hero","mood","friends"],"additionalProperties":false}`
 	job := func(spec string) string {

@@ -37,8 +37,15 @@ type gatewayFixture struct {
 
 func newGateway(t *testing.T) *gatewayFixture {
 	t.Helper()
+	return newGatewayWith(t, sched.Config{})
+}
+
+// newGatewayWith is newGateway with the worker's scheduler configured by
+// cfg.
+func newGatewayWith(t *testing.T, cfg sched.Config) *gatewayFixture {
+	t.Helper()
 	b := workertest.Setup(t, contracts.StreamsConfig{})
-	b.StartWorker(t, workertest.NewSchedExecutor(t, sched.Config{}), "w1")
+	b.StartWorker(t, workertest.NewSchedExecutor(t, cfg), "w1")
 	reg := prometheus.NewRegistry()
 	gm := gateway.NewMetrics()
 	if err := gm.Register(reg); err != nil {

@@ -28,6 +28,11 @@ type Config struct {
 	// MaxDraft bounds the tokens a sequence drafts in one step. Defaults
 	// to 8.
 	MaxDraft int
+	// DraftThreshold, when above 0, is the acceptance probability above
+	// which a draft token is fed, instead of the one measured from the
+	// step times (draft.go): tests and benchmarks that must draft
+	// whatever the machine's timing set it low.
+	DraftThreshold float64
 	// BlockTokens is the number of positions per KV block. Defaults to
 	// gpu.DefaultBlockTokens (16).
 	BlockTokens int

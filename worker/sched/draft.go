@@ -246,6 +246,9 @@ func (s *Scheduler) addDrafts(plan []stepRow, budget int, now time.Time) {
 // pays in the step plan (drafter.length): the time one more row adds
 // over the time per token the step emits without drafts.
 func (s *Scheduler) draftThreshold(plan []stepRow) float64 {
+	if s.cfg.DraftThreshold > 0 {
+		return s.cfg.DraftThreshold
+	}
 	m, ok := s.pace.model()
 	if !ok {
 		return payFloor

@@ -61,7 +61,7 @@ func TestDraftsJSONSchemaSuite(t *testing.T) {
 		t.Fatalf("only %d schemas of the suite compile", len(jobs))
 	}
 	want, _ := runDrafts(t, l, newSched(t, l, Config{NoDrafts: true}), jobs)
-	on := newSched(t, l, Config{})
+	on := newSched(t, l, withDrafts(Config{}))
 	got, stats := runDrafts(t, l, on, jobs)
 	var tokens, passes, accepted int
 	for i := range jobs {

@@ -41,6 +41,36 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+// TestDraftLength: a draft is as long as its tokens' chance of being
+// accepted exceeds the threshold, and a source that does not pay is
+// probed with a short draft once in a while.
+func TestDraftLength(t *testing.T) {
+	t.Parallel()
+	d := newDrafter()
+	for range 20 {
+		d.last = srcContext
+		d.verified(8, 8) // accepted whole: α near 1
+		d.last = srcGrammar
+		d.verified(4, 0) // rejected at once: α near 0
+	}
+	if a := d.alpha(srcContext); a < 0.9 {
+		t.Fatalf("context α %.2f after drafts accepted whole", a)
+	}
+	if n := d.length(srcContext, 0.5, 8); n != 8 {
+		t.Fatalf("context at 0.5: %d tokens, want 8", n)
+	}
+	if n := d.length(srcContext, 0.95, 8); n < 1 || n > 4 {
+		t.Fatalf("context at 0.95: %d tokens, want a few", n)
+	}
+	if n := d.length(srcGrammar, 0.2, 8); n != 0 {
+		t.Fatalf("grammar at 0.2 with α %.2f: %d tokens, want none", d.alpha(srcGrammar), n)
+	}
+	d.src[srcGrammar].idle = probeEvery
+	if n := d.length(srcGrammar, 0.2, 8); n != probeLen {
+		t.Fatalf("an idle source: %d tokens, want a probe of %d", n, probeLen)
+	}
+}
+
 // draftJob is a request for runDrafts.
 type draftJob struct {
 	prompt   []int32
@@ -129,7 +159,7 @@ func TestDraftsKeepOutputs(t *testing.T) {
 					js[i].noDrafts = i%3 == 0
 				}
 			}
-			s := newSched(t, l, tc.cfg)
+			s := newSched(t, l, withDrafts(tc.cfg))
 			got, stats := runDrafts(t, l, s, js)
 			var drafted, accepted, steps, tokens int
 			for i := range js {
@@ -174,7 +204,7 @@ func TestDraftsUnderConstraints(t *testing.T) {
 	}
 	off := newSched(t, l, Config{NoDrafts: true})
 	want, _ := runDrafts(t, l, off, jobs)
-	on := newSched(t, l, Config{})
+	on := newSched(t, l, withDrafts(Config{}))
 	got, stats := runDrafts(t, l, on, jobs)
 	re := regexp.MustCompile(`^(?:` + pattern + `)$`)
 	var drafted int
@@ -200,4 +230,11 @@ func TestDraftsUnderConstraints(t *testing.T) {
 		t.Fatal("no job drafted: the masks at verified positions were not exercised")
 	}
 	checkIdle(t, on)
+}
+
+// withDrafts is cfg with drafts fed whenever a source proposes them (a
+// low threshold), so that the tests draft on any machine.
+func withDrafts(cfg Config) Config {
+	cfg.DraftThreshold = 0.01
+	return cfg
 }
