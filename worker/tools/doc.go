@@ -17,8 +17,16 @@
 //     space may lead the document (a SentencePiece "▁{" costs no token),
 //     nothing may follow it. Integers (a number whose multipleOf is an
 //     integer) are written without fraction or exponent, so they decode
-//     into an integer type; integer bounds within 1e17 are followed in
-//     int64 and cost what an unbounded integer costs. Param
+//     into an integer type. A number takes no more digits than the int64
+//     or float64 it is read into holds: an integer is an int64 (followed
+//     in int64 arithmetic); any other number has at most 17 digits
+//     (integer part and fraction together; the 0 of "0.5" not counted),
+//     enough to write any float64 so that it reads back the same, and an
+//     exponent, where one is allowed, of at most 2 digits. Only a schema
+//     whose bounds or multipleOf leave no such number gets more digits, as
+//     few as it needs (grammar/number.go). A number never takes a digit
+//     that leaves it no way to end (a fraction of zeros under
+//     exclusiveMinimum 0). Param
 //     max_string_length (response_format.max_string_length) caps, in code
 //     points, the strings and additional property names the schema leaves
 //     unbounded (strings with no maxLength, pattern or format; names in
@@ -117,8 +125,8 @@
 // keyword and its JSON pointer; in soft mode the keyword is left out, the
 // final validation checks it and the report says "constraint: soft". A
 // schema no value satisfies (false, enum: [], not {}, a required property
-// whose schema is false) is refused with invalid_schema, naming the
-// pointer.
+// whose schema is false, a number whose bounds need more than 38 digits)
+// is refused with invalid_schema, naming the pointer.
 //
 // # Data flow
 //

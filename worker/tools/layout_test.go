@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -185,6 +186,94 @@ func TestIntegerForm(t *testing.T) {
 	}
 }
 
+// TestNumberDigits: under the masks, a number takes no more digits than
+// int64 and float64 hold (an integer is an int64, another number has at
+// most 17 digits), and a number equal to an excluded bound never takes the
+// zero that would leave it no way to end. The schema is the OCR layout of
+// the incident (pages, regions, lines, words, bbox numbers with
+// exclusiveMinimum 0), where a sampled model wrote "w":0. and 38 zeros and
+// then nothing could follow.
+func TestNumberDigits(t *testing.T) {
+	t.Parallel()
+	layout := `{"type":"object","required":["pages"],"properties":{"pages":{"type":"array","items":{"type":"object","properties":{` +
+		`"regions":{"type":"array","items":{"type":"object","properties":{"lines":{"type":"array","items":{"type":"object","properties":{` +
+		`"words":{"type":"array","items":{"type":"object","required":["text","bbox"],"properties":{"text":{"type":"string"},` +
+		`"bbox":{"type":"object","required":["x","y","w","h"],"properties":{"x":{"type":"number","minimum":0},"y":{"type":"number","minimum":0},` +
+		`"w":{"type":"number","exclusiveMinimum":0},"h":{"type":"number","exclusiveMinimum":0}}}}}}}}}}}}}}}}}`
+	set := mustCompile(t, fake, Budget{}, jsonSpec(layout, nil))
+	r := set.NewRun()
+	mask := make([]uint64, set.vi.Words)
+	out := `{"pages":[{"regions":[{"lines":[{"words":[{"text":"a","bbox":{"x":0,"y":0,"w":0.`
+	for i := 0; ; i++ {
+		if _, err := r.Mask(mask); err != nil {
+			t.Fatal(err)
+		}
+		c := byte('0')
+		if i < len(out) {
+			c = out[i]
+		}
+		if !vocab.MaskHas(mask, byteID(c)) {
+			if i < len(out) {
+				t.Fatalf("%q refused after %q", c, out[:i])
+			}
+			break
+		}
+		if err := r.Accept(byteID(c)); err != nil {
+			t.Fatal(err)
+		}
+		if i >= len(out) {
+			out += "0"
+		}
+		if len(out) > 200 {
+			t.Fatalf("zeros without end: %q", out)
+		}
+	}
+	if !vocab.MaskHas(mask, byteID('1')) {
+		t.Fatalf("after %q: no zero and no other digit may follow (a dead end)", out)
+	}
+	if zeros := len(out) - strings.LastIndex(out, ".") - 1; zeros != 16 {
+		t.Errorf("%d zeros taken, want 16 (17 digits, the last not a zero)", zeros)
+	}
+
+	digitsAfter := func(set *Set, prefix string) string {
+		m := maskAfter(t, set, prefix)
+		var d []byte
+		for c := byte('0'); c <= '9'; c++ {
+			if vocab.MaskHas(m, byteID(c)) {
+				d = append(d, c)
+			}
+		}
+		return string(d)
+	}
+	integer := mustCompile(t, fake, Budget{}, jsonSpec(`{"type":"object","properties":{"quantity":{"type":"integer"}}}`, nil))
+	number := mustCompile(t, fake, Budget{}, jsonSpec(`{"type":"object","properties":{"n":{"type":"number"}}}`, nil))
+	bounded := mustCompile(t, fake, Budget{}, jsonSpec(`{"type":"object","properties":{"n":{"type":"number","minimum":-1}}}`, nil))
+	for _, c := range []struct {
+		set          *Set
+		prefix, want string
+	}{
+		{integer, `{"quantity":922337203685477580`, "01234567"},
+		{integer, `{"quantity":-922337203685477580`, "012345678"},
+		{integer, `{"quantity":9223372036854775807`, ""},
+		{integer, `{"quantity":9100000000000000000`, ""},
+		{integer, `{"quantity":1000000000000000000`, ""},
+		{number, `{"n":0.1234567890123456`, "0123456789"},
+		{number, `{"n":0.12345678901234567`, ""},
+		{number, `{"n":12345678901234567`, ""},
+		{number, `{"n":1.5e12`, ""},
+		{bounded, `{"n":0.00000000000000000`, ""},
+		{bounded, `{"n":1234567890123456`, "0123456789"},
+		{bounded, `{"n":12345678901234567`, ""},
+	} {
+		if got := digitsAfter(c.set, c.prefix); got != c.want {
+			t.Errorf("after %s: digits %q allowed, want %q", c.prefix, got, c.want)
+		}
+		if !vocab.MaskHas(maskAfter(t, c.set, c.prefix), byteID('}')) {
+			t.Errorf("after %s: the number cannot end", c.prefix)
+		}
+	}
+}
+
 // TestStringCap: max_string_length caps strings and property names the
 // schema leaves unbounded; a schema's own maxLength holds with or
 // without it, and a minLength above the cap wins.
@@ -278,7 +367,8 @@ func TestBoundedIntegerExact(t *testing.T) {
 // maxLength would not leave refuses, in the mask, the character that
 // would use them up: "[a-z]+\.[a-z]+" under maxLength 6 takes at most
 // four letters before its dot (the dot and a letter still fit), and the
-// string always ends. Without it "aaaaaa" was a dead end.
+// string always ends. Without it "aaaaaa" was a dead end; so was a
+// backslash whose every escape used them up.
 func TestPatternFitsMaxLength(t *testing.T) {
 	t.Parallel()
 	set := mustCompile(t, fake, Budget{}, jsonSpec(`{"type":"string","pattern":"^[a-z]+\\.[a-z]+$","maxLength":6}`, nil))
@@ -297,6 +387,15 @@ func TestPatternFitsMaxLength(t *testing.T) {
 	}
 	if m := maskAfter(t, set, `"éé`); vocab.MaskHas(m, byteID(0xC3)) {
 		t.Error("a third é allowed: it leaves no room for the x")
+	}
+	// An escape is a character too: after two letters, "\/" would leave
+	// no room for the dot and a letter, so the backslash is refused.
+	set = mustCompile(t, fake, Budget{}, jsonSpec(`{"type":"string","pattern":"^[a-z/]+\\.[a-z]+$","maxLength":4}`, nil))
+	if !accepts(t, set, `"a\/.b"`) {
+		t.Error("an escape that fits is refused")
+	}
+	if m := maskAfter(t, set, `"aa`); vocab.MaskHas(m, byteID('\\')) {
+		t.Error("a backslash allowed after two letters: no escape leaves room for the dot and a letter")
 	}
 }
 

@@ -10,8 +10,9 @@
 // ArrSpec, LitSpec carry each node's constraints) and hands it to
 // NewMachine with a Layout (whitespace between tokens: none by default;
 // an optional cap on unbounded strings and keys), which finishes the
-// specs (integer bounds to int64, the cap applied). A Machine is immutable apart from its mask caches and is
-// shared by every Run of a compiled tool. NewRun starts a parse with one
+// specs (the digits a number may take, an integer's bounds cut to int64,
+// the cap applied). A Machine is immutable apart from its mask caches and
+// is shared by every Run of a compiled tool. NewRun starts a parse with one
 // thread per way the output can begin; Run.Mask walks the vocabulary trie
 // (vocab.Index.Walk) with the live threads and fills the packed bitset of
 // tokens that keep the output a prefix of a valid document (string and key

@@ -61,10 +61,8 @@ const (
 	// number or literal frame it becomes): a string or number keeps its
 	// text in txt so that the array can compare it with earlier items.
 	uqItem
-	// nfNeg marks a number frame whose number is negative; nfSat one
-	// whose magnitude went past every fast integer bound.
+	// nfNeg marks a number frame whose number is negative.
 	nfNeg
-	nfSat
 	// nfIn marks a number frame on the rational path whose every
 	// completion satisfies the spec (NumSpec.within): the following bytes
 	// need no check, and its text is dropped (kept only for uniqueItems),
@@ -162,8 +160,9 @@ func IsJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c =
 // NewMachine returns the machine of the node graph all rooted at root, over
 // the vocabulary vi, written as layout says; cached masks are charged to
 // mem and a run follows at most maxThreads parser threads. The nodes'
-// specs are finished here (number bounds prepared, the layout's string cap
-// applied), so the graph belongs to the machine from then on.
+// specs are finished here (the digits numbers may take and what follows
+// from them prepared, the layout's string cap applied), so the graph
+// belongs to the machine from then on.
 func NewMachine(root *Node, all []*Node, vi *vocab.Index, mem *limit.Meter, maxThreads int, layout Layout) *Machine {
 	ws := layout.MaxSpace
 	if ws < 0 {
@@ -715,10 +714,14 @@ func escByte(c byte) (byte, bool) {
 	return 0, false
 }
 
-// escapeLive reports whether some short escape can follow in state ds.
-func escapeLive(d *automaton.DFA, ds *automaton.State) bool {
+// escapeLive reports whether some short escape can follow in a string of
+// spec s with cnt characters read, its pattern in state ds: the character
+// it stands for keeps the pattern live, with room left (lenRoom) for what
+// the pattern still needs.
+func escapeLive(s *StrSpec, cnt int32, ds *automaton.State) bool {
+	d := s.DFA
 	for _, b := range []byte{'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'} {
-		if d.LiveAll(d.Step(ds, b, nil)) {
+		if next := d.Step(ds, b, nil); d.LiveAll(next) && lenRoom(s, cnt+1, next) {
 			return true
 		}
 	}
@@ -790,7 +793,7 @@ func strLex(f *LexState, s *StrSpec, c byte, work *int64) (int, int32) {
 			}
 			return rDone, 0
 		case c == '\\':
-			if f.cnt >= s.MaxLen || s.DFA != nil && !escapeLive(s.DFA, f.ds) {
+			if f.cnt >= s.MaxLen || s.DFA != nil && !escapeLive(s, f.cnt, f.ds) {
 				return rDead, 0
 			}
 			f.ph = 1
@@ -1009,34 +1012,39 @@ func numStep(f *frame, c byte) int {
 		}
 		return rDead
 	}
-	f.cnt++
-	limit := int32(maxFreeNumLen)
-	if !s.Free {
-		limit = maxNumLen
+	// The digits a number may take (number.go): those of its integer part
+	// and fraction count in cnt (the 0 of "0." does not), those of its
+	// exponent in aux; a point needs room for one fraction digit.
+	switch nph {
+	case nInt, nFrac:
+		if f.cnt >= s.digits {
+			return rDead
+		}
+		f.cnt++
+	case nDot:
+		if f.cnt >= s.digits {
+			return rDead
+		}
+	case nExp:
+		if f.aux >= expDigits {
+			return rDead
+		}
+		f.aux++
 	}
-	if f.cnt > limit {
-		return rDead
-	}
-	if f.flag&uqItem != 0 && (s.Free || s.IntOnly || s.fast) {
+	if f.flag&uqItem != 0 && (s.Free || s.fast) {
 		f.txt += string([]byte{c}) // the default path keeps it anyway
 	}
 	switch {
-	case s.Free, s.IntOnly:
+	case s.Free:
 	case s.fast:
-		switch {
-		case c == '-':
+		if c == '-' {
 			f.flag |= nfNeg
-		case f.flag&nfSat == 0:
-			d := f.seen*10 + uint64(c-'0')
-			if d > maxFastBound {
-				f.flag |= nfSat
-			}
-			f.seen = d
-		}
-		if c != '-' {
+		} else {
+			// At most intDigits digits (an int64's): no overflow.
+			f.seen = f.seen*10 + uint64(c-'0')
 			f.aux = int32((int64(f.aux)*10 + int64(c-'0')) % s.mult)
 		}
-		if !s.fastLive(f.flag&nfNeg != 0, nph, f.seen, f.flag&nfSat != 0) {
+		if !s.fastLive(f.flag&nfNeg != 0, nph, f.seen) {
 			return rDead
 		}
 	case f.flag&nfIn != 0:
@@ -1064,10 +1072,10 @@ func numStep(f *frame, c byte) int {
 func numAccepts(f *frame) bool {
 	s := f.n.Number
 	switch {
-	case s.Free, s.IntOnly:
+	case s.Free:
 		return true
 	case s.fast:
-		return s.fastAccepts(f.flag&nfNeg != 0, f.seen, f.aux, f.flag&nfSat != 0)
+		return s.fastAccepts(f.flag&nfNeg != 0, f.seen, f.aux)
 	case f.flag&nfIn != 0:
 		return true
 	}

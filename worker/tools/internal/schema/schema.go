@@ -837,7 +837,6 @@ func (c *schemaCompiler) buildNumber(members []*sloc, integer bool) (*grammar.No
 		}
 	}
 	s.Free = s.Lo == nil && s.Hi == nil && s.MultipleOf == nil
-	s.IntOnly = s.Lo == nil && s.Hi == nil && s.MultipleOf != nil && s.MultipleOf.Cmp(big.NewRat(1, 1)) == 0
 	n.Kind, n.Number = grammar.KindNumber, s
 	if !s.Satisfiable() {
 		n.Kind = grammar.KindNever
@@ -875,7 +874,7 @@ func (c *schemaCompiler) excludeNumbers(m *grammar.Node, excluded []any) []*gram
 		if i < len(cuts) && (s.Hi == nil || cuts[i].Cmp(s.Hi) <= 0) {
 			s.Hi, s.HiExclusive = cuts[i], true
 		}
-		s.Free, s.IntOnly = false, false
+		s.Free = false
 		if !s.Satisfiable() {
 			continue
 		}
