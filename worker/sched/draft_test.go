@@ -142,15 +142,16 @@ func TestDraftsKeepOutputs(t *testing.T) {
 	off := newSched(t, l, Config{NoDrafts: true})
 	want, _ := runDrafts(t, l, off, jobs)
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-		mix  bool // every third job does not draft
+		name    string
+		cfg     Config
+		mix     bool // every third job does not draft
+		preempt bool // jobs are preempted (mid-draft too) and resumed
 	}{
-		{"batched", Config{}, false},
-		{"mixed with jobs that do not draft", Config{}, true},
-		{"small prefill chunks", Config{MaxBatchTokens: 7}, false},
-		{"swap out and in", Config{KVBlocks: 24, MaxBatchTokens: 64, HostSwapMB: 64, RunQuantum: 1}, false},
-		{"drop and recompute", Config{KVBlocks: 24, MaxBatchTokens: 64, HostSwapMB: -1, RunQuantum: 1}, false},
+		{"batched", Config{}, false, false},
+		{"mixed with jobs that do not draft", Config{}, true, false},
+		{"small prefill chunks", Config{MaxBatchTokens: 7}, false, false},
+		{"swap out and in", Config{KVBlocks: 24, MaxBatchTokens: 64, HostSwapMB: 64, RunQuantum: 1}, false, true},
+		{"drop and recompute", Config{KVBlocks: 24, MaxBatchTokens: 64, HostSwapMB: -1, RunQuantum: 1}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js := slices.Clone(jobs)
@@ -161,8 +162,9 @@ func TestDraftsKeepOutputs(t *testing.T) {
 			}
 			s := newSched(t, l, withDrafts(tc.cfg))
 			got, stats := runDrafts(t, l, s, js)
-			var drafted, accepted, steps, tokens int
+			var drafted, accepted, steps, tokens, preempted int
 			for i := range js {
+				preempted += stats[i].Preemptions
 				if !slices.Equal(got[i].OutputIDs, want[i].OutputIDs) {
 					t.Fatalf("job %d (%+v): with drafts %v\nwithout %v", i, js[i].sampling, got[i].OutputIDs, want[i].OutputIDs)
 				}
@@ -174,7 +176,10 @@ func TestDraftsKeepOutputs(t *testing.T) {
 				steps += stats[i].SampleSteps
 				tokens += len(got[i].OutputIDs)
 			}
-			t.Logf("%d tokens in %d sampling passes; %d drafted, %d accepted", tokens, steps, drafted, accepted)
+			t.Logf("%d tokens in %d sampling passes; %d drafted, %d accepted; %d preemptions", tokens, steps, drafted, accepted, preempted)
+			if tc.preempt && preempted == 0 {
+				t.Fatal("no job was preempted")
+			}
 			if accepted == 0 || steps >= tokens {
 				t.Fatalf("drafts did not save a pass: %d tokens in %d passes, %d of %d drafted accepted", tokens, steps, accepted, drafted)
 			}
