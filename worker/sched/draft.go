@@ -56,9 +56,10 @@ const (
 	// verified draft: the estimate follows the last dozen or so drafts.
 	alphaDecay = 0.9
 	// probeEvery is the decode steps after which a source whose drafts
-	// do not pay drafts probeLen tokens anyway.
-	probeEvery = 32
-	probeLen   = 2
+	// do not pay drafts probeLen tokens anyway: at most one row in 64
+	// more where drafts never pay.
+	probeEvery = 64
+	probeLen   = 1
 	// payFloor is the threshold when the step time is not fitted yet.
 	payFloor = 0.5
 )
