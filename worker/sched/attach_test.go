@@ -143,7 +143,7 @@ func TestNoAttachWithoutCache(t *testing.T) {
 	for _, p := range sharedPrompts(4, 100, 8, 11) {
 		jobs = append(jobs, job{prompt: p, max: 4})
 	}
-	s := newQueued(t, l, Config{MaxBatchTokens: 32, DisablePrefixCache: true, MaxStepLatency: -1})
+	s := newQueued(t, l, Config{MaxBatchTokens: 32, DisablePrefixCache: true, MaxStepLatency: -1, NoDrafts: true})
 	for i, o := range startQueued(t, s, jobs, func(jobs []job) []outcome { return run(s, jobs) }) {
 		if o.err != nil || o.stats.CachedInputTokens != 0 {
 			t.Fatalf("job %d: %v, %d cached tokens", i, o.err, o.stats.CachedInputTokens)
@@ -382,7 +382,7 @@ func TestAdmitWhenPrefillStarts(t *testing.T) {
 	}
 	want := alone(t, l, jobs)
 	// No pacing: the budget is 32 tokens a step whatever the steps take.
-	s := newQueued(t, l, Config{MaxBatchTokens: budget, MaxStepLatency: -1})
+	s := newQueued(t, l, Config{MaxBatchTokens: budget, MaxStepLatency: -1, NoDrafts: true})
 	outs := startQueued(t, s, jobs, func(jobs []job) []outcome { return run(s, jobs) })
 	sameAsAlone(t, outs, want, 0)
 	var first int64

@@ -36,14 +36,14 @@ func TestWaitReasons(t *testing.T) {
 	}{
 		// 8 blocks a job at its end (100 + 24 tokens) in a 24-block
 		// arena, the prefill budget ample: memory holds the queue.
-		{"memory", Config{KVBlocks: 24, MaxBatchTokens: 512, MaxStepLatency: -1, HostSwapMB: 16}, jobsOf(8, 100, 24),
+		{"memory", Config{KVBlocks: 24, MaxBatchTokens: 512, MaxStepLatency: -1, NoDrafts: true, HostSwapMB: 16}, jobsOf(8, 100, 24),
 			func(w WaitSteps) bool { return w.Memory > 0 && w.Compute == 0 }},
 		// One running sequence at a time, memory ample.
-		{"slots", Config{KVBlocks: 200, MaxRunning: 1, MaxStepLatency: -1}, jobsOf(4, 20, 8),
+		{"slots", Config{KVBlocks: 200, MaxRunning: 1, MaxStepLatency: -1, NoDrafts: true}, jobsOf(4, 20, 8),
 			func(w WaitSteps) bool { return w.Slots > 0 && w.Memory == 0 }},
 		// Memory ample, a prompt's worth of prefill per step: the
 		// prefill budget holds the queue.
-		{"prefill budget", Config{KVBlocks: 200, MaxBatchTokens: 100, MaxStepLatency: -1}, jobsOf(6, 100, 8),
+		{"prefill budget", Config{KVBlocks: 200, MaxBatchTokens: 100, MaxStepLatency: -1, NoDrafts: true}, jobsOf(6, 100, 8),
 			func(w WaitSteps) bool { return w.Compute > 0 && w.Memory == 0 && w.Slots == 0 }},
 	} {
 		m := NewMetrics()

@@ -93,9 +93,11 @@ func TestWindowedPagesReference(t *testing.T) {
 			}
 		}
 	}
-	// Queued in order before the loop starts, no pacing, no aging: the
-	// steps, and so the preemptions, do not depend on timing.
-	base := Config{BlockTokens: 4, MaxBatchTokens: 7, HostSwapBlocks: 1024, MaxStepLatency: -1, AgingAfter: time.Hour}
+	// Queued in order before the loop starts, no pacing, no aging, and
+	// drafts at a fixed threshold or none (a measured one follows the
+	// step times): the steps, and so the preemptions, do not depend on
+	// timing.
+	base := Config{BlockTokens: 4, MaxBatchTokens: 7, HostSwapBlocks: 1024, MaxStepLatency: -1, NoDrafts: true, AgingAfter: time.Hour}
 	cases := []struct {
 		name string
 		cfg  Config
@@ -107,6 +109,11 @@ func TestWindowedPagesReference(t *testing.T) {
 		{"swap", func() Config { c := base; c.KVBlocks = 60; return c }()},
 		{"recompute", func() Config { c := base; c.KVBlocks = 60; c.HostSwapMB = -1; return c }()},
 		{"whole", func() Config { c := base; c.WholeBlocks = true; return c }()},
+		// Drafts fed whenever proposed: their rows write K and V past
+		// what is kept, and windowed groups give blocks back as accepted
+		// drafts move the sequence on.
+		{"drafts", func() Config { c := base; c.NoDrafts, c.DraftThreshold = false, 0.01; return c }()},
+		{"drafts swap", func() Config { c := base; c.KVBlocks = 60; c.NoDrafts, c.DraftThreshold = false, 0.01; return c }()},
 	}
 	var first [][]int32
 	for _, tc := range cases {
@@ -119,8 +126,9 @@ func TestWindowedPagesReference(t *testing.T) {
 			}
 			outs := queueInOrder(t, s, jobs)
 			var ids [][]int32
-			preempted := 0
+			preempted, drafted := 0, 0
 			for i, o := range outs {
+				drafted += o.stats.DraftedTokens
 				if o.err != nil {
 					t.Fatalf("case %d: %v", i, o.err)
 				}
@@ -169,7 +177,10 @@ func TestWindowedPagesReference(t *testing.T) {
 					t.Errorf("case %d again: %d cached tokens (want 68), ids %v, first time %v", last, o.stats.CachedInputTokens, o.res.OutputIDs, ids[last])
 				}
 			}
-			t.Logf("%s: most blocks held by one sequence %d, preemptions %d", tc.name, *maxHeld, preempted)
+			t.Logf("%s: most blocks held by one sequence %d, preemptions %d, draft tokens %d", tc.name, *maxHeld, preempted, drafted)
+			if tc.cfg.DraftThreshold > 0 && drafted == 0 {
+				t.Error("nothing drafted")
+			}
 			checkIdle(t, s)
 		})
 	}
@@ -238,8 +249,8 @@ func TestWindowedAdmitsMore(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"whole", Config{WholeBlocks: true, KVBlocks: 42, MaxBatchTokens: 64, HostSwapMB: -1, MaxStepLatency: -1, AgingAfter: time.Hour}},
-		{"windowed", Config{KVBlocks: 252, MaxBatchTokens: 64, HostSwapMB: -1, MaxStepLatency: -1, AgingAfter: time.Hour}},
+		{"whole", Config{WholeBlocks: true, KVBlocks: 42, MaxBatchTokens: 64, HostSwapMB: -1, MaxStepLatency: -1, NoDrafts: true, AgingAfter: time.Hour}},
+		{"windowed", Config{KVBlocks: 252, MaxBatchTokens: 64, HostSwapMB: -1, MaxStepLatency: -1, NoDrafts: true, AgingAfter: time.Hour}},
 	}
 	var conc [2]int
 	var ids [2][][]int32
@@ -314,7 +325,7 @@ func TestWindowedUnderPressure(t *testing.T) {
 	want := runIgnoringEOS(alone, jobs)
 	// Every job queued before the loop starts, no pacing and no aging:
 	// the steps do not depend on timing, so neither do the preemptions.
-	base := Config{MaxBatchTokens: 64, MaxStepLatency: -1, AgingAfter: time.Hour}
+	base := Config{MaxBatchTokens: 64, MaxStepLatency: -1, NoDrafts: true, AgingAfter: time.Hour}
 	for _, c := range []Config{
 		{KVBlocks: 120, HostSwapBlocks: 400, RunQuantum: 1},
 		{KVBlocks: 80, HostSwapBlocks: 400, RunQuantum: 1},
