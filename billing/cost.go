@@ -206,26 +206,6 @@ func Cost(u contracts.Usage, pb PriceBook) Breakdown {
 // It panics on NaN and infinities.
 func FloatDecimal(f float64) decimal.Decimal { return decimal.NewFromFloat(f) }
 
-// minorUnits lists the ISO 4217 currencies whose minor unit is not the
-// hundredth.
-var minorUnits = map[string]int32{
-	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0,
-	"KRW": 0, "PYG": 0, "RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0,
-	"XAF": 0, "XOF": 0, "XPF": 0,
-	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
-	"CLF": 4, "UYW": 4,
-}
-
-// MinorUnits returns the number of decimal places of currency's minor
-// unit under ISO 4217: 0 for JPY, 3 for KWD, 2 for USD, EUR and every code
-// not listed as different.
-func MinorUnits(currency string) int32 {
-	if n, ok := minorUnits[currency]; ok {
-		return n
-	}
-	return 2
-}
-
 // RoundInvoice rounds an amount for an invoice line: half to even (banker's
 // rounding) at currency's minor unit, so 0.125 USD is 0.12 and 0.135 USD is
 // 0.14. Charges and reports keep unrounded amounts; round only what is

@@ -17,11 +17,18 @@
 //	          period (RerateRangeArgs, 1,000 records a transaction): a
 //	          new price-book version → charges, the previous charge kept
 //	          in charge_history; an invoiced period is refused
-//	CloseInvoice: a tenant's month → invoices + invoice_lines (per model,
-//	    priority, batch, price book and dimension; credits and
-//	    adjustments of AddCredit; tax), numbered gaplessly; the month is
-//	    locked from then on, and usage of it rated later goes to the next
-//	    open month (placeCharges, under the period's advisory lock)
+//	CloseInvoice: a tenant's month → one document per currency in
+//	    invoices + invoice_lines (per model, priority, batch, price book
+//	    and dimension; credits and adjustments of AddCredit), each line
+//	    quantity × unit price rounded at the minor unit, tax by the
+//	    tenant's rule (per invoice or per line), the supplier's and the
+//	    customer's details; a negative month is a credit note (its own
+//	    number series) whose amount goes to tenant_balance and off the
+//	    next invoices; the month is locked from then on, and usage of it
+//	    rated later goes to the next open month (placeCharges, under the
+//	    period's advisory lock)
+//	BuildOperatorMonth ◀── the month's documents (drafts while open):
+//	    every tenant, per currency, adding up to the invoices
 //	BuildReport ◀── charges + usage: totals, cost per dimension, by model,
 //	    priority, bucket and tag; written as a table, CSV or JSON
 //	tenant_limits + charges ──▶ LimitsPublisher ── every 5 s and on

@@ -48,6 +48,14 @@ var (
 	// ErrInvalidCustomer reports tenant billing details that cannot be
 	// stored.
 	ErrInvalidCustomer = errors.New("billing: invalid billing details")
+	// ErrNoSupplier reports a close while the supplier's details (the
+	// seller every invoice names) are not set.
+	ErrNoSupplier = errors.New("billing: the supplier's details are not set")
+	// ErrInvalidSupplier reports supplier details that cannot be stored.
+	ErrInvalidSupplier = errors.New("billing: invalid supplier details")
+	// ErrCurrencyChange reports a price book that would change a tenant's
+	// currency within a month.
+	ErrCurrencyChange = errors.New("billing: currency change within a month")
 	// ErrInvalidFormat reports an unknown report format.
 	ErrInvalidFormat = errors.New("billing: unknown report format")
 )

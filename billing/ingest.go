@@ -635,7 +635,25 @@ func decodeMessage(msg jetstream.Msg) (contracts.Usage, error) {
 	if u.Tenant != tenant {
 		return contracts.Usage{}, fmt.Errorf("%w: record of tenant %q published on %s", ErrInvalidUsage, u.Tenant, msg.Subject())
 	}
+	if err := CheckUsageInvariants(u); err != nil {
+		return contracts.Usage{}, fmt.Errorf("%w: job %s: %w", ErrInvalidUsage, u.JobID, err)
+	}
 	return u, nil
+}
+
+// CheckUsageInvariants returns a *contracts.Error of code
+// contracts.CodeUsageInvariant when u breaks a relation between its
+// fields that pricing needs: cached_input_tokens at most input_tokens
+// (the uncached input, input − cached, is what p_in prices). Such a
+// record is refused, not billed with a guess.
+func CheckUsageInvariants(u contracts.Usage) error {
+	if u.CachedInputTokens > u.InputTokens {
+		e := contracts.NewError(contracts.CodeUsageInvariant, "cached_input_tokens %d is above input_tokens %d, which counts them",
+			u.CachedInputTokens, u.InputTokens)
+		e.Field = "cached_input_tokens"
+		return e
+	}
+	return nil
 }
 
 // permanent reports a database error that retrying cannot fix: the record

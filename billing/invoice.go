@@ -19,18 +19,77 @@ type Customer struct {
 	TaxID string `json:"tax_id,omitempty"`
 }
 
-// Invoice is a tenant's closed billing period: its usage charges per
+// Supplier is the seller printed on every invoice and credit note: who
+// bills, where, under which tax number, and how to pay. It is configured
+// once (SetSupplier; `zerolayer invoice supplier`), and each document
+// keeps a copy as it was at issue.
+type Supplier struct {
+	// Name is the seller's legal name (required).
+	Name string `json:"name"`
+	// Address is the postal address, lines separated by "\n" (required).
+	Address string `json:"address"`
+	// TaxID is the seller's VAT or tax number.
+	TaxID string `json:"tax_id,omitempty"`
+	// Email is where customers write about invoices.
+	Email string `json:"email,omitempty"`
+	// PaymentInstructions says how to pay: bank account, payment link.
+	PaymentInstructions string `json:"payment_instructions,omitempty"`
+}
+
+// The kinds of billing document.
+const (
+	// KindInvoice is an invoice: its total is zero or more.
+	KindInvoice = "invoice"
+	// KindCreditNote is a month whose total is negative (a credit larger
+	// than its usage): numbered in a series of its own (CN-2026-000001),
+	// nothing to pay, its amount carried to the tenant's balance and
+	// deducted from the next invoices in its currency.
+	KindCreditNote = "credit_note"
+)
+
+// The tax rules: how the tax of a document is computed from its lines,
+// each already rounded to the minor unit (RoundInvoice of quantity × unit
+// price). Both round half to even at the currency's minor unit.
+const (
+	// TaxPerInvoice is tax = round(rate × subtotal), the subtotal being
+	// the sum of the rounded lines.
+	TaxPerInvoice = "invoice"
+	// TaxPerLine is tax = Σ round(rate × line amount).
+	TaxPerLine = "line"
+	// taxLegacy marks the invoices issued before the rules (migration
+	// 0010): exact amounts, the total rounded once.
+	taxLegacy = "legacy"
+)
+
+// Invoice is one billing document of a tenant's closed month in one
+// currency (a month that bills two currencies, late usage priced before a
+// currency change, has one per currency): an invoice or, when its total is
+// negative, a credit note (Kind). It holds the month's usage charges per
 // model, priority, batch or not, price book and dimension, its credits and
-// adjustments, and tax. Amounts are exact decimals; AmountDue is Total
-// rounded half to even at the currency's minor unit, and the *Display
-// amounts are rounded so that what is printed adds up: the lines'
-// AmountDisplay sum to SubtotalDisplay, and SubtotalDisplay + TaxDisplay
-// = AmountDue.
+// adjustments, and tax.
+//
+// The amounts charged are computed from rounded figures, so that every
+// printed figure can be checked by hand: each line's AmountDisplay is
+// Quantity × UnitPrice rounded half to even at the currency's minor unit;
+// SubtotalDisplay is the sum of those; TaxDisplay is computed from them by
+// TaxRule; TotalDisplay = SubtotalDisplay + TaxDisplay; AmountDue =
+// TotalDisplay − BalanceApplied. The exact amounts of the ledger stay
+// beside them: Subtotal (the lines' exact Amount, which is the month's
+// charges and credits), Tax = Subtotal × TaxRate and Total = Subtotal +
+// Tax; they differ from the charged amounts by the rounding only.
+//
+// Customer documents (HTML, PDF) print the charged amounts, the supplier
+// and the customer, and nothing internal: Note, the price books, who
+// added a credit and the value tags are in the JSON and the internal
+// table view only.
 type Invoice struct {
-	// ID is the row id; Number the invoice number, as INV-2026-000001
-	// (gapless per year of issue).
+	// ID is the row id; Number the document number: INV-2026-000001 for
+	// an invoice, CN-2026-000001 for a credit note (each gapless per year
+	// of issue).
 	ID     int64  `json:"id"`
 	Number string `json:"number"`
+	// Kind is KindInvoice or KindCreditNote.
+	Kind string `json:"kind"`
 	// Tenant and Period (2006-01) say whose month it bills.
 	Tenant string `json:"tenant"`
 	Period string `json:"period"`
@@ -40,33 +99,57 @@ type Invoice struct {
 	// (2006-01-02), IssuedAt plus the tenant's payment terms.
 	IssuedAt time.Time `json:"issued_at"`
 	DueAt    string    `json:"due_at"`
-	// Customer is the tenant's billing details at issue.
+	// Supplier is the seller at issue; Customer the tenant's billing
+	// details at issue.
+	Supplier Supplier `json:"supplier"`
 	Customer Customer `json:"customer"`
-	// TaxRate is the tenant's tax rate at issue (0.2 is 20 %).
+	// PaymentTerms is the sentence printed about paying, as at issue.
+	PaymentTerms string `json:"payment_terms,omitempty"`
+	// TaxRate is the tenant's tax rate at issue (0.2 is 20 %); TaxRule
+	// how the tax is computed (TaxPerInvoice or TaxPerLine; "legacy" for
+	// invoices issued before the rules, whose tax is the exact amount).
 	TaxRate decimal.Decimal `json:"tax_rate"`
-	// Subtotal is the sum of the lines' Amount, exact; Tax is Subtotal ×
-	// TaxRate, exact; Total is Subtotal + Tax.
+	TaxRule string          `json:"tax_rule"`
+	// Subtotal is the sum of the lines' exact Amount (the ledger's
+	// charges and credits); Tax is Subtotal × TaxRate and Total Subtotal
+	// + Tax, exact. They are not what is charged (see Invoice).
 	Subtotal decimal.Decimal `json:"subtotal_exact"`
 	Tax      decimal.Decimal `json:"tax_exact"`
 	Total    decimal.Decimal `json:"total_exact"`
-	// AmountDue is Total rounded at the currency's minor unit (RoundInvoice).
-	AmountDue decimal.Decimal `json:"amount_due"`
-	// SubtotalDisplay is Subtotal rounded; TaxDisplay is AmountDue −
-	// SubtotalDisplay.
+	// SubtotalDisplay is the sum of the lines' rounded amounts: the
+	// taxable amount. TaxDisplay is the tax by TaxRule; TotalDisplay
+	// their sum, negative on a credit note.
 	SubtotalDisplay decimal.Decimal `json:"subtotal"`
 	TaxDisplay      decimal.Decimal `json:"tax"`
+	TotalDisplay    decimal.Decimal `json:"total"`
+	// BalanceApplied is what the tenant's balance from earlier credit
+	// notes takes off this invoice (at most TotalDisplay); BalanceCarried
+	// is what a credit note adds to that balance (−TotalDisplay).
+	BalanceApplied decimal.Decimal `json:"balance_applied"`
+	BalanceCarried decimal.Decimal `json:"balance_carried"`
+	// AmountDue is TotalDisplay − BalanceApplied; 0 on a credit note.
+	AmountDue decimal.Decimal `json:"amount_due"`
 	// Jobs counts the charges billed.
 	Jobs int64 `json:"jobs"`
 	// Lines are the invoice's lines, usage first, then credits and
 	// adjustments.
 	Lines []InvoiceLine `json:"lines"`
-	// Tags sums the usage charges per value tag, for information: a job
-	// with several tags counts in each, so they do not add up.
+	// Tags sums the usage charges per value tag, for information
+	// (internal): a job with several tags counts in each, so they do not
+	// add up.
 	Tags []TagTotal `json:"tags"`
 	// ClosedBy is who closed the period; Note says anything special (a
-	// period closed before its end).
+	// period closed before its end). Both are internal.
 	ClosedBy string `json:"closed_by"`
 	Note     string `json:"note,omitempty"`
+}
+
+// Title is what the document is called: "Invoice" or "Credit note".
+func (inv *Invoice) Title() string {
+	if inv.Kind == KindCreditNote {
+		return "Credit note"
+	}
+	return "Invoice"
 }
 
 // The kinds of invoice line.
@@ -102,7 +185,7 @@ type InvoiceLine struct {
 	Priority string `json:"priority,omitempty"`
 	Batch    bool   `json:"batch,omitempty"`
 	// PriceBookID is the book that priced them; PriceBook names it
-	// ("pb7 acme/tiny v2").
+	// ("pb7 acme/tiny v2"). Internal: not on customer documents.
 	PriceBookID int64  `json:"price_book_id,omitempty"`
 	PriceBook   string `json:"price_book,omitempty"`
 	// Dimension is one of the Dim constants.
@@ -113,12 +196,15 @@ type InvoiceLine struct {
 	Quantity  decimal.Decimal `json:"quantity"`
 	Unit      string          `json:"unit,omitempty"`
 	UnitPrice decimal.Decimal `json:"unit_price"`
-	// Amount is the line's exact amount; AmountDisplay the rounded one
-	// printed (see Invoice).
+	// Amount is the line's exact amount, Quantity × UnitPrice;
+	// AmountDisplay the amount charged: Amount rounded half to even at
+	// the currency's minor unit (see Invoice).
 	Amount        decimal.Decimal `json:"amount_exact"`
 	AmountDisplay decimal.Decimal `json:"amount"`
-	// CreditID is the credit a credit or adjustment line comes from.
-	CreditID int64 `json:"credit_id,omitempty"`
+	// CreditID is the credit a credit or adjustment line comes from;
+	// AddedBy who added it (internal).
+	CreditID int64  `json:"credit_id,omitempty"`
+	AddedBy  string `json:"added_by,omitempty"`
 }
 
 // TagTotal is the usage charges of one value tag in a period.

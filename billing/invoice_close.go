@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,14 +42,14 @@ func AddCredit(ctx context.Context, db Beginner, c Credit) (Credit, error) {
 	switch {
 	case c.Amount.IsZero():
 		return bad("the amount is zero")
-	case !currencyRE.MatchString(c.Currency):
-		return bad("currency %q is not an ISO 4217 code such as USD", c.Currency)
+	case ValidateCurrency(c.Currency) != nil:
+		return bad("%v", ValidateCurrency(c.Currency))
 	case strings.TrimSpace(c.Reason) == "":
 		return bad("give the reason (it is printed on the invoice)")
 	case strings.TrimSpace(c.CreatedBy) == "":
 		return bad("say who adds it")
-	case c.Amount.Exponent() < -MinorUnits(c.Currency)-6:
-		return bad("amount %s has more decimals than %s needs", c.Amount, c.Currency)
+	case checkMinorUnits(c.Amount, c.Currency) != nil:
+		return bad("%v", checkMinorUnits(c.Amount, c.Currency))
 	}
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := checkTenant(ctx, tx, c.Tenant); err != nil {
@@ -57,11 +58,14 @@ func AddCredit(ctx context.Context, db Beginner, c Credit) (Credit, error) {
 		if err := lockOpenPeriods(ctx, tx, [][2]string{{c.Tenant, c.Period}}); err != nil {
 			return err
 		}
+		// A month may bill several currencies (late usage priced before
+		// a currency change); a credit goes on the document of one of
+		// them.
 		cur, others, err := currencyOf(ctx, tx, `FROM charges c WHERE c.tenant_id = $1 AND c.period = $2::date`, c.Tenant, m.Format(time.DateOnly))
 		if err != nil {
 			return err
 		}
-		if (cur != "" && cur != c.Currency) || others != nil {
+		if (cur != "" && cur != c.Currency) || (others != nil && !slices.Contains(others, c.Currency)) {
 			return fmt.Errorf("%w: %s's charges of %s are in %s, the credit in %s", ErrMixedCurrency, c.Tenant, c.Period,
 				cmp.Or(cur, strings.Join(others, ", ")), c.Currency)
 		}
@@ -126,18 +130,22 @@ type CloseRequest struct {
 }
 
 // CloseInvoice closes a tenant's period: within one transaction holding
-// the period's lock (see periodLock) it gathers the period's charges into
-// usage lines (one per model, priority, batch or not, price book and
-// dimension), the period's credits and adjustments into lines of their
-// own, applies the tenant's tax rate, numbers the invoice (gapless per
-// year) and stores it. From then on the period is locked: a re-rating of
-// it fails with ErrPeriodLocked, and usage of it rated later is billed in
-// the next open period. It returns ErrPeriodLocked for a period already
-// invoiced, ErrInvalidPeriod for one not ended (without Early),
-// ErrUnratedUsage (without AllowUnrated), ErrMixedCurrency when the
-// period's charges and credits are not all in one currency, and
-// ErrUnknownTenant.
-func CloseInvoice(ctx context.Context, db Beginner, req CloseRequest) (*Invoice, error) {
+// the period's lock (see periodLock) it builds the period's documents,
+// one per currency its charges and credits are in (draftDocuments: the
+// usage lines, one per model, priority, batch or not, price book and
+// dimension, and the credits and adjustments, each line rounded on its
+// own; tax by the tenant's rule; the tenant's balance from earlier credit
+// notes applied), numbers each (an invoice in the INV series, a month
+// with a negative total as a credit note in the CN series; gapless per
+// year), stores them and moves the balance. From then on the period is
+// locked: a re-rating of it fails with ErrPeriodLocked, and usage of it
+// rated later is billed in the next open period. It returns the documents,
+// by currency. It returns ErrPeriodLocked for a period already invoiced,
+// ErrInvalidPeriod for one not ended (without Early), ErrUnratedUsage
+// (without AllowUnrated), ErrNoSupplier when the supplier's details are
+// not set (SetSupplier), and ErrUnknownTenant; a refused close uses no
+// number.
+func CloseInvoice(ctx context.Context, db Beginner, req CloseRequest) ([]*Invoice, error) {
 	if err := contracts.ValidateTenant(req.Tenant); err != nil {
 		return nil, err
 	}
@@ -152,7 +160,9 @@ func CloseInvoice(ctx context.Context, db Beginner, req CloseRequest) (*Invoice,
 	if now.IsZero() {
 		now = time.Now()
 	}
-	now = now.UTC()
+	// Postgres keeps microseconds: the document written at the close and
+	// the one read back later are the same to the byte.
+	now = now.UTC().Truncate(time.Microsecond)
 	end := m.AddDate(0, 1, 0)
 	note := ""
 	if now.Before(end) {
@@ -162,29 +172,33 @@ func CloseInvoice(ctx context.Context, db Beginner, req CloseRequest) (*Invoice,
 		}
 		note = fmt.Sprintf("closed early, at %s: later usage of %s is billed in %s", now.Format(time.RFC3339), req.Period, periodName(end))
 	}
-	var inv *Invoice
+	var invs []*Invoice
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var err error
-		inv, err = closeTx(ctx, tx, req, m, now, note)
+		invs, err = closeTx(ctx, tx, req, m, now, note)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("billing: close %s of %s: %w", req.Period, req.Tenant, err)
 	}
-	return inv, nil
+	return invs, nil
 }
 
-func closeTx(ctx context.Context, tx pgx.Tx, req CloseRequest, m, now time.Time, note string) (*Invoice, error) {
-	cust, err := GetTenantBilling(ctx, tx, req.Tenant)
+func closeTx(ctx context.Context, tx pgx.Tx, req CloseRequest, m, now time.Time, note string) ([]*Invoice, error) {
+	if err := checkTenant(ctx, tx, req.Tenant); err != nil {
+		return nil, err
+	}
+	supplier, err := GetSupplier(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	// The tenant's row first (two closes of one tenant queue here; FOR NO
-	// KEY UPDATE, so that the charges and credits a rating or a credit
-	// inserts meanwhile, whose foreign key takes a KEY SHARE lock of the
-	// row, do not wait for this close while it waits for their period
-	// lock: a deadlock), then the period, exclusively: ratings,
-	// re-ratings and credits of it hold the shared side while they write.
+	// The tenant's row first (two closes of one tenant queue here, and
+	// so do their balances; FOR NO KEY UPDATE, so that the charges and
+	// credits a rating or a credit inserts meanwhile, whose foreign key
+	// takes a KEY SHARE lock of the row, do not wait for this close while
+	// it waits for their period lock: a deadlock), then the period,
+	// exclusively: ratings, re-ratings and credits of it hold the shared
+	// side while they write.
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, req.Tenant); err != nil {
 		return nil, err
 	}
@@ -196,7 +210,6 @@ func closeTx(ctx context.Context, tx pgx.Tx, req CloseRequest, m, now time.Time,
 	} else if number != "" {
 		return nil, fmt.Errorf("%w: %s of %s is invoiced already (%s)", ErrPeriodLocked, req.Period, req.Tenant, number)
 	}
-	day := m.Format(time.DateOnly)
 	if !req.AllowUnrated {
 		var unrated int64
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM usage u LEFT JOIN charges c USING (tenant_id, job_id)
@@ -209,53 +222,45 @@ func closeTx(ctx context.Context, tx pgx.Tx, req CloseRequest, m, now time.Time,
 				ErrUnratedUsage, unrated, req.Period)
 		}
 	}
-	cur, others, err := currencyOf(ctx, tx, `FROM (SELECT currency FROM charges WHERE tenant_id = $1 AND period = $2::date
-		UNION ALL SELECT currency FROM credits WHERE tenant_id = $1 AND period = $2::date) c`, req.Tenant, day)
+	invs, err := draftDocuments(ctx, tx, req.Tenant, m, now, supplier)
 	if err != nil {
 		return nil, err
 	}
-	if others != nil {
-		return nil, fmt.Errorf("%w: %s of %s has charges or credits in %v", ErrMixedCurrency, req.Period, req.Tenant, others)
-	}
-	if cur == "" {
-		cur = "USD"
-		if pb, err := EffectivePriceBook(ctx, tx, req.Tenant, "", m); err == nil {
-			cur = pb.Currency
+	day := m.Format(time.DateOnly)
+	for _, inv := range invs {
+		inv.ClosedBy, inv.Note = req.By, note
+		if err := storeDocument(ctx, tx, inv, day); err != nil {
+			return nil, err
 		}
 	}
-	inv := &Invoice{Tenant: req.Tenant, Period: req.Period, Currency: cur, IssuedAt: now, Customer: cust.Customer,
-		TaxRate: cust.TaxRate, ClosedBy: req.By, Note: note, DueAt: now.AddDate(0, 0, cust.PaymentTermsDays).Format(time.DateOnly)}
-	if inv.Lines, inv.Jobs, err = usageLines(ctx, tx, req.Tenant, day); err != nil {
-		return nil, err
-	}
-	credits, err := ListCredits(ctx, tx, req.Tenant, req.Period)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range credits {
-		inv.Lines = append(inv.Lines, InvoiceLine{Kind: c.Kind, Description: fmt.Sprintf("%s: %s (added by %s)", titleCase(c.Kind), c.Reason, c.CreatedBy),
-			Quantity: one, UnitPrice: c.Amount, Amount: c.Amount, CreditID: c.ID})
-	}
-	if inv.Tags, err = tagTotals(ctx, tx, req.Tenant, day); err != nil {
-		return nil, err
-	}
-	inv.finish()
+	return invs, nil
+}
 
-	year := now.Year()
-	var seq int
-	if err := tx.QueryRow(ctx, `INSERT INTO invoice_numbers (year, last) VALUES ($1, 1)
-		ON CONFLICT (year) DO UPDATE SET last = invoice_numbers.last + 1 RETURNING last`, year).Scan(&seq); err != nil {
-		return nil, fmt.Errorf("number the invoice: %w", err)
+// storeDocument numbers inv in its series, stores it with its lines,
+// marks its credits as invoiced and moves the tenant's balance.
+func storeDocument(ctx context.Context, tx pgx.Tx, inv *Invoice, day string) error {
+	year := inv.IssuedAt.Year()
+	series, prefix := "invoice_numbers", "INV"
+	if inv.Kind == KindCreditNote {
+		series, prefix = "credit_note_numbers", "CN"
 	}
-	inv.Number = fmt.Sprintf("INV-%d-%06d", year, seq)
+	var seq int
+	if err := tx.QueryRow(ctx, `INSERT INTO `+series+` (year, last) VALUES ($1, 1)
+		ON CONFLICT (year) DO UPDATE SET last = `+series+`.last + 1 RETURNING last`, year).Scan(&seq); err != nil {
+		return fmt.Errorf("number the %s: %w", inv.Kind, err)
+	}
+	inv.Number = fmt.Sprintf("%s-%d-%06d", prefix, year, seq)
 	customer, _ := json.Marshal(inv.Customer)
+	supplier, _ := json.Marshal(inv.Supplier)
 	tags, _ := json.Marshal(inv.Tags)
 	if err := tx.QueryRow(ctx, `INSERT INTO invoices (number, tenant_id, period, currency, issued_at, due_at, customer, tax_rate,
-			subtotal, tax, total, amount_due, jobs, tag_summary, closed_by, note)
-		VALUES ($1, $2, $3::date, $4, $5, $6::date, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id`,
+			subtotal, tax, total, amount_due, jobs, tag_summary, closed_by, note,
+			kind, tax_rule, supplier, charges_exact, balance_applied, balance_carried, payment_terms)
+		VALUES ($1, $2, $3::date, $4, $5, $6::date, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23) RETURNING id`,
 		inv.Number, inv.Tenant, day, inv.Currency, inv.IssuedAt, inv.DueAt, customer, inv.TaxRate,
-		inv.Subtotal, inv.Tax, inv.Total, inv.AmountDue, inv.Jobs, tags, inv.ClosedBy, inv.Note).Scan(&inv.ID); err != nil {
-		return nil, fmt.Errorf("store the invoice: %w", err)
+		inv.SubtotalDisplay, inv.TaxDisplay, inv.TotalDisplay, inv.AmountDue, inv.Jobs, tags, inv.ClosedBy, inv.Note,
+		inv.Kind, inv.TaxRule, supplier, inv.Subtotal, inv.BalanceApplied, inv.BalanceCarried, inv.PaymentTerms).Scan(&inv.ID); err != nil {
+		return fmt.Errorf("store the %s: %w", inv.Kind, err)
 	}
 	for _, l := range inv.Lines {
 		var book *int64
@@ -271,32 +276,209 @@ func closeTx(ctx context.Context, tx pgx.Tx, req CloseRequest, m, now time.Time,
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 			inv.ID, l.No, l.Kind, l.Description, l.Model, l.Priority, l.Batch, book, l.Dimension, l.Jobs,
 			l.Quantity, l.Unit, l.UnitPrice, l.Amount, l.AmountDisplay, credit); err != nil {
-			return nil, fmt.Errorf("store invoice line %d: %w", l.No, err)
+			return fmt.Errorf("store line %d of %s: %w", l.No, inv.Number, err)
 		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE credits SET invoice_id = $1 WHERE tenant_id = $2 AND period = $3::date`, inv.ID, req.Tenant, day); err != nil {
-		return nil, err
+	if _, err := tx.Exec(ctx, `UPDATE credits SET invoice_id = $1 WHERE tenant_id = $2 AND period = $3::date AND currency = $4`,
+		inv.ID, inv.Tenant, day, inv.Currency); err != nil {
+		return err
 	}
-	return inv, nil
+	move := inv.BalanceCarried.Sub(inv.BalanceApplied)
+	if !move.IsZero() {
+		if _, err := tx.Exec(ctx, `INSERT INTO tenant_balance (tenant_id, currency, amount, invoice_id) VALUES ($1, $2, $3, $4)`,
+			inv.Tenant, inv.Currency, move, inv.ID); err != nil {
+			return fmt.Errorf("move the balance of %s: %w", inv.Tenant, err)
+		}
+	}
+	return nil
 }
 
-// finish numbers inv's lines and computes its totals and display amounts.
-func (inv *Invoice) finish() {
-	amounts := make([]decimal.Decimal, len(inv.Lines))
-	inv.Subtotal = decimal.Zero
-	for i := range inv.Lines {
-		inv.Lines[i].No = i + 1
-		amounts[i] = inv.Lines[i].Amount
-		inv.Subtotal = inv.Subtotal.Add(inv.Lines[i].Amount)
+// TenantBalance returns what tenant's credit notes left to deduct from
+// its next invoices in currency: zero or more.
+func TenantBalance(ctx context.Context, db DB, tenant, currency string) (decimal.Decimal, error) {
+	var b decimal.Decimal
+	if err := db.QueryRow(ctx, `SELECT coalesce(sum(amount), 0) FROM tenant_balance WHERE tenant_id = $1 AND currency = $2`,
+		tenant, currency).Scan(&b); err != nil {
+		return b, fmt.Errorf("billing: read the balance of %s: %w", tenant, err)
 	}
-	for i, d := range DisplayAmounts(amounts, inv.Currency) {
-		inv.Lines[i].AmountDisplay = d
+	return b, nil
+}
+
+// draftDocuments builds, without storing anything, the documents that
+// closing tenant's month m at now would issue: one per currency of the
+// month's charges and credits (the currency of the tenant's book in force
+// when there are none), by currency, each with its lines, tax and the
+// balance it would take. They have no number yet. supplier is printed on
+// them.
+func draftDocuments(ctx context.Context, db DB, tenant string, m, now time.Time, supplier Supplier) ([]*Invoice, error) {
+	cust, err := GetTenantBilling(ctx, db, tenant)
+	if err != nil {
+		return nil, err
+	}
+	day := m.Format(time.DateOnly)
+	rows, err := db.Query(ctx, `SELECT currency FROM charges WHERE tenant_id = $1 AND period = $2::date
+		UNION SELECT currency FROM credits WHERE tenant_id = $1 AND period = $2::date ORDER BY 1`, tenant, day)
+	if err != nil {
+		return nil, err
+	}
+	currencies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	if len(currencies) == 0 {
+		cur := "USD"
+		if pb, err := EffectivePriceBook(ctx, db, tenant, "", m); err == nil {
+			cur = pb.Currency
+		}
+		currencies = []string{cur}
+	}
+	credits, err := ListCredits(ctx, db, tenant, periodName(m))
+	if err != nil {
+		return nil, err
+	}
+	var invs []*Invoice
+	for _, cur := range currencies {
+		inv := &Invoice{Kind: KindInvoice, Tenant: tenant, Period: periodName(m), Currency: cur, IssuedAt: now,
+			Supplier: supplier, Customer: cust.Customer, TaxRate: cust.TaxRate, TaxRule: cust.TaxRounding,
+			DueAt: now.AddDate(0, 0, cust.PaymentTermsDays).Format(time.DateOnly)}
+		if inv.Lines, inv.Jobs, err = usageLines(ctx, db, tenant, m, cur); err != nil {
+			return nil, err
+		}
+		for _, c := range credits {
+			if c.Currency != cur {
+				continue
+			}
+			inv.Lines = append(inv.Lines, InvoiceLine{Kind: c.Kind, Description: titleCase(c.Kind) + ": " + c.Reason,
+				Quantity: one, UnitPrice: c.Amount, Amount: c.Amount, CreditID: c.ID, AddedBy: c.CreatedBy})
+		}
+		if inv.Tags, err = tagTotals(ctx, db, tenant, day, cur); err != nil {
+			return nil, err
+		}
+		balance, err := TenantBalance(ctx, db, tenant, cur)
+		if err != nil {
+			return nil, err
+		}
+		inv.finish(balance)
+		inv.PaymentTerms = paymentTerms(inv, cust.PaymentTermsDays)
+		if inv.BalanceApplied.IsPositive() {
+			from, err := balanceSources(ctx, db, tenant, cur, inv.BalanceApplied)
+			if err != nil {
+				return nil, err
+			}
+			inv.PaymentTerms += " The credit balance applied comes from " + strings.Join(from, ", ") + "."
+		}
+		invs = append(invs, inv)
+	}
+	return invs, nil
+}
+
+// balanceSources names the credit notes that an amount taken from
+// tenant's balance in currency comes from: the balance is used oldest
+// credit note first.
+func balanceSources(ctx context.Context, db DB, tenant, currency string, amount decimal.Decimal) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT i.number, b.amount FROM tenant_balance b JOIN invoices i ON i.id = b.invoice_id
+		WHERE b.tenant_id = $1 AND b.currency = $2 ORDER BY b.id`, tenant, currency)
+	if err != nil {
+		return nil, err
+	}
+	type entry struct {
+		number string
+		left   decimal.Decimal
+	}
+	var credits []entry
+	used := decimal.Zero
+	var number string
+	var a decimal.Decimal
+	if _, err := pgx.ForEachRow(rows, []any{&number, &a}, func() error {
+		if a.IsPositive() {
+			credits = append(credits, entry{number, a})
+		} else {
+			used = used.Sub(a)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range credits {
+		take := decimal.Min(c.left, used)
+		used, c.left = used.Sub(take), c.left.Sub(take)
+		if c.left.IsPositive() && amount.IsPositive() {
+			out = append(out, c.number)
+			amount = amount.Sub(decimal.Min(c.left, amount))
+		}
+	}
+	return out, nil
+}
+
+// paymentTerms is the sentence a document prints about paying.
+func paymentTerms(inv *Invoice, days int) string {
+	switch {
+	case inv.Kind == KindCreditNote:
+		return fmt.Sprintf("Nothing to pay: %s %s is credited to your account and deducted from your next invoices in %s.",
+			inv.fixed(inv.BalanceCarried), inv.Currency, inv.Currency)
+	case inv.AmountDue.IsZero() && inv.BalanceApplied.IsPositive():
+		return "Nothing to pay: your credit balance from earlier credit notes covers this invoice."
+	case inv.AmountDue.IsZero():
+		return "Nothing to pay."
+	case days == 0:
+		return fmt.Sprintf("Payment due on receipt (%s).", inv.DueAt)
+	}
+	return fmt.Sprintf("Payment due within %d days of the issue date, by %s.", days, inv.DueAt)
+}
+
+// finish numbers inv's lines and computes its amounts by its tax rule
+// (see Invoice), with balance the tenant's balance from earlier credit
+// notes in inv's currency: a document whose total is negative is a credit
+// note carrying that amount to the balance; an invoice takes what it can
+// from the balance.
+func (inv *Invoice) finish(balance decimal.Decimal) {
+	cur := inv.Currency
+	if inv.TaxRule == "" {
+		inv.TaxRule = TaxPerInvoice
+	}
+	inv.Subtotal, inv.SubtotalDisplay = decimal.Zero, decimal.Zero
+	lineTax := decimal.Zero
+	for i := range inv.Lines {
+		l := &inv.Lines[i]
+		l.No = i + 1
+		l.AmountDisplay = RoundInvoice(l.Amount, cur)
+		inv.Subtotal = inv.Subtotal.Add(l.Amount)
+		inv.SubtotalDisplay = inv.SubtotalDisplay.Add(l.AmountDisplay)
+		lineTax = lineTax.Add(RoundInvoice(l.AmountDisplay.Mul(inv.TaxRate), cur))
 	}
 	inv.Tax = inv.Subtotal.Mul(inv.TaxRate)
 	inv.Total = inv.Subtotal.Add(inv.Tax)
-	inv.AmountDue = RoundInvoice(inv.Total, inv.Currency)
-	inv.SubtotalDisplay = RoundInvoice(inv.Subtotal, inv.Currency)
-	inv.TaxDisplay = inv.AmountDue.Sub(inv.SubtotalDisplay)
+	if inv.TaxRule == TaxPerLine {
+		inv.TaxDisplay = lineTax
+	} else {
+		inv.TaxDisplay = RoundInvoice(inv.SubtotalDisplay.Mul(inv.TaxRate), cur)
+	}
+	inv.TotalDisplay = inv.SubtotalDisplay.Add(inv.TaxDisplay)
+	inv.BalanceApplied, inv.BalanceCarried = decimal.Zero, decimal.Zero
+	if inv.TotalDisplay.IsNegative() {
+		inv.Kind = KindCreditNote
+		inv.BalanceCarried = inv.TotalDisplay.Neg()
+		inv.AmountDue = decimal.Zero
+		return
+	}
+	inv.Kind = KindInvoice
+	if balance.IsPositive() {
+		inv.BalanceApplied = decimal.Min(balance, inv.TotalDisplay)
+	}
+	inv.AmountDue = inv.TotalDisplay.Sub(inv.BalanceApplied)
+}
+
+// TaxRuleText states how inv's tax was computed, as printed on it.
+func (inv *Invoice) TaxRuleText() string {
+	unit := decimal.New(1, -MinorUnits(inv.Currency)).StringFixed(MinorUnits(inv.Currency)) + " " + inv.Currency
+	switch inv.TaxRule {
+	case TaxPerLine:
+		return fmt.Sprintf("Tax is %s of each line's amount, rounded half to even to %s per line, and added up.", inv.taxPercent(), unit)
+	case TaxPerInvoice:
+		return fmt.Sprintf("Tax is %s of the subtotal, rounded half to even to %s once per document.", inv.taxPercent(), unit)
+	}
+	return ""
 }
 
 func titleCase(s string) string {
@@ -318,36 +500,41 @@ var dimensionUnits = []struct {
 	{DimTool, "cost_tool", "sum(u.tool_execution_time_ms)", "ms", "pb.p_tool", "tool execution time"},
 }
 
-// usageLines gathers the usage lines of tenant's period (day is its
-// first day): one per model, priority, batch or not, price book and
-// dimension with a non-zero amount, in that order.
-func usageLines(ctx context.Context, tx pgx.Tx, tenant, day string) ([]InvoiceLine, int64, error) {
+// usageLines gathers the usage lines of tenant's month m in currency: one
+// per model, priority, batch or not, price book and dimension with a
+// non-zero amount, in that order. A line's description is for the
+// customer: the model, priority, batch and dimension, and, where the
+// month has several prices for one of those (a price change), the day its
+// price applies from; the book's name is internal (PriceBook).
+func usageLines(ctx context.Context, db DB, tenant string, m time.Time, currency string) ([]InvoiceLine, int64, error) {
 	var sel []string
 	for _, d := range dimensionUnits {
 		sel = append(sel, "sum(c."+d.cost+")", d.quantity, "max("+d.price+")")
 	}
-	rows, err := tx.Query(ctx, `
+	rows, err := db.Query(ctx, `
 		SELECT u.model, u.priority, u.batch_id IS NOT NULL, c.price_book_id, pb.version, coalesce(pb.tenant_id, ''), coalesce(pb.model, ''),
-			c.multiplier, count(*), `+strings.Join(sel, ", ")+`
+			pb.effective_at, c.multiplier, count(*), `+strings.Join(sel, ", ")+`
 		FROM charges c JOIN usage u USING (tenant_id, job_id) JOIN price_books pb ON pb.id = c.price_book_id
-		WHERE c.tenant_id = $1 AND c.period = $2::date
-		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
-		ORDER BY 1, CASE u.priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, 3, 4, 8`, tenant, day)
+		WHERE c.tenant_id = $1 AND c.period = $2::date AND c.currency = $3
+		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+		ORDER BY 1, CASE u.priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, 3, 8, 4, 9`, tenant, m.Format(time.DateOnly), currency)
 	if err != nil {
 		return nil, 0, fmt.Errorf("gather the usage lines: %w", err)
 	}
 	defer rows.Close()
 	var lines []InvoiceLine
+	var from []time.Time // when each line's price applies from
 	var jobs int64
 	for rows.Next() {
 		var model, priority, bookTenant, bookModel string
 		var batch bool
 		var bookID int64
 		var version int
+		var effective time.Time
 		var mult decimal.Decimal
 		var n int64
 		vals := make([]decimal.Decimal, 3*len(dimensionUnits))
-		dest := []any{&model, &priority, &batch, &bookID, &version, &bookTenant, &bookModel, &mult, &n}
+		dest := []any{&model, &priority, &batch, &bookID, &version, &bookTenant, &bookModel, &effective, &mult, &n}
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
@@ -362,27 +549,33 @@ func usageLines(ctx context.Context, tx pgx.Tx, tenant, day string) ([]InvoiceLi
 				continue
 			}
 			desc := fmt.Sprintf("%s, %s priority%s: %s", model, priority, map[bool]string{true: ", batch", false: ""}[batch], d.label)
-			if mult.Equal(one) {
-				desc += fmt.Sprintf(" (%s)", book.Name())
-			} else {
-				desc += fmt.Sprintf(" (× %s, %s)", mult, book.Name())
-			}
 			lines = append(lines, InvoiceLine{Kind: LineUsage, Description: desc, Model: model, Priority: priority, Batch: batch,
 				PriceBookID: bookID, PriceBook: book.Name() + " " + book.Scope(), Dimension: d.dim, Jobs: n,
 				Quantity: quantity, Unit: d.unit, UnitPrice: price.Mul(mult), Amount: amount})
+			from = append(from, effective)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("gather the usage lines: %w", err)
 	}
+	// Lines that read the same are told apart by their prices' start.
+	same := map[string]int{}
+	for _, l := range lines {
+		same[l.Description]++
+	}
+	for i := range lines {
+		if same[lines[i].Description] > 1 {
+			lines[i].Description += ", prices from " + from[i].UTC().Format(time.DateOnly)
+		}
+	}
 	return lines, jobs, nil
 }
 
-// tagTotals sums tenant's charges of a period per value tag.
-func tagTotals(ctx context.Context, tx pgx.Tx, tenant, day string) ([]TagTotal, error) {
-	rows, err := tx.Query(ctx, `SELECT t.tag, count(*), sum(c.total)
+// tagTotals sums tenant's charges of a period in currency per value tag.
+func tagTotals(ctx context.Context, db DB, tenant, day, currency string) ([]TagTotal, error) {
+	rows, err := db.Query(ctx, `SELECT t.tag, count(*), sum(c.total)
 		FROM charges c CROSS JOIN LATERAL unnest(c.tags) AS t(tag)
-		WHERE c.tenant_id = $1 AND c.period = $2::date GROUP BY 1 ORDER BY 3 DESC, 1`, tenant, day)
+		WHERE c.tenant_id = $1 AND c.period = $2::date AND c.currency = $3 GROUP BY 1 ORDER BY 3 DESC, 1`, tenant, day, currency)
 	if err != nil {
 		return nil, err
 	}
@@ -406,31 +599,48 @@ func GetInvoice(ctx context.Context, db DB, number string) (*Invoice, error) {
 	return invs[0], nil
 }
 
-// GetPeriodInvoice reads tenant's invoice of period (ErrNotFound while
-// the period is open).
-func GetPeriodInvoice(ctx context.Context, db DB, tenant, period string) (*Invoice, error) {
+// GetPeriodInvoice reads tenant's document of period (ErrNotFound while
+// the period is open). A month billed in several currencies has one
+// document per currency: currency names which ("" is allowed only when
+// there is one; ErrMixedCurrency otherwise, naming them).
+func GetPeriodInvoice(ctx context.Context, db DB, tenant, period, currency string) (*Invoice, error) {
+	invs, err := ListPeriodInvoices(ctx, db, tenant, period)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, inv := range invs {
+		if currency == "" && len(invs) == 1 || inv.Currency == currency {
+			return GetInvoice(ctx, db, inv.Number)
+		}
+		names = append(names, inv.Number+" in "+inv.Currency)
+	}
+	if len(invs) == 0 || currency != "" {
+		return nil, fmt.Errorf("%w: %s of %s is not invoiced%s", ErrNotFound, period, tenant, map[bool]string{true: " in " + currency}[currency != ""])
+	}
+	return nil, fmt.Errorf("%w: %s of %s is billed in several currencies (%s); name one", ErrMixedCurrency, period, tenant, strings.Join(names, ", "))
+}
+
+// ListPeriodInvoices returns tenant's documents of period, without their
+// lines, by currency; none while the period is open.
+func ListPeriodInvoices(ctx context.Context, db DB, tenant, period string) ([]*Invoice, error) {
 	m, err := ParsePeriod(period)
 	if err != nil {
 		return nil, err
 	}
-	invs, err := readInvoices(ctx, db, `WHERE i.tenant_id = $1 AND i.period = $2::date`, tenant, m.Format(time.DateOnly))
-	if err != nil {
-		return nil, err
-	}
-	if len(invs) == 0 {
-		return nil, fmt.Errorf("%w: %s of %s is not invoiced", ErrNotFound, period, tenant)
-	}
-	return invs[0], nil
+	return readInvoicesHead(ctx, db, `WHERE i.tenant_id = $1 AND i.period = $2::date ORDER BY i.currency`, tenant, m.Format(time.DateOnly))
 }
 
-// ListInvoices returns the invoices of tenant (every tenant's when empty),
-// without their lines, newest period first.
+// ListInvoices returns the documents of tenant (every tenant's when
+// empty), invoices and credit notes, without their lines, newest period
+// first.
 func ListInvoices(ctx context.Context, db DB, tenant string) ([]*Invoice, error) {
-	return readInvoicesHead(ctx, db, `WHERE ($1 = '' OR i.tenant_id = $1) ORDER BY i.period DESC, i.tenant_id`, tenant)
+	return readInvoicesHead(ctx, db, `WHERE ($1 = '' OR i.tenant_id = $1) ORDER BY i.period DESC, i.tenant_id, i.currency`, tenant)
 }
 
 const invoiceColumns = `i.id, i.number, i.tenant_id, to_char(i.period, 'YYYY-MM'), i.currency, i.issued_at, to_char(i.due_at, 'YYYY-MM-DD'),
-	i.customer, i.tax_rate, i.subtotal, i.tax, i.total, i.amount_due, i.jobs, i.tag_summary, i.closed_by, i.note`
+	i.customer, i.tax_rate, i.subtotal, i.tax, i.total, i.amount_due, i.jobs, i.tag_summary, i.closed_by, i.note,
+	i.kind, i.tax_rule, i.supplier, i.charges_exact, i.balance_applied, i.balance_carried, i.payment_terms`
 
 func readInvoicesHead(ctx context.Context, db DB, where string, args ...any) ([]*Invoice, error) {
 	rows, err := db.Query(ctx, `SELECT `+invoiceColumns+` FROM invoices i `+where, args...)
@@ -439,9 +649,12 @@ func readInvoicesHead(ctx context.Context, db DB, where string, args ...any) ([]
 	}
 	invs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Invoice, error) {
 		inv := new(Invoice)
-		var customer, tags []byte
+		var customer, tags, supplier []byte
+		var subtotal, tax, total decimal.Decimal
+		var chargesExact decimal.NullDecimal
 		err := row.Scan(&inv.ID, &inv.Number, &inv.Tenant, &inv.Period, &inv.Currency, &inv.IssuedAt, &inv.DueAt, &customer,
-			&inv.TaxRate, &inv.Subtotal, &inv.Tax, &inv.Total, &inv.AmountDue, &inv.Jobs, &tags, &inv.ClosedBy, &inv.Note)
+			&inv.TaxRate, &subtotal, &tax, &total, &inv.AmountDue, &inv.Jobs, &tags, &inv.ClosedBy, &inv.Note,
+			&inv.Kind, &inv.TaxRule, &supplier, &chargesExact, &inv.BalanceApplied, &inv.BalanceCarried, &inv.PaymentTerms)
 		if err != nil {
 			return nil, err
 		}
@@ -452,8 +665,24 @@ func readInvoicesHead(ctx context.Context, db DB, where string, args ...any) ([]
 		if err := json.Unmarshal(tags, &inv.Tags); err != nil {
 			return nil, err
 		}
-		inv.SubtotalDisplay = RoundInvoice(inv.Subtotal, inv.Currency)
-		inv.TaxDisplay = inv.AmountDue.Sub(inv.SubtotalDisplay)
+		if supplier != nil {
+			if err := json.Unmarshal(supplier, &inv.Supplier); err != nil {
+				return nil, err
+			}
+		}
+		if inv.TaxRule == taxLegacy {
+			// Issued before the tax rules: the stored amounts are exact,
+			// and the amount due is the total rounded once.
+			inv.Subtotal, inv.Tax, inv.Total = subtotal, tax, total
+			inv.SubtotalDisplay = RoundInvoice(inv.Subtotal, inv.Currency)
+			inv.TaxDisplay = inv.AmountDue.Sub(inv.SubtotalDisplay)
+			inv.TotalDisplay = inv.AmountDue
+			return inv, nil
+		}
+		inv.SubtotalDisplay, inv.TaxDisplay, inv.TotalDisplay = subtotal, tax, total
+		inv.Subtotal = chargesExact.Decimal
+		inv.Tax = inv.Subtotal.Mul(inv.TaxRate)
+		inv.Total = inv.Subtotal.Add(inv.Tax)
 		return inv, nil
 	})
 	if err != nil {
@@ -471,8 +700,8 @@ func readInvoices(ctx context.Context, db DB, where string, args ...any) ([]*Inv
 		rows, err := db.Query(ctx, `
 			SELECT l.line_no, l.kind, l.description, l.model, l.priority, l.batch, coalesce(l.price_book_id, 0),
 				coalesce(pb.version, 0), coalesce(pb.tenant_id, ''), coalesce(pb.model, ''), l.dimension, l.jobs, l.quantity,
-				l.unit, l.unit_price, l.amount, l.amount_display, coalesce(l.credit_id, 0)
-			FROM invoice_lines l LEFT JOIN price_books pb ON pb.id = l.price_book_id
+				l.unit, l.unit_price, l.amount, l.amount_display, coalesce(l.credit_id, 0), coalesce(cr.created_by, '')
+			FROM invoice_lines l LEFT JOIN price_books pb ON pb.id = l.price_book_id LEFT JOIN credits cr ON cr.id = l.credit_id
 			WHERE l.invoice_id = $1 ORDER BY l.line_no`, inv.ID)
 		if err != nil {
 			return nil, fmt.Errorf("billing: read the lines of %s: %w", inv.Number, err)
@@ -481,7 +710,7 @@ func readInvoices(ctx context.Context, db DB, where string, args ...any) ([]*Inv
 			var l InvoiceLine
 			var b PriceBook
 			err := row.Scan(&l.No, &l.Kind, &l.Description, &l.Model, &l.Priority, &l.Batch, &l.PriceBookID,
-				&b.Version, &b.Tenant, &b.Model, &l.Dimension, &l.Jobs, &l.Quantity, &l.Unit, &l.UnitPrice, &l.Amount, &l.AmountDisplay, &l.CreditID)
+				&b.Version, &b.Tenant, &b.Model, &l.Dimension, &l.Jobs, &l.Quantity, &l.Unit, &l.UnitPrice, &l.Amount, &l.AmountDisplay, &l.CreditID, &l.AddedBy)
 			if l.PriceBookID != 0 {
 				b.ID = l.PriceBookID
 				l.PriceBook = b.Name() + " " + b.Scope()

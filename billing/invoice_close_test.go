@@ -3,6 +3,7 @@ package billing
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,9 @@ func TestCloseWhileRating(t *testing.T) {
 	// One record first, so the tenant is known to the credits.
 	b.store(t, usage("r-000", "acme", "m1", month.Add(time.Hour), 100, 20, 10, 0, 0.5))
 	b.waitCharged(t, 1)
+	if err := SetSupplier(ctx, b.pool, testSupplier, "test"); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -37,7 +41,7 @@ func TestCloseWhileRating(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range 20 {
-			c, err := AddCredit(ctx, b.pool, Credit{Tenant: "acme", Period: "2026-10", Kind: LineCredit, Amount: decimal.RequireFromString("0.001"),
+			c, err := AddCredit(ctx, b.pool, Credit{Tenant: "acme", Period: "2026-10", Kind: LineCredit, Amount: decimal.RequireFromString("0.01"),
 				Currency: "USD", Reason: fmt.Sprint("credit ", i), CreatedBy: "test"})
 			if err == nil {
 				credited = append(credited, c)
@@ -48,10 +52,14 @@ func TestCloseWhileRating(t *testing.T) {
 		}
 	}()
 	time.Sleep(30 * time.Millisecond) // in the middle of it
-	inv, err := CloseInvoice(ctx, b.pool, CloseRequest{Tenant: "acme", Period: "2026-10", By: "test", AllowUnrated: true})
+	invs, err := CloseInvoice(ctx, b.pool, CloseRequest{Tenant: "acme", Period: "2026-10", By: "test", AllowUnrated: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(invs) != 1 {
+		t.Fatalf("%d documents, want 1", len(invs))
+	}
+	inv := invs[0]
 	wg.Wait()
 	b.waitCharged(t, n)
 
@@ -76,5 +84,35 @@ func TestCloseWhileRating(t *testing.T) {
 	}
 	if nNext == 0 || nIn <= 1 {
 		t.Logf("the close did not land in the middle of the rating (%d in, %d after): the test proved less", nIn, nNext)
+	}
+}
+
+// TestLegacyInvoiceReadable: an invoice issued before the tax rules
+// (migration 0010 marks it tax_rule 'legacy': exact subtotal, tax and
+// total, the amount due rounded once) reads back as it was printed then.
+func TestLegacyInvoiceReadable(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := t.Context()
+	if err := EnsureTenant(ctx, b.pool, "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `INSERT INTO invoices (number, tenant_id, period, currency, issued_at, due_at, customer, tax_rate,
+			subtotal, tax, total, amount_due, jobs, closed_by, tax_rule)
+		VALUES ('INV-2026-000001', 'acme', '2026-10-01', 'USD', '2026-11-01T00:00:00Z', '2026-12-01', '{"name":"Acme"}', 0.0825,
+			0.0294, 0.00242550, 0.03182550, 0.03, 7, 'ops', 'legacy')`); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := GetInvoice(ctx, b.pool, "INV-2026-000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := decimal.RequireFromString
+	if inv.Kind != KindInvoice || !inv.Subtotal.Equal(d("0.0294")) || !inv.Total.Equal(d("0.0318255")) || !inv.SubtotalDisplay.Equal(d("0.03")) ||
+		!inv.TaxDisplay.IsZero() || !inv.AmountDue.Equal(d("0.03")) || !inv.TotalDisplay.Equal(d("0.03")) || inv.Customer.Name != "Acme" {
+		t.Errorf("legacy invoice read as %+v", inv)
+	}
+	if err := inv.Write(io.Discard, FormatPDF); err != nil {
+		t.Errorf("a legacy invoice does not print: %v", err)
 	}
 }

@@ -18,11 +18,16 @@ import (
 // FormatPDF is a printable A4 document; only invoices are written in it.
 const FormatPDF Format = "pdf"
 
-// displayNote is the note every printed invoice ends with.
-const displayNote = "Amounts are rounded for display; exact amounts are in the CSV and JSON."
-
-// tagsNote explains the value-tag table of a printed invoice.
-const tagsNote = "For information: a job with several tags counts under each, so the tags overlap and do not add up to the subtotal."
+// roundingNote states how a document's line amounts are rounded, as
+// printed on it.
+func (inv *Invoice) roundingNote() string {
+	if inv.TaxRule == taxLegacy {
+		return "Amounts are rounded for display; exact amounts are in the CSV and JSON."
+	}
+	n := MinorUnits(inv.Currency)
+	return fmt.Sprintf("Each line's amount is its quantity × unit price, rounded half to even to %s %s; the subtotal is the sum of the lines.",
+		decimal.New(1, -n).StringFixed(n), inv.Currency)
+}
 
 // ParseInvoiceFormat returns the invoice format named s (html, pdf, csv or
 // json), or an error wrapping ErrInvalidFormat.
@@ -60,17 +65,19 @@ func (inv *Invoice) Write(w io.Writer, f Format) error {
 func (inv *Invoice) WriteJSON(w io.Writer) error { return writeIndentedJSON(w, inv) }
 
 // InvoiceCSVHeader is the header row Invoice.WriteCSV writes. Columns
-// named *_exact hold exact decimals; amount holds the amount rounded for
-// display (the lines' add up to the subtotal's).
+// named *_exact hold exact decimals; amount holds the amount charged
+// (a line's is amount_exact rounded; see Invoice).
 var InvoiceCSVHeader = []string{
-	"invoice", "tenant", "period", "currency", "line", "kind", "description",
-	"model", "priority", "batch", "price_book", "dimension", "jobs",
+	"document", "kind", "tenant", "period", "currency", "line", "line_kind", "description",
+	"model", "priority", "batch", "dimension", "jobs",
 	"quantity", "unit", "unit_price", "amount_exact", "amount",
 }
 
 // WriteCSV writes inv as CSV for accounting: InvoiceCSVHeader, one row per
-// line, then a subtotal, a tax and a total row (kind subtotal, tax and
-// total; the total row's amount is AmountDue).
+// line, then the totals, each a row of its own line_kind: subtotal, tax,
+// total, balance_applied (an invoice that takes from the tenant's
+// balance), balance_carried (a credit note) and amount_due. It holds what
+// the customer's documents print, nothing internal (no price book).
 func (inv *Invoice) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(InvoiceCSVHeader); err != nil {
@@ -84,26 +91,36 @@ func (inv *Invoice) WriteCSV(w io.Writer) error {
 			jobs = itoa(l.Jobs)
 		}
 		row := []string{
-			inv.Number, inv.Tenant, inv.Period, inv.Currency, strconv.Itoa(l.No), l.Kind, l.Description,
-			l.Model, l.Priority, batch, l.PriceBook, l.Dimension, jobs,
+			inv.Number, inv.Kind, inv.Tenant, inv.Period, inv.Currency, strconv.Itoa(l.No), l.Kind, l.Description,
+			l.Model, l.Priority, batch, l.Dimension, jobs,
 			l.Quantity.String(), l.Unit, l.UnitPrice.String(), l.Amount.String(), fixed(l.AmountDisplay),
 		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
 	}
-	for _, t := range []struct {
-		kind, desc     string
-		exact, display decimal.Decimal
-	}{
-		{"subtotal", "Subtotal", inv.Subtotal, inv.SubtotalDisplay},
-		{"tax", "Tax (" + inv.taxPercent() + ")", inv.Tax, inv.TaxDisplay},
-		{"total", "Total (amount due)", inv.Total, inv.AmountDue},
-	} {
+	type total struct {
+		kind, desc string
+		exact      string
+		amount     decimal.Decimal
+	}
+	tail := []total{
+		{"subtotal", "Subtotal", inv.Subtotal.String(), inv.SubtotalDisplay},
+		{"tax", "Tax (" + inv.taxPercent() + ")", inv.Tax.String(), inv.TaxDisplay},
+		{"total", "Total", inv.Total.String(), inv.TotalDisplay},
+	}
+	if inv.BalanceApplied.IsPositive() {
+		tail = append(tail, total{"balance_applied", "Credit balance applied", "", inv.BalanceApplied.Neg()})
+	}
+	if inv.BalanceCarried.IsPositive() {
+		tail = append(tail, total{"balance_carried", "Credited to your account", "", inv.BalanceCarried})
+	}
+	tail = append(tail, total{"amount_due", "Amount due", "", inv.AmountDue})
+	for _, t := range tail {
 		row := make([]string, len(InvoiceCSVHeader))
-		row[0], row[1], row[2], row[3] = inv.Number, inv.Tenant, inv.Period, inv.Currency
-		row[5], row[6] = t.kind, t.desc
-		row[16], row[17] = t.exact.String(), fixed(t.display)
+		row[0], row[1], row[2], row[3], row[4] = inv.Number, inv.Kind, inv.Tenant, inv.Period, inv.Currency
+		row[6], row[7] = t.kind, t.desc
+		row[16], row[17] = t.exact, fixed(t.amount)
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -126,13 +143,81 @@ func (inv *Invoice) taxPercent() string {
 // customerName is the name billed: the customer's, or the tenant id.
 func (inv *Invoice) customerName() string { return cmp.Or(inv.Customer.Name, inv.Tenant) }
 
-// addressLines splits the customer's address into its non-empty lines.
-func (inv *Invoice) addressLines() []string {
+// addressLines splits an address into its non-empty lines.
+func addressLines(address string) []string {
 	var out []string
-	for l := range strings.SplitSeq(inv.Customer.Address, "\n") {
+	for l := range strings.SplitSeq(address, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
 			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// partyBlock is what a document prints of a party: name, address lines,
+// email, tax id.
+func partyBlock(name, address, email, taxID string) []string {
+	out := append([]string{name}, addressLines(address)...)
+	if email != "" {
+		out = append(out, email)
+	}
+	if taxID != "" {
+		out = append(out, "Tax ID: "+taxID)
+	}
+	return out
+}
+
+// supplierBlock and customerBlock are the seller's and the buyer's blocks.
+func (inv *Invoice) supplierBlock() []string {
+	s := inv.Supplier
+	if s.Name == "" {
+		return nil
+	}
+	return partyBlock(s.Name, s.Address, s.Email, s.TaxID)
+}
+
+func (inv *Invoice) customerBlock() []string {
+	c := inv.Customer
+	return partyBlock(inv.customerName(), c.Address, c.Email, c.TaxID)
+}
+
+// meta is the document's details, as label and value.
+func (inv *Invoice) meta() [][2]string {
+	out := [][2]string{{"Number", inv.Number}, {"Issue date", inv.issued()}}
+	if inv.Kind != KindCreditNote {
+		out = append(out, [2]string{"Due date", inv.DueAt})
+	}
+	return append(out, [2]string{"Period", inv.Period}, [2]string{"Currency", inv.Currency})
+}
+
+// totals is the document's totals block, as label and amount; the last
+// is the bottom line.
+func (inv *Invoice) totals() [][2]string {
+	out := [][2]string{
+		{"Subtotal", inv.fixed(inv.SubtotalDisplay)},
+		{"Tax (" + inv.taxPercent() + ")", inv.fixed(inv.TaxDisplay)},
+	}
+	if inv.Kind == KindCreditNote {
+		return append(out, [2]string{"Total credited", inv.fixed(inv.TotalDisplay)})
+	}
+	if inv.BalanceApplied.IsPositive() {
+		out = append(out, [2]string{"Total", inv.fixed(inv.TotalDisplay)},
+			[2]string{"Credit balance applied", inv.fixed(inv.BalanceApplied.Neg())})
+	}
+	return append(out, [2]string{"Amount due", inv.fixed(inv.AmountDue)})
+}
+
+// notes are the sentences printed under the totals: the tax rule, the
+// rounding, the payment terms and instructions.
+func (inv *Invoice) notes() []string {
+	var out []string
+	for _, n := range []string{inv.TaxRuleText(), inv.roundingNote(), inv.PaymentTerms} {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	if p := inv.Supplier.PaymentInstructions; p != "" && inv.AmountDue.IsPositive() {
+		out = append(out, "How to pay: "+p)
 	}
 	return out
 }
@@ -148,29 +233,29 @@ func quantity(l InvoiceLine) string {
 	return strings.TrimSpace(l.Quantity.String() + " " + l.Unit)
 }
 
-// unitPrice prints a line's exact unit price; empty for a line without one.
-func unitPrice(l InvoiceLine) string {
-	if l.Kind != LineUsage && l.UnitPrice.IsZero() {
+// unitPrice prints a line's exact unit price (a credit's, an amount of
+// money, to the minor unit); empty for a line without one.
+func (inv *Invoice) unitPrice(l InvoiceLine) string {
+	switch {
+	case l.Kind != LineUsage && l.UnitPrice.IsZero():
 		return ""
+	case l.Kind != LineUsage:
+		return inv.fixed(l.UnitPrice)
 	}
 	return l.UnitPrice.String()
 }
 
 // invoiceView is what the HTML template prints: every amount already
-// formatted.
+// formatted, nothing internal.
 type invoiceView struct {
-	Inv         *Invoice
-	Name        string
-	Address     []string
-	Issued      string
-	Lines       []invoiceLineView
-	Subtotal    string
-	TaxRate     string
-	Tax         string
-	AmountDue   string
-	Tags        []invoiceTagView
-	TagsNote    string
-	DisplayNote string
+	Inv      *Invoice
+	Title    string
+	Supplier []string
+	Customer []string
+	Meta     [][2]string
+	Lines    []invoiceLineView
+	Totals   [][2]string
+	Notes    []string
 }
 
 type invoiceLineView struct {
@@ -182,39 +267,30 @@ type invoiceLineView struct {
 	Amount      string
 }
 
-type invoiceTagView struct {
-	Tag    string
-	Jobs   int64
-	Amount string
-}
-
 func (inv *Invoice) view() invoiceView {
 	v := invoiceView{
-		Inv: inv, Name: inv.customerName(), Address: inv.addressLines(), Issued: inv.issued(),
-		Subtotal: inv.fixed(inv.SubtotalDisplay), TaxRate: inv.taxPercent(), Tax: inv.fixed(inv.TaxDisplay),
-		AmountDue: inv.fixed(inv.AmountDue), TagsNote: tagsNote, DisplayNote: displayNote,
+		Inv: inv, Title: inv.Title(), Supplier: inv.supplierBlock(), Customer: inv.customerBlock(), Meta: inv.meta(),
+		Totals: inv.totals(), Notes: inv.notes(),
 	}
 	for _, l := range inv.Lines {
 		v.Lines = append(v.Lines, invoiceLineView{
 			No: l.No, Kind: l.Kind, Description: l.Description, Quantity: quantity(l),
-			UnitPrice: unitPrice(l), Amount: inv.fixed(l.AmountDisplay),
+			UnitPrice: inv.unitPrice(l), Amount: inv.fixed(l.AmountDisplay),
 		})
-	}
-	for _, t := range inv.Tags {
-		v.Tags = append(v.Tags, invoiceTagView{Tag: t.Tag, Jobs: t.Jobs, Amount: DisplayAmount(t.Amount, inv.Currency)})
 	}
 	return v
 }
 
 // WriteHTML writes inv as a self-contained printable HTML page (no
-// scripts, no external resources): the header, the customer, the lines
-// with amounts rounded for display and exact unit prices, the totals and
-// the value tags.
+// scripts, no external resources), for the customer: the supplier and
+// the customer, the document's details, the lines with their rounded
+// amounts and exact unit prices, the totals, how tax and rounding are
+// done, and how to pay. Nothing internal (see Invoice).
 func (inv *Invoice) WriteHTML(w io.Writer) error { return invoicePage.Execute(w, inv.view()) }
 
 var invoicePage = template.Must(template.New("invoice").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<title>Invoice {{.Inv.Number}}</title>
+<title>{{.Title}} {{.Inv.Number}}</title>
 <style>
 @page{size:A4;margin:15mm}
 body{font:13px/1.4 system-ui,sans-serif;margin:2em auto;max-width:48em;color:#222}
@@ -223,8 +299,8 @@ h2{font-size:1.05em;margin:1.4em 0 .4em}
 .head{display:flex;justify-content:space-between;align-items:flex-start;gap:2em}
 table{border-collapse:collapse}
 table.meta td{padding:.05em .8em .05em 0}
-table.lines,table.tags{width:100%;margin-top:.6em}
-table.lines th,table.lines td,table.tags th,table.tags td{padding:.3em .5em;border-bottom:1px solid #ddd;vertical-align:top;text-align:left}
+table.lines{width:100%;margin-top:.6em}
+table.lines th,table.lines td{padding:.3em .5em;border-bottom:1px solid #ddd;vertical-align:top;text-align:left}
 th{background:#f2f2f2}
 .num{text-align:right!important;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.totals{margin:1em 0 0 auto}
@@ -235,19 +311,15 @@ thead{display:table-header-group}
 tr{break-inside:avoid}
 </style></head><body>
 <div class="head">
-<div><h1>Invoice</h1>
+<div><h1>{{.Title}}</h1>
 <table class="meta">
-<tr><td>Number</td><td>{{.Inv.Number}}</td></tr>
-<tr><td>Issue date</td><td>{{.Issued}}</td></tr>
-<tr><td>Due date</td><td>{{.Inv.DueAt}}</td></tr>
-<tr><td>Period</td><td>{{.Inv.Period}}</td></tr>
-<tr><td>Currency</td><td>{{.Inv.Currency}}</td></tr>
-</table></div>
-<div><h2>Bill to</h2>
-<div>{{.Name}}</div>
-{{range .Address}}<div>{{.}}</div>
-{{end}}{{with .Inv.Customer.Email}}<div>{{.}}</div>
-{{end}}{{with .Inv.Customer.TaxID}}<div>Tax ID: {{.}}</div>
+{{range .Meta}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>
+{{end}}</table></div>
+{{if .Supplier}}<div class="from"><h2>From</h2>
+{{range .Supplier}}<div>{{.}}</div>
+{{end}}</div>
+{{end}}<div class="to"><h2>Bill to</h2>
+{{range .Customer}}<div>{{.}}</div>
 {{end}}</div>
 </div>
 <table class="lines">
@@ -258,21 +330,10 @@ tr{break-inside:avoid}
 {{end}}</tbody>
 </table>
 <table class="totals">
-<tr><td>Subtotal</td><td class="num">{{.Subtotal}} {{.Inv.Currency}}</td></tr>
-<tr><td>Tax ({{.TaxRate}})</td><td class="num">{{.Tax}} {{.Inv.Currency}}</td></tr>
-<tr class="due"><td>Amount due</td><td class="num">{{.AmountDue}} {{.Inv.Currency}}</td></tr>
-</table>
-{{with .Inv.Note}}<p>{{.}}</p>
-{{end}}{{if .Tags}}<h2>Value tags</h2>
-<p class="note">{{.TagsNote}}</p>
-<table class="tags">
-<thead><tr><th>Tag</th><th class="num">Jobs</th><th class="num">Amount ({{.Inv.Currency}})</th></tr></thead>
-<tbody>
-{{range .Tags}}<tr><td>{{.Tag}}</td><td class="num">{{.Jobs}}</td><td class="num">{{.Amount}}</td></tr>
-{{end}}</tbody>
-</table>
-{{end}}<p class="note">{{.DisplayNote}}</p>
-</body></html>
+{{range $i, $t := .Totals}}<tr{{if eq (len (slice $.Totals $i)) 1}} class="due"{{end}}><td>{{index $t 0}}</td><td class="num">{{index $t 1}} {{$.Inv.Currency}}</td></tr>
+{{end}}</table>
+{{range .Notes}}<p class="note">{{.}}</p>
+{{end}}</body></html>
 `))
 
 // PDF layout, in millimetres on A4 portrait.
@@ -367,7 +428,7 @@ func (inv *Invoice) WritePDF(w io.Writer) error {
 	p := &pdfWriter{pdf: pdf, tr: tr}
 	pdf.SetMargins(pdfMargin, pdfMargin, pdfMargin)
 	pdf.SetAutoPageBreak(true, pdfBottom)
-	pdf.SetTitle("Invoice "+inv.Number, true)
+	pdf.SetTitle(inv.Title()+" "+inv.Number, true)
 	pdf.SetCreator("zerolayer billing", true)
 	pdf.SetCreationDate(inv.IssuedAt)
 	pdf.SetModificationDate(inv.IssuedAt)
@@ -377,44 +438,49 @@ func (inv *Invoice) WritePDF(w io.Writer) error {
 		pdf.SetY(-12)
 		pdf.SetFont("Helvetica", "", 8)
 		pdf.SetTextColor(110, 110, 110)
-		pdf.CellFormat(0, 4, tr(fmt.Sprintf("Invoice %s, page %d of {nb}", inv.Number, pdf.PageNo())), "", 0, "R", false, 0, "")
+		left := inv.Supplier.Name
+		if inv.Supplier.TaxID != "" {
+			left += ", tax ID " + inv.Supplier.TaxID
+		}
+		pdf.CellFormat(0, 4, tr(left), "", 0, "L", false, 0, "")
+		pdf.SetX(pdfMargin)
+		pdf.CellFormat(0, 4, tr(fmt.Sprintf("%s %s, page %d of {nb}", inv.Title(), inv.Number, pdf.PageNo())), "", 0, "R", false, 0, "")
 		pdf.SetTextColor(0, 0, 0)
 	})
 	pdf.AddPage()
 	pw, _ := pdf.GetPageSize()
 	width := pw - 2*pdfMargin
 
-	// Title and invoice details on the left, bill-to on the right.
+	// Title and details on the left, the supplier on the right; then
+	// the customer.
 	pdf.SetFont("Helvetica", "B", 20)
-	pdf.CellFormat(0, 10, "Invoice", "", 1, "L", false, 0, "")
+	pdf.CellFormat(0, 10, tr(inv.Title()), "", 1, "L", false, 0, "")
 	top := pdf.GetY() + 2
 	pdf.SetY(top)
 	pdf.SetFont("Helvetica", "", 10)
-	for _, kv := range [][2]string{
-		{"Number", inv.Number}, {"Issue date", inv.issued()}, {"Due date", inv.DueAt},
-		{"Period", inv.Period}, {"Currency", inv.Currency},
-	} {
+	for _, kv := range inv.meta() {
 		pdf.CellFormat(25, 5, tr(kv[0]), "", 0, "L", false, 0, "")
 		pdf.CellFormat(60, 5, tr(kv[1]), "", 1, "L", false, 0, "")
 	}
 	left := pdf.GetY()
-	billX := pdfMargin + width/2 + 10
-	pdf.SetXY(billX, top)
-	pdf.SetFont("Helvetica", "B", 10)
-	pdf.CellFormat(0, 5, "Bill to", "", 2, "L", false, 0, "")
-	pdf.SetFont("Helvetica", "", 10)
-	bill := append([]string{inv.customerName()}, inv.addressLines()...)
-	if inv.Customer.Email != "" {
-		bill = append(bill, inv.Customer.Email)
+	colX := pdfMargin + width/2 + 10
+	block := func(title string, lines []string, y float64) float64 {
+		pdf.SetXY(colX, y)
+		pdf.SetFont("Helvetica", "B", 10)
+		pdf.CellFormat(0, 5, tr(title), "", 2, "L", false, 0, "")
+		pdf.SetFont("Helvetica", "", 10)
+		for _, l := range lines {
+			pdf.SetX(colX)
+			pdf.MultiCell(pdfMargin+width-colX, 5, tr(l), "", "L", false)
+		}
+		return pdf.GetY()
 	}
-	if inv.Customer.TaxID != "" {
-		bill = append(bill, "Tax ID: "+inv.Customer.TaxID)
+	y := top
+	if s := inv.supplierBlock(); s != nil {
+		y = block("From", s, y) + 3
 	}
-	for _, l := range bill {
-		pdf.MultiCell(pdfMargin+width-billX, 5, tr(l), "", "L", false)
-		pdf.SetX(billX)
-	}
-	pdf.SetXY(pdfMargin, max(left, pdf.GetY())+6)
+	y = block("Bill to", inv.customerBlock(), y)
+	pdf.SetXY(pdfMargin, max(left, y)+6)
 
 	// The lines.
 	cols := []pdfColumn{
@@ -426,7 +492,7 @@ func (inv *Invoice) WritePDF(w io.Writer) error {
 	}
 	rows := make([][]string, 0, len(inv.Lines))
 	for _, l := range inv.Lines {
-		rows = append(rows, []string{strconv.Itoa(l.No), l.Description, quantity(l), unitPrice(l), inv.fixed(l.AmountDisplay)})
+		rows = append(rows, []string{strconv.Itoa(l.No), l.Description, quantity(l), inv.unitPrice(l), inv.fixed(l.AmountDisplay)})
 	}
 	if len(rows) == 0 {
 		rows = append(rows, []string{"", "No charges in this period.", "", "", ""})
@@ -434,15 +500,12 @@ func (inv *Invoice) WritePDF(w io.Writer) error {
 	p.table(cols, rows)
 
 	// The totals, right-aligned under the amount column.
+	totals := inv.totals()
 	pdf.Ln(3)
-	p.fits(3*6 + 2)
+	p.fits(float64(len(totals))*6 + 2)
 	labelX := pdfMargin + width - 28 - 60
-	for i, t := range [][2]string{
-		{"Subtotal", inv.fixed(inv.SubtotalDisplay)},
-		{"Tax (" + inv.taxPercent() + ")", inv.fixed(inv.TaxDisplay)},
-		{"Amount due", inv.fixed(inv.AmountDue)},
-	} {
-		if i == 2 {
+	for i, t := range totals {
+		if i == len(totals)-1 {
 			pdf.SetFont("Helvetica", "B", 10)
 			pdf.Line(labelX, pdf.GetY(), pdfMargin+width, pdf.GetY())
 		} else {
@@ -452,36 +515,14 @@ func (inv *Invoice) WritePDF(w io.Writer) error {
 		pdf.CellFormat(60, 6, tr(t[0]), "", 0, "L", false, 0, "")
 		pdf.CellFormat(28, 6, tr(t[1]+" "+inv.Currency), "", 1, "R", false, 0, "")
 	}
-	pdf.SetFont("Helvetica", "", 10)
-	if inv.Note != "" {
-		pdf.Ln(3)
-		pdf.MultiCell(width, 5, tr(inv.Note), "", "L", false)
-	}
-
-	// The value tags.
-	if len(inv.Tags) > 0 {
-		pdf.Ln(5)
-		p.fits(6 + 10 + 2*(pdfLineH+1.4))
-		pdf.SetFont("Helvetica", "B", 11)
-		pdf.CellFormat(0, 6, "Value tags", "", 1, "L", false, 0, "")
-		pdf.SetFont("Helvetica", "", 9)
-		pdf.MultiCell(width, pdfLineH, tr(tagsNote), "", "L", false)
-		pdf.Ln(1)
-		tagRows := make([][]string, 0, len(inv.Tags))
-		for _, t := range inv.Tags {
-			tagRows = append(tagRows, []string{t.Tag, itoa(t.Jobs), DisplayAmount(t.Amount, inv.Currency)})
-		}
-		p.table([]pdfColumn{
-			{"Tag", width - 30 - 40, "L", true},
-			{"Jobs", 30, "R", false},
-			{"Amount (" + inv.Currency + ")", 40, "R", false},
-		}, tagRows)
-	}
 
 	pdf.Ln(5)
-	p.fits(10)
-	pdf.SetFont("Helvetica", "I", 9)
-	pdf.MultiCell(width, pdfLineH, tr(displayNote), "", "L", false)
+	pdf.SetFont("Helvetica", "", 9)
+	for _, n := range inv.notes() {
+		p.fits(2 * pdfLineH)
+		pdf.MultiCell(width, pdfLineH, tr(n), "", "L", false)
+		pdf.Ln(1)
+	}
 
 	var buf bytes.Buffer
 	if err := pdf.Output(&buf); err != nil {

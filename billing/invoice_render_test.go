@@ -29,7 +29,8 @@ func testInvoice(t testing.TB) *Invoice {
 		ID: 7, Number: "INV-2026-000042", Tenant: "acme", Period: "2026-11", Currency: "EUR",
 		IssuedAt: time.Date(2026, 12, 1, 0, 5, 0, 0, time.UTC), DueAt: "2026-12-31",
 		Customer: Customer{Name: "Acme Widgets Ltd", Address: "12 Long Road\nSpringfield 4021", Email: "billing@acme.example", TaxID: "GB123456789"},
-		TaxRate:  d("0.2"), Jobs: 1234, ClosedBy: "ops",
+		Supplier: testSupplier,
+		TaxRate:  d("0.2"), TaxRule: TaxPerInvoice, Jobs: 1234, ClosedBy: "ops", Note: "closed early, at 2026-11-20T10:00:00Z",
 		Tags: []TagTotal{{Tag: "team-search", Jobs: 800, Amount: d("9.8765432")}, {Tag: "prod", Jobs: 1100, Amount: d("14.004")}},
 	}
 	usage := []struct {
@@ -45,7 +46,7 @@ func testInvoice(t testing.TB) *Invoice {
 	}
 	for i, u := range usage {
 		q, p := d(u.qty), d(u.price)
-		desc := fmt.Sprintf("%s, %s priority, %s (price book pb%d acme/large v2 × %s)", u.model, u.prio, u.dim, i+1, u.prio)
+		desc := fmt.Sprintf("%s, %s priority, %s (× 1.5 surcharge)", u.model, u.prio, u.dim)
 		if u.batch {
 			desc += ", batch"
 		}
@@ -57,28 +58,21 @@ func testInvoice(t testing.TB) *Invoice {
 	}
 	inv.Lines = append(inv.Lines, InvoiceLine{
 		No: len(inv.Lines) + 1, Kind: LineCredit, Description: "Credit: outage on 2026-11-03 (€ goodwill)",
-		Amount: d("-1.2345"), CreditID: 3,
+		Quantity: d("1"), UnitPrice: d("-1.23"), Amount: d("-1.23"), CreditID: 3, AddedBy: "finance-ops",
 	})
 	fillTotals(inv)
 	return inv
 }
 
-// fillTotals sets inv's exact and display totals from its lines.
+// testSupplier is the seller of the test invoices.
+var testSupplier = Supplier{Name: "Zerolayer Compute GmbH", Address: "Invalidenstraße 1\n10115 Berlin\nGermany",
+	TaxID: "DE999999999", Email: "billing@zerolayer.example", PaymentInstructions: "IBAN DE00 0000 0000 0000 0000 00, BIC TESTDEFF"}
+
+// fillTotals sets inv's totals from its lines as closing a period does,
+// with no balance from earlier credit notes.
 func fillTotals(inv *Invoice) {
-	amounts := make([]decimal.Decimal, len(inv.Lines))
-	inv.Subtotal = decimal.Zero
-	for i, l := range inv.Lines {
-		amounts[i] = l.Amount
-		inv.Subtotal = inv.Subtotal.Add(l.Amount)
-	}
-	for i, a := range DisplayAmounts(amounts, inv.Currency) {
-		inv.Lines[i].AmountDisplay = a
-	}
-	inv.Tax = inv.Subtotal.Mul(inv.TaxRate)
-	inv.Total = inv.Subtotal.Add(inv.Tax)
-	inv.AmountDue = RoundInvoice(inv.Total, inv.Currency)
-	inv.SubtotalDisplay = RoundInvoice(inv.Subtotal, inv.Currency)
-	inv.TaxDisplay = inv.AmountDue.Sub(inv.SubtotalDisplay)
+	inv.finish(decimal.Zero)
+	inv.PaymentTerms = paymentTerms(inv, 30)
 }
 
 // longInvoice is an invoice of n usage lines.
@@ -122,8 +116,10 @@ func wantInvoiceText(t *testing.T, inv *Invoice, text string) {
 	flat := strings.Join(strings.Fields(text), " ")
 	want := []string{inv.Number, inv.Customer.Name, "12 Long Road", "Springfield 4021", inv.Customer.TaxID,
 		"Tax (20 %)", inv.TaxDisplay.StringFixed(2), "Amount due", inv.AmountDue.StringFixed(2) + " EUR",
-		"Subtotal", inv.SubtotalDisplay.StringFixed(2), inv.DueAt, "2026-12-01", "team-search",
-		"Amounts are rounded for display; exact amounts are in the CSV and JSON."}
+		"Subtotal", inv.SubtotalDisplay.StringFixed(2), inv.DueAt, "2026-12-01",
+		"From", "Zerolayer Compute GmbH", "10115 Berlin", "DE999999999", "IBAN DE00 0000 0000 0000 0000 00",
+		"Payment due within 30 days", "rounded half to even to 0.01 EUR once per document",
+		"quantity × unit price, rounded half to even to 0.01 EUR"}
 	for _, l := range inv.Lines {
 		want = append(want, l.AmountDisplay.StringFixed(2))
 	}
@@ -141,6 +137,27 @@ func wantInvoiceText(t *testing.T, inv *Invoice, text string) {
 	}
 	if !strings.Contains(flat, "×") || !strings.Contains(flat, "€") {
 		t.Errorf("printed invoice lost × or €:\n%s", text)
+	}
+	wantNoInternal(t, inv, text)
+}
+
+// wantNoInternal checks that a customer document shows nothing internal:
+// the note, the price books, who added a credit, the value tags.
+func wantNoInternal(t *testing.T, inv *Invoice, text string) {
+	t.Helper()
+	bad := []string{"closed early", "added by", "finance-ops", "pb1", "price book", "team-search", "high_latency_risk"}
+	if inv.Note != "" {
+		bad = append(bad, inv.Note)
+	}
+	for _, l := range inv.Lines {
+		if l.PriceBook != "" {
+			bad = append(bad, l.PriceBook)
+		}
+	}
+	for _, b := range bad {
+		if strings.Contains(text, b) {
+			t.Errorf("customer document shows internal text %q:\n%s", b, text)
+		}
 	}
 }
 
@@ -300,6 +317,7 @@ func TestInvoiceCSV(t *testing.T) {
 	if err := inv.Write(&buf, FormatCSV); err != nil {
 		t.Fatal(err)
 	}
+	text := buf.String()
 	recs, err := csv.NewReader(&buf).ReadAll()
 	if err != nil {
 		t.Fatal(err)
@@ -311,8 +329,8 @@ func TestInvoiceCSV(t *testing.T) {
 	for i, h := range recs[0] {
 		col[h] = i
 	}
-	if len(recs) != 1+len(inv.Lines)+3 {
-		t.Fatalf("%d rows, want header, %d lines, subtotal, tax, total", len(recs), len(inv.Lines))
+	if len(recs) != 1+len(inv.Lines)+4 {
+		t.Fatalf("%d rows, want header, %d lines, subtotal, tax, total, amount due", len(recs), len(inv.Lines))
 	}
 	dec := func(row []string, name string) decimal.Decimal {
 		t.Helper()
@@ -325,7 +343,7 @@ func TestInvoiceCSV(t *testing.T) {
 	exact, display := decimal.Zero, decimal.Zero
 	for i, row := range recs[1 : 1+len(inv.Lines)] {
 		l := inv.Lines[i]
-		if row[col["invoice"]] != inv.Number || row[col["line"]] != strconv.Itoa(l.No) || row[col["kind"]] != l.Kind ||
+		if row[col["document"]] != inv.Number || row[col["line"]] != strconv.Itoa(l.No) || row[col["line_kind"]] != l.Kind ||
 			row[col["description"]] != l.Description || row[col["model"]] != l.Model || row[col["dimension"]] != l.Dimension {
 			t.Errorf("row %d = %q, line %+v", i+1, row, l)
 		}
@@ -335,12 +353,15 @@ func TestInvoiceCSV(t *testing.T) {
 		if a := row[col["amount"]]; len(a) < 3 || a[len(a)-3] != '.' {
 			t.Errorf("line %d display amount %q not fixed to 2 decimals", l.No, a)
 		}
+		if q, p := dec(row, "quantity"), dec(row, "unit_price"); !dec(row, "amount").Equal(q.Mul(p).RoundBank(2)) {
+			t.Errorf("line %d: %s × %s rounded is not %s", l.No, q, p, row[col["amount"]])
+		}
 		exact = exact.Add(dec(row, "amount_exact"))
 		display = display.Add(dec(row, "amount"))
 	}
 	tail := recs[1+len(inv.Lines):]
-	for i, kind := range []string{"subtotal", "tax", "total"} {
-		if tail[i][col["kind"]] != kind {
+	for i, kind := range []string{"subtotal", "tax", "total", "amount_due"} {
+		if tail[i][col["line_kind"]] != kind {
 			t.Fatalf("row %q, want kind %s", tail[i], kind)
 		}
 	}
@@ -354,8 +375,14 @@ func TestInvoiceCSV(t *testing.T) {
 	if !dec(sub, "amount").Add(dec(tax, "amount")).Equal(dec(total, "amount")) {
 		t.Errorf("subtotal %s + tax %s != total %s", sub[col["amount"]], tax[col["amount"]], total[col["amount"]])
 	}
-	if total[col["amount"]] != inv.AmountDue.StringFixed(2) || !dec(total, "amount_exact").Equal(inv.Total) {
+	if total[col["amount"]] != inv.AmountDue.StringFixed(2) || !dec(total, "amount_exact").Equal(inv.Total) || tail[3][col["amount"]] != inv.AmountDue.StringFixed(2) {
 		t.Errorf("total row %q, want amount due %s and exact total %s", total, inv.AmountDue, inv.Total)
+	}
+	if want := dec(sub, "amount").Mul(inv.TaxRate).RoundBank(2); !dec(tax, "amount").Equal(want) {
+		t.Errorf("tax %s, want 20 %% of the subtotal %s rounded: %s", tax[col["amount"]], sub[col["amount"]], want)
+	}
+	if strings.Contains(text, "pb1") || strings.Contains(text, "finance-ops") {
+		t.Errorf("the CSV shows internal text:\n%s", text)
 	}
 	if !dec(tax, "amount_exact").Equal(inv.Tax) {
 		t.Errorf("tax row %q, want exact tax %s", tax, inv.Tax)
@@ -371,7 +398,7 @@ func TestInvoiceJSON(t *testing.T) {
 	if !strings.Contains(buf.String(), "\n  \"number\": \"INV-2026-000042\"") {
 		t.Errorf("JSON not indented:\n%s", buf.String())
 	}
-	if !strings.Contains(buf.String(), `"amount_exact": "-1.2345"`) {
+	if !strings.Contains(buf.String(), `"amount_exact": "-1.23"`) {
 		t.Errorf("amounts not decimal strings:\n%s", buf.String())
 	}
 	var back Invoice

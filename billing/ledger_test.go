@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shopspring/decimal"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -114,5 +116,44 @@ func TestIngestBatchWithRejectedRecord(t *testing.T) {
 	}
 	if logs := b.logs.String(); !strings.Contains(logs, "no_rejects") {
 		t.Errorf("the logs do not say why the record was terminated:\n%s", logs)
+	}
+}
+
+// TestIngestRefusesBrokenInvariant: a record whose cached input tokens
+// exceed its input tokens is terminated with the code usage_invariant,
+// stored nowhere and billed nothing, while the records beside it are
+// billed; the database refuses such a row too.
+func TestIngestRefusesBrokenInvariant(t *testing.T) {
+	t.Parallel()
+	b := setupIngest(t)
+	ctx := t.Context()
+	day := time.Date(2026, 11, 8, 9, 0, 0, 0, time.UTC)
+	bad := usage("cached-50-of-10", "acme", "stories260K", day, 10, 20, 5, 0, 0.9)
+	bad.CachedInputTokens = 50
+	if err := CheckUsageInvariants(bad); !errors.Is(err, contracts.CodeUsageInvariant) {
+		t.Fatalf("CheckUsageInvariants: %v, want code %s", err, contracts.CodeUsageInvariant)
+	}
+	good := usage("fine", "acme", "stories260K", day.Add(time.Minute), 10, 20, 5, 0, 0.9)
+	good.CachedInputTokens = 10
+	if err := CheckUsageInvariants(good); err != nil {
+		t.Fatalf("cached = input refused: %v", err)
+	}
+	b.publish(t, "acme", bad.JobID, mustJSON(t, bad))
+	b.publish(t, "acme", good.JobID, mustJSON(t, good))
+	eventually(t, 20*time.Second, func() (bool, string) {
+		s := b.svc.Ingester().Stats()
+		return s.Stored == 1 && s.Terminated == 1, fmt.Sprintf("stats %+v", s)
+	})
+	if n := b.count(t, "SELECT count(*) FROM usage WHERE job_id = 'cached-50-of-10'"); n != 0 {
+		t.Errorf("the record breaking the invariant was stored")
+	}
+	if logs := b.logs.String(); !strings.Contains(logs, string(contracts.CodeUsageInvariant)) {
+		t.Errorf("the logs do not give the code %s:\n%s", contracts.CodeUsageInvariant, logs)
+	}
+	// The schema's check backs the ingester's.
+	_, err := insertUsage(ctx, b.svc.cfg.DB, bad, mustJSON(t, bad), 0)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.ConstraintName != "usage_cached_within_input" {
+		t.Errorf("inserting the record directly: %v, want the usage_cached_within_input check", err)
 	}
 }

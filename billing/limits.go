@@ -53,8 +53,8 @@ func (l TenantLimits) Validate() error {
 	if l.MonthlySpend != nil && l.MonthlySpend.IsNegative() {
 		return bad("monthly spend %s is negative", l.MonthlySpend)
 	}
-	if !currencyRE.MatchString(l.Currency) {
-		return bad("currency %q is not an ISO 4217 code such as USD", l.Currency)
+	if err := ValidateCurrency(l.Currency); err != nil {
+		return bad("%v", err)
 	}
 	return nil
 }

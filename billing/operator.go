@@ -133,14 +133,30 @@ func (r *OperatorReport) Write(w io.Writer, f Format) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "all tenants, usage from %s to %s (created_at, end excluded)\n", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
 		fmt.Fprintf(tw, "revenue is what the tenants are charged; resource cost is engine time, KV memory held and tool time at the resource rates\n")
+		fmt.Fprintf(tw, "amounts are rounded half to even at the minor unit per row; the total rows add up the tenant rows as printed\n")
+		// The totals of the rounded tenant rows, so that the printed
+		// column adds up.
+		var totals []Margin
+		for _, t := range r.Total {
+			sum := Margin{Key: t.Key, Currency: t.Currency, Jobs: t.Jobs, EngineMs: t.EngineMs}
+			for _, m := range r.Tenants {
+				if m.Currency == t.Currency {
+					sum.Revenue = sum.Revenue.Add(RoundInvoice(m.Revenue, m.Currency))
+					sum.Cost = sum.Cost.Add(RoundInvoice(m.Cost, m.Currency))
+				}
+			}
+			sum.Margin = sum.Revenue.Sub(sum.Cost)
+			totals = append(totals, sum)
+		}
 		for _, s := range []struct {
 			title string
 			ms    []Margin
-		}{{"tenant", r.Tenants}, {"tag (jobs with several tags count in each)", r.Tags}, {"total", r.Total}} {
+		}{{"tenant", r.Tenants}, {"tag (jobs with several tags count in each)", r.Tags}, {"total", totals}} {
 			fmt.Fprintf(tw, "\n%s\tcurrency\tjobs\tengine s\trevenue\tresource cost\tmargin\tmargin %%\t\n", s.title)
 			for _, m := range s.ms {
+				rev, cost := RoundInvoice(m.Revenue, m.Currency), RoundInvoice(m.Cost, m.Currency)
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", m.Key, m.Currency, m.Jobs, m.EngineMs.Div(decimal.NewFromInt(1000)).StringFixed(1),
-					DisplayAmount(m.Revenue, m.Currency), DisplayAmount(m.Cost, m.Currency), DisplayAmount(m.Margin, m.Currency), m.MarginPercent())
+					DisplayAmount(rev, m.Currency), DisplayAmount(cost, m.Currency), DisplayAmount(rev.Sub(cost), m.Currency), m.MarginPercent())
 			}
 		}
 		return tw.Flush()
@@ -188,8 +204,8 @@ func AddResourceRates(ctx context.Context, db DB, r ResourceRates) (ResourceRate
 	switch {
 	case r.EffectiveAt.IsZero():
 		return r, fmt.Errorf("%w: resource rates need the time they take effect", ErrInvalidPriceBook)
-	case !currencyRE.MatchString(r.Currency):
-		return r, fmt.Errorf("%w: currency %q is not an ISO 4217 code such as USD", ErrInvalidPriceBook, r.Currency)
+	case ValidateCurrency(r.Currency) != nil:
+		return r, fmt.Errorf("%w: %v", ErrInvalidPriceBook, ValidateCurrency(r.Currency))
 	case r.EngineMs.IsNegative() || r.KVMiBMs.IsNegative() || r.ToolMs.IsNegative():
 		return r, fmt.Errorf("%w: resource rates must not be negative", ErrInvalidPriceBook)
 	}

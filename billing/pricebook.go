@@ -1,18 +1,16 @@
 package billing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zerolayer/zerolayer/contracts"
 )
-
-var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
 
 // Validate reports a price book that cannot be stored, wrapping
 // ErrInvalidPriceBook. ID and Version are not checked: CreatePriceBook
@@ -29,8 +27,8 @@ func (pb PriceBook) Validate() error {
 	switch {
 	case pb.EffectiveAt.IsZero():
 		return bad("EffectiveAt is not set; give the time the prices start to apply")
-	case !currencyRE.MatchString(pb.Currency):
-		return bad("currency %q is not an ISO 4217 code such as USD", pb.Currency)
+	case ValidateCurrency(pb.Currency) != nil:
+		return bad("%v", ValidateCurrency(pb.Currency))
 	case pb.PIn.IsNegative() || pb.POut.IsNegative() || pb.PTTFT.IsNegative() || pb.PTool.IsNegative():
 		return bad("prices must not be negative (p_in %s, p_out %s, p_ttft %s, p_tool %s)", pb.PIn, pb.POut, pb.PTTFT, pb.PTool)
 	case pb.PCachedIn != nil && pb.PCachedIn.IsNegative():
@@ -60,6 +58,9 @@ func CreatePriceBook(ctx context.Context, db Beginner, pb PriceBook) (PriceBook,
 				return err
 			}
 		}
+		if err := checkCurrencyChange(ctx, tx, pb); err != nil {
+			return err
+		}
 		return tx.QueryRow(ctx, `
 			INSERT INTO price_books (tenant_id, model, version, effective_at, currency, p_in, p_out, p_ttft, p_tool, note,
 				p_cached_in, mult_high, mult_normal, mult_low, mult_batch, effective_to)
@@ -78,6 +79,37 @@ func CreatePriceBook(ctx context.Context, db Beginner, pb PriceBook) (PriceBook,
 	pb.MultHigh, pb.MultNormal, pb.MultLow, pb.MultBatch = orOne(pb.MultHigh), orOne(pb.MultNormal), orOne(pb.MultLow), orOne(pb.MultBatch)
 	pb.EffectiveAt = pb.EffectiveAt.UTC()
 	return pb, nil
+}
+
+// checkCurrencyChange refuses a book that changes the currency of the
+// usage it prices at a time other than the first instant of a UTC month:
+// a month is invoiced in the currency of its prices, and a change within
+// it would leave its first days in one currency and the rest in another.
+// The books compared are those in force just before pb.EffectiveAt that
+// pb takes over from or sits beside: for a tenant's book, the tenant's
+// own books and the default books (of pb's model, or of any model); for a
+// default book, the default books.
+func checkCurrencyChange(ctx context.Context, tx pgx.Tx, pb PriceBook) error {
+	at := pb.EffectiveAt.UTC()
+	if at.Equal(monthOf(at)) {
+		return nil
+	}
+	books, err := ListPriceBooks(ctx, tx, PriceBookFilter{Tenant: pb.Tenant, Model: pb.Model, At: at.Add(-time.Microsecond)})
+	if err != nil {
+		return err
+	}
+	for _, o := range books {
+		if pb.Tenant == "" && o.Tenant != "" {
+			continue
+		}
+		if o.Currency != pb.Currency {
+			who := cmp.Or(pb.Tenant, "the default books' tenants")
+			return fmt.Errorf("%w: %s is priced in %s until %s (%s, %s); a book in %s must take effect at the start of a month, such as %s, so that no month is billed in two currencies",
+				ErrCurrencyChange, who, o.Currency, at.Format(time.RFC3339), o.Name(), o.Scope(), pb.Currency,
+				monthOf(at).AddDate(0, 1, 0).Format(time.RFC3339))
+		}
+	}
+	return nil
 }
 
 const priceBookColumns = `id, coalesce(tenant_id, ''), coalesce(model, ''), version, effective_at, currency, p_in, p_out, p_ttft, p_tool, note,

@@ -70,9 +70,12 @@ type Report struct {
 	// Unrated counts the period's usage records not rated yet (normally
 	// the last few seconds' records); they are in no other figure.
 	Unrated int64 `json:"unrated"`
-	// Daily is the daily trend: the tenant's rollups (usage_daily) of the
-	// UTC days the period covers, oldest first. The rollups catch up
-	// shortly after rating, so the last day may lag the totals.
+	// Daily is the daily trend, oldest first: for a usage report, the
+	// tenant's rollups (usage_daily) of the UTC days the period covers,
+	// which catch up shortly after rating, so the last day may lag the
+	// totals; for a period report, the month's charges by the UTC day of
+	// their usage (late usage of earlier months on its own days), which
+	// add up to Total.
 	Daily []DailyTotal `json:"daily"`
 }
 
@@ -151,15 +154,28 @@ func BuildReport(ctx context.Context, db DB, tenant string, from, to time.Time) 
 // earlier months rated after those were invoiced) and its credits and
 // adjustments. Its Net is the month's invoice subtotal.
 func BuildPeriodReport(ctx context.Context, db DB, tenant, period string) (*Report, error) {
+	return BuildPeriodReportIn(ctx, db, tenant, period, "")
+}
+
+// BuildPeriodReportIn is BuildPeriodReport of the charges and credits in
+// currency only ("" for all, which must then be one): a month that bills
+// two currencies (late usage priced before a currency change) has a
+// document, and a report, per currency.
+func BuildPeriodReportIn(ctx context.Context, db DB, tenant, period, currency string) (*Report, error) {
 	m, err := ParsePeriod(period)
 	if err != nil {
 		return nil, err
 	}
+	if currency != "" {
+		if err := ValidateCurrency(currency); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidFormat, err)
+		}
+	}
 	r := &Report{Tenant: tenant, Basis: "period", Period: period, From: m, To: m.AddDate(0, 1, 0)}
 	day := m.Format(time.DateOnly)
 	sel := reportSelection{
-		charges: `FROM charges c JOIN usage u USING (tenant_id, job_id) WHERE c.tenant_id = $1 AND c.period = $2::date`,
-		args:    []any{tenant, day},
+		charges: `FROM charges c JOIN usage u USING (tenant_id, job_id) WHERE c.tenant_id = $1 AND c.period = $2::date AND ($3 = '' OR c.currency = $3)`,
+		args:    []any{tenant, day, currency},
 	}
 	if err := checkTenant(ctx, db, tenant); err != nil {
 		return nil, err
@@ -167,8 +183,21 @@ func BuildPeriodReport(ctx context.Context, db DB, tenant, period string) (*Repo
 	if r.Invoice, err = invoiceOf(ctx, db, tenant, m); err != nil {
 		return nil, err
 	}
-	if r.Credits, err = ListCredits(ctx, db, tenant, period); err != nil {
+	if currency != "" {
+		if inv, err := GetPeriodInvoice(ctx, db, tenant, period, currency); err == nil {
+			r.Invoice = inv.Number
+		} else {
+			r.Invoice = ""
+		}
+	}
+	credits, err := ListCredits(ctx, db, tenant, period)
+	if err != nil {
 		return nil, err
+	}
+	for _, c := range credits {
+		if currency == "" || c.Currency == currency {
+			r.Credits = append(r.Credits, c)
+		}
 	}
 	return buildReport(ctx, db, r, sel)
 }
@@ -205,7 +234,7 @@ func buildReport(ctx context.Context, db DB, r *Report, sel reportSelection) (*R
 		}
 	}
 	if currencies != nil {
-		return nil, fmt.Errorf("%w: %s has charges in %v between %s and %s; report a shorter period",
+		return nil, fmt.Errorf("%w: %s has charges in %v between %s and %s; report a shorter period, or one currency of a month (--currency)",
 			ErrMixedCurrency, tenant, currencies, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
 	}
 	r.Currency = cur
@@ -252,6 +281,17 @@ func buildReport(ctx context.Context, db DB, r *Report, sel reportSelection) (*R
 		WHERE c.job_id IS NULL AND u.tenant_id = $1 AND u.created_at >= $2 AND u.created_at < $3`, tenant, r.From, r.To).Scan(&r.Unrated)
 	if err != nil {
 		return fail(err)
+	}
+	if r.Basis == "period" {
+		// A billing month bills late usage of earlier months too, which
+		// the month's rollups do not hold: its trend comes from its
+		// charges, by the day of their usage, and adds up to its total.
+		r.Daily = []DailyTotal{}
+		for _, g := range r.ByDay {
+			r.Daily = append(r.Daily, DailyTotal{Tenant: tenant, Day: g.Key, Currency: r.Currency, Jobs: g.Jobs, InputTokens: g.InputTokens,
+				OutputTokens: g.OutputTokens, CachedInputTokens: g.CachedInputTokens, Cost: g.Cost})
+		}
+		return r, nil
 	}
 	lastDay := r.To.Add(-time.Nanosecond).AddDate(0, 0, 1)
 	if r.Daily, err = DailyTotals(ctx, db, tenant, r.From.Format(time.DateOnly), lastDay.Format(time.DateOnly)); err != nil {

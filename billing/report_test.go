@@ -49,16 +49,22 @@ func TestReport(t *testing.T) {
 		}
 	})
 	t.Run("mixed currencies", func(t *testing.T) {
-		// A period with charges in two currencies is refused.
-		if _, err := CreatePriceBook(ctx, b.pool, PriceBook{Tenant: "acme", EffectiveAt: date(2026, 11, 20), Currency: "EUR",
-			PIn: dec("0.000002"), POut: dec("0.00001"), PTTFT: dec("0"), PTool: dec("0")}); err != nil {
+		// A currency changes at the start of a month only; a period
+		// with charges in two currencies is refused.
+		eur := PriceBook{Tenant: "acme", EffectiveAt: date(2026, 11, 20), Currency: "EUR",
+			PIn: dec("0.000002"), POut: dec("0.00001"), PTTFT: dec("0"), PTool: dec("0")}
+		if _, err := CreatePriceBook(ctx, b.pool, eur); !errors.Is(err, ErrCurrencyChange) {
+			t.Fatalf("EUR from 20 November: %v, want ErrCurrencyChange", err)
+		}
+		eur.EffectiveAt = date(2026, 12, 1)
+		if _, err := CreatePriceBook(ctx, b.pool, eur); err != nil {
 			t.Fatal(err)
 		}
-		b.store(t, usage("nov-eur", "acme", "m1", date(2026, 11, 25), 10, 10, 1, 0, 0.5))
+		b.store(t, usage("dec-eur", "acme", "m1", date(2026, 12, 5), 10, 10, 1, 0, 0.5))
 		b.waitCharged(t, stored+1)
 		// In a REPEATABLE READ transaction the report is one snapshot.
 		err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			_, err := BuildReport(ctx, tx, "acme", from, to)
+			_, err := BuildReport(ctx, tx, "acme", from, date(2027, 1, 1))
 			return err
 		})
 		if !errors.Is(err, ErrMixedCurrency) {

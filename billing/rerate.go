@@ -34,6 +34,10 @@ type RerateRangeArgs struct {
 	// From and To bound the usage's created_at: From <= created_at < To.
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
+	// Period, when set (2006-01) instead of From and To, selects the
+	// records by billing month: those whose charges are invoiced in it,
+	// late usage of earlier months included.
+	Period string `json:"period,omitempty"`
 	// Model, when set, re-rates that model's records only.
 	Model string `json:"model,omitempty"`
 	// PriceBookID, when not 0, is the book to use for every record; it
@@ -57,6 +61,13 @@ func (a RerateRangeArgs) Validate() error {
 	if err := contracts.ValidateTenant(a.Tenant); err != nil {
 		return err
 	}
+	if a.Period != "" {
+		if !a.From.IsZero() || !a.To.IsZero() {
+			return fmt.Errorf("%w: give a billing month or a usage period [From, To), not both", ErrInvalidPeriod)
+		}
+		_, err := ParsePeriod(a.Period)
+		return err
+	}
 	if !a.From.Before(a.To) {
 		return fmt.Errorf("%w: the re-rating period [%s, %s) is empty", ErrInvalidPeriod, a.From.Format(time.RFC3339), a.To.Format(time.RFC3339))
 	}
@@ -68,10 +79,11 @@ const rerateChunk = 1000
 
 // RerateSummary is what a re-rating did, or, dry, would do.
 type RerateSummary struct {
-	// Tenant, From, To and Model are the re-rating's.
+	// Tenant, From, To, Period and Model are the re-rating's.
 	Tenant string    `json:"tenant"`
 	From   time.Time `json:"from"`
 	To     time.Time `json:"to"`
+	Period string    `json:"period,omitempty"`
 	Model  string    `json:"model,omitempty"`
 	// DryRun is set when nothing was written.
 	DryRun bool `json:"dry_run"`
@@ -116,9 +128,12 @@ func DryRerate(ctx context.Context, db *pgxpool.Pool, a RerateRangeArgs) (Rerate
 	if err := a.Validate(); err != nil {
 		return RerateSummary{}, err
 	}
-	sum := RerateSummary{Tenant: a.Tenant, From: a.From.UTC(), To: a.To.UTC(), Model: a.Model, DryRun: true}
+	sum := RerateSummary{Tenant: a.Tenant, From: a.From.UTC(), To: a.To.UTC(), Period: a.Period, Model: a.Model, DryRun: true}
 	err := pgx.BeginTxFunc(ctx, db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := checkTenant(ctx, tx, a.Tenant); err != nil {
+			return err
+		}
+		if err := checkRerateBook(ctx, tx, a); err != nil {
 			return err
 		}
 		if err := checkRangeOpen(ctx, tx, a); err != nil {
@@ -141,10 +156,46 @@ func DryRerate(ctx context.Context, db *pgxpool.Pool, a RerateRangeArgs) (Rerate
 	return sum, err
 }
 
+// checkRerateBook refuses, whatever the records, a book that is not
+// stored, or that is another tenant's or another model's than a asks to
+// re-rate (ErrPriceBookMismatch).
+func checkRerateBook(ctx context.Context, db DB, a RerateRangeArgs) error {
+	if a.PriceBookID == 0 {
+		return nil
+	}
+	pb, err := GetPriceBook(ctx, db, a.PriceBookID)
+	if err != nil {
+		return err
+	}
+	if pb.Tenant != "" && pb.Tenant != a.Tenant {
+		return fmt.Errorf("%w: %s (%s) is tenant %s's, not %s's", ErrPriceBookMismatch, pb.Name(), pb.Scope(), pb.Tenant, a.Tenant)
+	}
+	if pb.Model != "" && a.Model != "" && pb.Model != a.Model {
+		return fmt.Errorf("%w: %s (%s) prices model %s, not %s", ErrPriceBookMismatch, pb.Name(), pb.Scope(), pb.Model, a.Model)
+	}
+	return nil
+}
+
 // checkRangeOpen refuses a re-rating that touches an invoiced period: a
 // month of the range's created_at, or the period of a charge of the range
-// (a late charge placed in a later month).
+// (a late charge placed in a later month); for a re-rating by billing
+// month, that month.
 func checkRangeOpen(ctx context.Context, tx pgx.Tx, a RerateRangeArgs) error {
+	if a.Period != "" {
+		m, err := ParsePeriod(a.Period)
+		if err != nil {
+			return err
+		}
+		number, err := invoiceOf(ctx, tx, a.Tenant, m)
+		if err != nil {
+			return err
+		}
+		if number != "" {
+			return fmt.Errorf("%w: %s of %s is invoiced (%s); re-rate an open period, or add a credit or adjustment to the next one",
+				ErrPeriodLocked, a.Period, a.Tenant, number)
+		}
+		return nil
+	}
 	rows, err := tx.Query(ctx, `
 		SELECT i.number, to_char(i.period, 'YYYY-MM') FROM invoices i
 		WHERE i.tenant_id = $1 AND (
@@ -171,10 +222,19 @@ func checkRangeOpen(ctx context.Context, tx pgx.Tx, a RerateRangeArgs) error {
 // rangeUsages reads up to rerateChunk of a's records with job ids after
 // after, in job id order.
 func rangeUsages(ctx context.Context, db DB, a RerateRangeArgs, after string) ([]contracts.Usage, error) {
-	rows, err := db.Query(ctx, `
-		SELECT raw FROM usage
-		WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3 AND ($4 = '' OR model = $4) AND job_id > $5
-		ORDER BY job_id LIMIT $6`, a.Tenant, a.From, a.To, a.Model, after, rerateChunk)
+	var rows pgx.Rows
+	var err error
+	if a.Period != "" {
+		rows, err = db.Query(ctx, `
+			SELECT u.raw FROM usage u JOIN charges c USING (tenant_id, job_id)
+			WHERE u.tenant_id = $1 AND c.period = $2::date AND ($3 = '' OR u.model = $3) AND u.job_id > $4
+			ORDER BY u.job_id LIMIT $5`, a.Tenant, a.Period+"-01", a.Model, after, rerateChunk)
+	} else {
+		rows, err = db.Query(ctx, `
+			SELECT raw FROM usage
+			WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3 AND ($4 = '' OR model = $4) AND job_id > $5
+			ORDER BY job_id LIMIT $6`, a.Tenant, a.From, a.To, a.Model, after, rerateChunk)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("billing: read usage to re-rate: %w", err)
 	}
@@ -413,9 +473,14 @@ func (w *rerateRangeWorker) Work(ctx context.Context, job *river.Job[RerateRange
 	if err := a.Validate(); err != nil {
 		return river.JobCancel(err)
 	}
-	sum := RerateSummary{Tenant: a.Tenant, From: a.From.UTC(), To: a.To.UTC(), Model: a.Model}
+	sum := RerateSummary{Tenant: a.Tenant, From: a.From.UTC(), To: a.To.UTC(), Period: a.Period, Model: a.Model}
 	by := cmp.Or(a.By, "unknown") + fmt.Sprintf(" (rerate job %d)", job.ID)
-	if err := pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error { return checkRangeOpen(ctx, tx, a) }); err != nil {
+	if err := pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
+		if err := checkRerateBook(ctx, tx, a); err != nil {
+			return err
+		}
+		return checkRangeOpen(ctx, tx, a)
+	}); err != nil {
 		return cancelIfFinal(err)
 	}
 	after := ""

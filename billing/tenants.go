@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -103,6 +104,9 @@ type TenantBilling struct {
 	TaxRate decimal.Decimal `json:"tax_rate"`
 	// PaymentTermsDays is the days from issue to the due date.
 	PaymentTermsDays int `json:"payment_terms_days"`
+	// TaxRounding is the tax rule of the tenant's invoices: TaxPerInvoice
+	// (the default; "" means it) or TaxPerLine.
+	TaxRounding string `json:"tax_rounding"`
 }
 
 // Validate reports details that cannot be stored, wrapping
@@ -114,6 +118,8 @@ func (b TenantBilling) Validate() error {
 	switch {
 	case b.TaxRate.IsNegative() || b.TaxRate.GreaterThanOrEqual(one):
 		return fmt.Errorf("%w: tax rate %s is outside [0, 1) (0.2 is 20 %%)", ErrInvalidCustomer, b.TaxRate)
+	case b.TaxRounding != "" && b.TaxRounding != TaxPerInvoice && b.TaxRounding != TaxPerLine:
+		return fmt.Errorf("%w: tax rounding %q is neither %q nor %q", ErrInvalidCustomer, b.TaxRounding, TaxPerInvoice, TaxPerLine)
 	case b.PaymentTermsDays < 0 || b.PaymentTermsDays > 365:
 		return fmt.Errorf("%w: payment terms of %d days are outside [0, 365]", ErrInvalidCustomer, b.PaymentTermsDays)
 	case len(b.Customer.Name) > 200 || len(b.Customer.Address) > 1000 || len(b.Customer.Email) > 200 || len(b.Customer.TaxID) > 64:
@@ -130,9 +136,9 @@ func GetTenantBilling(ctx context.Context, db DB, tenant string) (TenantBilling,
 		return TenantBilling{}, err
 	}
 	b := TenantBilling{Tenant: tenant}
-	err := db.QueryRow(ctx, `SELECT coalesce(nullif(billing_name, ''), name, id), billing_address, billing_email, tax_id, tax_rate, payment_terms_days
+	err := db.QueryRow(ctx, `SELECT coalesce(nullif(billing_name, ''), name, id), billing_address, billing_email, tax_id, tax_rate, payment_terms_days, tax_rounding
 		FROM tenants WHERE id = $1`, tenant).Scan(&b.Customer.Name, &b.Customer.Address, &b.Customer.Email, &b.Customer.TaxID,
-		&b.TaxRate, &b.PaymentTermsDays)
+		&b.TaxRate, &b.PaymentTermsDays, &b.TaxRounding)
 	if err != nil {
 		return TenantBilling{}, fmt.Errorf("billing: read the billing details of %s: %w", tenant, err)
 	}
@@ -149,8 +155,8 @@ func SetTenantBilling(ctx context.Context, db DB, b TenantBilling) error {
 		return err
 	}
 	if _, err := db.Exec(ctx, `UPDATE tenants SET billing_name = $2, billing_address = $3, billing_email = $4, tax_id = $5,
-		tax_rate = $6, payment_terms_days = $7 WHERE id = $1`, b.Tenant, b.Customer.Name, b.Customer.Address, b.Customer.Email,
-		b.Customer.TaxID, b.TaxRate, b.PaymentTermsDays); err != nil {
+		tax_rate = $6, payment_terms_days = $7, tax_rounding = $8 WHERE id = $1`, b.Tenant, b.Customer.Name, b.Customer.Address, b.Customer.Email,
+		b.Customer.TaxID, b.TaxRate, b.PaymentTermsDays, cmp.Or(b.TaxRounding, TaxPerInvoice)); err != nil {
 		return fmt.Errorf("billing: store the billing details of %s: %w", b.Tenant, err)
 	}
 	return nil

@@ -3,13 +3,18 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/queuemetrics"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer/gateway"
 )
@@ -64,11 +69,8 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopStack(st)
-	o.reg.MustRegister(billing.NewCollector(st.Billing()))
-	for _, q := range st.Quotas() {
-		if err := q.Register(o.reg); err != nil {
-			return err
-		}
+	if err := registerDevCollectors(o.reg, st); err != nil {
+		return err
 	}
 	if *metricsAddr != "" {
 		stopMetrics, err := serveMetrics(*metricsAddr, o.reg, nil)
@@ -93,6 +95,23 @@ func runDev(ctx context.Context, args []string) error {
 	fmt.Fprintf(os.Stderr, "  submit with: zerolayer submit --tenant acme --model %s --prompt \"Once upon a time\"\n", model)
 	fmt.Fprintf(os.Stderr, "  report with: zerolayer report --tenant acme --from %s --to %s\nCtrl-C stops.\n", from.Format(time.DateOnly), from.AddDate(0, 1, 0).Format(time.DateOnly))
 	<-ctx.Done()
+	return nil
+}
+
+// registerDevCollectors registers what the dev stack exports beside the
+// worker's own metrics: billing's, the queue depths of every stream (as
+// the worker exports ZL_JOBS and ZL_DLQ and billing ZL_USAGE, so that the
+// dashboards and alerts work against a dev stack too), and the quotas'.
+func registerDevCollectors(reg prometheus.Registerer, st *devstack.Stack) error {
+	if err := errors.Join(reg.Register(billing.NewCollector(st.Billing())),
+		reg.Register(queuemetrics.NewCollector(st.JetStream(), contracts.StreamJobs, contracts.StreamDLQ, contracts.StreamUsage))); err != nil {
+		return err
+	}
+	for _, q := range st.Quotas() {
+		if err := q.Register(reg); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

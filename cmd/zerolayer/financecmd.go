@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -28,8 +31,9 @@ func whoAmI(by string) string {
 func runRerate(ctx context.Context, args []string) error {
 	fs := newFlags("rerate")
 	tenant := fs.String("tenant", "", "tenant whose charges to re-rate (required)")
-	fromS := fs.String("from", "", "start of the usage period, included: 2026-11-01 (UTC) or RFC 3339 (required)")
-	toS := fs.String("to", "", "end of the usage period, excluded (required)")
+	fromS := fs.String("from", "", "start of the usage period, included: 2026-11-01 (UTC) or RFC 3339 (with --to)")
+	toS := fs.String("to", "", "end of the usage period, excluded (with --from)")
+	month := fs.String("month", "", "instead of --from/--to: the billing month (2026-12) whose charges to re-rate, late usage of earlier months included")
 	model := fs.String("model", "", "re-rate this model's usage only")
 	book := fs.String("book", "", "price with this book (pbN) instead of each record's book in force")
 	dry := fs.Bool("dry-run", false, "show the difference and write nothing")
@@ -40,17 +44,21 @@ func runRerate(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *tenant == "" || *fromS == "" || *toS == "" {
-		return usagef("give --tenant, --from and --to")
+	if *tenant == "" || (*month == "") == (*fromS == "" && *toS == "") {
+		return usagef("give --tenant, and --from and --to or --month")
 	}
-	from, to, err := parseReportPeriod(*fromS, *toS)
-	if err != nil {
+	a := billing.RerateRangeArgs{Tenant: *tenant, Period: *month, Model: *model, By: whoAmI(*by)}
+	var err error
+	if *month != "" {
+		if _, err := billing.ParsePeriod(*month); err != nil {
+			return usagef("--month: %v", err)
+		}
+	} else if a.From, a.To, err = parseReportPeriod(*fromS, *toS); err != nil {
 		return err
 	}
 	if *formatS != "table" && *formatS != "json" {
 		return usagef("--format: use table or json")
 	}
-	a := billing.RerateRangeArgs{Tenant: *tenant, From: from, To: to, Model: *model, By: whoAmI(*by)}
 	if *book != "" {
 		if a.PriceBookID, err = parseBookID(*book); err != nil {
 			return usagef("--book: %v", err)
@@ -145,8 +153,11 @@ func writeRerate(s billing.RerateSummary, format string) error {
 	if s.Model != "" {
 		scope += ", model " + s.Model
 	}
-	fmt.Fprintf(tw, "%s, usage from %s to %s: %d jobs, %d charges changed, %d rated for the first time\n",
-		scope, s.From.Format(time.RFC3339), s.To.Format(time.RFC3339), s.Jobs, s.Changed, s.New)
+	what := fmt.Sprintf("usage from %s to %s", s.From.Format(time.RFC3339), s.To.Format(time.RFC3339))
+	if s.Period != "" {
+		what = "charges billed in " + s.Period
+	}
+	fmt.Fprintf(tw, "%s, %s: %d jobs, %d charges changed, %d rated for the first time\n", scope, what, s.Jobs, s.Changed, s.New)
 	fmt.Fprintf(tw, "\tinput\tcached input\toutput\tttft\ttool\ttotal\t\n")
 	row := func(name string, b billing.Breakdown) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, b.Input, b.CachedInput, b.Output, b.TTFT, b.Tool, b.Total)
@@ -191,22 +202,30 @@ func runInvoice(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pool.Close()
-		inv, err := billing.CloseInvoice(ctx, pool, billing.CloseRequest{Tenant: *tenant, Period: *month, By: whoAmI(*by),
+		invs, err := billing.CloseInvoice(ctx, pool, billing.CloseRequest{Tenant: *tenant, Period: *month, By: whoAmI(*by),
 			Early: *early, AllowUnrated: *allowUnrated})
 		if err != nil {
 			return err
 		}
-		if err := writeInvoiceTable(inv); err != nil {
-			return err
-		}
-		if *out != "" {
-			return writeInvoiceFiles(inv, *out)
+		for i, inv := range invs {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			if err := writeInvoiceTable(inv); err != nil {
+				return err
+			}
+			if *out != "" {
+				if err := writeInvoiceFiles(inv, *out); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	case "show":
 		tenant := fs.String("tenant", "", "with --month: the tenant")
 		month := fs.String("month", "", "with --tenant: the month invoiced")
-		formatS := fs.String("format", "table", "table, html, pdf, csv or json")
+		currency := fs.String("currency", "", "with --tenant and --month: the document in this currency (a month billed in two)")
+		formatS := fs.String("format", "table", "table (internal view, with notes and price books), html or pdf (the customer's document), csv or json")
 		outFile := fs.String("o", "", "write to this `FILE` instead of stdout")
 		pos, err := parseArgs(fs, args)
 		if err != nil {
@@ -214,6 +233,15 @@ func runInvoice(ctx context.Context, args []string) error {
 		}
 		if (len(pos) == 1) == (*tenant != "" || *month != "") || (len(pos) == 0 && (*tenant == "" || *month == "")) || len(pos) > 1 {
 			return usagef("give an invoice NUMBER, or --tenant and --month")
+		}
+		if *currency != "" && len(pos) == 1 {
+			return usagef("--currency goes with --tenant and --month, not with a NUMBER")
+		}
+		var f billing.Format
+		if *formatS != "table" {
+			if f, err = billing.ParseInvoiceFormat(*formatS); err != nil {
+				return usagef("--format: %v", err)
+			}
 		}
 		pool, err := openDB(ctx, *dbURL)
 		if err != nil {
@@ -224,17 +252,13 @@ func runInvoice(ctx context.Context, args []string) error {
 		if len(pos) == 1 {
 			inv, err = billing.GetInvoice(ctx, pool, pos[0])
 		} else {
-			inv, err = billing.GetPeriodInvoice(ctx, pool, *tenant, *month)
+			inv, err = billing.GetPeriodInvoice(ctx, pool, *tenant, *month, *currency)
 		}
 		if err != nil {
 			return err
 		}
 		if *formatS == "table" {
 			return writeInvoiceTable(inv)
-		}
-		f, err := billing.ParseInvoiceFormat(*formatS)
-		if err != nil {
-			return usagef("--format: %v", err)
 		}
 		if *outFile == "" {
 			return inv.Write(stdout, f)
@@ -255,42 +279,113 @@ func runInvoice(ctx context.Context, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NUMBER\tTENANT\tPERIOD\tISSUED\tDUE\tJOBS\tSUBTOTAL\tTAX\tAMOUNT DUE\tCURRENCY\tCLOSED BY")
+		fmt.Fprintln(tw, "NUMBER\tKIND\tTENANT\tPERIOD\tISSUED\tDUE\tJOBS\tSUBTOTAL\tTAX\tTOTAL\tAMOUNT DUE\tCURRENCY\tCLOSED BY")
 		for _, inv := range invs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", inv.Number, inv.Tenant, inv.Period, inv.IssuedAt.Format(time.DateOnly),
-				inv.DueAt, inv.Jobs, money(inv.SubtotalDisplay, inv.Currency), money(inv.TaxDisplay, inv.Currency),
-				money(inv.AmountDue, inv.Currency), inv.Currency, inv.ClosedBy)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", inv.Number, inv.Kind, inv.Tenant, inv.Period,
+				inv.IssuedAt.Format(time.DateOnly), inv.DueAt, inv.Jobs, money(inv.SubtotalDisplay, inv.Currency), money(inv.TaxDisplay, inv.Currency),
+				money(inv.TotalDisplay, inv.Currency), money(inv.AmountDue, inv.Currency), inv.Currency, inv.ClosedBy)
 		}
 		return tw.Flush()
+	case "supplier":
+		return runSupplier(ctx, fs, dbURL, args)
 	}
 	return usagef("unknown command %q", sub)
+}
+
+// runSupplier is `zerolayer invoice supplier`: show the supplier's
+// details, or, with any detail given, set them (details not given keep
+// their value).
+func runSupplier(ctx context.Context, fs *flag.FlagSet, dbURL *string, args []string) error {
+	name := fs.String("name", "", "the supplier's legal name")
+	address := fs.String("address", "", "its postal address (\\n starts a line)")
+	taxID := fs.String("tax-id", "", "its VAT or tax number")
+	email := fs.String("email", "", "where customers write about invoices")
+	pay := fs.String("payment-instructions", "", "how to pay: bank account, payment link")
+	by := fs.String("by", "", "who sets them (default $USER)")
+	formatS := fs.String("format", "table", "table or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *formatS != "table" && *formatS != "json" {
+		return usagef("--format: use table or json")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	pool, err := openDB(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	s, err := billing.GetSupplier(ctx, pool)
+	change := set["name"] || set["address"] || set["tax-id"] || set["email"] || set["payment-instructions"]
+	if err != nil && !(change && errors.Is(err, billing.ErrNoSupplier)) {
+		return err
+	}
+	if change {
+		for _, f := range []struct {
+			name string
+			src  *string
+			dst  *string
+		}{{"name", name, &s.Name}, {"address", address, &s.Address}, {"tax-id", taxID, &s.TaxID}, {"email", email, &s.Email},
+			{"payment-instructions", pay, &s.PaymentInstructions}} {
+			if set[f.name] {
+				*f.dst = strings.ReplaceAll(*f.src, `\n`, "\n")
+			}
+		}
+		if err := billing.SetSupplier(ctx, pool, s, whoAmI(*by)); err != nil {
+			return err
+		}
+	}
+	if *formatS == "json" {
+		return writeJSON(s)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	for _, kv := range [][2]string{{"name", s.Name}, {"address", strings.ReplaceAll(s.Address, "\n", ", ")}, {"tax id", s.TaxID},
+		{"email", s.Email}, {"payment instructions", s.PaymentInstructions}} {
+		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
+	}
+	return tw.Flush()
 }
 
 func money(d decimal.Decimal, currency string) string {
 	return d.StringFixed(billing.MinorUnits(currency))
 }
 
-// writeInvoiceTable prints an invoice for a terminal: the display amounts,
-// which add up as printed.
+// writeInvoiceTable prints a document for a terminal: the internal view,
+// with the amounts charged, each line's price book and who added a
+// credit, the internal note and the exact ledger amounts.
 func writeInvoiceTable(inv *billing.Invoice) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "invoice %s: %s (%s), period %s, issued %s, due %s, currency %s, %d jobs\n", inv.Number, inv.Customer.Name, inv.Tenant,
-		inv.Period, inv.IssuedAt.Format(time.DateOnly), inv.DueAt, inv.Currency, inv.Jobs)
-	if inv.Note != "" {
-		fmt.Fprintf(tw, "note: %s\n", inv.Note)
+	fmt.Fprintf(tw, "%s %s: %s (%s), period %s, issued %s, due %s, currency %s, %d jobs\n", strings.ToLower(inv.Title()), inv.Number,
+		inv.Customer.Name, inv.Tenant, inv.Period, inv.IssuedAt.Format(time.DateOnly), inv.DueAt, inv.Currency, inv.Jobs)
+	if inv.Supplier.Name != "" {
+		fmt.Fprintf(tw, "from: %s\n", inv.Supplier.Name)
 	}
-	fmt.Fprintf(tw, "\nno\tline\tquantity\tunit price\tamount\t\n")
+	if inv.Note != "" {
+		fmt.Fprintf(tw, "internal note: %s\n", inv.Note)
+	}
+	fmt.Fprintf(tw, "\nno\tline\tquantity\tunit price\tamount\tinternal\t\n")
 	for _, l := range inv.Lines {
-		q := ""
+		q, internal := "", l.PriceBook
 		if l.Kind == billing.LineUsage {
 			q = l.Quantity.String() + " " + l.Unit
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t\n", l.No, l.Description, q, l.UnitPrice, money(l.AmountDisplay, inv.Currency))
+		if l.AddedBy != "" {
+			internal = "added by " + l.AddedBy
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t\n", l.No, l.Description, q, l.UnitPrice, money(l.AmountDisplay, inv.Currency), internal)
 	}
-	fmt.Fprintf(tw, "\t\t\tsubtotal\t%s\t\n", money(inv.SubtotalDisplay, inv.Currency))
-	fmt.Fprintf(tw, "\t\t\ttax %s%%\t%s\t\n", inv.TaxRate.Mul(decimal.NewFromInt(100)), money(inv.TaxDisplay, inv.Currency))
-	fmt.Fprintf(tw, "\t\t\tamount due\t%s\t\n", money(inv.AmountDue, inv.Currency))
-	fmt.Fprintf(tw, "exact: subtotal %s, tax %s, total %s\n", inv.Subtotal, inv.Tax, inv.Total)
+	fmt.Fprintf(tw, "\t\t\tsubtotal\t%s\t\t\n", money(inv.SubtotalDisplay, inv.Currency))
+	fmt.Fprintf(tw, "\t\t\ttax %s%% (per %s)\t%s\t\t\n", inv.TaxRate.Mul(decimal.NewFromInt(100)), inv.TaxRule, money(inv.TaxDisplay, inv.Currency))
+	fmt.Fprintf(tw, "\t\t\ttotal\t%s\t\t\n", money(inv.TotalDisplay, inv.Currency))
+	if inv.BalanceApplied.IsPositive() {
+		fmt.Fprintf(tw, "\t\t\tcredit balance applied\t%s\t\t\n", money(inv.BalanceApplied.Neg(), inv.Currency))
+	}
+	if inv.BalanceCarried.IsPositive() {
+		fmt.Fprintf(tw, "\t\t\tcarried to the balance\t%s\t\t\n", money(inv.BalanceCarried, inv.Currency))
+	}
+	fmt.Fprintf(tw, "\t\t\tamount due\t%s\t\t\n", money(inv.AmountDue, inv.Currency))
+	fmt.Fprintf(tw, "ledger (exact): charges and credits %s, tax on them %s, total %s\n", inv.Subtotal, inv.Tax, inv.Total)
 	return tw.Flush()
 }
 
@@ -408,13 +503,15 @@ func runCredit(ctx context.Context, args []string) error {
 }
 
 // reportPeriod writes tenant's report of a billing month.
-func reportPeriod(ctx context.Context, dbURL, tenant, month, formatS, view, outDir string) error {
+func reportPeriod(ctx context.Context, dbURL, tenant, month, currency, formatS, view, outDir string) error {
 	pool, format, err := openReport(ctx, dbURL, tenant, formatS)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.Report, error) { return billing.BuildPeriodReport(ctx, tx, tenant, month) })
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.Report, error) {
+		return billing.BuildPeriodReportIn(ctx, tx, tenant, month, currency)
+	})
 	if err != nil {
 		return err
 	}
@@ -444,24 +541,87 @@ func writeReport(r *billing.Report, format billing.Format, view, outDir string) 
 	return nil
 }
 
-// reportAllTenants writes the operator's all-tenants report.
-func reportAllTenants(ctx context.Context, dbURL string, from, to time.Time, formatS string) error {
+// reportAllTenants writes the operator's all-tenants report: of a
+// billing month (its documents; any view, any format, every view into
+// outDir), or of the usage of a period (revenue against resource cost).
+// Flags that do not apply are refused.
+func reportAllTenants(ctx context.Context, dbURL, tenant, month, fromS, toS string, batch bool, formatS, view, outDir string) error {
+	switch {
+	case tenant != "":
+		return usagef("give --tenant or --all-tenants, not both")
+	case batch:
+		return usagef("--batch and --batches are one tenant's; not with --all-tenants")
+	case month != "" && (fromS != "" || toS != ""):
+		return usagef("give --month or --from/--to, not both")
+	case month == "" && (fromS == "" || toS == ""):
+		return usagef("give --month (the invoices of a billing month) or --from and --to with --all-tenants")
+	}
 	format, err := billing.ParseFormat(formatS)
 	if err != nil {
 		return usagef("--format: %v", err)
+	}
+	if month == "" {
+		if view != "" || outDir != "" {
+			return usagef("--view and --out go with --all-tenants --month")
+		}
+		if format == billing.FormatHTML {
+			return usagef("--format html: the usage view of --from/--to is table, csv or json; --month has every format")
+		}
+		from, to, err := parseReportPeriod(fromS, toS)
+		if err != nil {
+			return err
+		}
+		pool, err := openDB(ctx, dbURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.OperatorReport, error) {
+			return billing.BuildOperatorReport(ctx, tx, from, to)
+		})
+		if err != nil {
+			return err
+		}
+		return r.Write(stdout, format)
+	}
+	if _, err := billing.ParsePeriod(month); err != nil {
+		return usagef("--month: %v", err)
+	}
+	if view == "" {
+		view = billing.OperatorMonthViews[0]
+	} else if !slices.Contains(billing.OperatorMonthViews, view) {
+		return usagef("--view %q: use one of %s", view, strings.Join(billing.OperatorMonthViews, ", "))
+	}
+	if outDir != "" && view != billing.OperatorMonthViews[0] {
+		return usagef("--out writes every view; leave --view out")
 	}
 	pool, err := openDB(ctx, dbURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.OperatorReport, error) {
-		return billing.BuildOperatorReport(ctx, tx, from, to)
+	now := time.Now()
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.OperatorMonth, error) {
+		return billing.BuildOperatorMonth(ctx, tx, month, now)
 	})
 	if err != nil {
 		return err
 	}
-	return r.Write(stdout, format)
+	if outDir == "" {
+		return r.WriteView(stdout, format, view)
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	ext := map[billing.Format]string{billing.FormatTable: "txt"}[format]
+	for _, v := range billing.OperatorMonthViews {
+		path := filepath.Join(outDir, fmt.Sprintf("all-tenants-%s-%s.%s", month, v, cmp.Or(ext, string(format))))
+		if err := writeFile(path, func(w *os.File) error { return r.WriteView(w, format, v) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "report: wrote %s\n", path)
+	}
+	return nil
 }
 
 // runCosts is `zerolayer costs list|set`: the operator's resource rates,

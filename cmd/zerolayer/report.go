@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,17 +20,33 @@ func runReport(ctx context.Context, args []string) error {
 	fs := newFlags("report")
 	tenant := fs.String("tenant", "", "tenant to report on (required, unless --all-tenants)")
 	month := fs.String("month", "", "instead of --from/--to: the billing month (2026-11) as invoiced: its charges, late charges of earlier months, credits")
-	allTenants := fs.Bool("all-tenants", false, "with --from/--to: every tenant's revenue against the resource cost of its jobs, per tenant and tag (operators)")
-	view := fs.String("view", "model", "with --format csv: the view, one of model, priority, bucket, tag_set, price_book, day")
-	outDir := fs.String("out", "", "with --format csv: write every view into this `DIR`, one file each")
+	allTenants := fs.Bool("all-tenants", false, "with --month: every tenant's invoices and credit notes of the month (drafts while open), per tenant, tag set and currency, with the resource cost (operators); with --from/--to: revenue against resource cost of the usage of a period")
+	view := fs.String("view", "", "the view: with --format csv, one of "+strings.Join(billing.ReportViews, ", ")+" (default model); with --all-tenants --month, one of "+strings.Join(billing.OperatorMonthViews, ", ")+" (default tenant), in any format")
+	outDir := fs.String("out", "", "write every view into this `DIR`, one file each: with --format csv, or with --all-tenants --month in any format")
 	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required with --to, unless --batch or --batches)")
 	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required with --from, unless --batch or --batches)")
 	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts; periods only)")
 	dbURL := addDatabaseFlag(fs, "")
 	batch := fs.String("batch", "", "instead of --from/--to: the cost of one batch (the jobs whose metadata batch_id is `ID`), one line per job")
+	currency := fs.String("currency", "", "with --month: the charges and credits in this currency only (a month billed in two)")
 	batches := fs.Bool("batches", false, "instead of --from/--to: the tenant's batches with their totals, most recent first")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *currency != "" && (*month == "" || *allTenants) {
+		return usagef("--currency goes with --tenant T --month M")
+	}
+	if *allTenants {
+		return reportAllTenants(ctx, *dbURL, *tenant, *month, *fromS, *toS, *batch != "" || *batches, *formatS, *view, *outDir)
+	}
+	if *view != "" && !slices.Contains(billing.ReportViews, *view) {
+		return usagef("--view %q: use one of %s", *view, strings.Join(billing.ReportViews, ", "))
+	}
+	if (*view != "" || *outDir != "") && (*formatS != string(billing.FormatCSV) || *batch != "" || *batches) {
+		return usagef("--view and --out go with --format csv, for a period or a month")
+	}
+	if *view == "" {
+		*view = billing.ReportViews[0]
 	}
 	if *batch != "" || *batches || *month != "" {
 		n := 0
@@ -45,7 +63,7 @@ func runReport(ctx context.Context, args []string) error {
 		if *tenant == "" {
 			return usagef("--tenant is required")
 		}
-		return reportPeriod(ctx, *dbURL, *tenant, *month, *formatS, *view, *outDir)
+		return reportPeriod(ctx, *dbURL, *tenant, *month, *currency, *formatS, *view, *outDir)
 	}
 	if *batch != "" {
 		return reportBatch(ctx, *dbURL, *tenant, *batch, *formatS)
@@ -53,11 +71,8 @@ func runReport(ctx context.Context, args []string) error {
 	if *batches {
 		return reportBatches(ctx, *dbURL, *tenant, *formatS)
 	}
-	if *tenant == "" && !*allTenants {
+	if *tenant == "" {
 		return usagef("--tenant is required (or --all-tenants)")
-	}
-	if *tenant != "" && *allTenants {
-		return usagef("give --tenant or --all-tenants, not both")
 	}
 	if *fromS == "" || *toS == "" {
 		return usagef("give a period, --from and --to (or --month M, --batch ID, or --batches)")
@@ -65,9 +80,6 @@ func runReport(ctx context.Context, args []string) error {
 	from, to, err := parseReportPeriod(*fromS, *toS)
 	if err != nil {
 		return err
-	}
-	if *allTenants {
-		return reportAllTenants(ctx, *dbURL, from, to, *formatS)
 	}
 	pool, format, err := openReport(ctx, *dbURL, *tenant, *formatS)
 	if err != nil {

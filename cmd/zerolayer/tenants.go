@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -119,6 +120,7 @@ func tenantsSetBilling(ctx context.Context, args []string) error {
 	email := fs.String("email", "", "`EMAIL` address invoices are sent to")
 	taxID := fs.String("tax-id", "", "the customer's VAT or tax `NUMBER`")
 	taxRate := fs.String("tax-rate", "", "tax `RATE` applied to each invoice's subtotal: 0.2 is 20 %, in [0, 1) (default 0 for a new tenant)")
+	taxRounding := fs.String("tax-rounding", "", "how tax is rounded: invoice (rate × the subtotal of rounded lines, rounded once; the default) or line (each line's tax rounded, then added up)")
 	terms := fs.Int("terms-days", 0, "payment terms: `DAYS` from issue to the due date, 0–365 (default 30 for a new tenant)")
 	formatS := fs.String("format", "table", "output format: table or json")
 	dbURL := addDatabaseFlag(fs, "")
@@ -167,6 +169,9 @@ func tenantsSetBilling(ctx context.Context, args []string) error {
 	}
 	if given["tax-rate"] {
 		b.TaxRate = rate
+	}
+	if given["tax-rounding"] {
+		b.TaxRounding = *taxRounding
 	}
 	if given["terms-days"] {
 		b.PaymentTermsDays = *terms
@@ -225,7 +230,8 @@ func writeTenantBilling(b billing.TenantBilling, format billing.Format) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", label, line)
 	}
-	fmt.Fprintf(tw, "EMAIL\t%s\nTAX ID\t%s\nTAX RATE\t%s\nTERMS\t%d days\n", b.Customer.Email, b.Customer.TaxID, b.TaxRate, b.PaymentTermsDays)
+	fmt.Fprintf(tw, "EMAIL\t%s\nTAX ID\t%s\nTAX RATE\t%s\nTAX ROUNDING\tper %s\nTERMS\t%d days\n", b.Customer.Email, b.Customer.TaxID, b.TaxRate,
+		cmp.Or(b.TaxRounding, billing.TaxPerInvoice), b.PaymentTermsDays)
 	return tw.Flush()
 }
 

@@ -320,6 +320,10 @@ func (st *Stack) NATSURL() string { return st.nats.ClientURL() }
 // Conn is the stack's NATS connection.
 func (st *Stack) Conn() *nats.Conn { return st.nc }
 
+// JetStream returns the stack's JetStream context (the queue-depth
+// collectors read the streams through it).
+func (st *Stack) JetStream() jetstream.JetStream { return st.js }
+
 // Pool is the stack's database pool.
 func (st *Stack) Pool() *pgxpool.Pool { return st.pool }
 
