@@ -166,6 +166,17 @@ type Synchronous interface {
 	Synchronous() bool
 }
 
+// BatchInvariant is implemented by backends whose every row's results
+// have the same bits whatever rows are computed beside it and however a
+// sequence's positions are cut into steps (the CPU backend: its kernels
+// sum each row in a fixed order). A caller may then compute a row in a
+// step of many and rely on getting what computing it alone gives: the
+// scheduler verifies drafted tokens that way, and its outputs stay those
+// of decoding without drafts.
+type BatchInvariant interface {
+	BatchInvariant() bool
+}
+
 // HostParallel is implemented by backends whose compute threads are the
 // host's processors (the CPU backend). Between two operations those threads
 // wait for the next one, holding their processors; host work the caller

@@ -258,6 +258,11 @@ func (b *Backend) Sync() error { return nil }
 // (gpu.Synchronous).
 func (b *Backend) Synchronous() bool { return true }
 
+// BatchInvariant reports that a row's results do not depend on the batch
+// (gpu.BatchInvariant): every kernel sums a row in the same order in any
+// batch (TestMatMulBatchInvariant, TestLongInvariance).
+func (b *Backend) BatchInvariant() bool { return true }
+
 // HostFor runs fn over [0, n) on the backend's threads
 // (gpu.HostParallel); after Close, on the caller's alone.
 func (b *Backend) HostFor(n int, fn func(lo, hi int)) { b.pool.For(n, fn) }

@@ -344,6 +344,12 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, cfg Config) (*Scheduler, erro
 	if hp, ok := m.Backend().(gpu.HostParallel); ok {
 		s.hostFor = hp.HostFor
 	}
+	if bi, ok := m.Backend().(gpu.BatchInvariant); !s.cfg.NoDrafts && (!ok || !bi.BatchInvariant()) {
+		// A verified row would be computed otherwise than alone, and
+		// might not give the token decoding without drafts gives.
+		s.cfg.NoDrafts = true
+		s.cfg.Logger.Info("sched: drafts off: the backend does not give a row the same results in any batch")
+	}
 	s.publishSnapshot()
 	return s, nil
 }
