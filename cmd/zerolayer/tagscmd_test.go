@@ -243,8 +243,8 @@ func TestTenantBilling(t *testing.T) {
 		t.Errorf("billing: %+v", b)
 	}
 	out, _ = runOK(t, db, "tenants", "set-billing", "acme", "--email", "billing@acme.test", "--terms-days", "0")
-	for _, want := range []string{"TENANT    acme", "NAME      Acme Ltd", "ADDRESS   1 Main St\n          Springfield", "EMAIL     billing@acme.test",
-		"TAX ID    GB123", "TAX RATE  0.2", "TERMS     0 days"} {
+	for _, want := range []string{"TENANT        acme", "NAME          Acme Ltd", "ADDRESS       1 Main St\n              Springfield", "EMAIL         billing@acme.test",
+		"TAX ID        GB123", "TAX RATE      0.2", "TAX ROUNDING  per invoice", "TERMS         0 days"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("set-billing output lacks %q:\n%s", want, out)
 		}
