@@ -152,6 +152,8 @@ func vnniLoopAVX512(n int)
 
 func fmaLoopAVX2(n int)
 
+func int8LoopAVX2(n int)
+
 //go:noescape
 func dotQ8P1VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
 

@@ -121,6 +121,7 @@ func toHalfAVX2(dst *uint16, src *float32, n int) { panic(noAsm) }
 func fmaLoopAVX512(n int)                         { panic(noAsm) }
 func vnniLoopAVX512(n int)                        { panic(noAsm) }
 func fmaLoopAVX2(n int)                           { panic(noAsm) }
+func int8LoopAVX2(n int)                          { panic(noAsm) }
 
 func dotQ8P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
 	panic(noAsm)

@@ -23,8 +23,9 @@ func ToHalf(dst []uint16, src []float32) {
 
 // Peak is what one thread of this machine's vector units can do at most:
 // F32 multiply-adds per second (FMA) and 8-bit integer multiply-adds per
-// second (VPDPBUSD), each measured over independent chains that nothing
-// else bounds; zero where the CPU lacks the instructions. A kernel's
+// second (VPDPBUSD where the CPU has AVX512-VNNI, else the AVX2 kernels'
+// VPMADDUBSW, VPMADDWD and VPADDD), each measured over independent chains
+// that nothing else bounds; zero where the CPU lacks the instructions. A kernel's
 // share of it says how far it is from the silicon.
 type Peak struct {
 	F32  float64 `json:"f32_macs_per_s"`
@@ -51,8 +52,11 @@ func MeasurePeak() Peak {
 	case useAsm:
 		p.F32 = best(iters, 12*8, fmaLoopAVX2)
 	}
-	if useAsm && hasVNNI {
+	switch {
+	case useAsm && hasVNNI:
 		p.Int8 = best(iters, 12*64, vnniLoopAVX512)
+	case useAsm:
+		p.Int8 = best(iters, 6*32, int8LoopAVX2)
 	}
 	return p
 }

@@ -129,6 +129,46 @@ fma2loop:
 	VZEROUPPER
 	RET
 
+// func int8LoopAVX2(n int)
+// n iterations of six independent chains of the AVX2 8-bit dot product
+// the kernels use: VPMADDUBSW (32 unsigned × signed byte products summed
+// in pairs), VPMADDWD by ones (to 32 bits), VPADDD: 6 × 32 multiply-adds.
+TEXT ·int8LoopAVX2(SB), NOSPLIT, $0-8
+	MOVQ    n+0(FP), CX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   Y4, Y4, Y4
+	VPXOR   Y5, Y5, Y5
+	VPXOR   Y12, Y12, Y12
+	VPXOR   Y13, Y13, Y13
+	VPCMPEQW Y14, Y14, Y14
+	VPSRLW  $15, Y14, Y14
+int8loop:
+	VPMADDUBSW Y13, Y12, Y6
+	VPMADDUBSW Y13, Y12, Y7
+	VPMADDUBSW Y13, Y12, Y8
+	VPMADDUBSW Y13, Y12, Y9
+	VPMADDUBSW Y13, Y12, Y10
+	VPMADDUBSW Y13, Y12, Y11
+	VPMADDWD   Y14, Y6, Y6
+	VPMADDWD   Y14, Y7, Y7
+	VPMADDWD   Y14, Y8, Y8
+	VPMADDWD   Y14, Y9, Y9
+	VPMADDWD   Y14, Y10, Y10
+	VPMADDWD   Y14, Y11, Y11
+	VPADDD     Y6, Y0, Y0
+	VPADDD     Y7, Y1, Y1
+	VPADDD     Y8, Y2, Y2
+	VPADDD     Y9, Y3, Y3
+	VPADDD     Y10, Y4, Y4
+	VPADDD     Y11, Y5, Y5
+	DECQ       CX
+	JNZ        int8loop
+	VZEROUPPER
+	RET
+
 // func blockSumsI8AVX2(qs *int8, nb int, out *int32)
 // out[b] = Σ qs[32b : 32b+32] for b < nb: the bytes biased to unsigned
 // (x ^ 0x80 = x + 128), summed in groups of 8 by VPSADBW, less 32·128.
