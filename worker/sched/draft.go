@@ -196,8 +196,8 @@ func (s *Scheduler) addDrafts(plan []stepRow, budget int, now time.Time) {
 	if s.cfg.NoDrafts || budget <= 0 {
 		return
 	}
-	spare := -1 // computed at the first draft that needs it
-	theta := s.draftThreshold(plan)
+	spare := -1   // computed at the first draft that needs it
+	theta := -1.0 // computed at the first row that may draft
 	for i := range plan {
 		r := &plan[i]
 		q := r.q
@@ -212,6 +212,9 @@ func (s *Scheduler) addDrafts(plan []stepRow, budget int, now time.Time) {
 		room := min(q.g.MaxNew()-len(q.g.Result().OutputIDs)-1, s.m.Context-1-len(toks), s.cfg.MaxDraft, budget)
 		if q.maxBlocks > 0 {
 			room = min(room, s.fits(q, 1+room, q.maxBlocks)-1)
+		}
+		if theta < 0 {
+			theta = s.draftThreshold(plan)
 		}
 		d := q.dr.propose(q, s.tok, room, theta)
 		if len(d) == 0 {
@@ -255,15 +258,13 @@ func (s *Scheduler) draftThreshold(plan []stepRow) float64 {
 		return payFloor
 	}
 	var decodes, at int
-	var w stepShape
 	for _, r := range plan {
 		if r.samples {
 			decodes++
 			at += r.q.computed
 		}
-		w.tokens += r.n
-		w.attended += attendedBy(r.q.computed, r.n)
 	}
+	w := planShape(plan)
 	t := m.time(float64(w.tokens), float64(w.attended))
 	if t <= 0 || decodes == 0 {
 		return payFloor
@@ -277,10 +278,8 @@ func (s *Scheduler) draftThreshold(plan []stepRow) float64 {
 // noteDraft counts a verified draft of source src, n tokens with a
 // accepted.
 func (s *Scheduler) noteDraft(src, n, a int) {
-	s.drafted.Add(int64(n))
-	s.accepted.Add(int64(a))
 	if m := s.cfg.Metrics; m != nil {
-		m.drafted.WithLabelValues(sourceNames[src]).Add(float64(n))
-		m.draftAccepted.WithLabelValues(sourceNames[src]).Add(float64(a))
+		m.draftedBy[src].Add(float64(n))
+		m.acceptedBy[src].Add(float64(a))
 	}
 }

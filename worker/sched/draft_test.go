@@ -78,6 +78,7 @@ type draftJob struct {
 	sampling sample.Params
 	noDrafts bool
 	format   *contracts.ResponseFormat
+	tools    []contracts.Tool
 }
 
 // runDrafts runs jobs at once through s and returns their results and
@@ -89,8 +90,8 @@ func runDrafts(t *testing.T, l *engine.Loaded, s *Scheduler, jobs []draftJob) ([
 	var wg sync.WaitGroup
 	for i, j := range jobs {
 		req := &engine.Request{PromptIDs: j.prompt, MaxTokens: j.max, Sampling: j.sampling, NoDrafts: j.noDrafts}
-		if j.format != nil {
-			set, err := tools.Compile(nil, j.format, l.Tokenizer, tools.Budget{})
+		if j.format != nil || j.tools != nil {
+			set, err := tools.Compile(j.tools, j.format, l.Tokenizer, tools.Budget{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,6 +187,37 @@ func TestDraftsKeepOutputs(t *testing.T) {
 			checkIdle(t, s)
 		})
 	}
+}
+
+// TestDraftsThroughRetries: a retry_on_fail tool restarts generations
+// at their end, after drafts were accepted in the same step; the outputs
+// (retries included) are decoding's without drafts, and the scheduler's
+// blocks add up at the end.
+func TestDraftsThroughRetries(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	retry := contracts.Tool{Name: contracts.ToolRetryOnFail, Mode: contracts.ToolModeSoft,
+		Params: map[string]json.RawMessage{"output_contains": json.RawMessage(`["a"]`), "max_retries": json.RawMessage(`2`)}}
+	var jobs []draftJob
+	for _, j := range copyJobs(t) {
+		j.max, j.tools = 40, []contracts.Tool{retry}
+		jobs = append(jobs, j)
+	}
+	want, _ := runDrafts(t, l, newSched(t, l, Config{NoDrafts: true}), jobs)
+	on := newSched(t, l, withDrafts(Config{}))
+	got, stats := runDrafts(t, l, on, jobs)
+	var retries, accepted int
+	for i := range jobs {
+		if !slices.Equal(got[i].OutputIDs, want[i].OutputIDs) || got[i].Retries != want[i].Retries {
+			t.Fatalf("job %d: with drafts %v (%d retries)\nwithout %v (%d)", i, got[i].OutputIDs, got[i].Retries, want[i].OutputIDs, want[i].Retries)
+		}
+		retries += got[i].Retries
+		accepted += stats[i].AcceptedDraftTokens
+	}
+	if retries == 0 || accepted == 0 {
+		t.Fatalf("%d retries, %d draft tokens accepted: the case is not exercised", retries, accepted)
+	}
+	checkIdle(t, on)
 }
 
 // TestDraftsUnderConstraints: a constrained job applies its mask at every

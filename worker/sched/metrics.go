@@ -8,32 +8,36 @@ import (
 // Metrics are the scheduler's Prometheus metrics, named after vLLM's
 // (zerolayer_ instead of vllm:). Register them with Register.
 type Metrics struct {
-	running         prometheus.Gauge
-	waiting         prometheus.Gauge
-	kvUsed          prometheus.Gauge
-	kvFree          prometheus.Gauge
-	kvCached        prometheus.Gauge
-	kvUsage         prometheus.Gauge
-	hostUsed        prometheus.Gauge
-	prefixQueries   prometheus.Counter
-	prefixHits      prometheus.Counter
-	preemptions     *prometheus.CounterVec
-	swappedBytes    prometheus.Counter
-	swapIns         prometheus.Counter
-	swapGC          prometheus.Counter
-	rejections      prometheus.Counter
-	interrupted     prometheus.Counter
-	reservedWaits   prometheus.Counter
-	attaches        prometheus.Counter
-	duplicated      prometheus.Counter
-	drafted         *prometheus.CounterVec
-	draftAccepted   *prometheus.CounterVec
-	stepTokens      prometheus.Histogram
-	tenantTokens    *prometheus.CounterVec
-	admissions      *prometheus.CounterVec
-	waitSteps       [numHeld]prometheus.Counter
-	waitVec         *prometheus.CounterVec
-	lastHits, lastQ uint64
+	running       prometheus.Gauge
+	waiting       prometheus.Gauge
+	kvUsed        prometheus.Gauge
+	kvFree        prometheus.Gauge
+	kvCached      prometheus.Gauge
+	kvUsage       prometheus.Gauge
+	hostUsed      prometheus.Gauge
+	prefixQueries prometheus.Counter
+	prefixHits    prometheus.Counter
+	preemptions   *prometheus.CounterVec
+	swappedBytes  prometheus.Counter
+	swapIns       prometheus.Counter
+	swapGC        prometheus.Counter
+	rejections    prometheus.Counter
+	interrupted   prometheus.Counter
+	reservedWaits prometheus.Counter
+	attaches      prometheus.Counter
+	duplicated    prometheus.Counter
+	drafted       *prometheus.CounterVec
+	draftAccepted *prometheus.CounterVec
+	// draftedBy and acceptedBy are drafted's and draftAccepted's counter
+	// of each source, resolved once: a step counts its drafts without a
+	// label lookup.
+	draftedBy, acceptedBy [numSources]prometheus.Counter
+	stepTokens            prometheus.Histogram
+	tenantTokens          *prometheus.CounterVec
+	admissions            *prometheus.CounterVec
+	waitSteps             [numHeld]prometheus.Counter
+	waitVec               *prometheus.CounterVec
+	lastHits, lastQ       uint64
 }
 
 // NewMetrics returns unregistered metrics.
@@ -74,6 +78,10 @@ func NewMetrics() *Metrics {
 			Help: "Jobs admitted to the running batch for the first time, by admission: reserved (worst case reserved: low_latency, not preemptible, or high priority when configured) or optimistic (preemptible)."}, []string{"admission"}),
 		stepTokens: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zerolayer_step_tokens",
 			Help: "Tokens per forward step (decode rows plus prefill chunks).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+	}
+	for i, name := range sourceNames {
+		m.draftedBy[i] = m.drafted.WithLabelValues(name)
+		m.acceptedBy[i] = m.draftAccepted.WithLabelValues(name)
 	}
 	waits := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_wait_steps_total",
 		Help: "Forward steps run while jobs waited, by what held them out of the batch first: memory (KV blocks), slots (max running), prefill_budget (the step's prompt tokens), prefix (another job computing their shared prompt blocks)."}, []string{"reason"})
@@ -129,20 +137,12 @@ func (m *Metrics) admitted(reserved bool) {
 // Admissions returns the jobs admitted so far with their worst case
 // reserved (reserved true) or optimistically.
 func (m *Metrics) Admissions(reserved bool) float64 {
-	var d dto.Metric
-	if m.admissions.WithLabelValues(admissionLabel(reserved)).Write(&d) != nil {
-		return 0
-	}
-	return d.GetCounter().GetValue()
+	return counterValue(m.admissions.WithLabelValues(admissionLabel(reserved)))
 }
 
 // TenantTokens returns the output tokens generated for tenant so far.
 func (m *Metrics) TenantTokens(tenant string) float64 {
-	var d dto.Metric
-	if m.tenantTokens.WithLabelValues(tenant).Write(&d) != nil {
-		return 0
-	}
-	return d.GetCounter().GetValue()
+	return counterValue(m.tenantTokens.WithLabelValues(tenant))
 }
 
 // heldWhy is a set of reasons admission left jobs waiting at one step.

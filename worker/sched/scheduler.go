@@ -194,8 +194,6 @@ type Scheduler struct {
 	noProgress  atomic.Int64 // evictions of a resumed job that had generated nothing since
 	attaches    atomic.Int64 // jobs that waited for another sequence computing their prompt's blocks
 	duplicated  atomic.Int64 // prompt tokens computed in blocks another sequence computed too
-	drafted     atomic.Int64 // draft tokens verified
-	accepted    atomic.Int64 // draft tokens accepted
 	paced       atomic.Int64 // steps whose prefill budget MaxStepLatency cut
 	// reservedWaits counts the steps a reserved job sat out because the
 	// block it needed was kept for another reserved job to finish.

@@ -362,11 +362,18 @@ func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 			q.stats.AcceptedDraftTokens += o.accepted
 			s.noteDraft(q.dr.last, len(o.draft), o.accepted)
 			q.dr.verified(len(o.draft), o.accepted)
-			q.computed += o.accepted
-			q.highWater = max(q.highWater, q.computed)
 			s.served[q.opts.Tenant] += float64(o.accepted) / q.opts.Weight
-			s.registerFull(q)
-			s.trim(q)
+			if o.ok {
+				// The accepted tokens' K and V are q's now. Not when the
+				// generation ended (q is finished below) or restarted for
+				// a retry (its tokens are the prompt again: restart
+				// rewinds q, and nothing past the prompt may be hashed
+				// into the prefix cache).
+				q.computed += o.accepted
+				q.highWater = max(q.highWater, q.computed)
+				s.registerFull(q)
+				s.trim(q)
+			}
 		}
 	}
 	if s.stepTokens != nil || s.cfg.Metrics != nil {
