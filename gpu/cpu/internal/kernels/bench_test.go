@@ -85,16 +85,7 @@ func BenchmarkMatMul(b *testing.B) {
 			for _, M := range []int{1, 16, 512} {
 				b.Run(fmt.Sprintf("%v/%dx%d/M=%d", ty, sh[0], sh[1], M), func(b *testing.B) {
 					w := cachedWeights(ty, sh[0], sh[1])
-					r := rand.New(rand.NewPCG(1, 2))
-					x := randFloats(r, M*w.Cols)
-					dst := make([]float32, M*w.Rows)
-					mm := NewMatMul(pool)
-					mm.Run(dst, x, M, w)
-					b.SetBytes(int64(len(w.Data)))
-					b.ResetTimer()
-					for range b.N {
-						mm.Run(dst, x, M, w)
-					}
+					runMatMul(b, pool, w, M)
 					secs := b.Elapsed().Seconds() / float64(b.N)
 					b.ReportMetric(float64(M)*float64(w.Rows)*float64(w.Cols)/secs/1e9, "GMAC/s")
 				})
@@ -272,18 +263,22 @@ func BenchmarkMatMulFewRows(b *testing.B) {
 	for _, ty := range []gpu.DType{gpu.F32, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K} {
 		w := cachedWeights(ty, 8192, 768)
 		for _, M := range []int{1, 2, 3, 4, 5, 9} {
-			b.Run(fmt.Sprintf("%v/M=%d", ty, M), func(b *testing.B) {
-				r := rand.New(rand.NewPCG(1, 2))
-				x := randFloats(r, M*w.Cols)
-				dst := make([]float32, M*w.Rows)
-				mm := NewMatMul(pool)
-				mm.Run(dst, x, M, w)
-				b.SetBytes(int64(len(w.Data)))
-				b.ResetTimer()
-				for range b.N {
-					mm.Run(dst, x, M, w)
-				}
-			})
+			b.Run(fmt.Sprintf("%v/M=%d", ty, M), func(b *testing.B) { runMatMul(b, pool, w, M) })
 		}
+	}
+}
+
+// runMatMul times M random activation rows times w on pool, b.N times
+// after one run to warm up (SetBytes: the weights once a call).
+func runMatMul(b *testing.B, pool *Pool, w *Weights, M int) {
+	r := rand.New(rand.NewPCG(1, 2))
+	x := randFloats(r, M*w.Cols)
+	dst := make([]float32, M*w.Rows)
+	mm := NewMatMul(pool)
+	mm.Run(dst, x, M, w)
+	b.SetBytes(int64(len(w.Data)))
+	b.ResetTimer()
+	for range b.N {
+		mm.Run(dst, x, M, w)
 	}
 }
