@@ -183,6 +183,7 @@ func runDrafts(ctx context.Context, l *engine.Loaded, jobs []draftsJob, c int, d
 	outs := make([][]int32, len(jobs))
 	stats := make([]sched.Stats, len(jobs))
 	errs := make([]error, len(jobs))
+	failed := make([]bool, len(jobs)) // a tool failure: the same ids with and without drafts
 	next := make(chan int)
 	var wg sync.WaitGroup
 	began := time.Now()
@@ -202,10 +203,7 @@ func runDrafts(ctx context.Context, l *engine.Loaded, jobs []draftsJob, c int, d
 				}
 				r, st, err := s.Generate(ctx, req, sched.JobOpts{Tenant: "bench"})
 				if err == nil {
-					outs[i], stats[i] = r.OutputIDs, st
-					if r.Err != nil {
-						row.Failed++ // a tool failure: the same ids with and without drafts
-					}
+					outs[i], stats[i], failed[i] = r.OutputIDs, st, r.Err != nil
 				}
 				errs[i] = err
 			}
@@ -220,6 +218,9 @@ func runDrafts(ctx context.Context, l *engine.Loaded, jobs []draftsJob, c int, d
 	for i, err := range errs {
 		if err != nil {
 			return row, nil, fmt.Errorf("bench: drafts job %d: %w", i, err)
+		}
+		if failed[i] {
+			row.Failed++
 		}
 		row.Tokens += len(outs[i])
 		row.Passes += stats[i].SampleSteps
