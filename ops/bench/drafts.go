@@ -264,7 +264,7 @@ func draftsWorkload(name string, cfg DraftsConfig, tok *tokenizer.Tokenizer) ([]
 		for i := 0; i < 16; i++ {
 			words := make([]string, 24)
 			for j := range words {
-				words[j] = commonWords[r.IntN(len(commonWords))]
+				words[j] = lexicon[r.IntN(len(lexicon))]
 			}
 			jobs = append(jobs, draftsJob{prompt: enc(strings.Join(words, " "))})
 		}
@@ -272,9 +272,6 @@ func draftsWorkload(name string, cfg DraftsConfig, tok *tokenizer.Tokenizer) ([]
 	}
 	return nil, fmt.Errorf("bench: drafts workload %q: want schemas, copy or chat", name)
 }
-
-// commonWords make the chat workload's prompts.
-var commonWords = strings.Fields("the a and of to in is it that was for on are with as his they be at one have this from or had by word but what some we can out other were all there when up use your how said an each she which do their time if will way about many then them write would like so these her long make thing see him two has look more day could go come did number sound no most people my over know water than call first who may down side been now find")
 
 type draftSchema struct {
 	desc   string
