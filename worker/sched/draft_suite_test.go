@@ -60,8 +60,8 @@ func TestDraftsJSONSchemaSuite(t *testing.T) {
 	if least := 50; testing.Short() && len(jobs) < least/7 || !testing.Short() && len(jobs) < least {
 		t.Fatalf("only %d schemas of the suite compile", len(jobs))
 	}
-	want, _ := runDrafts(t, l, newSched(t, l, Config{NoDrafts: true}), jobs)
-	on := newSched(t, l, withDrafts(Config{}))
+	want, _ := runDrafts(t, l, newSched(t, l, small(Config{NoDrafts: true})), jobs)
+	on := newSched(t, l, small(withDrafts(Config{})))
 	got, stats := runDrafts(t, l, on, jobs)
 	var tokens, passes, accepted int
 	for i := range jobs {

@@ -140,7 +140,7 @@ func TestDraftsKeepOutputs(t *testing.T) {
 		j.sampling = sample.Params{Temperature: 0.8, TopP: 0.95, Seed: uint64(i + 1)}
 		jobs = append(jobs, j)
 	}
-	off := newSched(t, l, Config{NoDrafts: true})
+	off := newSched(t, l, small(Config{NoDrafts: true}))
 	want, _ := runDrafts(t, l, off, jobs)
 	for _, tc := range []struct {
 		name    string
@@ -161,7 +161,7 @@ func TestDraftsKeepOutputs(t *testing.T) {
 					js[i].noDrafts = i%3 == 0
 				}
 			}
-			s := newSched(t, l, withDrafts(tc.cfg))
+			s := newSched(t, l, small(withDrafts(tc.cfg)))
 			got, stats := runDrafts(t, l, s, js)
 			var drafted, accepted, steps, tokens, preempted int
 			for i := range js {
@@ -203,8 +203,8 @@ func TestDraftsThroughRetries(t *testing.T) {
 		j.max, j.tools = 40, []contracts.Tool{retry}
 		jobs = append(jobs, j)
 	}
-	want, _ := runDrafts(t, l, newSched(t, l, Config{NoDrafts: true}), jobs)
-	on := newSched(t, l, withDrafts(Config{}))
+	want, _ := runDrafts(t, l, newSched(t, l, small(Config{NoDrafts: true})), jobs)
+	on := newSched(t, l, small(withDrafts(Config{})))
 	got, stats := runDrafts(t, l, on, jobs)
 	var retries, accepted int
 	for i := range jobs {
@@ -239,9 +239,9 @@ func TestDraftsUnderConstraints(t *testing.T) {
 		j.format = schema
 		jobs = append(jobs, j)
 	}
-	off := newSched(t, l, Config{NoDrafts: true})
+	off := newSched(t, l, small(Config{NoDrafts: true}))
 	want, _ := runDrafts(t, l, off, jobs)
-	on := newSched(t, l, withDrafts(Config{}))
+	on := newSched(t, l, small(withDrafts(Config{})))
 	got, stats := runDrafts(t, l, on, jobs)
 	re := regexp.MustCompile(`^(?:` + pattern + `)$`)
 	var drafted int
@@ -273,5 +273,18 @@ func TestDraftsUnderConstraints(t *testing.T) {
 // low threshold), so that the tests draft on any machine.
 func withDrafts(cfg Config) Config {
 	cfg.DraftThreshold = 0.01
+	return cfg
+}
+
+// small is cfg in a small arena and host tier where it sets neither:
+// the drafts tests run several schedulers at once, and under the race
+// detector each default arena and tier costs gigabytes.
+func small(cfg Config) Config {
+	if cfg.KVBlocks == 0 && cfg.KVMemoryMB == 0 {
+		cfg.KVMemoryMB = 16
+	}
+	if cfg.HostSwapMB == 0 {
+		cfg.HostSwapMB = 16
+	}
 	return cfg
 }
