@@ -132,6 +132,19 @@ func quantizeQ8_0Go(x []float32, qs []int8, d []float32) {
 // quantizeQ8K quantizes x (len a multiple of 256) into blocks.
 func quantizeQ8K(x []float32, blocks []blockQ8K) {
 	nb := len(x) / qkK
+	if nb == 0 {
+		return
+	}
+	if useAsm {
+		_ = blocks[nb-1]
+		quantizeQ8KAVX2(&x[0], nb, &blocks[0])
+		return
+	}
+	quantizeQ8KGo(x, blocks)
+}
+
+func quantizeQ8KGo(x []float32, blocks []blockQ8K) {
+	nb := len(x) / qkK
 	for b := 0; b < nb; b++ {
 		xb := x[b*qkK : b*qkK+qkK]
 		blk := &blocks[b]

@@ -282,3 +282,39 @@ func runMatMul(b *testing.B, pool *Pool, w *Weights, M int) {
 		mm.Run(dst, x, M, w)
 	}
 }
+
+// BenchmarkMatMulPacked compares the packed VNNI kernels with the
+// row-major ones on one thread, the same weights and activations.
+func BenchmarkMatMulPacked(b *testing.B) {
+	if !useAsm || !hasVNNI {
+		b.Skip("no AVX512-VNNI")
+	}
+	pool := NewPool(1)
+	defer pool.Close()
+	pack := map[gpu.DType]func(*Weights) []byte{gpu.Q8_0: PackQ8_0, gpu.Q4_0: PackQ4_0, gpu.Q4_K: PackQ4_K, gpu.Q6_K: PackQ6_K}
+	for _, ty := range []gpu.DType{gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K} {
+		for _, sh := range [][2]int{{2048, 768}, {768, 2048}} {
+			for _, M := range []int{1, 16, 512} {
+				for _, packed := range []bool{false, true} {
+					b.Run(fmt.Sprintf("%v/%dx%d/M=%d/packed=%v", ty, sh[0], sh[1], M, packed), func(b *testing.B) {
+						w := *cachedWeights(ty, sh[0], sh[1])
+						if packed {
+							w.Pack = pack[ty](&w)
+						}
+						r := rand.New(rand.NewPCG(1, 2))
+						x := randFloats(r, M*w.Cols)
+						dst := make([]float32, M*w.Rows)
+						mm := NewMatMul(pool)
+						mm.Run(dst, x, M, &w)
+						b.ResetTimer()
+						for range b.N {
+							mm.Run(dst, x, M, &w)
+						}
+						secs := b.Elapsed().Seconds() / float64(b.N)
+						b.ReportMetric(float64(M)*float64(w.Rows)*float64(w.Cols)/secs/1e9, "GMAC/s")
+					})
+				}
+			}
+		}
+	}
+}

@@ -105,6 +105,9 @@ func quantizeQ8_0AVX2(x *float32, nb int, qs *int8, d *float32)
 //go:noescape
 func quantizeQ4PairsAVX2(x *float32, nb int, p *pairQ4)
 
+//go:noescape
+func quantizeQ8KAVX2(x *float32, nb int, blocks *blockQ8K)
+
 // F16 and BF16 weight rows (k a multiple of 8, > 0), unscaled.
 //
 //go:noescape

@@ -62,6 +62,7 @@ func dotQ4_0RowsAVX2(w *byte, rb, n int, x *pairQ4, np int, tab *float32, out *f
 
 func quantizeQ8_0AVX2(x *float32, nb int, qs *int8, d *float32) { panic(noAsm) }
 func quantizeQ4PairsAVX2(x *float32, nb int, p *pairQ4)         { panic(noAsm) }
+func quantizeQ8KAVX2(x *float32, nb int, blocks *blockQ8K)      { panic(noAsm) }
 
 func dotRowsF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32)  { panic(noAsm) }
 func dotRowsBF16AVX2(x *float32, w *uint16, wstride, k, n int, out *float32) { panic(noAsm) }
@@ -132,3 +133,7 @@ func dotQ4P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstri
 }
 
 func blockSumsI8AVX2(qs *int8, nb int, out *int32) { panic(noAsm) }
+
+// The packed K-quant kernels are never called without the assembly
+// (PackQ4_K and PackQ6_K return nil).
+var dotQ4KP, dotQ6KP [q8MaxRows]func(w *byte, nb int, x *blockQ8K, xstride int, out *float32)

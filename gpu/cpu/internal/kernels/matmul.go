@@ -56,9 +56,9 @@ func actKind(t gpu.DType) int {
 }
 
 // actKind is the activation quantization of the current call: Q8_0 blocks
-// for the packed kernels, else the weight type's (actKind).
+// for the packed Q8_0 and Q4_0 kernels, else the weight type's (actKind).
 func (mm *MatMul) actKind() int {
-	if mm.pack != nil {
+	if mm.pack != nil && actKind(mm.t) != actQ8K {
 		return actQ8
 	}
 	return actKind(mm.t)

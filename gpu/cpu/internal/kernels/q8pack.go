@@ -30,8 +30,13 @@ const (
 
 // packBlock is the bytes of a packed block of a group of type t.
 func packBlock(t gpu.DType) int {
-	if t == gpu.Q4_0 {
+	switch t {
+	case gpu.Q4_0:
 		return q4PackBlock
+	case gpu.Q4_K:
+		return q4kPackBlock
+	case gpu.Q6_K:
+		return q6kPackBlock
 	}
 	return q8PackBlock
 }
@@ -166,6 +171,10 @@ func PackQ4_0(w *Weights) []byte {
 // 16) from the packed weights, every activation row through the same
 // kernel operations.
 func (mm *MatMul) tilePacked(r0, r1, m0, m1 int) {
+	if mm.t == gpu.Q4_K || mm.t == gpu.Q6_K {
+		mm.tilePackedK(r0, r1, m0, m1)
+		return
+	}
 	var o [q8MaxRows * q8Group]float32
 	K, N := mm.cols, mm.rows
 	nb, pb, q4 := K/qk8, packBlock(mm.t), mm.t == gpu.Q4_0

@@ -8,7 +8,7 @@ import (
 	"github.com/zerolayer/zerolayer/gpu"
 )
 
-// TestMatMulPacked checks the packed Q8_0 and Q4_0 paths against the
+// TestMatMulPacked checks the packed Q8_0, Q4_0, Q4_K and Q6_K paths against the
 // reference product, and that a row's result has the same bits alone, in
 // any batch, on one thread or two: every row goes through the same kernel
 // operations.
@@ -19,12 +19,20 @@ func TestMatMulPacked(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 8))
 	for _, threads := range []int{1, 2} {
 		p := NewPool(threads)
-		for _, shape := range [][3]int{{16, 64, 8}, {37, 96, 8}, {200, 768, 8}, {770, 256, 8}, {16, 64, 2}, {37, 96, 2}, {200, 768, 2}} {
+		for _, shape := range [][3]int{
+			{16, 64, 8}, {37, 96, 8}, {200, 768, 8}, {770, 256, 8}, {16, 64, 2}, {37, 96, 2}, {200, 768, 2},
+			{16, 256, 12}, {37, 512, 12}, {200, 768, 12}, {16, 256, 14}, {37, 512, 14}, {200, 768, 14}, {770, 256, 14},
+		} {
 			N, K, ty := shape[0], shape[1], gpu.DType(shape[2])
 			w := &Weights{Type: ty, Rows: N, Cols: K, Data: mustQuantize(t, ty, randFloats(r, N*K))}
-			if ty == gpu.Q4_0 {
+			switch ty {
+			case gpu.Q4_0:
 				w.Pack = PackQ4_0(w)
-			} else {
+			case gpu.Q4_K:
+				w.Pack = PackQ4_K(w)
+			case gpu.Q6_K:
+				w.Pack = PackQ6_K(w)
+			default:
 				w.Pack = PackQ8_0(w)
 			}
 			if w.Pack == nil {
@@ -41,13 +49,14 @@ func TestMatMulPacked(t *testing.T) {
 					t.Fatalf("%v %d×%d: out[%d] = %g, want %g ± %g", ty, N, K, i, dst[i], ref[i], tol[i])
 				}
 			}
-			// Unpacked, the same products within rounding.
+			// Unpacked, the same products within rounding (the K-quants'
+			// row-major kernels take the same Q8_K activations).
 			plain := make([]float32, M*N)
 			NewMatMul(p).Run(plain, x, M, &Weights{Type: ty, Rows: N, Cols: K, Data: w.Data})
 			for i := range plain {
 				// Q4_0's row-major kernel quantizes activations otherwise
 				// (in pairs of blocks), within the reference's tolerance.
-				if d := math.Abs(float64(dst[i] - plain[i])); ty == gpu.Q8_0 && d > 1e-4*(1+math.Abs(float64(plain[i]))) {
+				if d := math.Abs(float64(dst[i] - plain[i])); ty != gpu.Q4_0 && d > 1e-4*(1+math.Abs(float64(plain[i]))) {
 					t.Fatalf("%v %d×%d: packed %g, row-major %g", ty, N, K, dst[i], plain[i])
 				}
 			}

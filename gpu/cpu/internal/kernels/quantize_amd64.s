@@ -152,3 +152,127 @@ DATA qperm<>+20(SB)/4, $6
 DATA qperm<>+24(SB)/4, $3
 DATA qperm<>+28(SB)/4, $7
 GLOBL qperm<>(SB), RODATA|NOPTR, $32
+
+// KMAX4(o) takes the absolute values of the 4 vectors at o(SI) into the
+// running maxima Y4..Y7. Clobbers Y8.
+#define KMAX4(o) \
+	VANDPS o(SI), Y15, Y8    \
+	VMAXPS Y8, Y4, Y4        \
+	VANDPS o+32(SI), Y15, Y8 \
+	VMAXPS Y8, Y5, Y5        \
+	VANDPS o+64(SI), Y15, Y8 \
+	VMAXPS Y8, Y6, Y6        \
+	VANDPS o+96(SI), Y15, Y8 \
+	VMAXPS Y8, Y7, Y7
+
+// K16(j) quantizes values 16j…16j+15 of the super-block at SI (id in Y6,
+// ±127 in Y11/Y10) into the blockQ8K at DI: 16 int8 at 16j, their sum at
+// 256+2j. Clobbers Y0, Y1, Y7, Y8, Y9, AX.
+#define K16(j) \
+	VMOVUPS      64*j(SI), Y0    \
+	VMOVUPS      64*j+32(SI), Y1 \
+	QROUND(Y0)                   \
+	QROUND(Y1)                   \
+	VPMINSD      Y11, Y0, Y0     \
+	VPMAXSD      Y10, Y0, Y0     \
+	VPMINSD      Y11, Y1, Y1     \
+	VPMAXSD      Y10, Y1, Y1     \
+	VPADDD       Y1, Y0, Y8      \
+	VEXTRACTI128 $1, Y8, X9      \
+	VPADDD       X9, X8, X8      \
+	VPSHUFD      $0x4e, X8, X9   \
+	VPADDD       X9, X8, X8      \
+	VPSHUFD      $0xb1, X8, X9   \
+	VPADDD       X9, X8, X8      \
+	VMOVD        X8, AX          \
+	MOVW         AX, 256+2*j(DI) \
+	VPACKSSDW    Y1, Y0, Y0      \
+	VPERMQ       $0xd8, Y0, Y0   \
+	VEXTRACTI128 $1, Y0, X1      \
+	VPACKSSWB    X1, X0, X0      \
+	VMOVDQU      X0, 16*j(DI)
+
+// func quantizeQ8KAVX2(x *float32, nb int, blocks *blockQ8K)
+//
+// quantizeQ8K's arithmetic: per super-block of 256 floats the amax, d =
+// amax/127 and id = 127/amax (a block of zeros where amax is 0), q =
+// sign·trunc(|v·id| + 1/2) clamped to ±127, and the sums of 16.
+TEXT ·quantizeQ8KAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ blocks+16(FP), DI
+	QCONST
+	VPBROADCASTD qk<>+0(SB), Y11
+	VPBROADCASTD qk<>+4(SB), Y10
+
+kblock:
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	KMAX4(0)
+	KMAX4(128)
+	KMAX4(256)
+	KMAX4(384)
+	KMAX4(512)
+	KMAX4(640)
+	KMAX4(768)
+	KMAX4(896)
+	VMAXPS       Y5, Y4, Y4
+	VMAXPS       Y7, Y6, Y6
+	VMAXPS       Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VMAXPS       X5, X4, X4
+	VPERMILPS    $0x4e, X4, X5
+	VMAXPS       X5, X4, X4
+	VPERMILPS    $0xb1, X4, X5
+	VMAXPS       X5, X4, X4
+	VXORPS       X7, X7, X7
+	VUCOMISS     X7, X4
+	JEQ          kzero
+	VDIVSS       X12, X4, X5
+	VMOVSS       X5, 288(DI)
+	VDIVSS       X4, X12, X6
+	VBROADCASTSS X6, Y6
+	K16(0)
+	K16(1)
+	K16(2)
+	K16(3)
+	K16(4)
+	K16(5)
+	K16(6)
+	K16(7)
+	K16(8)
+	K16(9)
+	K16(10)
+	K16(11)
+	K16(12)
+	K16(13)
+	K16(14)
+	K16(15)
+
+knext:
+	ADDQ $1024, SI
+	ADDQ $320, DI
+	DECQ CX
+	JNZ  kblock
+	VZEROUPPER
+	RET
+
+kzero:
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y0, 32(DI)
+	VMOVDQU Y0, 64(DI)
+	VMOVDQU Y0, 96(DI)
+	VMOVDQU Y0, 128(DI)
+	VMOVDQU Y0, 160(DI)
+	VMOVDQU Y0, 192(DI)
+	VMOVDQU Y0, 224(DI)
+	VMOVDQU Y0, 256(DI)
+	VMOVDQU Y0, 288(DI)
+	JMP     knext
+
+DATA qk<>+0(SB)/4, $127
+DATA qk<>+4(SB)/4, $-127
+GLOBL qk<>(SB), RODATA|NOPTR, $8

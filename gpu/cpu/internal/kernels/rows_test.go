@@ -395,6 +395,44 @@ func TestQuantizeMatchesGo(t *testing.T) {
 	}
 }
 
+// The assembly Q8_K quantizer produces exactly the Go twin's blocks:
+// zeros, denormals, halves, an all-zero super-block, one whose inverse
+// scale overflows, stale data overwritten.
+func TestQuantizeQ8KMatchesGo(t *testing.T) {
+	needAsm(t)
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, nb := range []int{1, 2, 3, 8} {
+		x := randFloats(r, nb*qkK)
+		for i := range x {
+			switch r.IntN(20) {
+			case 0:
+				x[i] = 0
+			case 1:
+				x[i] *= 1e-40
+			case 2:
+				x[i] = float32(r.IntN(255)-127) / 2
+			}
+		}
+		if nb > 1 {
+			clear(x[:qkK])
+			for j := qkK; j < 2*qkK; j++ {
+				x[j] = 1e-44 * float32(j%3-1)
+			}
+		}
+		b1, b2 := make([]blockQ8K, nb), make([]blockQ8K, nb)
+		for i := range b1 {
+			b1[i].qs[7], b1[i].bsums[3], b1[i].d = 9, 9, 9
+		}
+		withAsm(true, func() { quantizeQ8K(x, b1) })
+		quantizeQ8KGo(x, b2)
+		for i := range b1 {
+			if b1[i] != b2[i] {
+				t.Fatalf("nb=%d: block %d = %+v,\nwant %+v", nb, i, b1[i], b2[i])
+			}
+		}
+	}
+}
+
 func TestRowKernelsEmpty(t *testing.T) {
 	out := []float32{1, 2}
 	DotRows(nil, nil, 0, 1, out)

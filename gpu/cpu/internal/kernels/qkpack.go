@@ -1,0 +1,134 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/quant"
+)
+
+// The packed K-quant matrix multiplies (Q4_K, Q6_K) for the AVX512-VNNI
+// kernels that q8gen writes (dotQ4KP…, dotQ6KP…). As for Q8_0, a group of
+// 16 weight rows is stored per super-block so that one register holds the
+// same 4 columns of the 16 rows; the activations stay Q8_K super-blocks
+// (values, sums of 16, scale). Layouts, per super-block of a group:
+//
+//	Q4_K (2,560 bytes, 1.11× the file's 2,304): per sub-block of 32, 4
+//	registers of nibbles (lane j of register k: row j's values 8k…8k+3 in
+//	the low nibbles, 8k+4…8k+7 in the high ones); the scales as 8 × 16
+//	bytes; the mins as 8 × 16 byte pairs (m, m); d and dmin as 16 float32.
+//
+//	Q6_K (3,392 bytes, 1.01× the file's 3,360): per sub-block of 16, the
+//	low nibbles of quads 0 and 1, of quads 2 and 3, and one register of the
+//	four quads' high 2 bits; the scales as 8 × 16 signed byte pairs
+//	(sub-blocks 2k, 2k+1); d as 16 float32.
+const (
+	q4kPackBlock = 2560
+	q6kPackBlock = 3392
+	q8KBytes     = int(unsafe.Sizeof(blockQ8K{})) // what the kernels step by: 320
+)
+
+// PackQ4_K returns w's rows packed for the VNNI kernel, or nil where it does
+// not run (no AVX512-VNNI, another type).
+func PackQ4_K(w *Weights) []byte {
+	if w.Type != gpu.Q4_K || !useAsm || !hasVNNI || w.Cols%qkK != 0 || w.Rows == 0 {
+		return nil
+	}
+	return packK(w, q4kPackBlock, quant.BlockQ4_K, func(dst, blk []byte, j int) {
+		d, dmin := f16Table[binary.LittleEndian.Uint16(blk)], f16Table[binary.LittleEndian.Uint16(blk[2:])]
+		qs := blk[16:]
+		val := func(v int) byte { // the nibble of value v (0…255)
+			c, l := v/64, v%64
+			if l < 32 {
+				return qs[32*c+l] & 15
+			}
+			return qs[32*c+l-32] >> 4
+		}
+		for s := 0; s < 8; s++ {
+			for k := 0; k < 4; k++ {
+				for c := 0; c < 4; c++ {
+					dst[256*s+64*k+4*j+c] = val(32*s+8*k+c) | val(32*s+8*k+4+c)<<4
+				}
+			}
+			sc, m := quant.ScaleMinK4(s, blk[4:16])
+			dst[2048+16*s+j] = sc
+			dst[2176+32*s+2*j], dst[2176+32*s+2*j+1] = m, m
+		}
+		binary.LittleEndian.PutUint32(dst[2432+4*j:], math.Float32bits(d))
+		binary.LittleEndian.PutUint32(dst[2496+4*j:], math.Float32bits(dmin))
+	})
+}
+
+// PackQ6_K is PackQ4_K for Q6_K.
+func PackQ6_K(w *Weights) []byte {
+	if w.Type != gpu.Q6_K || !useAsm || !hasVNNI || w.Cols%qkK != 0 || w.Rows == 0 {
+		return nil
+	}
+	return packK(w, q6kPackBlock, quant.BlockQ6_K, func(dst, blk []byte, j int) {
+		ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+		var q [qkK]byte // the 6-bit values, unsigned (value + 32)
+		for n := 0; n < 2; n++ {
+			for l := 0; l < 32; l++ {
+				h := qh[32*n+l]
+				q[128*n+l] = ql[64*n+l]&15 | (h&3)<<4
+				q[128*n+l+32] = ql[64*n+l+32]&15 | (h>>2&3)<<4
+				q[128*n+l+64] = ql[64*n+l]>>4 | (h>>4&3)<<4
+				q[128*n+l+96] = ql[64*n+l+32]>>4 | (h>>6&3)<<4
+			}
+		}
+		for s := 0; s < 16; s++ {
+			v := q[16*s:]
+			for c := 0; c < 4; c++ {
+				dst[192*s+4*j+c] = v[c]&15 | (v[4+c]&15)<<4
+				dst[192*s+64+4*j+c] = v[8+c]&15 | (v[12+c]&15)<<4
+				dst[192*s+128+4*j+c] = v[c]>>4 | v[4+c]>>4<<2 | v[8+c]>>4<<4 | v[12+c]>>4<<6
+			}
+			dst[3072+32*(s/2)+2*j+s%2] = sc[s]
+		}
+		d := f16Table[binary.LittleEndian.Uint16(blk[208:])]
+		binary.LittleEndian.PutUint32(dst[3328+4*j:], math.Float32bits(d))
+	})
+}
+
+// packK lays w out in groups of 16 rows, super-block by super-block:
+// fill writes row j (< 16) of a group's packed super-block from the file's
+// block of blockBytes. Padding rows stay zero (zero weights, zero scales).
+func packK(w *Weights, packBytes, blockBytes int, fill func(dst, blk []byte, j int)) []byte {
+	nb, rb := w.Cols/qkK, w.rowBytes()
+	groups := (w.Rows + q8Group - 1) / q8Group
+	p := make([]byte, groups*nb*packBytes)
+	for g := 0; g < groups; g++ {
+		for b := 0; b < nb; b++ {
+			dst := p[(g*nb+b)*packBytes:][:packBytes]
+			for j := 0; j < q8Group && g*q8Group+j < w.Rows; j++ {
+				fill(dst, w.Data[(g*q8Group+j)*rb+b*blockBytes:][:blockBytes], j)
+			}
+		}
+	}
+	return p
+}
+
+// tilePackedK is tilePacked for the K-quants: activation rows of Q8_K
+// super-blocks.
+func (mm *MatMul) tilePackedK(r0, r1, m0, m1 int) {
+	var o [q8MaxRows * q8Group]float32
+	K, N := mm.cols, mm.rows
+	nb, pb := K/qkK, packBlock(mm.t)
+	dot := &dotQ4KP
+	if mm.t == gpu.Q6_K {
+		dot = &dotQ6KP
+	}
+	for g := r0 / q8Group; g*q8Group < r1; g++ {
+		w := mm.pack[g*nb*pb:]
+		cols := min(q8Group, r1-g*q8Group)
+		for m := m0; m < m1; m += q8MaxRows {
+			rows := min(q8MaxRows, m1-m)
+			dot[rows-1](&w[0], nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
+			for i := 0; i < rows; i++ {
+				copy(mm.dst[(m+i)*N+g*q8Group:][:cols], o[i*q8Group:])
+			}
+		}
+	}
+}
