@@ -71,7 +71,7 @@ func PackQ8_0(w *Weights) []byte {
 	nb, rb := w.Cols/qk8, w.rowBytes()
 	groups := (w.Rows + q8Group - 1) / q8Group
 	p := make([]byte, groups*nb*q8PackBlock)
-	for g := 0; g < groups; g++ {
+	parallelFor(groups, func(g int) {
 		for b := 0; b < nb; b++ {
 			dst := p[(g*nb+b)*q8PackBlock:][:q8PackBlock]
 			for j := 0; j < q8Group; j++ {
@@ -92,7 +92,7 @@ func PackQ8_0(w *Weights) []byte {
 				binary.LittleEndian.PutUint32(dst[512+4*j:], math.Float32bits(d))
 			}
 		}
-	}
+	})
 	return p
 }
 
@@ -136,7 +136,7 @@ func PackQ4_0(w *Weights) []byte {
 	nb, rb := w.Cols/qk8, w.rowBytes()
 	groups := (w.Rows + q8Group - 1) / q8Group
 	p := make([]byte, groups*nb*q4PackBlock)
-	for g := 0; g < groups; g++ {
+	parallelFor(groups, func(g int) {
 		for b := 0; b < nb; b++ {
 			dst := p[(g*nb+b)*q4PackBlock:][:q4PackBlock]
 			for j := 0; j < q8Group; j++ {
@@ -163,7 +163,7 @@ func PackQ4_0(w *Weights) []byte {
 				binary.LittleEndian.PutUint32(dst[256+4*j:], math.Float32bits(d))
 			}
 		}
-	}
+	})
 	return p
 }
 

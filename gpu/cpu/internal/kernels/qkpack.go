@@ -3,6 +3,9 @@ package kernels
 import (
 	"encoding/binary"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/zerolayer/zerolayer/gpu"
@@ -38,18 +41,17 @@ func PackQ4_K(w *Weights) []byte {
 	}
 	return packK(w, q4kPackBlock, quant.BlockQ4_K, func(dst, blk []byte, j int) {
 		d, dmin := f16Table[binary.LittleEndian.Uint16(blk)], f16Table[binary.LittleEndian.Uint16(blk[2:])]
-		qs := blk[16:]
-		val := func(v int) byte { // the nibble of value v (0…255)
-			c, l := v/64, v%64
-			if l < 32 {
-				return qs[32*c+l] & 15
+		var q [qkK]byte // the nibbles in value order
+		for c := 0; c < 4; c++ {
+			for l, v := range blk[16+32*c : 16+32*c+32] {
+				q[64*c+l], q[64*c+32+l] = v&15, v>>4
 			}
-			return qs[32*c+l-32] >> 4
 		}
 		for s := 0; s < 8; s++ {
 			for k := 0; k < 4; k++ {
+				v := q[32*s+8*k:]
 				for c := 0; c < 4; c++ {
-					dst[256*s+64*k+4*j+c] = val(32*s+8*k+c) | val(32*s+8*k+4+c)<<4
+					dst[256*s+64*k+4*j+c] = v[c] | v[4+c]<<4
 				}
 			}
 			sc, m := quant.ScaleMinK4(s, blk[4:16])
@@ -95,19 +97,38 @@ func PackQ6_K(w *Weights) []byte {
 // packK lays w out in groups of 16 rows, super-block by super-block:
 // fill writes row j (< 16) of a group's packed super-block from the file's
 // block of blockBytes. Padding rows stay zero (zero weights, zero scales).
+// The groups are packed on all cores: a 7B model's matrices would take
+// tens of seconds on one.
 func packK(w *Weights, packBytes, blockBytes int, fill func(dst, blk []byte, j int)) []byte {
 	nb, rb := w.Cols/qkK, w.rowBytes()
 	groups := (w.Rows + q8Group - 1) / q8Group
 	p := make([]byte, groups*nb*packBytes)
-	for g := 0; g < groups; g++ {
+	parallelFor(groups, func(g int) {
 		for b := 0; b < nb; b++ {
 			dst := p[(g*nb+b)*packBytes:][:packBytes]
 			for j := 0; j < q8Group && g*q8Group+j < w.Rows; j++ {
 				fill(dst, w.Data[(g*q8Group+j)*rb+b*blockBytes:][:blockBytes], j)
 			}
 		}
-	}
+	})
 	return p
+}
+
+// parallelFor runs f(0…n−1) on up to GOMAXPROCS goroutines.
+func parallelFor(n int, f func(i int)) {
+	workers := min(n, runtime.GOMAXPROCS(0))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // tilePackedK is tilePacked for the K-quants: activation rows of Q8_K
