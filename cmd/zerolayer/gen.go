@@ -13,8 +13,10 @@ import (
 	"strings"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/device"
 	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/chat"
 	modelprompt "github.com/zerolayer/zerolayer/worker/model/prompt"
 	"github.com/zerolayer/zerolayer/worker/model/store"
@@ -77,6 +79,9 @@ func runGen(ctx context.Context, args []string) error {
 	schemaFile := fs.String("schema", "", "constrain the output to the JSON Schema in this file")
 	regex := fs.String("regex", "", "constrain the output to this RE2 pattern")
 	toolsJSON := fs.String("tools", "", `inline tools as a JSON array, e.g. '[{"name":"suffix","params":{"text":" END"}}]'`)
+	embed := fs.Bool("embed", false, "instead of generating, print the prompt's embedding as JSON: the final hidden states pooled as the model says (or --pooling), L2-normalised")
+	pooling := fs.String("pooling", "", "with --embed: mean, cls or last (default: the model's <arch>.pooling_type, else mean)")
+	dimensions := fs.Int("dimensions", 0, "with --embed: keep the first N components (Matryoshka-trained models), renormalised")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -143,6 +148,9 @@ func runGen(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if *embed {
+		return embedPrompt(ctx, l, ids, *pooling, *dimensions)
 	}
 	req := engine.Request{PromptIDs: ids, MaxTokens: maxTok, Sampling: params, Stop: stops, TopLogprobs: *topLogprobs, IgnoreEOS: *ignoreEOS}
 	if req.Tools, err = genTools(*schemaFile, *regex, *toolsJSON, inline, l); err != nil {
@@ -340,4 +348,42 @@ func genTools(schemaFile, regex, toolsJSON string, inline []contracts.Tool, l *e
 		return nil, err
 	}
 	return set.NewRun(), nil
+}
+
+// embedPrompt prints the embedding of ids (gen --embed).
+func embedPrompt(ctx context.Context, l *engine.Loaded, ids []int32, pooling string, dimensions int) error {
+	var opts engine.EmbedOptions
+	if pooling != "" {
+		p, err := model.ParsePooling(pooling)
+		if err != nil {
+			return usagef("--pooling: %v", err)
+		}
+		opts.Pooling = p
+	}
+	if dimensions < 0 || dimensions > l.Model.Dim {
+		return usagef("--dimensions %d: want 1 to the model's width %d", dimensions, l.Model.Dim)
+	}
+	opts.Dimensions = dimensions
+	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: max(1, (len(ids)+gpu.DefaultBlockTokens-1)/gpu.DefaultBlockTokens)})
+	if err != nil {
+		return err
+	}
+	vs, err := e.Embed(ctx, [][]int32{ids}, opts)
+	if err != nil {
+		return err
+	}
+	pool := opts.Pooling
+	if pool == model.PoolNone {
+		pool = l.Model.Pooling
+	}
+	if pool == model.PoolNone {
+		pool = model.PoolMean
+	}
+	enc := json.NewEncoder(stdout)
+	return enc.Encode(struct {
+		Embedding    []float32 `json:"embedding"`
+		Dimensions   int       `json:"dimensions"`
+		Pooling      string    `json:"pooling"`
+		PromptTokens int       `json:"prompt_tokens"`
+	}{vs[0], len(vs[0]), pool.String(), len(ids)})
 }

@@ -47,6 +47,45 @@ type Config struct {
 	// layers attend to every earlier position with RoPE.
 	SlidingWindow int
 	LocalRoPE     gpu.RoPE
+	// Pooling is how an embedding is made from the final hidden states
+	// (<arch>.pooling_type; PoolNone where the file says nothing).
+	Pooling Pooling
+}
+
+// Pooling is a GGUF pooling type (<arch>.pooling_type, llama.cpp's
+// enum values).
+type Pooling int
+
+const (
+	PoolNone Pooling = 0 // per-token states; embedding callers default to mean
+	PoolMean Pooling = 1 // the mean of every position's state
+	PoolCLS  Pooling = 2 // the first position's state
+	PoolLast Pooling = 3 // the last position's state
+)
+
+// String is the name llama.cpp's --pooling flag takes.
+func (p Pooling) String() string {
+	switch p {
+	case PoolNone:
+		return "none"
+	case PoolMean:
+		return "mean"
+	case PoolCLS:
+		return "cls"
+	case PoolLast:
+		return "last"
+	}
+	return fmt.Sprintf("pooling(%d)", int(p))
+}
+
+// ParsePooling reads a --pooling value: mean, cls or last.
+func ParsePooling(s string) (Pooling, error) {
+	for _, p := range []Pooling{PoolMean, PoolCLS, PoolLast} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return PoolNone, fmt.Errorf("%w: pooling %q (want mean, cls or last)", ErrBadConfig, s)
 }
 
 // NeedsArchOps reports whether the model uses the operations of
@@ -187,6 +226,14 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		c.LocalRoPE.Scale = 0
 	} else if v, ok := f.Uint(arch + ".attention.sliding_window"); ok && v > 0 && int(v) < c.Context {
 		return c, fmt.Errorf("%w: sliding-window attention (window %d) is not supported", ErrBadConfig, v)
+	}
+	if v, ok := f.Uint(arch + ".pooling_type"); ok {
+		switch p := Pooling(v); p {
+		case PoolNone, PoolMean, PoolCLS, PoolLast:
+			c.Pooling = p
+		default:
+			return c, fmt.Errorf("%w: %s.pooling_type %d (supported: none, mean, cls, last)", ErrBadConfig, arch, v)
+		}
 	}
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok || len(emb.Dims) != 2 {

@@ -96,6 +96,18 @@ func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, lo
 // for the blocks before the window of the sequence's first row: they are
 // never read.
 func (m *Model) ForwardGroups(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, stop func() bool) error {
+	return m.forward(kv, tokens, bs, logitRows, out, stop, false)
+}
+
+// ForwardHidden runs the rows as Forward does and writes every row's final
+// normalised hidden state (the output head's input, what embedding models
+// pool) to out[i·Dim : (i+1)·Dim].
+func (m *Model) ForwardHidden(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) error {
+	m.one[0] = *b
+	return m.forward(kv, tokens, m.one[:], nil, out, nil, true)
+}
+
+func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, stop func() bool, hidden bool) error {
 	if s, ok := m.be.(gpu.Synchronous); !ok || !s.Synchronous() {
 		stop = nil
 	}
@@ -117,7 +129,10 @@ func (m *Model) ForwardGroups(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRo
 	if err != nil {
 		return err
 	}
-	if len(out) != len(logitRows)*m.Vocab {
+	if hidden && len(out) != n*m.Dim {
+		return fmt.Errorf("%w: hidden-state buffer of %d for %d rows", errBatch, len(out), n)
+	}
+	if !hidden && len(out) != len(logitRows)*m.Vocab {
 		return fmt.Errorf("%w: logits buffer of %d for %d rows", errBatch, len(out), len(logitRows))
 	}
 	bt := kv.Config().BlockTokens
@@ -205,6 +220,10 @@ func (m *Model) ForwardGroups(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRo
 			be.RMSNorm(o, o, l.postFFN, m.NormEps)
 		}
 		be.Add(x, o)
+	}
+	if hidden {
+		be.RMSNorm(xb, x, m.outNorm, m.NormEps)
+		return be.Read(xb, out)
 	}
 	if len(logitRows) == 0 {
 		return be.Sync()

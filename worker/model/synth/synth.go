@@ -43,6 +43,9 @@ type Config struct {
 	Seed uint64
 	// ChatTemplate, if set, is stored as tokenizer.chat_template.
 	ChatTemplate string
+	// Pooling, if set, is stored as <arch>.pooling_type (an embedding
+	// model: 1 mean, 2 cls, 3 last).
+	Pooling uint32
 }
 
 // Bench134M is the benchmark shape of about 134M parameters (dim 768,
@@ -204,6 +207,9 @@ func Build(c Config) (*gguf.Writer, error) {
 	setVocab(w, c.Vocab)
 	if c.ChatTemplate != "" {
 		w.Set("tokenizer.chat_template", c.ChatTemplate)
+	}
+	if c.Pooling != 0 {
+		w.Set(a+".pooling_type", c.Pooling)
 	}
 	var err error
 	add := func(name string, t gpu.DType, rows, cols int, scale float64) {
