@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/queuemetrics"
 	"github.com/zerolayer/zerolayer/ops/devstack"
@@ -54,15 +54,15 @@ func runBilling(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Ingester: billing.IngesterConfig{Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas}, RateInBatches: true}})
+	svc, err := ledger.NewService(ledger.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Ingester: ledger.IngesterConfig{Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas}, RateInBatches: true}})
 	if err != nil {
 		return err
 	}
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
-	reg.MustRegister(billing.NewCollector(svc), queuemetrics.NewCollector(js, contracts.StreamUsage))
+	reg.MustRegister(ledger.NewCollector(svc), queuemetrics.NewCollector(js, contracts.StreamUsage))
 	rd.check(func() error { return billingReady(ctx, nc, pool) })
 	fmt.Fprintf(stderr, "billing: ingesting usage from %s into %s\n", nc.ConnectedUrlRedacted(), devstack.Redact(cmp.Or(*dbURL, os.Getenv("DATABASE_URL"))))
 	<-ctx.Done()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/queuemetrics"
 	"github.com/zerolayer/zerolayer/ops/devstack"
@@ -103,7 +103,7 @@ func runDev(ctx context.Context, args []string) error {
 // the worker exports ZL_JOBS and ZL_DLQ and billing ZL_USAGE, so that the
 // dashboards and alerts work against a dev stack too), and the quotas'.
 func registerDevCollectors(reg prometheus.Registerer, st *devstack.Stack) error {
-	if err := errors.Join(reg.Register(billing.NewCollector(st.Billing())),
+	if err := errors.Join(reg.Register(ledger.NewCollector(st.Billing())),
 		reg.Register(queuemetrics.NewCollector(st.JetStream(), contracts.StreamJobs, contracts.StreamDLQ, contracts.StreamUsage))); err != nil {
 		return err
 	}

@@ -20,7 +20,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/shopspring/decimal"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
+	"github.com/zerolayer/zerolayer/billing/price"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
@@ -94,8 +96,8 @@ func TestFinanceMonth(t *testing.T) {
 	db := schemaURL(t, pool)
 	srv := natstest.Run(t)
 	_, js := srv.Connect(t)
-	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Ingester: billing.IngesterConfig{Provision: true, RateInBatches: true}, River: billing.RiverConfig{RollupDelay: -1}})
+	svc, err := ledger.NewService(ledger.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Ingester: ledger.IngesterConfig{Provision: true, RateInBatches: true}, River: ledger.RiverConfig{RollupDelay: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestFinanceMonth(t *testing.T) {
 	// acme has books of its own: cached input at a quarter of the input
 	// price, high priority at 1.5×, batch jobs at half price; on the 16th
 	// the output price goes up.
-	for _, pb := range []billing.PriceBook{
+	for _, pb := range []price.Book{
 		{Tenant: "acme", EffectiveAt: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Currency: "USD", PIn: dec("0.000004"),
 			PCachedIn: ptr(dec("0.000001")), POut: dec("0.000016"), PTTFT: dec("0.0000002"), PTool: dec("0.0000001"),
 			MultHigh: dec("1.5"), MultBatch: dec("0.5"), Note: "November"},
@@ -131,12 +133,12 @@ func TestFinanceMonth(t *testing.T) {
 			PCachedIn: ptr(dec("0.000001")), POut: dec("0.00002"), PTTFT: dec("0.0000002"), PTool: dec("0.0000001"),
 			MultHigh: dec("1.5"), MultBatch: dec("0.5"), Note: "mid-month rise"},
 	} {
-		if _, err := billing.CreatePriceBook(ctx, pool, pb); err != nil {
+		if _, err := finance.CreatePriceBook(ctx, pool, pb); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := billing.SetTenantBilling(ctx, pool, billing.TenantBilling{Tenant: "acme", TaxRate: dec("0.2"), PaymentTermsDays: 14,
-		Customer: billing.Customer{Name: "Acme Corp", Address: "1 Road Runner Way\nDesert Springs", Email: "ap@acme.test", TaxID: "EU123"}}); err != nil {
+	if err := finance.SetTenantBilling(ctx, pool, finance.TenantBilling{Tenant: "acme", TaxRate: dec("0.2"), PaymentTermsDays: 14,
+		Customer: finance.Customer{Name: "Acme Corp", Address: "1 Road Runner Way\nDesert Springs", Email: "ap@acme.test", TaxID: "EU123"}}); err != nil {
 		t.Fatal(err)
 	}
 	// 3,000 jobs: acme's 2,400 (two re-rating transactions after the
@@ -149,7 +151,7 @@ func TestFinanceMonth(t *testing.T) {
 	// A backdated correction: the rise was too high. A new version from
 	// the same day replaces it; a dry run shows the difference, then the
 	// re-rating runs as River work in the billing service.
-	corrected, err := billing.CreatePriceBook(ctx, pool, billing.PriceBook{Tenant: "acme", EffectiveAt: time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC),
+	corrected, err := finance.CreatePriceBook(ctx, pool, price.Book{Tenant: "acme", EffectiveAt: time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC),
 		Currency: "USD", PIn: dec("0.000004"), PCachedIn: ptr(dec("0.000001")), POut: dec("0.000018"), PTTFT: dec("0.0000002"),
 		PTool: dec("0.0000001"), MultHigh: dec("1.5"), MultBatch: dec("0.5"), Note: "corrected rise"})
 	if err != nil {
@@ -162,7 +164,7 @@ func TestFinanceMonth(t *testing.T) {
 		}
 	}
 	dry := cli("rerate", "--tenant", "acme", "--from", "2026-11-01", "--to", "2026-12-01", "--dry-run", "--format", "json")
-	var ds billing.RerateSummary
+	var ds ledger.RerateSummary
 	if err := json.Unmarshal([]byte(dry), &ds); err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +202,10 @@ func TestFinanceMonth(t *testing.T) {
 	// Close the month for the three tenants.
 	cli("invoice", "supplier", "--name", "Zerolayer Inc.", "--address", `100 Market St\nSan Francisco`)
 	dir := t.TempDir()
-	var invs []*billing.Invoice
+	var invs []*finance.Invoice
 	for _, tenant := range []string{"acme", "globex", "initech"} {
 		out := cli("invoice", "close", "--tenant", tenant, "--month", "2026-11", "--by", "carol", "--out", dir)
-		inv, err := billing.GetPeriodInvoice(ctx, pool, tenant, "2026-11", "")
+		inv, err := finance.GetPeriodInvoice(ctx, pool, tenant, "2026-11", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +226,7 @@ func TestFinanceMonth(t *testing.T) {
 	}
 	var credits int
 	for _, l := range acme.Lines {
-		if l.Kind != billing.LineUsage {
+		if l.Kind != finance.LineUsage {
 			credits++
 		}
 	}
@@ -257,14 +259,14 @@ func TestFinanceMonth(t *testing.T) {
 	late := monthUsage("acme", 2401, func(int) int { return 20 })[2400]
 	publishUsages(t, js, []contracts.Usage{late})
 	waitCharges(t, ctx, pool, len(records)+1)
-	c, err := billing.GetCharge(ctx, pool, "acme", late.JobID)
+	c, err := ledger.GetCharge(ctx, pool, "acme", late.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Period != "2026-12" || !strings.Contains(c.Note, "2026-11 was invoiced") || !strings.Contains(c.Note, acme.Number) {
 		t.Errorf("late charge: period %s, note %q", c.Period, c.Note)
 	}
-	again, err := billing.GetInvoice(ctx, pool, acme.Number)
+	again, err := finance.GetInvoice(ctx, pool, acme.Number)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +283,7 @@ func TestFinanceMonth(t *testing.T) {
 	cliFails("invoiced", "rerate", "--tenant", "acme", "--from", "2026-11-20", "--to", "2026-11-21")
 
 	// The operator's view: revenue per tenant is its charges.
-	var op billing.OperatorReport
+	var op finance.OperatorReport
 	if err := json.Unmarshal([]byte(cli("report", "--all-tenants", "--from", "2026-11-01", "--to", "2026-12-01", "--format", "json")), &op); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +351,7 @@ func sumCharges(t *testing.T, pool *pgxpool.Pool, tenant, day string) decimal.De
 func reportCSVTotal(t *testing.T, db, tenant, month string) decimal.Decimal {
 	t.Helper()
 	var total decimal.Decimal
-	for k, view := range billing.ReportViews {
+	for k, view := range finance.ReportViews {
 		code, out, errOut := runCLI("report", "--tenant", tenant, "--month", month, "--format", "csv", "--view", view, "--database-url", db)
 		if code != 0 {
 			t.Fatalf("report --view %s: %s", view, errOut)
@@ -370,7 +372,7 @@ func reportCSVTotal(t *testing.T, db, tenant, month string) decimal.Decimal {
 			t.Errorf("report %s %s view %s: rows add up to %s (shown %s), total row %v", tenant, month, view, rows, shown, last)
 		}
 		if k > 0 && !exact.Equal(total) {
-			t.Errorf("report %s %s: view %s's total %s, %s's %s", tenant, month, view, exact, billing.ReportViews[0], total)
+			t.Errorf("report %s %s: view %s's total %s, %s's %s", tenant, month, view, exact, finance.ReportViews[0], total)
 		}
 		total = exact
 	}
@@ -382,12 +384,12 @@ func reportCSVTotal(t *testing.T, db, tenant, month string) decimal.Decimal {
 // to the decimal; each usage line is quantity × unit price; the printed
 // amounts add up to the amount due, the tax being the rate times the
 // printed subtotal, rounded once (the tenants here round per invoice).
-func checkInvoice(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db string, inv *billing.Invoice) {
+func checkInvoice(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db string, inv *finance.Invoice) {
 	t.Helper()
 	var lines, shown decimal.Decimal
 	for _, l := range inv.Lines {
 		lines, shown = lines.Add(l.Amount), shown.Add(l.AmountDisplay)
-		if l.Kind == billing.LineUsage && !l.Quantity.Mul(l.UnitPrice).Equal(l.Amount) {
+		if l.Kind == finance.LineUsage && !l.Quantity.Mul(l.UnitPrice).Equal(l.Amount) {
 			t.Errorf("%s line %d: %s × %s ≠ %s", inv.Number, l.No, l.Quantity, l.UnitPrice, l.Amount)
 		}
 	}

@@ -17,8 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/shopspring/decimal"
-
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
+	"github.com/zerolayer/zerolayer/billing/price"
 )
 
 // whoAmI is who a finance command says did it: --by, else $USER.
@@ -47,10 +48,10 @@ func runRerate(ctx context.Context, args []string) error {
 	if *tenant == "" || (*month == "") == (*fromS == "" && *toS == "") {
 		return usagef("give --tenant, and --from and --to or --month")
 	}
-	a := billing.RerateRangeArgs{Tenant: *tenant, Period: *month, Model: *model, By: whoAmI(*by)}
+	a := ledger.RerateRangeArgs{Tenant: *tenant, Period: *month, Model: *model, By: whoAmI(*by)}
 	var err error
 	if *month != "" {
-		if _, err := billing.ParsePeriod(*month); err != nil {
+		if _, err := ledger.ParsePeriod(*month); err != nil {
 			return usagef("--month: %v", err)
 		}
 	} else if a.From, a.To, err = parseReportPeriod(*fromS, *toS); err != nil {
@@ -69,7 +70,7 @@ func runRerate(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	sum, err := billing.DryRerate(ctx, pool, a)
+	sum, err := ledger.DryRerate(ctx, pool, a)
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func runRerate(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	client, err := billing.NewRiver(pool, billing.RiverConfig{InsertOnly: true})
+	client, err := ledger.NewRiver(pool, ledger.RiverConfig{InsertOnly: true})
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func runRerate(ctx context.Context, args []string) error {
 		}
 		switch job.State {
 		case rivertype.JobStateCompleted:
-			var done billing.RerateSummary
+			var done ledger.RerateSummary
 			if err := json.Unmarshal(job.Output(), &done); err != nil {
 				return fmt.Errorf("rerate: job %d's output: %w", id, err)
 			}
@@ -144,7 +145,7 @@ func parseBookID(s string) (int64, error) {
 	return 0, fmt.Errorf("%q is not a price book such as pb7", s)
 }
 
-func writeRerate(s billing.RerateSummary, format string) error {
+func writeRerate(s ledger.RerateSummary, format string) error {
 	if format == "json" {
 		return writeJSON(s)
 	}
@@ -159,19 +160,19 @@ func writeRerate(s billing.RerateSummary, format string) error {
 	}
 	fmt.Fprintf(tw, "%s, %s: %d jobs, %d charges changed, %d rated for the first time\n", scope, what, s.Jobs, s.Changed, s.New)
 	fmt.Fprintf(tw, "\tinput\tcached input\toutput\tttft\ttool\ttotal\t\n")
-	row := func(name string, b billing.Breakdown) {
+	row := func(name string, b price.Breakdown) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, b.Input, b.CachedInput, b.Output, b.TTFT, b.Tool, b.Total)
 	}
 	row("before", s.Before)
 	row("after", s.After)
-	d := billing.Breakdown{Input: s.After.Input.Sub(s.Before.Input), CachedInput: s.After.CachedInput.Sub(s.Before.CachedInput),
+	d := price.Breakdown{Input: s.After.Input.Sub(s.Before.Input), CachedInput: s.After.CachedInput.Sub(s.Before.CachedInput),
 		Output: s.After.Output.Sub(s.Before.Output), TTFT: s.After.TTFT.Sub(s.Before.TTFT), Tool: s.After.Tool.Sub(s.Before.Tool),
 		Total: s.Difference()}
 	row("difference", d)
 	for k, n := range s.Books {
 		fmt.Fprintf(tw, "book %s\t%d charges\t\t\t\t\t\t\n", k, n)
 	}
-	fmt.Fprintf(tw, "difference rounded: %s %s\n", billing.DisplayAmount(s.Difference(), s.Currency), s.Currency)
+	fmt.Fprintf(tw, "difference rounded: %s %s\n", price.DisplayAmount(s.Difference(), s.Currency), s.Currency)
 	return tw.Flush()
 }
 
@@ -202,7 +203,7 @@ func runInvoice(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pool.Close()
-		invs, err := billing.CloseInvoice(ctx, pool, billing.CloseRequest{Tenant: *tenant, Period: *month, By: whoAmI(*by),
+		invs, err := finance.CloseInvoice(ctx, pool, finance.CloseRequest{Tenant: *tenant, Period: *month, By: whoAmI(*by),
 			Early: *early, AllowUnrated: *allowUnrated})
 		if err != nil {
 			return err
@@ -237,9 +238,9 @@ func runInvoice(ctx context.Context, args []string) error {
 		if *currency != "" && len(pos) == 1 {
 			return usagef("--currency goes with --tenant and --month, not with a NUMBER")
 		}
-		var f billing.Format
+		var f finance.Format
 		if *formatS != "table" {
-			if f, err = billing.ParseInvoiceFormat(*formatS); err != nil {
+			if f, err = finance.ParseInvoiceFormat(*formatS); err != nil {
 				return usagef("--format: %v", err)
 			}
 		}
@@ -248,11 +249,11 @@ func runInvoice(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pool.Close()
-		var inv *billing.Invoice
+		var inv *finance.Invoice
 		if len(pos) == 1 {
-			inv, err = billing.GetInvoice(ctx, pool, pos[0])
+			inv, err = finance.GetInvoice(ctx, pool, pos[0])
 		} else {
-			inv, err = billing.GetPeriodInvoice(ctx, pool, *tenant, *month, *currency)
+			inv, err = finance.GetPeriodInvoice(ctx, pool, *tenant, *month, *currency)
 		}
 		if err != nil {
 			return err
@@ -274,7 +275,7 @@ func runInvoice(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pool.Close()
-		invs, err := billing.ListInvoices(ctx, pool, *tenant)
+		invs, err := finance.ListInvoices(ctx, pool, *tenant)
 		if err != nil {
 			return err
 		}
@@ -316,9 +317,9 @@ func runSupplier(ctx context.Context, fs *flag.FlagSet, dbURL *string, args []st
 		return err
 	}
 	defer pool.Close()
-	s, err := billing.GetSupplier(ctx, pool)
+	s, err := finance.GetSupplier(ctx, pool)
 	change := set["name"] || set["address"] || set["tax-id"] || set["email"] || set["payment-instructions"]
-	if err != nil && !(change && errors.Is(err, billing.ErrNoSupplier)) {
+	if err != nil && !(change && errors.Is(err, finance.ErrNoSupplier)) {
 		return err
 	}
 	if change {
@@ -332,7 +333,7 @@ func runSupplier(ctx context.Context, fs *flag.FlagSet, dbURL *string, args []st
 				*f.dst = strings.ReplaceAll(*f.src, `\n`, "\n")
 			}
 		}
-		if err := billing.SetSupplier(ctx, pool, s, whoAmI(*by)); err != nil {
+		if err := finance.SetSupplier(ctx, pool, s, whoAmI(*by)); err != nil {
 			return err
 		}
 	}
@@ -348,13 +349,13 @@ func runSupplier(ctx context.Context, fs *flag.FlagSet, dbURL *string, args []st
 }
 
 func money(d decimal.Decimal, currency string) string {
-	return d.StringFixed(billing.MinorUnits(currency))
+	return d.StringFixed(price.MinorUnits(currency))
 }
 
 // writeInvoiceTable prints a document for a terminal: the internal view,
 // with the amounts charged, each line's price book and who added a
 // credit, the internal note and the exact ledger amounts.
-func writeInvoiceTable(inv *billing.Invoice) error {
+func writeInvoiceTable(inv *finance.Invoice) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%s %s: %s (%s), period %s, issued %s, due %s, currency %s, %d jobs\n", strings.ToLower(inv.Title()), inv.Number,
 		inv.Customer.Name, inv.Tenant, inv.Period, inv.IssuedAt.Format(time.DateOnly), inv.DueAt, inv.Currency, inv.Jobs)
@@ -367,7 +368,7 @@ func writeInvoiceTable(inv *billing.Invoice) error {
 	fmt.Fprintf(tw, "\nno\tline\tquantity\tunit price\tamount\tinternal\t\n")
 	for _, l := range inv.Lines {
 		q, internal := "", l.PriceBook
-		if l.Kind == billing.LineUsage {
+		if l.Kind == finance.LineUsage {
 			q = l.Quantity.String() + " " + l.Unit
 		}
 		if l.AddedBy != "" {
@@ -391,12 +392,12 @@ func writeInvoiceTable(inv *billing.Invoice) error {
 
 // writeInvoiceFiles writes inv into dir as NUMBER.html, .pdf, .csv and
 // .json, and says so on stderr.
-func writeInvoiceFiles(inv *billing.Invoice, dir string) error {
+func writeInvoiceFiles(inv *finance.Invoice, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, f := range []string{"html", "pdf", "csv", "json"} {
-		format, err := billing.ParseInvoiceFormat(f)
+		format, err := finance.ParseInvoiceFormat(f)
 		if err != nil {
 			return err
 		}
@@ -436,7 +437,7 @@ func runCredit(ctx context.Context, args []string) error {
 	switch sub {
 	case "add":
 		amountS := fs.String("amount", "", "the amount, a decimal such as 25.00 (a credit is taken off the invoice; an adjustment is added with its sign)")
-		kind := fs.String("kind", billing.LineCredit, "credit or adjustment")
+		kind := fs.String("kind", finance.LineCredit, "credit or adjustment")
 		reason := fs.String("reason", "", "why (printed on the invoice; required)")
 		currency := fs.String("currency", "", "currency (default: that of the tenant's price book in force)")
 		by := fs.String("by", "", "who adds it (default $USER)")
@@ -450,7 +451,7 @@ func runCredit(ctx context.Context, args []string) error {
 		if err != nil {
 			return usagef("--amount %q is not a decimal such as 25.00", *amountS)
 		}
-		period := cmp.Or(*month, time.Now().UTC().Format(billing.PeriodFormat))
+		period := cmp.Or(*month, time.Now().UTC().Format(ledger.PeriodFormat))
 		pool, err := openDB(ctx, *dbURL)
 		if err != nil {
 			return err
@@ -458,17 +459,17 @@ func runCredit(ctx context.Context, args []string) error {
 		defer pool.Close()
 		cur := *currency
 		if cur == "" {
-			m, err := billing.ParsePeriod(period)
+			m, err := ledger.ParsePeriod(period)
 			if err != nil {
 				return err
 			}
-			pb, err := billing.EffectivePriceBook(ctx, pool, *tenant, "", m)
-			if err != nil && !errors.Is(err, billing.ErrNoPriceBook) {
+			pb, err := ledger.EffectivePriceBook(ctx, pool, *tenant, "", m)
+			if err != nil && !errors.Is(err, ledger.ErrNoPriceBook) {
 				return err
 			}
 			cur = cmp.Or(pb.Currency, "USD")
 		}
-		c, err := billing.AddCredit(ctx, pool, billing.Credit{Tenant: *tenant, Period: period, Kind: *kind, Amount: amount,
+		c, err := finance.AddCredit(ctx, pool, finance.Credit{Tenant: *tenant, Period: period, Kind: *kind, Amount: amount,
 			Currency: cur, Reason: *reason, CreatedBy: whoAmI(*by)})
 		if err != nil {
 			return err
@@ -487,7 +488,7 @@ func runCredit(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pool.Close()
-		cs, err := billing.ListCredits(ctx, pool, *tenant, *month)
+		cs, err := finance.ListCredits(ctx, pool, *tenant, *month)
 		if err != nil {
 			return err
 		}
@@ -509,8 +510,8 @@ func reportPeriod(ctx context.Context, dbURL, tenant, month, currency, formatS, 
 		return err
 	}
 	defer pool.Close()
-	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.Report, error) {
-		return billing.BuildPeriodReportIn(ctx, tx, tenant, month, currency)
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*finance.Report, error) {
+		return finance.BuildPeriodReportIn(ctx, tx, tenant, month, currency)
 	})
 	if err != nil {
 		return err
@@ -520,8 +521,8 @@ func reportPeriod(ctx context.Context, dbURL, tenant, month, currency, formatS, 
 
 // writeReport writes r in format; a CSV is one view (--view), or, with
 // outDir, every view into a file of its own.
-func writeReport(r *billing.Report, format billing.Format, view, outDir string) error {
-	if format != billing.FormatCSV {
+func writeReport(r *finance.Report, format finance.Format, view, outDir string) error {
+	if format != finance.FormatCSV {
 		return r.Write(stdout, format)
 	}
 	if outDir == "" {
@@ -531,7 +532,7 @@ func writeReport(r *billing.Report, format billing.Format, view, outDir string) 
 		return err
 	}
 	name := cmp.Or(r.Period, r.From.Format(time.DateOnly)+"_"+r.To.Format(time.DateOnly))
-	for _, v := range billing.ReportViews {
+	for _, v := range finance.ReportViews {
 		path := filepath.Join(outDir, fmt.Sprintf("%s-%s-%s.csv", r.Tenant, name, v))
 		if err := writeFile(path, func(w *os.File) error { return r.WriteCSVView(w, v) }); err != nil {
 			return err
@@ -556,7 +557,7 @@ func reportAllTenants(ctx context.Context, dbURL, tenant, month, fromS, toS stri
 	case month == "" && (fromS == "" || toS == ""):
 		return usagef("give --month (the invoices of a billing month) or --from and --to with --all-tenants")
 	}
-	format, err := billing.ParseFormat(formatS)
+	format, err := finance.ParseFormat(formatS)
 	if err != nil {
 		return usagef("--format: %v", err)
 	}
@@ -564,7 +565,7 @@ func reportAllTenants(ctx context.Context, dbURL, tenant, month, fromS, toS stri
 		if view != "" || outDir != "" {
 			return usagef("--view and --out go with --all-tenants --month")
 		}
-		if format == billing.FormatHTML {
+		if format == finance.FormatHTML {
 			return usagef("--format html: the usage view of --from/--to is table, csv or json; --month has every format")
 		}
 		from, to, err := parseReportPeriod(fromS, toS)
@@ -576,23 +577,23 @@ func reportAllTenants(ctx context.Context, dbURL, tenant, month, fromS, toS stri
 			return err
 		}
 		defer pool.Close()
-		r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.OperatorReport, error) {
-			return billing.BuildOperatorReport(ctx, tx, from, to)
+		r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*finance.OperatorReport, error) {
+			return finance.BuildOperatorReport(ctx, tx, from, to)
 		})
 		if err != nil {
 			return err
 		}
 		return r.Write(stdout, format)
 	}
-	if _, err := billing.ParsePeriod(month); err != nil {
+	if _, err := ledger.ParsePeriod(month); err != nil {
 		return usagef("--month: %v", err)
 	}
 	if view == "" {
-		view = billing.OperatorMonthViews[0]
-	} else if !slices.Contains(billing.OperatorMonthViews, view) {
-		return usagef("--view %q: use one of %s", view, strings.Join(billing.OperatorMonthViews, ", "))
+		view = finance.OperatorMonthViews[0]
+	} else if !slices.Contains(finance.OperatorMonthViews, view) {
+		return usagef("--view %q: use one of %s", view, strings.Join(finance.OperatorMonthViews, ", "))
 	}
-	if outDir != "" && view != billing.OperatorMonthViews[0] {
+	if outDir != "" && view != finance.OperatorMonthViews[0] {
 		return usagef("--out writes every view; leave --view out")
 	}
 	pool, err := openDB(ctx, dbURL)
@@ -601,8 +602,8 @@ func reportAllTenants(ctx context.Context, dbURL, tenant, month, fromS, toS stri
 	}
 	defer pool.Close()
 	now := time.Now()
-	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.OperatorMonth, error) {
-		return billing.BuildOperatorMonth(ctx, tx, month, now)
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*finance.OperatorMonth, error) {
+		return finance.BuildOperatorMonth(ctx, tx, month, now)
 	})
 	if err != nil {
 		return err
@@ -613,8 +614,8 @@ func reportAllTenants(ctx context.Context, dbURL, tenant, month, fromS, toS stri
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
-	ext := map[billing.Format]string{billing.FormatTable: "txt"}[format]
-	for _, v := range billing.OperatorMonthViews {
+	ext := map[finance.Format]string{finance.FormatTable: "txt"}[format]
+	for _, v := range finance.OperatorMonthViews {
 		path := filepath.Join(outDir, fmt.Sprintf("all-tenants-%s-%s.%s", month, v, cmp.Or(ext, string(format))))
 		if err := writeFile(path, func(w *os.File) error { return r.WriteView(w, format, v) }); err != nil {
 			return err
@@ -633,7 +634,7 @@ func runCosts(ctx context.Context, args []string) error {
 	}
 	fs := newFlags("costs " + sub)
 	dbURL := addDatabaseFlag(fs, "")
-	var add billing.ResourceRates
+	var add finance.ResourceRates
 	var from *string
 	var engine, kv, tool *string
 	if sub == "set" {
@@ -670,11 +671,11 @@ func runCosts(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	if sub == "set" {
-		if _, err := billing.AddResourceRates(ctx, pool, add); err != nil {
+		if _, err := finance.AddResourceRates(ctx, pool, add); err != nil {
 			return err
 		}
 	}
-	rates, err := billing.ListResourceRates(ctx, pool)
+	rates, err := finance.ListResourceRates(ctx, pool)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
+	"github.com/zerolayer/zerolayer/billing/price"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
@@ -46,8 +48,8 @@ func TestMonthCloseReconciles(t *testing.T) {
 	db := schemaURL(t, pool)
 	srv := natstest.Run(t)
 	_, js := srv.Connect(t)
-	svc, err := billing.NewService(billing.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Ingester: billing.IngesterConfig{Provision: true, RateInBatches: true}, River: billing.RiverConfig{RollupDelay: -1}})
+	svc, err := ledger.NewService(ledger.Config{DB: pool, JetStream: js, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Ingester: ledger.IngesterConfig{Provision: true, RateInBatches: true}, River: ledger.RiverConfig{RollupDelay: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func TestMonthCloseReconciles(t *testing.T) {
 	cli("pricebook", "create", "--tenant", "acme", "--effective-from", "2026-09-15", "--currency", "USD",
 		"--input", "0.0000018", "--output", "0.0000065", "--ttft", "0.0000002", "--tool", "0.0000001", "--priority-high", "1.5")
 	out := cli("rerate", "--tenant", "acme", "--month", "2026-09", "--by", "alice", "--format", "json")
-	var rs billing.RerateSummary
+	var rs ledger.RerateSummary
 	if err := json.Unmarshal([]byte(out[strings.LastIndex(out, "{\n  \"tenant\""):]), &rs); err != nil {
 		t.Fatalf("rerate output: %v\n%s", err, out)
 	}
@@ -124,13 +126,13 @@ func TestMonthCloseReconciles(t *testing.T) {
 
 	// Close September.
 	dir := t.TempDir()
-	var docs []*billing.Invoice
+	var docs []*finance.Invoice
 	for _, tenant := range []string{"acme", "globex", "muller"} {
 		cli("invoice", "close", "--tenant", tenant, "--month", "2026-09", "--by", "carol", "--out", dir)
 	}
 	docs = append(docs, periodDocs(t, ctx, pool, "2026-09")...)
 	cn := docs[len(docs)-1]
-	if cn.Tenant != "muller" || cn.Kind != billing.KindCreditNote || cn.Number != fmt.Sprintf("CN-%d-000001", time.Now().UTC().Year()) {
+	if cn.Tenant != "muller" || cn.Kind != finance.KindCreditNote || cn.Number != fmt.Sprintf("CN-%d-000001", time.Now().UTC().Year()) {
 		t.Fatalf("muller's September: %s %s, want the first credit note", cn.Kind, cn.Number)
 	}
 
@@ -151,7 +153,7 @@ func TestMonthCloseReconciles(t *testing.T) {
 	// USD one, and each daily trend adds up to its total.
 	cliFails(1, "--currency", "report", "--tenant", "globex", "--month", "2026-10")
 	for cur, jobs := range map[string]int64{"USD": 3, "EUR": 25} {
-		var rep billing.Report
+		var rep finance.Report
 		if err := json.Unmarshal([]byte(cli("report", "--tenant", "globex", "--month", "2026-10", "--currency", cur, "--format", "json")), &rep); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +214,7 @@ func TestMonthCloseReconciles(t *testing.T) {
 	year := time.Now().UTC().Year()
 	var invoices, credits int
 	for _, d := range docs {
-		if d.Kind == billing.KindCreditNote {
+		if d.Kind == finance.KindCreditNote {
 			credits++
 		} else {
 			invoices++
@@ -232,13 +234,13 @@ func TestMonthCloseReconciles(t *testing.T) {
 	}
 	// Every view in every format; unknown views and flags are refused.
 	for _, f := range []string{"table", "csv", "json", "html"} {
-		for _, v := range billing.OperatorMonthViews {
+		for _, v := range finance.OperatorMonthViews {
 			cli("report", "--all-tenants", "--month", "2026-10", "--view", v, "--format", f)
 		}
 	}
 	outDir := t.TempDir()
 	cli("report", "--all-tenants", "--month", "2026-10", "--format", "html", "--out", outDir)
-	if files, _ := filepath.Glob(filepath.Join(outDir, "*.html")); len(files) != len(billing.OperatorMonthViews) {
+	if files, _ := filepath.Glob(filepath.Join(outDir, "*.html")); len(files) != len(finance.OperatorMonthViews) {
 		t.Errorf("--out wrote %v", files)
 	}
 	cliFails(2, "--view", "report", "--all-tenants", "--month", "2026-10", "--view", "nope")
@@ -269,16 +271,16 @@ func renumber(us []contracts.Usage, prefix string) []contracts.Usage {
 
 // periodDocs reads every tenant's documents of month, with their lines,
 // by tenant and currency.
-func periodDocs(t *testing.T, ctx context.Context, pool *pgxpool.Pool, month string) []*billing.Invoice {
+func periodDocs(t *testing.T, ctx context.Context, pool *pgxpool.Pool, month string) []*finance.Invoice {
 	t.Helper()
-	var out []*billing.Invoice
+	var out []*finance.Invoice
 	for _, tenant := range []string{"acme", "globex", "muller"} {
-		heads, err := billing.ListPeriodInvoices(ctx, pool, tenant, month)
+		heads, err := finance.ListPeriodInvoices(ctx, pool, tenant, month)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, h := range heads {
-			inv, err := billing.GetInvoice(ctx, pool, h.Number)
+			inv, err := finance.GetInvoice(ctx, pool, h.Number)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +292,7 @@ func periodDocs(t *testing.T, ctx context.Context, pool *pgxpool.Pool, month str
 
 // checkDocument checks one document from what it prints (its CSV), the
 // ledger behind it, and its customer renders.
-func checkDocument(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db, dir string, inv *billing.Invoice) {
+func checkDocument(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db, dir string, inv *finance.Invoice) {
 	t.Helper()
 	dec := decimal.RequireFromString
 	code, out, errOut := runCLI("invoice", "show", inv.Number, "--format", "csv", "--database-url", db)
@@ -302,7 +304,7 @@ func checkDocument(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db, di
 		t.Fatal(err)
 	}
 	col := func(name string) int { return slices.Index(recs[0], name) }
-	places := billing.MinorUnits(inv.Currency)
+	places := price.MinorUnits(inv.Currency)
 	round := func(d decimal.Decimal) decimal.Decimal { return d.RoundBank(places) }
 	rate := inv.TaxRate
 	var lines, lineTax, exact decimal.Decimal
@@ -313,7 +315,7 @@ func checkDocument(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db, di
 			t.Errorf("%s: amount %q not printed to the minor unit", inv.Number, r[col("amount")])
 		}
 		switch kind := r[col("line_kind")]; kind {
-		case billing.LineUsage, billing.LineCredit, billing.LineAdjustment:
+		case finance.LineUsage, finance.LineCredit, finance.LineAdjustment:
 			want := round(dec(r[col("quantity")]).Mul(dec(r[col("unit_price")])))
 			if !amount.Equal(want) {
 				t.Errorf("%s line %s: %s × %s = %s, printed %s", inv.Number, r[col("line")], r[col("quantity")], r[col("unit_price")], want, amount)
@@ -326,7 +328,7 @@ func checkDocument(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db, di
 		}
 	}
 	wantTax := round(totals["subtotal"].Mul(rate))
-	if inv.TaxRule == billing.TaxPerLine {
+	if inv.TaxRule == finance.TaxPerLine {
 		wantTax = lineTax
 	}
 	total := totals["subtotal"].Add(totals["tax"])
@@ -339,7 +341,7 @@ func checkDocument(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db, di
 		t.Errorf("%s: total %s, want %s", inv.Number, totals["total"], total)
 	}
 	isCN := strings.HasPrefix(inv.Number, "CN-")
-	if total.IsNegative() != isCN || isCN != (inv.Kind == billing.KindCreditNote) {
+	if total.IsNegative() != isCN || isCN != (inv.Kind == finance.KindCreditNote) {
 		t.Errorf("%s: kind %s with total %s", inv.Number, inv.Kind, total)
 	}
 	if isCN {
@@ -396,11 +398,11 @@ func checkDocument(t *testing.T, ctx context.Context, pool *pgxpool.Pool, db, di
 // row is its document as printed; each view's total rows are the sums of
 // its rows; per currency, the totals are the sums of the month's
 // documents, and the tag view reaches the same subtotal.
-func checkAllTenants(t *testing.T, db, month string, docs []*billing.Invoice) {
+func checkAllTenants(t *testing.T, db, month string, docs []*finance.Invoice) {
 	t.Helper()
 	dec := decimal.RequireFromString
 	views := map[string][][]string{}
-	for _, v := range billing.OperatorMonthViews {
+	for _, v := range finance.OperatorMonthViews {
 		code, out, errOut := runCLI("report", "--all-tenants", "--month", month, "--view", v, "--format", "csv", "--database-url", db)
 		if code != 0 {
 			t.Fatalf("report --all-tenants --month %s --view %s: %s", month, v, errOut)
@@ -448,7 +450,7 @@ func checkAllTenants(t *testing.T, db, month string, docs []*billing.Invoice) {
 				rows[cur][a] = rows[cur][a].Add(dec(r[col(a)]))
 			}
 			if v == "tenant" {
-				i := slices.IndexFunc(docs, func(d *billing.Invoice) bool { return d.Number == r[col("document")] })
+				i := slices.IndexFunc(docs, func(d *finance.Invoice) bool { return d.Number == r[col("document")] })
 				if i < 0 || docs[i].Tenant != r[col("key")] || !dec(r[col("subtotal")]).Equal(docs[i].SubtotalDisplay) ||
 					!dec(r[col("amount_due")]).Equal(docs[i].AmountDue) {
 					t.Errorf("%s tenant row %v is not its document", month, r)

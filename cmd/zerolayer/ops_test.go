@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts/queuemetrics"
 	"github.com/zerolayer/zerolayer/gpu/nvml"
 	"github.com/zerolayer/zerolayer/producer/gateway"
@@ -91,7 +91,7 @@ func TestOpsMetricsExist(t *testing.T) {
 	if err := gateway.NewMetrics().Register(have); err != nil {
 		t.Fatal(err)
 	}
-	have.MustRegister(billing.NewCollector(nil), queuemetrics.NewCollector(nil))
+	have.MustRegister(ledger.NewCollector(nil), queuemetrics.NewCollector(nil))
 	if len(have) < 20 {
 		t.Fatalf("only %d metrics described: %v", len(have), have)
 	}

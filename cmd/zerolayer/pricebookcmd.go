@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
-
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
+	"github.com/zerolayer/zerolayer/billing/price"
 )
 
 // runPriceBook is `zerolayer pricebook`: create, list, show and end the
@@ -48,23 +49,23 @@ func priceBookCreate(ctx context.Context, args []string) error {
 	prices := []struct {
 		name string
 		f    *decimalFlag
-		dst  func(*billing.PriceBook) *decimal.Decimal
+		dst  func(*price.Book) *decimal.Decimal
 	}{
-		{"input", decimalVar(fs, "input", "price of one input token", false, false), func(pb *billing.PriceBook) *decimal.Decimal { return &pb.PIn }},
-		{"output", decimalVar(fs, "output", "price of one output token", false, false), func(pb *billing.PriceBook) *decimal.Decimal { return &pb.POut }},
-		{"ttft", decimalVar(fs, "ttft", "price of one millisecond of time to first token", false, false), func(pb *billing.PriceBook) *decimal.Decimal { return &pb.PTTFT }},
-		{"tool", decimalVar(fs, "tool", "price of one millisecond of inline tool execution", false, false), func(pb *billing.PriceBook) *decimal.Decimal { return &pb.PTool }},
+		{"input", decimalVar(fs, "input", "price of one input token", false, false), func(pb *price.Book) *decimal.Decimal { return &pb.PIn }},
+		{"output", decimalVar(fs, "output", "price of one output token", false, false), func(pb *price.Book) *decimal.Decimal { return &pb.POut }},
+		{"ttft", decimalVar(fs, "ttft", "price of one millisecond of time to first token", false, false), func(pb *price.Book) *decimal.Decimal { return &pb.PTTFT }},
+		{"tool", decimalVar(fs, "tool", "price of one millisecond of inline tool execution", false, false), func(pb *price.Book) *decimal.Decimal { return &pb.PTool }},
 	}
 	cached := decimalVar(fs, "cached-input", "price of one cached input token (prefix cache), or none: the input price", true, false)
 	mults := []struct {
 		name string
 		f    *decimalFlag
-		dst  func(*billing.PriceBook) *decimal.Decimal
+		dst  func(*price.Book) *decimal.Decimal
 	}{
-		{"priority-high", decimalVar(fs, "priority-high", "multiplier of the cost of a high-priority job", false, true), func(pb *billing.PriceBook) *decimal.Decimal { return &pb.MultHigh }},
-		{"priority-normal", decimalVar(fs, "priority-normal", "multiplier of the cost of a normal-priority job", false, true), func(pb *billing.PriceBook) *decimal.Decimal { return &pb.MultNormal }},
-		{"priority-low", decimalVar(fs, "priority-low", "multiplier of the cost of a low-priority job", false, true), func(pb *billing.PriceBook) *decimal.Decimal { return &pb.MultLow }},
-		{"batch", decimalVar(fs, "batch", "multiplier of the cost of a job of a batch, on top of its priority's", false, true), func(pb *billing.PriceBook) *decimal.Decimal { return &pb.MultBatch }},
+		{"priority-high", decimalVar(fs, "priority-high", "multiplier of the cost of a high-priority job", false, true), func(pb *price.Book) *decimal.Decimal { return &pb.MultHigh }},
+		{"priority-normal", decimalVar(fs, "priority-normal", "multiplier of the cost of a normal-priority job", false, true), func(pb *price.Book) *decimal.Decimal { return &pb.MultNormal }},
+		{"priority-low", decimalVar(fs, "priority-low", "multiplier of the cost of a low-priority job", false, true), func(pb *price.Book) *decimal.Decimal { return &pb.MultLow }},
+		{"batch", decimalVar(fs, "batch", "multiplier of the cost of a job of a batch, on top of its priority's", false, true), func(pb *price.Book) *decimal.Decimal { return &pb.MultBatch }},
 	}
 	note := fs.String("note", "", "free `TEXT` for people: why the version exists")
 	formatS := fs.String("format", "table", "output format: table or json")
@@ -83,7 +84,7 @@ func priceBookCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("--effective-from: %v", err)
 	}
-	pb := billing.PriceBook{Tenant: *tenant, Model: *model, EffectiveAt: from.UTC(), Note: *note}
+	pb := price.Book{Tenant: *tenant, Model: *model, EffectiveAt: from.UTC(), Note: *note}
 	if *toS != "" {
 		to, err := parseReportTime(*toS)
 		if err != nil {
@@ -100,9 +101,9 @@ func priceBookCreate(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	base, err := billing.EffectivePriceBook(ctx, pool, *tenant, *model, from)
+	base, err := ledger.EffectivePriceBook(ctx, pool, *tenant, *model, from)
 	hasBase := err == nil
-	if err != nil && !errors.Is(err, billing.ErrNoPriceBook) {
+	if err != nil && !errors.Is(err, ledger.ErrNoPriceBook) {
 		return err
 	}
 	// Every coefficient not given comes from base; without one, the
@@ -151,7 +152,7 @@ func priceBookCreate(ctx context.Context, args []string) error {
 		return usagef("--currency %s is not the currency of %s (%s, %s), whose prices would be copied: give %s too",
 			pb.Currency, base.Name(), base.Scope(), base.Currency, strings.Join(copiedPrices, ", "))
 	}
-	created, err := billing.CreatePriceBook(ctx, pool, pb)
+	created, err := finance.CreatePriceBook(ctx, pool, pb)
 	if err != nil {
 		return err
 	}
@@ -177,7 +178,7 @@ func priceBookList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	f := billing.PriceBookFilter{Tenant: *tenant, Model: *model}
+	f := ledger.PriceBookFilter{Tenant: *tenant, Model: *model}
 	if *atS != "" {
 		if f.At, err = parseReportTime(*atS); err != nil {
 			return usagef("--at: %v", err)
@@ -188,11 +189,11 @@ func priceBookList(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	books, err := billing.ListPriceBooks(ctx, pool, f)
+	books, err := ledger.ListPriceBooks(ctx, pool, f)
 	if err != nil {
 		return err
 	}
-	if format == billing.FormatJSON {
+	if format == finance.FormatJSON {
 		out := make([]priceBookJSON, len(books))
 		for i, pb := range books {
 			out[i] = bookJSON(pb)
@@ -225,7 +226,7 @@ func priceBookShow(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	pb, err := billing.GetPriceBook(ctx, pool, id)
+	pb, err := ledger.GetPriceBook(ctx, pool, id)
 	if err != nil {
 		return bookError(id, err)
 	}
@@ -258,7 +259,7 @@ func priceBookEnd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	pb, err := billing.EndPriceBook(ctx, pool, id, at)
+	pb, err := finance.EndPriceBook(ctx, pool, id, at)
 	if err != nil {
 		return bookError(id, err)
 	}
@@ -266,9 +267,9 @@ func priceBookEnd(ctx context.Context, args []string) error {
 		return err
 	}
 	next := "no price book: such usage cannot be rated until one is created"
-	if nb, err := billing.EffectivePriceBook(ctx, pool, pb.Tenant, pb.Model, at); err == nil {
+	if nb, err := ledger.EffectivePriceBook(ctx, pool, pb.Tenant, pb.Model, at); err == nil {
 		next = fmt.Sprintf("%s (%s)", nb.Name(), nb.Scope())
-	} else if !errors.Is(err, billing.ErrNoPriceBook) {
+	} else if !errors.Is(err, ledger.ErrNoPriceBook) {
 		return err
 	}
 	fmt.Fprintf(stderr, "zerolayer pricebook end: %s (%s) ends at %s; usage of %s submitted from then on is priced by %s. "+
@@ -297,7 +298,7 @@ func parseBookArgs(fs *flag.FlagSet, args []string) (int64, error) {
 // bookError explains an unknown book id; other errors are returned as
 // they are.
 func bookError(id int64, err error) error {
-	if errors.Is(err, billing.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("there is no price book pb%d (id %d); 'zerolayer pricebook list' lists them", id, id)
 	}
 	return err
@@ -310,9 +311,9 @@ func scopeText(tenant, model string) string {
 
 // parseBookFormat reads the --format of the pricebook and tags commands:
 // table or json.
-func parseBookFormat(s string) (billing.Format, error) {
-	switch f := billing.Format(s); f {
-	case billing.FormatTable, billing.FormatJSON:
+func parseBookFormat(s string) (finance.Format, error) {
+	switch f := finance.Format(s); f {
+	case finance.FormatTable, finance.FormatJSON:
 		return f, nil
 	}
 	return "", usagef("--format %q: want table or json", s)
@@ -330,7 +331,7 @@ func writeJSON(v any) error {
 var bookColumns = []string{"NAME", "TENANT", "MODEL", "VERSION", "FROM", "TO", "CURRENCY", "INPUT", "CACHED INPUT", "OUTPUT",
 	"TTFT/MS", "TOOL/MS", "HIGH×", "NORMAL×", "LOW×", "BATCH×", "NOTE"}
 
-func bookCells(pb billing.PriceBook) []string {
+func bookCells(pb price.Book) []string {
 	to, cached := "open", "= input"
 	if pb.EffectiveTo != nil {
 		to = pb.EffectiveTo.UTC().Format(time.RFC3339)
@@ -346,8 +347,8 @@ func bookCells(pb billing.PriceBook) []string {
 
 // writeBook writes one book: in a table, one line per column of the
 // list, with its scope.
-func writeBook(pb billing.PriceBook, format billing.Format) error {
-	if format == billing.FormatJSON {
+func writeBook(pb price.Book, format finance.Format) error {
+	if format == finance.FormatJSON {
 		return writeJSON(bookJSON(pb))
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -364,11 +365,11 @@ func writeBook(pb billing.PriceBook, format billing.Format) error {
 type priceBookJSON struct {
 	Name  string `json:"name"`
 	Scope string `json:"scope"`
-	billing.PriceBook
+	price.Book
 }
 
-func bookJSON(pb billing.PriceBook) priceBookJSON {
-	return priceBookJSON{Name: pb.Name(), Scope: pb.Scope(), PriceBook: pb}
+func bookJSON(pb price.Book) priceBookJSON {
+	return priceBookJSON{Name: pb.Name(), Scope: pb.Scope(), Book: pb}
 }
 
 // decimalFlag is a decimal flag: unset, a decimal ≥ 0 (> 0 for a

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
 )
 
@@ -219,6 +219,6 @@ func TestPriceBookInvalid(t *testing.T) {
 
 // billingEffective returns the id of the book EffectivePriceBook picks.
 func billingEffective(ctx context.Context, pool *pgxpool.Pool, tenant, model string, at time.Time) (int64, error) {
-	pb, err := billing.EffectivePriceBook(ctx, pool, tenant, model, at)
+	pb, err := ledger.EffectivePriceBook(ctx, pool, tenant, model, at)
 	return pb.ID, err
 }

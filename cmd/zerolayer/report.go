@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 )
 
 // runReport is `zerolayer report`: one tenant's billing over a period.
@@ -21,11 +21,11 @@ func runReport(ctx context.Context, args []string) error {
 	tenant := fs.String("tenant", "", "tenant to report on (required, unless --all-tenants)")
 	month := fs.String("month", "", "instead of --from/--to: the billing month (2026-11) as invoiced: its charges, late charges of earlier months, credits")
 	allTenants := fs.Bool("all-tenants", false, "with --month: every tenant's invoices and credit notes of the month (drafts while open), per tenant, tag set and currency, with the resource cost (operators); with --from/--to: revenue against resource cost of the usage of a period")
-	view := fs.String("view", "", "the view: with --format csv, one of "+strings.Join(billing.ReportViews, ", ")+" (default model); with --all-tenants --month, one of "+strings.Join(billing.OperatorMonthViews, ", ")+" (default tenant), in any format")
+	view := fs.String("view", "", "the view: with --format csv, one of "+strings.Join(finance.ReportViews, ", ")+" (default model); with --all-tenants --month, one of "+strings.Join(finance.OperatorMonthViews, ", ")+" (default tenant), in any format")
 	outDir := fs.String("out", "", "write every view into this `DIR`, one file each: with --format csv, or with --all-tenants --month in any format")
 	fromS := fs.String("from", "", "start of the period, included: 2026-11-01 (UTC) or an RFC 3339 time (required with --to, unless --batch or --batches)")
 	toS := fs.String("to", "", "end of the period, excluded: 2026-12-01 (UTC) or an RFC 3339 time (required with --from, unless --batch or --batches)")
-	formatS := fs.String("format", string(billing.FormatTable), "output format: table, csv, json or html (a page with charts; periods only)")
+	formatS := fs.String("format", string(finance.FormatTable), "output format: table, csv, json or html (a page with charts; periods only)")
 	dbURL := addDatabaseFlag(fs, "")
 	batch := fs.String("batch", "", "instead of --from/--to: the cost of one batch (the jobs whose metadata batch_id is `ID`), one line per job")
 	currency := fs.String("currency", "", "with --month: the charges and credits in this currency only (a month billed in two)")
@@ -39,14 +39,14 @@ func runReport(ctx context.Context, args []string) error {
 	if *allTenants {
 		return reportAllTenants(ctx, *dbURL, *tenant, *month, *fromS, *toS, *batch != "" || *batches, *formatS, *view, *outDir)
 	}
-	if *view != "" && !slices.Contains(billing.ReportViews, *view) {
-		return usagef("--view %q: use one of %s", *view, strings.Join(billing.ReportViews, ", "))
+	if *view != "" && !slices.Contains(finance.ReportViews, *view) {
+		return usagef("--view %q: use one of %s", *view, strings.Join(finance.ReportViews, ", "))
 	}
-	if (*view != "" || *outDir != "") && (*formatS != string(billing.FormatCSV) || *batch != "" || *batches) {
+	if (*view != "" || *outDir != "") && (*formatS != string(finance.FormatCSV) || *batch != "" || *batches) {
 		return usagef("--view and --out go with --format csv, for a period or a month")
 	}
 	if *view == "" {
-		*view = billing.ReportViews[0]
+		*view = finance.ReportViews[0]
 	}
 	if *batch != "" || *batches || *month != "" {
 		n := 0
@@ -86,7 +86,7 @@ func runReport(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.Report, error) { return billing.BuildReport(ctx, tx, *tenant, from, to) })
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*finance.Report, error) { return finance.BuildReport(ctx, tx, *tenant, from, to) })
 	if err != nil {
 		return err
 	}
@@ -115,11 +115,11 @@ const undefinedTable = "42P01"
 
 // openReport checks the tenant and format of a batch report and opens the
 // database.
-func openReport(ctx context.Context, dbURL, tenant, formatS string) (*pgxpool.Pool, billing.Format, error) {
+func openReport(ctx context.Context, dbURL, tenant, formatS string) (*pgxpool.Pool, finance.Format, error) {
 	if tenant == "" {
 		return nil, "", usagef("--tenant is required")
 	}
-	format, err := billing.ParseFormat(formatS)
+	format, err := finance.ParseFormat(formatS)
 	if err != nil {
 		return nil, "", usagef("--format: %v", err)
 	}
@@ -134,7 +134,7 @@ func reportBatch(ctx context.Context, dbURL, tenant, batch, formatS string) erro
 		return err
 	}
 	defer pool.Close()
-	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*billing.BatchReport, error) { return billing.BuildBatchReport(ctx, tx, tenant, batch) })
+	r, err := inSnapshot(ctx, pool, func(tx pgx.Tx) (*finance.BatchReport, error) { return finance.BuildBatchReport(ctx, tx, tenant, batch) })
 	if err != nil {
 		return err
 	}
@@ -148,11 +148,11 @@ func reportBatches(ctx context.Context, dbURL, tenant, formatS string) error {
 		return err
 	}
 	defer pool.Close()
-	totals, err := inSnapshot(ctx, pool, func(tx pgx.Tx) ([]billing.BatchTotal, error) { return billing.BatchTotals(ctx, tx, tenant) })
+	totals, err := inSnapshot(ctx, pool, func(tx pgx.Tx) ([]ledger.BatchTotal, error) { return ledger.BatchTotals(ctx, tx, tenant) })
 	if err != nil {
 		return err
 	}
-	return billing.WriteBatchTotals(stdout, totals, format)
+	return finance.WriteBatchTotals(stdout, totals, format)
 }
 
 // parseReportPeriod reads --from and --to (parseReportTime), which must

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
@@ -35,18 +36,18 @@ func runTags(ctx context.Context, args []string) error {
 
 // tagRuleJSON is a rule in force as the tags commands write it in JSON.
 type tagRuleJSON struct {
-	billing.TagRule
+	ledger.TagRule
 	// Rule is the rule's condition, as tags set reads it.
 	Rule string `json:"rule"`
 	// Source is tenant (the tenant's own rule) or default.
 	Source string `json:"source"`
 }
 
-func ruleJSON(r billing.TagRule) tagRuleJSON {
+func ruleJSON(r ledger.TagRule) tagRuleJSON {
 	return tagRuleJSON{TagRule: r, Rule: r.Condition(), Source: ruleSource(r)}
 }
 
-func ruleSource(r billing.TagRule) string {
+func ruleSource(r ledger.TagRule) string {
 	if r.Tenant != "" {
 		return "tenant"
 	}
@@ -55,12 +56,12 @@ func ruleSource(r billing.TagRule) string {
 
 // rulesInForce reads the rules in force for tenant (the default rules
 // when empty), sorted by tag.
-func rulesInForce(ctx context.Context, db billing.DB, tenant string) ([]billing.TagRule, error) {
-	rules, err := billing.LoadTagRules(ctx, db, tenant)
+func rulesInForce(ctx context.Context, db ledger.DB, tenant string) ([]ledger.TagRule, error) {
+	rules, err := ledger.LoadTagRules(ctx, db, tenant)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(rules, func(a, b billing.TagRule) int { return cmp.Compare(a.Tag, b.Tag) })
+	slices.SortStableFunc(rules, func(a, b ledger.TagRule) int { return cmp.Compare(a.Tag, b.Tag) })
 	return rules, nil
 }
 
@@ -86,7 +87,7 @@ func tagsList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if format == billing.FormatJSON {
+	if format == finance.FormatJSON {
 		out := make([]tagRuleJSON, len(rules))
 		for i, r := range rules {
 			out[i] = ruleJSON(r)
@@ -114,9 +115,9 @@ func tagsSet(ctx context.Context, args []string) error {
 		return usagef("give a tag and at least one rule, such as: high_latency_risk 'time_to_first_token_ms>50'")
 	}
 	tag := pos[0]
-	rules := make([]billing.TagRule, 0, len(pos)-1)
+	rules := make([]ledger.TagRule, 0, len(pos)-1)
 	for _, cond := range pos[1:] {
-		r, err := billing.ParseTagRule(*tenant, tag, cond)
+		r, err := ledger.ParseTagRule(*tenant, tag, cond)
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -127,7 +128,7 @@ func tagsSet(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	if err := billing.SetTagRules(ctx, pool, *tenant, tag, rules); err != nil {
+	if err := ledger.SetTagRules(ctx, pool, *tenant, tag, rules); err != nil {
 		return err
 	}
 	conds := make([]string, len(rules))
@@ -165,17 +166,17 @@ func tagsDelete(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	before, err := billing.LoadTagRules(ctx, pool, *tenant)
+	before, err := ledger.LoadTagRules(ctx, pool, *tenant)
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(before, func(r billing.TagRule) bool { return r.Tag == tag && r.Tenant == *tenant }) {
+	if !slices.ContainsFunc(before, func(r ledger.TagRule) bool { return r.Tag == tag && r.Tenant == *tenant }) {
 		return fmt.Errorf("%s: no rules of tag %q to delete; 'zerolayer tags list' lists them", whose(*tenant), tag)
 	}
-	if err := billing.SetTagRules(ctx, pool, *tenant, tag, nil); err != nil {
+	if err := ledger.SetTagRules(ctx, pool, *tenant, tag, nil); err != nil {
 		return err
 	}
-	after, err := billing.LoadTagRules(ctx, pool, *tenant)
+	after, err := ledger.LoadTagRules(ctx, pool, *tenant)
 	if err != nil {
 		return err
 	}
@@ -240,7 +241,7 @@ func tagsTest(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	if *job != "" {
-		if u, err = billing.GetUsage(ctx, pool, *tenant, *job); err != nil {
+		if u, err = ledger.GetUsage(ctx, pool, *tenant, *job); err != nil {
 			return err
 		}
 	}
@@ -248,7 +249,7 @@ func tagsTest(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tags := billing.Tags(u, rules)
+	tags := ledger.Tags(u, rules)
 	type result struct {
 		tagRuleJSON
 		Value string `json:"value"`
@@ -259,7 +260,7 @@ func tagsTest(ctx context.Context, args []string) error {
 		v, _ := r.Metric.Value(u)
 		results[i] = result{ruleJSON(r), v.String(), r.Holds(u)}
 	}
-	if format == billing.FormatJSON {
+	if format == finance.FormatJSON {
 		err = writeJSON(struct {
 			Tenant string   `json:"tenant"`
 			JobID  string   `json:"job_id"`

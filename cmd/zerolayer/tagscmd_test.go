@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
+	"github.com/zerolayer/zerolayer/billing/price"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/migrations/dbtest"
 )
@@ -119,10 +121,10 @@ func storeUsage(t *testing.T, pool *pgxpool.Pool, u contracts.Usage) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := billing.EnsureTenant(ctx, pool, u.Tenant, ""); err != nil {
+	if err := ledger.EnsureTenant(ctx, pool, u.Tenant, ""); err != nil {
 		t.Fatal(err)
 	}
-	ms := func(f float64) decimal.Decimal { return billing.FloatDecimal(f) }
+	ms := func(f float64) decimal.Decimal { return price.FloatDecimal(f) }
 	if _, err := pool.Exec(ctx, `INSERT INTO usage (job_id, tenant_id, model, priority, bucket, status,
 			input_tokens, output_tokens, cached_input_tokens, queue_ms, time_to_first_token_ms, time_per_token_ms,
 			inter_token_ms_p50, inter_token_ms_p99, total_ms, tool_execution_time_ms, memory_allocated_mb,
@@ -237,7 +239,7 @@ func TestTenantBilling(t *testing.T) {
 	runOK(t, db, "tenants", "set-billing", "acme", "--name", "Acme Ltd", "--address", `1 Main St\nSpringfield`,
 		"--email", "ap@acme.test", "--tax-id", "GB123", "--tax-rate", "0.2", "--terms-days", "14")
 	out, _ := runOK(t, db, "tenants", "billing", "acme", "--format", "json")
-	b := decodeJSON[billing.TenantBilling](t, out)
+	b := decodeJSON[finance.TenantBilling](t, out)
 	if b.Tenant != "acme" || b.Customer.Name != "Acme Ltd" || b.Customer.Address != "1 Main St\nSpringfield" || b.Customer.Email != "ap@acme.test" ||
 		b.Customer.TaxID != "GB123" || !b.TaxRate.Equal(decimal.RequireFromString("0.2")) || b.PaymentTermsDays != 14 {
 		t.Errorf("billing: %+v", b)
@@ -254,7 +256,7 @@ func TestTenantBilling(t *testing.T) {
 	}
 	// A new tenant: its id as name, no tax, 30 days.
 	out, _ = runOK(t, db, "tenants", "set-billing", "beta", "--email", "b@beta.test", "--format", "json")
-	if b := decodeJSON[billing.TenantBilling](t, out); b.Customer.Name != "beta" || !b.TaxRate.IsZero() || b.PaymentTermsDays != 30 || b.Customer.Email != "b@beta.test" {
+	if b := decodeJSON[finance.TenantBilling](t, out); b.Customer.Name != "beta" || !b.TaxRate.IsZero() || b.PaymentTermsDays != 30 || b.Customer.Email != "b@beta.test" {
 		t.Errorf("new tenant: %+v", b)
 	}
 	for _, tt := range []struct {

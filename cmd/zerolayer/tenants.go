@@ -16,7 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts/quota"
 )
 
@@ -46,7 +47,7 @@ func runTenants(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pool.Close()
-		ls, err := billing.ListTenantLimits(ctx, pool)
+		ls, err := ledger.ListTenantLimits(ctx, pool)
 		if err != nil {
 			return err
 		}
@@ -79,9 +80,9 @@ func runTenants(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	l, err := billing.GetTenantLimits(ctx, pool, pos[0])
-	if errors.Is(err, billing.ErrNotFound) {
-		l, err = billing.TenantLimits{Tenant: pos[0]}, nil
+	l, err := ledger.GetTenantLimits(ctx, pool, pos[0])
+	if errors.Is(err, ledger.ErrNotFound) {
+		l, err = ledger.TenantLimits{Tenant: pos[0]}, nil
 	}
 	if err != nil {
 		return err
@@ -103,7 +104,7 @@ func runTenants(ctx context.Context, args []string) error {
 	if *currency != "" {
 		l.Currency = *currency
 	}
-	if l, err = billing.SetTenantLimits(ctx, pool, l); err != nil {
+	if l, err = ledger.SetTenantLimits(ctx, pool, l); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "zerolayer tenants set-limits: %s: rpm %s, tpm %s, concurrency %s, monthly spend %s; a running billing publishes them to the gateways and workers within moments\n",
@@ -148,9 +149,9 @@ func tenantsSetBilling(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	b, err := billing.GetTenantBilling(ctx, pool, pos[0])
-	if errors.Is(err, billing.ErrUnknownTenant) {
-		b, err = billing.TenantBilling{Tenant: pos[0], PaymentTermsDays: 30}, nil
+	b, err := finance.GetTenantBilling(ctx, pool, pos[0])
+	if errors.Is(err, ledger.ErrUnknownTenant) {
+		b, err = finance.TenantBilling{Tenant: pos[0], PaymentTermsDays: 30}, nil
 	}
 	if err != nil {
 		return err
@@ -176,10 +177,10 @@ func tenantsSetBilling(ctx context.Context, args []string) error {
 	if given["terms-days"] {
 		b.PaymentTermsDays = *terms
 	}
-	if err := billing.SetTenantBilling(ctx, pool, b); err != nil {
+	if err := finance.SetTenantBilling(ctx, pool, b); err != nil {
 		return err
 	}
-	if b, err = billing.GetTenantBilling(ctx, pool, b.Tenant); err != nil {
+	if b, err = finance.GetTenantBilling(ctx, pool, b.Tenant); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "zerolayer tenants set-billing: %s: stored; invoices already issued keep the details they were issued with\n", b.Tenant)
@@ -208,7 +209,7 @@ func tenantsBilling(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	b, err := billing.GetTenantBilling(ctx, pool, pos[0])
+	b, err := finance.GetTenantBilling(ctx, pool, pos[0])
 	if err != nil {
 		return err
 	}
@@ -217,8 +218,8 @@ func tenantsBilling(ctx context.Context, args []string) error {
 
 // writeTenantBilling writes a tenant's invoice details, one per line in a
 // table (the address's lines indented under its first).
-func writeTenantBilling(b billing.TenantBilling, format billing.Format) error {
-	if format == billing.FormatJSON {
+func writeTenantBilling(b finance.TenantBilling, format finance.Format) error {
+	if format == finance.FormatJSON {
 		return writeJSON(b)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -231,7 +232,7 @@ func writeTenantBilling(b billing.TenantBilling, format billing.Format) error {
 		fmt.Fprintf(tw, "%s\t%s\n", label, line)
 	}
 	fmt.Fprintf(tw, "EMAIL\t%s\nTAX ID\t%s\nTAX RATE\t%s\nTAX ROUNDING\tper %s\nTERMS\t%d days\n", b.Customer.Email, b.Customer.TaxID, b.TaxRate,
-		cmp.Or(b.TaxRounding, billing.TaxPerInvoice), b.PaymentTermsDays)
+		cmp.Or(b.TaxRounding, finance.TaxPerInvoice), b.PaymentTermsDays)
 	return tw.Flush()
 }
 
@@ -283,7 +284,7 @@ func limitText(v *int64) string {
 	return strconv.FormatInt(*v, 10)
 }
 
-func spendText(l billing.TenantLimits) string {
+func spendText(l ledger.TenantLimits) string {
 	if l.MonthlySpend == nil {
 		return "none"
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer"
 )
@@ -18,7 +18,7 @@ import (
 func setHighLimits(ctx context.Context, st *devstack.Stack) (producer.Admitter, error) {
 	n := func(v int64) *int64 { return &v }
 	spend := decimal.NewFromInt(1_000_000_000)
-	if _, err := billing.SetTenantLimits(ctx, st.Pool(), billing.TenantLimits{Tenant: Tenant,
+	if _, err := ledger.SetTenantLimits(ctx, st.Pool(), ledger.TenantLimits{Tenant: Tenant,
 		RequestsPerMinute: n(1 << 40), TokensPerMinute: n(1 << 50), MaxConcurrent: n(1 << 40), MonthlySpend: &spend}); err != nil {
 		return nil, err
 	}

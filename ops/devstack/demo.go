@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/finance"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
@@ -239,20 +239,20 @@ func (d *demo) reports(ctx context.Context, from time.Time) error {
 		}
 		fmt.Fprintln(d.w)
 	}
-	br, err := billing.BuildBatchReport(ctx, d.st.Pool(), "acme", d.batchID)
+	br, err := finance.BuildBatchReport(ctx, d.st.Pool(), "acme", d.batchID)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(d.w, "── batch report: acme %s (zerolayer report --tenant acme --batch %s) ──\n", d.batchID, d.batchID)
-	return br.Write(d.w, billing.FormatTable)
+	return br.Write(d.w, finance.FormatTable)
 }
 
 // waitRated polls the tenant's report until its jobs are rated.
-func (d *demo) waitRated(ctx context.Context, tenant string, from time.Time) (*billing.Report, error) {
+func (d *demo) waitRated(ctx context.Context, tenant string, from time.Time) (*finance.Report, error) {
 	n := d.perTenant[tenant]
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rep, err := billing.BuildReport(ctx, d.st.Pool(), tenant, from, time.Now().Add(time.Minute))
+		rep, err := finance.BuildReport(ctx, d.st.Pool(), tenant, from, time.Now().Add(time.Minute))
 		if err != nil {
 			return nil, err
 		}

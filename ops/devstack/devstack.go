@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/migrations"
 	"github.com/zerolayer/zerolayer/producer/gateway"
@@ -110,7 +110,7 @@ type Stack struct {
 	js      jetstream.JetStream
 	models  *worker.Models
 	worker  *worker.Worker
-	billing *billing.Service
+	billing *ledger.Service
 	gateway *GatewayServer
 	quotas  quotas
 }
@@ -187,8 +187,8 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 	if err := st.worker.Start(ctx); err != nil {
 		return err
 	}
-	if st.billing, err = billing.NewService(billing.Config{DB: st.pool, JetStream: st.js, Logger: cfg.Logger,
-		Ingester: billing.IngesterConfig{RateInBatches: true}}); err != nil {
+	if st.billing, err = ledger.NewService(ledger.Config{DB: st.pool, JetStream: st.js, Logger: cfg.Logger,
+		Ingester: ledger.IngesterConfig{RateInBatches: true}}); err != nil {
 		return err
 	}
 	if err := st.billing.Start(ctx); err != nil {
@@ -339,7 +339,7 @@ func (st *Stack) DatabaseNote() string { return st.pg.note }
 func (st *Stack) Models() *worker.Models { return st.models }
 
 // Billing is the billing service (for its Prometheus collector).
-func (st *Stack) Billing() *billing.Service { return st.billing }
+func (st *Stack) Billing() *ledger.Service { return st.billing }
 
 // GatewayAddr is the address the HTTP gateway listens on ("" without
 // one).

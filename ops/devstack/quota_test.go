@@ -15,7 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shopspring/decimal"
 
-	"github.com/zerolayer/zerolayer/billing"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/ops/devstack/devstacktest"
@@ -42,12 +42,12 @@ func TestTenantLimits(t *testing.T) {
 	}
 	n := func(v int64) *int64 { return &v }
 	tiny := decimal.RequireFromString("0.000001") // below one job's estimate
-	for _, l := range []billing.TenantLimits{
+	for _, l := range []ledger.TenantLimits{
 		{Tenant: "acme", RequestsPerMinute: n(2)},
 		{Tenant: "busy", MaxConcurrent: n(0)},
 		{Tenant: "broke", MonthlySpend: &tiny},
 	} {
-		if _, err := billing.SetTenantLimits(ctx, st.Pool(), l); err != nil {
+		if _, err := ledger.SetTenantLimits(ctx, st.Pool(), l); err != nil {
 			t.Fatal(err)
 		}
 	}

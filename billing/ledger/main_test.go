@@ -1,0 +1,14 @@
+package ledger
+
+import (
+	"testing"
+
+	"github.com/shopspring/decimal"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
