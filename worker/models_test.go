@@ -125,4 +125,10 @@ func TestOpenModelsKVType(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "KV cache type") {
 		t.Errorf("a Q4_0 KV cache: %v", err)
 	}
+	// Q8_0 scales 32 of a head's values: Stories260K's heads of 8 are refused.
+	_, err = worker.OpenModels(context.Background(), worker.ModelsConfig{Models: []string{"Stories260K"}, ModelDirs: []string{filepath.Dir(path)},
+		Threads: 1, KVType: "q8_0", Sched: sched.Config{KVBlocks: 64}})
+	if err == nil || !strings.Contains(err.Error(), "multiple of 32") {
+		t.Errorf("a Q8_0 KV cache of heads of 8: %v", err)
+	}
 }

@@ -34,8 +34,11 @@ type Backend struct {
 	rope [2]ropeCache
 	// ropeLast is the configuration of the last RoPE call.
 	ropeLast gpu.RoPE
-	// halfRow is StoreKV's scratch row of an F16 arena.
+	// halfRow is StoreKV's scratch row of an F16 arena; q8Row and
+	// q8Scale those of a Q8_0 arena.
 	halfRow []uint16
+	q8Row   []int8
+	q8Scale []float32
 }
 
 var _ gpu.ArchOps = (*Backend)(nil)
@@ -94,13 +97,25 @@ func (m *matrix) DType() gpu.DType { return m.w.Type }
 // register of the tile kernels), V per kv head of HeadDim: BlockTokens
 // rows of HeadDim for each head in turn, so that attention reads one
 // head's V rows of a block in one run.
+//
+// A Q8_0 arena (q8) keeps the same places in bytes, int8 values each, and
+// after each layer's K and after its V their float16 scales, one per 32
+// of a head's components: K's head by head, hd/32 rows of BlockTokens
+// (one per key); V's head by head, BlockTokens rows of hd/32. Its blocks
+// are llama.cpp's Q8_0 bytes: 34 for every 32 values.
 type kvArena struct {
 	cfg gpu.KVConfig
-	be  int // values per block
+	be  int // values (bytes for Q8_0) per block
+	le  int // values (bytes) per layer of a block: its K region, then V
 	f32 []float32
 	f16 []uint16
+	q8  []byte
 	raw []byte
 }
+
+// q8Bytes is the size of a Q8_0 region of n values: the values, then a
+// float16 scale for every 32.
+func q8Bytes(n int) int { return n + n/16 }
 
 func (k *kvArena) Config() gpu.KVConfig { return k.cfg }
 
@@ -118,6 +133,20 @@ func (k *kvArena) WriteBlock(blk int, src []byte) {
 // hd, for the blocks of tab.
 func (k *kvArena) rows(tab []int32, layer, g, hd int, v bool) kernels.KVRows {
 	c := &k.cfg
+	if k.q8 != nil {
+		if hd != c.HeadDim {
+			panic(fmt.Sprintf("cpu: attention heads of %d over a Q8_0 cache of heads of %d", hd, c.HeadDim))
+		}
+		n := c.BlockTokens * c.KVDim // values of a K or V region
+		r := layer*k.le + g*hd*c.BlockTokens
+		scales := layer*k.le + n + g*(hd/32)*c.BlockTokens*2
+		rows := kernels.KVRows{Q8: k.q8, Tab: tab, BlockElems: k.be, Off: r, BT: c.BlockTokens, SOff: scales - r}
+		if v {
+			rows.Off, rows.SOff = r+q8Bytes(n), scales-r
+			rows.Stride, rows.SStride = hd, hd/32*2
+		}
+		return rows
+	}
 	off := layer*2*c.BlockTokens*c.KVDim + g*hd*c.BlockTokens
 	stride := c.KVDim
 	if v {
@@ -167,15 +196,23 @@ func (b *Backend) NewMatrix(t gpu.DType, rows, cols int, data []byte) (gpu.Matri
 	return &matrix{w}, nil
 }
 
-// NewKV allocates the KV arena, of F32 or F16 values.
+// NewKV allocates the KV arena, of F32, F16 or Q8_0 values.
 func (b *Backend) NewKV(cfg gpu.KVConfig) (gpu.KV, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Layers <= 0 || cfg.KVDim <= 0 || cfg.Blocks <= 0 || cfg.BlockTokens <= 0 || cfg.HeadDim <= 0 || cfg.KVDim%cfg.HeadDim != 0 {
 		return nil, fmt.Errorf("%w: KV config %+v: layers, kv dim, blocks and block tokens must be positive, kv dim a multiple of the head dim", gpu.ErrShape, cfg)
 	}
 	be := cfg.BlockFloats()
-	kv := &kvArena{cfg: cfg, be: be}
+	kv := &kvArena{cfg: cfg, be: be, le: 2 * cfg.BlockTokens * cfg.KVDim}
 	switch cfg.Type {
+	case gpu.Q8_0:
+		if cfg.HeadDim%32 != 0 {
+			return nil, fmt.Errorf("%w: a Q8_0 KV cache needs heads of a multiple of 32 values, these have %d", gpu.ErrUnsupportedType, cfg.HeadDim)
+		}
+		kv.le = 2 * q8Bytes(cfg.BlockTokens*cfg.KVDim)
+		kv.be = cfg.Layers * kv.le
+		kv.q8 = make([]byte, kv.be*cfg.Blocks)
+		kv.raw = kv.q8
 	case gpu.F32:
 		kv.f32 = make([]float32, be*cfg.Blocks)
 		kv.raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(kv.f32))), 4*len(kv.f32))
@@ -183,14 +220,15 @@ func (b *Backend) NewKV(cfg gpu.KVConfig) (gpu.KV, error) {
 		kv.f16 = make([]uint16, be*cfg.Blocks)
 		kv.raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(kv.f16))), 2*len(kv.f16))
 	default:
-		return nil, fmt.Errorf("%w: KV cache type %v on the CPU (F32 or F16)", gpu.ErrUnsupportedType, cfg.Type)
+		return nil, fmt.Errorf("%w: KV cache type %v on the CPU (F16, F32 or Q8_0)", gpu.ErrUnsupportedType, cfg.Type)
 	}
 	b.commit(kv.raw)
 	return kv, nil
 }
 
-// KVTypes returns the KV cache types the CPU backend stores: F16 and F32.
-func (b *Backend) KVTypes() []gpu.DType { return []gpu.DType{gpu.F16, gpu.F32} }
+// KVTypes returns the KV cache types the CPU backend stores: F16 (the
+// default), F32 and Q8_0 (fast with AVX-512; the Go kernels elsewhere).
+func (b *Backend) KVTypes() []gpu.DType { return []gpu.DType{gpu.F16, gpu.F32, gpu.Q8_0} }
 
 // commit writes to every page of a new arena, on the pool's threads, so
 // that the memory is the process's from the start: otherwise each page

@@ -1,11 +1,13 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
+	"github.com/zerolayer/zerolayer/gpu/quant"
 )
 
 // Embed copies (dequantizing) rows of the table.
@@ -227,7 +229,7 @@ func kvSlot(kv *kvArena, bt *gpu.Batch, s int, layer int, pos int32) (base, slot
 	if blk < 0 || blk >= c.Blocks {
 		panic(fmt.Sprintf("cpu: block %d out of range [0,%d)", blk, c.Blocks))
 	}
-	return blk*kv.be + layer*2*c.BlockTokens*c.KVDim, int(pos) % c.BlockTokens
+	return blk*kv.be + layer*kv.le, int(pos) % c.BlockTokens
 }
 
 // half returns the backend's scratch row of n binary16 values.
@@ -253,6 +255,10 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 		base, j := kvSlot(kv, bt, int(bt.Seq[i]), layer, bt.Pos[i])
 		kr, vr := kt.data[i*n:(i+1)*n], vt.data[i*n:(i+1)*n]
 		vo := base + btk*n + j*hd // head g's row j at vo + g·hd·btk
+		if kv.q8 != nil {
+			b.storeQ8(kv, base, j, kr, vr)
+			continue
+		}
 		if kv.f16 != nil {
 			kh := b.half(n)
 			kernels.ToHalf(kh, kr)
@@ -273,6 +279,39 @@ func (b *Backend) StoreKV(kvc gpu.KV, layer int, k, v gpu.Tensor, bt *gpu.Batch)
 		for g := 0; g < n; g += hd {
 			o := vo + g*btk
 			copy(kv.f32[o:o+hd], vr[g:g+hd])
+		}
+	}
+}
+
+// storeQ8 writes one position's K and V rows (slot j of the layer's
+// region at base) into a Q8_0 arena, quantized per 32 values of a head.
+func (b *Backend) storeQ8(kv *kvArena, base, j int, kr, vr []float32) {
+	c := &kv.cfg
+	n, btk, hd := c.KVDim, c.BlockTokens, c.HeadDim
+	if cap(b.q8Row) < n {
+		b.q8Row, b.q8Scale = make([]int8, n), make([]float32, n/32)
+	}
+	qs, d := b.q8Row[:n], b.q8Scale[:n/32]
+	region := btk * n
+	kernels.QuantizeQ8_0(kr, qs, d)
+	ks := kv.q8[base:]
+	for cc, x := range qs {
+		ks[cc*btk+j] = byte(x)
+	}
+	for ch, s := range d { // chunk ch of the row: head ch/(hd/32)'s
+		binary.LittleEndian.PutUint16(ks[region+2*(ch*btk+j):], quant.Float32ToFP16(s))
+	}
+	kernels.QuantizeQ8_0(vr, qs, d)
+	vs := kv.q8[base+q8Bytes(region):]
+	per := hd / 32
+	for g := 0; g < n; g += hd {
+		row := vs[g*btk+j*hd:]
+		for i, x := range qs[g : g+hd] {
+			row[i] = byte(x)
+		}
+		sc := vs[region+2*(g/hd*btk*per+j*per):]
+		for ch, s := range d[g/32 : g/32+per] {
+			binary.LittleEndian.PutUint16(sc[2*ch:], quant.Float32ToFP16(s))
 		}
 	}
 }

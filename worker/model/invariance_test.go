@@ -103,7 +103,7 @@ func TestForwardInterruptible(t *testing.T) {
 }
 
 // TestLongInvariance is TestBatchInvariance across attention's key tiles
-// (64 positions) with an F16 and an F32 KV cache, for llama and gemma3
+// (64 positions) with an F16, an F32 and a Q8_0 KV cache, for llama and gemma3
 // (sliding-window layers, window 5 and a window of 100 across tiles): a
 // 300-token sequence prefilled at once, in chunks of 37, and decoded token
 // by token from position 250 beside another sequence gives bit-identical
@@ -124,7 +124,7 @@ func TestLongInvariance(t *testing.T) {
 		{"gemma3 F32", archTiny("gemma3", gpu.F32)},
 		{"gemma3 window 100", func() synth.Config { c := archTiny("gemma3", gpu.F32); c.Window = 100; return c }()},
 	} {
-		for _, kvType := range []gpu.DType{gpu.F16, gpu.F32} {
+		for _, kvType := range []gpu.DType{gpu.F16, gpu.F32, gpu.Q8_0} {
 			be := cpu.New(cpu.Config{Threads: 2})
 			m, err := model.New(modeltest.Build(t, c.cfg), be)
 			if err != nil {

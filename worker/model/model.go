@@ -158,7 +158,7 @@ func (m *Model) NewKV(blocks, blockTokens int) (gpu.KV, error) {
 func (m *Model) KVType() gpu.DType { return m.kvType }
 
 // SetKVType sets the element type of the KV arenas made after it (F32,
-// F16), refusing one the backend does not store.
+// F16, Q8_0 on the CPU), refusing one the backend does not store.
 func (m *Model) SetKVType(t gpu.DType) error {
 	types := gpu.KVTypes(m.be)
 	if !slices.Contains(types, t) {

@@ -19,21 +19,42 @@ const TileBT = 16
 // holds hd rows of BT keys (transposed: row d holds component d of each
 // key); its V region starts at Off and holds BT rows of hd values, Stride
 // values apart.
+//
+// A Q8_0 arena (Q8 set; its values are bytes) holds int8 values in the
+// same places, and each value's float16 scale, one per 32 of a head's
+// components, at SOff bytes from the region: K's as hd/32 rows of BT
+// scales, V's as SStride bytes a row (hd/32 scales).
 type KVRows struct {
 	F32        []float32
 	F16        []uint16
+	Q8         []byte
 	Tab        []int32
 	BlockElems int
 	Off        int
 	BT         int
 	Stride     int
+	SOff       int
+	SStride    int
 }
 
 func (r *KVRows) n() int {
-	if r.F16 != nil {
+	switch {
+	case r.Q8 != nil:
+		return len(r.Q8)
+	case r.F16 != nil:
 		return len(r.F16)
 	}
 	return len(r.F32)
+}
+
+// q8Scale returns the float16 scale of a Q8_0 region's value: K (v false)
+// component d of key j, or V component d of row j, in the block at base.
+func (r *KVRows) q8Scale(base, d, j int, v bool) float32 {
+	o := base + r.Off + r.SOff + 2*((d/32)*r.BT+j)
+	if v {
+		o = base + r.Off + r.SOff + j*r.SStride + 2*(d/32)
+	}
+	return f16Table[uint16(r.Q8[o])|uint16(r.Q8[o+1])<<8]
 }
 
 // check panics unless blocks 0..nb-1 of r have span values from Off inside
@@ -51,6 +72,9 @@ func (r *KVRows) check(nb, span int) {
 
 // at returns the address of value i of the arena and its size in bytes.
 func (r *KVRows) at(i int) (unsafe.Pointer, int) {
+	if r.Q8 != nil {
+		return unsafe.Pointer(&r.Q8[i]), 1
+	}
 	if r.F16 != nil {
 		return unsafe.Pointer(&r.F16[i]), 2
 	}
@@ -72,6 +96,15 @@ func AttnQK(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []flo
 	}
 	k.check(nb, hd*k.BT)
 	_, _ = q[nq*hd-1], out[(nq-1)*ostride+nb*k.BT-1]
+	if k.Q8 != nil {
+		k.check(nb, k.SOff+hd/32*k.BT*2)
+		if tileAsm(k.BT) && wideOn() && hd%32 == 0 {
+			attnQKQ8(q, nq, hd, k, nb, scale, out, ostride)
+		} else {
+			attnQKGo(q, nq, hd, k, nb, scale, out, ostride)
+		}
+		return
+	}
 	if !tileAsm(k.BT) {
 		attnQKGo(q, nq, hd, k, nb, scale, out, ostride)
 		return
@@ -108,6 +141,12 @@ func attnQKGo(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []f
 			clear(o)
 			for d, x := range q[h*hd : (h+1)*hd] {
 				r := base + d*bt
+				if k.Q8 != nil {
+					for j, y := range k.Q8[r : r+bt] {
+						o[j] += x * (float32(int8(y)) * k.q8Scale(int(k.Tab[i])*k.BlockElems, d, j, false))
+					}
+					continue
+				}
 				if k.F16 != nil {
 					for j, y := range k.F16[r : r+bt] {
 						o[j] += x * f16Table[y]
@@ -137,6 +176,15 @@ func AttnPV(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32,
 	nb := (cnt + bt - 1) / bt
 	v.check(nb, (bt-1)*v.Stride+hd)
 	_, _ = p[(nq-1)*pstride+cnt-1], out[(nq-1)*ostride+hd-1]
+	if v.Q8 != nil {
+		v.check(nb, v.SOff+(bt-1)*v.SStride+hd/32*2)
+		if tileAsm(bt) && wideOn() && hd%64 == 0 {
+			attnPVQ8(p, pstride, nq, hd, v, cnt, out, ostride)
+		} else {
+			attnPVGo(p, pstride, nq, hd, v, cnt, out, ostride)
+		}
+		return
+	}
 	// 64 columns a call with AVX-512 (four heads), 32 with AVX2 (two), 8
 	// for small heads (four): the same bits.
 	wide := wideOn() && hd%64 == 0
@@ -174,6 +222,13 @@ func attnPVGo(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float3
 		for h := 0; h < nq; h++ {
 			w := p[h*pstride+t]
 			o := out[h*ostride : h*ostride+hd]
+			if v.Q8 != nil {
+				blk := int(v.Tab[t/bt]) * v.BlockElems
+				for c, y := range v.Q8[r : r+hd] {
+					o[c] += w * (float32(int8(y)) * v.q8Scale(blk, c, t%bt, true))
+				}
+				continue
+			}
 			if v.F16 != nil {
 				for c, y := range v.F16[r : r+hd] {
 					o[c] += w * f16Table[y]

@@ -228,3 +228,75 @@ func dotQ4P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstri
 
 //go:noescape
 func blockSumsI8AVX2(qs *int8, nb int, out *int32)
+
+//go:noescape
+func attnQKQ8_4x4(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, soff int)
+
+//go:noescape
+func attnQKQ8_1x4(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, soff int)
+
+//go:noescape
+func attnQKQ8_4x1(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, soff int)
+
+//go:noescape
+func attnQKQ8_1x1(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, soff int)
+
+//go:noescape
+func attnPVQ8_4(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, soff, sstride int)
+
+//go:noescape
+func attnPVQ8_1(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, soff, sstride int)
+
+// qkQ8Kernels[one head][one block]: the Q8_0 QK kernels of 4 or 1 heads
+// by 4 or 1 blocks.
+var qkQ8Kernels = [2][2]func(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, soff int){
+	{attnQKQ8_4x4, attnQKQ8_4x1}, {attnQKQ8_1x4, attnQKQ8_1x1},
+}
+
+// attnQKQ8 is AttnQK's AVX-512 path for a Q8_0 cache (hd a multiple of
+// 32): 4 heads by 4 blocks a call where there are that many.
+func attnQKQ8(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []float32, ostride int) {
+	base := unsafe.Pointer(&k.Q8[k.Off])
+	for i := 0; i < nb; {
+		step := 1
+		if nb-i >= 4 {
+			step = 4
+		}
+		h := 0
+		for ; h < nq; h++ {
+			nh := 1
+			if nq-h >= 4 {
+				nh = 4
+			}
+			qkQ8Kernels[b2i(nh == 1)][b2i(step == 1)](&q[h*hd], 4*hd, base, &k.Tab[i], k.BlockElems, hd, &out[h*ostride+i*k.BT], 4*ostride, scale, k.SOff)
+			h += nh - 1
+		}
+		i += step
+	}
+}
+
+// attnPVQ8 is AttnPV's AVX-512 path for a Q8_0 cache (hd a multiple of
+// 64): 64 columns and 4 heads a call.
+func attnPVQ8(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32, ostride int) {
+	bt := v.BT
+	for i := 0; i < (cnt+bt-1)/bt; i++ {
+		rows := min(bt, cnt-i*bt)
+		blk := int(v.Tab[i]) * v.BlockElems
+		for c := 0; c < hd; c += 64 {
+			vp := unsafe.Pointer(&v.Q8[blk+v.Off+c])
+			soff := v.SOff + 2*(c/32) - c // from the columns' values to their scales
+			for h := 0; h < nq; h++ {
+				nh := 1
+				if nq-h >= 4 {
+					nh = 4
+				}
+				k := attnPVQ8_1
+				if nh == 4 {
+					k = attnPVQ8_4
+				}
+				k(&p[h*pstride+i*bt], 4*pstride, vp, v.Stride, rows, &out[h*ostride+c], 4*ostride, soff, v.SStride)
+				h += nh - 1
+			}
+		}
+	}
+}

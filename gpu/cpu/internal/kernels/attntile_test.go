@@ -138,3 +138,71 @@ func TestToHalf(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnTileKernelsQ8 checks the Q8_0 tile kernels against the Go path
+// (which dequantizes each value the same way), and that a score or an
+// output has the same bits whichever heads and blocks share its call.
+func TestAttnTileKernelsQ8(t *testing.T) {
+	if !useAsm || !wideOn() {
+		t.Skip("the Q8_0 tile kernels need AVX-512")
+	}
+	r := rand.New(rand.NewPCG(43, 44))
+	for _, hd := range []int{64, 128, 32, 96} {
+		const blocks, off = 9, 6
+		kvDim := 2 * hd
+		soff := TileBT * kvDim // the scales after every head's values
+		be := off + soff + kvDim/32*TileBT*2 + 4
+		kv := &KVRows{Q8: make([]byte, blocks*be), BlockElems: be, Off: off, BT: TileBT, SOff: soff}
+		for i := 0; i+1 < len(kv.Q8); i += 2 { // every aligned pair a plausible float16
+			h := quant.Float32ToFP16(float32(r.NormFloat64() * 0.01))
+			kv.Q8[i], kv.Q8[i+1] = byte(h), byte(h>>8)
+		}
+		for _, b := range r.Perm(blocks)[:blocks-1] {
+			kv.Tab = append(kv.Tab, int32(b))
+		}
+		v := *kv
+		v.Stride, v.SStride = hd, hd/32*2
+		for _, nq := range []int{1, 3, 4, 9} {
+			q := randF32(r, nq*hd)
+			nb := len(kv.Tab)
+			ostride := nb*TileBT + 5
+			fast := make([]float32, nq*ostride)
+			AttnQK(q, nq, hd, kv, nb, 0.125, fast, ostride)
+			slow := make([]float32, nq*ostride)
+			attnQKGo(q, nq, hd, kv, nb, 0.125, slow, ostride)
+			for i := range fast {
+				if d := math.Abs(float64(fast[i] - slow[i])); d > 1e-4*(1+math.Abs(float64(slow[i]))) {
+					t.Fatalf("hd %d nq %d: score %d: %g, Go %g", hd, nq, i, fast[i], slow[i])
+				}
+			}
+			for h := 0; h < nq; h++ {
+				for b := 0; b < nb; b++ {
+					one := make([]float32, TileBT)
+					sub := *kv
+					sub.Tab = kv.Tab[b : b+1]
+					AttnQK(q[h*hd:(h+1)*hd], 1, hd, &sub, 1, 0.125, one, TileBT)
+					sameBits(t, "a score alone", fast[h*ostride+b*TileBT:], one)
+				}
+			}
+			for _, cnt := range []int{1, 16, 37, nb * TileBT} {
+				pstride := nb*TileBT + 3
+				p := randF32(r, nq*pstride)
+				init := randF32(r, nq*hd)
+				fast := append([]float32(nil), init...)
+				AttnPV(p, pstride, nq, hd, &v, cnt, fast, hd)
+				slow := append([]float32(nil), init...)
+				attnPVGo(p, pstride, nq, hd, &v, cnt, slow, hd)
+				for i := range fast {
+					if d := math.Abs(float64(fast[i] - slow[i])); d > 1e-4*(1+math.Abs(float64(slow[i]))) {
+						t.Fatalf("hd %d nq %d cnt %d: output %d: %g, Go %g", hd, nq, cnt, i, fast[i], slow[i])
+					}
+				}
+				for h := 0; h < nq; h++ {
+					one := append([]float32(nil), init[h*hd:(h+1)*hd]...)
+					AttnPV(p[h*pstride:], pstride, 1, hd, &v, cnt, one, hd)
+					sameBits(t, "an output alone", fast[h*hd:], one)
+				}
+			}
+		}
+	}
+}

@@ -137,3 +137,11 @@ func blockSumsI8AVX2(qs *int8, nb int, out *int32) { panic(noAsm) }
 // The packed K-quant kernels are never called without the assembly
 // (PackQ4_K and PackQ6_K return nil).
 var dotQ4KP, dotQ6KP [q8MaxRows]func(w *byte, nb int, x *blockQ8K, xstride int, out *float32)
+
+func attnQKQ8(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []float32, ostride int) {
+	panic(noAsm)
+}
+
+func attnPVQ8(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32, ostride int) {
+	panic(noAsm)
+}

@@ -1,7 +1,7 @@
 // Command attngen writes attntile_amd64.s, the AVX-512 kernels of tiled
 // attention over the CPU backend's KV blocks (kernels.AttnQK and
-// kernels.AttnPV), one function per element type (F32, F16) and register
-// shape. Run it with go generate in the kernels package.
+// kernels.AttnPV), one function per element type (F32, F16; Q8_0 with
+// AVX-512 only) and register shape. Run it with go generate in the kernels package.
 //
 // Every variant of a kernel computes each output element with the same
 // sequence of operations (one fused multiply-add chain, in order), so a
@@ -48,6 +48,12 @@ func main() {
 		for _, nh := range []int{4, 1} {
 			pvAVX2(&b, e, nh, 1)
 		}
+	}
+	for _, s := range [][2]int{{4, 4}, {1, 4}, {4, 1}, {1, 1}} {
+		qkQ8(&b, s[0], s[1])
+	}
+	for _, nh := range []int{4, 1} {
+		pvQ8(&b, nh)
 	}
 	if err := os.WriteFile("attntile_amd64.s", b.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
