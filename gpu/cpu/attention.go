@@ -38,6 +38,11 @@ type attnCall struct {
 	window  int   // 0: full causal
 	chunks  []int // first row of each chunk of rows, then the row count
 	need    int   // scratch floats per task
+	// pair: a chunk of one row takes kv heads two at a time (the even
+	// head's job does both, the odd one's nothing): with one query head
+	// per kv head, a decoding row's multiply-add chains are too few to
+	// hide their latency (kernels.AttnPairs).
+	pair bool
 
 	mu   sync.Mutex
 	free [][]float32 // scratch buffers
@@ -146,8 +151,9 @@ func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, w
 	a.tile = max(1, attnKeyTile/c.BlockTokens) * c.BlockTokens
 	a.window = max(window, 0)
 	a.scale = float32(1 / math.Sqrt(float64(hd)))
-	nq := min(chunk, qt.rows) * group
+	nq := max(min(chunk, qt.rows)*group, 2)
 	a.need = 2*nq*hd + nq*a.tile + 2*nq
+	a.pair = group == 1 && kvHeads%2 == 0 && kv.q8 == nil && kernels.AttnPairs(c.BlockTokens, hd)
 	work := (len(a.chunks) - 1) * kvHeads
 	// Below about 128k multiply-adds (of K and again of V) a hand-off to
 	// the pool costs more than it saves.
@@ -167,13 +173,21 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 	hd, group, tile := a.hd, a.group, a.tile
 	gw := group * hd
 	R := i1 - i0
-	nq := R * group
+	ng := 1 // kv heads g…g+ng−1
+	if R == 1 && a.pair {
+		if g%2 == 1 {
+			return // done with g−1
+		}
+		ng = 2
+	}
+	hr := group * ng // query heads of a row
+	nq := R * hr
 	first, end := int(a.bt.Pos[i0]), int(a.bt.Pos[i1-1])+1
 	// The rows' query heads for kv head g, contiguous, and their outputs.
 	var qv, ov []float32
 	if R == 1 {
-		qv = qt.data[i0*qt.cols+g*gw : i0*qt.cols+(g+1)*gw]
-		ov = d.data[i0*d.cols+g*gw : i0*d.cols+(g+1)*gw]
+		qv = qt.data[i0*qt.cols+g*gw : i0*qt.cols+(g+ng)*gw]
+		ov = d.data[i0*d.cols+g*gw : i0*d.cols+(g+ng)*gw]
 	} else {
 		qv, ov = scratch[:nq*hd], scratch[nq*hd:2*nq*hd]
 		for r := 0; r < R; r++ {
@@ -202,14 +216,19 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 		krows := kv.rows(blocks, a.layer, g, hd, false)
 		// Scores of whole blocks: those of positions past n are dropped
 		// below with the others outside each row's range.
-		kernels.AttnQK(qv, nq, hd, &krows, len(blocks), a.scale, scores, tile)
+		if ng == 2 {
+			k1 := kv.rows(blocks, a.layer, g+1, hd, false)
+			kernels.AttnQKPair(qv, hd, &krows, &k1, len(blocks), a.scale, scores, tile)
+		} else {
+			kernels.AttnQK(qv, nq, hd, &krows, len(blocks), a.scale, scores, tile)
+		}
 		for r := 0; r < R; r++ {
 			p := int(a.bt.Pos[i0+r])
 			from, to := lo, min(lo+n, p+1) // row r's positions in the tile
 			if a.window > 0 {
 				from = max(from, p+1-a.window)
 			}
-			for h := r * group; h < (r+1)*group; h++ {
+			for h := r * hr; h < (r+1)*hr; h++ {
 				row := scores[h*tile : h*tile+n]
 				if from >= to {
 					clear(row)
@@ -230,7 +249,12 @@ func (a *attnCall) attend(i0, i1, g int, scratch []float32) {
 			}
 		}
 		vrows := kv.rows(blocks, a.layer, g, hd, true)
-		kernels.AttnPV(scores, tile, nq, hd, &vrows, n, ov, hd)
+		if ng == 2 {
+			v1 := kv.rows(blocks, a.layer, g+1, hd, true)
+			kernels.AttnPVPair(scores, tile, hd, &vrows, &v1, n, ov, hd)
+		} else {
+			kernels.AttnPV(scores, tile, nq, hd, &vrows, n, ov, hd)
+		}
 	}
 	for h := 0; h < nq; h++ {
 		if l[h] != 0 {

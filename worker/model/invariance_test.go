@@ -121,6 +121,8 @@ func TestLongInvariance(t *testing.T) {
 	}{
 		{"llama Q8_0", synthTiny(gpu.Q8_0)},
 		{"llama Q4_0", synthTiny(gpu.Q4_0)},
+		// One query head per kv head: decode rows take kv heads in pairs.
+		{"llama MHA", func() synth.Config { c := synthTiny(gpu.Q8_0); c.KVHeads = c.Heads; return c }()},
 		{"gemma3 F32", archTiny("gemma3", gpu.F32)},
 		{"gemma3 window 100", func() synth.Config { c := archTiny("gemma3", gpu.F32); c.Window = 100; return c }()},
 	} {

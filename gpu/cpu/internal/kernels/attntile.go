@@ -241,3 +241,69 @@ func attnPVGo(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float3
 		}
 	}
 }
+
+// AttnPairs reports whether AttnQKPair and AttnPVPair run their own
+// kernels for heads of hd over an F32 or F16 arena of blocks of bt: two
+// kv heads of a decoding row in one call, eight multiply-add chains where
+// one head has four (decode is bound by their latency). Elsewhere they
+// run AttnQK and AttnPV once a head; the bits are the same either way.
+func AttnPairs(bt, hd int) bool { return tileAsm(bt) && wideOn() && hd%64 == 0 }
+
+// AttnQKPair is AttnQK for two heads, q[:hd] and q[hd:2hd], scoring K
+// regions of their own, k0 and k1 (the same blocks, another Off): the
+// second head's scores ostride after the first's.
+func AttnQKPair(q []float32, hd int, k0, k1 *KVRows, nb int, scale float32, out []float32, ostride int) {
+	if nb <= 0 {
+		return
+	}
+	if !samePair(k0, k1) || !AttnPairs(k0.BT, hd) {
+		AttnQK(q[:hd], 1, hd, k0, nb, scale, out, ostride)
+		AttnQK(q[hd:2*hd], 1, hd, k1, nb, scale, out[ostride:], ostride)
+		return
+	}
+	k0.check(nb, hd*k0.BT)
+	k1.check(nb, hd*k1.BT)
+	_, _ = q[2*hd-1], out[ostride+nb*k0.BT-1]
+	base, size := k0.at(k0.Off)
+	for i := 0; i < nb; {
+		step := 1
+		if nb-i >= 4 {
+			step = 4
+		}
+		qkPairCall(k0.F16 != nil, step, &q[0], 4*hd, base, &k0.Tab[i], k0.BlockElems*size, hd, &out[i*k0.BT], 4*ostride, scale, (k1.Off-k0.Off)*size)
+		i += step
+	}
+}
+
+// AttnPVPair is AttnPV for two heads with V regions of their own: p's rows
+// 0 and 1 (pstride apart) weight v0's and v1's rows into out's rows 0 and
+// 1 (ostride apart).
+func AttnPVPair(p []float32, pstride, hd int, v0, v1 *KVRows, cnt int, out []float32, ostride int) {
+	if cnt <= 0 {
+		return
+	}
+	if !samePair(v0, v1) || v0.Stride != v1.Stride || !AttnPairs(v0.BT, hd) {
+		AttnPV(p, pstride, 1, hd, v0, cnt, out, ostride)
+		AttnPV(p[pstride:], pstride, 1, hd, v1, cnt, out[ostride:], ostride)
+		return
+	}
+	bt := v0.BT
+	nb := (cnt + bt - 1) / bt
+	v0.check(nb, (bt-1)*v0.Stride+hd)
+	v1.check(nb, (bt-1)*v1.Stride+hd)
+	_, _ = p[pstride+cnt-1], out[ostride+hd-1]
+	for i := 0; i < nb; i++ {
+		rows := min(bt, cnt-i*bt)
+		for c := 0; c < hd; c += 64 {
+			vp, size := v0.at(int(v0.Tab[i])*v0.BlockElems + v0.Off + c)
+			pvPairCall(v0.F16 != nil, &p[i*bt], 4*pstride, vp, size*v0.Stride, rows, &out[c], 4*ostride, (v1.Off-v0.Off)*size)
+		}
+	}
+}
+
+// samePair reports whether two heads' rows lie in the same F32 or F16
+// arena and blocks, at other offsets.
+func samePair(a, b *KVRows) bool {
+	return a.Q8 == nil && b.Q8 == nil && (a.F16 != nil) == (b.F16 != nil) && a.BlockElems == b.BlockElems && a.BT == b.BT &&
+		len(a.Tab) == len(b.Tab) && (len(a.Tab) == 0 || &a.Tab[0] == &b.Tab[0])
+}

@@ -300,3 +300,37 @@ func attnPVQ8(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float3
 		}
 	}
 }
+
+//go:noescape
+func attnQKF32P_4(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, kdelta int)
+
+//go:noescape
+func attnQKF32P_1(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, kdelta int)
+
+//go:noescape
+func attnQKF16P_4(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, kdelta int)
+
+//go:noescape
+func attnQKF16P_1(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, kdelta int)
+
+//go:noescape
+func attnPVF32P(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, vdelta int)
+
+//go:noescape
+func attnPVF16P(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, vdelta int)
+
+// qkPairKernels[f16][one block], pvPairKernels[f16]: the two-head kernels.
+var (
+	qkPairKernels = [2][2]func(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, kdelta int){
+		{attnQKF32P_4, attnQKF32P_1}, {attnQKF16P_4, attnQKF16P_1},
+	}
+	pvPairKernels = [2]func(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, vdelta int){attnPVF32P, attnPVF16P}
+)
+
+func qkPairCall(f16 bool, nb int, q *float32, qstride int, k unsafe.Pointer, tab *int32, bb, hd int, out *float32, ostride int, scale float32, kdelta int) {
+	qkPairKernels[b2i(f16)][b2i(nb == 1)](q, qstride, k, tab, bb, hd, out, ostride, scale, kdelta)
+}
+
+func pvPairCall(f16 bool, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, vdelta int) {
+	pvPairKernels[b2i(f16)](p, pstride, v, vstride, cnt, out, ostride, vdelta)
+}

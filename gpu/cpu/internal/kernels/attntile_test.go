@@ -206,3 +206,45 @@ func TestAttnTileKernelsQ8(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnPairs: two kv heads in one call give each score and output the
+// bits of one head a call.
+func TestAttnPairs(t *testing.T) {
+	r := rand.New(rand.NewPCG(45, 46))
+	for _, f16 := range []bool{false, true} {
+		for _, hd := range []int{64, 128, 48} {
+			const blocks = 9
+			kvDim := 2 * hd
+			be := TileBT*kvDim + 3
+			k0 := tileArena(r, f16, blocks, be, 0, kvDim)
+			k1 := *k0
+			k1.Off = hd * TileBT
+			v0 := *k0
+			v0.Stride = hd
+			v1 := v0
+			v1.Off = hd * TileBT
+			nb := len(k0.Tab)
+			q := randF32(r, 2*hd)
+			ostride := nb*TileBT + 5
+			pair := make([]float32, 2*ostride)
+			AttnQKPair(q, hd, k0, &k1, nb, 0.125, pair, ostride)
+			for h, k := range []*KVRows{k0, &k1} {
+				one := make([]float32, ostride)
+				AttnQK(q[h*hd:(h+1)*hd], 1, hd, k, nb, 0.125, one, ostride)
+				sameBits(t, "a paired score", pair[h*ostride:h*ostride+nb*TileBT], one[:nb*TileBT])
+			}
+			for _, cnt := range []int{1, 16, 37, nb * TileBT} {
+				pstride := nb*TileBT + 3
+				p := randF32(r, 2*pstride)
+				init := randF32(r, 2*hd)
+				out := append([]float32(nil), init...)
+				AttnPVPair(p, pstride, hd, &v0, &v1, cnt, out, hd)
+				for h, v := range []*KVRows{&v0, &v1} {
+					one := append([]float32(nil), init[h*hd:(h+1)*hd]...)
+					AttnPV(p[h*pstride:], pstride, 1, hd, v, cnt, one, hd)
+					sameBits(t, "a paired output", out[h*hd:(h+1)*hd], one)
+				}
+			}
+		}
+	}
+}

@@ -145,3 +145,11 @@ func attnQKQ8(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []f
 func attnPVQ8(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float32, ostride int) {
 	panic(noAsm)
 }
+
+func qkPairCall(f16 bool, nb int, q *float32, qstride int, k unsafe.Pointer, tab *int32, bb, hd int, out *float32, ostride int, scale float32, kdelta int) {
+	panic(noAsm)
+}
+
+func pvPairCall(f16 bool, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, vdelta int) {
+	panic(noAsm)
+}

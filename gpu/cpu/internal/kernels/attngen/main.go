@@ -39,6 +39,10 @@ func main() {
 		for _, nh := range []int{4, 1} {
 			pv(&b, e, nh)
 		}
+		for _, nb := range []int{4, 1} {
+			qkPair(&b, e, nb)
+		}
+		pvPair(&b, e)
 		for _, s := range [][2]int{{2, 2}, {1, 2}, {2, 1}, {1, 1}} {
 			qkAVX2(&b, e, s[0], s[1])
 		}

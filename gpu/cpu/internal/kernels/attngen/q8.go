@@ -104,3 +104,91 @@ func pvQ8(b *bytes.Buffer, nh int) {
 	}
 	b.WriteString("\tVZEROUPPER\n\tRET\n")
 }
+
+// qkPair writes attnQK<T>P_<nb>(q *float32, qstride int, k unsafe.Pointer,
+// tab *int32, blockBytes, hd int, out *float32, ostride int, scale
+// float32, kdelta int): attnQK for two heads with K regions of their own
+// (the second at kdelta bytes from the first in every block): two kv
+// heads of one decoding row, eight chains where one head has four. Each
+// score is the single-head kernel's chain, so it has its bits.
+func qkPair(b *bytes.Buffer, e elem, nb int) {
+	name := fmt.Sprintf("attnQK%sP_%d", e.name, nb)
+	fmt.Fprintf(b, "\n// func %s(q *float32, qstride int, k unsafe.Pointer, tab *int32, blockBytes, hd int, out *float32, ostride int, scale float32, kdelta int)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-80\n", name)
+	b.WriteString("\tMOVQ q+0(FP), SI\n\tMOVQ qstride+8(FP), BX\n\tMOVQ tab+24(FP), DI\n\tMOVQ blockBytes+32(FP), AX\n\tMOVQ hd+40(FP), CX\n\tMOVQ kdelta+72(FP), DX\n")
+	ptr := []string{"R8", "R9", "R10", "R11"}
+	ptr2 := []string{"R12", "R13", "R14", "R15"}
+	for j := 0; j < nb; j++ {
+		fmt.Fprintf(b, "\tMOVLQSX %d(DI), %s\n\tIMULQ AX, %s\n\tADDQ k+16(FP), %s\n\tLEAQ (%s)(DX*1), %s\n", 4*j, ptr[j], ptr[j], ptr[j], ptr[j], ptr2[j])
+	}
+	for i := 0; i < 2*nb; i++ {
+		fmt.Fprintf(b, "\tVPXORD Z%d, Z%d, Z%d\n", i, i, i)
+	}
+	b.WriteString("\tXORQ DX, DX\n")
+	fmt.Fprintf(b, "%s_loop:\n", name)
+	for j := 0; j < nb; j++ {
+		b.WriteString(e.load(fmt.Sprintf("(%s)(DX*1)", ptr[j]), fmt.Sprintf("Z%d", 16+j)))
+		b.WriteString(e.load(fmt.Sprintf("(%s)(DX*1)", ptr2[j]), fmt.Sprintf("Z%d", 20+j)))
+	}
+	b.WriteString("\tVBROADCASTSS (SI), Z24\n\tVBROADCASTSS (SI)(BX*1), Z25\n")
+	for h := 0; h < 2; h++ {
+		for j := 0; j < nb; j++ {
+			fmt.Fprintf(b, "\tVFMADD231PS Z%d, Z%d, Z%d\n", 16+4*h+j, 24+h, h*nb+j)
+		}
+	}
+	fmt.Fprintf(b, "\tADDQ $4, SI\n\tADDQ $%d, DX\n\tDECQ CX\n\tJNZ %s_loop\n", 16*e.size, name)
+	b.WriteString("\tMOVQ out+48(FP), SI\n\tMOVQ ostride+56(FP), BX\n\tVBROADCASTSS scale+64(FP), Z26\n")
+	for h := 0; h < 2; h++ {
+		for j := 0; j < nb; j++ {
+			z := h*nb + j
+			fmt.Fprintf(b, "\tVMULPS Z26, Z%d, Z%d\n\tVMOVUPS Z%d, %d(SI)\n", z, z, z, 64*j)
+		}
+		if h == 0 {
+			b.WriteString("\tADDQ BX, SI\n")
+		}
+	}
+	b.WriteString("\tVZEROUPPER\n\tRET\n")
+}
+
+// pvPair writes attnPV<T>P(p *float32, pstride int, v unsafe.Pointer,
+// vstride, cnt int, out *float32, ostride int, vdelta int): attnPV for two
+// heads with V rows of their own (the second head's at vdelta bytes from
+// the first's), 64 columns each: eight chains, each the single-head
+// kernel's.
+func pvPair(b *bytes.Buffer, e elem) {
+	name := fmt.Sprintf("attnPV%sP", e.name)
+	fmt.Fprintf(b, "\n// func %s(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, vdelta int)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
+	b.WriteString("\tMOVQ p+0(FP), SI\n\tMOVQ pstride+8(FP), BX\n\tMOVQ v+16(FP), DI\n\tMOVQ vstride+24(FP), AX\n\tMOVQ cnt+32(FP), CX\n\tMOVQ out+40(FP), R8\n\tMOVQ ostride+48(FP), R9\n\tMOVQ vdelta+56(FP), DX\n")
+	b.WriteString("\tMOVQ R8, R10\n")
+	for h := 0; h < 2; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVMOVUPS %d(R10), Z%d\n", 64*c, 4*h+c)
+		}
+		if h == 0 {
+			b.WriteString("\tADDQ R9, R10\n")
+		}
+	}
+	fmt.Fprintf(b, "%s_loop:\n", name)
+	for c := 0; c < 4; c++ {
+		b.WriteString(e.load(fmt.Sprintf("%d(DI)", 16*e.size*c), fmt.Sprintf("Z%d", 16+c)))
+		b.WriteString(e.load(fmt.Sprintf("%d(DI)(DX*1)", 16*e.size*c), fmt.Sprintf("Z%d", 20+c)))
+	}
+	b.WriteString("\tVBROADCASTSS (SI), Z24\n\tVBROADCASTSS (SI)(BX*1), Z25\n")
+	for h := 0; h < 2; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVFMADD231PS Z%d, Z%d, Z%d\n", 16+4*h+c, 24+h, 4*h+c)
+		}
+	}
+	fmt.Fprintf(b, "\tADDQ $4, SI\n\tADDQ AX, DI\n\tDECQ CX\n\tJNZ %s_loop\n", name)
+	b.WriteString("\tMOVQ R8, R10\n")
+	for h := 0; h < 2; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVMOVUPS Z%d, %d(R10)\n", 4*h+c, 64*c)
+		}
+		if h == 0 {
+			b.WriteString("\tADDQ R9, R10\n")
+		}
+	}
+	b.WriteString("\tVZEROUPPER\n\tRET\n")
+}
