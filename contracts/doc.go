@@ -11,15 +11,34 @@
 // A producer (Go client, HTTP gateway, or plain NATS) decodes and checks a
 // [JobRequest] with [DecodeJobRequest], picks a [Bucket] from the prompt's
 // token count with [Buckets.Bucket], and publishes the body on
-// [JobSubject] (zl.jobs.<priority>.<bucket>.<tenant>.<job_id>, stream
-// ZL_JOBS) with the headers of [NewHeader]: Zl-Tenant, Zl-Contract and
-// traceparent. Job ids are unique per tenant, and every subject that names
-// a job names its tenant: ZL_JOBS holds one message per subject, so a job
-// resubmitted while queued is refused ([IsDuplicateJob]), and a tenant's
-// NATS account can reach only its own tenant's subjects.
+// [JobSubject] (zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>,
+// stream ZL_JOBS; <model> is [ModelToken] of the request's model) with the
+// headers of [NewHeader]: Zl-Tenant, Zl-Contract and traceparent. Job ids
+// are unique per tenant, and every subject that names a job names its
+// tenant: ZL_JOBS holds one message per subject, so a job resubmitted
+// while queued is refused ([IsDuplicateJob]), and a tenant's NATS account
+// can reach only its own tenant's subjects.
 //
-// Workers share nine durable pull consumers, one per priority and bucket
-// ([ConsumerName], filter [JobsFilter]). A worker publishes [Event]s on
+// Workers pull only the jobs of the models they serve: through a durable
+// pull consumer per priority, bucket, tenant and model
+// ([ModelConsumerName], filter [ModelJobsFilter]), made on demand. Jobs
+// queued by earlier releases stay readable: ZL_JOBS binds the model-less
+// form too ([ModellessJobSubject], pulled through a consumer per class and
+// tenant, [TenantConsumerName]; a worker that pulls one for a model it
+// does not serve republishes it on [JobSubject]), and the oldest form
+// (no job id) is pulled through the nine class consumers ([ConsumerName],
+// filter [JobsFilter]).
+//
+// Workers announce themselves in the [WorkersBucket] key-value bucket
+// ([WorkerInfo]: id, models with context and KV arena sizes, start time),
+// rewritten every [WorkerHeartbeat] and gone after [WorkersTTL], and their
+// models in [ModelsBucket] ([ModelRecord], kept [ModelsTTL]). Producers
+// follow both (package contracts/fleet): while workers are live and none
+// serves a job's model nor served it lately, the job is refused at submit
+// with [CodeUnknownModel], unless it asks to wait
+// ([JobRequest.WaitForModel]); with no worker live it is queued and waits.
+//
+// A worker publishes [Event]s on
 // [EventsSubject] (started, delta, tool, preempted, resumed, then final or
 // error), the [Result] on [ResultsSubject], the [Usage] record on
 // [UsageSubject], and only then acks the job. A retryable failure is
@@ -31,7 +50,7 @@
 // up before a job runs) and heard by the worker running the job. Results,
 // the last event and cancel requests are read with [LastMsg] (JetStream's
 // direct get), which a tenant's account may use on its own subjects only.
-// [EnsureStreams] creates or updates all streams and consumers,
+// [EnsureStreams] creates or updates all streams, consumers and buckets,
 // idempotently. ZL_JOBS binds only
 // [JobsSubjects] (a job on an unknown priority or bucket gets no ack), and
 // [CheckServer] refuses a server older than [MinServerVersion].

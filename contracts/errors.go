@@ -71,7 +71,7 @@ var codeTable = []CodeInfo{
 	{CodeInvalidRequest, 400, false, "The request breaks a rule of the contract; the field path and message say which."},
 	{CodeMalformedJSON, 400, false, "The body is not well-formed JSON (syntax error, truncated input, trailing data)."},
 	{CodeMissingMessages, 400, false, "The request has no messages."},
-	{CodeUnknownModel, 404, false, "The model is not served by this deployment."},
+	{CodeUnknownModel, 404, false, "The model is not served by this deployment: refused at submit when workers are live and none serves the model or served it lately (the message lists the served models; submit with wait_for_model to queue it for a worker yet to start), or by a worker for a job whose body names a model it does not serve."},
 	{CodePromptTooLong, 400, false, "The tokenized prompt plus max_tokens does not fit the model's context window."},
 	{CodeMaxTokensOutOfRange, 400, false, "max_tokens is negative or above the configured ceiling."},
 	{CodeInvalidSampling, 400, false, "A sampling parameter (temperature, top_p, top_k, min_p, repetition_penalty, logprobs, stop_sequences) is out of range."},

@@ -34,14 +34,14 @@ func ExampleBuckets_Bucket() {
 	for _, n := range []int{10, 64, 512, 513} {
 		fmt.Println(n, b.Bucket(n))
 	}
-	fmt.Println(contracts.JobSubject(contracts.PriorityHigh, b.Bucket(100), "acme", "job-1"))
+	fmt.Println(contracts.JobSubject(contracts.PriorityHigh, b.Bucket(100), "acme", "qwen3-0.6b", "job-1"))
 	fmt.Println(contracts.ConsumerName(contracts.PriorityHigh, contracts.BucketMedium), contracts.JobsFilter(contracts.PriorityHigh, contracts.BucketMedium))
 	// Output:
 	// 10 short
 	// 64 medium
 	// 512 medium
 	// 513 long
-	// zl.jobs.high.medium.acme.job-1
+	// zl.jobs.high.medium.acme.qwen3-0_2E6b.job-1
 	// jobs-high-medium zl.jobs.high.medium.*
 }
 

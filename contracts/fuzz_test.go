@@ -114,6 +114,35 @@ func FuzzDecodeTenantLimits(f *testing.F) {
 	})
 }
 
+// FuzzDecodeWorkerInfo feeds arbitrary bytes to DecodeWorkerInfo and
+// DecodeModelRecord (producers and gateways read the fleet's buckets with
+// them): never a panic, only known codes, and what they accept encodes to
+// a value they accept again unchanged.
+func FuzzDecodeWorkerInfo(f *testing.F) {
+	for _, name := range []string{"worker_info.json", "model_record.json"} {
+		golden, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(golden)
+	}
+	for _, s := range []string{``, `null`, `{}`, `{"worker_id":"w","models":null}`, `{"model":"m","worker_id":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if w, err := DecodeWorkerInfo(b); err != nil {
+			checkDecodeError(t, err)
+		} else {
+			checkStable(t, w, DecodeWorkerInfo)
+		}
+		if m, err := DecodeModelRecord(b); err != nil {
+			checkDecodeError(t, err)
+		} else {
+			checkStable(t, m, DecodeModelRecord)
+		}
+	})
+}
+
 // checkStable fails t unless v, which decode accepted, encodes to a
 // message decode accepts again and that encodes to the same bytes.
 func checkStable[T any](t *testing.T, v T, decode func([]byte) (T, error)) {

@@ -67,6 +67,8 @@ var fixtures = []fixture{
 			t.Errorf("golden tenant limits do not validate: %v", err)
 		}
 	}},
+	{"worker_info.json", "worker_info.json", reflect.TypeFor[WorkerInfo](), nil},
+	{"model_record.json", "model_record.json", reflect.TypeFor[ModelRecord](), nil},
 	{"dlq_record.json", "dlq_record.json", reflect.TypeFor[DLQRecord](), func(t *testing.T, v any) {
 		d := v.(*DLQRecord)
 		if _, err := DecodeJobRequest(d.RequestBytes(), Limits{}); err != nil {

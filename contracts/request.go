@@ -7,7 +7,7 @@ import (
 )
 
 // JobRequest is one generation job, Messages-API shaped. It is the body of a
-// message on zl.jobs.<priority>.<bucket>.<tenant>. The tenant is not part of
+// message on zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>. The tenant is not part of
 // the body: it comes from the submitter's credentials and travels in the
 // subject and the Zl-Tenant header.
 //
@@ -102,6 +102,12 @@ type JobRequest struct {
 	// Metadata is a free map of strings (batch_id, custom_id, …), copied
 	// into the job's Result.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// WaitForModel queues the job even when no live worker serves its
+	// model, until one that does starts (or the job's TTL passes). Without
+	// it a submit is refused with unknown_model when workers are live and
+	// none serves the model nor served it lately; with no worker live at
+	// all the job is queued either way. Workers ignore it.
+	WaitForModel bool `json:"wait_for_model,omitempty"`
 }
 
 // Message is one turn of the conversation.

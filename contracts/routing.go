@@ -4,7 +4,7 @@ import "fmt"
 
 // Priority is a job's class. Workers pull high before normal before low,
 // with aging so that low never starves. It is a subject token of
-// zl.jobs.<priority>.<bucket>.<tenant>.
+// zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>.
 type Priority string
 
 // The priorities, highest first.
@@ -52,7 +52,7 @@ func (p Priority) Rank() int {
 }
 
 // Bucket is a prompt-length class. It is a subject token of
-// zl.jobs.<priority>.<bucket>.<tenant>, so that a worker can pull the jobs
+// zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>, so that a worker can pull the jobs
 // its free KV memory can admit.
 type Bucket string
 

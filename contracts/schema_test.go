@@ -41,6 +41,8 @@ var schemaRoots = []schemaRoot{
 	{"usage.json", reflect.TypeFor[Usage](), false, nil},
 	{"dlq_record.json", reflect.TypeFor[DLQRecord](), false, nil},
 	{"tenant_limits.json", reflect.TypeFor[TenantLimits](), false, nil},
+	{"worker_info.json", reflect.TypeFor[WorkerInfo](), false, nil},
+	{"model_record.json", reflect.TypeFor[ModelRecord](), false, nil},
 }
 
 // enumTypes are the closed sets of values; their values are the string

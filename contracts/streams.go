@@ -49,6 +49,15 @@ func TenantConsumerName(p Priority, b Bucket, tenant string) string {
 	return ConsumerName(p, b) + "-" + tenant
 }
 
+// ModelConsumerName returns the durable name of the pull consumer of one
+// priority, bucket, tenant and model:
+// jobs-<priority>-<bucket>-<tenant>~<model>, model being ModelToken(model)
+// ('~' is in neither a tenant nor a model token, so no two consumers share
+// a name).
+func ModelConsumerName(p Priority, b Bucket, tenant, model string) string {
+	return TenantConsumerName(p, b, tenant) + "~" + ModelToken(model)
+}
+
 // TenantConsumerInactive is how long a class-and-tenant consumer lives
 // without a pull before JetStream removes it; workers recreate it when the
 // tenant has jobs again (its jobs stay in the stream meanwhile).
@@ -227,7 +236,7 @@ func (c StreamsConfig) StreamConfigs() []jetstream.StreamConfig {
 			Metadata:    map[string]string{"zl_contract": ContractVersion},
 		}
 	}
-	jobs := base(StreamJobs, "zerolayer job intake: zl.jobs.<priority>.<bucket>.<tenant>.<job_id>", JobsSubjects()...)
+	jobs := base(StreamJobs, "zerolayer job intake: zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>", JobsSubjects()...)
 	jobs.Retention = jetstream.WorkQueuePolicy
 	jobs.MaxAge = c.JobTTL
 	jobs.Duplicates = c.DuplicateWindow
@@ -324,9 +333,25 @@ func (c StreamsConfig) TenantConsumerConfig(p Priority, b Bucket, tenant string)
 	return cc
 }
 
+// ModelConsumerConfig returns the durable pull consumer on ZL_JOBS of one
+// priority, bucket, tenant and model (filter ModelJobsFilter), which the
+// workers serving the model create when they learn the tenant has jobs of
+// that class for it; workers of other models never pull from it. It is
+// removed after TenantConsumerInactive without pulls. c must already have
+// its defaults.
+func (c StreamsConfig) ModelConsumerConfig(p Priority, b Bucket, tenant, model string) jetstream.ConsumerConfig {
+	cc := c.TenantConsumerConfig(p, b, tenant)
+	cc.Durable = ModelConsumerName(p, b, tenant, model)
+	cc.Description = fmt.Sprintf("zerolayer workers pulling %s-priority %s jobs of %s for %s", p, b, tenant, model)
+	cc.FilterSubject = ModelJobsFilter(p, b, tenant, model)
+	return cc
+}
+
 // EnsureStreams creates or updates the six streams, the nine durable pull
-// consumers on ZL_JOBS and the tenant-limits bucket, so that they match cfg (zero fields take their
-// defaults), and brings the class-and-tenant consumers that exist to cfg's
+// consumers on ZL_JOBS and the key-value buckets of tenant limits
+// (TenantLimitsBucket) and of the fleet (WorkersBucket, ModelsBucket), so
+// that they match cfg (zero fields take their
+// defaults), and brings the class-and-tenant (and model) consumers that exist to cfg's
 // ack wait, deliveries, back-off, pending cap and replicas (workers make
 // them on demand and take one that exists as it is, so that a worker of
 // another configuration does not rewrite them: a new setting reaches them
@@ -371,8 +396,10 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamsConfi
 	if err := ensureTenantConsumers(ctx, js, cfg); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, cfg.TenantLimitsBucketConfig()); err != nil {
-		return fmt.Errorf("contracts: ensure key-value bucket %s: %w", TenantLimitsBucket, err)
+	for _, kc := range []jetstream.KeyValueConfig{cfg.TenantLimitsBucketConfig(), cfg.WorkersBucketConfig(), cfg.ModelsBucketConfig()} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("contracts: ensure key-value bucket %s: %w", kc.Bucket, err)
+		}
 	}
 	return nil
 }
@@ -413,7 +440,13 @@ func ensureTenantConsumers(ctx context.Context, js jetstream.JetStream, cfg Stre
 		if !ok {
 			continue
 		}
-		if want := cfg.TenantConsumerConfig(p, b, tenant); !sameSettings(ci.Config, want) {
+		want := cfg.TenantConsumerConfig(p, b, tenant)
+		if strings.Contains(ci.Name, "~") {
+			// A model's consumer: the model's name is not in its
+			// consumer's name (only its token): keep the filter.
+			want.Durable, want.Description, want.FilterSubject = ci.Name, ci.Config.Description, ci.Config.FilterSubject
+		}
+		if !sameSettings(ci.Config, want) {
 			stale = append(stale, want)
 		}
 	}
@@ -430,9 +463,16 @@ func ensureTenantConsumers(ctx context.Context, js jetstream.JetStream, cfg Stre
 	return nil
 }
 
-// parseTenantConsumerName is TenantConsumerName's inverse; ok is false for
-// a name of another form.
+// parseTenantConsumerName is TenantConsumerName's inverse, and takes the
+// class and tenant of a ModelConsumerName too; ok is false for a name of
+// another form.
 func parseTenantConsumerName(name string) (p Priority, b Bucket, tenant string, ok bool) {
+	if i := strings.IndexByte(name, '~'); i >= 0 {
+		if modelTokenProblem(name[i+1:]) != "" {
+			return "", "", "", false
+		}
+		name = name[:i]
+	}
 	for _, p := range Priorities() {
 		for _, b := range AllBuckets() {
 			if t, found := strings.CutPrefix(name, ConsumerName(p, b)+"-"); found && ValidateTenant(t) == nil {

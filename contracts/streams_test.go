@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	want := []string{contracts.StreamCancel, "KV_" + contracts.TenantLimitsBucket, contracts.StreamDLQ, contracts.StreamEvents, contracts.StreamJobs, contracts.StreamResults, contracts.StreamUsage}
+	want := []string{contracts.StreamCancel, "KV_" + contracts.TenantLimitsBucket, "KV_" + contracts.WorkersBucket, "KV_" + contracts.ModelsBucket, contracts.StreamDLQ, contracts.StreamEvents, contracts.StreamJobs, contracts.StreamResults, contracts.StreamUsage}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Errorf("streams = %v, want %v", names, want)
@@ -59,7 +60,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 	}
 	jobs := info(contracts.StreamJobs)
 	if jobs.Retention != jetstream.WorkQueuePolicy || jobs.Duplicates < contracts.MinDuplicateWindow || jobs.MaxAge != 24*time.Hour ||
-		!slices.Equal(jobs.Subjects, contracts.JobsSubjects()) || len(jobs.Subjects) != 9 ||
+		!slices.Equal(jobs.Subjects, contracts.JobsSubjects()) || len(jobs.Subjects) != 18 ||
 		jobs.MaxMsgsPerSubject != 1 || jobs.Discard != jetstream.DiscardNew || !jobs.DiscardNewPerSubject {
 		t.Errorf("ZL_JOBS config = %+v", jobs)
 	}
@@ -206,7 +207,7 @@ func TestJobsDedupeOnTenantAndID(t *testing.T) {
 	ns := setup(t, contracts.StreamsConfig{})
 	ctx := t.Context()
 	publish := func(tenant, id, msgID string) error {
-		msg := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, tenant, id),
+		msg := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, tenant, "m", id),
 			Data: []byte(`{"model":"m","messages":[{"role":"user","content":"a"}]}`), Header: contracts.NewHeader(tenant, contracts.NewTraceparent())}
 		if msgID != "" {
 			msg.Header.Set(contracts.HeaderMsgID, msgID)
@@ -241,10 +242,12 @@ func TestJobsDedupeOnTenantAndID(t *testing.T) {
 }
 
 // TestWorkQueueFilters publishes one job per priority and bucket, each of
-// its own tenant, and wants each class-and-tenant consumer to see exactly
-// its own (the class consumers, which serve only the old subject form,
-// see none); a consumer whose filter overlaps theirs is refused, as the
-// work-queue stream requires.
+// its own tenant, in the model-less form, and one per priority and bucket
+// for each of two models in the current form, and wants each
+// class-and-tenant consumer to see exactly its own model-less job, and
+// each model's consumer exactly its model's (the class consumers, which
+// serve only the old subject form, see none); a consumer whose filter
+// overlaps theirs is refused, as the work-queue stream requires.
 func TestWorkQueueFilters(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, contracts.StreamsConfig{})
@@ -252,9 +255,15 @@ func TestWorkQueueFilters(t *testing.T) {
 	for _, p := range contracts.Priorities() {
 		for _, b := range contracts.AllBuckets() {
 			id := string(p) + "-" + string(b)
-			msg := &nats.Msg{Subject: contracts.JobSubject(p, b, "tenant_"+id, id), Data: []byte(id), Header: contracts.NewHeader("tenant_"+id, contracts.Traceparent{})}
+			msg := &nats.Msg{Subject: contracts.ModellessJobSubject(p, b, "tenant_"+id, id), Data: []byte(id), Header: contracts.NewHeader("tenant_"+id, contracts.Traceparent{})}
 			if _, err := ns.JS.PublishMsg(ctx, msg); err != nil {
 				t.Fatal(err)
+			}
+			for _, model := range []string{"m.1", "m-2"} {
+				msg := &nats.Msg{Subject: contracts.JobSubject(p, b, "tenant_"+id, model, id), Data: []byte(model + "/" + id), Header: contracts.NewHeader("tenant_"+id, contracts.Traceparent{})}
+				if _, err := ns.JS.PublishMsg(ctx, msg); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
@@ -267,41 +276,15 @@ func TestWorkQueueFilters(t *testing.T) {
 					t.Errorf("the class consumer %s got %s", contracts.ConsumerName(p, b), m.Subject())
 				}
 			}
-			c, err := ns.JS.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, contracts.StreamsConfig{}.WithDefaults().TenantConsumerConfig(p, b, "tenant_"+string(p)+"-"+string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The one message of each filter, waited for (a no-wait fetch
-			// right after the publish can come back empty on a loaded
-			// machine), then any others, which must not exist.
-			first, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var msgs []jetstream.Msg
-			for m := range first.Messages() {
-				msgs = append(msgs, m)
-			}
-			rest, err := c.FetchNoWait(4)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for m := range rest.Messages() {
-				msgs = append(msgs, m)
-			}
-			var got []string
-			for _, m := range msgs {
-				got = append(got, string(m.Data()))
-				route, err := contracts.ParseJobSubject(m.Subject())
-				if err != nil || route.Priority != p || route.Bucket != b {
-					t.Errorf("%s got subject %s (%+v, %v)", contracts.ConsumerName(p, b), m.Subject(), route, err)
+			tenant := "tenant_" + string(p) + "-" + string(b)
+			for _, model := range []string{"", "m.1", "m-2"} {
+				cc := contracts.StreamsConfig{}.WithDefaults().TenantConsumerConfig(p, b, tenant)
+				want := string(p) + "-" + string(b)
+				if model != "" {
+					cc = contracts.StreamsConfig{}.WithDefaults().ModelConsumerConfig(p, b, tenant, model)
+					want = model + "/" + want
 				}
-				if err := m.DoubleAck(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if want := string(p) + "-" + string(b); !slices.Equal(got, []string{want}) {
-				t.Errorf("%s fetched %v, want [%s]", contracts.ConsumerName(p, b), got, want)
+				fetchOnly(t, ns.JS, cc, want)
 			}
 		}
 	}
@@ -313,13 +296,60 @@ func TestWorkQueueFilters(t *testing.T) {
 	if si, err := s.Info(ctx); err != nil || si.State.Msgs != 0 {
 		t.Errorf("ZL_JOBS after acks: %+v, %v", si.State, err)
 	}
-	_, err = ns.JS.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, jetstream.ConsumerConfig{
-		Durable:       "rogue",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		FilterSubject: "zl.jobs.high.>",
-	})
-	if err == nil {
-		t.Error("an overlapping consumer was created on the work-queue stream")
+	for _, filter := range []string{"zl.jobs.high.>", "zl.jobs.high.short.*.*.*", "zl.jobs.high.short.tenant_high-short.*.*"} {
+		_, err = ns.JS.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, jetstream.ConsumerConfig{
+			Durable:       "rogue",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			FilterSubject: filter,
+		})
+		if err == nil {
+			t.Errorf("a consumer overlapping on %s was created on the work-queue stream", filter)
+		}
+	}
+}
+
+// fetchOnly creates the consumer cc and wants it to hold exactly one job,
+// whose body is want; it acks it.
+func fetchOnly(t *testing.T, js jetstream.JetStream, cc jetstream.ConsumerConfig, want string) {
+	t.Helper()
+	ctx := t.Context()
+	tokens := strings.Split(cc.FilterSubject, ".")
+	p, b := contracts.Priority(tokens[2]), contracts.Bucket(tokens[3])
+	c, err := js.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The one message of each filter, waited for (a no-wait fetch right
+	// after the publish can come back empty on a loaded machine), then any
+	// others, which must not exist.
+	first, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for m := range first.Messages() {
+		msgs = append(msgs, m)
+	}
+	rest, err := c.FetchNoWait(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range rest.Messages() {
+		msgs = append(msgs, m)
+	}
+	var got []string
+	for _, m := range msgs {
+		got = append(got, string(m.Data()))
+		route, err := contracts.ParseJobSubject(m.Subject())
+		if err != nil || route.Priority != p || route.Bucket != b {
+			t.Errorf("%s got subject %s (%+v, %v)", cc.Durable, m.Subject(), route, err)
+		}
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, []string{want}) {
+		t.Errorf("%s fetched %v, want [%s]", cc.Durable, got, want)
 	}
 }
 
@@ -339,7 +369,8 @@ func TestJobsStreamRefusesUnknownClasses(t *testing.T) {
 		{"zl.jobs.urgent.short.acme.j2", jetstream.ErrNoStreamResponse},
 		{"zl.jobs.high.tiny.acme.j3", jetstream.ErrNoStreamResponse},
 		{"zl.jobs.high.short.acme", jetstream.ErrNoStreamResponse}, // the old form
-		{"zl.jobs.high.short.acme.j4.extra", jetstream.ErrNoStreamResponse},
+		{"zl.jobs.high.short.acme.m.j4", nil},
+		{"zl.jobs.high.short.acme.m.j4.extra", jetstream.ErrNoStreamResponse},
 	} {
 		t.Run(tc.subject, func(t *testing.T) {
 			_, err := ns.JS.Publish(ctx, tc.subject, []byte("{}"))
@@ -348,8 +379,8 @@ func TestJobsStreamRefusesUnknownClasses(t *testing.T) {
 			}
 		})
 	}
-	if n := jobsMsgs(t, ns.JS); n != 2 {
-		t.Errorf("ZL_JOBS holds %d messages, want the 2 on known classes", n)
+	if n := jobsMsgs(t, ns.JS); n != 3 {
+		t.Errorf("ZL_JOBS holds %d messages, want the 3 on known classes", n)
 	}
 }
 
@@ -502,7 +533,7 @@ func TestCancelStream(t *testing.T) {
 }
 
 // TestStoredJobNotice: once ZL_JOBS has stored a job, its headers alone
-// (no payload) go out on zl.stored.jobs.<priority>.<bucket>.<tenant>,
+// (no payload) go out on zl.stored.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>,
 // which is what workers wake on.
 func TestStoredJobNotice(t *testing.T) {
 	t.Parallel()
@@ -511,7 +542,7 @@ func TestStoredJobNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityHigh, contracts.BucketShort, "acme", "job-1"), Data: []byte(`{"model":"m"}`),
+	m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityHigh, contracts.BucketShort, "acme", "m", "job-1"), Data: []byte(`{"model":"m"}`),
 		Header: contracts.NewHeader("acme", contracts.Traceparent{})}
 	if _, err := ns.JS.PublishMsg(t.Context(), m); err != nil {
 		t.Fatal(err)
@@ -520,7 +551,7 @@ func TestStoredJobNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if notice.Subject != "zl.stored.jobs.high.short.acme.job-1" || len(notice.Data) != 0 || notice.Header.Get(contracts.HeaderTenant) != "acme" {
+	if notice.Subject != "zl.stored.jobs.high.short.acme.m.job-1" || len(notice.Data) != 0 || notice.Header.Get(contracts.HeaderTenant) != "acme" {
 		t.Errorf("notice %s %q %v", notice.Subject, notice.Data, notice.Header)
 	}
 }

@@ -6,13 +6,15 @@ import (
 )
 
 // Subject prefixes. Every subject is "zl.<kind>." followed by tokens that
-// are each a priority, a bucket, a tenant or a job id. A job id is unique
+// are each a priority, a bucket, a tenant, a model token (ModelToken) or a
+// job id. A job id is unique
 // per tenant, not globally: every subject that names a job names its tenant
 // too, so that tenants are isolated by subject (NATS accounts import only
 // their own tenant's subjects, see ops/nats/nats.conf) and two tenants may
 // use the same id.
 const (
-	// SubjectJobsPrefix starts zl.jobs.<priority>.<bucket>.<tenant>.<job_id>.
+	// SubjectJobsPrefix starts
+	// zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>.
 	SubjectJobsPrefix = "zl.jobs."
 	// SubjectEventsPrefix starts zl.events.<tenant>.<job_id>.
 	SubjectEventsPrefix = "zl.events."
@@ -30,14 +32,19 @@ const (
 // Wildcard subjects, as bound to the streams and used by subscribers.
 const (
 	// SubjectJobsAll matches every job subject of the current form,
-	// zl.jobs.<priority>.<bucket>.<tenant>.<job_id>, known priority and
-	// bucket or not. ZL_JOBS binds the narrower JobsSubjects, so that a
-	// job no consumer serves is refused at publish instead of expiring
-	// unseen.
-	SubjectJobsAll = "zl.jobs.*.*.*.*"
+	// zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>, known
+	// priority and bucket or not. ZL_JOBS binds the narrower JobsSubjects,
+	// so that a job no consumer serves is refused at publish instead of
+	// expiring unseen.
+	SubjectJobsAll = "zl.jobs.*.*.*.*.*"
+	// ModellessJobsAll matches every job subject of the previous form,
+	// zl.jobs.<priority>.<bucket>.<tenant>.<job_id>, without the model:
+	// such jobs are still stored and served (ModellessJobSubject).
+	ModellessJobsAll = "zl.jobs.*.*.*.*"
 	// SubjectStoredJobsAll matches every stored-job notice,
-	// zl.stored.jobs.<priority>.<bucket>.<tenant>.<job_id>: the headers of
-	// each job, republished by JetStream once ZL_JOBS has stored it (core
+	// zl.stored.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id> (or a
+	// model-less job's subject after zl.stored.): the headers of each
+	// job, republished by JetStream once ZL_JOBS has stored it (core
 	// NATS, no payload). Workers wake on it.
 	SubjectStoredJobsAll = "zl.stored.jobs.>"
 	// SubjectEventsAll matches every event subject (the ZL_EVENTS stream).
@@ -82,12 +89,28 @@ const (
 // passed ValidateTenant and ValidateJobID (DecodeJobRequest checks the id).
 // A token with a dot or a wildcard would address other subjects.
 
-// JobSubject returns zl.jobs.<priority>.<bucket>.<tenant>.<job_id>. The
-// id in the subject is the idempotency key: ZL_JOBS keeps at most one
-// message per subject, so a resubmission of a queued job is refused by the
-// stream (IsDuplicateJob) and the job runs once; a worker that finds a
-// stored result for the id does not run it again either.
-func JobSubject(p Priority, b Bucket, tenant, jobID string) string {
+// JobSubject returns zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>,
+// model being ModelToken(model): the job's model is in its subject so that
+// a worker pulls only the jobs of the models it serves (a consumer per
+// model, ModelConsumerConfig). The id in the subject is the idempotency
+// key: ZL_JOBS keeps at most one message per subject, so a resubmission of
+// a queued job is refused by the stream (IsDuplicateJob) and the job runs
+// once; a worker that finds a stored result for the id does not run it
+// again either. (A job id is unique per tenant, whatever the model: a
+// resubmission naming another model is a new subject, and the worker that
+// pulls it finds the first one's stored result.)
+func JobSubject(p Priority, b Bucket, tenant, model, jobID string) string {
+	return SubjectJobsPrefix + string(p) + "." + string(b) + "." + tenant + "." + ModelToken(model) + "." + jobID
+}
+
+// ModellessJobSubject returns zl.jobs.<priority>.<bucket>.<tenant>.<job_id>,
+// the previous form of a job subject, without the model. ZL_JOBS still
+// binds it and workers still serve it (through the class-and-tenant
+// consumer, TenantConsumerConfig): a worker that pulls such a job for a
+// model it does not serve republishes it on JobSubject, where a worker
+// serving the model pulls it, instead of failing it. New publishers use
+// JobSubject.
+func ModellessJobSubject(p Priority, b Bucket, tenant, jobID string) string {
 	return SubjectJobsPrefix + string(p) + "." + string(b) + "." + tenant + "." + jobID
 }
 
@@ -101,21 +124,31 @@ func JobsFilter(p Priority, b Bucket) string {
 }
 
 // TenantJobsFilter returns zl.jobs.<priority>.<bucket>.<tenant>.*, the
-// filter subject of the consumer of one class and tenant.
+// filter subject of the consumer of one class and tenant: it matches only
+// jobs queued in the model-less form (ModellessJobSubject).
 func TenantJobsFilter(p Priority, b Bucket, tenant string) string {
 	return SubjectJobsPrefix + string(p) + "." + string(b) + "." + tenant + ".*"
 }
 
-// JobsSubjects returns the subjects ZL_JOBS binds: zl.jobs.<priority>.
-// <bucket>.*.* for every priority and bucket, highest priority and
-// shortest bucket first. A publish on zl.jobs with any other priority,
-// bucket or number of tokens reaches no stream and so gets no JetStream
-// acknowledgement.
+// ModelJobsFilter returns zl.jobs.<priority>.<bucket>.<tenant>.<model>.*
+// (model being ModelToken(model)), the filter subject of the consumer of
+// one class, tenant and model. Filters of different models, tenants or
+// forms never overlap, as a work-queue stream requires.
+func ModelJobsFilter(p Priority, b Bucket, tenant, model string) string {
+	return SubjectJobsPrefix + string(p) + "." + string(b) + "." + tenant + "." + ModelToken(model) + ".*"
+}
+
+// JobsSubjects returns the subjects ZL_JOBS binds: for every priority and
+// bucket (highest priority and shortest bucket first) the current form
+// zl.jobs.<priority>.<bucket>.*.*.* and the previous, model-less one
+// zl.jobs.<priority>.<bucket>.*.*, whose jobs stay readable and are still
+// served. A publish on zl.jobs with any other priority, bucket or number
+// of tokens reaches no stream and so gets no JetStream acknowledgement.
 func JobsSubjects() []string {
 	var out []string
 	for _, p := range Priorities() {
 		for _, b := range AllBuckets() {
-			out = append(out, SubjectJobsPrefix+string(p)+"."+string(b)+".*.*")
+			out = append(out, SubjectJobsPrefix+string(p)+"."+string(b)+".*.*.*", SubjectJobsPrefix+string(p)+"."+string(b)+".*.*")
 		}
 	}
 	return out
@@ -152,15 +185,20 @@ type JobRoute struct {
 	Bucket Bucket
 	// Tenant is the submitting tenant.
 	Tenant string
-	// JobID is the job id of a job subject of the current form; empty
-	// for a DLQ subject and for a job queued in the old form (its id is
-	// in Nats-Msg-Id).
+	// Model is the model token (ModelToken) of a job subject of the
+	// current form; empty for a DLQ subject and for a job queued in a
+	// model-less form.
+	Model string
+	// JobID is the job id of a job subject of the current or the
+	// model-less form; empty for a DLQ subject and for a job queued in the
+	// oldest form (its id is in Nats-Msg-Id).
 	JobID string
 }
 
-// ParseJobSubject splits zl.jobs.<priority>.<bucket>.<tenant>.<job_id>
-// (or the old zl.jobs.<priority>.<bucket>.<tenant>), checking every
-// token. Errors are *Error values with CodeInvalidRequest.
+// ParseJobSubject splits zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>
+// (or the model-less zl.jobs.<priority>.<bucket>.<tenant>.<job_id>, or the
+// oldest zl.jobs.<priority>.<bucket>.<tenant>), checking every token.
+// Errors are *Error values with CodeInvalidRequest.
 func ParseJobSubject(subject string) (JobRoute, error) {
 	r, id, err := parseRoute(subject, SubjectJobsPrefix, true)
 	r.JobID = id
@@ -182,9 +220,9 @@ func parseRoute(subject, prefix string, withID bool) (JobRoute, string, error) {
 	parts := strings.Split(rest, ".")
 	want := prefix + "<priority>.<bucket>.<tenant>"
 	if withID {
-		want += ".<job_id>"
+		want += ".<model>.<job_id>"
 	}
-	if len(parts) != 3 && !(withID && len(parts) == 4) {
+	if len(parts) != 3 && !(withID && (len(parts) == 4 || len(parts) == 5)) {
 		return JobRoute{}, "", NewError(CodeInvalidRequest, "subject %q is not %s", subject, want)
 	}
 	p, err := ParsePriority(parts[0])
@@ -199,6 +237,13 @@ func parseRoute(subject, prefix string, withID bool) (JobRoute, string, error) {
 		return JobRoute{}, "", err
 	}
 	r := JobRoute{Priority: p, Bucket: b, Tenant: parts[2]}
+	if len(parts) == 5 {
+		if msg := modelTokenProblem(parts[3]); msg != "" {
+			return JobRoute{}, "", fieldError(CodeInvalidRequest, "model", "model token %q %s", parts[3], msg)
+		}
+		r.Model = parts[3]
+		parts = append(parts[:3], parts[4])
+	}
 	if len(parts) == 4 {
 		if err := ValidateJobID(parts[3]); err != nil {
 			return JobRoute{}, "", err

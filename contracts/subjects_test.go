@@ -9,7 +9,11 @@ import (
 func TestSubjectBuilders(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ got, want string }{
-		{JobSubject(PriorityLow, BucketLong, "acme", "j1"), "zl.jobs.low.long.acme.j1"},
+		{JobSubject(PriorityLow, BucketLong, "acme", "stories260k", "j1"), "zl.jobs.low.long.acme.stories260k.j1"},
+		{JobSubject(PriorityLow, BucketLong, "acme", "qwen3-0.6b", "j1"), "zl.jobs.low.long.acme.qwen3-0_2E6b.j1"},
+		{ModellessJobSubject(PriorityLow, BucketLong, "acme", "j1"), "zl.jobs.low.long.acme.j1"},
+		{ModelJobsFilter(PriorityNormal, BucketShort, "acme", "m_1"), "zl.jobs.normal.short.acme.m_5F1.*"},
+		{ModelConsumerName(PriorityNormal, BucketShort, "acme", "m.1"), "jobs-normal-short-acme~m_2E1"},
 		{JobsFilter(PriorityNormal, BucketShort), "zl.jobs.normal.short.*"},
 		{TenantJobsFilter(PriorityNormal, BucketShort, "acme"), "zl.jobs.normal.short.acme.*"},
 		{TenantConsumerName(PriorityNormal, BucketShort, "acme"), "jobs-normal-short-acme"},
@@ -33,24 +37,29 @@ func TestSubjectBuilders(t *testing.T) {
 
 func TestParseSubjects(t *testing.T) {
 	t.Parallel()
-	r, err := ParseJobSubject("zl.jobs.high.short.acme-1.job_9")
-	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "job_9"}) {
+	r, err := ParseJobSubject("zl.jobs.high.short.acme-1.qwen3-0_2E6b.job_9")
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "qwen3-0_2E6b", "job_9"}) {
 		t.Errorf("ParseJobSubject = %+v, %v", r, err)
+	}
+	// A job queued by the previous release: no model in the subject.
+	r, err = ParseJobSubject("zl.jobs.high.short.acme-1.job_9")
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "", "job_9"}) {
+		t.Errorf("ParseJobSubject(model-less form) = %+v, %v", r, err)
 	}
 	// A job queued by an older release: no id in the subject.
 	r, err = ParseJobSubject("zl.jobs.high.short.acme-1")
-	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", ""}) {
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "", ""}) {
 		t.Errorf("ParseJobSubject(old form) = %+v, %v", r, err)
 	}
 	r, err = ParseDLQSubject(DLQSubject(PriorityLow, BucketLong, "t"))
-	if err != nil || r != (JobRoute{PriorityLow, BucketLong, "t", ""}) {
+	if err != nil || r != (JobRoute{PriorityLow, BucketLong, "t", "", ""}) {
 		t.Errorf("ParseDLQSubject = %+v, %v", r, err)
 	}
 	if _, err := ParseDLQSubject("zl.dlq.low.long.t.j"); !errors.Is(err, CodeInvalidRequest) {
 		t.Errorf("ParseDLQSubject accepted a job id token: %v", err)
 	}
 	for _, bad := range []string{
-		"zl.jobs.high.short", "zl.jobs.high.short.a.b.c", "zl.jobs.urgent.short.a.j", "zl.jobs.high.tiny.a.j",
+		"zl.jobs.high.short", "zl.jobs.high.short.a.b.c.d", "zl.jobs.high.short.a.*.j", "zl.jobs.high.short.a.m~1.j", "zl.jobs.urgent.short.a.j", "zl.jobs.high.tiny.a.j",
 		"zl.jobs.high.short.*", "zl.jobs.high.short.>", "zl.jobs.high.short.a.*", "zl.jobs.high.short.a.>",
 		"zl.dlq.high.short.a", "jobs.high.short.a", "zl.jobs.high.short.a.",
 	} {
@@ -74,6 +83,40 @@ func TestParseSubjects(t *testing.T) {
 	}
 	if _, err := TenantFromUsageSubject("zl.usage.a.b"); err == nil {
 		t.Error("TenantFromUsageSubject accepted a dotted tenant")
+	}
+}
+
+// TestModelToken: names of letters, digits and '-' are their own tokens;
+// other bytes are escaped, so distinct names never share a token; long
+// names are cut to MaxModelTokenLen with a hash of the whole name.
+func TestModelToken(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		"stories260k": "stories260k", "qwen3-s-f32": "qwen3-s-f32", "Qwen3": "Qwen3", "a.b": "a_2Eb", "a_2Eb": "a_5F2Eb",
+		"a b*>": "a_20b_2A_3E", "": "_", "é": "_C3_A9",
+	} {
+		if got := ModelToken(name); got != want {
+			t.Errorf("ModelToken(%q) = %q, want %q", name, got, want)
+		}
+	}
+	long1, long2 := strings.Repeat("m", 80)+"1", strings.Repeat("m", 80)+"2"
+	t1, t2 := ModelToken(long1), ModelToken(long2)
+	if len(t1) != MaxModelTokenLen || len(t2) != MaxModelTokenLen || t1 == t2 || !strings.Contains(t1, "__") {
+		t.Errorf("long names: %q and %q", t1, t2)
+	}
+	seen := map[string]string{}
+	for _, name := range []string{"a.b", "a_2Eb", "a-b", "a/b", "A.b", long1, long2, strings.Repeat("._", 40)} {
+		tok := ModelToken(name)
+		if other, dup := seen[tok]; dup {
+			t.Errorf("%q and %q share the token %q", name, other, tok)
+		}
+		seen[tok] = name
+		if p := modelTokenProblem(tok); p != "" || len(tok) > MaxModelTokenLen {
+			t.Errorf("ModelToken(%q) = %q: %s", name, tok, p)
+		}
+		if _, err := ParseJobSubject(JobSubject(PriorityLow, BucketShort, "acme", name, "j")); err != nil {
+			t.Errorf("the subject of model %q does not parse: %v", name, err)
+		}
 	}
 }
 

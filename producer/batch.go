@@ -69,6 +69,11 @@ type BatchOpts struct {
 	// unanswered) and how many lines are in flight.
 	Stalled    func(waitingOn string, inFlight int)
 	StallAfter time.Duration
+	// WaitForModel queues every line's job even when no live worker
+	// serves its model (contracts.JobRequest.WaitForModel), instead of
+	// answering the line unknown_model. Defaults to false: only the lines
+	// whose requests ask to wait do.
+	WaitForModel bool
 	// MaxLineBytes bounds one input line, its ending aside: a longer
 	// line is read through without being held, and gets an error record
 	// (request_too_large). BatchStatus and CancelBatch count such lines
@@ -193,6 +198,7 @@ func (c *Client) RunBatch(ctx context.Context, in io.Reader, out io.Writer, opts
 			close(s.done)
 			return nil
 		}
+		req.WaitForModel = req.WaitForModel || opts.WaitForModel
 		wg.Add(1)
 		inFlight.Add(1)
 		go func() {

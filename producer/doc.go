@@ -6,8 +6,11 @@
 // (the id is the idempotency key: a resubmission within the duplicate
 // window is stored once and runs once), counts the prompt tokens with the
 // model's own tokenizer and chat template (read from the GGUF metadata; the
-// weights are never loaded) to choose the prompt-length bucket, and
-// publishes the job on zl.jobs.<priority>.<bucket>.<tenant>. The tenant
+// weights are never loaded) to choose the prompt-length bucket, checks that
+// a worker will run its model (CheckModel: while the fleet's workers are
+// live and none serves the model, nor did one lately, the job is refused
+// with unknown_model unless it asks to wait_for_model), and publishes the
+// job on zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>. The tenant
 // comes from the client's configuration, which mirrors its NATS
 // credentials, never from the request body.
 //

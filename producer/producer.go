@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/fleet"
 	"github.com/zerolayer/zerolayer/worker/model/prompt"
 )
 
@@ -29,11 +30,13 @@ type Config struct {
 	// for a model not listed is bucketed by a byte estimate (4 bytes per
 	// token), unless ServedOnly.
 	Models map[string]string
-	// ServedOnly says Models lists every model the workers serve: a
-	// request for any other is refused at Submit with CodeUnknownModel
-	// (HTTP 404) instead of being queued for a worker to refuse. Set it
-	// only where the list is the served one (zerolayer dev), not where it
-	// is merely the models a client has on disk.
+	// ServedOnly says Models lists every model the workers serve: while
+	// no worker is live in the fleet (ZL_WORKERS), a request for any
+	// other is refused at Submit with CodeUnknownModel (HTTP 404) instead
+	// of being queued to wait. While workers are live, the models they
+	// serve (or served lately) decide, with or without it (CheckModel).
+	// Set it only where the list is the served one (zerolayer dev), not
+	// where it is merely the models a client has on disk.
 	ServedOnly bool
 	// Buckets are the prompt-length thresholds. Defaults to the contract's
 	// (64 and 512 tokens).
@@ -44,6 +47,11 @@ type Config struct {
 	// Admitter, if set, checks the tenant's limits before each job is
 	// published (quota.go). Defaults to none: the workers still check.
 	Admitter Admitter
+	// Fleet, if set, is the watch of the live workers that CheckModel
+	// consults (shared by the gateway's clients); its owner stops it.
+	// Defaults to nil: the client starts a watch of its own at its first
+	// submit, stopped by Close.
+	Fleet *fleet.Watch
 }
 
 // Client submits jobs and follows them. It is safe for concurrent use.
@@ -63,6 +71,10 @@ type Client struct {
 	// noLegacy is set once results stored in the old form (before ids
 	// were scoped by tenant) have been found unreadable to this client.
 	noLegacy atomic.Bool
+	// ownFleet is the client's own fleet watch (fleet), when
+	// Config.Fleet is nil; started once.
+	fleetOnce sync.Once
+	ownFleet  *fleet.Watch
 }
 
 // New returns a client on an established connection. The streams must
@@ -88,6 +100,10 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 // Close releases the tokenizer files and the results subscription.
 func (c *Client) Close() error {
 	c.results.close()
+	c.fleetOnce.Do(func() {}) // none is started after Close
+	if c.ownFleet != nil {
+		c.ownFleet.Stop()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for n, p := range c.prompters {
@@ -104,9 +120,10 @@ type SubmitOpts struct {
 	Trace contracts.Traceparent
 }
 
-// Submit validates req, assigns a job id when it has none, buckets it by
-// its prompt length in tokens, and publishes it on
-// zl.jobs.<priority>.<bucket>.<tenant>.<job_id>. It returns once JetStream
+// Submit validates req, assigns a job id when it has none, checks that a
+// worker will run its model (CheckModel), buckets it by its prompt length
+// in tokens, and publishes it on
+// zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>. It returns once JetStream
 // has stored the job. Job ids are unique per tenant: submitting an id again
 // while its job is queued stores nothing, and once it has finished the
 // worker serves the stored result instead of running it again; either way
@@ -233,8 +250,8 @@ func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contract
 	if err := r.Validate(c.cfg.Limits); err != nil {
 		return nil, nil, err
 	}
-	if _, ok := c.cfg.Models[r.Model]; c.cfg.ServedOnly && !ok {
-		return nil, nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here", r.Model)
+	if err := c.CheckModel(r.Model, r.WaitForModel); err != nil {
+		return nil, nil, err
 	}
 	r.ApplyDefaults(c.cfg.Limits)
 	n, err := c.PromptTokens(&r)
@@ -258,13 +275,63 @@ func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contract
 	if opts != nil && !opts.Trace.IsZero() {
 		tp = opts.Trace.Child()
 	}
-	m := &nats.Msg{Subject: contracts.JobSubject(r.EffectivePriority(), bucket, c.cfg.Tenant, r.ID), Data: data,
+	m := &nats.Msg{Subject: contracts.JobSubject(r.EffectivePriority(), bucket, c.cfg.Tenant, r.Model, r.ID), Data: data,
 		Header: contracts.NewHeader(c.cfg.Tenant, tp)}
 	if err := c.admit(&r, n); err != nil {
 		return nil, nil, err
 	}
 	return &r, m, nil
 }
+
+// CheckModel refuses a job for model with CodeUnknownModel (HTTP 404)
+// when no worker will run it: workers are live (the ZL_WORKERS bucket,
+// followed through Config.Fleet or the client's own watch) and none
+// serves the model, nor served it within contracts.ModelsTTL; the
+// message lists the models served. With no worker live (or the fleet out
+// of this client's sight: a tenant's own NATS account) it refuses only
+// with Config.ServedOnly, a model not in Config.Models. With wait set
+// (JobRequest.WaitForModel) it refuses nothing: the job waits for a
+// worker of its model, counted in zerolayer_jobs_waiting_unserved.
+func (c *Client) CheckModel(model string, wait bool) *contracts.Error {
+	if wait {
+		return nil
+	}
+	if f := c.fleet(); f != nil {
+		if e := f.Refusal(model, false); e != nil {
+			return e
+		}
+		if len(f.Workers()) > 0 {
+			return nil // served, or lately
+		}
+	}
+	if _, ok := c.cfg.Models[model]; c.cfg.ServedOnly && !ok {
+		return contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here", model)
+	}
+	return nil
+}
+
+// fleet returns the fleet watch: Config.Fleet, or the client's own, started
+// on first use (nil when it cannot be started: the client then acts as
+// if no worker were live).
+func (c *Client) fleet() *fleet.Watch {
+	if c.cfg.Fleet != nil {
+		return c.cfg.Fleet
+	}
+	c.fleetOnce.Do(func() {
+		w := fleet.New(c.js)
+		ctx, cancel := context.WithTimeout(context.Background(), fleetStartTimeout)
+		defer cancel()
+		if err := w.Start(ctx); err != nil {
+			w.Stop()
+			return
+		}
+		c.ownFleet = w
+	})
+	return c.ownFleet
+}
+
+// fleetStartTimeout bounds the first read of the fleet's buckets.
+const fleetStartTimeout = 3 * time.Second
 
 // PromptTokens counts the prompt tokens of req with its model's tokenizer
 // and chat template, or estimates them from the byte length when the model
@@ -616,7 +683,19 @@ func (c *Client) passing(ctx context.Context, err error) bool {
 // without access to that API (a tenant account that imports only its own
 // direct gets) gets an error, and Wait then goes on waiting.
 func (c *Client) queued(ctx context.Context, jobID string) (bool, error) {
-	body, _ := json.Marshal(map[string]string{"last_by_subj": contracts.JobSubject("*", "*", c.cfg.Tenant, jobID)})
+	// The current form (any model), then the model-less one, which an
+	// earlier release queued.
+	q, err := c.queuedOn(ctx, jobID, contracts.SubjectJobsPrefix+"*.*."+c.cfg.Tenant+".*."+jobID)
+	if q || err != nil {
+		return q, err
+	}
+	return c.queuedOn(ctx, jobID, contracts.ModellessJobSubject("*", "*", c.cfg.Tenant, jobID))
+}
+
+// queuedOn reports whether ZL_JOBS holds a message on subject (wildcards
+// allowed), job id's.
+func (c *Client) queuedOn(ctx context.Context, jobID, subject string) (bool, error) {
+	body, _ := json.Marshal(map[string]string{"last_by_subj": subject})
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	m, err := c.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+contracts.StreamJobs, body)

@@ -62,9 +62,9 @@ func TestSubmitRoutes(t *testing.T) {
 		prio   contracts.Priority
 		want   string
 	}{
-		{"Once upon a time", contracts.PriorityHigh, "zl.jobs.high.short.acme."},
-		{strings.Repeat("The dog ran. ", 20), "", "zl.jobs.normal.medium.acme."},
-		{strings.Repeat("The dog ran to the big red ball in the park. ", 60), contracts.PriorityLow, "zl.jobs.low.long.acme."},
+		{"Once upon a time", contracts.PriorityHigh, "zl.jobs.high.short.acme.stories260k."},
+		{strings.Repeat("The dog ran. ", 20), "", "zl.jobs.normal.medium.acme.stories260k."},
+		{strings.Repeat("The dog ran to the big red ball in the park. ", 60), contracts.PriorityLow, "zl.jobs.low.long.acme.stories260k."},
 	}
 	for _, tc := range cases {
 		req := &contracts.JobRequest{Model: "stories260k", Priority: tc.prio, Messages: []contracts.Message{{Role: "user", Content: tc.prompt}}}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -23,6 +24,17 @@ type Config struct {
 	Buckets []contracts.Bucket
 	// Concurrency is how many jobs the worker holds at once. Defaults to 1.
 	Concurrency int
+	// Models are the served names of the models this worker pulls jobs
+	// for: it binds a consumer per model (and class and tenant), so that
+	// it never pulls another model's jobs, and announces them in the
+	// ZL_WORKERS bucket. Defaults to the executor's models, when it
+	// describes them (ModelDescriber); New fails without either.
+	Models []string
+	// HeartbeatInterval is how often the worker rewrites its ZL_WORKERS
+	// entry (and its models' ZL_MODELS entries); at most a third of
+	// contracts.WorkersTTL, after which readers count it gone. Defaults to
+	// contracts.WorkerHeartbeat (5 seconds).
+	HeartbeatInterval time.Duration
 	// Limits bound what a job may ask for. Zero fields take the contract
 	// defaults.
 	Limits contracts.Limits
@@ -100,6 +112,9 @@ func (c Config) WithDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = 1
 	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = contracts.WorkerHeartbeat
+	}
 	c.Limits = c.Limits.WithDefaults()
 	c.Streams = c.Streams.WithDefaults()
 	if c.InProgressInterval == 0 {
@@ -139,6 +154,17 @@ func (c Config) validate() error {
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("worker: concurrency %d: must be at least 1", c.Concurrency)
+	}
+	if len(c.Models) == 0 {
+		return fmt.Errorf("worker: no model to pull jobs for: set Config.Models, or use an executor that describes its models (ModelDescriber)")
+	}
+	for i, m := range c.Models {
+		if m == "" || slices.Contains(c.Models[:i], m) {
+			return fmt.Errorf("worker: model %q in Config.Models: want distinct, non-empty served names", m)
+		}
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval > contracts.WorkersTTL/3 {
+		return fmt.Errorf("worker: heartbeat interval %v: want a positive interval of at most %v (a third of contracts.WorkersTTL)", c.HeartbeatInterval, contracts.WorkersTTL/3)
 	}
 	for t, wt := range c.TenantWeights {
 		if !(wt > 0) || math.IsInf(wt, 0) {

@@ -33,7 +33,7 @@ func TestLostTenantConsumerRecreated(t *testing.T) {
 		if res := wait(t, b.Client, id); res.Status != contracts.StatusCompleted {
 			t.Fatalf("job %d: %+v", i, res)
 		}
-		name := contracts.TenantConsumerName(contracts.PriorityNormal, contracts.BucketShort, "acme")
+		name := contracts.ModelConsumerName(contracts.PriorityNormal, contracts.BucketShort, "acme", workertest.ModelName)
 		if err := b.Srv.JS.DeleteConsumer(ctx, contracts.StreamJobs, name); err != nil {
 			t.Fatalf("the worker pulled acme's job through %s: %v", name, err)
 		}

@@ -5,7 +5,8 @@
 // Data flow for one job:
 //
 //  1. The intake pulls from ZL_JOBS through one durable consumer per
-//     priority, prompt-length bucket and tenant (fair.go: made on demand,
+//     priority, prompt-length bucket, tenant and served model
+//     (Config.Models; fair.go: made on demand,
 //     as stored-job notices and scans of the stream show tenants with jobs
 //     waiting), higher priorities first, with every eighth pull starting
 //     from the lowest class so low-priority jobs always progress. Within a
@@ -18,16 +19,19 @@
 //     which shares the batch between tenants by weight, sees every
 //     tenant's next job; and a higher class pulled into a full worker when
 //     preempting lower work makes room), so a busy worker leaves jobs to
-//     idle ones. The class
-//     consumers (one per priority and bucket) serve jobs queued in the old
-//     subject form; one deleted under the worker is recreated from the
+//     idle ones, and one worker's models' jobs never reach another's.
+//     Jobs queued by earlier releases on model-less subjects come through
+//     a consumer per class and tenant (and the oldest form through the
+//     class consumers, one per priority and bucket): a worker runs those
+//     of its models and republishes the others on their model's subject
+//     (job.go: forward). A class consumer deleted under the worker is recreated from the
 //     contract when the worker provisions, else reported missing in the
 //     log and the zerolayer_intake_consumer_missing gauge.
 //  2. The job is decoded and validated (contracts.DecodeJobRequest). A bad
 //     job is answered, never dropped: an error event, a failed result and a
 //     DLQ record, then Term.
 //  3. The job is named by its tenant and id (from the subject
-//     zl.jobs.<priority>.<bucket>.<tenant>.<job_id>): a job whose result
+//     zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>): a job whose result
 //     is already stored is acked without running (a resubmission, or a
 //     redelivery whose first attempt finished: its usage record is
 //     published again, deduplicated); a cancel request stored on

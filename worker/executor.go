@@ -47,14 +47,16 @@ type ReasoningSink interface {
 }
 
 // Admitter is implemented by executors that admit jobs by memory: the
-// intake pulls a tenant's jobs of a (priority, bucket) class only as many
-// as Admits says would be admitted, so jobs stay in JetStream for workers
-// with room. The tenant is empty for jobs of the old subject form, pulled
-// without regard to tenant.
+// intake pulls a tenant's jobs of a (priority, bucket) class for a model
+// only as many as Admits says that model would admit, so jobs stay in
+// JetStream for workers with room. The model is empty for jobs of the
+// model-less subject forms (any served model may be asked for), the tenant
+// for jobs of the oldest form, pulled without regard to tenant.
 type Admitter interface {
-	// Admits is how many jobs of the class and tenant the executor would
-	// take now (0: none).
-	Admits(p contracts.Priority, b contracts.Bucket, tenant string) int
+	// Admits is how many jobs of the class and tenant for model the
+	// executor would take now (0: none); with model empty, the most any
+	// of its models would.
+	Admits(model string, p contracts.Priority, b contracts.Bucket, tenant string) int
 	// OnCapacity registers f, called (without blocking) whenever the
 	// executor may admit more than when Admits last said none.
 	OnCapacity(f func())

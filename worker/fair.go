@@ -15,7 +15,10 @@ import (
 )
 
 // Tenant-aware intake. Jobs of the current subject form are pulled through
-// one consumer per class and tenant (contracts.TenantConsumerConfig), and
+// one consumer per class, tenant and served model
+// (contracts.ModelConsumerConfig: a worker never pulls another model's
+// jobs), jobs of the model-less form through one per class and tenant
+// (contracts.TenantConsumerConfig), and
 // within a class the intake takes the next job from the tenant that has
 // been served the fewest tokens for its weight (deficit round robin on
 // estimated tokens: prompt + max_tokens), among the tenants with jobs
@@ -25,7 +28,8 @@ import (
 // across workers too.
 //
 // Which tenants have jobs waiting comes from the stored-job notices
-// (zl.stored.jobs.<priority>.<bucket>.<tenant>.<job_id>), from a scan of
+// (zl.stored.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>, a
+// notice for a model this worker does not serve ignored), from a scan of
 // the stream's subjects at Start and every tenantScanEvery (jobs queued
 // while no worker listened), and from trying every known tenant again at
 // each IdlePoll (redeliveries publish no notice).
@@ -40,9 +44,20 @@ const tenantScanEvery = 30 * time.Second
 // the intake then sends (pullNoticed).
 const noticeGrace = 50 * time.Millisecond
 
-// tenantSource is the consumer of one class and tenant.
+// sourceKey names a tenantSource of a class: a tenant and a served model,
+// or "" for the tenant's jobs of the model-less form.
+type sourceKey struct {
+	tenant string
+	model  string
+}
+
+// tenantSource is the consumer of one class, tenant and model (or of the
+// class and tenant's model-less jobs).
 type tenantSource struct {
-	tenant  string
+	tenant string
+	// model is the served name of the model whose jobs the consumer
+	// holds; "" for the model-less form's consumer.
+	model   string
 	cons    jetstream.Consumer // nil until created
 	pending bool
 	noticed time.Time
@@ -62,7 +77,7 @@ type arrival struct {
 // into noticed under mu; everything else belongs to the intake loop.
 type fairness struct {
 	mu      sync.Mutex
-	noticed map[classKey]map[string]time.Time
+	noticed map[classKey]map[sourceKey]time.Time // the model as its token
 
 	served    map[string]float64 // estimated tokens served / weight
 	lastScan  time.Time
@@ -84,12 +99,12 @@ func (f *fairness) notice(subject string) {
 	defer f.mu.Unlock()
 	k := classKey{route.Priority, route.Bucket}
 	if f.noticed == nil {
-		f.noticed = map[classKey]map[string]time.Time{}
+		f.noticed = map[classKey]map[sourceKey]time.Time{}
 	}
 	if f.noticed[k] == nil {
-		f.noticed[k] = map[string]time.Time{}
+		f.noticed[k] = map[sourceKey]time.Time{}
 	}
-	f.noticed[k][route.Tenant] = time.Now()
+	f.noticed[k][sourceKey{route.Tenant, route.Model}] = time.Now()
 }
 
 // absorb moves the recorded notices into the sources.
@@ -103,8 +118,15 @@ func (w *Worker) absorb() {
 		if src == nil {
 			continue // a class this worker does not serve
 		}
-		for t, at := range tenants {
-			ts := w.tenantSource(src, t)
+		for sk, at := range tenants {
+			if sk.model != "" {
+				name, ok := w.byToken[sk.model]
+				if !ok {
+					continue // another model's job
+				}
+				sk.model = name
+			}
+			ts := w.tenantSource(src, sk)
 			ts.pending, ts.noticed = true, at
 		}
 	}
@@ -119,29 +141,32 @@ func (w *Worker) source(k classKey) *pullSource {
 	return nil
 }
 
-// tenantSource returns src's source for tenant t, making it (and lifting
-// a tenant back from idle to the least-served active tenant, so idle time
-// is not banked as credit).
-func (w *Worker) tenantSource(src *pullSource, t string) *tenantSource {
-	if ts := src.tenants[t]; ts != nil {
-		if !w.activeTenant(t) {
-			w.liftFromIdle(t)
+// tenantSource returns src's source for sk (a tenant and a served model,
+// or "" for its model-less jobs), making it (and lifting a tenant back
+// from idle to the least-served active tenant, so idle time is not banked
+// as credit).
+func (w *Worker) tenantSource(src *pullSource, sk sourceKey) *tenantSource {
+	if ts := src.tenants[sk]; ts != nil {
+		if !w.activeTenant(sk.tenant) {
+			w.liftFromIdle(sk.tenant)
 		}
 		return ts
 	}
 	if src.tenants == nil {
-		src.tenants = map[string]*tenantSource{}
+		src.tenants = map[sourceKey]*tenantSource{}
 	}
-	w.liftFromIdle(t)
-	ts := &tenantSource{tenant: t}
-	src.tenants[t] = ts
+	w.liftFromIdle(sk.tenant)
+	ts := &tenantSource{tenant: sk.tenant, model: sk.model}
+	src.tenants[sk] = ts
 	return ts
 }
 
 func (w *Worker) activeTenant(t string) bool {
 	for _, src := range w.consumers {
-		if ts := src.tenants[t]; ts != nil && ts.pending {
-			return true
+		for _, ts := range src.tenants {
+			if ts.tenant == t && ts.pending {
+				return true
+			}
 		}
 	}
 	return false
@@ -150,9 +175,9 @@ func (w *Worker) activeTenant(t string) bool {
 func (w *Worker) liftFromIdle(t string) {
 	low, any := math.Inf(1), false
 	for _, src := range w.consumers {
-		for name, ts := range src.tenants {
-			if ts.pending && name != t {
-				low, any = math.Min(low, w.fair.served[name]), true
+		for _, ts := range src.tenants {
+			if ts.pending && ts.tenant != t {
+				low, any = math.Min(low, w.fair.served[ts.tenant]), true
 			}
 		}
 	}
@@ -162,8 +187,9 @@ func (w *Worker) liftFromIdle(t string) {
 }
 
 // scanTenants reads from ZL_JOBS which tenants have jobs queued in which
-// class (and whether jobs of the old form are), when tenantScanEvery has
-// passed since the last scan.
+// class for which of the served models (and in the model-less form, and
+// whether jobs of the oldest form are), when tenantScanEvery has passed
+// since the last scan.
 func (w *Worker) scanTenants(force bool) {
 	if !force && time.Since(w.fair.lastScan) < tenantScanEvery {
 		return
@@ -176,7 +202,7 @@ func (w *Worker) scanTenants(force bool) {
 		w.log.Warn("reading which tenants have jobs queued", "err", err)
 		return
 	}
-	for _, filter := range []string{contracts.SubjectJobsAll, contracts.LegacyJobsAll} {
+	for _, filter := range []string{contracts.SubjectJobsAll, contracts.ModellessJobsAll, contracts.LegacyJobsAll} {
 		info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
 		if err != nil {
 			w.log.Warn("reading which tenants have jobs queued", "err", err)
@@ -192,8 +218,12 @@ func (w *Worker) scanTenants(force bool) {
 			case src == nil:
 			case route.JobID == "":
 				src.legacy = true
+			case route.Model == "":
+				w.tenantSource(src, sourceKey{tenant: route.Tenant}).pending = true
 			default:
-				w.tenantSource(src, route.Tenant).pending = true
+				if name, ok := w.byToken[route.Model]; ok {
+					w.tenantSource(src, sourceKey{route.Tenant, name}).pending = true
+				}
 			}
 		}
 	}
@@ -214,36 +244,36 @@ func (w *Worker) retryAll() {
 }
 
 // pullFair fetches the next jobs of src's class from the least-served
-// tenant with jobs waiting, its share of the room (room allows for it,
-// split evenly among the tenants with jobs waiting, so that one tenant's
-// batch does not take the room of the others'), and returns the first (the
-// rest go to w.ready), or nil. Tenants without room are left for a worker
-// with room (and for this one, later).
-func (w *Worker) pullFair(src *pullSource, room func(tenant string) int) jetstream.Msg {
-	var skip map[string]bool // tenants passed over this time; made on the first
+// tenant with jobs waiting, its share of the room (room allows for it, for
+// the source's model, split evenly among the sources with jobs waiting, so
+// that one tenant's batch does not take the room of the others'), and
+// returns the first (the rest go to w.ready), or nil. Sources without room
+// are left for a worker with room (and for this one, later).
+func (w *Worker) pullFair(src *pullSource, room func(ts *tenantSource) int) jetstream.Msg {
+	var skip map[*tenantSource]bool // sources passed over this time; made on the first
 	pass := func(ts *tenantSource) {
 		if skip == nil {
-			skip = map[string]bool{}
+			skip = map[*tenantSource]bool{}
 		}
-		skip[ts.tenant] = true
+		skip[ts] = true
 	}
 	for {
 		var best *tenantSource
-		waiting := 0 // tenants with jobs waiting: they share the room
+		waiting := 0 // sources with jobs waiting: they share the room
 		for _, ts := range src.tenants {
-			if !ts.pending || ts.waiting || skip[ts.tenant] {
+			if !ts.pending || ts.waiting || skip[ts] {
 				continue
 			}
 			waiting++
 			if best == nil || w.fair.served[ts.tenant] < w.fair.served[best.tenant] ||
-				w.fair.served[ts.tenant] == w.fair.served[best.tenant] && ts.tenant < best.tenant {
+				w.fair.served[ts.tenant] == w.fair.served[best.tenant] && (ts.tenant < best.tenant || ts.tenant == best.tenant && ts.model < best.model) {
 				best = ts
 			}
 		}
 		if best == nil {
 			return nil
 		}
-		n := room(best.tenant)
+		n := room(best)
 		if n == 0 {
 			pass(best)
 			continue
@@ -327,9 +357,9 @@ func (w *Worker) take(a arrival) jetstream.Msg {
 func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource, n int) []jetstream.Msg {
 	for attempt := 0; attempt < 2; attempt++ {
 		if ts.cons == nil || attempt > 0 {
-			c, err := w.tenantConsumer(src, ts.tenant)
+			c, err := w.tenantConsumer(src, ts)
 			if err != nil {
-				w.log.Warn("creating a tenant's consumer", "priority", src.prio, "bucket", src.bucket, "tenant", ts.tenant, "err", err)
+				w.log.Warn("creating a tenant's consumer", "priority", src.prio, "bucket", src.bucket, "tenant", ts.tenant, "model", ts.model, "err", err)
 				return nil
 			}
 			w.bindConsumer(c)
@@ -353,15 +383,19 @@ func (w *Worker) fetchTenant(src *pullSource, ts *tenantSource, n int) []jetstre
 	return nil
 }
 
-// tenantConsumer creates the consumer of src's class and tenant, or binds
-// the one that exists as it is: it may have been made under another
-// configuration (another ack wait, say), which only provisioning changes
-// (contracts.EnsureStreams), so that workers of two configurations do
-// not rewrite it in turn.
-func (w *Worker) tenantConsumer(src *pullSource, tenant string) (jetstream.Consumer, error) {
+// tenantConsumer creates the consumer of src's class and ts's tenant and
+// model (its model-less jobs' when ts.model is empty), or binds the one
+// that exists as it is: it may have been made under another configuration
+// (another ack wait, say), which only provisioning changes
+// (contracts.EnsureStreams), so that workers of two configurations do not
+// rewrite it in turn.
+func (w *Worker) tenantConsumer(src *pullSource, ts *tenantSource) (jetstream.Consumer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
 	defer cancel()
-	cc := w.cfg.Streams.TenantConsumerConfig(src.prio, src.bucket, tenant)
+	cc := w.cfg.Streams.TenantConsumerConfig(src.prio, src.bucket, ts.tenant)
+	if ts.model != "" {
+		cc = w.cfg.Streams.ModelConsumerConfig(src.prio, src.bucket, ts.tenant, ts.model)
+	}
 	c, err := w.js.CreateConsumer(ctx, contracts.StreamJobs, cc)
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		c, err = w.js.Consumer(ctx, contracts.StreamJobs, cc.Durable)

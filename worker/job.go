@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +64,12 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 	if derr != nil {
 		w.reject(em, msg, route, nil, contracts.ErrorFrom(derr), log)
+		return
+	}
+	if route.Model == "" && !w.serves(req.Model) {
+		// Queued before the model was in the subject: pulled here,
+		// but for a worker that serves its model.
+		w.forward(msg, route, jobID, req.Model, log)
 		return
 	}
 	job := &Job{ID: jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket, Attempt: attempt, Request: req, Trace: tp, EnqueuedAt: meta.Timestamp,
@@ -153,6 +161,37 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		}
 		em.finish(msg, job, out, usage, jobErr, log, true)
 	}
+}
+
+// forward republishes a job of a model-less subject form for a model this
+// worker does not serve on its subject of the current form
+// (contracts.JobSubject), where the workers serving the model pull it, and
+// acks the original once the stream has stored the copy (a copy stored
+// already, by an attempt whose ack was lost, counts as stored). The copy
+// keeps the body and the headers but JetStream's own (Nats-Msg-Id among
+// them: the original's id would have the copy dropped as a duplicate). A
+// publish that fails hands the job back for a later try.
+func (w *Worker) forward(msg jetstream.Msg, route contracts.JobRoute, jobID, model string, log *slog.Logger) {
+	m := nats.NewMsg(contracts.JobSubject(route.Priority, route.Bucket, route.Tenant, model, jobID))
+	m.Data = msg.Data()
+	for k, v := range msg.Headers() {
+		if !strings.HasPrefix(k, "Nats-") {
+			m.Header[k] = v
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	if _, err := w.js.PublishMsg(ctx, m); err != nil && !contracts.IsDuplicateJob(err) {
+		log.Warn("passing a job on to the workers of its model failed; it will be redelivered", "model", model, "err", err)
+		msg.NakWithDelay(w.cfg.RetryDelay)
+		return
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		// Redelivered: the next try finds the copy stored.
+		log.Warn("acking a job passed on to the workers of its model", "model", model, "err", err)
+	}
+	w.cfg.Metrics.forwarded()
+	log.Info("job of a model-less subject passed on to the workers of its model", "model", model, "subject", m.Subject)
 }
 
 // storedResult is what the worker reads of a stored result: the usage

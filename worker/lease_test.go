@@ -30,7 +30,7 @@ func TestDeadWorkersJobRunsElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, js := b.Connect(t)
-	cc := b.Streams.WithDefaults().TenantConsumerConfig(contracts.PriorityNormal, contracts.BucketShort, b.Client.Tenant())
+	cc := b.Streams.WithDefaults().ModelConsumerConfig(contracts.PriorityNormal, contracts.BucketShort, b.Client.Tenant(), workertest.ModelName)
 	dead, err := js.CreateConsumer(ctx, contracts.StreamJobs, cc)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestSlowJobIsNotRedelivered(t *testing.T) {
 	if n, m := slow.runs.Load(), idle.runs.Load(); n != 2 || m != 0 {
 		t.Errorf("the slow worker ran %d jobs, the idle one %d: want 2 and 0", n, m)
 	}
-	c, err := b.JS.Consumer(ctx, contracts.StreamJobs, contracts.TenantConsumerName(contracts.PriorityNormal, contracts.BucketShort, b.Client.Tenant()))
+	c, err := b.JS.Consumer(ctx, contracts.StreamJobs, contracts.ModelConsumerName(contracts.PriorityNormal, contracts.BucketShort, b.Client.Tenant(), workertest.ModelName))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ type Metrics struct {
 	fetches       prometheus.Counter
 	fetched       prometheus.Counter
 	leaseLapses   prometheus.Counter
+	forwards      prometheus.Counter
 }
 
 // NewMetrics returns unregistered metrics. The per-job histograms and the
@@ -62,6 +63,8 @@ func NewMetrics() *Metrics {
 			Help: "Pull requests the intake sent to ZL_JOBS consumers."}),
 		fetched: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_intake_jobs_fetched_total",
 			Help: "Jobs those pull requests brought: over fetch requests, the jobs per request."}),
+		forwards: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_intake_jobs_forwarded_total",
+			Help: "Jobs of a model-less subject (queued by an earlier release) that this worker pulled for a model it does not serve and republished on their model's subject, for the workers serving it."}),
 		leaseLapses: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_worker_lease_lapses_total",
 			Help: "Times this worker's heartbeats (InProgress) were confirmed later than the ack wait while it held jobs: those jobs may have been redelivered and run twice (billed once)."}),
 	}
@@ -81,7 +84,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
 			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
 	}
-	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.modelInfo, m.consMissing, m.consRecreated, m.fetches, m.fetched, m.leaseLapses}, toolMetrics...) {
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.modelInfo, m.consMissing, m.consRecreated, m.fetches, m.fetched, m.leaseLapses, m.forwards}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -142,6 +145,15 @@ func (m *Metrics) consumerRecreated(p contracts.Priority, b contracts.Bucket) {
 		return
 	}
 	m.consRecreated.WithLabelValues(string(p), string(b)).Inc()
+}
+
+// forwarded counts a job of a model-less subject passed on to the workers
+// of its model (not by model: the name is the tenant's word).
+func (m *Metrics) forwarded() {
+	if m == nil {
+		return
+	}
+	m.forwards.Inc()
 }
 
 // fetch counts a pull request that brought n jobs.

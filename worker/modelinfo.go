@@ -19,6 +19,9 @@ type ModelInfo struct {
 	Context int
 	// Layers is the number of transformer blocks.
 	Layers int
+	// KVArenaMB is the size of the model's KV arena in MB, when the
+	// executor has one of its own (the scheduler's); 0 otherwise.
+	KVArenaMB int
 }
 
 // ModelDescriber is implemented by executors that can describe the models
@@ -62,8 +65,13 @@ func (x *InOrderExecutor) ModelInfos() []ModelInfo {
 func (x *SchedExecutor) ModelInfos() []ModelInfo {
 	var out []ModelInfo
 	for _, name := range x.names {
-		l := x.models[name].Loaded
-		out = append(out, describe(name, l.Model.Arch, l.Model.Context, l.Model.Layers))
+		sm := x.models[name]
+		l := sm.Loaded
+		mi := describe(name, l.Model.Arch, l.Model.Context, l.Model.Layers)
+		if sm.Scheduler != nil {
+			mi.KVArenaMB = int((sm.Scheduler.KVArena().Bytes + 1<<19) >> 20)
+		}
+		out = append(out, mi)
 	}
 	return out
 }

@@ -40,16 +40,25 @@ func NewSchedExecutor(device string, buckets contracts.Buckets, models ...*Sched
 // Device names the device jobs run on.
 func (x *SchedExecutor) Device() string { return x.device }
 
-// Admits is how many jobs of this priority, bucket and tenant the model
-// with the most room would admit now (sched.Scheduler.Room, with the
-// bucket's smallest and largest prompts): the jobs may be for any model.
-func (x *SchedExecutor) Admits(p contracts.Priority, b contracts.Bucket, tenant string) int {
+// Admits is how many jobs of this priority, bucket and tenant model's
+// scheduler would admit now (sched.Scheduler.Room, with the bucket's
+// smallest and largest prompts); with model empty (jobs that may be for
+// any model), the model with the most room's, and 0 for a model not
+// served here.
+func (x *SchedExecutor) Admits(model string, p contracts.Priority, b contracts.Bucket, tenant string) int {
 	lo, hi := 0, x.buckets.ShortMax
 	switch b {
 	case contracts.BucketMedium:
 		lo, hi = x.buckets.ShortMax, x.buckets.MediumMax
 	case contracts.BucketLong:
 		lo, hi = x.buckets.MediumMax+1, 1<<30 // capped at the model's context
+	}
+	if model != "" {
+		m, ok := x.models[model]
+		if !ok {
+			return 0
+		}
+		return m.Scheduler.Room(p.Rank(), tenant, lo, hi)
 	}
 	n := 0
 	for _, m := range x.models {

@@ -21,8 +21,10 @@ var (
 	errShutdown         = errors.New("worker: shutting down")
 )
 
-// Worker pulls jobs from the ZL_JOBS consumers it is configured for, runs
-// them on an Executor, and publishes their events, results and usage.
+// Worker pulls jobs from the ZL_JOBS consumers it is configured for (for
+// the models it serves: Config.Models), runs them on an Executor, and
+// publishes their events, results and usage. It announces itself and its
+// models in the ZL_WORKERS bucket while it runs (fleet.go).
 //
 // Lifecycle: Start begins pulling; Stop stops pulling, lets running jobs
 // finish until its context ends, then hands the rest back to JetStream
@@ -59,6 +61,13 @@ type Worker struct {
 	// missing counts the class consumers found missing and not
 	// recreated (consumers.go), for Ready.
 	missing atomic.Int32
+	// infos describe the served models (ModelDescriber), if the executor
+	// does; byToken maps each served model's token (contracts.ModelToken)
+	// to its name.
+	infos   []ModelInfo
+	byToken map[string]string
+	// beat is the heartbeat in ZL_WORKERS (fleet.go).
+	beat heartbeat
 }
 
 // pullSource is one class's consumer. Only the intake loop touches it
@@ -73,26 +82,37 @@ type pullSource struct {
 	checked time.Time
 	// legacy is set while jobs of the old subject form may be queued in
 	// the class (the class consumer serves them); tenants are the
-	// class-and-tenant consumers (fair.go).
+	// class-and-tenant consumers, one per served model and one for the
+	// model-less form (fair.go), by sourceKey.
 	legacy  bool
-	tenants map[string]*tenantSource
+	tenants map[sourceKey]*tenantSource
 }
 
 // New returns a worker; it does nothing until Start.
 func New(nc *nats.Conn, exec Executor, cfg Config) (*Worker, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
+	var infos []ModelInfo
 	if d, ok := exec.(ModelDescriber); ok {
-		cfg.Metrics.SetModelInfo(d.ModelInfos())
+		infos = d.ModelInfos()
+		cfg.Metrics.SetModelInfo(infos)
+		if len(cfg.Models) == 0 {
+			for _, i := range infos {
+				cfg.Models = append(cfg.Models, i.Name)
+			}
+		}
 	}
-	w := &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID),
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, nc: nc, js: js, exec: exec, log: cfg.Logger.With("worker", cfg.ID), infos: infos, byToken: map[string]string{},
 		wake: make(chan struct{}, 1), arrived: make(chan arrival), running: map[contracts.JobRef]context.CancelCauseFunc{}, fair: fairness{served: map[string]float64{}}}
+	for _, m := range cfg.Models {
+		w.byToken[contracts.ModelToken(m)] = m
+	}
 	w.leases.bound(cfg.Streams.AckWait)
 	return w, nil
 }
@@ -160,6 +180,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		s1.Unsubscribe()
 		return err
 	}
+	if err := w.startHeartbeat(ctx); err != nil {
+		s1.Unsubscribe()
+		s2.Unsubscribe()
+		return err
+	}
 	w.subs = []*nats.Subscription{s1, s2}
 	w.scanTenants(true)
 	w.runCtx, w.cancelRun = context.WithCancelCause(context.Background())
@@ -168,7 +193,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.started = true
 	go w.keepLeases(w.leaseStop, w.leasesDone)
 	go w.loop()
-	w.log.Info("worker started", "priorities", w.cfg.Priorities, "buckets", w.cfg.Buckets, "concurrency", w.cfg.Concurrency, "device", w.exec.Device())
+	w.log.Info("worker started", "models", w.cfg.Models, "priorities", w.cfg.Priorities, "buckets", w.cfg.Buckets, "concurrency", w.cfg.Concurrency, "device", w.exec.Device())
 	return nil
 }
 
@@ -213,6 +238,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		}
 	}
 	w.mu.Unlock()
+	w.stopHeartbeat() // out of the fleet: it pulls nothing more
 	<-w.loopDone
 	w.pulls.Wait() // a job they bring now is handed back
 	done := make(chan struct{})
@@ -325,17 +351,24 @@ func (w *Worker) next(pulls, free int) jetstream.Msg {
 				return nil
 			default:
 			}
-			room := func(tenant string) int {
+			// Room for a source's jobs: its model's (any model's for the
+			// model-less forms, whose jobs for another model are passed on
+			// at once: job.go).
+			room := func(ts *tenantSource) int {
 				n := min(free, fetchBatchMax)
 				if adm != nil {
-					n = min(n, adm.Admits(src.prio, src.bucket, tenant))
+					var model, tenant string
+					if ts != nil {
+						model, tenant = ts.model, ts.tenant
+					}
+					n = min(n, adm.Admits(model, src.prio, src.bucket, tenant))
 				}
 				return n
 			}
 			if m := w.pullFair(src, room); m != nil {
 				return m
 			}
-			if !src.legacy || room("") == 0 {
+			if !src.legacy || room(nil) == 0 {
 				continue // (or leave it for a worker with room)
 			}
 			if src.missing && !w.restore(src) {

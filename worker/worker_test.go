@@ -250,7 +250,7 @@ func TestBadInputIsAnsweredNotLost(t *testing.T) {
 	ctx := context.Background()
 	// Raw publishes, as a non-Go client would send them.
 	publish := func(id string, body string) {
-		m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme", id), Data: []byte(body),
+		m := &nats.Msg{Subject: contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme", workertest.ModelName, id), Data: []byte(body),
 			Header: contracts.NewHeader("acme", contracts.Traceparent{})}
 		if _, err := b.Srv.JS.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)

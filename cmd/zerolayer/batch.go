@@ -29,6 +29,7 @@ func runBatch(ctx context.Context, args []string) error {
 	cancelBatch := fs.Bool("cancel", false, "cancel the batch's jobs (every custom_id of --input) instead of running it")
 	status := fs.Bool("status", false, "print where the batch stands (completed, failed, canceled, pending; from the stored results) instead of running it")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	waitModel := fs.Bool("wait-for-model", false, "queue every line's job even when no live worker serves its model, until one starts (without it, such a line is answered unknown_model while other workers are live)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,10 +82,13 @@ func runBatch(ctx context.Context, args []string) error {
 		}
 	}
 	pr := newBatchProgress(stderr, *id, total, *quiet)
-	counts, err := c.RunBatch(ctx, in, out, producer.BatchOpts{ID: *id, Window: *window, Progress: pr.update, Stalled: pr.stalled})
+	counts, err := c.RunBatch(ctx, in, out, producer.BatchOpts{ID: *id, Window: *window, Progress: pr.update, Stalled: pr.stalled, WaitForModel: *waitModel})
 	pr.finish(counts)
 	if err != nil && ctx.Err() != nil {
 		resume, note := resumeCommand(nf.url, c.Tenant(), *id, *window, *input, *output, *quiet)
+		if *waitModel {
+			resume += " --wait-for-model"
+		}
 		fmt.Fprintf(stderr, "batch %s interrupted: %d lines answered%s; the jobs already submitted go on running and are billed once.\nResume (finished lines are answered from their stored results, nothing runs twice)%s:\n  %s\n",
 			*id, counts.Done(), ofTotal(total), note, resume)
 		return exitStatus{code: 130, msg: "interrupted"}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/fleet"
 	"github.com/zerolayer/zerolayer/contracts/queuemetrics"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer/gateway"
@@ -69,7 +70,12 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopStack(st)
-	if err := registerDevCollectors(o.reg, st); err != nil {
+	fw := fleet.New(st.JetStream())
+	if err := fw.Start(ctx); err != nil {
+		return fmt.Errorf("following the fleet's buckets: %w", err)
+	}
+	defer fw.Stop()
+	if err := registerDevCollectors(o.reg, st, fw); err != nil {
 		return err
 	}
 	if *metricsAddr != "" {
@@ -101,10 +107,15 @@ func runDev(ctx context.Context, args []string) error {
 // registerDevCollectors registers what the dev stack exports beside the
 // worker's own metrics: billing's, the queue depths of every stream (as
 // the worker exports ZL_JOBS and ZL_DLQ and billing ZL_USAGE, so that the
-// dashboards and alerts work against a dev stack too), and the quotas'.
-func registerDevCollectors(reg prometheus.Registerer, st *devstack.Stack) error {
-	if err := errors.Join(reg.Register(ledger.NewCollector(st.Billing())),
-		reg.Register(queuemetrics.NewCollector(st.JetStream(), contracts.StreamJobs, contracts.StreamDLQ, contracts.StreamUsage))); err != nil {
+// dashboards and alerts work against a dev stack too) with, when fw is
+// set, the jobs waiting for a model no live worker serves, and the
+// quotas'.
+func registerDevCollectors(reg prometheus.Registerer, st *devstack.Stack, fw *fleet.Watch) error {
+	qc := queuemetrics.NewCollector(st.JetStream(), contracts.StreamJobs, contracts.StreamDLQ, contracts.StreamUsage)
+	if fw != nil {
+		qc.WithFleet(fw)
+	}
+	if err := errors.Join(reg.Register(ledger.NewCollector(st.Billing())), reg.Register(qc)); err != nil {
 		return err
 	}
 	for _, q := range st.Quotas() {

@@ -17,7 +17,7 @@ import (
 func TestDevExportsQueueMetrics(t *testing.T) {
 	st := devstacktest.Start(t, devstack.Config{})
 	reg := prometheus.NewRegistry()
-	if err := registerDevCollectors(reg, st); err != nil {
+	if err := registerDevCollectors(reg, st, nil); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

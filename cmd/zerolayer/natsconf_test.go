@@ -315,7 +315,7 @@ func TestHostileTenant(t *testing.T) {
 	// Nats-Msg-Id equal to globex's next ids, and jobs on classes no
 	// consumer serves or on globex's subjects.
 	for i, forged := range []string{"BATCH1-next", "globex/BATCH1-next", "globex.BATCH1-next"} {
-		m := nats.NewMsg(contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme", fmt.Sprint("forge-", i)))
+		m := nats.NewMsg(contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "acme", "m", fmt.Sprint("forge-", i)))
 		m.Data = []byte(`{"model":"m","messages":[{"role":"user","content":"x"}]}`)
 		m.Header.Set(contracts.HeaderMsgID, forged)
 		if err := publish(m); err != nil {
@@ -325,8 +325,9 @@ func TestHostileTenant(t *testing.T) {
 	if _, err := gc.Submit(ctx, job("BATCH1-next"), nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, subject := range []string{contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "globex", "BATCH1-next2"),
-		"zl.jobs.urgent.short.acme.x", "zl.jobs.normal.tiny.acme.x", "zl.jobs.normal.short.acme", "zl.jobs.normal.short.acme.x.y"} {
+	for _, subject := range []string{contracts.JobSubject(contracts.PriorityNormal, contracts.BucketShort, "globex", "m", "BATCH1-next2"),
+		contracts.ModellessJobSubject(contracts.PriorityNormal, contracts.BucketShort, "globex", "BATCH1-next3"),
+		"zl.jobs.urgent.short.acme.x", "zl.jobs.normal.tiny.acme.x", "zl.jobs.normal.short.acme", "zl.jobs.normal.short.acme.x.y.z"} {
 		m := nats.NewMsg(subject)
 		m.Data = []byte(`{}`)
 		refused("job on "+subject, nil, publish(m))
@@ -339,7 +340,7 @@ func TestHostileTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"zl.jobs.normal.short.globex.BATCH1-queued", "zl.jobs.normal.short.globex.BATCH1-next"} {
+	for _, want := range []string{"zl.jobs.normal.short.globex.m.BATCH1-queued", "zl.jobs.normal.short.globex.m.BATCH1-next"} {
 		if info.State.Subjects[want] != 1 {
 			t.Errorf("ESCAPE: %s not queued once after acme's tries: %v", want, info.State.Subjects)
 		}

@@ -41,6 +41,7 @@ func runSubmit(ctx context.Context, args []string) error {
 	id := fs.String("id", "", "job id (idempotency key; default: random)")
 	async := fs.Bool("async", false, "print the job id and return without waiting")
 	format := fs.String("format", "text", "text (stream the output) or json (events, then the result)")
+	waitModel := fs.Bool("wait-for-model", false, "queue the job even when no live worker serves its model, until one starts (without it, such a job is refused with unknown_model while other workers are live)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +85,7 @@ func runSubmit(ctx context.Context, args []string) error {
 		req.ID = *id
 	}
 	req.Stream = !*async
+	req.WaitForModel = req.WaitForModel || *waitModel
 	models := map[string]string{}
 	if p, err := store.Resolve(req.Model, modelDirs()); err == nil {
 		models[req.Model] = p

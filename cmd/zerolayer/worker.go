@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/fleet"
 	"github.com/zerolayer/zerolayer/contracts/queuemetrics"
 	"github.com/zerolayer/zerolayer/gpu/nvml"
 	"github.com/zerolayer/zerolayer/worker"
@@ -119,9 +120,15 @@ func runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The depth of ZL_JOBS by class and of ZL_DLQ, read at each scrape
-	// (every worker exports the same numbers: alerts take their max).
-	o.reg.MustRegister(queuemetrics.NewCollector(js, contracts.StreamJobs, contracts.StreamDLQ))
+	// The depth of ZL_JOBS by class and of ZL_DLQ, and the jobs waiting
+	// for a model no live worker serves, read at each scrape (every worker
+	// exports the same numbers: alerts take their max).
+	fw := fleet.New(js)
+	if err := fw.Start(ctx); err != nil {
+		return fmt.Errorf("following the fleet's buckets: %w", err)
+	}
+	defer fw.Stop()
+	o.reg.MustRegister(queuemetrics.NewCollector(js, contracts.StreamJobs, contracts.StreamDLQ).WithFleet(fw))
 	if *limits {
 		q, stop, err := startQuota(ctx, nc, "worker", o.reg, cfg.Logger)
 		if err != nil {

@@ -8,8 +8,11 @@
 package queuemetrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/fleet"
 )
 
 // DefaultTimeout bounds the JetStream reads of one scrape.
@@ -38,6 +42,9 @@ type Collector struct {
 	redelivered *prometheus.Desc
 	consumers   *prometheus.Desc
 	up          *prometheus.Desc
+	unserved    *prometheus.Desc
+
+	fleet *fleet.Watch // WithFleet
 }
 
 // NewCollector returns a collector of streams read through js; register it
@@ -56,6 +63,8 @@ func NewCollector(js jetstream.JetStream, streams ...string) *Collector {
 			"Messages a consumer (group) delivered more than once and that are not acknowledged yet (JetStream num_redelivered).", sc, nil),
 		consumers: prometheus.NewDesc("zerolayer_queue_consumers",
 			"Consumers in a consumer group (a ZL_JOBS class counts its class-and-tenant consumers).", sc, nil),
+		unserved: prometheus.NewDesc("zerolayer_jobs_waiting_unserved",
+			"Jobs queued in ZL_JOBS for a model no live worker serves (ZL_WORKERS), by model token (contracts.ModelToken: the name, for names of letters, digits and '-'; at most "+strconv.Itoa(maxUnservedModels)+" models, the rest under \"_other\"). They wait for a worker of their model; exported where the collector follows the fleet (WithFleet).", []string{"model"}, nil),
 		up: prometheus.NewDesc("zerolayer_queue_up",
 			"1 when this scrape read every stream's and consumer's info from JetStream within the timeout, else 0 (the other queue series are then missing or partial).", nil, nil),
 	}
@@ -63,7 +72,7 @@ func NewCollector(js jetstream.JetStream, streams ...string) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.messages, c.pending, c.ackPending, c.redelivered, c.consumers, c.up} {
+	for _, d := range []*prometheus.Desc{c.messages, c.pending, c.ackPending, c.redelivered, c.consumers, c.up, c.unserved} {
 		ch <- d
 	}
 }
@@ -122,6 +131,78 @@ func (c *Collector) collectStream(ctx context.Context, ch chan<- prometheus.Metr
 		ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, g.ackPending, name, key)
 		ch <- prometheus.MustNewConstMetric(c.redelivered, prometheus.GaugeValue, g.redelivered, name, key)
 		ch <- prometheus.MustNewConstMetric(c.consumers, prometheus.GaugeValue, g.consumers, name, key)
+	}
+	if name == contracts.StreamJobs && c.fleet != nil {
+		return c.collectUnserved(ctx, ch, s)
+	}
+	return nil
+}
+
+// maxUnservedModels bounds the series of zerolayer_jobs_waiting_unserved:
+// model names are the tenants' words.
+const maxUnservedModels = 32
+
+// WithFleet makes the collector report, from ZL_JOBS, the jobs waiting for
+// a model no live worker of w serves (zerolayer_jobs_waiting_unserved),
+// and returns c. The caller starts and stops w. Counting them reads the
+// subjects of the queued jobs at each scrape.
+func (c *Collector) WithFleet(w *fleet.Watch) *Collector {
+	c.fleet = w
+	return c
+}
+
+// UnservedWaiting counts the jobs s (ZL_JOBS) holds for each model no live
+// worker of w serves, by model token: the jobs of the current subject form
+// (those of the model-less forms are served by any worker).
+func UnservedWaiting(ctx context.Context, s jetstream.Stream, w *fleet.Watch) (map[string]uint64, error) {
+	served := map[string]bool{}
+	for _, m := range w.Served() {
+		served[contracts.ModelToken(m)] = true
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(contracts.SubjectJobsAll))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for subject, n := range info.State.Subjects {
+		r, err := contracts.ParseJobSubject(subject)
+		if err != nil || r.Model == "" || served[r.Model] {
+			continue
+		}
+		out[r.Model] += n
+	}
+	return out, nil
+}
+
+// collectUnserved reports zerolayer_jobs_waiting_unserved: 0 for the
+// models with no job waiting unserved is not reported (a series per model
+// ever asked for would stay), so an alert reads its absence as none.
+func (c *Collector) collectUnserved(ctx context.Context, ch chan<- prometheus.Metric, s jetstream.Stream) error {
+	counts, err := UnservedWaiting(ctx, s, c.fleet)
+	if err != nil {
+		return err
+	}
+	tokens := make([]string, 0, len(counts))
+	for t := range counts {
+		tokens = append(tokens, t)
+	}
+	// The most waited-for models by name; the rest together.
+	slices.SortFunc(tokens, func(a, b string) int {
+		if counts[a] != counts[b] {
+			return cmp.Compare(counts[b], counts[a])
+		}
+		return strings.Compare(a, b)
+	})
+	var other uint64
+	for i, t := range tokens {
+		if i >= maxUnservedModels {
+			other += counts[t]
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.unserved, prometheus.GaugeValue, float64(counts[t]), t)
+	}
+	if other > 0 {
+		ch <- prometheus.MustNewConstMetric(c.unserved, prometheus.GaugeValue, float64(other), "_other")
 	}
 	return nil
 }

@@ -277,7 +277,7 @@ func TestKillWorkerMidBatch(t *testing.T) {
 		}
 	}
 	ackWait := time.Duration(0)
-	if c, err := srv.JS.Consumer(ctx, contracts.StreamJobs, contracts.TenantConsumerName(contracts.PriorityNormal, contracts.BucketShort, "acme")); err == nil {
+	if c, err := srv.JS.Consumer(ctx, contracts.StreamJobs, contracts.ModelConsumerName(contracts.PriorityNormal, contracts.BucketShort, "acme", modelName)); err == nil {
 		ackWait = c.CachedInfo().Config.AckWait
 	}
 	t.Logf("%d jobs of %d tokens, submitted in %v; %d CPUs; consumer ack wait %v", jobs, tokens, submitted.Round(time.Millisecond), runtime.NumCPU(), ackWait)

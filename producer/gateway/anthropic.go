@@ -40,6 +40,10 @@ type messagesRequest struct {
 		Type         string `json:"type"`
 		BudgetTokens *int   `json:"budget_tokens"`
 	} `json:"thinking"`
+	// WaitForModel is zerolayer's (contracts.JobRequest.WaitForModel):
+	// queue the job for a worker of its model yet to start instead of an
+	// unknown_model error while no live worker serves it.
+	WaitForModel bool `json:"wait_for_model"`
 }
 
 func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
@@ -66,7 +70,7 @@ func (mr *messagesRequest) job() (*contracts.JobRequest, *contracts.Error) {
 		return nil, e
 	}
 	req := &contracts.JobRequest{Model: mr.Model, System: sys, Messages: msgs, MaxTokens: *mr.MaxTokens,
-		StopSequences: mr.StopSequences, Temperature: mr.Temperature, TopP: mr.TopP, TopK: mr.TopK, Stream: mr.Stream}
+		StopSequences: mr.StopSequences, Temperature: mr.Temperature, TopP: mr.TopP, TopK: mr.TopK, Stream: mr.Stream, WaitForModel: mr.WaitForModel}
 	if mr.Metadata != nil && mr.Metadata.UserID != "" {
 		req.Metadata = map[string]string{"user_id": mr.Metadata.UserID}
 	}

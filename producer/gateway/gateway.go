@@ -14,8 +14,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/fleet"
 	"github.com/zerolayer/zerolayer/producer"
 )
 
@@ -41,7 +43,9 @@ type Config struct {
 	// refused.
 	TenantHeader bool
 	// Models maps model names to GGUF files, for bucketing prompts by
-	// their token counts (see producer.Config).
+	// their token counts (see producer.Config). While no worker is live
+	// (the ZL_WORKERS bucket) they are also the models /v1/models lists;
+	// while workers are live, theirs are.
 	Models map[string]string
 	// ServedOnly says Models are exactly the served models: a request for
 	// another is refused before it is queued (see producer.Config).
@@ -107,6 +111,7 @@ type Gateway struct {
 	running map[string]bool             // batches this gateway runs
 
 	batches *batchStore
+	fleet   *fleet.Watch    // the live workers; nil when out of sight
 	started time.Time       // for the models' creation times
 	id      string          // this gateway's id in the batch leases
 	ctx     context.Context // ends at Close: stops the batch runs
@@ -149,6 +154,17 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	if err := g.openBatches(octx); err != nil {
 		g.stop()
 		return nil, err
+	}
+	// The live workers' models: what /v1/models lists and which models a
+	// job may ask for (producer.Client.CheckModel).
+	if js, err := jetstream.New(nc); err == nil {
+		f := fleet.New(js)
+		if err := f.Start(octx); err != nil {
+			f.Stop()
+			cfg.Logger.Warn("the fleet of workers is out of sight: models are listed from the configuration, and jobs for any model are queued", "err", err)
+		} else {
+			g.fleet = f
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", g.submitJob)
@@ -196,6 +212,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.
 func (g *Gateway) Close() error {
 	g.stop()
 	g.wg.Wait()
+	if g.fleet != nil {
+		g.fleet.Stop()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var errs []error
@@ -253,7 +272,8 @@ func (g *Gateway) clientFor(tenant string) (*producer.Client, *contracts.Error) 
 	if c, ok := g.clients[tenant]; ok {
 		return c, nil
 	}
-	c, err := producer.New(g.nc, producer.Config{Tenant: tenant, Models: g.cfg.Models, ServedOnly: g.cfg.ServedOnly, Limits: g.cfg.Limits, Admitter: g.cfg.Quota})
+	c, err := producer.New(g.nc, producer.Config{Tenant: tenant, Models: g.cfg.Models, ServedOnly: g.cfg.ServedOnly, Limits: g.cfg.Limits, Admitter: g.cfg.Quota,
+		Fleet: g.fleet})
 	if err != nil {
 		return nil, contracts.NewError(contracts.CodeUnavailable, "%v", err)
 	}
@@ -261,10 +281,24 @@ func (g *Gateway) clientFor(tenant string) (*producer.Client, *contracts.Error) 
 	return c, nil
 }
 
-// knownModel refuses a model the gateway does not know, when it was given
-// the served models (Config.Models); without them any name passes here
-// and the worker decides.
-func (g *Gateway) knownModel(name string) *contracts.Error {
+// knownModel refuses a model no worker will run, for a call answered
+// without a job (count_tokens, a jobless completion) or a model looked up:
+// while workers are live, one neither served by any of them nor lately
+// (the fleet, as producer.Client.CheckModel decides for jobs); with none
+// live, one not in Config.Models when it was given (without them any
+// name passes). wait (wait_for_model) lets any name pass.
+func (g *Gateway) knownModel(name string, wait bool) *contracts.Error {
+	if wait {
+		return nil
+	}
+	if g.fleet != nil {
+		if e := g.fleet.Refusal(name, false); e != nil {
+			return e
+		}
+		if len(g.fleet.Workers()) > 0 {
+			return nil
+		}
+	}
 	if len(g.cfg.Models) == 0 {
 		return nil
 	}

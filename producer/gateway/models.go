@@ -8,8 +8,15 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 )
 
-// modelNames returns the served models' names (Config.Models), sorted.
+// modelNames returns the served models' names, sorted: those the live
+// workers serve (the fleet), or without any live worker in sight
+// Config.Models.
 func (g *Gateway) modelNames() []string {
+	if g.fleet != nil {
+		if served := g.fleet.Served(); len(served) > 0 {
+			return served
+		}
+	}
 	names := make([]string, 0, len(g.cfg.Models))
 	for n := range g.cfg.Models {
 		names = append(names, n)
@@ -89,8 +96,8 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("id")
-	if _, ok := g.cfg.Models[name]; !ok {
-		fail(w, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here", name))
+	if !slices.Contains(g.modelNames(), name) {
+		fail(w, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", name, g.modelNames()))
 		return
 	}
 	writeJSON(w, http.StatusOK, g.modelObject(r, name))
@@ -120,7 +127,7 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	req, e := mr.job()
 	if e == nil {
-		e = g.knownModel(req.Model)
+		e = g.knownModel(req.Model, req.WaitForModel)
 	}
 	if e != nil {
 		anthropicError(w, e)

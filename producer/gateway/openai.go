@@ -140,6 +140,10 @@ type chatRequest struct {
 	// Speculation is zerolayer's: "off" decodes without drafts (the same
 	// output, in a pass a token), "auto" or absent the worker's default.
 	Speculation contracts.Speculation `json:"speculation"`
+	// WaitForModel is zerolayer's (contracts.JobRequest.WaitForModel):
+	// queue the job for a worker of its model yet to start instead of an
+	// unknown_model error while no live worker serves it.
+	WaitForModel bool `json:"wait_for_model"`
 }
 
 // thinking is the request's thinking switch; nil leaves the model's
@@ -283,6 +287,7 @@ func (cr *chatRequest) job() (*contracts.JobRequest, *contracts.Error) {
 		}
 	}
 	req.Speculation = cr.Speculation // checked with the rest of the job
+	req.WaitForModel = cr.WaitForModel
 	if cr.Seed != nil {
 		if *cr.Seed < 0 {
 			return nil, contracts.NewError(contracts.CodeInvalidSampling, "seed %d is negative", *cr.Seed)

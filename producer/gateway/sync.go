@@ -53,7 +53,7 @@ func (g *Gateway) startSync(w http.ResponseWriter, r *http.Request, body compatR
 	s := &syncCall{g: g, c: c, r: r, req: req}
 	if jl, ok := body.(interface{ jobless() bool }); ok && jl.jobless() {
 		// Answered without a job (s.id stays empty), for a model served.
-		if e := g.knownModel(req.Model); e != nil {
+		if e := g.knownModel(req.Model, req.WaitForModel); e != nil {
 			fail(w, e)
 			return nil
 		}

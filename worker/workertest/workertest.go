@@ -136,9 +136,13 @@ func (b *Bundle) StartWorker(t testing.TB, exec worker.Executor, id string) (*wo
 
 // StartWorkerConfig is StartWorker with a configuration; its Streams,
 // IdlePoll (50 milliseconds) and Logger (Logger(t)) are filled in when
-// unset.
+// unset, and its Models (ModelName) when the executor does not describe
+// its own (a test's wrapper of one).
 func (b *Bundle) StartWorkerConfig(t testing.TB, exec worker.Executor, cfg worker.Config) (*worker.Worker, *nats.Conn) {
 	t.Helper()
+	if _, ok := exec.(worker.ModelDescriber); !ok && len(cfg.Models) == 0 {
+		cfg.Models = []string{ModelName}
+	}
 	if cfg.Streams.Replicas == 0 && cfg.Streams.AckWait == 0 {
 		cfg.Streams = b.Streams
 	}
