@@ -153,7 +153,7 @@ func (b *Backend) AttentionWindow(dst, q gpu.Tensor, kvc gpu.KV, layer, heads, w
 	a.scale = float32(1 / math.Sqrt(float64(hd)))
 	nq := max(min(chunk, qt.rows)*group, 2)
 	a.need = 2*nq*hd + nq*a.tile + 2*nq
-	a.pair = group == 1 && kvHeads%2 == 0 && kv.q8 == nil && kernels.AttnPairs(c.BlockTokens, hd)
+	a.pair = group == 1 && kvHeads%2 == 0 && kernels.AttnPairs(c.BlockTokens, hd)
 	work := (len(a.chunks) - 1) * kvHeads
 	// Below about 128k multiply-adds (of K and again of V) a hand-off to
 	// the pool costs more than it saves.

@@ -246,7 +246,9 @@ func attnPVGo(p []float32, pstride, nq, hd int, v *KVRows, cnt int, out []float3
 // kernels for heads of hd over an F32 or F16 arena of blocks of bt: two
 // kv heads of a decoding row in one call, eight multiply-add chains where
 // one head has four (decode is bound by their latency). Elsewhere they
-// run AttnQK and AttnPV once a head; the bits are the same either way.
+// run AttnQK and AttnPV once a head; the bits are the same either way. (A
+// Q8_0 arena's pairs run the two-head PV kernel and the one-head QK ones:
+// a two-head Q8_0 QK kernel would need more registers than there are.)
 func AttnPairs(bt, hd int) bool { return tileAsm(bt) && wideOn() && hd%64 == 0 }
 
 // AttnQKPair is AttnQK for two heads, q[:hd] and q[hd:2hd], scoring K
@@ -256,7 +258,7 @@ func AttnQKPair(q []float32, hd int, k0, k1 *KVRows, nb int, scale float32, out 
 	if nb <= 0 {
 		return
 	}
-	if !samePair(k0, k1) || !AttnPairs(k0.BT, hd) {
+	if !samePair(k0, k1) || !AttnPairs(k0.BT, hd) || k0.Q8 != nil {
 		AttnQK(q[:hd], 1, hd, k0, nb, scale, out, ostride)
 		AttnQK(q[hd:2*hd], 1, hd, k1, nb, scale, out[ostride:], ostride)
 		return
@@ -282,7 +284,7 @@ func AttnPVPair(p []float32, pstride, hd int, v0, v1 *KVRows, cnt int, out []flo
 	if cnt <= 0 {
 		return
 	}
-	if !samePair(v0, v1) || v0.Stride != v1.Stride || !AttnPairs(v0.BT, hd) {
+	if !samePair(v0, v1) || v0.Stride != v1.Stride || v0.SStride != v1.SStride || !AttnPairs(v0.BT, hd) {
 		AttnPV(p, pstride, 1, hd, v0, cnt, out, ostride)
 		AttnPV(p[pstride:], pstride, 1, hd, v1, cnt, out[ostride:], ostride)
 		return
@@ -291,19 +293,29 @@ func AttnPVPair(p []float32, pstride, hd int, v0, v1 *KVRows, cnt int, out []flo
 	nb := (cnt + bt - 1) / bt
 	v0.check(nb, (bt-1)*v0.Stride+hd)
 	v1.check(nb, (bt-1)*v1.Stride+hd)
+	if v0.Q8 != nil {
+		v0.check(nb, v0.SOff+(bt-1)*v0.SStride+hd/32*2)
+		v1.check(nb, v1.SOff+(bt-1)*v1.SStride+hd/32*2)
+	}
 	_, _ = p[pstride+cnt-1], out[ostride+hd-1]
 	for i := 0; i < nb; i++ {
 		rows := min(bt, cnt-i*bt)
 		for c := 0; c < hd; c += 64 {
 			vp, size := v0.at(int(v0.Tab[i])*v0.BlockElems + v0.Off + c)
+			if v0.Q8 != nil {
+				soff := v0.SOff + 2*(c/32) - c // as attnPVQ8
+				vd := v1.Off - v0.Off
+				pvQ8PairCall(&p[i*bt], 4*pstride, vp, v0.Stride, rows, &out[c], 4*ostride, soff, v0.SStride, vd, vd+v1.SOff-v0.SOff)
+				continue
+			}
 			pvPairCall(v0.F16 != nil, &p[i*bt], 4*pstride, vp, size*v0.Stride, rows, &out[c], 4*ostride, (v1.Off-v0.Off)*size)
 		}
 	}
 }
 
-// samePair reports whether two heads' rows lie in the same F32 or F16
-// arena and blocks, at other offsets.
+// samePair reports whether two heads' rows lie in the same arena and
+// blocks, at other offsets.
 func samePair(a, b *KVRows) bool {
-	return a.Q8 == nil && b.Q8 == nil && (a.F16 != nil) == (b.F16 != nil) && a.BlockElems == b.BlockElems && a.BT == b.BT &&
+	return (a.Q8 != nil) == (b.Q8 != nil) && (a.F16 != nil) == (b.F16 != nil) && a.BlockElems == b.BlockElems && a.BT == b.BT &&
 		len(a.Tab) == len(b.Tab) && (len(a.Tab) == 0 || &a.Tab[0] == &b.Tab[0])
 }

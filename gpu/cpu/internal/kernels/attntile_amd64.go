@@ -334,3 +334,10 @@ func qkPairCall(f16 bool, nb int, q *float32, qstride int, k unsafe.Pointer, tab
 func pvPairCall(f16 bool, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, vdelta int) {
 	pvPairKernels[b2i(f16)](p, pstride, v, vstride, cnt, out, ostride, vdelta)
 }
+
+//go:noescape
+func attnPVQ8P(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, soff, sstride, vdelta, sdelta int)
+
+func pvQ8PairCall(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, soff, sstride, vdelta, sdelta int) {
+	attnPVQ8P(p, pstride, v, vstride, cnt, out, ostride, soff, sstride, vdelta, sdelta)
+}

@@ -223,28 +223,57 @@ func TestAttnPairs(t *testing.T) {
 			v0.Stride = hd
 			v1 := v0
 			v1.Off = hd * TileBT
-			nb := len(k0.Tab)
-			q := randF32(r, 2*hd)
-			ostride := nb*TileBT + 5
-			pair := make([]float32, 2*ostride)
-			AttnQKPair(q, hd, k0, &k1, nb, 0.125, pair, ostride)
-			for h, k := range []*KVRows{k0, &k1} {
-				one := make([]float32, ostride)
-				AttnQK(q[h*hd:(h+1)*hd], 1, hd, k, nb, 0.125, one, ostride)
-				sameBits(t, "a paired score", pair[h*ostride:h*ostride+nb*TileBT], one[:nb*TileBT])
-			}
-			for _, cnt := range []int{1, 16, 37, nb * TileBT} {
-				pstride := nb*TileBT + 3
-				p := randF32(r, 2*pstride)
-				init := randF32(r, 2*hd)
-				out := append([]float32(nil), init...)
-				AttnPVPair(p, pstride, hd, &v0, &v1, cnt, out, hd)
-				for h, v := range []*KVRows{&v0, &v1} {
-					one := append([]float32(nil), init[h*hd:(h+1)*hd]...)
-					AttnPV(p[h*pstride:], pstride, 1, hd, v, cnt, one, hd)
-					sameBits(t, "a paired output", out[h*hd:(h+1)*hd], one)
-				}
-			}
+			pairCheck(t, r, hd, k0, &k1, &v0, &v1)
+		}
+	}
+	// Q8_0: the values and the scales of each head at their own places.
+	for _, hd := range []int{64, 128} {
+		const blocks = 9
+		kvDim := 2 * hd
+		n := TileBT * kvDim
+		be := 2 * (n + n/16)
+		k0 := &KVRows{Q8: make([]byte, blocks*be), BlockElems: be, BT: TileBT, SOff: n}
+		for i := 0; i+1 < len(k0.Q8); i += 2 {
+			h := quant.Float32ToFP16(float32(r.NormFloat64() * 0.01))
+			k0.Q8[i], k0.Q8[i+1] = byte(h), byte(h>>8)
+		}
+		for _, b := range r.Perm(blocks)[:blocks-1] {
+			k0.Tab = append(k0.Tab, int32(b))
+		}
+		k1 := *k0
+		k1.Off, k1.SOff = hd*TileBT, n-hd*TileBT+hd/32*TileBT*2
+		v0 := *k0
+		v0.Off, v0.SOff, v0.Stride, v0.SStride = n+n/16, n, hd, hd/32*2
+		v1 := v0
+		v1.Off, v1.SOff = v0.Off+hd*TileBT, n-hd*TileBT+hd/32*TileBT*2
+		pairCheck(t, r, hd, k0, &k1, &v0, &v1)
+	}
+}
+
+// pairCheck compares AttnQKPair and AttnPVPair on heads (k0, v0) and (k1,
+// v1) with one head a call, bit for bit.
+func pairCheck(t *testing.T, r *rand.Rand, hd int, k0, k1, v0, v1 *KVRows) {
+	t.Helper()
+	nb := len(k0.Tab)
+	q := randF32(r, 2*hd)
+	ostride := nb*TileBT + 5
+	pair := make([]float32, 2*ostride)
+	AttnQKPair(q, hd, k0, k1, nb, 0.125, pair, ostride)
+	for h, k := range []*KVRows{k0, k1} {
+		one := make([]float32, ostride)
+		AttnQK(q[h*hd:(h+1)*hd], 1, hd, k, nb, 0.125, one, ostride)
+		sameBits(t, "a paired score", pair[h*ostride:h*ostride+nb*TileBT], one[:nb*TileBT])
+	}
+	for _, cnt := range []int{1, 16, 37, nb * TileBT} {
+		pstride := nb*TileBT + 3
+		p := randF32(r, 2*pstride)
+		init := randF32(r, 2*hd)
+		out := append([]float32(nil), init...)
+		AttnPVPair(p, pstride, hd, v0, v1, cnt, out, hd)
+		for h, v := range []*KVRows{v0, v1} {
+			one := append([]float32(nil), init[h*hd:(h+1)*hd]...)
+			AttnPV(p[h*pstride:], pstride, 1, hd, v, cnt, one, hd)
+			sameBits(t, "a paired output", out[h*hd:(h+1)*hd], one)
 		}
 	}
 }

@@ -153,3 +153,7 @@ func qkPairCall(f16 bool, nb int, q *float32, qstride int, k unsafe.Pointer, tab
 func pvPairCall(f16 bool, p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, vdelta int) {
 	panic(noAsm)
 }
+
+func pvQ8PairCall(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, soff, sstride, vdelta, sdelta int) {
+	panic(noAsm)
+}

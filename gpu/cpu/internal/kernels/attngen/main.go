@@ -59,6 +59,7 @@ func main() {
 	for _, nh := range []int{4, 1} {
 		pvQ8(&b, nh)
 	}
+	pvQ8Pair(&b)
 	if err := os.WriteFile("attntile_amd64.s", b.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

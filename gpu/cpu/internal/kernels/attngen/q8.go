@@ -192,3 +192,48 @@ func pvPair(b *bytes.Buffer, e elem) {
 	}
 	b.WriteString("\tVZEROUPPER\n\tRET\n")
 }
+
+// pvQ8Pair writes attnPVQ8P(…, soff, sstride, vdelta, sdelta int): attnPVQ8
+// for two heads with V rows of their own, the second head's values vdelta
+// and its scales sdelta bytes from the first's: eight chains, each the
+// single-head kernel's.
+func pvQ8Pair(b *bytes.Buffer) {
+	name := "attnPVQ8P"
+	fmt.Fprintf(b, "\n// func %s(p *float32, pstride int, v unsafe.Pointer, vstride, cnt int, out *float32, ostride int, soff, sstride, vdelta, sdelta int)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-88\n", name)
+	b.WriteString("\tMOVQ p+0(FP), SI\n\tMOVQ pstride+8(FP), BX\n\tMOVQ v+16(FP), DI\n\tMOVQ vstride+24(FP), AX\n\tMOVQ cnt+32(FP), CX\n\tMOVQ out+40(FP), R8\n\tMOVQ ostride+48(FP), R9\n")
+	b.WriteString("\tMOVQ soff+56(FP), R13\n\tADDQ DI, R13\n\tMOVQ sstride+64(FP), R14\n\tMOVQ vdelta+72(FP), DX\n\tMOVQ sdelta+80(FP), R15\n\tMOVQ R8, R10\n")
+	for h := 0; h < 2; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVMOVUPS %d(R10), Z%d\n", 64*c, 4*h+c)
+		}
+		if h == 0 {
+			b.WriteString("\tADDQ R9, R10\n")
+		}
+	}
+	fmt.Fprintf(b, "%s_loop:\n", name)
+	b.WriteString("\tVPBROADCASTW (R13), Y26\n\tVCVTPH2PS Y26, Z26\n\tVPBROADCASTW 2(R13), Y27\n\tVCVTPH2PS Y27, Z27\n")
+	b.WriteString("\tVPBROADCASTW (R13)(R15*1), Y28\n\tVCVTPH2PS Y28, Z28\n\tVPBROADCASTW 2(R13)(R15*1), Y29\n\tVCVTPH2PS Y29, Z29\n")
+	for c := 0; c < 4; c++ {
+		z, z2 := 16+c, 20+c
+		fmt.Fprintf(b, "\tVPMOVSXBD %d(DI), Z%d\n\tVCVTDQ2PS Z%d, Z%d\n\tVMULPS Z%d, Z%d, Z%d\n", 16*c, z, z, z, 26+c/2, z, z)
+		fmt.Fprintf(b, "\tVPMOVSXBD %d(DI)(DX*1), Z%d\n\tVCVTDQ2PS Z%d, Z%d\n\tVMULPS Z%d, Z%d, Z%d\n", 16*c, z2, z2, z2, 28+c/2, z2, z2)
+	}
+	b.WriteString("\tVBROADCASTSS (SI), Z24\n\tVBROADCASTSS (SI)(BX*1), Z25\n")
+	for h := 0; h < 2; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVFMADD231PS Z%d, Z%d, Z%d\n", 16+4*h+c, 24+h, 4*h+c)
+		}
+	}
+	fmt.Fprintf(b, "\tADDQ $4, SI\n\tADDQ AX, DI\n\tADDQ R14, R13\n\tDECQ CX\n\tJNZ %s_loop\n", name)
+	b.WriteString("\tMOVQ R8, R10\n")
+	for h := 0; h < 2; h++ {
+		for c := 0; c < 4; c++ {
+			fmt.Fprintf(b, "\tVMOVUPS Z%d, %d(R10)\n", 4*h+c, 64*c)
+		}
+		if h == 0 {
+			b.WriteString("\tADDQ R9, R10\n")
+		}
+	}
+	b.WriteString("\tVZEROUPPER\n\tRET\n")
+}
