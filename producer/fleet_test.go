@@ -53,9 +53,13 @@ func TestSubmitChecksTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refusal error
-	natstest.Until(t, 10*time.Second, "the client sees the live worker", func() bool {
-		_, refusal = c.Submit(ctx, req("gpt-9", false), nil)
-		return refusal != nil
+	// The worker and the model record are two watches: wait for both.
+	natstest.Until(t, 10*time.Second, "the client sees the live worker and the model served lately", func() bool {
+		if _, refusal = c.Submit(ctx, req("gpt-9", false), nil); refusal == nil {
+			return false
+		}
+		_, err := c.Submit(ctx, req("qwen3-s-f32", false), nil)
+		return err == nil
 	})
 	var ce *contracts.Error
 	if !errors.Is(refusal, contracts.CodeUnknownModel) || !errors.As(refusal, &ce) || ce.HTTPStatus() != 404 ||
@@ -87,7 +91,10 @@ func TestSubmitChecksTheFleet(t *testing.T) {
 		_, err := c.Submit(ctx, req("gpt-9", false), nil)
 		return err == nil
 	})
-	if _, err := strict.Submit(ctx, req("stories260k", false), nil); !errors.Is(err, contracts.CodeUnknownModel) {
-		t.Errorf("ServedOnly with no worker live, a model it does not list: %v", err)
-	}
+	// The strict client follows the fleet with a watch of its own: once it
+	// too has seen the worker leave, its list decides again.
+	natstest.Until(t, 10*time.Second, "ServedOnly with no worker live refuses a model it does not list", func() bool {
+		_, err := strict.Submit(ctx, req("stories260k", false), nil)
+		return errors.Is(err, contracts.CodeUnknownModel)
+	})
 }
