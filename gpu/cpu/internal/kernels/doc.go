@@ -69,6 +69,14 @@
 // bits (one multiply-add chain, in order, whichever heads and blocks share
 // a call).
 //
+// A Q8_0 arena holds int8 values in the same places and a float16 scale per
+// 32 of a head's components after each region; its kernels (AVX-512 only,
+// Go elsewhere) dequantize each value on load, exactly, into the same
+// chains. AttnQKPair and AttnPVPair take two kv heads of one decoding row
+// a call (models with one query head per kv head), so that eight chains
+// hide each other's latency where one head has four; each output keeps
+// its chain and its bits.
+//
 // # Wide kernels
 //
 // Where the CPU has AVX-512 (F, BW, DQ, VL), and for Q8_0 and Q4_0
