@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/fleet"
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/chat"
@@ -29,6 +35,8 @@ func runModels(ctx context.Context, args []string) error {
 			return err
 		}
 		return listModels()
+	case "fleet":
+		return listFleet(ctx, args)
 	}
 	fs := newFlags("models pull")
 	dir := fs.String("dir", cacheDir(), "folder to store the model in")
@@ -49,6 +57,90 @@ func runModels(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %s (sha256 %s verified)\n", e.Name, p, e.SHA256)
+	return nil
+}
+
+// listFleet prints the live fleet (models fleet): the workers that
+// announce themselves in ZL_WORKERS and the models served now or lately
+// (ZL_MODELS), as the producers see them when they decide at submit.
+func listFleet(ctx context.Context, args []string) error {
+	fs := newFlags("models fleet")
+	nf := addNATSFlag(fs)
+	format := fs.String("format", "table", "output: table or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *format != "table" && *format != "json" {
+		return usagef("--format %q: want table or json", *format)
+	}
+	nc, err := nf.connect("models fleet")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	w := fleet.New(js)
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.Start(sctx); err != nil {
+		return fmt.Errorf("reading the fleet's buckets (%s, %s): %w", contracts.WorkersBucket, contracts.ModelsBucket, err)
+	}
+	defer w.Stop()
+	type modelState struct {
+		Model        string `json:"model"`
+		LiveWorkers  int    `json:"live_workers"`
+		ServedLately bool   `json:"served_lately"`
+	}
+	workers := w.Workers()
+	var models []modelState
+	for _, m := range w.Known() {
+		st := modelState{Model: m, ServedLately: true}
+		for _, wi := range workers {
+			if slices.ContainsFunc(wi.Models, func(x contracts.WorkerModel) bool { return x.Name == m }) {
+				st.LiveWorkers++
+			}
+		}
+		models = append(models, st)
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Workers []contracts.WorkerInfo `json:"workers"`
+			Models  []modelState           `json:"models"`
+		}{workers, models})
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tDEVICE\tMODELS\tSTARTED\tLAST SEEN")
+	for _, wi := range workers {
+		var ms []string
+		for _, m := range wi.Models {
+			ms = append(ms, fmt.Sprintf("%s (context %d, KV %d MB)", m.Name, m.ContextTokens, m.KVArenaMB))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\n", wi.WorkerID, wi.Device, strings.Join(ms, ", "),
+			wi.StartedAt.Format(time.RFC3339), time.Since(wi.UpdatedAt).Round(time.Second))
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout)
+	tw = tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tLIVE WORKERS\tAT SUBMIT")
+	for _, m := range models {
+		verdict := "queued for a live worker"
+		if m.LiveWorkers == 0 {
+			verdict = "queued: served within the last " + contracts.ModelsTTL.String() + ", no worker live now"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", m.Model, m.LiveWorkers, verdict)
+	}
+	tw.Flush()
+	switch {
+	case len(workers) == 0:
+		fmt.Fprintln(stdout, "\nno worker is live: every job is queued until one starts")
+	default:
+		fmt.Fprintln(stdout, "\nany other model is refused at submit (unknown_model) unless the job asks to wait (wait_for_model)")
+	}
 	return nil
 }
 
