@@ -72,9 +72,12 @@ type Client struct {
 	// were scoped by tenant) have been found unreadable to this client.
 	noLegacy atomic.Bool
 	// ownFleet is the client's own fleet watch (fleet), when
-	// Config.Fleet is nil; started once.
-	fleetOnce sync.Once
-	ownFleet  *fleet.Watch
+	// Config.Fleet is nil: started at the first submit, and tried again
+	// fleetRetry later while it cannot be started; fleetClosed stops that.
+	fleetMu     sync.Mutex
+	ownFleet    *fleet.Watch
+	fleetTried  time.Time
+	fleetClosed bool
 }
 
 // New returns a client on an established connection. The streams must
@@ -100,10 +103,12 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 // Close releases the tokenizer files and the results subscription.
 func (c *Client) Close() error {
 	c.results.close()
-	c.fleetOnce.Do(func() {}) // none is started after Close
+	c.fleetMu.Lock()
+	c.fleetClosed = true // none is started after Close
 	if c.ownFleet != nil {
 		c.ownFleet.Stop()
 	}
+	c.fleetMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for n, p := range c.prompters {
@@ -311,27 +316,36 @@ func (c *Client) CheckModel(model string, wait bool) *contracts.Error {
 }
 
 // fleet returns the fleet watch: Config.Fleet, or the client's own, started
-// on first use (nil when it cannot be started: the client then acts as
-// if no worker were live).
+// on first use (nil while it cannot be started: the client then acts as
+// if no worker were live, and tries again fleetRetry after its last try).
 func (c *Client) fleet() *fleet.Watch {
 	if c.cfg.Fleet != nil {
 		return c.cfg.Fleet
 	}
-	c.fleetOnce.Do(func() {
-		w := fleet.New(c.js)
-		ctx, cancel := context.WithTimeout(context.Background(), fleetStartTimeout)
-		defer cancel()
-		if err := w.Start(ctx); err != nil {
-			w.Stop()
-			return
-		}
-		c.ownFleet = w
-	})
-	return c.ownFleet
+	c.fleetMu.Lock()
+	defer c.fleetMu.Unlock()
+	if c.ownFleet != nil || c.fleetClosed || (!c.fleetTried.IsZero() && time.Since(c.fleetTried) < fleetRetry) {
+		return c.ownFleet
+	}
+	c.fleetTried = time.Now()
+	w := fleet.New(c.js)
+	ctx, cancel := context.WithTimeout(context.Background(), fleetStartTimeout)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		w.Stop()
+		return nil
+	}
+	c.ownFleet = w
+	return w
 }
 
-// fleetStartTimeout bounds the first read of the fleet's buckets.
-const fleetStartTimeout = 3 * time.Second
+// fleetStartTimeout bounds a read of the fleet's buckets; fleetRetry is
+// how long a client that could not read them (NATS unreachable at its
+// first submit) acts as if no worker were live before it tries again.
+const (
+	fleetStartTimeout = 3 * time.Second
+	fleetRetry        = 30 * time.Second
+)
 
 // PromptTokens counts the prompt tokens of req with its model's tokenizer
 // and chat template, or estimates them from the byte length when the model
