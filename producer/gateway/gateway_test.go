@@ -630,7 +630,10 @@ func batchAcrossTakeover(t *testing.T, id string, watch func(b *workertest.Bundl
 	ctx := context.Background()
 	var in strings.Builder
 	for i := 0; i < batchTakeoverLines; i++ {
-		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":300}}`+"\n", i, i)
+		// The regex holds each answer to 200 characters (no early end of
+		// sequence): a fast worker answered every line of "a long story"
+		// before the first poll.
+		fmt.Fprintf(&in, `{"custom_id":"doc-%d","request":{"model":"stories260k","messages":[{"role":"user","content":"Tell a long story %d"}],"max_tokens":300,"response_format":{"type":"regex","pattern":"[a-z ]{200}"}}}`+"\n", i, i)
 	}
 	if resp, body := f1.do(ctx, "POST", "/v1/zl/batches?id="+id, "key-acme", in.String()); resp.StatusCode != 202 {
 		t.Fatalf("create: %d %s", resp.StatusCode, body)
