@@ -169,24 +169,30 @@ func PackQ4_0(w *Weights) []byte {
 
 // tilePacked computes dst rows m0..m1, columns r0..r1 (r0 a multiple of
 // 16) from the packed weights, every activation row through the same
-// kernel operations.
+// kernel operations: Q8_0 blocks of activations for Q8_0 and Q4_0, Q8_K
+// super-blocks for Q4_K and Q6_K.
 func (mm *MatMul) tilePacked(r0, r1, m0, m1 int) {
-	if mm.t == gpu.Q4_K || mm.t == gpu.Q6_K {
-		mm.tilePackedK(r0, r1, m0, m1)
-		return
-	}
 	var o [q8MaxRows * q8Group]float32
 	K, N := mm.cols, mm.rows
-	nb, pb, q4 := K/qk8, packBlock(mm.t), mm.t == gpu.Q4_0
+	nb := K / qk8
+	if mm.t == gpu.Q4_K || mm.t == gpu.Q6_K {
+		nb = K / qkK
+	}
+	pb := packBlock(mm.t)
 	for g := r0 / q8Group; g*q8Group < r1; g++ {
-		w := mm.pack[g*nb*pb:]
+		w := &mm.pack[g*nb*pb]
 		cols := min(q8Group, r1-g*q8Group)
 		for m := m0; m < m1; m += q8MaxRows {
 			rows := min(q8MaxRows, m1-m)
-			if q4 {
-				dotQ4P(rows, &w[0], nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
-			} else {
-				dotQ8P(rows, &w[0], nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
+			switch mm.t {
+			case gpu.Q4_0:
+				dotQ4P(rows, w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
+			case gpu.Q4_K:
+				dotQ4KP[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
+			case gpu.Q6_K:
+				dotQ6KP[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
+			default:
+				dotQ8P(rows, w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
 			}
 			for i := 0; i < rows; i++ {
 				copy(mm.dst[(m+i)*N+g*q8Group:][:cols], o[i*q8Group:])

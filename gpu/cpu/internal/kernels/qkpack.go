@@ -130,26 +130,3 @@ func parallelFor(n int, f func(i int)) {
 	}
 	wg.Wait()
 }
-
-// tilePackedK is tilePacked for the K-quants: activation rows of Q8_K
-// super-blocks.
-func (mm *MatMul) tilePackedK(r0, r1, m0, m1 int) {
-	var o [q8MaxRows * q8Group]float32
-	K, N := mm.cols, mm.rows
-	nb, pb := K/qkK, packBlock(mm.t)
-	dot := &dotQ4KP
-	if mm.t == gpu.Q6_K {
-		dot = &dotQ6KP
-	}
-	for g := r0 / q8Group; g*q8Group < r1; g++ {
-		w := mm.pack[g*nb*pb:]
-		cols := min(q8Group, r1-g*q8Group)
-		for m := m0; m < m1; m += q8MaxRows {
-			rows := min(q8MaxRows, m1-m)
-			dot[rows-1](&w[0], nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
-			for i := 0; i < rows; i++ {
-				copy(mm.dst[(m+i)*N+g*q8Group:][:cols], o[i*q8Group:])
-			}
-		}
-	}
-}
