@@ -372,18 +372,11 @@ func embedPrompt(ctx context.Context, l *engine.Loaded, ids []int32, pooling str
 	if err != nil {
 		return err
 	}
-	pool := opts.Pooling
-	if pool == model.PoolNone {
-		pool = l.Model.Pooling
-	}
-	if pool == model.PoolNone {
-		pool = model.PoolMean
-	}
 	enc := json.NewEncoder(stdout)
 	return enc.Encode(struct {
 		Embedding    []float32 `json:"embedding"`
 		Dimensions   int       `json:"dimensions"`
 		Pooling      string    `json:"pooling"`
 		PromptTokens int       `json:"prompt_tokens"`
-	}{vs[0], len(vs[0]), pool.String(), len(ids)})
+	}{vs[0], len(vs[0]), e.Pooling(opts.Pooling).String(), len(ids)})
 }

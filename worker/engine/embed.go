@@ -28,13 +28,7 @@ type EmbedOptions struct {
 // Because the kernels give a row the same bits in any batch, an input's
 // vector does not depend on the inputs beside it.
 func (e *Engine) Embed(ctx context.Context, inputs [][]int32, opts EmbedOptions) ([][]float32, error) {
-	pool := opts.Pooling
-	if pool == model.PoolNone {
-		pool = e.m.Pooling
-	}
-	if pool == model.PoolNone {
-		pool = model.PoolMean
-	}
+	pool := e.Pooling(opts.Pooling)
 	for i, in := range inputs {
 		if len(in) == 0 {
 			return nil, fmt.Errorf("%w: input %d has no tokens", ErrEmptyPrompt, i)
@@ -63,6 +57,18 @@ func (e *Engine) Embed(ctx context.Context, inputs [][]int32, opts EmbedOptions)
 		lo = hi
 	}
 	return out, nil
+}
+
+// Pooling is the pooling Embed applies given p: p itself, else the
+// model's (<arch>.pooling_type), else mean.
+func (e *Engine) Pooling(p model.Pooling) model.Pooling {
+	if p == model.PoolNone {
+		p = e.m.Pooling
+	}
+	if p == model.PoolNone {
+		p = model.PoolMean
+	}
+	return p
 }
 
 // embedPass runs inputs in one forward pass and pools each into out.
