@@ -302,11 +302,11 @@ func (c *Client) CheckModel(model string, wait bool) *contracts.Error {
 		return nil
 	}
 	if f := c.fleet(); f != nil {
-		if e := f.Refusal(model, false); e != nil {
-			return e
-		}
-		if len(f.Workers()) > 0 {
-			return nil // served, or lately
+		if st := f.Model(model); st.LiveWorkers > 0 {
+			if st.Recent {
+				return nil // served, or lately
+			}
+			return f.Refusal(model, false)
 		}
 	}
 	if _, ok := c.cfg.Models[model]; c.cfg.ServedOnly && !ok {
