@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -380,14 +381,11 @@ func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) e
 		pr.CloseWithError(err) // unblocks the writer if the store failed
 		stored <- err
 	}()
-	last := time.Time{}
-	counts, runErr := c.RunBatch(ctx, in, pw, producer.BatchOpts{ID: id, Progress: func(n producer.BatchCounts) {
-		if time.Since(last) < 500*time.Millisecond {
-			return
-		}
-		last = time.Now()
+	progress := newProgressWriter(func(n producer.BatchCounts) {
 		g.updateState(ctx, tenant, id, func(st *BatchState) { st.Counts = atLeast(st.Counts, n) })
-	}})
+	})
+	counts, runErr := c.RunBatch(ctx, in, pw, producer.BatchOpts{ID: id, Progress: progress.set})
+	progress.stop()
 	pw.CloseWithError(runErr)
 	storeErr := <-stored
 	if ctx.Err() != nil {
@@ -413,6 +411,58 @@ func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) e
 		g.openAIBatchEnded(end)
 	}
 	return err
+}
+
+// progressEvery is how often a running batch's state takes its counts.
+const progressEvery = 500 * time.Millisecond
+
+// progressWriter writes a running batch's latest counts to its state at
+// most once per progressEvery, and always writes the last counts it was
+// given: a burst of lines followed by a pause (lines held by a busy fleet)
+// leaves the state at the burst's end, not at its first line.
+type progressWriter struct {
+	mu      sync.Mutex
+	latest  producer.BatchCounts
+	changed bool
+	done    chan struct{}
+	exited  chan struct{}
+}
+
+func newProgressWriter(write func(producer.BatchCounts)) *progressWriter {
+	p := &progressWriter{done: make(chan struct{}), exited: make(chan struct{})}
+	go func() {
+		defer close(p.exited)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+			}
+			p.mu.Lock()
+			n, changed := p.latest, p.changed
+			p.changed = false
+			p.mu.Unlock()
+			if changed {
+				write(n)
+			}
+		}
+	}()
+	return p
+}
+
+// set records n as the run's counts; the writer writes them soon.
+func (p *progressWriter) set(n producer.BatchCounts) {
+	p.mu.Lock()
+	p.latest, p.changed = n, true
+	p.mu.Unlock()
+}
+
+// stop ends the writer; the run's end writes its final counts itself.
+func (p *progressWriter) stop() {
+	close(p.done)
+	<-p.exited
 }
 
 // atLeast is a run's counts n as a client may see them after cur: no
