@@ -137,6 +137,7 @@ func malformed(err error, what string) *Error {
 var (
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
 	timeType       = reflect.TypeFor[time.Time]()
+	embedInputType = reflect.TypeFor[EmbeddingInput]()
 )
 
 // checkShape compares a decoded JSON value with the Go type it will be
@@ -158,6 +159,9 @@ func checkShape(v any, t reflect.Type, path string, optional, strict bool, ps *p
 	}
 	switch {
 	case t == rawMessageType:
+		return
+	case t == embedInputType:
+		checkEmbeddingInputShape(v, path, ps)
 		return
 	case t == timeType:
 		s, ok := v.(string)

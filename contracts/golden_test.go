@@ -46,6 +46,12 @@ var fixtures = []fixture{
 			t.Errorf("golden request: thinking %+v, %v", r.Thinking, err)
 		}
 	}},
+	{"job_request_embedding.json", "job_request.json", reflect.TypeFor[JobRequest](), func(t *testing.T, v any) {
+		r := v.(*JobRequest)
+		if err := r.Validate(Limits{}); err != nil || !r.IsEmbedding() || r.Embedding.Input[0].Text == "" || len(r.Embedding.Input[1].Tokens) != 4 {
+			t.Errorf("golden embedding request: %+v, %v", r.Embedding, err)
+		}
+	}},
 	{"event_started.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventStarted)},
 	{"event_delta.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventDelta)},
 	{"event_delta_thinking.json", "event.json", reflect.TypeFor[Event](), checkEvent(EventDelta)},
@@ -61,6 +67,7 @@ var fixtures = []fixture{
 	{"result.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_failed.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"result_incomplete.json", "result.json", reflect.TypeFor[Result](), checkResult},
+	{"result_embedding.json", "result.json", reflect.TypeFor[Result](), checkResult},
 	{"usage.json", "usage.json", reflect.TypeFor[Usage](), nil},
 	{"tenant_limits.json", "tenant_limits.json", reflect.TypeFor[TenantLimits](), func(t *testing.T, v any) {
 		if err := v.(*TenantLimits).Validate(); err != nil {
@@ -198,7 +205,7 @@ func structOf(t reflect.Type) reflect.Type {
 		}
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct || t == timeType {
+	if t.Kind() != reflect.Struct || t == timeType || t == embedInputType {
 		return nil
 	}
 	return t

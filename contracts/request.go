@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// JobRequest is one generation job, Messages-API shaped. It is the body of a
+// JobRequest is one job: a generation, Messages-API shaped, or with
+// Embedding set an embedding job (see [EmbeddingRequest]). It is the body of a
 // message on zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>. The tenant is not part of
 // the body: it comes from the submitter's credentials and travels in the
 // subject and the Zl-Tenant header.
@@ -27,8 +28,9 @@ type JobRequest struct {
 	// (<tool name="…"><param name="…">…</param></tool>), which the worker
 	// parses and removes before tokenization.
 	System string `json:"system,omitempty"`
-	// Messages is the conversation, oldest first; at least one.
-	Messages []Message `json:"messages"`
+	// Messages is the conversation, oldest first; at least one, except in
+	// an embedding job, which has none.
+	Messages []Message `json:"messages,omitempty"`
 	// MaxTokens caps the generated tokens. 0 means unset: the limits'
 	// default applies (see [Limits.DefaultMaxTokens]).
 	MaxTokens int `json:"max_tokens,omitempty"`
@@ -108,6 +110,9 @@ type JobRequest struct {
 	// none serves the model nor served it lately; with no worker live at
 	// all the job is queued either way. Workers ignore it.
 	WaitForModel bool `json:"wait_for_model,omitempty"`
+	// Embedding makes the job an embedding job: its inputs are embedded,
+	// nothing is generated. Absent for a generation.
+	Embedding *EmbeddingRequest `json:"embedding,omitempty"`
 }
 
 // Message is one turn of the conversation.
@@ -326,7 +331,7 @@ func (r *JobRequest) ApplyDefaults(lim Limits) {
 	if r.Priority == "" {
 		r.Priority = DefaultPriority
 	}
-	if r.MaxTokens == 0 {
+	if r.MaxTokens == 0 && !r.IsEmbedding() {
 		r.MaxTokens = lim.DefaultMaxTokens
 	}
 	if r.OnToolFailure == "" && len(r.Tools) > 0 {

@@ -43,9 +43,13 @@ type Result struct {
 	// model thinks by default; Text is then the answer alone. Absent
 	// otherwise.
 	Reasoning string `json:"reasoning,omitempty"`
+	// Embeddings are an embedding job's vectors, one per input in the
+	// order of embedding.input (completed). Absent for a generation.
+	Embeddings [][]float32 `json:"embeddings,omitempty"`
 	// TokenIDs are the output token ids.
 	TokenIDs []int32 `json:"token_ids,omitempty"`
-	// StopReason says why generation ended (completed).
+	// StopReason says why generation ended (completed generations; an
+	// embedding job has none).
 	StopReason StopReason `json:"stop_reason,omitempty"`
 	// StopSequence is the stop sequence that ended the text, when
 	// StopReason is stop_sequence (completed).
@@ -99,7 +103,8 @@ type Result struct {
 }
 
 // Validate checks the fields every result needs and that the status has its
-// companions: stop_reason for completed, error for failed and canceled.
+// companions: stop_reason (or embeddings) for completed, error for failed
+// and canceled.
 func (r *Result) Validate() error {
 	if err := ValidateJobID(r.JobID); err != nil {
 		return err
@@ -115,7 +120,7 @@ func (r *Result) Validate() error {
 	}
 	switch r.Status {
 	case StatusCompleted:
-		if r.StopReason == "" {
+		if r.StopReason == "" && len(r.Embeddings) == 0 {
 			return NewError(CodeInvalidRequest, "completed result has no stop_reason")
 		}
 	case StatusFailed, StatusCanceled:

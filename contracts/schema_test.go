@@ -35,7 +35,7 @@ type schemaRoot struct {
 }
 
 var schemaRoots = []schemaRoot{
-	{"job_request.json", reflect.TypeFor[JobRequest](), true, nil},
+	{"job_request.json", reflect.TypeFor[JobRequest](), true, jobRequestConditions},
 	{"event.json", reflect.TypeFor[Event](), false, eventConditions},
 	{"result.json", reflect.TypeFor[Result](), false, resultConditions},
 	{"usage.json", reflect.TypeFor[Usage](), false, nil},
@@ -62,6 +62,7 @@ var enumTypes = []reflect.Type{
 	reflect.TypeFor[EventType](),
 	reflect.TypeFor[StopReason](),
 	reflect.TypeFor[ResultStatus](),
+	reflect.TypeFor[JobKind](),
 	reflect.TypeFor[ToolStatus](),
 }
 
@@ -98,6 +99,14 @@ func eventConditions(s map[string]any) {
 	s["allOf"] = all
 }
 
+// jobRequestConditions: a job has messages (a generation) or embedding.
+func jobRequestConditions(s map[string]any) {
+	s["anyOf"] = []any{
+		map[string]any{"required": []string{"messages"}},
+		map[string]any{"required": []string{"embedding"}},
+	}
+}
+
 // resultConditions mirrors Result.Validate's per-status rules.
 func resultConditions(s map[string]any) {
 	cond := func(statuses []string, required string) map[string]any {
@@ -107,7 +116,13 @@ func resultConditions(s map[string]any) {
 		}
 	}
 	s["allOf"] = []any{
-		cond([]string{string(StatusCompleted)}, "stop_reason"),
+		map[string]any{
+			"if": map[string]any{"properties": map[string]any{"status": map[string]any{"const": string(StatusCompleted)}}},
+			"then": map[string]any{"anyOf": []any{
+				map[string]any{"required": []string{"stop_reason"}},
+				map[string]any{"required": []string{"embeddings"}},
+			}},
+		},
 		cond([]string{string(StatusFailed), string(StatusCanceled)}, "error"),
 	}
 }
@@ -176,6 +191,11 @@ func (g *schemaGen) of(t reflect.Type) map[string]any {
 		return map[string]any{}
 	case t == timeType:
 		return map[string]any{"type": "string", "format": "date-time"}
+	case t == embedInputType:
+		return map[string]any{"oneOf": []any{
+			map[string]any{"type": "string"},
+			map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 0}},
+		}}
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
 		return map[string]any{"type": "string", "contentEncoding": "base64"}
 	}

@@ -136,10 +136,14 @@ func (c StreamsConfig) TenantLimitsBucketConfig() jetstream.KeyValueConfig {
 }
 
 // EstimatedPromptTokens estimates the prompt tokens of r from its bytes
-// (system prompt and message contents, 4 bytes a token), for a component
+// (system prompt and message contents, 4 bytes a token; an embedding
+// job's inputs, see EmbeddingRequest.EstimatedInputTokens), for a component
 // without the model's tokenizer: a worker's admission check, or a client
 // bucketing a model it has no tokenizer for.
 func (r *JobRequest) EstimatedPromptTokens() int {
+	if r.IsEmbedding() {
+		return r.Embedding.EstimatedInputTokens()
+	}
 	n := len(r.System)
 	for _, m := range r.Messages {
 		n += len(m.Content)

@@ -23,6 +23,10 @@ type Usage struct {
 	Bucket Bucket `json:"bucket"`
 	// Status is how the job ended.
 	Status ResultStatus `json:"status"`
+	// Kind is embedding for an embedding job (its input tokens priced at
+	// the price book's embedding rate), absent for a generation, the only
+	// kind of records of workers that predate it.
+	Kind JobKind `json:"kind,omitempty"`
 
 	// InputTokens counts the prompt tokens, cached ones included.
 	InputTokens int `json:"input_tokens"`
@@ -170,6 +174,9 @@ func (u *Usage) Validate() error {
 	default:
 		add("status", "status %q is not completed, failed or canceled", u.Status)
 	}
+	if !u.Kind.Valid() {
+		add("kind", "kind %q is not embedding; leave it out for a generation", u.Kind)
+	}
 	for _, c := range []struct {
 		name string
 		v    int
@@ -231,3 +238,12 @@ func (u *Usage) Validate() error {
 	}
 	return ps.err()
 }
+
+// JobKind is what a job does (Usage.Kind): empty for a generation.
+type JobKind string
+
+// KindEmbedding marks an embedding job's usage.
+const KindEmbedding JobKind = "embedding"
+
+// Valid reports whether k is a known kind; empty is (a generation).
+func (k JobKind) Valid() bool { return k == "" || k == KindEmbedding }

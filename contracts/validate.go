@@ -125,7 +125,11 @@ func (r *JobRequest) Validate(lim Limits) error {
 		ps.add(CodeUnknownModel, "model", "model %q is not served here", r.Model)
 	}
 
+	if r.IsEmbedding() {
+		r.validateEmbedding(lim, &ps)
+	}
 	switch n := len(r.Messages); {
+	case n == 0 && r.IsEmbedding():
 	case n == 0:
 		ps.add(CodeMissingMessages, "messages", "at least one message is required")
 	case n > lim.MaxMessages:

@@ -263,7 +263,11 @@ func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contract
 	if err != nil {
 		return nil, nil, err
 	}
-	if ctx := c.modelContext(r.Model); ctx > 0 && n >= ctx {
+	if r.IsEmbedding() {
+		if err := c.checkEmbeddingInputs(&r); err != nil {
+			return nil, nil, err
+		}
+	} else if ctx := c.modelContext(r.Model); ctx > 0 && n >= ctx {
 		// Refused here as the worker would refuse it (no worker could
 		// ever run it), rather than queued for one to do so.
 		return nil, nil, contracts.NewError(contracts.CodePromptTooLong, "the prompt is %d tokens; model %s has a context of %d (with room for at least one generated token)", n, r.Model, ctx)
@@ -353,6 +357,11 @@ const (
 // prompt first, as the worker does, so both count the same prompt; a
 // malformed block is refused here.
 func (c *Client) PromptTokens(req *contracts.JobRequest) (int, error) {
+	if req.IsEmbedding() {
+		// Every input's tokens: what the job holds in the KV arena at
+		// once, and what its bucket is chosen by.
+		return req.Embedding.EstimatedInputTokens(), nil
+	}
 	system, _, err := contracts.ParseSystem(req.System)
 	if err != nil {
 		return 0, err
@@ -373,6 +382,35 @@ func (c *Client) PromptTokens(req *contracts.JobRequest) (int, error) {
 		return 0, prompt.ContractError(err)
 	}
 	return len(ids), nil
+}
+
+// checkEmbeddingInputs refuses an embedding job with an input longer than
+// its model's context (CodePromptTooLong), as the worker would: inputs
+// given as token ids are counted, strings tokenized where the client has
+// the model's tokenizer (Config.Models).
+func (c *Client) checkEmbeddingInputs(r *contracts.JobRequest) error {
+	ctx := c.modelContext(r.Model)
+	if ctx <= 0 {
+		return nil
+	}
+	p, err := c.prompter(r.Model)
+	if err != nil {
+		return err
+	}
+	for i, in := range r.Embedding.Input {
+		n := len(in.Tokens)
+		if in.Tokens == nil && p != nil {
+			ids, err := p.Prompt(in.Text, prompt.Options{})
+			if err != nil {
+				return prompt.ContractError(err)
+			}
+			n = len(ids)
+		}
+		if n > ctx {
+			return contracts.NewError(contracts.CodePromptTooLong, "embedding input %d is %d tokens; model %s has a context of %d", i, n, r.Model, ctx)
+		}
+	}
+	return nil
 }
 
 // modelContext is the context length of model's GGUF file (Config.Models),

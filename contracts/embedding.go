@@ -1,0 +1,137 @@
+package contracts
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// MaxEmbeddingInputs caps the inputs of one embedding job (OpenAI's
+// /v1/embeddings takes at most 2,048 per request).
+const MaxEmbeddingInputs = 2048
+
+// EmbeddingRequest makes a job an embedding job (JobRequest.Embedding):
+// each input is run through the model once, prompt only, and its final
+// hidden states are pooled as the model says (its GGUF
+// <arch>.pooling_type: mean, cls or last; mean where it names none) and
+// L2-normalised. Nothing is generated and no KV is kept after the job.
+// The result carries one vector per input, in order (Result.Embeddings);
+// usage counts every input token as input_tokens, with output_tokens 0
+// and kind embedding. An embedding job has no messages, system prompt,
+// sampling, tools or response format.
+type EmbeddingRequest struct {
+	// Input is what to embed: each a string (tokenized with the model's
+	// tokenizer, its beginning-of-sequence token first where the model
+	// adds one) or an array of token ids, used as given. 1 to
+	// MaxEmbeddingInputs inputs, none empty.
+	Input []EmbeddingInput `json:"input"`
+	// Dimensions, when positive, keeps the first Dimensions components of
+	// each vector (Matryoshka-trained models) and renormalises; at most
+	// the model's width.
+	Dimensions int `json:"dimensions,omitempty"`
+}
+
+// EmbeddingInput is one input of an embedding job: Text, or Tokens when
+// Text is empty. On the wire it is a JSON string or an array of token
+// ids.
+type EmbeddingInput struct {
+	Text   string
+	Tokens []int32
+}
+
+// MarshalJSON writes the input as a string or an array of token ids.
+func (in EmbeddingInput) MarshalJSON() ([]byte, error) {
+	if in.Tokens != nil {
+		return json.Marshal(in.Tokens)
+	}
+	return json.Marshal(in.Text)
+}
+
+// UnmarshalJSON reads a string or an array of token ids.
+func (in *EmbeddingInput) UnmarshalJSON(b []byte) error {
+	*in = EmbeddingInput{}
+	if s := strings.TrimSpace(string(b)); strings.HasPrefix(s, "[") {
+		return json.Unmarshal(b, &in.Tokens)
+	}
+	return json.Unmarshal(b, &in.Text)
+}
+
+// checkEmbeddingInputShape is checkShape for an EmbeddingInput: a string
+// or an array of non-negative 32-bit integers.
+func checkEmbeddingInputShape(v any, path string, ps *problems) {
+	switch v := v.(type) {
+	case string:
+	case []any:
+		for i, e := range v {
+			n, ok := e.(json.Number)
+			if !ok {
+				ps.add(CodeInvalidRequest, fmt.Sprintf("%s[%d]", path, i), "a token id must be an integer, not %s", jsonKind(e))
+				continue
+			}
+			if id, err := n.Int64(); err != nil || id < 0 || id > 1<<31-1 {
+				ps.add(CodeInvalidRequest, fmt.Sprintf("%s[%d]", path, i), "%s is not a token id (a non-negative 32-bit integer)", n)
+			}
+		}
+	default:
+		ps.add(CodeInvalidRequest, path, "an input must be a string or an array of token ids, not %s", jsonKind(v))
+	}
+}
+
+// IsEmbedding reports whether r is an embedding job.
+func (r *JobRequest) IsEmbedding() bool { return r.Embedding != nil }
+
+// validateEmbedding checks an embedding job: its inputs, and that it
+// carries none of a generation's fields.
+func (r *JobRequest) validateEmbedding(lim Limits, ps *problems) {
+	e := r.Embedding
+	switch n := len(e.Input); {
+	case n == 0:
+		ps.add(CodeInvalidRequest, "embedding.input", "at least one input is required")
+	case n > MaxEmbeddingInputs:
+		ps.add(CodeInvalidRequest, "embedding.input", "%d inputs is above the limit of %d", n, MaxEmbeddingInputs)
+	}
+	for i, in := range e.Input {
+		if in.Text == "" && len(in.Tokens) == 0 {
+			ps.add(CodeInvalidRequest, fmt.Sprintf("embedding.input[%d]", i), "input is empty")
+		}
+		for j, id := range in.Tokens {
+			if id < 0 {
+				ps.add(CodeInvalidRequest, fmt.Sprintf("embedding.input[%d][%d]", i, j), "token id %d is negative", id)
+				break
+			}
+		}
+	}
+	if e.Dimensions < 0 {
+		ps.add(CodeInvalidRequest, "embedding.dimensions", "dimensions %d is negative; leave it out for the model's width", e.Dimensions)
+	}
+	not := func(set bool, field string) {
+		if set {
+			ps.add(CodeInvalidRequest, field, "an embedding job takes no %s", field)
+		}
+	}
+	not(len(r.Messages) > 0, "messages")
+	not(r.System != "", "system")
+	not(r.MaxTokens != 0, "max_tokens")
+	not(r.Temperature != nil || r.TopP != nil || r.TopK != nil || r.MinP != nil || r.RepetitionPenalty != nil || r.Seed != nil || r.Preset != "", "sampling")
+	not(len(r.StopSequences) > 0, "stop_sequences")
+	not(r.Logprobs || r.TopLogprobs != 0, "logprobs")
+	not(r.Stream, "stream")
+	not(r.Thinking != nil, "thinking")
+	not(r.ResponseFormat != nil, "response_format")
+	not(len(r.Tools) > 0, "tools")
+	not(r.OnToolFailure != "" || r.FallbackResponse != "", "on_tool_failure")
+}
+
+// EstimatedInputTokens estimates an embedding job's input tokens: token
+// arrays as they are, strings at 4 bytes a token plus one.
+func (e *EmbeddingRequest) EstimatedInputTokens() int {
+	n := 0
+	for _, in := range e.Input {
+		if in.Tokens != nil {
+			n += len(in.Tokens)
+		} else {
+			n += len(in.Text)/4 + 1
+		}
+	}
+	return n
+}
