@@ -22,7 +22,8 @@ const (
 	EventPreempted EventType = "preempted"
 	// EventResumed: a preempted job runs again.
 	EventResumed EventType = "resumed"
-	// EventFinal: the job completed; carries stop_reason and usage.
+	// EventFinal: the job completed; carries usage, and stop_reason
+	// (but for an embedding job, which generates nothing).
 	EventFinal EventType = "final"
 	// EventError: the job failed; carries error.
 	EventError EventType = "error"
@@ -169,7 +170,8 @@ func (e *Event) Validate() error {
 			return missing("action")
 		}
 	case EventFinal:
-		if e.StopReason == "" {
+		if e.StopReason == "" && (e.Usage == nil || e.Usage.Kind != KindEmbedding) {
+			// An embedding job generates nothing, so nothing stopped.
 			return missing("stop_reason")
 		}
 		if e.Usage == nil {

@@ -86,6 +86,13 @@ func eventConditions(s map[string]any) {
 				map[string]any{"required": []string{"text"}},
 				map[string]any{"required": []string{"token_ids"}},
 			}}
+		case typ == EventFinal:
+			// stop_reason, except in an embedding job's final event.
+			then = map[string]any{"required": []string{"usage"}, "anyOf": []any{
+				map[string]any{"required": []string{"stop_reason"}},
+				map[string]any{"properties": map[string]any{"usage": map[string]any{
+					"required": []string{"kind"}, "properties": map[string]any{"kind": map[string]any{"const": string(KindEmbedding)}}}}},
+			}}
 		case len(req) > 0:
 			then = map[string]any{"required": req}
 		default:

@@ -53,6 +53,9 @@ func (x *InOrderExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Ou
 	if !ok {
 		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.Models())
 	}
+	if r.IsEmbedding() {
+		return x.executeEmbedding(ctx, job, sm)
+	}
 	req, th, err := buildRequest(sm.Loaded, sm.Name, r, sink)
 	if err != nil {
 		return nil, err

@@ -97,7 +97,9 @@ type Outcome struct {
 	// Attempts counts the generations run for the job (1 + the tools'
 	// retries); 0 means 1. Usage counts every attempt's tokens.
 	Attempts int
-	Usage    contracts.Usage
+	// Embeddings are an embedding job's vectors, one per input.
+	Embeddings [][]float32
+	Usage      contracts.Usage
 }
 
 // Executor runs jobs on a model. The worker calls Execute from several

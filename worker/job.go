@@ -492,6 +492,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 		Usage: usage, Error: jobErr, ToolReport: out.ToolReport, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now,
 		Attempts: attempts(out, ran)}
 	if status == contracts.StatusCompleted {
+		res.Embeddings = out.Embeddings
 		res.StopReason, res.StopSequence = out.StopReason, out.StopSequence
 		res.Incomplete, res.IncompleteReason = out.Incomplete, incompleteReason(out, status)
 	}

@@ -83,15 +83,18 @@ func (x *SchedExecutor) Execute(ctx context.Context, job *Job, sink Sink) (*Outc
 	if !ok {
 		return nil, contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here (served: %v)", r.Model, x.names)
 	}
-	req, th, err := buildRequest(sm.Loaded, sm.Name, r, sink)
-	if err != nil {
-		return nil, err
-	}
 	prio := job.Priority
 	if !prio.Valid() {
 		prio = r.EffectivePriority()
 	}
 	opts := sched.JobOpts{Tenant: job.Tenant, Weight: job.Weight, Class: prio.Rank(), OnEvent: func(kind, detail string) { sink.Event(kind, detail) }}
+	if r.IsEmbedding() {
+		return x.executeEmbedding(ctx, job, sm, opts)
+	}
+	req, th, err := buildRequest(sm.Loaded, sm.Name, r, sink)
+	if err != nil {
+		return nil, err
+	}
 	if r.Temperature != nil {
 		opts.Temperature = *r.Temperature
 	}

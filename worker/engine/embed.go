@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/worker/model"
+	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 )
 
 // EmbedOptions says how Embed pools and shapes a vector.
@@ -61,9 +63,13 @@ func (e *Engine) Embed(ctx context.Context, inputs [][]int32, opts EmbedOptions)
 
 // Pooling is the pooling Embed applies given p: p itself, else the
 // model's (<arch>.pooling_type), else mean.
-func (e *Engine) Pooling(p model.Pooling) model.Pooling {
+func (e *Engine) Pooling(p model.Pooling) model.Pooling { return ResolvePooling(e.m, p) }
+
+// ResolvePooling is the pooling an embedding of m applies given p: p
+// itself, else the model's (<arch>.pooling_type), else mean.
+func ResolvePooling(m *model.Model, p model.Pooling) model.Pooling {
 	if p == model.PoolNone {
-		p = e.m.Pooling
+		p = m.Pooling
 	}
 	if p == model.PoolNone {
 		p = model.PoolMean
@@ -105,26 +111,105 @@ func (e *Engine) embedPass(inputs [][]int32, pool model.Pooling, opts EmbedOptio
 }
 
 // poolStates pools n rows of dim states, truncates and normalises as opts
-// say. Sums are taken in float64.
+// say.
 func poolStates(states []float32, n, dim int, pool model.Pooling, opts EmbedOptions) []float32 {
-	v := make([]float32, dim)
-	switch pool {
+	p := NewPooler(dim, n, pool)
+	for r := 0; r < n; r++ {
+		p.Add(r, states[r*dim:(r+1)*dim])
+	}
+	return p.Vector(opts)
+}
+
+// Pooler pools an input's final hidden states as they are computed, a
+// row at a time in position order, possibly over several forward passes
+// (a scheduler's prompt chunks). Sums are taken in float64, in position
+// order, so an input pooled in chunks gets the bits it gets in one pass.
+type Pooler struct {
+	pool   model.Pooling
+	dim, n int
+	next   int       // the next position to take
+	sum    []float64 // mean
+	row    []float32 // cls, last
+}
+
+// NewPooler pools an input of n tokens with dim-wide states; pool is
+// resolved already (Engine.Pooling).
+func NewPooler(dim, n int, pool model.Pooling) *Pooler {
+	p := &Pooler{pool: pool, dim: dim, n: n}
+	if pool == model.PoolCLS || pool == model.PoolLast {
+		p.row = make([]float32, dim)
+	} else {
+		p.sum = make([]float64, dim)
+	}
+	return p
+}
+
+// Needs reports whether the state of position pos is still to be taken:
+// a position not taken yet (rows are taken once each, in order; a row
+// computed again after a preemption has the same bits and is not taken
+// twice) that the pooling uses (cls and last use one row each).
+func (p *Pooler) Needs(pos int) bool {
+	if pos < p.next || pos >= p.n {
+		return false
+	}
+	switch p.pool {
 	case model.PoolCLS:
-		copy(v, states[:dim])
+		return pos == 0
 	case model.PoolLast:
-		copy(v, states[(n-1)*dim:])
-	default:
-		acc := make([]float64, dim)
-		for r := 0; r < n; r++ {
-			for j, x := range states[r*dim : (r+1)*dim] {
-				acc[j] += float64(x)
-			}
+		return pos == p.n-1
+	}
+	return true
+}
+
+// Add takes the final hidden state of position pos. A position already
+// taken (recomputed after a preemption: the same bits) or not wanted is
+// skipped; a position past the next one is a caller's bug and panics.
+func (p *Pooler) Add(pos int, state []float32) {
+	if pos < p.next {
+		return
+	}
+	if pos > p.next {
+		panic(fmt.Sprintf("engine: pooler given position %d before %d", pos, p.next))
+	}
+	p.next++
+	switch p.pool {
+	case model.PoolCLS:
+		if pos == 0 {
+			copy(p.row, state)
 		}
-		for j := range v {
-			v[j] = float32(acc[j] / float64(n))
+	case model.PoolLast:
+		if pos == p.n-1 {
+			copy(p.row, state)
+		}
+	default:
+		for j, x := range state[:p.dim] {
+			p.sum[j] += float64(x)
 		}
 	}
-	if opts.Dimensions > 0 && opts.Dimensions < dim {
+}
+
+// Skip marks position pos taken without its state (a row cls or last
+// pooling does not need). Like Add, it takes positions in order.
+func (p *Pooler) Skip(pos int) {
+	if pos == p.next {
+		p.next++
+	}
+}
+
+// Done reports whether every position has been taken.
+func (p *Pooler) Done() bool { return p.next >= p.n }
+
+// Vector is the pooled vector, truncated and normalised as opts say.
+func (p *Pooler) Vector(opts EmbedOptions) []float32 {
+	v := make([]float32, p.dim)
+	if p.sum != nil {
+		for j := range v {
+			v[j] = float32(p.sum[j] / float64(p.n))
+		}
+	} else {
+		copy(v, p.row)
+	}
+	if opts.Dimensions > 0 && opts.Dimensions < p.dim {
 		v = v[:opts.Dimensions]
 	}
 	if !opts.Raw {
@@ -146,4 +231,33 @@ func normalize(v []float32) {
 	for i, x := range v {
 		v[i] = float32(float64(x) * inv)
 	}
+}
+
+// NewEmbeddingInput returns a generation that only carries an embedding
+// input through a scheduler: its tokens are computed and nothing is
+// sampled (MaxNew is 0). An input may fill the whole context.
+func NewEmbeddingInput(m *model.Model, tok *tokenizer.Tokenizer, ids []int32) (*Generation, error) {
+	if len(ids) == 0 {
+		return nil, ErrEmptyPrompt
+	}
+	for _, id := range ids {
+		if id < 0 || int(id) >= m.Vocab {
+			return nil, fmt.Errorf("%w: token id %d is outside the vocabulary [0,%d)", ErrBadRequest, id, m.Vocab)
+		}
+	}
+	if len(ids) > m.Context {
+		return nil, fmt.Errorf("%w: %d tokens, the context holds %d", ErrPromptTooLong, len(ids), m.Context)
+	}
+	r := &Request{PromptIDs: ids, NoDrafts: true}
+	g := &Generation{
+		req:     r,
+		res:     &Result{PromptIDs: ids},
+		dec:     tok.NewDecoderAfter(ids[len(ids)-1]),
+		tok:     tok,
+		history: append([]int32(nil), ids...),
+		context: m.Context,
+		start:   time.Now(),
+	}
+	g.res.Usage.InputTokens = len(ids)
+	return g, nil
 }

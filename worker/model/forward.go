@@ -96,7 +96,16 @@ func (m *Model) ForwardInterruptible(kv gpu.KV, tokens []int32, b *gpu.Batch, lo
 // for the blocks before the window of the sequence's first row: they are
 // never read.
 func (m *Model) ForwardGroups(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, stop func() bool) error {
-	return m.forward(kv, tokens, bs, logitRows, out, stop, false)
+	return m.forward(kv, tokens, bs, logitRows, out, nil, nil, stop, false)
+}
+
+// ForwardGroupsHidden is ForwardGroups that also writes the final
+// normalised hidden state (as ForwardHidden does) of each row of
+// hiddenRows to hidden[j·Dim : (j+1)·Dim]: a step can carry embedding
+// inputs beside generations. A row's state has the bits ForwardHidden
+// gives it.
+func (m *Model) ForwardGroupsHidden(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, hiddenRows []int32, hidden []float32, stop func() bool) error {
+	return m.forward(kv, tokens, bs, logitRows, out, hiddenRows, hidden, stop, false)
 }
 
 // ForwardHidden runs the rows as Forward does and writes every row's final
@@ -104,10 +113,10 @@ func (m *Model) ForwardGroups(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRo
 // pool) to out[i·Dim : (i+1)·Dim].
 func (m *Model) ForwardHidden(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) error {
 	m.one[0] = *b
-	return m.forward(kv, tokens, m.one[:], nil, out, nil, true)
+	return m.forward(kv, tokens, m.one[:], nil, out, nil, nil, nil, true)
 }
 
-func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, stop func() bool, hidden bool) error {
+func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, hiddenRows []int32, hiddenOut []float32, stop func() bool, hidden bool) error {
 	if s, ok := m.be.(gpu.Synchronous); !ok || !s.Synchronous() {
 		stop = nil
 	}
@@ -158,6 +167,14 @@ func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []i
 		if r < 0 || int(r) >= n {
 			return fmt.Errorf("%w: logit row %d of %d", errBatch, r, n)
 		}
+	}
+	for _, r := range hiddenRows {
+		if r < 0 || int(r) >= n {
+			return fmt.Errorf("%w: hidden-state row %d of %d", errBatch, r, n)
+		}
+	}
+	if len(hiddenOut) != len(hiddenRows)*m.Dim {
+		return fmt.Errorf("%w: hidden-state buffer of %d for %d rows", errBatch, len(hiddenOut), len(hiddenRows))
 	}
 	if err := m.ensure(n, len(logitRows)); err != nil {
 		return err
@@ -224,6 +241,16 @@ func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []i
 	if hidden {
 		be.RMSNorm(xb, x, m.outNorm, m.NormEps)
 		return be.Read(xb, out)
+	}
+	if len(hiddenRows) > 0 {
+		// xb is free now: the chosen rows' states, normalised row by row
+		// as the hidden path above normalises every row.
+		hs := be.View(s.xb, 0, len(hiddenRows))
+		be.Gather(hs, x, hiddenRows)
+		be.RMSNorm(hs, hs, m.outNorm, m.NormEps)
+		if err := be.Read(hs, hiddenOut); err != nil {
+			return err
+		}
 	}
 	if len(logitRows) == 0 {
 		return be.Sync()

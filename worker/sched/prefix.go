@@ -24,7 +24,10 @@ func (s *Scheduler) hashAt(q *seq, i int) uint64 {
 // position k×bt (the older ones are not read), so the count is the most k
 // for which those are cached too.
 func (s *Scheduler) prefixHits(q *seq, take bool) int {
-	if s.cfg.DisablePrefixCache {
+	if s.cfg.DisablePrefixCache || q.emb != nil {
+		// An embedding input computes every position: its pooling
+		// reads each one's final hidden state, which the cache does
+		// not keep. (Its blocks go to the cache for others.)
 		return 0
 	}
 	toks := q.g.Tokens()
@@ -148,7 +151,7 @@ func (s *Scheduler) registerFull(q *seq) {
 // An owner of a lower class is not waited on: its chunks may be cut small
 // for higher-priority traffic, and it may be preempted for q's class.
 func (s *Scheduler) attachOwner(q *seq, hits int) *seq {
-	if s.cfg.DisablePrefixCache || q.swap != nil {
+	if s.cfg.DisablePrefixCache || q.swap != nil || q.emb != nil {
 		return nil
 	}
 	end := (hits + 1) * s.bt // the end of the block after the hits

@@ -77,6 +77,9 @@ type Stats struct {
 	// AcceptedDraftTokens those the model agreed with (they were emitted
 	// without a pass of their own).
 	DraftedTokens, AcceptedDraftTokens int
+	// KVBytes is, for an embedding job (Embed), the KV bytes its inputs
+	// held at their last positions, summed.
+	KVBytes int64
 }
 
 // Scheduler runs many generations on one model at once: continuous
@@ -126,6 +129,8 @@ type Scheduler struct {
 		batches              []gpu.Batch    // one per group
 		hit                  []int32        // prefixHits: last windowed miss at or before each block
 		tenantTokens         map[string]int // output tokens per tenant this step
+		hrows                []int32        // rows whose final hidden state an embedding input needs
+		hidden               []float32      // their states
 		observe              []observation  // the step's sampling rows
 		// tenantCounters are Metrics' per-tenant token counters, looked
 		// up once each (the label lookup hashes on every call).
@@ -253,6 +258,9 @@ type seq struct {
 	wholeSpan bool
 	// dr drafts tokens for verification (draft.go); nil: no drafts.
 	dr *drafter
+	// emb is set for an embedding input (embed.go): its rows' hidden
+	// states are pooled and nothing is sampled.
+	emb *embedSeq
 
 	stats    Stats
 	err      error
@@ -410,11 +418,27 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 			m.rejections.Inc()
 		}
 	}()
+	q, err := s.newSeq(ctx, g, opts, !s.cfg.NoDrafts && !req.NoDrafts)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	if err := s.send(q); err != nil {
+		return nil, Stats{}, err
+	}
+	if err := s.await(q); err != nil {
+		return nil, q.stats, err
+	}
+	return q.g.Result(), q.stats, nil
+}
+
+// newSeq checks a job's options and memory against the arena and makes
+// its sequence.
+func (s *Scheduler) newSeq(ctx context.Context, g *engine.Generation, opts JobOpts, drafts bool) (*seq, error) {
 	if opts.Class < 0 || opts.Class >= numClasses {
-		return nil, Stats{}, fmt.Errorf("sched: class %d outside [0,%d)", opts.Class, numClasses)
+		return nil, fmt.Errorf("sched: class %d outside [0,%d)", opts.Class, numClasses)
 	}
 	if !(opts.Weight >= 0) || math.IsInf(opts.Weight, 1) {
-		return nil, Stats{}, fmt.Errorf("sched: tenant weight %v: must be a positive number (0 means 1)", opts.Weight)
+		return nil, fmt.Errorf("sched: tenant weight %v: must be a positive number (0 means 1)", opts.Weight)
 	}
 	if opts.Weight == 0 {
 		opts.Weight = 1
@@ -422,14 +446,14 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	q := &seq{g: g, opts: opts, ctx: ctx, submitted: time.Now(), done: make(chan struct{}), tables: make([][]int32, s.pg.groups)}
 	q.enq = q.submitted
 	q.submitStep = s.stepCount.Load()
-	if !s.cfg.NoDrafts && !req.NoDrafts {
+	if drafts {
 		q.dr = newDrafter()
 	}
-	prompt := len(req.PromptIDs)
+	prompt := len(g.Request().PromptIDs)
 	if opts.MaxMemoryMB > 0 {
 		q.maxBlocks = int(opts.MaxMemoryMB * (1 << 20) / float64(s.BlockBytes()))
 		if s.pagesAt(prompt+1, true) > q.maxBlocks {
-			return nil, Stats{}, fmt.Errorf("%w: the prompt of %d tokens needs %d KV blocks of %d bytes; max_memory_mb %.1f allows %d",
+			return nil, fmt.Errorf("%w: the prompt of %d tokens needs %d KV blocks of %d bytes; max_memory_mb %.1f allows %d",
 				ErrTooLarge, prompt, s.pagesAt(prompt+1, true), s.BlockBytes(), opts.MaxMemoryMB, q.maxBlocks)
 		}
 	}
@@ -439,7 +463,7 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		if q.maxBlocks > 0 && q.worst > q.maxBlocks {
 			// The banker's rule: a reserved job is admitted only if it
 			// can finish, and under its cap it cannot.
-			return nil, Stats{}, fmt.Errorf("%w: a reserved (low_latency or not preemptible) job's worst case of %d prompt and %d new tokens needs %d KV blocks of %d bytes; max_memory_mb %.1f allows %d: lower max_tokens or raise max_memory_mb",
+			return nil, fmt.Errorf("%w: a reserved (low_latency or not preemptible) job's worst case of %d prompt and %d new tokens needs %d KV blocks of %d bytes; max_memory_mb %.1f allows %d: lower max_tokens or raise max_memory_mb",
 				ErrTooLarge, prompt, g.MaxNew(), q.worst, s.BlockBytes(), opts.MaxMemoryMB, q.maxBlocks)
 		}
 	}
@@ -448,7 +472,7 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		need = q.worst
 	}
 	if need > s.Blocks() {
-		return nil, Stats{}, fmt.Errorf("%w: the job needs %d KV blocks of %d bytes, %d tokens; the worker's KV arena has %d blocks (%d MB): shorten the prompt, or serve the model with more KV memory (--kv-memory-mb)",
+		return nil, fmt.Errorf("%w: the job needs %d KV blocks of %d bytes, %d tokens; the worker's KV arena has %d blocks (%d MB): shorten the prompt, or serve the model with more KV memory (--kv-memory-mb)",
 			ErrTooLarge, need, s.BlockBytes(), prompt, s.Blocks(), (int64(s.Blocks())*s.BlockBytes())>>20)
 	}
 	if q.maxBlocks == 0 || q.maxBlocks > s.Blocks() {
@@ -457,6 +481,12 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		// evict itself at its next block, come back, and do it again.
 		q.maxBlocks = s.Blocks()
 	}
+	return q, nil
+}
+
+// send hands q to the step loop.
+func (s *Scheduler) send(q *seq) error {
+	opts := q.opts
 	if opts.Class == 0 || opts.LowLatency {
 		// Before the send: a step in flight without a high-priority prompt
 		// stops within half a layer (see step), and intake clears the flag
@@ -469,11 +499,16 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 	s.fresh.add(opts.Class, opts.Tenant, 1)
 	select {
 	case s.submit <- q:
+		return nil
 	case <-s.quit:
 		s.sent[opts.Class].Add(-1)
 		s.fresh.add(opts.Class, opts.Tenant, -1)
-		return nil, Stats{}, ErrStopped
+		return ErrStopped
 	}
+}
+
+// await waits for the step loop to finish q and returns its error.
+func (s *Scheduler) await(q *seq) error {
 	// The send can land in the buffer after a stopping loop has drained
 	// it; the loop answers every job it took before it ends, so a job
 	// unanswered when the loop has ended was never taken.
@@ -483,13 +518,10 @@ func (s *Scheduler) Generate(ctx context.Context, req *engine.Request, opts JobO
 		select {
 		case <-q.done:
 		default:
-			return nil, Stats{}, ErrStopped
+			return ErrStopped
 		}
 	}
-	if q.err != nil {
-		return nil, q.stats, q.err
-	}
-	return q.g.Result(), q.stats, nil
+	return q.err
 }
 
 // Utilization reports, over the steps run so far: fill, the fraction of

@@ -243,7 +243,7 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 		if rem > 1 {
 			budget -= n
 		}
-		plan = append(plan, stepRow{q: q, n: n, samples: q.computed+n == len(toks)})
+		plan = append(plan, stepRow{q: q, n: n, samples: q.computed+n == len(toks) && q.emb == nil})
 	}
 	// A sequence planned early may have been preempted by a later one's
 	// growth: drop it from this step.
@@ -259,7 +259,7 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 // high-priority arrival stopped the step.
 func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, error) {
 	// Step buffers are reused: the decode path allocates nothing per step.
-	toks, pos, seqIdx, rows := s.buf.toks[:0], s.buf.pos[:0], s.buf.seq[:0], s.buf.rows[:0]
+	toks, pos, seqIdx, rows, hrows := s.buf.toks[:0], s.buf.pos[:0], s.buf.seq[:0], s.buf.rows[:0], s.buf.hrows[:0]
 	if len(s.buf.tables) != s.pg.groups {
 		s.buf.tables = make([][][]int32, s.pg.groups)
 		s.buf.batches = make([]gpu.Batch, s.pg.groups)
@@ -279,6 +279,9 @@ func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, erro
 			}
 			pos = append(pos, int32(r.q.computed+j))
 			seqIdx = append(seqIdx, int32(i))
+			if r.q.emb != nil && r.q.emb.pool.Needs(r.q.computed+j) {
+				hrows = append(hrows, int32(len(toks)-1))
+			}
 		}
 		for g := range tables {
 			tables[g] = append(tables[g], r.q.tables[g])
@@ -290,11 +293,15 @@ func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, erro
 			}
 		}
 	}
-	s.buf.toks, s.buf.pos, s.buf.seq, s.buf.rows = toks, pos, seqIdx, rows
+	s.buf.toks, s.buf.pos, s.buf.seq, s.buf.rows, s.buf.hrows = toks, pos, seqIdx, rows, hrows
 	if need := len(rows) * s.m.Vocab; cap(s.buf.logits) < need {
 		s.buf.logits = make([]float32, need)
 	}
 	logits := s.buf.logits[:len(rows)*s.m.Vocab]
+	if need := len(hrows) * s.m.Dim; cap(s.buf.hidden) < need {
+		s.buf.hidden = make([]float32, need)
+	}
+	hidden := s.buf.hidden[:len(hrows)*s.m.Dim]
 	// The sequences sampling this step compute their tool masks while the
 	// forward pass runs.
 	var masks sync.WaitGroup
@@ -325,7 +332,7 @@ func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, erro
 	for g := range s.buf.batches {
 		s.buf.batches[g] = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables[g], Group: g}
 	}
-	err := s.m.ForwardGroups(s.kv, toks, s.buf.batches, rows, logits, stop)
+	err := s.m.ForwardGroupsHidden(s.kv, toks, s.buf.batches, rows, logits, hrows, hidden, stop)
 	masks.Wait()
 	return toks, logits, err
 }
@@ -338,15 +345,22 @@ func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, erro
 func (s *Scheduler) applyStep(plan []stepRow, logits []float32) {
 	done := time.Now()
 	obs := s.buf.observe[:0]
-	row := 0
+	row, hrow := 0, 0
 	for _, r := range plan {
 		q := r.q
 		fed := r.n - len(r.draft)
+		from := q.computed
 		q.computed += fed
 		q.highWater = max(q.highWater, q.computed)
 		s.served[q.opts.Tenant] += float64(fed) / q.opts.Weight
 		s.registerFull(q)
 		s.trim(q)
+		if q.emb != nil {
+			// Its rows' states, in the order forward asked for them;
+			// at its last position the input is finished and its
+			// blocks given back (to the prefix cache).
+			s.takeHidden(q, from, q.computed, s.buf.hidden, &hrow)
+		}
 		if r.samples { // a prefill chunk has no logits yet
 			obs = append(obs, observation{q: q, row: row, draft: r.draft})
 			row += 1 + len(r.draft)

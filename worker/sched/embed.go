@@ -1,0 +1,103 @@
+package sched
+
+import (
+	"context"
+	"errors"
+
+	"github.com/zerolayer/zerolayer/worker/engine"
+)
+
+// embedSeq is what a sequence carrying an embedding input adds: its
+// pooler, fed the input's final hidden states as steps compute them, and
+// the vector once the last position is in.
+type embedSeq struct {
+	pool *engine.Pooler
+	opts engine.EmbedOptions
+	vec  []float32
+}
+
+// Embed runs each input (token ids) through the model as prompt-only
+// sequences of one job and returns its pooled final hidden state, as
+// engine.Embed does, with the same bits. The inputs are scheduled like
+// any job's prompt (admitted by memory, their chunks packed into steps
+// with other jobs' prompt chunks and decodes, preemptible, counted to the
+// tenant's fair share) but sample nothing, and their KV blocks are given
+// back when their last position is computed. An input may fill the
+// model's context. The first input that fails fails the job, and the
+// others are dropped. Its Stats are summed over the inputs, with QueueMs
+// the longest an input waited.
+func (s *Scheduler) Embed(ctx context.Context, inputs [][]int32, eopts engine.EmbedOptions, opts JobOpts) (_ [][]float32, st Stats, err error) {
+	defer func() {
+		if m := s.cfg.Metrics; m != nil && errors.Is(err, ErrTooLarge) {
+			m.rejections.Inc()
+		}
+	}()
+	if len(inputs) == 0 {
+		return nil, Stats{}, engine.ErrEmptyPrompt
+	}
+	pool := engine.ResolvePooling(s.m, eopts.Pooling)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	qs := make([]*seq, len(inputs))
+	for i, in := range inputs {
+		g, err := engine.NewEmbeddingInput(s.m, s.tok, in)
+		if err != nil {
+			return nil, Stats{}, err
+		}
+		q, err := s.newSeq(ctx, g, opts, false)
+		if err != nil {
+			return nil, Stats{}, err
+		}
+		q.emb = &embedSeq{pool: engine.NewPooler(s.m.Dim, len(in), pool), opts: eopts}
+		qs[i] = q
+	}
+	sent := 0
+	for _, q := range qs {
+		if err = s.send(q); err != nil {
+			break
+		}
+		sent++
+	}
+	out := make([][]float32, len(inputs))
+	for i, q := range qs[:sent] {
+		if werr := s.await(q); werr != nil && err == nil {
+			err = werr
+			cancel() // the rest are of no use now
+		}
+		if q.emb.vec == nil && err == nil {
+			err = ctx.Err() // canceled before its last position
+		}
+		out[i] = q.emb.vec
+		st.QueueMs = max(st.QueueMs, q.stats.QueueMs)
+		st.QueueSteps = max(st.QueueSteps, q.stats.QueueSteps)
+		st.CachedInputTokens += q.stats.CachedInputTokens
+		st.Preemptions += q.stats.Preemptions
+		st.RecomputedTokens += q.stats.RecomputedTokens
+		st.Reserved = st.Reserved || q.stats.Reserved
+		st.KVBytes += q.g.Result().Usage.KVBytes
+	}
+	if err != nil {
+		return nil, st, err
+	}
+	return out, st, nil
+}
+
+// takeHidden feeds an embedding row's computed positions to its pooler,
+// from hidden (the states of the rows forward asked for), and finishes
+// the sequence once its last position is in.
+func (s *Scheduler) takeHidden(q *seq, from, to int, hidden []float32, next *int) {
+	dim := s.m.Dim
+	for pos := from; pos < to; pos++ {
+		if q.emb.pool.Needs(pos) {
+			q.emb.pool.Add(pos, hidden[*next*dim:(*next+1)*dim])
+			*next++
+		} else {
+			q.emb.pool.Skip(pos)
+		}
+	}
+	if q.emb.pool.Done() {
+		q.emb.vec = q.emb.pool.Vector(q.emb.opts)
+		q.g.NoteKVBytes(int64(q.held) * s.BlockBytes())
+		s.finish(q, "", nil)
+	}
+}
