@@ -19,6 +19,14 @@
 // while queued is refused ([IsDuplicateJob]), and a tenant's NATS account
 // can reach only its own tenant's subjects.
 //
+// A job is a generation, or with [JobRequest.Embedding] an embedding job
+// ([EmbeddingRequest]: strings or token arrays, several per job, and
+// dimensions): it travels, is scheduled and is billed like a generation,
+// its bucket chosen by its inputs' tokens; its [Result] carries one
+// vector per input in Embeddings and no stop_reason (nor does its final
+// event), and its [Usage] is of kind embedding, every input token counted
+// as input.
+//
 // Workers pull only the jobs of the models they serve: through a durable
 // pull consumer per priority, bucket, tenant and model
 // ([ModelConsumerName], filter [ModelJobsFilter]), made on demand. Jobs

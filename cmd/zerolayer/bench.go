@@ -61,6 +61,8 @@ func runBench(ctx context.Context, args []string) error {
 	schemaLimit := fs.Int("schema-limit", 40, "with --drafts: most schemas taken from --schemas, spread over them")
 	workloads := fs.String("workloads", "schemas,copy,chat", "with --drafts: the workloads to run (comma-separated)")
 	draftThreshold := fs.Float64("draft-threshold", 0, "with --drafts: feed a draft token when its chance of acceptance exceeds this (0: where the measured step times say it pays, as a worker does)")
+	embed := fs.Bool("embed", false, "instead: an embedding load through a dev stack on --model or the generated 134M Q8_0 model: requests of one --chunks-token chunk each (token ids) at each --concurrency level (default 1,16), through the HTTP gateway's /v1/embeddings and the Go producer, and with --peer the same requests to that server (llama-server --embedding --pooling mean on the same GGUF file); reports embeddings/s, tokens/s and latency (uses the first of --threads; --requests per level)")
+	chunks := fs.String("chunks", "128,512", "with --embed: chunk lengths in tokens (comma-separated)")
 	var sf schedFlags
 	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -172,6 +174,22 @@ func runBench(ctx context.Context, args []string) error {
 			if err == nil && *format == "json" {
 				err = res.WriteJSON(stdout)
 			}
+			return err
+		})
+	case *embed:
+		cfg := bench.EmbedConfig{Requests: *serveRequests, Peer: *servePeer}
+		if cfg.Chunks, err = intList(*chunks); err != nil {
+			return usagef("--chunks: %v", err)
+		}
+		concurrencySet := false
+		fs.Visit(func(f *flag.Flag) { concurrencySet = concurrencySet || f.Name == "concurrency" })
+		if concurrencySet {
+			if cfg.Concurrency, err = intList(*concurrency); err != nil {
+				return usagef("--concurrency: %v", err)
+			}
+		}
+		return benchOnStack(ctx, stackOpts{kind: "embed", model: *modelName, gen134M: true, http: true}, threads[0], &sf, func(st *devstack.Stack) error {
+			_, err := bench.Embed(ctx, st, cfg, stdout)
 			return err
 		})
 	case *gatewayN > 0:
