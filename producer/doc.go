@@ -20,6 +20,12 @@
 //	for ev := range events { fmt.Print(ev.Text) }
 //	res, _ := c.Wait(ctx, id)
 //
+// Embed submits an embedding job (contracts.EmbeddingRequest) and waits
+// for its vectors, one per input:
+//
+//	e, _ := c.Embed(ctx, "stories260k", producer.TextInputs("a cat", "a dog"), nil)
+//	// e.Vectors[0], e.Vectors[1], e.Usage.InputTokens
+//
 // Follow hands the same events to a callback on the caller's goroutine,
 // for a server that relays them (the gateway's SSE answers). A streaming
 // job's delta events each carry the tokens of a short interval (the

@@ -26,9 +26,17 @@
 // secret or a prompt (TestGatewayLogsNoSecrets).
 //
 // OpenAI's Files and Batches APIs (openai_files.go, openai_batches.go) run
-// on the native batches: an uploaded file of chat completions requests
-// becomes a native batch, resumed and billed line by line as any, whose
-// end writes OpenAI's output and error files (TestOpenAIBatches).
+// on the native batches: an uploaded file of chat completions and
+// embeddings requests (the two may mix in one file) becomes a native
+// batch, resumed and billed line by line as any, whose end writes OpenAI's
+// output and error files (TestOpenAIBatches, TestOpenAIBatchEmbeddings).
+//
+// OpenAI's embeddings API (embeddings.go, POST /v1/embeddings) maps a
+// request's inputs (a string, strings, token ids, lists of token ids) to
+// one embedding job (contracts.EmbeddingRequest) and answers its vectors
+// as floats or base64 (little-endian float32), with the usage of the
+// inputs' tokens. Its errors name the request's own field in param
+// (input[2], not the job's embedding.input[2]).
 //
 // Batch files are read whole or not at all (objects.go): the object
 // store's reader gives up on a stalled read, and what it gave until then

@@ -180,6 +180,7 @@ func New(nc *nats.Conn, cfg Config) (*Gateway, error) {
 	mux.HandleFunc("POST "+NativeBatches+"/{id}/cancel", g.cancelBatch)
 	g.openAIBatchRoutes(mux) // OpenAI's files and batches; POST /v1/batches?id=B goes to createBatch
 	mux.HandleFunc("POST /v1/chat/completions", g.chatCompletions)
+	mux.HandleFunc("POST "+embeddingsEndpoint, g.embeddings)
 	mux.HandleFunc("POST /v1/messages", g.messages)
 	mux.HandleFunc("POST /v1/messages/count_tokens", g.countTokens)
 	mux.HandleFunc("GET /v1/models", g.listModels)

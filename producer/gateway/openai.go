@@ -333,7 +333,8 @@ func finishReason(s contracts.StopReason) string {
 	}
 }
 
-// openAIError answers OpenAI's error shape, with our code.
+// openAIError answers OpenAI's error shape, with our code, and in param
+// the request field at fault when the error names one.
 func openAIError(w http.ResponseWriter, e *contracts.Error) {
 	setRetryAfter(w, e)
 	typ := errorType(e, "server_error")
@@ -344,7 +345,11 @@ func openAIError(w http.ResponseWriter, e *contracts.Error) {
 			typ = "server_error"
 		}
 	}
-	writeJSON(w, e.HTTPStatus(), map[string]any{"error": map[string]any{"message": e.Error(), "type": typ, "param": nil, "code": e.Code}})
+	var param any // the field at fault, when the error names one
+	if e.Field != "" {
+		param = e.Field
+	}
+	writeJSON(w, e.HTTPStatus(), map[string]any{"error": map[string]any{"message": e.Error(), "type": typ, "param": param, "code": e.Code}})
 }
 
 // errorType names an error's class as the compatible APIs do, by its HTTP

@@ -38,8 +38,11 @@ import (
 // apiOpenAI is BatchState.API of the batches made by OpenAI's API.
 const apiOpenAI = "openai"
 
-// openAIBatchEndpoint is the one endpoint a batch's requests may call.
-const openAIBatchEndpoint = "/v1/chat/completions"
+// openAIBatchEndpoints are the endpoints a batch's requests may call. A
+// batch is made for one of them (its endpoint), and its lines may call
+// either: chat completions and embeddings mix in one file, which OpenAI's
+// own batches refuse.
+var openAIBatchEndpoints = []string{"/v1/chat/completions", embeddingsEndpoint}
 
 // maxOpenAIBatchErrors bounds the validation errors a failed batch keeps.
 const maxOpenAIBatchErrors = 100
@@ -86,10 +89,16 @@ type openAIBatchError struct {
 
 // openAIBatchLine is one request line of an OpenAI batch, in the side
 // file: the caller's custom_id, the model asked for, and, for a request
-// that did not map to a job, why.
+// that did not map to a job, why. An embeddings request has its url, its
+// number of inputs and whether it asked for base64 vectors; a chat
+// completion has none (as the lines of side files written before
+// embeddings).
 type openAIBatchLine struct {
 	CustomID string           `json:"custom_id"`
 	Model    string           `json:"model,omitempty"`
+	URL      string           `json:"url,omitempty"`
+	Inputs   int              `json:"inputs,omitempty"`
+	Base64   bool             `json:"base64,omitempty"`
 	Error    *contracts.Error `json:"error,omitempty"`
 }
 
@@ -201,8 +210,8 @@ func (g *Gateway) createOpenAIBatch(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case in.InputFileID == "":
 		e = contracts.NewError(contracts.CodeInvalidRequest, "input_file_id is missing")
-	case in.Endpoint != openAIBatchEndpoint:
-		e = contracts.NewError(contracts.CodeInvalidRequest, "endpoint %q is not supported: a batch's requests can only call %s", in.Endpoint, openAIBatchEndpoint)
+	case !slices.Contains(openAIBatchEndpoints, in.Endpoint):
+		e = contracts.NewError(contracts.CodeInvalidRequest, "endpoint %q is not supported: a batch's requests can call %s", in.Endpoint, strings.Join(openAIBatchEndpoints, " and "))
 	case in.CompletionWindow != "24h":
 		e = contracts.NewError(contracts.CodeInvalidRequest, "completion_window %q: want \"24h\"", in.CompletionWindow)
 	case len(in.Metadata) > 16:
@@ -323,8 +332,8 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 		case l.Method != http.MethodPost:
 			fail(n, "invalid_method", "line %d: method %q; requests are POST", n, l.Method)
 			return nil
-		case l.URL != x.Endpoint:
-			fail(n, "mismatched_url", "line %d: url %q is not the batch's endpoint %s", n, l.URL, x.Endpoint)
+		case !slices.Contains(openAIBatchEndpoints, l.URL):
+			fail(n, "mismatched_url", "line %d: url %q is not an endpoint a batch's requests can call (%s)", n, l.URL, strings.Join(openAIBatchEndpoints, ", "))
 			return nil
 		case len(l.Body) == 0 || l.Body[0] != '{':
 			fail(n, "missing_body", "line %d: body is missing or not a JSON object", n)
@@ -335,22 +344,10 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 			return nil // only checking now
 		}
 		bl := openAIBatchLine{CustomID: *l.CustomID}
-		var cr chatRequest
-		if err := json.Unmarshal(l.Body, &cr); err != nil {
-			bl.Error = contracts.NewError(contracts.CodeMalformedJSON, "body: %v", err)
+		if req, e := openAIBatchRequest(l.URL, l.Body, &bl); e != nil {
+			bl.Error = e
 		} else {
-			bl.Model = cr.Model
-			req, e := cr.job()
-			if e == nil {
-				e = producer.CheckBatchRequest(req)
-			}
-			switch {
-			case e != nil:
-				bl.Error = e
-			default:
-				req.Stream = false // nobody follows a batch line's events
-				nenc.Encode(producer.BatchLine{CustomID: strconv.Itoa(n), Request: mustJSON(req)})
-			}
+			nenc.Encode(producer.BatchLine{CustomID: strconv.Itoa(n), Request: mustJSON(req)})
 		}
 		record(bl)
 		return nil
@@ -381,6 +378,39 @@ func (g *Gateway) prepareOpenAIBatch(ctx context.Context, tenant, id string, x *
 		}
 	}
 	return nil
+}
+
+// openAIBatchRequest maps the body of a batch line calling url to a job,
+// noting in bl what its output line needs (the model, the url, an
+// embeddings request's inputs and encoding).
+func openAIBatchRequest(url string, body json.RawMessage, bl *openAIBatchLine) (*contracts.JobRequest, *contracts.Error) {
+	var req *contracts.JobRequest
+	var e *contracts.Error
+	if url == embeddingsEndpoint {
+		var er embeddingsRequest
+		if err := json.Unmarshal(body, &er); err != nil {
+			return nil, contracts.NewError(contracts.CodeMalformedJSON, "body: %v", err)
+		}
+		bl.Model, bl.URL, bl.Base64 = er.Model, url, er.base64()
+		if req, e = er.job(); e != nil {
+			return nil, e
+		}
+		bl.Inputs = len(req.Embedding.Input)
+	} else {
+		var cr chatRequest
+		if err := json.Unmarshal(body, &cr); err != nil {
+			return nil, contracts.NewError(contracts.CodeMalformedJSON, "body: %v", err)
+		}
+		bl.Model = cr.Model
+		if req, e = cr.job(); e != nil {
+			return nil, e
+		}
+		req.Stream = false // nobody follows a batch line's events
+	}
+	if e := producer.CheckBatchRequest(req); e != nil {
+		return nil, e
+	}
+	return req, nil
 }
 
 // mustJSON marshals v, which cannot fail.
@@ -696,7 +726,7 @@ func (g *Gateway) finishOpenAIBatch(ctx context.Context, st *BatchState) (*Batch
 		line := map[string]any{"id": fmt.Sprintf("batch_req_%s_%d", strings.TrimPrefix(st.ID, "batch_"), n), "custom_id": bl.CustomID,
 			"response": nil, "error": nil}
 		if bl.Error != nil {
-			line["response"] = openAIErrorResponse("", bl.Error)
+			line["response"] = openAIErrorResponse("", bl.openAIError(bl.Error))
 			failed++
 			eenc.Encode(line)
 			continue
@@ -706,10 +736,20 @@ func (g *Gateway) finishOpenAIBatch(ctx context.Context, st *BatchState) (*Batch
 			return nil, fmt.Errorf("gateway: batch %s: reading its output: %w", st.ID, err)
 		}
 		res := answered(rec.Result)
+		var body any
+		var bodyErr *contracts.Error
+		if res != nil && res.Status == contracts.StatusCompleted {
+			if bl.URL == embeddingsEndpoint {
+				body, bodyErr = embeddingsResponse(bl.Model, res, bl.Inputs, bl.Base64)
+			} else {
+				body = chatCompletion(rec.JobID, bl.Model, res.FinishedAt.Unix(), res, nil)
+			}
+		}
 		switch {
-		case res != nil && res.Status == contracts.StatusCompleted:
-			line["response"] = map[string]any{"status_code": http.StatusOK, "request_id": rec.JobID,
-				"body": chatCompletion(rec.JobID, bl.Model, res.FinishedAt.Unix(), res, nil)}
+		case bodyErr != nil:
+			line["response"] = openAIErrorResponse(rec.JobID, bodyErr)
+		case body != nil:
+			line["response"] = map[string]any{"status_code": http.StatusOK, "request_id": rec.JobID, "body": body}
 			completed++
 			oenc.Encode(line)
 			continue
@@ -722,13 +762,13 @@ func (g *Gateway) finishOpenAIBatch(ctx context.Context, st *BatchState) (*Batch
 			if e == nil {
 				e = contracts.NewError(contracts.CodeInternal, "job %s ended %s", rec.JobID, res.Status)
 			}
-			line["response"] = openAIErrorResponse(rec.JobID, e)
+			line["response"] = openAIErrorResponse(rec.JobID, bl.openAIError(e))
 		default:
 			e := rec.Error
 			if e == nil {
 				e = contracts.NewError(contracts.CodeInternal, "no result")
 			}
-			line["response"] = openAIErrorResponse(rec.JobID, e)
+			line["response"] = openAIErrorResponse(rec.JobID, bl.openAIError(e))
 		}
 		failed++
 		eenc.Encode(line)
@@ -762,6 +802,14 @@ func (g *Gateway) finishOpenAIBatch(ctx context.Context, st *BatchState) (*Batch
 		}
 		x.OutputFileID, x.ErrorFileID, x.Completed, x.Failed = outID, errID, completed, failed
 	})
+}
+
+// openAIError is e as the line's API names its fields (see openAIField).
+func (bl *openAIBatchLine) openAIError(e *contracts.Error) *contracts.Error {
+	if bl.URL == embeddingsEndpoint {
+		return openAIField(e)
+	}
+	return e
 }
 
 // openAIErrorResponse is the response of an output line that failed: e's

@@ -202,7 +202,7 @@ func TestOpenAIBatches(t *testing.T) {
 
 	t.Run("validation", func(t *testing.T) {
 		bad := chatLine("a", "hi", 8) + "not json\n" + `{"custom_id":"c","method":"GET","url":"/v1/chat/completions","body":{}}` + "\n" +
-			chatLine("a", "again", 8) + `{"custom_id":"e","method":"POST","url":"/v1/embeddings","body":{}}` + "\n"
+			chatLine("a", "again", 8) + `{"custom_id":"e","method":"POST","url":"/v1/completions","body":{}}` + "\n"
 		b := newOpenAIBatch(t, oc, uploadBatchFile(t, oc, bad).ID)
 		if b.Status != "failed" || b.FailedAt == 0 || b.OutputFileID != "" || len(b.Errors.Data) != 4 {
 			t.Fatalf("batch of a bad file %s", b.RawJSON())
@@ -222,11 +222,11 @@ func TestOpenAIBatches(t *testing.T) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
-		_, err := oc.Batches.New(ctx, openai.BatchNewParams{InputFileID: file.ID, Endpoint: openai.BatchNewParamsEndpointV1Embeddings,
+		_, err := oc.Batches.New(ctx, openai.BatchNewParams{InputFileID: file.ID, Endpoint: openai.BatchNewParamsEndpointV1Completions,
 			CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
 		var ae *openai.Error
 		if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Type != "invalid_request_error" || !strings.Contains(ae.Message, "/v1/chat/completions") {
-			t.Fatalf("embeddings batch: %v", err)
+			t.Fatalf("completions batch: %v", err)
 		}
 		if _, err := oc.Batches.New(ctx, openai.BatchNewParams{InputFileID: file.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
 			CompletionWindow: "1h"}); statusOf(err) != 400 {
