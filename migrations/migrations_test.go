@@ -158,8 +158,91 @@ func TestUpDownUpRoundTrip(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM value_tag_rules WHERE tenant_id IS NULL").Scan(&rules); err != nil {
 		t.Fatal(err)
 	}
-	if rules != 4 {
-		t.Errorf("%d default tag rules, want 4", rules)
+	// DESIGN.md's three tags (four rules) and, since 0011, embedding.
+	if rules != 5 {
+		t.Errorf("%d default tag rules, want 5", rules)
+	}
+}
+
+// TestEmbeddingsMigration: migration 0011 gives the usage rows stored
+// before it their kind from their raw body (and the daily rollups their
+// embedding tokens), leaves the books without an embedding price (p_in
+// then prices embeddings, as before), adds the embedding cost to the
+// charges' total check, and seeds the embedding tag; its down migration
+// folds the embedding cost back into cost_input.
+func TestEmbeddingsMigration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.Pool(t)
+	must := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	query := func(sql string, dest ...any) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, sql).Scan(dest...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// Back to 0010.
+	steps := len(migrations.All()) - 10
+	if _, err := migrations.Down(ctx, pool, steps); err != nil {
+		t.Fatal(err)
+	}
+	const insertUsage = `INSERT INTO usage (tenant_id, job_id, model, priority, bucket, status,
+		input_tokens, output_tokens, cached_input_tokens, queue_ms, time_to_first_token_ms, time_per_token_ms,
+		inter_token_ms_p50, inter_token_ms_p99, total_ms, tool_execution_time_ms, memory_allocated_mb,
+		preemptions, recomputed_tokens, attempt, trace_id, worker_id, device, confidence, created_at, finished_at, raw)
+		VALUES ('acme', $1, 'm', 'normal', 'short', 'completed', $2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '', 'w', 'cpu', 0.5,
+			'2026-11-02T10:00:00Z', '2026-11-02T10:00:01Z', $3)`
+	must(`INSERT INTO tenants (id, name) VALUES ('acme', '')`)
+	must(insertUsage, "gen", 100, `{"job_id": "gen"}`)
+	must(insertUsage, "emb", 40, `{"job_id": "emb", "kind": "embedding"}`)
+	must(`INSERT INTO charges (tenant_id, job_id, model, price_book_id, price_book_version, currency,
+		cost_input, cost_output, cost_ttft, cost_tool, total, period)
+		SELECT 'acme', job_id, 'm', (SELECT min(id) FROM price_books), 1, 'USD', input_tokens, 0, 0, 0, input_tokens, '2026-11-01'
+		FROM usage`)
+	must(`INSERT INTO usage_daily (tenant_id, day, currency, jobs, input_tokens, output_tokens, cached_input_tokens,
+		cost_input, cost_output, cost_ttft, cost_tool, total) VALUES ('acme', '2026-11-02', 'USD', 2, 140, 0, 0, 140, 0, 0, 0, 140)`)
+
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var gen, emb string
+	var dailyEmb int64
+	var embedIn *decimal.Decimal
+	var embedRules int
+	query(`SELECT (SELECT kind FROM usage WHERE job_id = 'gen'), (SELECT kind FROM usage WHERE job_id = 'emb'),
+		(SELECT embedding_input_tokens FROM usage_daily), (SELECT p_embed_in FROM price_books WHERE id = (SELECT min(id) FROM price_books)),
+		(SELECT count(*) FROM value_tag_rules WHERE tenant_id IS NULL AND tag = 'embedding' AND metric = 'embedding_input_tokens')`,
+		&gen, &emb, &dailyEmb, &embedIn, &embedRules)
+	if gen != "generation" || emb != "embedding" || dailyEmb != 40 || embedIn != nil || embedRules != 1 {
+		t.Errorf("after Up: kinds %q and %q, daily embedding tokens %d, p_embed_in %v, %d embedding rules", gen, emb, dailyEmb, embedIn, embedRules)
+	}
+	// The charge rated before keeps its cost; re-rated, it moves to
+	// cost_embedding_input, and the total must count it.
+	if _, err := pool.Exec(ctx, `UPDATE charges SET cost_input = 0, cost_embedding_input = 40, total = 0 WHERE job_id = 'emb'`); err == nil {
+		t.Error("a total without the embedding cost was stored")
+	}
+	must(`UPDATE charges SET cost_input = 0, cost_embedding_input = 40 WHERE job_id = 'emb'`)
+	if _, err := pool.Exec(ctx, `UPDATE usage SET kind = 'rerank' WHERE job_id = 'emb'`); err == nil {
+		t.Error("an unknown kind was stored")
+	}
+
+	if _, err := migrations.Down(ctx, pool, 1); err != nil {
+		t.Fatal(err)
+	}
+	var costIn, total decimal.Decimal
+	query(`SELECT cost_input, total FROM charges WHERE job_id = 'emb'`, &costIn, &total)
+	if !costIn.Equal(decimal.NewFromInt(40)) || !total.Equal(costIn) {
+		t.Errorf("after Down: the embedding charge's cost_input %s, total %s; want 40", costIn, total)
+	}
+	var n int
+	query(`SELECT count(*) FROM value_tag_rules WHERE tag = 'embedding'`, &n)
+	if n != 0 {
+		t.Errorf("after Down: %d embedding tag rules", n)
 	}
 }
 

@@ -101,7 +101,8 @@ func BuildBatchReport(ctx context.Context, db DB, tenant, batch string) (*BatchR
 	rows, err = db.Query(ctx, `
 		SELECT coalesce(u.custom_id, ''), u.job_id, u.status, u.input_tokens, u.output_tokens,
 			c.job_id IS NOT NULL, coalesce(c.tags, '{}'), coalesce(c.price_book_version, 0), coalesce(c.price_book_id, 0),
-			coalesce(c.cost_input, 0), coalesce(c.cost_cached_input, 0), coalesce(c.cost_output, 0), coalesce(c.cost_ttft, 0), coalesce(c.cost_tool, 0), coalesce(c.total, 0)
+			coalesce(c.cost_input, 0), coalesce(c.cost_cached_input, 0), coalesce(c.cost_embedding_input, 0), coalesce(c.cost_output, 0),
+			coalesce(c.cost_ttft, 0), coalesce(c.cost_tool, 0), coalesce(c.total, 0)
 		FROM usage u LEFT JOIN charges c USING (tenant_id, job_id)
 		WHERE u.tenant_id = $1 AND u.batch_id = $2
 		ORDER BY u.custom_id, u.job_id`, tenant, batch)
@@ -113,7 +114,7 @@ func BuildBatchReport(ctx context.Context, db DB, tenant, batch string) (*BatchR
 		var rated bool
 		var b price.Breakdown
 		err := row.Scan(&l.CustomID, &l.JobID, &l.Status, &l.InputTokens, &l.OutputTokens, &rated, &l.Tags, &l.PriceBookVersion, &l.PriceBookID,
-			&b.Input, &b.CachedInput, &b.Output, &b.TTFT, &b.Tool, &b.Total)
+			&b.Input, &b.CachedInput, &b.EmbeddingInput, &b.Output, &b.TTFT, &b.Tool, &b.Total)
 		if rated {
 			l.Cost = &b
 		} else {
@@ -145,7 +146,8 @@ func (r *BatchReport) Write(w io.Writer, f Format) error {
 // amounts exact and unrounded, empty while the job is not rated.
 var BatchCSVHeader = []string{
 	"tenant", "batch", "custom_id", "job_id", "status", "input_tokens", "output_tokens", "currency",
-	"cost_input", "cost_cached_input", "cost_output", "cost_ttft", "cost_tool", "cost_total", "price_book", "price_book_version", "tags",
+	"cost_input", "cost_cached_input", "cost_embedding_input", "cost_output", "cost_ttft", "cost_tool", "cost_total", "price_book",
+	"price_book_version", "tags",
 }
 
 func (r *BatchReport) writeCSV(w io.Writer) error {
@@ -154,9 +156,9 @@ func (r *BatchReport) writeCSV(w io.Writer) error {
 		return err
 	}
 	for _, l := range r.Lines {
-		cost := make([]string, 8)
+		cost := make([]string, 9)
 		if c := l.Cost; c != nil {
-			cost = []string{c.Input.String(), c.CachedInput.String(), c.Output.String(), c.TTFT.String(), c.Tool.String(), c.Total.String(),
+			cost = []string{c.Input.String(), c.CachedInput.String(), c.EmbeddingInput.String(), c.Output.String(), c.TTFT.String(), c.Tool.String(), c.Total.String(),
 				fmt.Sprintf("pb%d", l.PriceBookID), strconv.Itoa(l.PriceBookVersion)}
 		}
 		row := append([]string{r.Tenant, r.Batch, l.CustomID, l.JobID, l.Status, itoa(l.InputTokens), itoa(l.OutputTokens), r.Currency},
@@ -202,11 +204,13 @@ func WriteBatchTotals(w io.Writer, totals []ledger.BatchTotal, f Format) error {
 	case FormatCSV:
 		cw := csv.NewWriter(w)
 		cw.Write([]string{"tenant", "batch", "currency", "jobs", "completed", "failed", "canceled", "input_tokens", "output_tokens",
-			"cost_input", "cost_cached_input", "cost_output", "cost_ttft", "cost_tool", "cost_total", "first_created_at", "last_finished_at"})
+			"embedding_input_tokens", "cost_input", "cost_cached_input", "cost_embedding_input", "cost_output", "cost_ttft", "cost_tool", "cost_total",
+			"first_created_at", "last_finished_at"})
 		for _, b := range totals {
 			cw.Write([]string{b.Tenant, b.Batch, b.Currency, itoa(b.Jobs), itoa(b.Completed), itoa(b.Failed), itoa(b.Canceled),
-				itoa(b.InputTokens), itoa(b.OutputTokens), b.Cost.Input.String(), b.Cost.CachedInput.String(), b.Cost.Output.String(), b.Cost.TTFT.String(),
-				b.Cost.Tool.String(), b.Cost.Total.String(), b.FirstCreatedAt.Format(time.RFC3339), b.LastFinishedAt.Format(time.RFC3339)})
+				itoa(b.InputTokens), itoa(b.OutputTokens), itoa(b.EmbeddingInputTokens), b.Cost.Input.String(), b.Cost.CachedInput.String(),
+				b.Cost.EmbeddingInput.String(), b.Cost.Output.String(), b.Cost.TTFT.String(), b.Cost.Tool.String(), b.Cost.Total.String(),
+				b.FirstCreatedAt.Format(time.RFC3339), b.LastFinishedAt.Format(time.RFC3339)})
 		}
 		cw.Flush()
 		return cw.Error()

@@ -12,15 +12,17 @@
 //	AddCredit: a credit or adjustment of an open month
 //	CloseInvoice: a tenant's month → one document per currency in
 //	    invoices + invoice_lines (per model, priority, batch, price book
-//	    and dimension; credits and adjustments), each line quantity × unit
+//	    and dimension, embedding input tokens on lines of their own;
+//	    credits and adjustments), each line quantity × unit
 //	    price rounded at the minor unit, tax by the tenant's rule (per
 //	    invoice or per line), the supplier's and the customer's details; a
 //	    negative month is a credit note (its own number series) whose
 //	    amount goes to tenant_balance and off the next invoices; the month
 //	    is locked from then on (ledger.LockPeriodToClose)
 //	BuildReport, BuildPeriodReport, BuildBatchReport ◀── charges + usage:
-//	    totals, cost per dimension, by model, priority, bucket, tag, book
-//	    and day; table, CSV, JSON or HTML
+//	    totals, cost per dimension, by model, kind (generation or
+//	    embedding: the embedding tokens and cost apart), priority, bucket,
+//	    tag, book and day; table, CSV, JSON or HTML
 //	BuildOperatorMonth, BuildOperatorReport ◀── every tenant: the month's
 //	    documents (drafts while open) adding up to the invoices; revenue
 //	    against resource cost

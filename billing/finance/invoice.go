@@ -164,11 +164,12 @@ const (
 
 // The dimensions of a usage line, with their units.
 const (
-	DimInput       = "input"        // uncached input tokens
-	DimCachedInput = "cached_input" // cached input tokens
-	DimOutput      = "output"       // output tokens
-	DimTTFT        = "ttft"         // milliseconds to first token
-	DimTool        = "tool"         // milliseconds of tool execution
+	DimInput          = "input"           // a generation's uncached input tokens
+	DimCachedInput    = "cached_input"    // a generation's cached input tokens
+	DimEmbeddingInput = "embedding_input" // an embedding job's input tokens
+	DimOutput         = "output"          // output tokens
+	DimTTFT           = "ttft"            // milliseconds to first token
+	DimTool           = "tool"            // milliseconds of tool execution
 )
 
 // InvoiceLine is one line of an invoice. A usage line bills one dimension

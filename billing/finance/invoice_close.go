@@ -488,12 +488,20 @@ func titleCase(s string) string {
 }
 
 // dimensionUnits describes each usage dimension: its charge column, the
-// usage quantity it prices, its unit and its price-book column.
+// usage quantity it prices, its unit and its price-book column. An
+// embedding job's input tokens are priced on the embedding line only, so
+// the two input lines count the generations' (a charge rated before
+// embeddings had a price of their own would break quantity × price =
+// amount; re-rate it).
 var dimensionUnits = []struct {
 	dim, cost, quantity, unit, price, label string
 }{
-	{DimInput, "cost_input", "sum(u.input_tokens - u.cached_input_tokens)", "tokens", "pb.p_in", "input tokens"},
-	{DimCachedInput, "cost_cached_input", "sum(u.cached_input_tokens)", "tokens", "coalesce(pb.p_cached_in, pb.p_in)", "cached input tokens"},
+	{DimInput, "cost_input", "coalesce(sum(u.input_tokens - u.cached_input_tokens) FILTER (WHERE u.kind <> 'embedding'), 0)", "tokens",
+		"pb.p_in", "input tokens"},
+	{DimCachedInput, "cost_cached_input", "coalesce(sum(u.cached_input_tokens) FILTER (WHERE u.kind <> 'embedding'), 0)", "tokens",
+		"coalesce(pb.p_cached_in, pb.p_in)", "cached input tokens"},
+	{DimEmbeddingInput, "cost_embedding_input", "coalesce(sum(u.input_tokens) FILTER (WHERE u.kind = 'embedding'), 0)", "tokens",
+		"coalesce(pb.p_embed_in, pb.p_in)", "embedding input tokens"},
 	{DimOutput, "cost_output", "sum(u.output_tokens)", "tokens", "pb.p_out", "output tokens"},
 	{DimTTFT, "cost_ttft", "sum(u.time_to_first_token_ms)", "ms", "pb.p_ttft", "time to first token"},
 	{DimTool, "cost_tool", "sum(u.tool_execution_time_ms)", "ms", "pb.p_tool", "tool execution time"},

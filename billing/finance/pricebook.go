@@ -34,14 +34,14 @@ func CreatePriceBook(ctx context.Context, db Beginner, pb price.Book) (price.Boo
 		}
 		return tx.QueryRow(ctx, `
 			INSERT INTO price_books (tenant_id, model, version, effective_at, currency, p_in, p_out, p_ttft, p_tool, note,
-				p_cached_in, mult_high, mult_normal, mult_low, mult_batch, effective_to)
-			SELECT $1, $2, coalesce(max(version), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
+				p_cached_in, mult_high, mult_normal, mult_low, mult_batch, effective_to, p_embed_in)
+			SELECT $1, $2, coalesce(max(version), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16
 			FROM price_books
 			WHERE tenant_id IS NOT DISTINCT FROM $1 AND model IS NOT DISTINCT FROM $2
 			RETURNING id, version, effective_at`,
 			nullIfEmpty(pb.Tenant), nullIfEmpty(pb.Model), pb.EffectiveAt, pb.Currency,
 			pb.PIn, pb.POut, pb.PTTFT, pb.PTool, pb.Note,
-			pb.PCachedIn, pb.MultHigh, pb.MultNormal, pb.MultLow, pb.MultBatch, pb.EffectiveTo,
+			pb.PCachedIn, pb.MultHigh, pb.MultNormal, pb.MultLow, pb.MultBatch, pb.EffectiveTo, pb.PEmbedIn,
 		).Scan(&pb.ID, &pb.Version, &pb.EffectiveAt)
 	})
 	if err != nil {

@@ -42,9 +42,11 @@ type Report struct {
 	// InvoiceTotal is Net rounded for an invoice (price.RoundInvoice), before
 	// tax.
 	InvoiceTotal string `json:"invoice_total"`
-	// ByModel, ByPriority and ByBucket split the total, largest cost
-	// first; each adds up to Total.
+	// ByModel, ByKind, ByPriority and ByBucket split the total, largest
+	// cost first; each adds up to Total. ByKind keeps the embedding jobs
+	// (Key "embedding") apart from the generations ("generation").
 	ByModel    []Group `json:"by_model"`
+	ByKind     []Group `json:"by_kind"`
 	ByPriority []Group `json:"by_priority"`
 	ByBucket   []Group `json:"by_bucket"`
 	// ByTag has one group per value tag. A job with several tags counts in
@@ -92,20 +94,26 @@ type Group struct {
 	InputTokens       int64 `json:"input_tokens"`
 	OutputTokens      int64 `json:"output_tokens"`
 	CachedInputTokens int64 `json:"cached_input_tokens"`
+	// EmbeddingInputTokens is the part of InputTokens that embedding jobs
+	// used, priced in Cost.EmbeddingInput.
+	EmbeddingInputTokens int64 `json:"embedding_input_tokens"`
 	// Cost adds up the jobs' charges, per dimension.
 	Cost price.Breakdown `json:"cost"`
 }
 
-// The aggregate columns every report query selects after its key.
+// The aggregate columns every report query selects after its key (the
+// total is the tenth; the embedding columns come last).
 const groupColumns = `count(*),
 	coalesce(sum(u.input_tokens), 0)::bigint, coalesce(sum(u.output_tokens), 0)::bigint, coalesce(sum(u.cached_input_tokens), 0)::bigint,
 	coalesce(sum(c.cost_input), 0), coalesce(sum(c.cost_cached_input), 0), coalesce(sum(c.cost_output), 0), coalesce(sum(c.cost_ttft), 0),
-	coalesce(sum(c.cost_tool), 0), coalesce(sum(c.total), 0)`
+	coalesce(sum(c.cost_tool), 0), coalesce(sum(c.total), 0),
+	coalesce(sum(u.input_tokens) FILTER (WHERE u.kind = 'embedding'), 0)::bigint, coalesce(sum(c.cost_embedding_input), 0)`
 
 func scanGroup(row pgx.Row, withKey bool) (Group, error) {
 	var g Group
 	dest := []any{&g.Jobs, &g.InputTokens, &g.OutputTokens, &g.CachedInputTokens,
-		&g.Cost.Input, &g.Cost.CachedInput, &g.Cost.Output, &g.Cost.TTFT, &g.Cost.Tool, &g.Cost.Total}
+		&g.Cost.Input, &g.Cost.CachedInput, &g.Cost.Output, &g.Cost.TTFT, &g.Cost.Tool, &g.Cost.Total,
+		&g.EmbeddingInputTokens, &g.Cost.EmbeddingInput}
 	if withKey {
 		dest = append([]any{&g.Key}, dest...)
 	}
@@ -262,6 +270,7 @@ func buildReport(ctx context.Context, db DB, r *Report, sel reportSelection) (*R
 		order string
 	}{
 		{&r.ByModel, sel.charges, "u.model", "11 DESC, 1"},
+		{&r.ByKind, sel.charges, "u.kind", "11 DESC, 1"},
 		{&r.ByPriority, sel.charges, "u.priority", "11 DESC, 1"},
 		{&r.ByBucket, sel.charges, "u.bucket", "11 DESC, 1"},
 		{&r.ByTag, tagFrom, "t.tag", "11 DESC, 1"},
@@ -291,7 +300,7 @@ func buildReport(ctx context.Context, db DB, r *Report, sel reportSelection) (*R
 		r.Daily = []ledger.DailyTotal{}
 		for _, g := range r.ByDay {
 			r.Daily = append(r.Daily, ledger.DailyTotal{Tenant: tenant, Day: g.Key, Currency: r.Currency, Jobs: g.Jobs, InputTokens: g.InputTokens,
-				OutputTokens: g.OutputTokens, CachedInputTokens: g.CachedInputTokens, Cost: g.Cost})
+				OutputTokens: g.OutputTokens, CachedInputTokens: g.CachedInputTokens, EmbeddingInputTokens: g.EmbeddingInputTokens, Cost: g.Cost})
 		}
 		return r, nil
 	}

@@ -64,17 +64,18 @@ func writeIndentedJSON(w io.Writer, v any) error {
 }
 
 // ReportViews are the views of a report that WriteCSVView writes, each
-// a split of the total: by model, priority, prompt-length bucket,
-// combination of value tags, price book, and UTC day of the usage.
-var ReportViews = []string{"model", "priority", "bucket", "tag_set", "price_book", "day"}
+// a split of the total: by model, kind of job (generation or embedding),
+// priority, prompt-length bucket, combination of value tags, price book,
+// and UTC day of the usage.
+var ReportViews = []string{"model", "kind", "priority", "bucket", "tag_set", "price_book", "day"}
 
 // CSVHeader is the header row WriteCSVView writes. Columns named *_exact
 // hold exact decimals; cost_total is cost_total_exact rounded for display
 // so that the column adds up to the total row's (price.DisplayAmounts).
 var CSVHeader = []string{
 	"tenant", "basis", "from", "to", "currency", "view", "key", "jobs",
-	"input_tokens", "cached_input_tokens", "output_tokens",
-	"cost_input_exact", "cost_cached_input_exact", "cost_output_exact", "cost_ttft_exact", "cost_tool_exact",
+	"input_tokens", "cached_input_tokens", "embedding_input_tokens", "output_tokens",
+	"cost_input_exact", "cost_cached_input_exact", "cost_embedding_input_exact", "cost_output_exact", "cost_ttft_exact", "cost_tool_exact",
 	"cost_total_exact", "cost_total",
 }
 
@@ -83,6 +84,8 @@ func (r *Report) view(view string) ([]Group, error) {
 	switch view {
 	case "model":
 		return r.ByModel, nil
+	case "kind":
+		return r.ByKind, nil
 	case "priority":
 		return r.ByPriority, nil
 	case "bucket":
@@ -129,24 +132,24 @@ func (r *Report) WriteCSVView(w io.Writer, view string) error {
 		if key == "" && view == "tag_set" {
 			key = "(no tag)"
 		}
-		row := append(slices.Clone(head), key, itoa(g.Jobs), itoa(g.InputTokens), itoa(g.CachedInputTokens), itoa(g.OutputTokens),
-			g.Cost.Input.String(), g.Cost.CachedInput.String(), g.Cost.Output.String(), g.Cost.TTFT.String(), g.Cost.Tool.String(),
-			g.Cost.Total.String(), fixed(shown[i]))
+		row := append(slices.Clone(head), key, itoa(g.Jobs), itoa(g.InputTokens), itoa(g.CachedInputTokens), itoa(g.EmbeddingInputTokens),
+			itoa(g.OutputTokens), g.Cost.Input.String(), g.Cost.CachedInput.String(), g.Cost.EmbeddingInput.String(), g.Cost.Output.String(),
+			g.Cost.TTFT.String(), g.Cost.Tool.String(), g.Cost.Total.String(), fixed(shown[i]))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
 	}
 	for k, c := range r.Credits {
-		row := append(slices.Clone(head), fmt.Sprintf("%s %d: %s", c.Kind, c.ID, c.Reason), "", "", "", "", "", "", "", "", "",
+		row := append(slices.Clone(head), fmt.Sprintf("%s %d: %s", c.Kind, c.ID, c.Reason), "", "", "", "", "", "", "", "", "", "", "",
 			c.Amount.String(), fixed(shown[len(groups)+k]))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
 	}
 	t := r.Total
-	row := append(slices.Clone(head), "total", itoa(t.Jobs), itoa(t.InputTokens), itoa(t.CachedInputTokens), itoa(t.OutputTokens),
-		t.Cost.Input.String(), t.Cost.CachedInput.String(), t.Cost.Output.String(), t.Cost.TTFT.String(), t.Cost.Tool.String(),
-		r.Net.String(), r.InvoiceTotal)
+	row := append(slices.Clone(head), "total", itoa(t.Jobs), itoa(t.InputTokens), itoa(t.CachedInputTokens), itoa(t.EmbeddingInputTokens),
+		itoa(t.OutputTokens), t.Cost.Input.String(), t.Cost.CachedInput.String(), t.Cost.EmbeddingInput.String(), t.Cost.Output.String(),
+		t.Cost.TTFT.String(), t.Cost.Tool.String(), r.Net.String(), r.InvoiceTotal)
 	if err := cw.Write(row); err != nil {
 		return err
 	}
@@ -178,8 +181,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		p("tenant %s, usage from %s to %s (created_at, end excluded), currency %s\n", r.Tenant,
 			r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), cur)
 	}
-	p("jobs %d, input tokens %d (%d cached), output tokens %d, not yet rated %d\n",
-		r.Total.Jobs, r.Total.InputTokens, r.Total.CachedInputTokens, r.Total.OutputTokens, r.Unrated)
+	p("jobs %d, input tokens %d (%d cached, %d of embeddings), output tokens %d, not yet rated %d\n",
+		r.Total.Jobs, r.Total.InputTokens, r.Total.CachedInputTokens, r.Total.EmbeddingInputTokens, r.Total.OutputTokens, r.Unrated)
 	// The charges and each credit, rounded so that they add up to the
 	// rounded total.
 	parts := []decimal.Decimal{r.Total.Cost.Total}
@@ -196,9 +199,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	p("total %s %s (before tax; exact %s)\n\n", r.InvoiceTotal, cur, r.Net)
 	c := r.Total.Cost
-	dims := price.DisplayAmounts([]decimal.Decimal{c.Input, c.CachedInput, c.Output, c.TTFT, c.Tool}, r.Currency)
-	p("cost by dimension\tinput\tcached input\toutput\tttft\ttool\t\n")
-	p("\t%s\t%s\t%s\t%s\t%s\t\n", money(dims[0]), money(dims[1]), money(dims[2]), money(dims[3]), money(dims[4]))
+	dims := price.DisplayAmounts([]decimal.Decimal{c.Input, c.CachedInput, c.EmbeddingInput, c.Output, c.TTFT, c.Tool}, r.Currency)
+	p("cost by dimension\tinput\tcached input\tembedding input\toutput\tttft\ttool\t\n")
+	p("\t%s\t%s\t%s\t%s\t%s\t%s\t\n", money(dims[0]), money(dims[1]), money(dims[2]), money(dims[3]), money(dims[4]), money(dims[5]))
 	for _, view := range ReportViews {
 		groups, _ := r.view(view)
 		amounts := make([]decimal.Decimal, len(groups))
@@ -206,13 +209,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 			amounts[i] = g.Cost.Total
 		}
 		shown := price.DisplayAmounts(amounts, r.Currency)
-		p("\n%s\tjobs\tinput tok\tcached tok\toutput tok\ttotal\t\n", strings.ReplaceAll(view, "_", " "))
+		p("\n%s\tjobs\tinput tok\tcached tok\tembedding tok\toutput tok\ttotal\t\n", strings.ReplaceAll(view, "_", " "))
 		for i, g := range groups {
 			key := g.Key
 			if key == "" {
 				key = "(no tag)"
 			}
-			p("%s\t%d\t%d\t%d\t%d\t%s\t\n", key, g.Jobs, g.InputTokens, g.CachedInputTokens, g.OutputTokens, money(shown[i]))
+			p("%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n", key, g.Jobs, g.InputTokens, g.CachedInputTokens, g.EmbeddingInputTokens, g.OutputTokens,
+				money(shown[i]))
 		}
 	}
 	if len(r.ByTag) > 0 {

@@ -13,8 +13,8 @@ import (
 )
 
 // FormatHTML is a self-contained page (no scripts, no external files) with
-// bar charts of cost by dimension, model, priority, bucket and tag, and
-// the daily trend.
+// bar charts of cost by dimension, model, kind of job, priority, bucket and
+// tag, and the daily trend.
 const FormatHTML Format = "html"
 
 // The geometry of the HTML report's charts, in CSS pixels. Every
@@ -191,19 +191,20 @@ func (r *Report) daily() htmlDaily {
 }
 
 // WriteHTML writes r as a self-contained HTML page: the totals, then bar
-// charts of the cost by dimension, model, priority, bucket and tag, all
-// drawn on one scale (the full bar area is the period total), and the
+// charts of the cost by dimension, model, kind of job (generation or
+// embedding), priority, bucket, price book and tag, all drawn on one scale (the full bar area is the period total), and the
 // daily trend. Amounts are rounded for display at the currency's minor
 // unit; the exact ones are in the JSON and CSV formats.
 func (r *Report) WriteHTML(w io.Writer) error {
 	s := htmlScale{total: r.Total.Cost.Total, currency: r.Currency}
 	c := r.Total.Cost
-	dims := []decimal.Decimal{c.Input, c.CachedInput, c.Output, c.TTFT, c.Tool}
+	dims := []decimal.Decimal{c.Input, c.CachedInput, c.EmbeddingInput, c.Output, c.TTFT, c.Tool}
 	charts := []htmlChart{s.chart("Cost by dimension", "",
-		[]string{"input tokens", "cached input tokens", "output tokens", "time to first token", "tool time"},
+		[]string{"input tokens", "cached input tokens", "embedding input tokens", "output tokens", "time to first token", "tool time"},
 		dims, price.DisplayAmounts(dims, r.Currency), make([]int64, len(dims)))}
 	charts = append(charts,
 		s.groupChart("Cost by model", r.ByModel),
+		s.groupChart("Cost by kind of job", r.ByKind),
 		s.groupChart("Cost by priority", r.ByPriority),
 		s.groupChart("Cost by bucket", r.ByBucket),
 		s.groupChart("Cost by price book", r.ByBook))
@@ -269,7 +270,7 @@ svg text.small{font-size:11px;fill:#555}
 {{else}}<tr><td>period</td><td>usage created from {{.From}} to {{.To}} UTC (end excluded)</td></tr>
 {{end}}
 <tr><td>jobs</td><td>{{.R.Total.Jobs}}</td></tr>
-<tr><td>tokens</td><td>{{.R.Total.InputTokens}} input ({{.R.Total.CachedInputTokens}} cached), {{.R.Total.OutputTokens}} output</td></tr>
+<tr><td>tokens</td><td>{{.R.Total.InputTokens}} input ({{.R.Total.CachedInputTokens}} cached, {{.R.Total.EmbeddingInputTokens}} of embeddings), {{.R.Total.OutputTokens}} output</td></tr>
 <tr><td>{{if .Credits}}charges{{else}}total{{end}}</td><td>{{.Total}} {{.R.Currency}}</td></tr>
 {{range .Credits}}<tr><td></td><td>{{.Text}}: {{.Amount}} {{$.R.Currency}}</td></tr>
 {{end}}{{if .Credits}}<tr><td>total</td><td>{{.Net}} {{$.R.Currency}} (before tax)</td></tr>

@@ -55,8 +55,8 @@ func htmlTestReport() *Report {
 // amounts (zero ones draw no bar and are left out).
 func wantBars(r *Report) []decimal.Decimal {
 	c := r.Total.Cost
-	out := []decimal.Decimal{c.Input, c.CachedInput, c.Output, c.TTFT, c.Tool}
-	for _, gs := range [][]Group{r.ByModel, r.ByPriority, r.ByBucket, r.ByTag, {r.Untagged}} {
+	out := []decimal.Decimal{c.Input, c.CachedInput, c.EmbeddingInput, c.Output, c.TTFT, c.Tool}
+	for _, gs := range [][]Group{r.ByModel, r.ByKind, r.ByPriority, r.ByBucket, r.ByTag, {r.Untagged}} {
 		for _, g := range gs {
 			out = append(out, g.Cost.Total)
 		}

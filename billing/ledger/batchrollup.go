@@ -48,6 +48,9 @@ type BatchTotal struct {
 	InputTokens       int64 `json:"input_tokens"`
 	OutputTokens      int64 `json:"output_tokens"`
 	CachedInputTokens int64 `json:"cached_input_tokens"`
+	// EmbeddingInputTokens is the part of InputTokens that embedding jobs
+	// used.
+	EmbeddingInputTokens int64 `json:"embedding_input_tokens"`
 	// Cost adds up the charges per dimension, unrounded.
 	Cost price.Breakdown `json:"cost"`
 	// FirstCreatedAt and LastFinishedAt bound the batch's jobs.
@@ -65,7 +68,8 @@ func BatchTotals(ctx context.Context, db DB, tenant string) ([]BatchTotal, error
 	}
 	rows, err := db.Query(ctx, `
 		SELECT tenant_id, batch_id, currency, jobs, completed, failed, canceled, input_tokens, output_tokens, cached_input_tokens,
-			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, first_created_at, last_finished_at, updated_at
+			embedding_input_tokens, cost_input, cost_cached_input, cost_embedding_input, cost_output, cost_ttft, cost_tool, total,
+			first_created_at, last_finished_at, updated_at
 		FROM usage_batches WHERE tenant_id = $1
 		ORDER BY last_finished_at DESC, batch_id, currency`, tenant)
 	if err != nil {
@@ -74,8 +78,8 @@ func BatchTotals(ctx context.Context, db DB, tenant string) ([]BatchTotal, error
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BatchTotal, error) {
 		var b BatchTotal
 		err := row.Scan(&b.Tenant, &b.Batch, &b.Currency, &b.Jobs, &b.Completed, &b.Failed, &b.Canceled,
-			&b.InputTokens, &b.OutputTokens, &b.CachedInputTokens,
-			&b.Cost.Input, &b.Cost.CachedInput, &b.Cost.Output, &b.Cost.TTFT, &b.Cost.Tool, &b.Cost.Total, &b.FirstCreatedAt, &b.LastFinishedAt, &b.UpdatedAt)
+			&b.InputTokens, &b.OutputTokens, &b.CachedInputTokens, &b.EmbeddingInputTokens,
+			&b.Cost.Input, &b.Cost.CachedInput, &b.Cost.EmbeddingInput, &b.Cost.Output, &b.Cost.TTFT, &b.Cost.Tool, &b.Cost.Total, &b.FirstCreatedAt, &b.LastFinishedAt, &b.UpdatedAt)
 		return b, err
 	})
 	if err != nil {
@@ -102,14 +106,16 @@ func (w *batchRollupWorker) Work(ctx context.Context, job *river.Job[BatchRollup
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO usage_batches (tenant_id, batch_id, currency, jobs, completed, failed, canceled,
-				input_tokens, output_tokens, cached_input_tokens, cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total,
+				input_tokens, output_tokens, cached_input_tokens, embedding_input_tokens,
+				cost_input, cost_cached_input, cost_embedding_input, cost_output, cost_ttft, cost_tool, total,
 				first_created_at, last_finished_at)
 			SELECT u.tenant_id, u.batch_id, c.currency, count(*),
 				count(*) FILTER (WHERE u.status = 'completed'), count(*) FILTER (WHERE u.status = 'failed'),
 				count(*) FILTER (WHERE u.status = 'canceled'),
 				sum(u.input_tokens), sum(u.output_tokens), sum(u.cached_input_tokens),
-				sum(c.cost_input), sum(c.cost_cached_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total),
-				min(u.created_at), max(u.finished_at)
+				coalesce(sum(u.input_tokens) FILTER (WHERE u.kind = 'embedding'), 0),
+				sum(c.cost_input), sum(c.cost_cached_input), sum(c.cost_embedding_input), sum(c.cost_output), sum(c.cost_ttft),
+				sum(c.cost_tool), sum(c.total), min(u.created_at), max(u.finished_at)
 			FROM charges c JOIN usage u USING (tenant_id, job_id)
 			WHERE u.tenant_id = $1 AND u.batch_id = $2
 			GROUP BY u.tenant_id, u.batch_id, c.currency`, a.Tenant, a.Batch); err != nil {

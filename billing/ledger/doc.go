@@ -32,6 +32,14 @@
 // Service runs the Ingester, the River client (NewRiver) and the
 // LimitsPublisher; Collector exports their state to Prometheus.
 //
+// A record's kind is stored with it (usage.kind: generation, or
+// embedding for an embedding job), and the formula prices an embedding
+// job's input tokens at the book's embedding rate in a dimension of its
+// own (price.Breakdown.EmbeddingInput, charges.cost_embedding_input), the
+// same at a re-rating, which prices the stored body again; the value-tag
+// metric embedding_input_tokens, 0 for a generation, gives embedding jobs
+// the default tag embedding and lets a tenant's rules single them out.
+//
 // A usage record is billed once whatever the redeliveries: the usage table
 // is unique on (tenant, job id), the rating job is inserted only with a new
 // row, and a charge is unique on (tenant, job id) and never overwritten by

@@ -11,7 +11,7 @@ import (
 )
 
 const priceBookColumns = `id, coalesce(tenant_id, ''), coalesce(model, ''), version, effective_at, currency, p_in, p_out, p_ttft, p_tool, note,
-	p_cached_in, mult_high, mult_normal, mult_low, mult_batch, effective_to`
+	p_cached_in, mult_high, mult_normal, mult_low, mult_batch, effective_to, p_embed_in`
 
 func scanPriceBook(row pgx.Row) (price.Book, error) {
 	var pb price.Book
@@ -23,7 +23,7 @@ func scanPriceBook(row pgx.Row) (price.Book, error) {
 // bookDest returns where to scan priceBookColumns into.
 func bookDest(pb *price.Book) []any {
 	return []any{&pb.ID, &pb.Tenant, &pb.Model, &pb.Version, &pb.EffectiveAt, &pb.Currency, &pb.PIn, &pb.POut, &pb.PTTFT, &pb.PTool, &pb.Note,
-		&pb.PCachedIn, &pb.MultHigh, &pb.MultNormal, &pb.MultLow, &pb.MultBatch, &pb.EffectiveTo}
+		&pb.PCachedIn, &pb.MultHigh, &pb.MultNormal, &pb.MultLow, &pb.MultBatch, &pb.EffectiveTo, &pb.PEmbedIn}
 }
 
 // bookUTC puts pb's times in UTC, as scanned from the database.

@@ -131,13 +131,13 @@ func GetCharge(ctx context.Context, db DB, tenant, jobID string) (Charge, error)
 
 // chargeColumns are the columns of charges that Charge.dest scans.
 const chargeColumns = `job_id, tenant_id, model, price_book_id, price_book_version, currency,
-	cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, multiplier, to_char(period, 'YYYY-MM'), note,
+	cost_input, cost_cached_input, cost_embedding_input, cost_output, cost_ttft, cost_tool, total, multiplier, to_char(period, 'YYYY-MM'), note,
 	tags, revision, rated_at`
 
 // dest returns where to scan chargeColumns into.
 func (c *Charge) dest() []any {
 	return []any{&c.JobID, &c.Tenant, &c.Model, &c.PriceBookID, &c.PriceBookVersion, &c.Currency,
-		&c.Cost.Input, &c.Cost.CachedInput, &c.Cost.Output, &c.Cost.TTFT, &c.Cost.Tool, &c.Cost.Total, &c.Multiplier, &c.Period, &c.Note,
+		&c.Cost.Input, &c.Cost.CachedInput, &c.Cost.EmbeddingInput, &c.Cost.Output, &c.Cost.TTFT, &c.Cost.Tool, &c.Cost.Total, &c.Multiplier, &c.Period, &c.Note,
 		&c.Tags, &c.Revision, &c.RatedAt}
 }
 
@@ -300,12 +300,12 @@ func priceMany(ctx context.Context, tx pgx.Tx, us []contracts.Usage) ([]*Charge,
 }
 
 // chargeArrays are charges as the column arrays the set-based statements
-// unnest: costs are input, cached input, output, ttft, tool, total and
-// the multiplier, as decimal text.
+// unnest: costs are input, cached input, embedding input, output, ttft,
+// tool, total and the multiplier, as decimal text.
 type chargeArrays struct {
 	jobIDs, tenants, models, currencies, tags, periods, notes []string
 	bookIDs, versions                                         []int64
-	costs                                                     [7][]string
+	costs                                                     [8][]string
 }
 
 func chargeArraysOf(cs []Charge) chargeArrays {
@@ -321,7 +321,7 @@ func chargeArraysOf(cs []Charge) chargeArrays {
 		a.tags[i] = strings.Join(c.Tags, ",")
 		a.bookIDs[i], a.versions[i] = c.PriceBookID, int64(c.PriceBookVersion)
 		a.periods[i], a.notes[i] = c.Period+"-01", c.Note
-		for d, v := range []decimal.Decimal{c.Cost.Input, c.Cost.CachedInput, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Multiplier} {
+		for d, v := range []decimal.Decimal{c.Cost.Input, c.Cost.CachedInput, c.Cost.EmbeddingInput, c.Cost.Output, c.Cost.TTFT, c.Cost.Tool, c.Cost.Total, c.Multiplier} {
 			a.costs[d][i] = v.String()
 		}
 	}
@@ -343,19 +343,20 @@ func insertCharges(ctx context.Context, tx pgx.Tx, cs []Charge) ([]bool, error) 
 	}
 	rows, err := tx.Query(ctx, `
 		INSERT INTO charges (job_id, tenant_id, model, price_book_id, price_book_version, currency,
-			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, multiplier, tags, period, note)
+			cost_input, cost_cached_input, cost_embedding_input, cost_output, cost_ttft, cost_tool, total, multiplier, tags, period, note)
 		SELECT job_id, tenant_id, model, book_id, version::integer, currency,
-			cost_input::numeric, cost_cached_input::numeric, cost_output::numeric, cost_ttft::numeric, cost_tool::numeric,
-			total::numeric, multiplier::numeric, string_to_array(tags, ','), period::date, note
+			cost_input::numeric, cost_cached_input::numeric, cost_embedding_input::numeric, cost_output::numeric, cost_ttft::numeric,
+			cost_tool::numeric, total::numeric, multiplier::numeric, string_to_array(tags, ','), period::date, note
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[],
-			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
-			AS c(job_id, tenant_id, model, book_id, version, currency, cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool,
-				total, multiplier, tags, period, note)
+			$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[],
+			$17::text[])
+			AS c(job_id, tenant_id, model, book_id, version, currency, cost_input, cost_cached_input, cost_embedding_input, cost_output,
+				cost_ttft, cost_tool, total, multiplier, tags, period, note)
 		ORDER BY tenant_id, job_id
 		ON CONFLICT (tenant_id, job_id) DO NOTHING
 		RETURNING tenant_id, job_id`,
 		a.jobIDs, a.tenants, a.models, a.bookIDs, a.versions, a.currencies, a.costs[0], a.costs[1], a.costs[2], a.costs[3], a.costs[4],
-		a.costs[5], a.costs[6], a.tags, a.periods, a.notes)
+		a.costs[5], a.costs[6], a.costs[7], a.tags, a.periods, a.notes)
 	if err != nil {
 		return nil, fmt.Errorf("billing: store %d charges: %w", n, err)
 	}

@@ -402,9 +402,11 @@ func replaceCharges(ctx context.Context, tx pgx.Tx, cs []Charge, by string) erro
 	a := chargeArraysOf(cs)
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO charge_history (tenant_id, job_id, revision, price_book_id, price_book_version, currency,
-			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, multiplier, period, note, tags, rated_at, replaced_by)
+			cost_input, cost_cached_input, cost_embedding_input, cost_output, cost_ttft, cost_tool, total, multiplier, period, note, tags,
+			rated_at, replaced_by)
 		SELECT tenant_id, job_id, revision, price_book_id, price_book_version, currency,
-			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, multiplier, period, note, tags, rated_at, $3
+			cost_input, cost_cached_input, cost_embedding_input, cost_output, cost_ttft, cost_tool, total, multiplier, period, note, tags,
+			rated_at, $3
 		FROM charges WHERE (tenant_id, job_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 		ORDER BY tenant_id, job_id`, a.tenants, a.jobIDs, by); err != nil {
 		return fmt.Errorf("billing: keep %d previous charges: %w", n, err)
@@ -413,16 +415,17 @@ func replaceCharges(ctx context.Context, tx pgx.Tx, cs []Charge, by string) erro
 		UPDATE charges c SET
 			price_book_id = n.book_id, price_book_version = n.version::integer, currency = n.currency,
 			cost_input = n.cost_input::numeric, cost_cached_input = n.cost_cached_input::numeric,
+			cost_embedding_input = n.cost_embedding_input::numeric,
 			cost_output = n.cost_output::numeric, cost_ttft = n.cost_ttft::numeric, cost_tool = n.cost_tool::numeric,
 			total = n.total::numeric, multiplier = n.multiplier::numeric, tags = string_to_array(n.tags, ','),
 			revision = c.revision + 1, rated_at = now()
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
-			$9::text[], $10::text[], $11::text[], $12::text[], $13::text[])
-			AS n(tenant_id, job_id, book_id, version, currency, cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool,
-				total, multiplier, tags)
+			$9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+			AS n(tenant_id, job_id, book_id, version, currency, cost_input, cost_cached_input, cost_embedding_input, cost_output,
+				cost_ttft, cost_tool, total, multiplier, tags)
 		WHERE c.tenant_id = n.tenant_id AND c.job_id = n.job_id`,
 		a.tenants, a.jobIDs, a.bookIDs, a.versions, a.currencies, a.costs[0], a.costs[1], a.costs[2], a.costs[3], a.costs[4], a.costs[5],
-		a.costs[6], a.tags); err != nil {
+		a.costs[6], a.costs[7], a.tags); err != nil {
 		return fmt.Errorf("billing: store %d re-rated charges: %w", n, err)
 	}
 	return nil

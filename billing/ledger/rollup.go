@@ -59,6 +59,9 @@ type DailyTotal struct {
 	InputTokens       int64 `json:"input_tokens"`
 	OutputTokens      int64 `json:"output_tokens"`
 	CachedInputTokens int64 `json:"cached_input_tokens"`
+	// EmbeddingInputTokens is the part of InputTokens that embedding jobs
+	// used.
+	EmbeddingInputTokens int64 `json:"embedding_input_tokens"`
 	// Cost adds up the jobs' charges per dimension, unrounded.
 	Cost price.Breakdown `json:"cost"`
 	// UpdatedAt is when the row was last recomputed.
@@ -70,7 +73,7 @@ type DailyTotal struct {
 func DailyTotals(ctx context.Context, db DB, tenant, from, to string) ([]DailyTotal, error) {
 	rows, err := db.Query(ctx, `
 		SELECT tenant_id, to_char(day, 'YYYY-MM-DD'), currency, jobs, input_tokens, output_tokens, cached_input_tokens,
-			cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total, updated_at
+			embedding_input_tokens, cost_input, cost_cached_input, cost_embedding_input, cost_output, cost_ttft, cost_tool, total, updated_at
 		FROM usage_daily
 		WHERE tenant_id = $1 AND day >= $2::date AND day < $3::date
 		ORDER BY day, currency`, tenant, from, to)
@@ -80,7 +83,7 @@ func DailyTotals(ctx context.Context, db DB, tenant, from, to string) ([]DailyTo
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyTotal, error) {
 		var d DailyTotal
 		err := row.Scan(&d.Tenant, &d.Day, &d.Currency, &d.Jobs, &d.InputTokens, &d.OutputTokens, &d.CachedInputTokens,
-			&d.Cost.Input, &d.Cost.CachedInput, &d.Cost.Output, &d.Cost.TTFT, &d.Cost.Tool, &d.Cost.Total, &d.UpdatedAt)
+			&d.EmbeddingInputTokens, &d.Cost.Input, &d.Cost.CachedInput, &d.Cost.EmbeddingInput, &d.Cost.Output, &d.Cost.TTFT, &d.Cost.Tool, &d.Cost.Total, &d.UpdatedAt)
 		return d, err
 	})
 	if err != nil {
@@ -114,9 +117,11 @@ func (w *rollupWorker) Work(ctx context.Context, job *river.Job[RollupArgs]) err
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO usage_daily (tenant_id, day, currency, jobs, input_tokens, output_tokens, cached_input_tokens,
-				cost_input, cost_cached_input, cost_output, cost_ttft, cost_tool, total)
+				embedding_input_tokens, cost_input, cost_cached_input, cost_embedding_input, cost_output, cost_ttft, cost_tool, total)
 			SELECT u.tenant_id, $2::date, c.currency, count(*), sum(u.input_tokens), sum(u.output_tokens), sum(u.cached_input_tokens),
-				sum(c.cost_input), sum(c.cost_cached_input), sum(c.cost_output), sum(c.cost_ttft), sum(c.cost_tool), sum(c.total)
+				coalesce(sum(u.input_tokens) FILTER (WHERE u.kind = 'embedding'), 0),
+				sum(c.cost_input), sum(c.cost_cached_input), sum(c.cost_embedding_input), sum(c.cost_output), sum(c.cost_ttft),
+				sum(c.cost_tool), sum(c.total)
 			FROM charges c JOIN usage u USING (tenant_id, job_id)
 			WHERE u.tenant_id = $1 AND u.created_at >= $3 AND u.created_at < $4
 			GROUP BY u.tenant_id, c.currency`,

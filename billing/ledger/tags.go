@@ -15,7 +15,8 @@ import (
 )
 
 // Metric names a usage field a value-tag rule tests. The names are the
-// JSON field names of contracts.Usage.
+// JSON field names of contracts.Usage, but for embedding_input_tokens,
+// which is drawn from two of them.
 type Metric string
 
 // The metrics a rule may test.
@@ -34,16 +35,21 @@ const (
 	MetricPreemptions         Metric = "preemptions"
 	MetricRecomputedTokens    Metric = "recomputed_tokens"
 	MetricConfidence          Metric = "confidence"
+	// MetricEmbeddingInputTokens is an embedding job's input_tokens
+	// (usage kind embedding), 0 for a generation: a rule on it, alone or
+	// beside others of its tag, picks out embedding jobs.
+	MetricEmbeddingInputTokens Metric = "embedding_input_tokens"
 )
 
 // Metrics returns every metric a rule may test, in the order of the
-// fields of contracts.Usage.
+// fields of contracts.Usage, then embedding_input_tokens.
 func Metrics() []Metric {
 	return []Metric{
 		MetricInputTokens, MetricOutputTokens, MetricCachedInputTokens,
 		MetricQueueMs, MetricTimeToFirstTokenMs, MetricTimePerTokenMs, MetricInterTokenMsP50, MetricInterTokenMsP99,
 		MetricTotalMs, MetricToolExecutionTimeMs, MetricMemoryAllocatedMB,
 		MetricPreemptions, MetricRecomputedTokens, MetricConfidence,
+		MetricEmbeddingInputTokens,
 	}
 }
 
@@ -81,6 +87,11 @@ func (m Metric) Value(u contracts.Usage) (decimal.Decimal, bool) {
 		return i(u.RecomputedTokens)
 	case MetricConfidence:
 		return f(u.Confidence)
+	case MetricEmbeddingInputTokens:
+		if u.Kind != contracts.KindEmbedding {
+			return i(0)
+		}
+		return i(u.InputTokens)
 	}
 	return decimal.Decimal{}, false
 }
@@ -214,13 +225,16 @@ func (r TagRule) Holds(u contracts.Usage) bool {
 // DefaultTagRules returns DESIGN.md's value tags: high_latency_risk when
 // time_to_first_token_ms > 50; tool_optimization_needed when
 // tool_execution_time_ms > 1.0; effective_service when output_tokens > 200
-// and confidence > 0.95. The migrations seed the same rules.
+// and confidence > 0.95; and embedding when embedding_input_tokens > 0 (an
+// embedding job, which earns none of the others: it has no first token,
+// tools or output). The migrations seed the same rules.
 func DefaultTagRules() []TagRule {
 	return []TagRule{
 		{Tag: "high_latency_risk", Metric: MetricTimeToFirstTokenMs, Op: OpGreater, Threshold: decimal.NewFromInt(50)},
 		{Tag: "tool_optimization_needed", Metric: MetricToolExecutionTimeMs, Op: OpGreater, Threshold: decimal.RequireFromString("1.0")},
 		{Tag: "effective_service", Metric: MetricOutputTokens, Op: OpGreater, Threshold: decimal.NewFromInt(200)},
 		{Tag: "effective_service", Metric: MetricConfidence, Op: OpGreater, Threshold: decimal.RequireFromString("0.95")},
+		{Tag: "embedding", Metric: MetricEmbeddingInputTokens, Op: OpGreater, Threshold: decimal.Zero},
 	}
 }
 

@@ -92,7 +92,7 @@ func insertUsages(ctx context.Context, db DB, rows []usageRow) ([]bool, error) {
 			tool_execution_time_ms, memory_allocated_mb,
 			preemptions, recomputed_tokens, attempt,
 			trace_id, worker_id, device, confidence,
-			created_at, finished_at, raw, stream_seq, batch_id, custom_id)
+			created_at, finished_at, raw, stream_seq, batch_id, custom_id, kind)
 		SELECT job_id, tenant_id, model, priority, bucket, status,
 			input_tokens, output_tokens, cached_input_tokens,
 			queue_ms::numeric, ttft_ms::numeric, tpt_ms::numeric,
@@ -100,19 +100,20 @@ func insertUsages(ctx context.Context, db DB, rows []usageRow) ([]bool, error) {
 			tool_ms::numeric, memory_mb::numeric,
 			preemptions::integer, recomputed_tokens, attempt::integer,
 			trace_id, worker_id, device, confidence::numeric,
-			created_at, finished_at, raw::jsonb, stream_seq, NULLIF(batch_id, ''), NULLIF(custom_id, '')
+			created_at, finished_at, raw::jsonb, stream_seq, NULLIF(batch_id, ''), NULLIF(custom_id, ''),
+			coalesce(NULLIF(kind, ''), 'generation')
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::bigint[], $8::bigint[], $9::bigint[],
 			$10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
 			$18::bigint[], $19::bigint[], $20::bigint[],
 			$21::text[], $22::text[], $23::text[], $24::text[],
-			$25::timestamptz[], $26::timestamptz[], $27::text[], $28::bigint[], $29::text[], $30::text[])
+			$25::timestamptz[], $26::timestamptz[], $27::text[], $28::bigint[], $29::text[], $30::text[], $31::text[])
 			AS r(job_id, tenant_id, model, priority, bucket, status,
 				input_tokens, output_tokens, cached_input_tokens,
 				queue_ms, ttft_ms, tpt_ms, p50_ms, p99_ms, total_ms, tool_ms, memory_mb,
 				preemptions, recomputed_tokens, attempt,
 				trace_id, worker_id, device, confidence,
-				created_at, finished_at, raw, stream_seq, batch_id, custom_id)
+				created_at, finished_at, raw, stream_seq, batch_id, custom_id, kind)
 		ORDER BY tenant_id, job_id
 		ON CONFLICT (tenant_id, job_id) DO NOTHING
 		RETURNING tenant_id, job_id`, cols.args()...)
@@ -142,6 +143,7 @@ type usageColumns struct {
 	raw                                             []string
 	streamSeq                                       []*int64
 	batchID, customID                               []string
+	kind                                            []string
 }
 
 func (c *usageColumns) add(r usageRow) {
@@ -182,6 +184,7 @@ func (c *usageColumns) add(r usageRow) {
 	c.streamSeq = append(c.streamSeq, seq)
 	c.batchID = append(c.batchID, u.BatchID)
 	c.customID = append(c.customID, u.CustomID)
+	c.kind = append(c.kind, string(u.Kind))
 }
 
 // args returns the columns in insertUsages' parameter order.
@@ -191,7 +194,7 @@ func (c *usageColumns) args() []any {
 		c.queue, c.ttft, c.tpt, c.p50, c.p99, c.total, c.tool, c.memory,
 		c.preemptions, c.recomputed, c.attempt,
 		c.traceID, c.workerID, c.device, c.confidence,
-		c.createdAt, c.finishedAt, c.raw, c.streamSeq, c.batchID, c.customID}
+		c.createdAt, c.finishedAt, c.raw, c.streamSeq, c.batchID, c.customID, c.kind}
 }
 
 // GetUsage returns the stored usage record of tenant's job jobID, decoded

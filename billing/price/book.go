@@ -41,6 +41,10 @@ type Book struct {
 	// PCachedIn is the price of one cached input token (served from the
 	// prefix cache); nil means PIn (books stored before it existed).
 	PCachedIn *decimal.Decimal `json:"p_cached_in,omitempty"`
+	// PEmbedIn is the price of one input token of an embedding job
+	// (contracts.KindEmbedding); nil means PIn (books stored before it
+	// existed, which priced embeddings as input tokens).
+	PEmbedIn *decimal.Decimal `json:"p_embed_in,omitempty"`
 	// MultHigh, MultNormal and MultLow scale every dimension of the cost
 	// of a job of that priority, and MultBatch that of a job of a batch
 	// (metadata batch_id; it stacks with the priority's). Zero means 1:
@@ -73,6 +77,15 @@ func (pb Book) Scope() string {
 func (pb Book) CachedInputPrice() decimal.Decimal {
 	if pb.PCachedIn != nil {
 		return *pb.PCachedIn
+	}
+	return pb.PIn
+}
+
+// EmbeddingInputPrice is the price of one input token of an embedding
+// job: PEmbedIn, or PIn when the book has none.
+func (pb Book) EmbeddingInputPrice() decimal.Decimal {
+	if pb.PEmbedIn != nil {
+		return *pb.PEmbedIn
 	}
 	return pb.PIn
 }
@@ -154,6 +167,8 @@ func (pb Book) Validate() error {
 		return bad("prices must not be negative (p_in %s, p_out %s, p_ttft %s, p_tool %s)", pb.PIn, pb.POut, pb.PTTFT, pb.PTool)
 	case pb.PCachedIn != nil && pb.PCachedIn.IsNegative():
 		return bad("the cached input price %s is negative", pb.PCachedIn)
+	case pb.PEmbedIn != nil && pb.PEmbedIn.IsNegative():
+		return bad("the embedding input price %s is negative", pb.PEmbedIn)
 	case pb.MultHigh.IsNegative() || pb.MultNormal.IsNegative() || pb.MultLow.IsNegative() || pb.MultBatch.IsNegative():
 		return bad("multipliers must be positive (high %s, normal %s, low %s, batch %s; 0 means 1)", pb.MultHigh, pb.MultNormal, pb.MultLow, pb.MultBatch)
 	case pb.EffectiveTo != nil && !pb.EffectiveTo.After(pb.EffectiveAt):

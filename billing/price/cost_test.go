@@ -1,6 +1,7 @@
 package price_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -83,6 +84,48 @@ func TestCostByHand(t *testing.T) {
 			want: price.Breakdown{Input: dec("300"), CachedInput: dec("50"), Output: dec("12.5"), TTFT: dec("0"), Tool: dec("0"), Total: dec("362.5")},
 		},
 		{
+			// An embedding job at a book with an embedding price: its
+			// 1000 input tokens × 0.02 = 20, none at p_in or p_cached_in;
+			// a high-priority job of a batch, × 3 × 0.5 = × 1.5.
+			name: "embedding, own price, multipliers",
+			u: contracts.Usage{Kind: contracts.KindEmbedding, InputTokens: 1000, TotalMs: 12.5,
+				Priority: contracts.PriorityHigh, BatchID: "b1"},
+			pb: func() price.Book {
+				pb := custom
+				c, e := dec("0.125"), dec("0.02")
+				pb.PCachedIn, pb.PEmbedIn, pb.MultHigh, pb.MultBatch = &c, &e, dec("3"), dec("0.5")
+				return pb
+			}(),
+			want: price.Breakdown{EmbeddingInput: dec("30"), Total: dec("30")},
+		},
+		{
+			// A book without an embedding price prices embeddings at
+			// p_in, every input token (a cached count, which an
+			// embedding should not have, is not discounted): 1000 × 0.5.
+			name: "embedding, book without an embedding price",
+			u:    contracts.Usage{Kind: contracts.KindEmbedding, InputTokens: 1000, CachedInputTokens: 100},
+			pb: func() price.Book {
+				pb := custom
+				c := dec("0.125")
+				pb.PCachedIn = &c
+				return pb
+			}(),
+			want: price.Breakdown{EmbeddingInput: dec("500"), Total: dec("500")},
+		},
+		{
+			// The embedding price leaves generations alone: 3 × 0.5 etc.
+			// as in "custom book".
+			name: "generation, book with an embedding price",
+			u:    contracts.Usage{InputTokens: 3, OutputTokens: 4, TimeToFirstTokenMs: 2.5, ToolExecutionTimeMs: 7.75},
+			pb: func() price.Book {
+				pb := custom
+				e := dec("0.02")
+				pb.PEmbedIn = &e
+				return pb
+			}(),
+			want: price.Breakdown{Input: dec("1.5"), Output: dec("5"), TTFT: dec("0.025"), Tool: dec("0.0155"), Total: dec("6.5405")},
+		},
+		{
 			name: "nothing used",
 			u:    contracts.Usage{},
 			pb:   price.DefaultBook(),
@@ -96,10 +139,27 @@ func TestCostByHand(t *testing.T) {
 			}
 			pb := tc.pb
 			m := pb.Multiplier(tc.u.Priority, tc.u.BatchID != "")
-			if !got.Equal(billtest.HandCostFull(tc.u, pb.PIn.String(), pb.CachedInputPrice().String(), pb.POut.String(), pb.PTTFT.String(), pb.PTool.String(), m.String())) {
+			if !got.Equal(billtest.HandCostFull(tc.u, pb.PIn.String(), pb.CachedInputPrice().String(), pb.EmbeddingInputPrice().String(), pb.POut.String(), pb.PTTFT.String(), pb.PTool.String(), m.String())) {
 				t.Errorf("Cost disagrees with handCostFull")
 			}
 		})
+	}
+}
+
+func TestBookValidateEmbeddingPrice(t *testing.T) {
+	t.Parallel()
+	pb := price.DefaultBook()
+	if !pb.EmbeddingInputPrice().Equal(pb.PIn) {
+		t.Errorf("a book without p_embed_in prices embeddings at %s, want p_in %s", pb.EmbeddingInputPrice(), pb.PIn)
+	}
+	neg, zero := dec("-0.000001"), dec("0")
+	pb.PEmbedIn = &neg
+	if err := pb.Validate(); !errors.Is(err, price.ErrInvalidBook) {
+		t.Errorf("negative p_embed_in: %v, want ErrInvalidBook", err)
+	}
+	pb.PEmbedIn = &zero
+	if err := pb.Validate(); err != nil || !pb.EmbeddingInputPrice().IsZero() {
+		t.Errorf("free embeddings: %v, price %s", err, pb.EmbeddingInputPrice())
 	}
 }
 
@@ -122,6 +182,10 @@ func TestBreakdownAdd(t *testing.T) {
 	s := a.Add(a)
 	if !s.Total.Equal(a.Total.Mul(dec("2"))) || !s.Tool.Equal(dec("0.0000008")) {
 		t.Errorf("a+a = %+v", s)
+	}
+	e := price.Cost(contracts.Usage{Kind: contracts.KindEmbedding, InputTokens: 5}, price.DefaultBook())
+	if s := a.Add(e); !s.EmbeddingInput.Equal(dec("0.000015")) || !s.Total.Equal(a.Total.Add(dec("0.000015"))) || s.Equal(a) {
+		t.Errorf("a+embedding = %+v", s)
 	}
 }
 

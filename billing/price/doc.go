@@ -1,16 +1,21 @@
 // Package price is what the ledger and finance agree a job costs: a
 // price book version (Book), the cost formula (Cost) and its result per
 // dimension (Breakdown), and the currencies money is counted in, with
-// their rounding (RoundInvoice, DisplayAmounts). The cost of a job is
+// their rounding (RoundInvoice, DisplayAmounts). The cost of a generation
+// is
 //
 //	m × ( (input_tokens − cached_input_tokens) × p_in
 //	      + cached_input_tokens × p_cached_in + output_tokens × p_out
 //	      + time_to_first_token_ms × p_ttft + tool_execution_time_ms × p_tool )
 //
-// with m the book's multiplier for the job's priority (times its batch
-// multiplier for a job of a batch; see Cost), in shopspring/decimal,
-// never floating point, and unrounded until an invoice (RoundInvoice:
-// half to even at the currency's minor unit).
+// and that of an embedding job (usage kind "embedding") the same with
+// every input token at the embedding rate, input_tokens × p_embed_in, in
+// a dimension of its own (Breakdown.EmbeddingInput), in place of the two
+// input terms. A book without p_cached_in or p_embed_in prices those
+// tokens at p_in. m is the book's multiplier for the job's priority (times
+// its batch multiplier for a job of a batch; see Cost), in
+// shopspring/decimal, never floating point, and unrounded until an invoice
+// (RoundInvoice: half to even at the currency's minor unit).
 //
 // Books are stored and looked up elsewhere: the ledger reads the one in
 // force (ledger.EffectivePriceBook) and finance adds and ends versions

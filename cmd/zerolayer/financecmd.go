@@ -159,18 +159,19 @@ func writeRerate(s ledger.RerateSummary, format string) error {
 		what = "charges billed in " + s.Period
 	}
 	fmt.Fprintf(tw, "%s, %s: %d jobs, %d charges changed, %d rated for the first time\n", scope, what, s.Jobs, s.Changed, s.New)
-	fmt.Fprintf(tw, "\tinput\tcached input\toutput\tttft\ttool\ttotal\t\n")
+	fmt.Fprintf(tw, "\tinput\tcached input\tembedding input\toutput\tttft\ttool\ttotal\t\n")
 	row := func(name string, b price.Breakdown) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, b.Input, b.CachedInput, b.Output, b.TTFT, b.Tool, b.Total)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, b.Input, b.CachedInput, b.EmbeddingInput, b.Output, b.TTFT, b.Tool, b.Total)
 	}
 	row("before", s.Before)
 	row("after", s.After)
-	d := price.Breakdown{Input: s.After.Input.Sub(s.Before.Input), CachedInput: s.After.CachedInput.Sub(s.Before.CachedInput),
-		Output: s.After.Output.Sub(s.Before.Output), TTFT: s.After.TTFT.Sub(s.Before.TTFT), Tool: s.After.Tool.Sub(s.Before.Tool),
-		Total: s.Difference()}
+	a, b := s.After, s.Before
+	d := price.Breakdown{Input: a.Input.Sub(b.Input), CachedInput: a.CachedInput.Sub(b.CachedInput),
+		EmbeddingInput: a.EmbeddingInput.Sub(b.EmbeddingInput), Output: a.Output.Sub(b.Output), TTFT: a.TTFT.Sub(b.TTFT),
+		Tool: a.Tool.Sub(b.Tool), Total: s.Difference()}
 	row("difference", d)
 	for k, n := range s.Books {
-		fmt.Fprintf(tw, "book %s\t%d charges\t\t\t\t\t\t\n", k, n)
+		fmt.Fprintf(tw, "book %s\t%d charges\t\t\t\t\t\t\t\n", k, n)
 	}
 	fmt.Fprintf(tw, "difference rounded: %s %s\n", price.DisplayAmount(s.Difference(), s.Currency), s.Currency)
 	return tw.Flush()

@@ -57,6 +57,7 @@ func priceBookCreate(ctx context.Context, args []string) error {
 		{"tool", decimalVar(fs, "tool", "price of one millisecond of inline tool execution", false, false), func(pb *price.Book) *decimal.Decimal { return &pb.PTool }},
 	}
 	cached := decimalVar(fs, "cached-input", "price of one cached input token (prefix cache), or none: the input price", true, false)
+	embed := decimalVar(fs, "embedding-input", "price of one input token of an embedding job, or none: the input price", true, false)
 	mults := []struct {
 		name string
 		f    *decimalFlag
@@ -120,14 +121,28 @@ func priceBookCreate(ctx context.Context, args []string) error {
 			missing = append(missing, "--"+p.name)
 		}
 	}
-	switch {
-	case cached.set && cached.none:
-	case cached.set:
-		d := cached.d
-		pb.PCachedIn = &d
-	case hasBase:
-		pb.PCachedIn = base.PCachedIn
-		copied, copiedPrices = append(copied, "cached-input"), append(copiedPrices, "--cached-input")
+	// The optional prices: given, none (the input price), or copied; a
+	// copied none is in no currency.
+	for _, o := range []struct {
+		name string
+		f    *decimalFlag
+		dst  func(*price.Book) **decimal.Decimal
+	}{
+		{"cached-input", cached, func(pb *price.Book) **decimal.Decimal { return &pb.PCachedIn }},
+		{"embedding-input", embed, func(pb *price.Book) **decimal.Decimal { return &pb.PEmbedIn }},
+	} {
+		switch {
+		case o.f.set && o.f.none:
+		case o.f.set:
+			d := o.f.d
+			*o.dst(&pb) = &d
+		case hasBase:
+			*o.dst(&pb) = *o.dst(&base)
+			copied = append(copied, o.name)
+			if *o.dst(&base) != nil {
+				copiedPrices = append(copiedPrices, "--"+o.name)
+			}
+		}
 	}
 	for _, m := range mults {
 		switch {
@@ -328,19 +343,22 @@ func writeJSON(v any) error {
 
 // bookColumns are the columns of a price book in tables; bookCells gives
 // their values.
-var bookColumns = []string{"NAME", "TENANT", "MODEL", "VERSION", "FROM", "TO", "CURRENCY", "INPUT", "CACHED INPUT", "OUTPUT",
-	"TTFT/MS", "TOOL/MS", "HIGH×", "NORMAL×", "LOW×", "BATCH×", "NOTE"}
+var bookColumns = []string{"NAME", "TENANT", "MODEL", "VERSION", "FROM", "TO", "CURRENCY", "INPUT", "CACHED INPUT", "EMBED INPUT",
+	"OUTPUT", "TTFT/MS", "TOOL/MS", "HIGH×", "NORMAL×", "LOW×", "BATCH×", "NOTE"}
 
 func bookCells(pb price.Book) []string {
-	to, cached := "open", "= input"
+	to := "open"
 	if pb.EffectiveTo != nil {
 		to = pb.EffectiveTo.UTC().Format(time.RFC3339)
 	}
-	if pb.PCachedIn != nil {
-		cached = pb.PCachedIn.String()
+	orInput := func(p *decimal.Decimal) string {
+		if p == nil {
+			return "= input"
+		}
+		return p.String()
 	}
 	return []string{pb.Name(), cmp.Or(pb.Tenant, "default"), cmp.Or(pb.Model, "any"), strconv.Itoa(pb.Version),
-		pb.EffectiveAt.UTC().Format(time.RFC3339), to, pb.Currency, pb.PIn.String(), cached, pb.POut.String(),
+		pb.EffectiveAt.UTC().Format(time.RFC3339), to, pb.Currency, pb.PIn.String(), orInput(pb.PCachedIn), orInput(pb.PEmbedIn), pb.POut.String(),
 		pb.PTTFT.String(), pb.PTool.String(), pb.MultHigh.String(), pb.MultNormal.String(), pb.MultLow.String(),
 		pb.MultBatch.String(), pb.Note}
 }

@@ -48,7 +48,7 @@ func TestPriceBookCreateCopies(t *testing.T) {
 			t.Errorf("create output lacks %q:\n%s", want, out)
 		}
 	}
-	if want := "input, ttft, tool, cached-input, priority-high, priority-normal, priority-low, batch copied from pb1 (default/any model v1)"; !strings.Contains(errOut, want) {
+	if want := "input, ttft, tool, cached-input, embedding-input, priority-high, priority-normal, priority-low, batch copied from pb1 (default/any model v1)"; !strings.Contains(errOut, want) {
 		t.Errorf("create stderr %q lacks %q", errOut, want)
 	}
 	out, _ = runOK(t, db, "pricebook", "show", "pb2", "--format", "json")
@@ -62,15 +62,25 @@ func TestPriceBookCreateCopies(t *testing.T) {
 	}
 	// "7" is "pb7"; a later version copies from the tenant's own book.
 	out, _ = runOK(t, db, "pricebook", "create", "--tenant", "acme", "--effective-from", "2026-12-01T12:00:00+01:00",
-		"--cached-input", "0.000001", "--priority-high", "1.5", "--batch", "0.5", "--format", "json")
+		"--cached-input", "0.000001", "--embedding-input", "0.00000002", "--priority-high", "1.5", "--batch", "0.5", "--format", "json")
 	pb = decodeJSON[priceBookJSON](t, out)
 	if pb.Name != "pb3" || pb.Version != 2 || !pb.POut.Equal(d("0.00002")) || pb.PCachedIn == nil || !pb.PCachedIn.Equal(d("0.000001")) ||
+		pb.PEmbedIn == nil || !pb.PEmbedIn.Equal(d("0.00000002")) ||
 		!pb.MultHigh.Equal(d("1.5")) || !pb.MultBatch.Equal(d("0.5")) || !pb.MultLow.Equal(d("1")) ||
 		!pb.EffectiveAt.Equal(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)) {
 		t.Errorf("second version: %+v", pb)
 	}
-	if out, _ = runOK(t, db, "pricebook", "show", "3"); !strings.Contains(out, "acme/any model v2") {
+	if out, _ = runOK(t, db, "pricebook", "show", "3"); !strings.Contains(out, "acme/any model v2") || !strings.Contains(out, "EMBED INPUT   0.00000002") {
 		t.Errorf("show 3:\n%s", out)
+	}
+	// A later version copies the embedding price, or drops it with none.
+	out, errOut = runOK(t, db, "pricebook", "create", "--tenant", "acme", "--effective-from", "2027-01-01", "--format", "json")
+	if pb = decodeJSON[priceBookJSON](t, out); pb.PEmbedIn == nil || !pb.PEmbedIn.Equal(d("0.00000002")) || !strings.Contains(errOut, "embedding-input") {
+		t.Errorf("copied embedding price: %+v (%s)", pb.PEmbedIn, errOut)
+	}
+	out, _ = runOK(t, db, "pricebook", "create", "--tenant", "acme", "--effective-from", "2027-02-01", "--embedding-input", "none", "--format", "json")
+	if pb = decodeJSON[priceBookJSON](t, out); pb.PEmbedIn != nil {
+		t.Errorf("--embedding-input none: %+v", pb.PEmbedIn)
 	}
 }
 
@@ -85,8 +95,8 @@ func TestPriceBookList(t *testing.T) {
 
 	out, _ := runOK(t, db, "pricebook", "list")
 	for _, want := range []string{
-		"NAME  TENANT   MODEL  VERSION  FROM                  TO    CURRENCY  INPUT     CACHED INPUT  OUTPUT    TTFT/MS    TOOL/MS    HIGH×  NORMAL×  LOW×  BATCH×  NOTE",
-		"pb1   default  any    1        1970-01-01T00:00:00Z  open  USD       0.000003  = input       0.000015",
+		"NAME  TENANT   MODEL  VERSION  FROM                  TO    CURRENCY  INPUT     CACHED INPUT  EMBED INPUT  OUTPUT    TTFT/MS    TOOL/MS    HIGH×  NORMAL×  LOW×  BATCH×  NOTE",
+		"pb1   default  any    1        1970-01-01T00:00:00Z  open  USD       0.000003  = input       = input      0.000015",
 		"pb2   acme     any    1        2026-11-01T00:00:00Z  open  USD       0.000004",
 		"pb3   acme     any    2        2026-11-15T00:00:00Z  open  USD       0.000005",
 		"mid-month",
@@ -172,6 +182,7 @@ func TestPriceBookInvalid(t *testing.T) {
 		want string
 	}{
 		{append([]string{"create", "--input", "-0.1"}, from...), 2, `invalid value "-0.1" for flag -input: must not be negative`},
+		{append([]string{"create", "--embedding-input", "-0.1"}, from...), 2, `invalid value "-0.1" for flag -embedding-input: must not be negative`},
 		{append([]string{"create", "--output", "NaN"}, from...), 2, "want a decimal number"},
 		{append([]string{"create", "--tool", ""}, from...), 2, "want a decimal number"},
 		{append([]string{"create", "--priority-low", "0"}, from...), 2, "a multiplier must be more than 0"},
@@ -180,7 +191,7 @@ func TestPriceBookInvalid(t *testing.T) {
 		{append([]string{"create", "--effective-to", "2026-10-01"}, from...), 2, "--effective-to 2026-10-01 is not after --effective-from 2026-11-01"},
 		{append([]string{"create", "--effective-to", "2026-11-01"}, from...), 2, "is not after"},
 		{append([]string{"create", "--tenant", "acme", "--currency", "EUR", "--output", "0.1"}, from...), 2,
-			"--currency EUR is not the currency of pb1 (default/any model v1, USD), whose prices would be copied: give --input, --ttft, --tool, --cached-input too"},
+			"--currency EUR is not the currency of pb1 (default/any model v1, USD), whose prices would be copied: give --input, --ttft, --tool too"},
 		{append([]string{"create", "--currency", "dollars", "--input", "1", "--output", "1", "--ttft", "1", "--tool", "1", "--cached-input", "none"}, from...), 1, "not an ISO 4217 code"},
 		{append([]string{"create", "--tenant", "Bad Tenant"}, from...), 1, "invalid price book"},
 		{append([]string{"create", "--format", "csv"}, from...), 2, `--format "csv": want table or json`},

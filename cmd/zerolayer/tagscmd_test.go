@@ -35,6 +35,7 @@ func tagsOf(t *testing.T, db string, args ...string) string {
 func TestTagsSetListDelete(t *testing.T) {
 	db := schemaURL(t, dbtest.Pool(t))
 	defaults := "effective_service output_tokens > 200 default; effective_service confidence > 0.95 default; " +
+		"embedding embedding_input_tokens > 0 default; " +
 		"high_latency_risk time_to_first_token_ms > 50 default; tool_optimization_needed tool_execution_time_ms > 1 default"
 	if got := tagsOf(t, db); got != defaults {
 		t.Errorf("default rules: %s\nwant %s", got, defaults)
@@ -53,6 +54,7 @@ func TestTagsSetListDelete(t *testing.T) {
 	}
 	runOK(t, db, "tags", "set", "--tenant", "acme", "effective_service", "output_tokens > 10", "confidence>=0.5")
 	want := "effective_service output_tokens > 10 tenant; effective_service confidence >= 0.5 tenant; " +
+		"embedding embedding_input_tokens > 0 default; " +
 		"high_latency_risk time_to_first_token_ms > 100 tenant; tool_optimization_needed tool_execution_time_ms > 1 default"
 	if got := tagsOf(t, db, "--tenant", "acme"); got != want {
 		t.Errorf("acme's rules: %s\nwant %s", got, want)
@@ -205,8 +207,9 @@ func TestTagsTest(t *testing.T) {
 		Rules  []ruleResult `json:"rules"`
 		Tags   []string     `json:"tags"`
 	}](t, out)
-	if res.Tenant != "acme" || res.JobID != "j1" || len(res.Tags) != 0 || len(res.Rules) != 4 ||
-		res.Rules[2].Tag != "high_latency_risk" || res.Rules[2].Value != "60" || res.Rules[2].Holds || res.Rules[2].Source != "tenant" {
+	if res.Tenant != "acme" || res.JobID != "j1" || len(res.Tags) != 0 || len(res.Rules) != 5 ||
+		res.Rules[3].Tag != "high_latency_risk" || res.Rules[3].Value != "60" || res.Rules[3].Holds || res.Rules[3].Source != "tenant" ||
+		res.Rules[2].Tag != "embedding" || res.Rules[2].Value != "0" || res.Rules[2].Holds {
 		t.Errorf("json: %+v", res)
 	}
 	// Another tenant's rules, for the same record.

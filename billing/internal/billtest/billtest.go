@@ -53,27 +53,44 @@ func Usage(jobID, tenant, model string, created time.Time, in, out int, ttft, to
 	}
 }
 
-// HandCost prices u the long way, independently of price.Cost: each
-// quantity from its shortest decimal text, times prices given as text,
-// cached input tokens at the input price (a book without a cached-input
-// price), no multiplier.
-func HandCost(u contracts.Usage, pIn, pOut, pTTFT, pTool string) price.Breakdown {
-	return HandCostFull(u, pIn, pIn, pOut, pTTFT, pTool, "1")
+// EmbeddingUsage returns a valid usage record of an embedding job
+// (contracts.KindEmbedding) whose inputs came to in tokens: nothing
+// generated, no time to first token, nothing cached.
+func EmbeddingUsage(jobID, tenant, model string, created time.Time, in int) contracts.Usage {
+	u := Usage(jobID, tenant, model, created, in, 0, 0, 0, 0)
+	u.Kind, u.CachedInputTokens = contracts.KindEmbedding, 0
+	u.TimePerTokenMs, u.InterTokenMsP50, u.InterTokenMsP99 = 0, 0, 0
+	return u
 }
 
-// HandCostFull is HandCost with a cached-input price and a multiplier.
-func HandCostFull(u contracts.Usage, pIn, pCached, pOut, pTTFT, pTool, mult string) price.Breakdown {
+// HandCost prices u the long way, independently of price.Cost: each
+// quantity from its shortest decimal text, times prices given as text,
+// cached and embedding input tokens at the input price (a book without
+// prices of their own), no multiplier.
+func HandCost(u contracts.Usage, pIn, pOut, pTTFT, pTool string) price.Breakdown {
+	return HandCostFull(u, pIn, pIn, pIn, pOut, pTTFT, pTool, "1")
+}
+
+// HandCostFull is HandCost with a cached-input price, an embedding-input
+// price and a multiplier. An embedding job's input tokens are all priced
+// at pEmbed, in EmbeddingInput; a generation's at pIn and pCached.
+func HandCostFull(u contracts.Usage, pIn, pCached, pEmbed, pOut, pTTFT, pTool, mult string) price.Breakdown {
 	d := decimal.RequireFromString
 	ms := func(f float64) decimal.Decimal { return d(strconv.FormatFloat(f, 'f', -1, 64)) }
 	m := d(mult)
 	b := price.Breakdown{
-		Input:       d(strconv.Itoa(u.InputTokens - u.CachedInputTokens)).Mul(d(pIn)).Mul(m),
-		CachedInput: d(strconv.Itoa(u.CachedInputTokens)).Mul(d(pCached)).Mul(m),
-		Output:      d(strconv.Itoa(u.OutputTokens)).Mul(d(pOut)).Mul(m),
-		TTFT:        ms(u.TimeToFirstTokenMs).Mul(d(pTTFT)).Mul(m),
-		Tool:        ms(u.ToolExecutionTimeMs).Mul(d(pTool)).Mul(m),
+		Input:          d(strconv.Itoa(u.InputTokens - u.CachedInputTokens)).Mul(d(pIn)).Mul(m),
+		CachedInput:    d(strconv.Itoa(u.CachedInputTokens)).Mul(d(pCached)).Mul(m),
+		EmbeddingInput: decimal.Zero,
+		Output:         d(strconv.Itoa(u.OutputTokens)).Mul(d(pOut)).Mul(m),
+		TTFT:           ms(u.TimeToFirstTokenMs).Mul(d(pTTFT)).Mul(m),
+		Tool:           ms(u.ToolExecutionTimeMs).Mul(d(pTool)).Mul(m),
 	}
-	b.Total = b.Input.Add(b.CachedInput).Add(b.Output).Add(b.TTFT).Add(b.Tool)
+	if u.Kind == contracts.KindEmbedding {
+		b.Input, b.CachedInput = decimal.Zero, decimal.Zero
+		b.EmbeddingInput = d(strconv.Itoa(u.InputTokens)).Mul(d(pEmbed)).Mul(m)
+	}
+	b.Total = b.Input.Add(b.CachedInput).Add(b.EmbeddingInput).Add(b.Output).Add(b.TTFT).Add(b.Tool)
 	return b
 }
 
