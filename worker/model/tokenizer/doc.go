@@ -2,7 +2,7 @@
 // stored in GGUF files, with llama.cpp's semantics, so that a prompt gets the
 // same ids here as under llama.cpp.
 //
-// FromGGUF reads the tokenizer.ggml.* metadata and builds one of two
+// FromGGUF reads the tokenizer.ggml.* metadata and builds one of three
 // tokenizers, chosen by tokenizer.ggml.model:
 //
 //   - "llama": SentencePiece-style BPE (Llama 1 and 2, Mistral, TinyLlama,
@@ -16,6 +16,14 @@
 //     pre-tokenizer chosen by tokenizer.ggml.pre cuts the text into words;
 //     each byte of a word is replaced by a printable character of the GPT-2
 //     alphabet, and pairs are merged in the order of tokenizer.ggml.merges.
+//   - "bert": WordPiece, llama.cpp's WPM (bge, all-MiniLM, e5). Each
+//     character is replaced by the first of its canonical decomposition
+//     (accents dropped) and lowercased; white space and control
+//     characters go; punctuation, ASCII symbols and CJK ideographs are
+//     words of their own. Each word, behind a U+2581, is covered by the
+//     longest vocabulary pieces from the left (continuations are bare, as
+//     llama.cpp's converter writes "##ing"), or is the unknown token
+//     whole. AddSpecial puts [CLS] first and [SEP] last.
 //
 // The pre-tokenizers are the regexes llama.cpp uses, hand-written as
 // scanners (Go's regexp lacks the lookahead of \s+(?!\S)). Where there are

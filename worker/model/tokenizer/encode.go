@@ -52,7 +52,8 @@ type scratch struct {
 // and bytes that no token covers fall back to "<0xXX>" tokens. "gpt2": the
 // text is cut into words by the pre-tokenizer, each word's bytes are mapped
 // to the GPT-2 alphabet and merged by rank. Both run in O(n log n) for n
-// input bytes.
+// input bytes. "bert" (WordPiece): see wpmEncode; AddSpecial puts [CLS]
+// first and [SEP] last.
 //
 // Any byte string is accepted, including invalid UTF-8: its bytes are
 // carried by byte tokens, so Decode gives them back (see Decode for the
@@ -69,9 +70,12 @@ func (t *Tokenizer) Encode(text string, o EncodeOptions) []int32 {
 	// token, so SentencePiece puts a space in front of it.
 	afterSpecial := !o.Continues
 	fragment := func(s string) {
-		if t.model == ModelSPM {
+		switch t.model {
+		case ModelSPM:
 			out = t.spmEncode(out, s, afterSpecial && t.addSpacePrefix, sc)
-		} else {
+		case ModelWPM:
+			out = t.wpmEncode(out, s, sc)
+		default:
 			t.preTok.split(s, 0, len(s), func(lo, hi int) {
 				out = t.bpeWord(out, s[lo:hi], sc)
 			})
@@ -100,6 +104,9 @@ func (t *Tokenizer) Encode(text string, o EncodeOptions) []int32 {
 	}
 	if o.AddSpecial && t.addEOS && t.eos >= 0 {
 		out = append(out, t.eos)
+	}
+	if o.AddSpecial && t.addSEP && t.sep >= 0 {
+		out = append(out, t.sep)
 	}
 	return out
 }

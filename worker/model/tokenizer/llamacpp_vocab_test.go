@@ -14,14 +14,22 @@ type vocabCase struct {
 	want []int32
 }
 
-// readVocabCases reads the .inp/.out pair next to a vocab GGUF.
+// readVocabCases reads the .inp/.out pair next to a vocab GGUF of the
+// shared folder.
 func readVocabCases(t *testing.T, rel string) []vocabCase {
 	t.Helper()
-	inp, err := os.ReadFile(sharedPath(t, rel+".inp"))
+	return readVocabCasesAt(t, sharedPath(t, rel+".inp"), sharedPath(t, rel+".out"), rel)
+}
+
+// readVocabCasesAt reads test-tokenizer-0's pair of files: the inputs,
+// each followed by a separator line, and one line of ids per input.
+func readVocabCasesAt(t *testing.T, inpPath, outPath, rel string) []vocabCase {
+	t.Helper()
+	inp, err := os.ReadFile(inpPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.ReadFile(sharedPath(t, rel+".out"))
+	out, err := os.ReadFile(outPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,19 +67,28 @@ func TestLlamaCppVocab(t *testing.T) {
 			if len(cases) != 46 {
 				t.Errorf("got %d cases, want 46", len(cases))
 			}
-			pass := 0
-			for i, c := range cases {
-				got := tok.Encode(c.text, EncodeOptions{})
-				if !slices.Equal(got, c.want) {
-					t.Errorf("case %d %q:\n got %v\nwant %v", i, c.text, got, c.want)
-					continue
-				}
-				pass++
-				if back := tok.Decode(got); back != c.text {
-					t.Errorf("case %d: Decode(Encode(%q)) = %q", i, c.text, back)
-				}
-			}
-			t.Logf("%d/%d cases match llama.cpp", pass, len(cases))
+			checkVocabCases(t, tok, cases, true)
 		})
 	}
+}
+
+// checkVocabCases encodes each case's text without special tokens, as
+// test-tokenizer-0 does, and compares the ids; roundTrip also wants
+// Decode to give the text back. It logs and returns how many match.
+func checkVocabCases(t *testing.T, tok *Tokenizer, cases []vocabCase, roundTrip bool) int {
+	t.Helper()
+	pass := 0
+	for i, c := range cases {
+		got := tok.Encode(c.text, EncodeOptions{})
+		if !slices.Equal(got, c.want) {
+			t.Errorf("case %d %q:\n got %v\nwant %v", i, c.text, got, c.want)
+			continue
+		}
+		pass++
+		if back := tok.Decode(got); roundTrip && back != c.text {
+			t.Errorf("case %d: Decode(Encode(%q)) = %q", i, c.text, back)
+		}
+	}
+	t.Logf("%d/%d cases match llama.cpp", pass, len(cases))
+	return pass
 }

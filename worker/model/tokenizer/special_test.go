@@ -244,7 +244,7 @@ func TestFromGGUFErrors(t *testing.T) {
 		{"valid llama", spm(nil), nil, ""},
 		{"valid gpt2", chatVocab(nil), nil, ""},
 		{"no model", spm(map[string]any{keyModel: nil}), ErrMissingKey, keyModel},
-		{"unknown model", spm(map[string]any{keyModel: "bert"}), ErrUnsupportedModel, `"bert"`},
+		{"unknown model", spm(map[string]any{keyModel: "t5"}), ErrUnsupportedModel, `"t5"`},
 		{"no tokens", spm(map[string]any{keyTokens: nil}), ErrMissingKey, keyTokens},
 		{"tokens not strings", spm(map[string]any{keyTokens: []int32{1}}), ErrMissingKey, keyTokens},
 		{"empty vocabulary", spm(map[string]any{keyTokens: []string{}, keyScores: nil}), ErrInvalidVocab, "0 entries"},

@@ -44,6 +44,9 @@ const (
 	// ModelGPT2 is GPT-2 byte-level BPE with ranked merges (GPT-2, Llama 3,
 	// Qwen 2, SmolLM).
 	ModelGPT2 = "gpt2"
+	// ModelWPM is WordPiece, llama.cpp's WPM (BERT encoders: bge,
+	// all-MiniLM, e5).
+	ModelWPM = "bert"
 )
 
 // Metadata keys read by FromGGUF.
@@ -59,6 +62,9 @@ const (
 	keyEOT            = "tokenizer.ggml.eot_token_id"
 	keyEOM            = "tokenizer.ggml.eom_token_id"
 	keyUnknown        = "tokenizer.ggml.unknown_token_id"
+	keyCLS            = "tokenizer.ggml.cls_token_id"
+	keySEP            = "tokenizer.ggml.seperator_token_id" // llama.cpp's spelling
+	keyAddSEP         = "tokenizer.ggml.add_sep_token"
 	keyAddBOS         = "tokenizer.ggml.add_bos_token"
 	keyAddEOS         = "tokenizer.ggml.add_eos_token"
 	keyAddSpacePrefix = "tokenizer.ggml.add_space_prefix"
@@ -87,6 +93,8 @@ type Tokenizer struct {
 
 	bos, eos, eot, eom, unk int32
 	addBOS, addEOS          bool
+	sep                     int32 // WordPiece: [SEP], put last by AddSpecial
+	addSEP                  bool
 	addSpacePrefix          bool
 	eog                     map[int32]struct{}
 
@@ -103,6 +111,9 @@ type Tokenizer struct {
 	byteFallback [256]int32
 	spmWords     bool
 
+	// WordPiece: the longest token text, in bytes.
+	wpmMaxLen int
+
 	// Byte-level BPE.
 	preTok  preTokenizer
 	merges  map[uint64]bpeMerge
@@ -115,22 +126,26 @@ type Tokenizer struct {
 // FromGGUF builds the tokenizer described by the tokenizer.ggml.* metadata
 // of f. It copies what it needs: the tokenizer stays valid after f.Close.
 //
-// Supported models are "llama" (SentencePiece) and "gpt2" (byte-level BPE,
-// with the pre-tokenizers listed in the package documentation). Errors wrap
+// Supported models are "llama" (SentencePiece), "gpt2" (byte-level BPE,
+// with the pre-tokenizers listed in the package documentation) and "bert"
+// (WordPiece). Errors wrap
 // ErrMissingKey, ErrUnsupportedModel, ErrUnsupportedPre or ErrInvalidVocab.
 //
 // Defaults follow llama.cpp: for "llama", BOS 1, EOS 2, unknown 0, add BOS
 // and add a space prefix unless the metadata says otherwise; for "gpt2",
 // no BOS/EOS/unknown token unless named by the metadata, and add BOS only
-// for the Llama 3 family of pre-tokenizers. A special-token id that is out of
+// for the Llama 3 family of pre-tokenizers; for "bert", [CLS] (BOS, else
+// cls_token_id, else 101) first and [SEP] (seperator_token_id, else 102)
+// last, unknown 100, each unless add_bos_token or add_sep_token (else
+// add_eos_token) says false. A special-token id that is out of
 // range is ignored in favour of the default.
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	model, ok := f.String(keyModel)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s (is this a model file with a vocabulary?)", ErrMissingKey, keyModel)
 	}
-	if model != ModelSPM && model != ModelGPT2 {
-		return nil, fmt.Errorf("%w %q (supported: %q, %q)", ErrUnsupportedModel, model, ModelSPM, ModelGPT2)
+	if model != ModelSPM && model != ModelGPT2 && model != ModelWPM {
+		return nil, fmt.Errorf("%w %q (supported: %q, %q, %q)", ErrUnsupportedModel, model, ModelSPM, ModelGPT2, ModelWPM)
 	}
 	tokens, ok := f.Strings(keyTokens)
 	if !ok {
@@ -216,9 +231,18 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 			return nil, fmt.Errorf("%w: %s (a string array, required for %q)", ErrMissingKey, keyMerges, model)
 		}
 		t.loadBPE(merges)
+	case ModelWPM:
+		t.bos, t.eos, t.unk = id(keyBOS, id(keyCLS, wpmCLS)), id(keyEOS, -1), id(keyUnknown, wpmUNK)
+		t.sep = id(keySEP, wpmSEP)
+		t.addBOS = flag(keyAddBOS, true)
+		t.addSEP = flag(keyAddSEP, flag(keyAddEOS, true))
+		// Every word is written with a U+2581 in front: Decode drops the
+		// first one, as for SentencePiece.
+		t.addSpacePrefix = true
+		t.loadWPM()
 	}
 	t.eot, t.eom = id(keyEOT, -1), id(keyEOM, -1)
-	t.addEOS = flag(keyAddEOS, false)
+	t.addEOS = flag(keyAddEOS, false) && model != ModelWPM // [SEP] plays EOS there
 
 	t.loadEOG()
 	t.loadPieces()
@@ -308,7 +332,7 @@ func (t *Tokenizer) loadPieces() {
 		switch typ := t.types[i]; {
 		case typ == TypeControl || typ == TypeUnknown || typ == TypeUserDefined:
 			t.pieceData = append(t.pieceData, s...)
-		case t.model == ModelSPM && typ == TypeNormal:
+		case (t.model == ModelSPM || t.model == ModelWPM) && typ == TypeNormal:
 			t.pieceData = appendUnescaped(t.pieceData, s)
 		case t.model == ModelSPM && typ == TypeByte:
 			if b, ok := parseByteToken(s); ok {
@@ -347,8 +371,8 @@ func appendUnescaped(dst []byte, s string) []byte {
 	}
 }
 
-// Model returns the tokenizer type: "llama" (SentencePiece) or "gpt2"
-// (byte-level BPE).
+// Model returns the tokenizer type: "llama" (SentencePiece), "gpt2"
+// (byte-level BPE) or "bert" (WordPiece).
 func (t *Tokenizer) Model() string { return t.model }
 
 // Pre returns the tokenizer.ggml.pre value in effect for a "gpt2" tokenizer
