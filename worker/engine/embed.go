@@ -27,6 +27,8 @@ type EmbedOptions struct {
 // wants them) through the model and returns its pooled final hidden state,
 // L2-normalised unless opts.Raw. The inputs run together in as few
 // forward passes as the arena allows; their K and V are dropped after.
+// An encoder (model.Config.Encoder: BERT) computes each input whole in
+// its pass and keeps no K and V; the arena only bounds the pass.
 // Because the kernels give a row the same bits in any batch, an input's
 // vector does not depend on the inputs beside it.
 func (e *Engine) Embed(ctx context.Context, inputs [][]int32, opts EmbedOptions) ([][]float32, error) {
@@ -239,6 +241,10 @@ func normalize(v []float32) {
 func NewEmbeddingInput(m *model.Model, tok *tokenizer.Tokenizer, ids []int32) (*Generation, error) {
 	if len(ids) == 0 {
 		return nil, ErrEmptyPrompt
+	}
+	if m.Encoder {
+		// Its prompt chunks would attend to their own rows only.
+		return nil, fmt.Errorf("%w: %w: %s computes each input whole (Engine.Embed), not through a scheduler's prompt chunks", ErrBadRequest, model.ErrEncoderOnly, m.Arch)
 	}
 	for _, id := range ids {
 		if id < 0 || int(id) >= m.Vocab {

@@ -68,6 +68,9 @@ func (g *Generation) Admitted(t time.Time) { g.start = t }
 
 // NewGeneration validates r against the model and starts its clock.
 func NewGeneration(m *model.Model, tok *tokenizer.Tokenizer, r *Request) (*Generation, error) {
+	if m.Encoder {
+		return nil, fmt.Errorf("%w: %w: %s is an embedding model and does not generate text", ErrBadRequest, model.ErrEncoderOnly, m.Arch)
+	}
 	if len(r.PromptIDs) == 0 {
 		return nil, ErrEmptyPrompt
 	}

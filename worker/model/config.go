@@ -9,7 +9,7 @@ import (
 )
 
 // Architectures lists the values of general.architecture Load accepts.
-var Architectures = []string{"llama", "qwen2", "qwen3", "gemma3"}
+var Architectures = []string{"llama", "qwen2", "qwen3", "gemma3", "bert", "nomic-bert"}
 
 // Config holds the hyper-parameters of a Llama-family model, read from GGUF
 // metadata.
@@ -50,6 +50,11 @@ type Config struct {
 	// Pooling is how an embedding is made from the final hidden states
 	// (<arch>.pooling_type; PoolNone where the file says nothing).
 	Pooling Pooling
+	// Encoder: a BERT-family encoder ("bert", "nomic-bert": see bert.go),
+	// which only embeds. It has no output head and no KV cache: each
+	// input is computed whole by ForwardHidden, and the other forward
+	// calls refuse it with ErrEncoderOnly.
+	Encoder bool
 }
 
 // Pooling is a GGUF pooling type (<arch>.pooling_type, llama.cpp's
@@ -128,6 +133,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	case "gemma3":
 		c.QKNorm, c.PostNorms, c.GELU = true, true, true
 		c.RoPE.NeoX = true
+	case "bert", "nomic-bert":
 	case "":
 		return c, fmt.Errorf("%w: general.architecture is missing", ErrBadConfig)
 	default:
@@ -233,6 +239,11 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 			c.Pooling = p
 		default:
 			return c, fmt.Errorf("%w: %s.pooling_type %d (supported: none, mean, cls, last)", ErrBadConfig, arch, v)
+		}
+	}
+	if encoderArchs[arch] {
+		if err := c.encoderConfig(f); err != nil {
+			return c, err
 		}
 	}
 	emb, ok := f.Tensor("token_embd.weight")

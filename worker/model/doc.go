@@ -7,9 +7,16 @@
 // attention.key_length) and "gemma3" (qwen3's Q/K norms, embeddings scaled
 // by √dim, GELU-tanh feed-forward, norms after attention and feed-forward,
 // five sliding-window layers with RoPE base 10000 in every six, tied
-// classifier). qwen3 and gemma3 need a backend with gpu.ArchOps. The
-// forward pass is batched over rows of several
-// sequences at once: each step embeds the rows' tokens, runs every layer
+// classifier). qwen3 and gemma3 need a backend with gpu.ArchOps.
+//
+// The BERT encoder family, "bert" (bge, all-MiniLM, e5: absolute
+// positions, biases, GELU) and "nomic-bert" (rotary positions, fused QKV,
+// SwiGLU, no biases), only embeds (Config.Encoder; see bert.go): each
+// input is computed whole by ForwardHidden with bidirectional attention
+// and no KV cache, post-LayerNorm layers, no final norm; asked for logits
+// it returns ErrEncoderOnly.
+//
+// The forward pass is batched over rows of several sequences at once: each step embeds the rows' tokens, runs every layer
 // (RMSNorm, Q/K/V projections, RoPE, writing K and V into the paged cache,
 // grouped-query attention over each row's own sequence, output projection,
 // SwiGLU feed-forward) and computes logits only for the rows that need them

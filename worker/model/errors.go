@@ -17,6 +17,11 @@ var ErrBadConfig = errors.New("model: bad hyper-parameters")
 // context length.
 var ErrContextOverflow = errors.New("model: context length exceeded")
 
+// ErrEncoderOnly is returned when an encoder (Config.Encoder: BERT and
+// its kin) is asked for logits, or for hidden states of rows that are
+// not whole inputs: it only embeds, through ForwardHidden.
+var ErrEncoderOnly = errors.New("model: an encoder-only model only embeds")
+
 // ErrInterrupted is returned by ForwardInterruptible when its stop function
 // ended the step early; nothing of the step is to be used.
 var ErrInterrupted = errors.New("model: step interrupted")

@@ -110,13 +110,21 @@ func (m *Model) ForwardGroupsHidden(kv gpu.KV, tokens []int32, bs []gpu.Batch, l
 
 // ForwardHidden runs the rows as Forward does and writes every row's final
 // normalised hidden state (the output head's input, what embedding models
-// pool) to out[i·Dim : (i+1)·Dim].
+// pool) to out[i·Dim : (i+1)·Dim]. On an encoder (Config.Encoder) each
+// sequence's rows must be the whole input, positions 0, 1, … in order;
+// kv and b.Tables are not used.
 func (m *Model) ForwardHidden(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) error {
+	if m.enc != nil {
+		return m.encode(tokens, b, out)
+	}
 	m.one[0] = *b
 	return m.forward(kv, tokens, m.one[:], nil, out, nil, nil, nil, true)
 }
 
 func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, hiddenRows []int32, hiddenOut []float32, stop func() bool, hidden bool) error {
+	if m.enc != nil {
+		return fmt.Errorf("%w: %s has no output head and computes each input whole (ForwardHidden)", ErrEncoderOnly, m.Arch)
+	}
 	if s, ok := m.be.(gpu.Synchronous); !ok || !s.Synchronous() {
 		stop = nil
 	}

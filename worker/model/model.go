@@ -26,6 +26,7 @@ type Model struct {
 	outNorm gpu.Tensor
 	layers  []layer
 
+	enc     *encoder // the BERT family's weights (Config.Encoder)
 	scratch scratch
 	layout  *KVLayout    // KVLayout, made at the first grouped step
 	one     [1]gpu.Batch // ForwardInterruptible's batch, as ForwardGroups takes it
@@ -60,6 +61,12 @@ func New(f *gguf.File, be gpu.Backend) (*Model, error) {
 		m.ops = ops
 	}
 	ld := loader{f: f, be: be}
+	if cfg.Encoder {
+		if err := m.loadEncoder(&ld); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
 	m.embed = ld.matrix("token_embd.weight", cfg.Vocab, cfg.Dim)
 	if cfg.TiedOutput {
 		m.output = m.embed
@@ -120,11 +127,9 @@ func (m *Model) WeightBytes() int64 {
 		rb, _ := w.DType().RowBytes(w.Cols())
 		return int64(rb) * int64(w.Rows())
 	}
-	n := size(m.output)
-	for _, l := range m.layers {
-		for _, w := range []gpu.Matrix{l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down} {
-			n += size(w)
-		}
+	var n int64
+	for _, w := range m.matrices() {
+		n += size(w)
 	}
 	return n
 }
@@ -133,18 +138,35 @@ func (m *Model) WeightBytes() int64 {
 // token read: every layer's projections and the output matrix (not the
 // embedding table, which is looked up). Each is one multiply-add a token.
 func (m *Model) MatMulParams() int64 {
-	n := int64(m.output.Rows()) * int64(m.output.Cols())
-	for _, l := range m.layers {
-		for _, w := range []gpu.Matrix{l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down} {
-			n += int64(w.Rows()) * int64(w.Cols())
-		}
+	var n int64
+	for _, w := range m.matrices() {
+		n += int64(w.Rows()) * int64(w.Cols())
 	}
 	return n
 }
 
-// Type returns the storage type of the first layer's query projection:
-// the type a file is named by (a mixed file keeps others beside it).
-func (m *Model) Type() gpu.DType { return m.layers[0].wq.DType() }
+// matrices lists the weight matrices a token is multiplied by: the
+// output head and every layer's projections.
+func (m *Model) matrices() []gpu.Matrix {
+	if m.enc != nil {
+		return m.enc.matrices()
+	}
+	ws := []gpu.Matrix{m.output}
+	for _, l := range m.layers {
+		ws = append(ws, l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down)
+	}
+	return ws
+}
+
+// Type returns the storage type of the first layer's attention output
+// projection: the type a file is named by (a mixed file keeps others
+// beside it).
+func (m *Model) Type() gpu.DType {
+	if m.enc != nil {
+		return m.enc.layers[0].wo.DType()
+	}
+	return m.layers[0].wq.DType()
+}
 
 // NewKV allocates a KV arena of the given number of blocks for this model,
 // of its KV type.
@@ -242,7 +264,8 @@ func (ld *loader) floats(ti *gguf.TensorInfo, n int) ([]float32, error) {
 	return out, nil
 }
 
-func (ld *loader) vector(name string, n int) gpu.Tensor {
+// values reads an n-value vector into host memory, dequantized.
+func (ld *loader) values(name string, n int) []float32 {
 	ti := ld.tensor(name, n)
 	if ti == nil {
 		return nil
@@ -250,6 +273,13 @@ func (ld *loader) vector(name string, n int) gpu.Tensor {
 	v, err := ld.floats(ti, n)
 	if err != nil {
 		ld.fail(err)
+	}
+	return v
+}
+
+func (ld *loader) vector(name string, n int) gpu.Tensor {
+	v := ld.values(name, n)
+	if v == nil {
 		return nil
 	}
 	t, err := ld.be.NewTensor(1, n)

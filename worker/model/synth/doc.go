@@ -3,7 +3,10 @@
 // benchmark shape, or tiny models that exercise every code path in
 // milliseconds. The vocabulary is a valid SentencePiece-style one (control
 // tokens, the 256 byte tokens, then filler pieces), so generated models
-// load, tokenize and generate like downloaded ones.
+// load, tokenize and generate like downloaded ones. Encoders ("bert",
+// "nomic-bert": BERTSmall) get a WordPiece vocabulary instead
+// (WordPieceVocab, or Config.Tokens), in llama.cpp's tensor and key names
+// so that llama.cpp's llama-embedding runs the same file.
 //
 // It imports the gpu seam, gpu/quant and gguf; tests and benchmarks import
 // it.

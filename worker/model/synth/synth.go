@@ -14,7 +14,9 @@ import (
 
 // Config is the shape of a generated model.
 type Config struct {
-	Arch    string // "llama" (default), "qwen2", "qwen3" or "gemma3"
+	// Arch is "llama" (the default), "qwen2", "qwen3", "gemma3", or an
+	// encoder, "bert" or "nomic-bert" (see buildEncoder).
+	Arch    string
 	Dim     int
 	Hidden  int
 	Layers  int
@@ -44,8 +46,14 @@ type Config struct {
 	// ChatTemplate, if set, is stored as tokenizer.chat_template.
 	ChatTemplate string
 	// Pooling, if set, is stored as <arch>.pooling_type (an embedding
-	// model: 1 mean, 2 cls, 3 last).
+	// model: 1 mean, 2 cls, 3 last). Encoders default to 2 (cls) for
+	// bert, 1 (mean) for nomic-bert.
 	Pooling uint32
+	// Tokens is an encoder's WordPiece vocabulary in llama.cpp's
+	// convention ("▁word", bare continuations), with [PAD], [UNK],
+	// [CLS], [SEP] and [MASK] among them (a bge GGUF's
+	// tokenizer.ggml.tokens will do). Nil: WordPieceVocab(Vocab).
+	Tokens []string
 }
 
 // Bench134M is the benchmark shape of about 134M parameters (dim 768,
@@ -178,6 +186,9 @@ func (c Config) withDefaults() Config {
 
 // Build returns a GGUF writer holding the model.
 func Build(c Config) (*gguf.Writer, error) {
+	if c.Arch == "bert" || c.Arch == "nomic-bert" {
+		return buildEncoder(c)
+	}
 	c = c.withDefaults()
 	if c.Vocab < 259 || c.Dim <= 0 || c.Heads <= 0 || c.Heads%c.KVHeads != 0 || c.HeadDim <= 0 ||
 		(!c.qkNorm() && c.HeadDim*c.Heads != c.Dim) {
@@ -186,13 +197,7 @@ func Build(c Config) (*gguf.Writer, error) {
 	r := rand.New(rand.NewPCG(c.Seed, 0x5eed))
 	w := gguf.NewWriter()
 	a := c.Arch
-	w.Set("general.architecture", a)
-	w.Set("general.name", fmt.Sprintf("synthetic %s %v", a, c.Type))
-	w.Set(a+".context_length", uint32(c.Context))
-	w.Set(a+".embedding_length", uint32(c.Dim))
-	w.Set(a+".block_count", uint32(c.Layers))
-	w.Set(a+".feed_forward_length", uint32(c.Hidden))
-	w.Set(a+".attention.head_count", uint32(c.Heads))
+	setShape(w, c)
 	w.Set(a+".attention.head_count_kv", uint32(c.KVHeads))
 	w.Set(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
 	w.Set(a+".rope.freq_base", c.RopeBase)
@@ -211,40 +216,8 @@ func Build(c Config) (*gguf.Writer, error) {
 	if c.Pooling != 0 {
 		w.Set(a+".pooling_type", c.Pooling)
 	}
-	var err error
-	add := func(name string, t gpu.DType, rows, cols int, scale float64) {
-		if err != nil {
-			return
-		}
-		if o, ok := c.Types[trimBlock(name)]; ok {
-			t = o
-		}
-		t = rowFallback(t, cols)
-		v := make([]float32, rows*cols)
-		for i := range v {
-			v[i] = float32(r.NormFloat64() * scale)
-		}
-		var data []byte
-		if data, err = quant.Quantize(t, v); err != nil {
-			return
-		}
-		dims := []uint64{uint64(cols)}
-		if rows > 1 {
-			dims = append(dims, uint64(rows))
-		}
-		err = w.AddTensor(name, t, dims, data)
-	}
-	norm := func(name string, n int) {
-		if err != nil {
-			return
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(1 + 0.1*r.NormFloat64())
-		}
-		data, _ := quant.Quantize(gpu.F32, v)
-		err = w.AddTensor(name, gpu.F32, []uint64{uint64(n)}, data)
-	}
+	tw := &tensorWriter{w: w, r: r, types: c.Types}
+	add, norm := tw.add, tw.norm
 	kvDim, qDim := c.HeadDim*c.KVHeads, c.HeadDim*c.Heads
 	s := 1 / math.Sqrt(float64(c.Dim))
 	add("token_embd.weight", c.EmbedType, c.Vocab, c.Dim, 1)
@@ -279,10 +252,69 @@ func Build(c Config) (*gguf.Writer, error) {
 	if !c.Tied {
 		add("output.weight", c.Type, c.Vocab, c.Dim, s)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("synth: %w", err)
+	if tw.err != nil {
+		return nil, fmt.Errorf("synth: %w", tw.err)
 	}
 	return w, nil
+}
+
+// setShape writes the architecture, a name, and the hyper-parameters
+// every architecture has.
+func setShape(w *gguf.Writer, c Config) {
+	a := c.Arch
+	w.Set("general.architecture", a)
+	w.Set("general.name", fmt.Sprintf("synthetic %s %v", a, c.Type))
+	w.Set(a+".context_length", uint32(c.Context))
+	w.Set(a+".embedding_length", uint32(c.Dim))
+	w.Set(a+".block_count", uint32(c.Layers))
+	w.Set(a+".feed_forward_length", uint32(c.Hidden))
+	w.Set(a+".attention.head_count", uint32(c.Heads))
+}
+
+// tensorWriter adds random tensors to a writer, keeping the first error.
+type tensorWriter struct {
+	w     *gguf.Writer
+	r     *rand.Rand
+	types map[string]gpu.DType // Config.Types
+	err   error
+}
+
+// add writes a rows×cols matrix (a vector when rows is 1) of normal
+// values of standard deviation scale, stored as t (or as Types says).
+func (tw *tensorWriter) add(name string, t gpu.DType, rows, cols int, scale float64) {
+	if tw.err != nil {
+		return
+	}
+	if o, ok := tw.types[trimBlock(name)]; ok {
+		t = o
+	}
+	t = rowFallback(t, cols)
+	v := make([]float32, rows*cols)
+	for i := range v {
+		v[i] = float32(tw.r.NormFloat64() * scale)
+	}
+	var data []byte
+	if data, tw.err = quant.Quantize(t, v); tw.err != nil {
+		return
+	}
+	dims := []uint64{uint64(cols)}
+	if rows > 1 {
+		dims = append(dims, uint64(rows))
+	}
+	tw.err = tw.w.AddTensor(name, t, dims, data)
+}
+
+// norm writes a norm weight of n values near 1, in F32.
+func (tw *tensorWriter) norm(name string, n int) {
+	if tw.err != nil {
+		return
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(1 + 0.1*tw.r.NormFloat64())
+	}
+	data, _ := quant.Quantize(gpu.F32, v)
+	tw.err = tw.w.AddTensor(name, gpu.F32, []uint64{uint64(n)}, data)
 }
 
 // WriteFile builds the model and writes it to path.

@@ -1,0 +1,163 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/worker/engine"
+	"github.com/zerolayer/zerolayer/worker/model"
+	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
+)
+
+// Vectors against llama.cpp's llama-embedding (the binary named by
+// ZL_LLAMA_EMBEDDING) on the same generated files, for both poolings: a
+// cosine of at least 0.9999 per vector, the largest component difference
+// reported, and the tokens llama.cpp prints equal to ours.
+//
+// Tolerance: both evaluate GELU through ggml's float16 table and round
+// the inputs of F16 weights to F16, but sum products in other orders
+// (SIMD lanes, tiles) and a row in another order where an F16 rounding
+// or a table entry can flip; on unit vectors of 128 components that
+// leaves differences of order 1e-5 (F32) to 2e-4 (F16). A component
+// may differ by 1e-3 at most.
+func TestBERTAgainstLlamaCpp(t *testing.T) {
+	bin := os.Getenv("ZL_LLAMA_EMBEDDING")
+	if bin == "" {
+		t.Skip("ZL_LLAMA_EMBEDDING is not set (the path of llama.cpp's llama-embedding)")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("llama-embedding: %v", err)
+	}
+	type setup struct {
+		arch   string
+		ty     gpu.DType
+		tokens []string // nil: synth.WordPieceVocab
+		vocab  string
+	}
+	setups := []setup{{"bert", gpu.F32, nil, "synthetic"}, {"bert", gpu.F16, nil, "synthetic"}, {"nomic-bert", gpu.F32, nil, "synthetic"}}
+	// With ZL_LLAMACPP_VOCAB, also over bge's real vocabulary.
+	if dir := os.Getenv("ZL_LLAMACPP_VOCAB"); dir != "" {
+		if f, err := gguf.Open(filepath.Join(dir, "ggml-vocab-bert-bge.gguf")); err == nil {
+			toks, _ := f.Strings("tokenizer.ggml.tokens")
+			setups = append(setups, setup{"bert", gpu.F16, slices.Clone(toks), "bge"})
+			f.Close()
+		}
+	}
+	for _, tc := range setups {
+		e, tok, path := bertEngine(t, tc.arch, tc.ty, tc.tokens)
+		texts := embeddingTexts(e.Model().Context)
+		var ins [][]int32
+		for _, s := range texts {
+			ins = append(ins, tok.Encode(s, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}))
+		}
+		for _, pool := range []model.Pooling{model.PoolCLS, model.PoolMean} {
+			want, toks := runLlamaEmbedding(t, bin, path, texts, pool)
+			for i := range ins {
+				if !slices.Equal(ins[i], toks[i]) {
+					t.Errorf("%s: text %d %q: our tokens %v, llama.cpp's %v", tc.arch, i, texts[i], ins[i], toks[i])
+				}
+			}
+			got, err := e.Embed(context.Background(), ins, engine.EmbedOptions{Pooling: pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			minCos, maxAbs, shortest, longest := 1.0, 0.0, len(ins[0]), 0
+			for i := range got {
+				cos, abs := compareVectors(got[i], want[i])
+				minCos, maxAbs = min(minCos, cos), max(maxAbs, abs)
+				shortest, longest = min(shortest, len(ins[i])), max(longest, len(ins[i]))
+				if cos < 0.9999 || abs > 1e-3 {
+					t.Errorf("%s %v %v: text %d (%d tokens): cosine %.6f, max |Δ| %.2e", tc.arch, tc.ty, pool, i, len(ins[i]), cos, abs)
+				}
+			}
+			t.Logf("%s %v, %s vocabulary, pooling %v: %d inputs of %d-%d tokens: min cosine %.7f, max |Δ| %.2e",
+				tc.arch, tc.ty, tc.vocab, pool, len(ins), shortest, longest, minCos, maxAbs)
+		}
+	}
+}
+
+// compareVectors returns the cosine of a and b and their largest
+// component difference.
+func compareVectors(a, b []float32) (cos, maxAbs float64) {
+	var ab, aa, bb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		ab, aa, bb = ab+x*y, aa+x*x, bb+y*y
+		maxAbs = max(maxAbs, math.Abs(x-y))
+	}
+	return ab / math.Sqrt(aa*bb), maxAbs
+}
+
+// runLlamaEmbedding embeds texts (one a line) with llama-embedding and
+// returns its L2-normalised vectors and the tokens it printed for each.
+func runLlamaEmbedding(t *testing.T, bin, path string, texts []string, pool model.Pooling) ([][]float32, [][]int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-m", path, "-p", strings.Join(texts, "\n"), "--pooling", pool.String(),
+		"--embd-normalize", "2", "--embd-output-format", "json", "-c", "512", "-b", "512", "-ub", "512",
+		"-t", "2", "--verbose-prompt")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("llama-embedding: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	i := strings.Index(out, "{\n  \"object\": \"list\"")
+	if i < 0 {
+		t.Fatalf("llama-embedding printed no JSON:\n%s", out)
+	}
+	var res struct {
+		Data []struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Data) != len(texts) {
+		t.Fatalf("llama-embedding gave %d vectors for %d texts", len(res.Data), len(texts))
+	}
+	vecs := make([][]float32, len(texts))
+	for _, d := range res.Data {
+		vecs[d.Index] = d.Embedding
+	}
+	// --verbose-prompt gives each prompt's token count on stderr
+	// ("number of tokens in prompt = N") and its tokens on stdout, one a
+	// line ("   id -> 'piece'").
+	var counts []int
+	for _, m := range regexp.MustCompile(`number of tokens in prompt = (\d+)`).FindAllStringSubmatch(stderr.String(), -1) {
+		n, _ := strconv.Atoi(m[1])
+		counts = append(counts, n)
+	}
+	var ids []int32
+	for _, m := range regexp.MustCompile(`(?m)^\s*(\d+) -> '`).FindAllStringSubmatch(out[:i], -1) {
+		id, _ := strconv.Atoi(m[1])
+		ids = append(ids, int32(id))
+	}
+	if len(counts) != len(texts) {
+		t.Fatalf("llama-embedding counted the tokens of %d prompts, want %d", len(counts), len(texts))
+	}
+	toks := make([][]int32, len(texts))
+	for j, n := range counts {
+		if len(ids) < n {
+			t.Fatalf("llama-embedding listed %d tokens short", n-len(ids))
+		}
+		toks[j], ids = ids[:n], ids[n:]
+	}
+	return vecs, toks
+}
