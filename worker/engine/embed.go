@@ -28,7 +28,7 @@ type EmbedOptions struct {
 // L2-normalised unless opts.Raw. The inputs run together in as few
 // forward passes as the arena allows; their K and V are dropped after.
 // An encoder (model.Config.Encoder: BERT) computes each input whole in
-// its pass and keeps no K and V; the arena only bounds the pass.
+// one pass, every position attending to every other.
 // Because the kernels give a row the same bits in any batch, an input's
 // vector does not depend on the inputs beside it.
 func (e *Engine) Embed(ctx context.Context, inputs [][]int32, opts EmbedOptions) ([][]float32, error) {

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/zerolayer/zerolayer/gpu"
@@ -25,11 +26,14 @@ import (
 //	  x = LayerNorm(f + x)                                 layer_output_norm
 //
 // There is no final norm and no classifier: the last x is what an
-// embedding pools. An input is computed whole in one pass, so nothing is
-// cached. The matrix products run on the backend; the norms, GELU and
-// attention run on the host, in the order and precision of ggml's CPU
-// kernels (sums of a norm in float64, GELU through ggml's float16 table),
-// a row's results the same whatever rows run beside it.
+// embedding pools. An input is computed whole in one pass; its K and V
+// go to the caller's arena for the pass only (F32, as llama.cpp keeps
+// them uncached). Projections and attention run on the backend:
+// attention is the causal kernel with every query row put at its input's
+// last position, so that it sees every key of the input. The norms and
+// GELU run on the host, in the order and precision of ggml's CPU kernels
+// (sums of a norm in float64, GELU through ggml's float16 table), a row's
+// results the same whatever rows run beside it.
 
 // encoderArchs are the encoder architectures (general.architecture).
 var encoderArchs = map[string]bool{"bert": true, "nomic-bert": true}
@@ -69,11 +73,13 @@ type encoder struct {
 	qkv          gpu.Tensor // the fused projection's output (nomic-bert)
 
 	host encScratch
+	last []int32 // each row's input's last position: the attention batch's Pos
 }
 
 type encLayer struct {
 	wq, wk, wv, wqkv gpu.Matrix
-	bq, bk, bv, bqkv []float32 // nil where the file has none
+	bq, bk, bv       gpu.Tensor // 1×Dim; nil where the file has none
+	bqkv             []float32  // nil where the file has none
 	wo               gpu.Matrix
 	bo               []float32
 	attnW, attnB     []float32 // attn_output_norm
@@ -84,8 +90,8 @@ type encLayer struct {
 
 // encScratch holds the host copies of one pass's activations.
 type encScratch struct {
-	x, y, q, k, v, att []float32 // n×Dim
-	h                  []float32 // n×max(Hidden, 3·Dim): feed-forward, fused QKV
+	x, y, q, k, v []float32 // n×Dim
+	h             []float32 // n×max(Hidden, 3·Dim): feed-forward, fused QKV
 }
 
 func (s *encScratch) ensure(n, dim, hidden int) {
@@ -95,7 +101,7 @@ func (s *encScratch) ensure(n, dim, hidden int) {
 		}
 		return b[:size]
 	}
-	s.x, s.y, s.att = grow(s.x, n*dim), grow(s.y, n*dim), grow(s.att, n*dim)
+	s.x, s.y = grow(s.x, n*dim), grow(s.y, n*dim)
 	s.q, s.k, s.v = grow(s.q, n*dim), grow(s.k, n*dim), grow(s.v, n*dim)
 	s.h = grow(s.h, n*max(hidden, 3*dim))
 }
@@ -112,6 +118,13 @@ func (m *Model) loadEncoder(ld *loader) error {
 			return nil
 		}
 		return ld.values(name, n)
+	}
+	// bias reads a bias onto the backend, when the file has it.
+	bias := func(name string, n int) gpu.Tensor {
+		if _, ok := ld.f.Tensor(name); !ok && c.Arch != "bert" {
+			return nil
+		}
+		return ld.vector(name, n)
 	}
 	m.embed = ld.matrix("token_embd.weight", c.Vocab, dim)
 	if c.Arch == "bert" {
@@ -136,9 +149,9 @@ func (m *Model) loadEncoder(ld *loader) error {
 			l.wqkv = ld.matrix(p+"attn_qkv.weight", 3*dim, dim)
 			l.bqkv = hostVec(p+"attn_qkv.bias", 3*dim, true)
 		} else {
-			l.wq, l.bq = ld.matrix(p+"attn_q.weight", dim, dim), hostVec(p+"attn_q.bias", dim, c.Arch != "bert")
-			l.wk, l.bk = ld.matrix(p+"attn_k.weight", dim, dim), hostVec(p+"attn_k.bias", dim, c.Arch != "bert")
-			l.wv, l.bv = ld.matrix(p+"attn_v.weight", dim, dim), hostVec(p+"attn_v.bias", dim, c.Arch != "bert")
+			l.wq, l.bq = ld.matrix(p+"attn_q.weight", dim, dim), bias(p+"attn_q.bias", dim)
+			l.wk, l.bk = ld.matrix(p+"attn_k.weight", dim, dim), bias(p+"attn_k.bias", dim)
+			l.wv, l.bv = ld.matrix(p+"attn_v.weight", dim, dim), bias(p+"attn_v.bias", dim)
 		}
 		l.wo, l.bo = ld.matrix(p+"attn_output.weight", dim, dim), hostVec(p+"attn_output.bias", dim, c.Arch != "bert")
 		l.attnW = hostVec(p+"attn_output_norm.weight", dim, false)
@@ -158,6 +171,9 @@ func (m *Model) loadEncoder(ld *loader) error {
 		return ld.err
 	}
 	m.enc = e
+	if slices.Contains(gpu.KVTypes(m.be), gpu.F32) {
+		m.kvType = gpu.F32 // K and V as llama.cpp computes them, never stored
+	}
 	return nil
 }
 
@@ -176,9 +192,10 @@ func (e *encoder) matrices() []gpu.Matrix {
 
 // encode runs ForwardHidden on an encoder: each input of the batch (a
 // run of rows of one sequence, positions 0, 1, … in order) must be whole
-// in it, since its every position attends to every other. b.Tables and
-// the KV arena are not used.
-func (m *Model) encode(tokens []int32, b *gpu.Batch, out []float32) error {
+// in it, since its every position attends to every other. Its K and V
+// are written to kv (whole-model layout) at the blocks of b.Tables and
+// are of no use after.
+func (m *Model) encode(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) error {
 	n, dim := len(tokens), m.Dim
 	if n == 0 || len(b.Pos) != n || len(b.Seq) != n {
 		return fmt.Errorf("%w: %d tokens, %d positions, %d sequence ids", errBatch, n, len(b.Pos), len(b.Seq))
@@ -208,10 +225,26 @@ func (m *Model) encode(tokens []int32, b *gpu.Batch, out []float32) error {
 		}
 	}
 	starts = append(starts, n)
+	if kv == nil || kv.Config().Layers != m.Layers {
+		return fmt.Errorf("%w: an encoder needs an arena of its %d layers (NewKV)", errBatch, m.Layers)
+	}
+	bt := kv.Config().BlockTokens
+	e := m.enc
+	e.last = e.last[:0]
+	for in := range starts[1:] {
+		lo, hi := starts[in], starts[in+1]
+		s := b.Seq[lo]
+		if s < 0 || int(s) >= len(b.Tables) || (hi-lo-1)/bt >= len(b.Tables[s]) || slices.Contains(b.Tables[s][:(hi-lo-1)/bt+1], -1) {
+			return fmt.Errorf("%w: sequence %d of %d rows has no block for some of them", errBatch, s, hi-lo)
+		}
+		for range hi - lo {
+			e.last = append(e.last, int32(hi-lo-1))
+		}
+	}
 	if err := m.ensure(n, 0); err != nil {
 		return err
 	}
-	e, be, s := m.enc, m.be, &m.scratch
+	be, s := m.be, &m.scratch
 	view := func(t gpu.Tensor) gpu.Tensor { return be.View(t, 0, n) }
 	x, xb, q, k, v, att, o, g, u := view(s.x), view(s.xb), view(s.q), view(s.k), view(s.v), view(s.att), view(s.o), view(s.g), view(s.u)
 	hostFor := func(n int, fn func(lo, hi int)) { fn(0, n) }
@@ -220,10 +253,8 @@ func (m *Model) encode(tokens []int32, b *gpu.Batch, out []float32) error {
 	}
 	h := &e.host
 	h.ensure(n, dim, m.Hidden)
-	longest := 0
-	for i := range starts[1:] {
-		longest = max(longest, starts[i+1]-starts[i])
-	}
+	// Every row attends as if at its input's last position: to all of it.
+	whole := &gpu.Batch{Pos: e.last, Seq: b.Seq, Tables: b.Tables, Group: b.Group}
 
 	// Embeddings: token + type 0 + position, then LayerNorm.
 	be.Embed(x, m.embed, tokens)
@@ -255,6 +286,7 @@ func (m *Model) encode(tokens []int32, b *gpu.Batch, out []float32) error {
 		l := &e.layers[li]
 		be.Write(x, h.x)
 		if l.wqkv != nil {
+			// Fused: split on the host, where the bias is added too.
 			qkv := e.qkvView(m, n)
 			be.MatMul(qkv, x, l.wqkv)
 			buf := h.h[:n*3*dim]
@@ -268,46 +300,25 @@ func (m *Model) encode(tokens []int32, b *gpu.Batch, out []float32) error {
 				copy(h.k[r*dim:], row[dim:2*dim])
 				copy(h.v[r*dim:], row[2*dim:])
 			}
+			be.Write(q, h.q)
+			be.Write(k, h.k)
+			be.Write(v, h.v)
 		} else {
 			be.MatMul(q, x, l.wq)
 			be.MatMul(k, x, l.wk)
 			be.MatMul(v, x, l.wv)
-			for _, p := range []struct {
-				t    gpu.Tensor
-				host []float32
-				bias []float32
-			}{{q, h.q, l.bq}, {k, h.k, l.bk}, {v, h.v, l.bv}} {
-				if err := be.Read(p.t, p.host); err != nil {
-					return err
-				}
-				for r := 0; r < n; r++ {
-					addBias(p.host[r*dim:(r+1)*dim], p.bias)
-				}
+			if l.bq != nil {
+				be.Add(q, l.bq)
+				be.Add(k, l.bk)
+				be.Add(v, l.bv)
 			}
 		}
 		if m.Arch == "nomic-bert" {
-			// RoPE by the backend's kernel (ggml's angles), positions from b.
-			for _, p := range []struct {
-				t    gpu.Tensor
-				host []float32
-			}{{q, h.q}, {k, h.k}} {
-				be.Write(p.t, p.host)
-				be.RoPE(p.t, m.Heads, b, m.RoPE)
-				if err := be.Read(p.t, p.host); err != nil {
-					return err
-				}
-			}
+			be.RoPE(q, m.Heads, b, m.RoPE)
+			be.RoPE(k, m.KVHeads, b, m.RoPE)
 		}
-		// Attention: one unit per (input, head), each writing its own
-		// columns of att.
-		hostFor((len(starts)-1)*m.Heads, func(lo, hi int) {
-			sc := make([]float32, longest)
-			for u := lo; u < hi; u++ {
-				in, head := u/m.Heads, u%m.Heads
-				encAttention(h.att, h.q, h.k, h.v, dim, m.HeadDim, head, starts[in], starts[in+1], sc)
-			}
-		})
-		be.Write(att, h.att)
+		be.StoreKV(kv, li, k, v, b)
+		be.Attention(att, q, kv, li, m.Heads, whole)
 		be.MatMul(o, att, l.wo)
 		if err := m.residualNorm(o, l.bo, l.attnW, l.attnB, n, hostFor); err != nil {
 			return err
@@ -442,58 +453,4 @@ func geluRow(row []float32) {
 			row[j] = t[quant.Float32ToFP16(x)]
 		}
 	}
-}
-
-// encAttention writes head h of rows [lo, hi) of att: each row's softmax
-// over the scaled dot products with every row of [lo, hi), applied to
-// their values. sc holds at least hi−lo scores.
-func encAttention(att, q, k, v []float32, dim, hd, h, lo, hi int, sc []float32) {
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	off := h * hd
-	sc = sc[:hi-lo]
-	for i := lo; i < hi; i++ {
-		qi := q[i*dim+off : i*dim+off+hd]
-		mx := float32(math.Inf(-1))
-		for j := lo; j < hi; j++ {
-			s := dot32(qi, k[j*dim+off:j*dim+off+hd]) * scale
-			sc[j-lo] = s
-			mx = max(mx, s)
-		}
-		var sum float64
-		for j, s := range sc {
-			e := float32(math.Exp(float64(s - mx)))
-			sc[j] = e
-			sum += float64(e)
-		}
-		inv := float32(1 / sum)
-		for j := range sc {
-			sc[j] *= inv
-		}
-		oi := att[i*dim+off : i*dim+off+hd]
-		for d := range oi {
-			oi[d] = 0
-		}
-		for j, p := range sc {
-			vj := v[(lo+j)*dim+off : (lo+j)*dim+off+hd]
-			for d, x := range vj {
-				oi[d] += p * x
-			}
-		}
-	}
-}
-
-// dot32 is the float32 dot product of a and b (len(b) ≥ len(a)), summed
-// in eight lanes and the lanes pairwise.
-func dot32(a, b []float32) float32 {
-	var acc [8]float32
-	for len(a) >= 8 {
-		for j := range acc {
-			acc[j] += a[j] * b[j]
-		}
-		a, b = a[8:], b[8:]
-	}
-	for j := range a {
-		acc[j] += a[j] * b[j]
-	}
-	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }

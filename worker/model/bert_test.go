@@ -37,13 +37,24 @@ func encoderCase(t *testing.T, arch string, ty gpu.DType) (*gguf.File, *model.Mo
 func hidden(t *testing.T, m *model.Model, inputs ...[]int32) [][]float32 {
 	t.Helper()
 	var toks, pos, seq []int32
+	var tables [][]int32
+	blocks := int32(0)
 	for i, in := range inputs {
+		var tab []int32
 		for j, id := range in {
 			toks, pos, seq = append(toks, id), append(pos, int32(j)), append(seq, int32(i))
+			if j%16 == 0 {
+				tab, blocks = append(tab, blocks), blocks+1
+			}
 		}
+		tables = append(tables, tab)
+	}
+	kv, err := m.NewKV(int(blocks), 16)
+	if err != nil {
+		t.Fatal(err)
 	}
 	out := make([]float32, len(toks)*m.Dim)
-	if err := m.ForwardHidden(nil, toks, &gpu.Batch{Pos: pos, Seq: seq}, out); err != nil {
+	if err := m.ForwardHidden(kv, toks, &gpu.Batch{Pos: pos, Seq: seq, Tables: tables}, out); err != nil {
 		t.Fatal(err)
 	}
 	res := make([][]float32, len(inputs))
@@ -57,6 +68,9 @@ func TestEncoderLoads(t *testing.T) {
 	t.Parallel()
 	for _, arch := range []string{"bert", "nomic-bert"} {
 		_, m := encoderCase(t, arch, gpu.F16)
+		if m.KVType() != gpu.F32 {
+			t.Errorf("%s: K and V kept as %v, want F32 (llama.cpp's)", arch, m.KVType())
+		}
 		if !m.Encoder || m.Dim != 128 || m.Heads != 4 || m.HeadDim != 32 || m.Context != 512 || m.NormEps != 1e-12 {
 			t.Errorf("%s: config %+v", arch, m.Config)
 		}
@@ -123,16 +137,20 @@ func TestEncoderRefuses(t *testing.T) {
 	tests := []struct {
 		name     string
 		pos, seq []int32
+		tables   [][]int32
 		wantErr  error
 	}{
-		{"not from 0", []int32{1, 2}, []int32{0, 0}, nil},
-		{"a gap", []int32{0, 2}, []int32{0, 0}, nil},
-		{"split sequence", []int32{0, 0, 1}, []int32{0, 1, 0}, nil},
-		{"past the context", []int32{0, 512}, []int32{0, 0}, model.ErrContextOverflow},
+		{"not from 0", []int32{1, 2}, []int32{0, 0}, [][]int32{{0}}, nil},
+		{"a gap", []int32{0, 2}, []int32{0, 0}, [][]int32{{0}}, nil},
+		{"split sequence", []int32{0, 0, 1}, []int32{0, 1, 0}, [][]int32{{0}, {1}}, nil},
+		{"past the context", []int32{0, 512}, []int32{0, 0}, [][]int32{{0}}, model.ErrContextOverflow},
+		{"no table", []int32{0, 1}, []int32{0, 0}, nil, nil},
+		{"a block short", []int32{0, 1}, []int32{1, 1}, [][]int32{{0}, {}}, nil},
+		{"a missing block", []int32{0, 1}, []int32{0, 0}, [][]int32{{-1}}, nil},
 	}
 	for _, tt := range tests {
 		toks := make([]int32, len(tt.pos))
-		err := m.ForwardHidden(nil, toks, &gpu.Batch{Pos: tt.pos, Seq: tt.seq}, make([]float32, len(toks)*m.Dim))
+		err := m.ForwardHidden(kv, toks, &gpu.Batch{Pos: tt.pos, Seq: tt.seq, Tables: tt.tables}, make([]float32, len(toks)*m.Dim))
 		if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
 			t.Errorf("%s: %v, want %v", tt.name, err, tt.wantErr)
 		}

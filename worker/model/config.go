@@ -51,9 +51,10 @@ type Config struct {
 	// (<arch>.pooling_type; PoolNone where the file says nothing).
 	Pooling Pooling
 	// Encoder: a BERT-family encoder ("bert", "nomic-bert": see bert.go),
-	// which only embeds. It has no output head and no KV cache: each
-	// input is computed whole by ForwardHidden, and the other forward
-	// calls refuse it with ErrEncoderOnly.
+	// which only embeds. It has no output head and attends both ways:
+	// each input is computed whole by ForwardHidden (its K and V of no
+	// use after the call), and the other forward calls refuse it with
+	// ErrEncoderOnly.
 	Encoder bool
 }
 

@@ -13,8 +13,8 @@
 // positions, biases, GELU) and "nomic-bert" (rotary positions, fused QKV,
 // SwiGLU, no biases), only embeds (Config.Encoder; see bert.go): each
 // input is computed whole by ForwardHidden with bidirectional attention
-// and no KV cache, post-LayerNorm layers, no final norm; asked for logits
-// it returns ErrEncoderOnly.
+// (its K and V in the arena for that call only), post-LayerNorm layers,
+// no final norm; asked for logits it returns ErrEncoderOnly.
 //
 // The forward pass is batched over rows of several sequences at once: each step embeds the rows' tokens, runs every layer
 // (RMSNorm, Q/K/V projections, RoPE, writing K and V into the paged cache,

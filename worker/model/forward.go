@@ -112,10 +112,10 @@ func (m *Model) ForwardGroupsHidden(kv gpu.KV, tokens []int32, bs []gpu.Batch, l
 // normalised hidden state (the output head's input, what embedding models
 // pool) to out[i·Dim : (i+1)·Dim]. On an encoder (Config.Encoder) each
 // sequence's rows must be the whole input, positions 0, 1, … in order;
-// kv and b.Tables are not used.
+// its K and V are only needed during the call.
 func (m *Model) ForwardHidden(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) error {
 	if m.enc != nil {
-		return m.encode(tokens, b, out)
+		return m.encode(kv, tokens, b, out)
 	}
 	m.one[0] = *b
 	return m.forward(kv, tokens, m.one[:], nil, out, nil, nil, nil, true)
