@@ -138,6 +138,7 @@ var (
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
 	timeType       = reflect.TypeFor[time.Time]()
 	embedInputType = reflect.TypeFor[EmbeddingInput]()
+	vectorType     = reflect.TypeFor[Vector]()
 )
 
 // checkShape compares a decoded JSON value with the Go type it will be

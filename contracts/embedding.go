@@ -1,8 +1,11 @@
 package contracts
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -135,3 +138,58 @@ func (e *EmbeddingRequest) EstimatedInputTokens() int {
 	}
 	return n
 }
+
+// Vector is an embedding (Result.Embeddings). On the wire it is the
+// base64 of its components as little-endian float32 (what OpenAI's
+// encoding_format base64 sends): 5⅓ bytes a component, half of JSON
+// numbers, exact, so a result of many vectors stays within a NATS
+// message. It also reads a JSON array of numbers.
+type Vector []float32
+
+// MarshalJSON writes the vector as base64 of little-endian float32.
+func (v Vector) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return json.Marshal(base64.StdEncoding.EncodeToString(b))
+}
+
+// UnmarshalJSON reads base64 of little-endian float32, or an array of
+// numbers.
+func (v *Vector) UnmarshalJSON(b []byte) error {
+	if s := strings.TrimSpace(string(b)); strings.HasPrefix(s, "[") {
+		var xs []float32
+		if err := json.Unmarshal(b, &xs); err != nil {
+			return err
+		}
+		*v = xs
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(raw)%4 != 0 {
+		return fmt.Errorf("contracts: a vector is base64 of little-endian float32 (%d bytes, %v)", len(raw), err)
+	}
+	out := make(Vector, len(raw)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	*v = out
+	return nil
+}
+
+// EmbeddingResultBytes bounds the encoded size of a result carrying n
+// vectors of dims components, everything but the vectors (usage,
+// metadata) included at resultOverheadBytes: what a worker checks against
+// its NATS server's maximum payload before it runs an embedding job.
+func EmbeddingResultBytes(n, dims int) int {
+	return n*(base64.StdEncoding.EncodedLen(4*dims)+3) + resultOverheadBytes
+}
+
+// resultOverheadBytes bounds a result's bytes besides its vectors: ids,
+// usage, metadata (whose keys and values the request limits bound).
+const resultOverheadBytes = 16 << 10

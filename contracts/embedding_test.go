@@ -1,7 +1,9 @@
 package contracts
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,5 +45,34 @@ func TestDecodeEmbeddingRequest(t *testing.T) {
 	}
 	if _, err := DecodeJobRequest([]byte(`{"model":"m","embedding":{"input":[`+strings.Join(in, ",")+`]}}`), Limits{}); err == nil || !strings.Contains(err.Error(), "above the limit") {
 		t.Errorf("%d inputs: %v", len(in), err)
+	}
+}
+
+// TestVectorJSON: a vector travels as base64 of little-endian float32,
+// exactly, and reads back from that or from an array of numbers.
+func TestVectorJSON(t *testing.T) {
+	t.Parallel()
+	v := Vector{0.5, -0.25, 1e-30, 3.4028235e38, 0}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `"AAAAPwAAgL5gQqIN//9/fwAAAAA="` /* Python: base64(struct.pack("<5f", …)) */ {
+		t.Errorf("encoded %s", b)
+	}
+	for _, in := range []string{string(b), `[0.5,-0.25,1e-30,3.4028235e38,0]`} {
+		var got Vector
+		if err := json.Unmarshal([]byte(in), &got); err != nil || !slices.Equal(got, v) {
+			t.Errorf("%s: %v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{`"AAA"`, `"!!!!"`, `{}`} {
+		var got Vector
+		if err := json.Unmarshal([]byte(bad), &got); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+	if n := EmbeddingResultBytes(100, 1024); n < 100*4*1024*4/3 || n > 100*4*1024*4/3+100*8+(32<<10) {
+		t.Errorf("EmbeddingResultBytes(100, 1024) = %d", n)
 	}
 }

@@ -44,8 +44,10 @@ type Result struct {
 	// otherwise.
 	Reasoning string `json:"reasoning,omitempty"`
 	// Embeddings are an embedding job's vectors, one per input in the
-	// order of embedding.input (completed). Absent for a generation.
-	Embeddings [][]float32 `json:"embeddings,omitempty"`
+	// order of embedding.input (completed), each the base64 of its
+	// little-endian float32 components (see [Vector]). Absent for a
+	// generation.
+	Embeddings []Vector `json:"embeddings,omitempty"`
 	// TokenIDs are the output token ids.
 	TokenIDs []int32 `json:"token_ids,omitempty"`
 	// StopReason says why generation ended (completed generations; an

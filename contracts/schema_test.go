@@ -198,6 +198,8 @@ func (g *schemaGen) of(t reflect.Type) map[string]any {
 		return map[string]any{}
 	case t == timeType:
 		return map[string]any{"type": "string", "format": "date-time"}
+	case t == vectorType:
+		return map[string]any{"type": "string", "contentEncoding": "base64"}
 	case t == embedInputType:
 		return map[string]any{"oneOf": []any{
 			map[string]any{"type": "string"},

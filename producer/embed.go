@@ -83,7 +83,11 @@ func (c *Client) Embed(ctx context.Context, model string, inputs []contracts.Emb
 	if len(res.Embeddings) != len(inputs) {
 		return nil, contracts.NewError(contracts.CodeInternal, "embedding job %s answered %d vectors for %d inputs", id, len(res.Embeddings), len(inputs))
 	}
-	return &Embeddings{JobID: id, Vectors: res.Embeddings, Usage: res.Usage}, nil
+	vs := make([][]float32, len(res.Embeddings))
+	for i, v := range res.Embeddings {
+		vs[i] = v
+	}
+	return &Embeddings{JobID: id, Vectors: vs, Usage: res.Usage}, nil
 }
 
 // embedCancelTimeout bounds the cancel of a job Embed no longer waits for.

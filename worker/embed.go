@@ -15,9 +15,22 @@ import (
 // arrays as given, strings tokenized as llama.cpp's embedding tool does
 // (the model's beginning-of-sequence token first where it adds one, no
 // chat template).
-func embeddingInputs(l *engine.Loaded, name string, e *contracts.EmbeddingRequest) ([][]int32, error) {
+func embeddingInputs(l *engine.Loaded, name string, job *Job) ([][]int32, error) {
+	e := job.Request.Embedding
 	if e.Dimensions > l.Model.Dim {
 		return nil, contracts.NewError(contracts.CodeInvalidRequest, "dimensions %d is above model %s's width of %d", e.Dimensions, name, l.Model.Dim)
+	}
+	dims := l.Model.Dim
+	if e.Dimensions > 0 {
+		dims = e.Dimensions
+	}
+	if lim := job.MaxResultBytes; lim > 0 && contracts.EmbeddingResultBytes(len(e.Input), dims) > lim {
+		most := 0
+		for contracts.EmbeddingResultBytes(most+1, dims) <= lim {
+			most++
+		}
+		return nil, contracts.NewError(contracts.CodeRequestTooLarge, "%d vectors of %d components do not fit in one result (the NATS server's maximum payload is %d bytes): send at most %d inputs a job to model %s, or ask for fewer dimensions",
+			len(e.Input), dims, lim, most, name)
 	}
 	ids := make([][]int32, len(e.Input))
 	for i, in := range e.Input {
@@ -58,7 +71,7 @@ func embeddingOutcome(l *engine.Loaded, inputs [][]int32, vecs [][]float32, st s
 
 // executeEmbedding runs an embedding job through its model's scheduler.
 func (x *SchedExecutor) executeEmbedding(ctx context.Context, job *Job, sm *ScheduledModel, opts sched.JobOpts) (*Outcome, error) {
-	inputs, err := embeddingInputs(sm.Loaded, sm.Name, job.Request.Embedding)
+	inputs, err := embeddingInputs(sm.Loaded, sm.Name, job)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +96,7 @@ func (x *SchedExecutor) executeEmbedding(ctx context.Context, job *Job, sm *Sche
 
 // executeEmbedding runs an embedding job alone on its model's engine.
 func (x *InOrderExecutor) executeEmbedding(ctx context.Context, job *Job, sm *ServedModel) (*Outcome, error) {
-	inputs, err := embeddingInputs(sm.Loaded, sm.Name, job.Request.Embedding)
+	inputs, err := embeddingInputs(sm.Loaded, sm.Name, job)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/natstest"
 	"github.com/zerolayer/zerolayer/worker"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
@@ -173,4 +174,35 @@ func TestEmbeddingJobs(t *testing.T) {
 			t.Fatalf("job %s: usage kind %q (recorded: %v), want %q", j.id, k, ok, want)
 		}
 	}
+}
+
+// TestEmbeddingResultTooLarge: an embedding job whose vectors could not fit
+// in one NATS message fails at once with request_too_large, naming how
+// many inputs fit, and is not redelivered; a job that fits, beside it,
+// completes.
+func TestEmbeddingResultTooLarge(t *testing.T) {
+	t.Parallel()
+	b := workertest.SetupOptions(t, contracts.StreamsConfig{}, &natstest.Options{MaxPayload: 64 << 10})
+	b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{}), worker.Config{ID: "w1", Concurrency: 4})
+	ctx := context.Background()
+	job := func(n int) string {
+		e := &contracts.EmbeddingRequest{}
+		for i := 0; i < n; i++ {
+			e.Input = append(e.Input, contracts.EmbeddingInput{Text: fmt.Sprintf("Once upon a time %d", i)})
+		}
+		id, err := b.Client.Submit(ctx, &contracts.JobRequest{Model: workertest.ModelName, Embedding: e}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	big, small := job(600), job(20)
+	res := wait(t, b.Client, big)
+	if res.Status != contracts.StatusFailed || res.Error == nil || res.Error.Code != contracts.CodeRequestTooLarge || !strings.Contains(res.Error.Message, "at most") || res.Attempt != 1 {
+		t.Fatalf("600 vectors over a 64 KiB max payload: %+v", res)
+	}
+	if res := wait(t, b.Client, small); res.Status != contracts.StatusCompleted || len(res.Embeddings) != 20 {
+		t.Fatalf("20 vectors: %+v", res)
+	}
+	b.WaitDrained(t)
 }

@@ -18,6 +18,10 @@ type Job struct {
 	// Trace is the job's W3C trace context (zero when the producer sent
 	// none).
 	Trace contracts.Traceparent
+	// MaxResultBytes is the most bytes the job's result may take (the
+	// NATS server's maximum payload); 0: no limit. An embedding job whose
+	// vectors could not fit is refused before it runs.
+	MaxResultBytes int
 	// EnqueuedAt is when JetStream stored the job.
 	EnqueuedAt time.Time
 	// Weight is the tenant's share of its class against other tenants'

@@ -73,7 +73,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		return
 	}
 	job := &Job{ID: jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket, Attempt: attempt, Request: req, Trace: tp, EnqueuedAt: meta.Timestamp,
-		Weight: w.cfg.weight(route.Tenant)}
+		Weight: w.cfg.weight(route.Tenant), MaxResultBytes: int(w.nc.MaxPayload())}
 	usage := contracts.Usage{JobID: jobID, Tenant: route.Tenant, Model: req.Model, Priority: route.Priority, Bucket: route.Bucket,
 		Attempt: attempt, TraceID: traceID(tp), WorkerID: w.cfg.ID, Device: w.exec.Device(), CreatedAt: meta.Timestamp.UTC(),
 		BatchID: req.Metadata["batch_id"], CustomID: req.Metadata["custom_id"]}
@@ -492,7 +492,9 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 		Usage: usage, Error: jobErr, ToolReport: out.ToolReport, Metadata: job.Request.Metadata, Attempt: e.attempt, FinishedAt: now,
 		Attempts: attempts(out, ran)}
 	if status == contracts.StatusCompleted {
-		res.Embeddings = out.Embeddings
+		for _, v := range out.Embeddings {
+			res.Embeddings = append(res.Embeddings, contracts.Vector(v))
+		}
 		res.StopReason, res.StopSequence = out.StopReason, out.StopSequence
 		res.Incomplete, res.IncompleteReason = out.Incomplete, incompleteReason(out, status)
 	}

@@ -207,7 +207,7 @@ func embeddingsResponse(model string, res *contracts.Result, inputs int, b64 boo
 	}
 	data := make([]embeddingObject, len(res.Embeddings))
 	for i, v := range res.Embeddings {
-		data[i] = embeddingObject{Object: "embedding", Index: i, Embedding: v}
+		data[i] = embeddingObject{Object: "embedding", Index: i, Embedding: []float32(v)} // numbers: a Vector writes itself as base64
 		if b64 {
 			data[i].Embedding = base64Vector(v)
 		}
