@@ -15,6 +15,7 @@ import (
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer"
+	"github.com/zerolayer/zerolayer/producer/gateway"
 )
 
 // EmbedConfig configures Embed.
@@ -133,7 +134,7 @@ func Embed(ctx context.Context, st *devstack.Stack, cfg EmbedConfig, w io.Writer
 				name string
 				one  func(in []int32) error
 			}{
-				{"http", func(in []int32) error { return postEmbedding(ctx, gw, "http://"+addr, name, in) }},
+				{"http", func(in []int32) error { return postEmbedding(ctx, gw, "http://"+addr, Tenant, name, in) }},
 				{"go", func(in []int32) error {
 					id, err := c.Submit(ctx, &contracts.JobRequest{Model: name, Embedding: &contracts.EmbeddingRequest{Input: []contracts.EmbeddingInput{{Tokens: in}}}}, nil)
 					if err != nil {
@@ -153,7 +154,7 @@ func Embed(ctx context.Context, st *devstack.Stack, cfg EmbedConfig, w io.Writer
 				paths = append(paths, struct {
 					name string
 					one  func(in []int32) error
-				}{"peer", func(in []int32) error { return postEmbedding(ctx, peer, "http://"+cfg.Peer, name, in) }})
+				}{"peer", func(in []int32) error { return postEmbedding(ctx, peer, "http://"+cfg.Peer, "", name, in) }})
 			}
 			for _, p := range paths {
 				lat, took, err := runClients(n, clients, func(i int) error { return p.one(inputs[i]) })
@@ -182,8 +183,8 @@ func embedChunk(i, n, vocab int) []int32 {
 }
 
 // postEmbedding posts one /v1/embeddings request of one token-array input
-// to base and checks that one vector came back.
-func postEmbedding(ctx context.Context, client *http.Client, base, model string, in []int32) error {
+// to base (as tenant, when set) and checks that one vector came back.
+func postEmbedding(ctx context.Context, client *http.Client, base, tenant, model string, in []int32) error {
 	body, err := json.Marshal(map[string]any{"model": model, "input": [][]int32{in}})
 	if err != nil {
 		return err
@@ -193,6 +194,9 @@ func postEmbedding(ctx context.Context, client *http.Client, base, model string,
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if tenant != "" {
+		req.Header.Set(gateway.TenantHeader, tenant) // the dev stack's gateway trusts it
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err

@@ -237,14 +237,12 @@ func normalize(v []float32) {
 
 // NewEmbeddingInput returns a generation that only carries an embedding
 // input through a scheduler: its tokens are computed and nothing is
-// sampled (MaxNew is 0). An input may fill the whole context.
+// sampled (MaxNew is 0). An input may fill the whole context. An
+// encoder's input (model.Config.Encoder) must be computed whole, in one
+// pass (the scheduler does).
 func NewEmbeddingInput(m *model.Model, tok *tokenizer.Tokenizer, ids []int32) (*Generation, error) {
 	if len(ids) == 0 {
 		return nil, ErrEmptyPrompt
-	}
-	if m.Encoder {
-		// Its prompt chunks would attend to their own rows only.
-		return nil, fmt.Errorf("%w: %w: %s computes each input whole (Engine.Embed), not through a scheduler's prompt chunks", ErrBadRequest, model.ErrEncoderOnly, m.Arch)
 	}
 	for _, id := range ids {
 		if id < 0 || int(id) >= m.Vocab {

@@ -101,3 +101,21 @@ func (s *Scheduler) takeHidden(q *seq, from, to int, hidden []float32, next *int
 		s.finish(q, "", nil)
 	}
 }
+
+// encode runs a step of an encoder (model.Config.Encoder), whose rows are
+// all whole embedding inputs, through its one pass (model.ForwardHidden)
+// and keeps the states of the rows hrows asks for.
+func (s *Scheduler) encode(toks, hrows []int32, hidden []float32) error {
+	dim := s.m.Dim
+	if need := len(toks) * dim; cap(s.buf.allHidden) < need {
+		s.buf.allHidden = make([]float32, need)
+	}
+	all := s.buf.allHidden[:len(toks)*dim]
+	if err := s.m.ForwardHidden(s.kv, toks, &s.buf.batches[0], all); err != nil {
+		return err
+	}
+	for j, r := range hrows {
+		copy(hidden[j*dim:(j+1)*dim], all[int(r)*dim:(int(r)+1)*dim])
+	}
+	return nil
+}

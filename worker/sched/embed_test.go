@@ -4,13 +4,17 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 
+	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+	"github.com/zerolayer/zerolayer/worker/model/synth"
 )
 
 // TestEmbedThroughScheduler: embedding inputs run through a scheduler,
@@ -121,5 +125,67 @@ func TestEmbedRefusals(t *testing.T) {
 	}
 	if v, _, err := s.Embed(ctx, [][]int32{full}, engine.EmbedOptions{}, JobOpts{}); err != nil || len(v[0]) != l.Model.Dim {
 		t.Errorf("an input of the whole context (%d): %v", len(full), err)
+	}
+}
+
+// TestEmbedEncoderThroughScheduler: a BERT encoder's inputs run through a
+// scheduler whole, each in one step (beside each other, longer than the
+// prefill budget), with the bits engine.Embed gives each alone.
+func TestEmbedEncoderThroughScheduler(t *testing.T) {
+	t.Parallel()
+	c := synth.BERTSmall(gpu.F32)
+	c.Seed = 5
+	path := filepath.Join(t.TempDir(), "bert.gguf")
+	if err := synth.WriteFile(path, c); err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Config{Threads: 2})
+	t.Cleanup(func() { be.Close() }) // last: after the scheduler has stopped
+	l, err := engine.Load(path, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	r := rand.New(rand.NewPCG(5, 6))
+	var inputs [][]int32
+	for i := 0; i < 12; i++ {
+		in := make([]int32, 2+r.IntN(l.Model.Context-2))
+		for j := range in {
+			in[j] = int32(r.IntN(l.Model.Vocab))
+		}
+		inputs = append(inputs, in)
+	}
+	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSched(t, l, Config{MaxBatchTokens: 32})
+	var wg sync.WaitGroup
+	got := make([][][]float32, 3)
+	errs := make([]error, 3)
+	for j := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[j], _, errs[j] = s.Embed(context.Background(), inputs[j*4:(j+1)*4], engine.EmbedOptions{}, JobOpts{})
+		}()
+	}
+	wg.Wait()
+	for j := range got {
+		if errs[j] != nil {
+			t.Fatalf("job %d: %v", j, errs[j])
+		}
+		for i, v := range got[j] {
+			w, err := e.Embed(context.Background(), [][]int32{inputs[j*4+i]}, engine.EmbedOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(v, w[0], func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+				t.Fatalf("input %d (%d tokens): the scheduler's vector differs from the input's alone", j*4+i, len(inputs[j*4+i]))
+			}
+		}
+	}
+	if _, _, err := s.Generate(context.Background(), &engine.Request{PromptIDs: []int32{1, 2}}, JobOpts{}); err == nil {
+		t.Error("a generation on an encoder: no error")
 	}
 }

@@ -120,7 +120,9 @@ func (s *Scheduler) idleHitPages(q *seq, hits int) int {
 // registerFull puts q's newly completed blocks in the prefix cache, each
 // group's under its own key.
 func (s *Scheduler) registerFull(q *seq) {
-	if s.cfg.DisablePrefixCache {
+	if s.cfg.DisablePrefixCache || s.m.Encoder {
+		// An encoder's K and V depend on the whole input, not only on
+		// the tokens before: no block of them is a prefix.
 		return
 	}
 	full := min(q.computed/s.bt, q.logical())

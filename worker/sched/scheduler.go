@@ -131,6 +131,7 @@ type Scheduler struct {
 		tenantTokens         map[string]int // output tokens per tenant this step
 		hrows                []int32        // rows whose final hidden state an embedding input needs
 		hidden               []float32      // their states
+		allHidden            []float32      // an encoder's step: every row's state
 		observe              []observation  // the step's sampling rows
 		// tenantCounters are Metrics' per-tenant token counters, looked
 		// up once each (the label lookup hashes on every call).

@@ -219,13 +219,19 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 		toks := q.g.Tokens()
 		rem := len(toks) - q.computed
 		n := 1
-		if rem > 1 {
+		if s.m.Encoder {
+			// An encoder's input attends to all of itself: whole, in
+			// one step, whatever the budget.
+			n = rem
+		} else if rem > 1 {
 			n = min(rem, budget)
 			if q == s.filler {
 				// Only blocks the others will not need to the end of
 				// their generations (growingAll); no preemption.
 				free := max(0, s.bm.available()-s.committed()-s.growingAll())
-				n = s.fits(q, n, q.held+free)
+				if n = s.fits(q, n, q.held+free); s.m.Encoder && n < rem {
+					n = 0 // whole or not at all
+				}
 			}
 			if n <= 0 {
 				continue
@@ -332,7 +338,12 @@ func (s *Scheduler) forward(plan []stepRow, high bool) ([]int32, []float32, erro
 	for g := range s.buf.batches {
 		s.buf.batches[g] = gpu.Batch{Pos: pos, Seq: seqIdx, Tables: tables[g], Group: g}
 	}
-	err := s.m.ForwardGroupsHidden(s.kv, toks, s.buf.batches, rows, logits, hrows, hidden, stop)
+	var err error
+	if s.m.Encoder {
+		err = s.encode(toks, hrows, hidden)
+	} else {
+		err = s.m.ForwardGroupsHidden(s.kv, toks, s.buf.batches, rows, logits, hrows, hidden, stop)
+	}
 	masks.Wait()
 	return toks, logits, err
 }
