@@ -129,6 +129,10 @@ type WorkerModel struct {
 	// KVArenaMB is the size of the model's KV arena on the worker, in MB;
 	// 0 when not known.
 	KVArenaMB int `json:"kv_arena_mb,omitempty"`
+	// EmbeddingOnly is set for a model that embeds but does not generate
+	// (an encoder such as BERT): only embedding jobs run on it. Absent: it
+	// does both (and in announcements of workers that predate it).
+	EmbeddingOnly bool `json:"embedding_only,omitempty"`
 }
 
 // ModelNames returns the names of the models w serves.

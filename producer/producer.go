@@ -258,6 +258,9 @@ func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contract
 	if err := c.CheckModel(r.Model, r.WaitForModel); err != nil {
 		return nil, nil, err
 	}
+	if f := c.fleet(); f != nil && !r.IsEmbedding() && f.EmbeddingOnly(r.Model) {
+		return nil, nil, contracts.NewError(contracts.CodeInvalidRequest, "model %q is an embedding model (an encoder): it embeds (embedding jobs, /v1/embeddings) and does not generate", r.Model)
+	}
 	r.ApplyDefaults(c.cfg.Limits)
 	n, err := c.PromptTokens(&r)
 	if err != nil {

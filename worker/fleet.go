@@ -50,7 +50,7 @@ func (w *Worker) startHeartbeat(ctx context.Context) error {
 		m := contracts.WorkerModel{Name: name}
 		for _, i := range w.infos {
 			if i.Name == name {
-				m.ContextTokens, m.KVArenaMB = i.Context, i.KVArenaMB
+				m.ContextTokens, m.KVArenaMB, m.EmbeddingOnly = i.Context, i.KVArenaMB, i.EmbeddingOnly
 			}
 		}
 		hb.info.Models = append(hb.info.Models, m)

@@ -22,6 +22,9 @@ type ModelInfo struct {
 	// KVArenaMB is the size of the model's KV arena in MB, when the
 	// executor has one of its own (the scheduler's); 0 otherwise.
 	KVArenaMB int
+	// EmbeddingOnly is set for an encoder (BERT): it embeds, and does not
+	// generate.
+	EmbeddingOnly bool
 }
 
 // ModelDescriber is implemented by executors that can describe the models
@@ -56,7 +59,9 @@ func (x *InOrderExecutor) ModelInfos() []ModelInfo {
 	var out []ModelInfo
 	for _, name := range x.Models() {
 		l := x.models[name].Loaded
-		out = append(out, describe(name, l.Model.Arch, l.Model.Context, l.Model.Layers))
+		mi := describe(name, l.Model.Arch, l.Model.Context, l.Model.Layers)
+		mi.EmbeddingOnly = l.Model.Encoder
+		out = append(out, mi)
 	}
 	return out
 }
@@ -68,6 +73,7 @@ func (x *SchedExecutor) ModelInfos() []ModelInfo {
 		sm := x.models[name]
 		l := sm.Loaded
 		mi := describe(name, l.Model.Arch, l.Model.Context, l.Model.Layers)
+		mi.EmbeddingOnly = l.Model.Encoder
 		if sm.Scheduler != nil {
 			mi.KVArenaMB = int((sm.Scheduler.KVArena().Bytes + 1<<19) >> 20)
 		}

@@ -219,6 +219,24 @@ func (w *Watch) Served() []string {
 	return out
 }
 
+// EmbeddingOnly reports whether every live worker that serves model says
+// it only embeds (contracts.WorkerModel.EmbeddingOnly); false when none
+// serves it.
+func (w *Watch) EmbeddingOnly(model string) bool {
+	seen := false
+	for _, wi := range w.Workers() {
+		for _, m := range wi.Models {
+			if m.Name == model {
+				if !m.EmbeddingOnly {
+					return false
+				}
+				seen = true
+			}
+		}
+	}
+	return seen
+}
+
 // Known returns the names of the models served by a live worker or lately
 // by any (contracts.ModelsTTL), sorted.
 func (w *Watch) Known() []string {

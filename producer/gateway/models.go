@@ -31,17 +31,13 @@ func (g *Gateway) modelObject(r *http.Request, name string) map[string]any {
 	if anthropicCall(r) {
 		return map[string]any{"type": "model", "id": name, "display_name": name, "created_at": g.started.UTC().Format(time.RFC3339)}
 	}
+	caps := []string{"chat", "embeddings"}
+	if g.fleet != nil && g.fleet.EmbeddingOnly(name) {
+		caps = []string{"embeddings"}
+	}
 	return map[string]any{"object": "model", "id": name, "created": g.started.Unix(), "owned_by": "zerolayer",
-		"capabilities": modelCapabilities}
+		"capabilities": caps}
 }
-
-// modelCapabilities are the APIs a served model answers, in its OpenAI
-// model object: every model the workers serve is a decoder, which
-// generates (chat completions) and embeds (its final hidden states
-// pooled: POST /v1/embeddings). An encoder-only embedding model would
-// embed only; saying so needs the workers to announce what each model
-// does (contracts.WorkerModel), which they do not yet.
-var modelCapabilities = []string{"chat", "embeddings"}
 
 // listModels: GET /v1/models, in the Anthropic shape for a client that
 // sends anthropic-version (limit, after_id and before_id page it), else
