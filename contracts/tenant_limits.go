@@ -53,6 +53,10 @@ type TenantLimits struct {
 	// UpdatedAt. Empty when that book is in another currency.
 	PriceIn  string `json:"price_in,omitempty"`
 	PriceOut string `json:"price_out,omitempty"`
+	// PriceEmbedIn is the per-token price of an embedding job's input
+	// (the book's p_embed_in), to estimate such a job (no output tokens)
+	// before it runs; empty: PriceIn.
+	PriceEmbedIn string `json:"price_embed_in,omitempty"`
 	// UpdatedAt is when billing computed this value (RFC 3339, UTC).
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -110,6 +114,7 @@ func (l *TenantLimits) Validate() error {
 	money("month_to_date", l.MonthToDate, false)
 	money("price_in", l.PriceIn, true)
 	money("price_out", l.PriceOut, true)
+	money("price_embed_in", l.PriceEmbedIn, true)
 	if !currRE.MatchString(l.Currency) {
 		add("currency", "currency %q is not an ISO 4217 code such as USD", l.Currency)
 	}

@@ -149,27 +149,28 @@ func LimitsSnapshot(ctx context.Context, db DB, l TenantLimits, now time.Time) (
 		s := l.MonthlySpend.String()
 		out.MonthlySpend = &s
 	}
-	var pin, pout decimal.Decimal
+	var pin, pout, pemb decimal.Decimal
 	pb, err := EffectivePriceBook(ctx, db, l.Tenant, "", now)
 	switch {
 	case err == nil && pb.Currency == l.Currency:
-		pin, pout = pb.PIn, pb.POut
-		out.PriceIn, out.PriceOut = pin.String(), pout.String()
+		pin, pout, pemb = pb.PIn, pb.POut, pb.EmbeddingInputPrice()
+		out.PriceIn, out.PriceOut, out.PriceEmbedIn = pin.String(), pout.String(), pemb.String()
 	case err != nil && !errors.Is(err, ErrNoPriceBook):
 		return contracts.TenantLimits{}, err
 	}
 	var charged decimal.Decimal
-	var unratedIn, unratedOut int64
+	var unratedIn, unratedOut, unratedEmbed int64
 	if err := db.QueryRow(ctx, `
 		SELECT coalesce(sum(c.total) FILTER (WHERE c.currency = $2), 0),
-		       coalesce(sum(u.input_tokens) FILTER (WHERE c.job_id IS NULL), 0),
-		       coalesce(sum(u.output_tokens) FILTER (WHERE c.job_id IS NULL), 0)
+		       coalesce(sum(u.input_tokens) FILTER (WHERE c.job_id IS NULL AND u.kind <> 'embedding'), 0),
+		       coalesce(sum(u.output_tokens) FILTER (WHERE c.job_id IS NULL), 0),
+		       coalesce(sum(u.input_tokens) FILTER (WHERE c.job_id IS NULL AND u.kind = 'embedding'), 0)
 		FROM usage u LEFT JOIN charges c ON c.tenant_id = u.tenant_id AND c.job_id = u.job_id
 		WHERE u.tenant_id = $1 AND u.created_at >= $3 AND u.created_at < $4`,
-		l.Tenant, l.Currency, from, from.AddDate(0, 1, 0)).Scan(&charged, &unratedIn, &unratedOut); err != nil {
+		l.Tenant, l.Currency, from, from.AddDate(0, 1, 0)).Scan(&charged, &unratedIn, &unratedOut, &unratedEmbed); err != nil {
 		return contracts.TenantLimits{}, fmt.Errorf("billing: month-to-date spend of %s: %w", l.Tenant, err)
 	}
-	mtd := charged.Add(pin.Mul(decimal.NewFromInt(unratedIn))).Add(pout.Mul(decimal.NewFromInt(unratedOut)))
+	mtd := charged.Add(pin.Mul(decimal.NewFromInt(unratedIn))).Add(pout.Mul(decimal.NewFromInt(unratedOut))).Add(pemb.Mul(decimal.NewFromInt(unratedEmbed)))
 	out.MonthToDate = mtd.Round(12).String() // the contract allows 30 decimals; sums of products can carry more
 	return out, nil
 }

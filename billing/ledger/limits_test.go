@@ -69,6 +69,10 @@ func TestLimitsPublisher(t *testing.T) {
 	b.WaitCharged(t, 2)
 	// Stored, not rated yet: estimated at p_in and p_out.
 	b.StoreUnrated(t, billtest.Usage("unrated", "acme", "m", month.Add(2*time.Hour), 100, 10, 0, 0, 0.5))
+	// An embedding job's input, at p_embed_in (this book has none: p_in).
+	emb := billtest.Usage("unrated-emb", "acme", "m", month.Add(3*time.Hour), 1000, 0, 0, 0, 0.5)
+	emb.Kind = contracts.KindEmbedding
+	b.StoreUnrated(t, emb)
 	spend := decimal.RequireFromString("5")
 	if _, err := ledger.SetTenantLimits(ctx, b.Pool, ledger.TenantLimits{Tenant: "acme", RequestsPerMinute: i64(60), MonthlySpend: &spend}); err != nil {
 		t.Fatal(err)
@@ -97,11 +101,11 @@ func TestLimitsPublisher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := billtest.DefaultHandCost(rated).Total.Add(decimal.RequireFromString("0.00045")) // 100 × 0.000003 + 10 × 0.000015
+	want := billtest.DefaultHandCost(rated).Total.Add(decimal.RequireFromString("0.00345")) // 100 × 0.000003 + 10 × 0.000015 + 1000 × 0.000003
 	if mtd := decimal.RequireFromString(got.MonthToDate); !mtd.Equal(want) {
 		t.Errorf("month_to_date = %s, want %s", mtd, want)
 	}
-	if *got.RequestsPerMinute != 60 || *got.MonthlySpend != "5" || got.PriceIn != "0.000003" || got.PriceOut != "0.000015" || got.Month != month.Format("2006-01") {
+	if *got.RequestsPerMinute != 60 || *got.MonthlySpend != "5" || got.PriceIn != "0.000003" || got.PriceOut != "0.000015" || got.PriceEmbedIn != "0.000003" || got.Month != month.Format("2006-01") {
 		t.Errorf("published %+v", got)
 	}
 	// set-limits reaches the bucket through NOTIFY, long before Interval.

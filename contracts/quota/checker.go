@@ -123,6 +123,7 @@ type tenant struct {
 	monthToDate    decimal.Decimal
 	priceIn        decimal.Decimal
 	priceOut       decimal.Decimal
+	priceEmbedIn   decimal.Decimal
 
 	slots    slots
 	jobs     map[string]*entry
@@ -174,7 +175,10 @@ func (c *Checker) Set(l contracts.TenantLimits) {
 		t.spend = &d
 	}
 	t.month, t.monthToDate = l.Month, dec(l.MonthToDate)
-	t.priceIn, t.priceOut = dec(l.PriceIn), dec(l.PriceOut)
+	t.priceIn, t.priceOut, t.priceEmbedIn = dec(l.PriceIn), dec(l.PriceOut), dec(l.PriceIn)
+	if l.PriceEmbedIn != "" {
+		t.priceEmbedIn = dec(l.PriceEmbedIn)
+	}
 	if l.UpdatedAt.After(c.updated) {
 		c.updated = l.UpdatedAt
 	}
@@ -237,7 +241,13 @@ func (c *Checker) Admit(tenantID, jobID string, at time.Time, promptTokens, maxT
 	}
 	sec, toks := at.Unix(), int64(promptTokens)+int64(maxTokens)
 	var cost decimal.Decimal
-	if t.spend != nil {
+	switch {
+	case t.spend != nil && maxTokens == 0:
+		// No output: an embedding job (a generation always has
+		// max_tokens once its defaults are applied), priced at the
+		// embedding rate.
+		cost = t.priceEmbedIn.Mul(decimal.NewFromInt(int64(promptTokens)))
+	case t.spend != nil:
 		cost = t.priceIn.Mul(decimal.NewFromInt(int64(promptTokens))).Add(t.priceOut.Mul(decimal.NewFromInt(int64(maxTokens))))
 	}
 	limit, e := c.check(t, tenantID, now, at, sec, toks, cost)

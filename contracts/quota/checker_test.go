@@ -200,6 +200,29 @@ func TestSpend(t *testing.T) {
 	}
 }
 
+// TestSpendEmbedding: a job of no output tokens (an embedding job) is
+// estimated at the embedding price, PriceIn when the limits carry none.
+func TestSpendEmbedding(t *testing.T) {
+	t.Parallel()
+	l := limits("acme")
+	l.MonthlySpend, l.MonthToDate, l.PriceIn, l.PriceOut, l.PriceEmbedIn = str("1.00"), "0.80", "0.01", "0.02", "0.001"
+	q, _ := setup(t, l)
+	// 100 input tokens × 0.001 = 0.10 each: two fit under 1.00, not three.
+	for _, id := range []string{"a", "b"} {
+		if err := q.Admit("acme", id, time.Time{}, 100, 0); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	wantCode(t, q.Admit("acme", "c", time.Time{}, 100, 0), contracts.CodeSpendLimitExceeded, 10*time.Second)
+	// At PriceIn (none of its own), 100 tokens are 1.00: refused alone.
+	l.PriceEmbedIn = ""
+	q2, _ := setup(t, l)
+	wantCode(t, q2.Admit("acme", "a", time.Time{}, 100, 0), contracts.CodeSpendLimitExceeded, -1)
+	if err := q2.Admit("acme", "b", time.Time{}, 10, 0); err != nil {
+		t.Errorf("10 tokens at PriceIn (0.10): %v", err)
+	}
+}
+
 func TestZeroLimitAdmitsNothing(t *testing.T) {
 	t.Parallel()
 	l := limits("acme")
