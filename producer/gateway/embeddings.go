@@ -231,20 +231,80 @@ func base64Vector(v []float32) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// embeddings: POST /v1/embeddings: one embedding job for the request's
-// inputs, answered with their vectors once it has run.
+// embeddings: POST /v1/embeddings. A request is one embedding job, or as
+// many as it takes for each job's vectors to fit one NATS message
+// (producer.Client.EmbeddingInputsPerJob; up to 2,048 inputs of a wide
+// model are several jobs): their vectors are answered in the inputs'
+// order, their usage summed, their ids in the job id header, comma
+// separated. A job that fails fails the request, and the others are
+// canceled, as they all are when the caller goes away.
 func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request) {
-	var er embeddingsRequest
-	s := g.startSync(w, r, &er, embeddingError)
-	if s == nil {
-		return
-	}
-	res, e := s.wait()
+	c, e := g.client(r)
 	if e != nil {
 		embeddingError(w, e)
 		return
 	}
-	body, e := embeddingsResponse(s.req.Model, res, len(s.req.Embedding.Input), er.base64())
+	raw, e := g.body(w, r)
+	if e != nil {
+		embeddingError(w, e)
+		return
+	}
+	var er embeddingsRequest
+	if e := decodeJSON(raw, &er); e != nil {
+		embeddingError(w, e)
+		return
+	}
+	req, e := er.job()
+	if e != nil {
+		embeddingError(w, e)
+		return
+	}
+	parts := []*contracts.JobRequest{req}
+	if per := c.EmbeddingInputsPerJob(req.Model, req.Embedding.Dimensions); per > 0 && len(req.Embedding.Input) > per {
+		parts = nil
+		for lo := 0; lo < len(req.Embedding.Input); lo += per {
+			p := *req
+			p.Embedding = &contracts.EmbeddingRequest{Input: req.Embedding.Input[lo:min(lo+per, len(req.Embedding.Input))], Dimensions: req.Embedding.Dimensions}
+			parts = append(parts, &p)
+		}
+	}
+	calls := make([]*syncCall, 0, len(parts))
+	abandon := func() {
+		for _, s := range calls {
+			s.abandon()
+		}
+	}
+	var ids []string
+	for _, p := range parts {
+		s := &syncCall{g: g, c: c, r: r, req: p}
+		if e := s.submit(w); e != nil {
+			abandon()
+			embeddingError(w, e)
+			return
+		}
+		calls = append(calls, s)
+		ids = append(ids, s.id)
+	}
+	w.Header().Set(JobIDHeader, strings.Join(ids, ","))
+	all := &contracts.Result{Usage: &contracts.Usage{}}
+	for i, s := range calls {
+		res, e := s.wait()
+		if e != nil {
+			abandon() // s.wait abandoned s itself; the rest are of no use
+			embeddingError(w, e)
+			return
+		}
+		if len(res.Embeddings) != len(parts[i].Embedding.Input) {
+			abandon()
+			embeddingError(w, contracts.NewError(contracts.CodeInternal, "job %s answered %d vectors for %d inputs", s.id, len(res.Embeddings), len(parts[i].Embedding.Input)))
+			return
+		}
+		all.Embeddings = append(all.Embeddings, res.Embeddings...)
+		if res.Usage != nil {
+			all.Usage.InputTokens += res.Usage.InputTokens
+		}
+	}
+	body, e := embeddingsResponse(req.Model, all, len(req.Embedding.Input), er.base64())
 	if e != nil {
 		embeddingError(w, e)
 		return
