@@ -246,6 +246,17 @@ func (m *Models) Names() []string {
 	return names
 }
 
+// EmbeddingOnly reports whether the served model name only embeds (an
+// encoder such as BERT).
+func (m *Models) EmbeddingOnly(name string) bool {
+	for _, sm := range m.served {
+		if sm.Name == name {
+			return sm.Loaded.Model.Encoder
+		}
+	}
+	return false
+}
+
 // Paths maps each served name to its model file (what producers and the
 // gateway tokenize with).
 func (m *Models) Paths() map[string]string { return m.paths }

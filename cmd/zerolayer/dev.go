@@ -87,7 +87,10 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	model := st.Models().Names()[0]
 	fmt.Fprintf(os.Stderr, "zerolayer dev: NATS %s, PostgreSQL %s, serving %s\n", st.NATSURL(), dbNote(st, *dbURL), st.Models().Describe())
-	if addr := st.GatewayAddr(); addr != "" {
+	if addr := st.GatewayAddr(); addr != "" && st.Models().EmbeddingOnly(model) {
+		fmt.Fprintf(os.Stderr, "HTTP gateway on http://%s: curl -H 'X-Zerolayer-Tenant: acme' http://%s/v1/embeddings -d '{\"model\":\"%s\",\"input\":[\"Once upon a time\"]}'\n",
+			addr, addr, model)
+	} else if addr != "" {
 		fmt.Fprintf(os.Stderr, "HTTP gateway on http://%s: curl -H 'X-Zerolayer-Tenant: acme' http://%s/v1/chat/completions -d '{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}]}'\n",
 			addr, addr, model)
 	}
