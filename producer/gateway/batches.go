@@ -391,6 +391,23 @@ func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) e
 	if ctx.Err() != nil {
 		return ctx.Err() // the gateway is stopping (or lost the lease): the batch stays in_progress, for another
 	}
+	if runErr == nil && storeErr == nil {
+		if afterOutputStored != nil {
+			afterOutputStored(tenant, id)
+		}
+		// A chunk of the output stored twice (its publish sent again
+		// across a stream leader change, after its acknowledgement was
+		// lost) leaves an object that does not read back to its digest:
+		// every download of it would fail. Read it back whole; if it does
+		// not, the batch runs again (its lines answered from their stored
+		// results) and writes it anew.
+		if _, err := g.copyObject(ctx, batchFile(tenant, id, "output"), io.Discard, nil); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("stopped: the stored output does not read back whole, to be run again: %w", err)
+		}
+	}
 	if err := errors.Join(runErr, storeErr); err != nil && (contracts.IsUnreachable(err) || errors.Is(err, context.DeadlineExceeded)) {
 		// NATS out of reach for a moment (this gateway's server went
 		// down): the batch is not over. It stays in_progress, its lease
@@ -412,6 +429,10 @@ func (g *Gateway) runBatch(ctx context.Context, c *producer.Client, id string) e
 	}
 	return err
 }
+
+// afterOutputStored, when set (by tests), is called once a batch's output
+// is stored, before it is read back.
+var afterOutputStored func(tenant, id string)
 
 // progressEvery is how often a running batch's state takes its counts.
 const progressEvery = 500 * time.Millisecond
