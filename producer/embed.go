@@ -94,8 +94,9 @@ func (c *Client) Embed(ctx context.Context, model string, inputs []contracts.Emb
 	for k, id := range ids {
 		res, err := c.Wait(ctx, id)
 		if err == nil && res.Status != contracts.StatusCompleted {
-			err = res.Error
-			if err == nil {
+			if res.Error != nil {
+				err = res.Error
+			} else {
 				err = contracts.NewError(contracts.CodeInternal, "embedding job %s ended %s", id, res.Status)
 			}
 		}

@@ -70,6 +70,11 @@ func TestEmbed(t *testing.T) {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.wantErr)
 		}
 	}
+	// A job the worker fails: its result's error.
+	var ce *contracts.Error
+	if _, err := c.Embed(ctx, workertest.ModelName, producer.TextInputs("a"), &producer.EmbedOpts{Dimensions: 1 << 20}); !errors.As(err, &ce) || ce.Code != contracts.CodeInvalidRequest {
+		t.Errorf("dimensions above the width: %v, want the job's invalid_request", err)
+	}
 }
 
 // norm is v's Euclidean length.
