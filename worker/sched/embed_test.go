@@ -22,8 +22,10 @@ import (
 // or dropped and recomputed), give the bits engine.Embed gives each input
 // alone, for every pooling; and the generations beside them give the
 // output they give alone.
+//
+// Not parallel: it loads the machine, and the reserved-admission tests
+// beside it measure step times.
 func TestEmbedThroughScheduler(t *testing.T) {
-	t.Parallel()
 	l := modeltest.LoadStories(t, 1)
 	r := rand.New(rand.NewPCG(3, 4))
 	var inputs [][]int32
@@ -132,7 +134,6 @@ func TestEmbedRefusals(t *testing.T) {
 // scheduler whole, each in one step (beside each other, longer than the
 // prefill budget), with the bits engine.Embed gives each alone.
 func TestEmbedEncoderThroughScheduler(t *testing.T) {
-	t.Parallel()
 	c := synth.BERTSmall(gpu.F32)
 	c.Seed = 5
 	path := filepath.Join(t.TempDir(), "bert.gguf")
