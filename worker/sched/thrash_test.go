@@ -417,12 +417,14 @@ func TestLongPromptsQueue(t *testing.T) {
 				checkIdle(t, s)
 			}
 			// Without a host tier a victim recomputes its context (once:
-			// 0–300 tokens here, by when the jobs land); the code before
+			// 0–380 tokens here, by when the jobs land: 2 to 4 victims,
+			// 100 to 1,100 tokens recomputed over runs); the code before
 			// issue 37 computed 20% more than at 2 at a time, and had
-			// jobs evicted up to 6 times.
+			// jobs evicted up to 6 times, which the at-most-once check
+			// above catches.
 			slack := int64(10)
 			if tc.cfg.HostSwapMB < 0 {
-				slack = 15
+				slack = 30
 			}
 			if at[0].steps > at[1].steps*11/10 || at[0].computed > at[1].computed*(100+slack)/100 {
 				t.Errorf("8 at a time took %d steps and %d tokens computed, 2 at a time %d and %d", at[0].steps, at[0].computed, at[1].steps, at[1].computed)
