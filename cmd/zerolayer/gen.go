@@ -378,5 +378,5 @@ func embedPrompt(ctx context.Context, l *engine.Loaded, ids []int32, pooling str
 		Dimensions   int       `json:"dimensions"`
 		Pooling      string    `json:"pooling"`
 		PromptTokens int       `json:"prompt_tokens"`
-	}{vs[0], len(vs[0]), e.Pooling(opts.Pooling).String(), len(ids)})
+	}{vs[0], len(vs[0]), engine.ResolvePooling(l.Model, opts.Pooling).String(), len(ids)})
 }

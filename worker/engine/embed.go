@@ -32,7 +32,7 @@ type EmbedOptions struct {
 // Because the kernels give a row the same bits in any batch, an input's
 // vector does not depend on the inputs beside it.
 func (e *Engine) Embed(ctx context.Context, inputs [][]int32, opts EmbedOptions) ([][]float32, error) {
-	pool := e.Pooling(opts.Pooling)
+	pool := ResolvePooling(e.m, opts.Pooling)
 	for i, in := range inputs {
 		if len(in) == 0 {
 			return nil, fmt.Errorf("%w: input %d has no tokens", ErrEmptyPrompt, i)
@@ -62,10 +62,6 @@ func (e *Engine) Embed(ctx context.Context, inputs [][]int32, opts EmbedOptions)
 	}
 	return out, nil
 }
-
-// Pooling is the pooling Embed applies given p: p itself, else the
-// model's (<arch>.pooling_type), else mean.
-func (e *Engine) Pooling(p model.Pooling) model.Pooling { return ResolvePooling(e.m, p) }
 
 // ResolvePooling is the pooling an embedding of m applies given p: p
 // itself, else the model's (<arch>.pooling_type), else mean.
@@ -135,7 +131,7 @@ type Pooler struct {
 }
 
 // NewPooler pools an input of n tokens with dim-wide states; pool is
-// resolved already (Engine.Pooling).
+// resolved already (ResolvePooling).
 func NewPooler(dim, n int, pool model.Pooling) *Pooler {
 	p := &Pooler{pool: pool, dim: dim, n: n}
 	if pool == model.PoolCLS || pool == model.PoolLast {
@@ -163,9 +159,10 @@ func (p *Pooler) Needs(pos int) bool {
 	return true
 }
 
-// Add takes the final hidden state of position pos. A position already
-// taken (recomputed after a preemption: the same bits) or not wanted is
-// skipped; a position past the next one is a caller's bug and panics.
+// Add takes the final hidden state of position pos (nil for a position
+// the pooling does not need: Needs). A position already taken
+// (recomputed after a preemption: the same bits) is skipped; a position
+// past the next one is a caller's bug and panics.
 func (p *Pooler) Add(pos int, state []float32) {
 	if pos < p.next {
 		return
@@ -187,14 +184,6 @@ func (p *Pooler) Add(pos int, state []float32) {
 		for j, x := range state[:p.dim] {
 			p.sum[j] += float64(x)
 		}
-	}
-}
-
-// Skip marks position pos taken without its state (a row cls or last
-// pooling does not need). Like Add, it takes positions in order.
-func (p *Pooler) Skip(pos int) {
-	if pos == p.next {
-		p.next++
 	}
 }
 

@@ -88,16 +88,15 @@ func (s *Scheduler) Embed(ctx context.Context, inputs [][]int32, eopts engine.Em
 func (s *Scheduler) takeHidden(q *seq, from, to int, hidden []float32, next *int) {
 	dim := s.m.Dim
 	for pos := from; pos < to; pos++ {
+		var state []float32 // forward computed it only where the pooling needs it
 		if q.emb.pool.Needs(pos) {
-			q.emb.pool.Add(pos, hidden[*next*dim:(*next+1)*dim])
+			state = hidden[*next*dim : (*next+1)*dim]
 			*next++
-		} else {
-			q.emb.pool.Skip(pos)
 		}
+		q.emb.pool.Add(pos, state)
 	}
 	if q.emb.pool.Done() {
-		q.emb.vec = q.emb.pool.Vector(q.emb.opts)
-		q.g.NoteKVBytes(int64(q.held) * s.BlockBytes())
+		q.emb.vec = q.emb.pool.Vector(q.emb.opts) // its KV bytes were noted as it grew (noteMemory)
 		s.finish(q, "", nil)
 	}
 }

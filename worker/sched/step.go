@@ -219,12 +219,13 @@ func (s *Scheduler) planStep(now time.Time) []stepRow {
 		toks := q.g.Tokens()
 		rem := len(toks) - q.computed
 		n := 1
-		if s.m.Encoder {
-			// An encoder's input attends to all of itself: whole, in
-			// one step, whatever the budget.
-			n = rem
-		} else if rem > 1 {
+		if rem > 1 || s.m.Encoder {
 			n = min(rem, budget)
+			if s.m.Encoder {
+				// An encoder's input attends to all of itself: whole, in
+				// one step, whatever the budget.
+				n = rem
+			}
 			if q == s.filler {
 				// Only blocks the others will not need to the end of
 				// their generations (growingAll); no preemption.
