@@ -130,13 +130,18 @@ func (r *JobRequest) validateEmbedding(lim Limits, ps *problems) {
 func (e *EmbeddingRequest) EstimatedInputTokens() int {
 	n := 0
 	for _, in := range e.Input {
-		if in.Tokens != nil {
-			n += len(in.Tokens)
-		} else {
-			n += len(in.Text)/4 + 1
-		}
+		n += in.EstimatedTokens()
 	}
 	return n
+}
+
+// EstimatedTokens is the input's tokens: a token array's length, or a
+// string's bytes at 4 a token, plus one.
+func (in EmbeddingInput) EstimatedTokens() int {
+	if in.Tokens != nil {
+		return len(in.Tokens)
+	}
+	return len(in.Text)/4 + 1
 }
 
 // Vector is an embedding (Result.Embeddings). On the wire it is the
@@ -188,6 +193,15 @@ func (v *Vector) UnmarshalJSON(b []byte) error {
 // its NATS server's maximum payload before it runs an embedding job.
 func EmbeddingResultBytes(n, dims int) int {
 	return n*(base64.StdEncoding.EncodedLen(4*dims)+3) + resultOverheadBytes
+}
+
+// EmbeddingsPerResult is the most vectors of dims components one result
+// of at most maxBytes can carry (EmbeddingResultBytes), at most
+// MaxEmbeddingInputs: how many inputs an embedding job may have under a
+// NATS server's maximum payload.
+func EmbeddingsPerResult(dims, maxBytes int) int {
+	per := EmbeddingResultBytes(1, dims) - resultOverheadBytes
+	return min(max(0, (maxBytes-resultOverheadBytes)/per), MaxEmbeddingInputs)
 }
 
 // resultOverheadBytes bounds a result's bytes besides its vectors: ids,

@@ -34,7 +34,7 @@ type Embeddings struct {
 	JobIDs []string
 	// Vectors are the inputs' vectors, one per input in their order,
 	// L2-normalised.
-	Vectors [][]float32
+	Vectors []contracts.Vector
 	// Usage is the job's usage: InputTokens counts every input's tokens.
 	Usage *contracts.Usage
 }
@@ -108,9 +108,7 @@ func (c *Client) Embed(ctx context.Context, model string, inputs []contracts.Emb
 			cancelAll()
 			return nil, contracts.NewError(contracts.CodeInternal, "embedding job %s answered %d vectors for %d inputs", id, len(res.Embeddings), want)
 		}
-		for _, v := range res.Embeddings {
-			out.Vectors = append(out.Vectors, v)
-		}
+		out.Vectors = append(out.Vectors, res.Embeddings...)
 		if k == 0 && res.Usage != nil {
 			*out.Usage = *res.Usage
 		} else if res.Usage != nil {
@@ -151,12 +149,7 @@ func (c *Client) EmbeddingInputsPerJob(model string, dims int) int {
 	if dims <= 0 || dims > int(width) {
 		dims = int(width)
 	}
-	lim := int(c.nc.MaxPayload())
-	n := 0
-	for n < contracts.MaxEmbeddingInputs && contracts.EmbeddingResultBytes(n+1, dims) <= lim {
-		n++
-	}
-	return max(n, 1)
+	return max(contracts.EmbeddingsPerResult(dims, int(c.nc.MaxPayload())), 1)
 }
 
 // embedCancelTimeout bounds the cancel of a job Embed no longer waits for.

@@ -255,21 +255,27 @@ func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contract
 	if err := r.Validate(c.cfg.Limits); err != nil {
 		return nil, nil, err
 	}
-	if err := c.CheckModel(r.Model, r.WaitForModel); err != nil {
+	if err := c.checkModel(r.Model, r.WaitForModel, !r.IsEmbedding()); err != nil {
 		return nil, nil, err
-	}
-	if f := c.fleet(); f != nil && !r.IsEmbedding() && f.EmbeddingOnly(r.Model) {
-		return nil, nil, contracts.NewError(contracts.CodeInvalidRequest, "model %q is an embedding model (an encoder): it embeds (embedding jobs, /v1/embeddings) and does not generate", r.Model)
 	}
 	r.ApplyDefaults(c.cfg.Limits)
-	n, err := c.PromptTokens(&r)
-	if err != nil {
-		return nil, nil, err
-	}
+	var n int
+	var err error
 	if r.IsEmbedding() {
-		if err := c.checkEmbeddingInputs(&r); err != nil {
+		var counts []int
+		counts, err = c.embeddingTokens(&r)
+		if err != nil {
 			return nil, nil, err
 		}
+		for i, k := range counts {
+			// Refused here as the worker would refuse it.
+			if ctx := c.modelContext(r.Model); ctx > 0 && k > ctx {
+				return nil, nil, contracts.NewError(contracts.CodePromptTooLong, "embedding input %d is %d tokens; model %s has a context of %d", i, k, r.Model, ctx)
+			}
+			n += k
+		}
+	} else if n, err = c.PromptTokens(&r); err != nil {
+		return nil, nil, err
 	} else if ctx := c.modelContext(r.Model); ctx > 0 && n >= ctx {
 		// Refused here as the worker would refuse it (no worker could
 		// ever run it), rather than queued for one to do so.
@@ -305,16 +311,27 @@ func (c *Client) prepare(req *contracts.JobRequest, opts *SubmitOpts) (*contract
 // (JobRequest.WaitForModel) it refuses nothing: the job waits for a
 // worker of its model, counted in zerolayer_jobs_waiting_unserved.
 func (c *Client) CheckModel(model string, wait bool) *contracts.Error {
-	if wait {
-		return nil
+	return c.checkModel(model, wait, false)
+}
+
+// checkModel is CheckModel for a job that generates (generates) or
+// embeds: a generation is refused, wait or not, for a model the live
+// workers serve as embedding only (an encoder), with invalid_request.
+func (c *Client) checkModel(model string, wait, generates bool) *contracts.Error {
+	f := c.fleet()
+	var st fleet.ModelState
+	if f != nil && (generates || !wait) {
+		st = f.Model(model)
 	}
-	if f := c.fleet(); f != nil {
-		if st := f.Model(model); st.LiveWorkers > 0 {
-			if st.Recent {
-				return nil // served, or lately
-			}
-			return f.Refusal(model, false)
-		}
+	switch {
+	case generates && st.EmbeddingOnly:
+		return contracts.NewError(contracts.CodeInvalidRequest, "model %q is an embedding model (an encoder): it embeds (embedding jobs, /v1/embeddings) and does not generate", model)
+	case wait:
+		return nil
+	case st.LiveWorkers > 0 && st.Recent:
+		return nil // served, or lately
+	case st.LiveWorkers > 0:
+		return f.Refusal(model, false)
 	}
 	if _, ok := c.cfg.Models[model]; c.cfg.ServedOnly && !ok {
 		return contracts.NewError(contracts.CodeUnknownModel, "model %q is not served here", model)
@@ -363,7 +380,12 @@ func (c *Client) PromptTokens(req *contracts.JobRequest) (int, error) {
 	if req.IsEmbedding() {
 		// Every input's tokens: what the job holds in the KV arena at
 		// once, and what its bucket is chosen by.
-		return req.Embedding.EstimatedInputTokens(), nil
+		counts, err := c.embeddingTokens(req)
+		n := 0
+		for _, k := range counts {
+			n += k
+		}
+		return n, err
 	}
 	system, _, err := contracts.ParseSystem(req.System)
 	if err != nil {
@@ -387,33 +409,27 @@ func (c *Client) PromptTokens(req *contracts.JobRequest) (int, error) {
 	return len(ids), nil
 }
 
-// checkEmbeddingInputs refuses an embedding job with an input longer than
-// its model's context (CodePromptTooLong), as the worker would: inputs
-// given as token ids are counted, strings tokenized where the client has
-// the model's tokenizer (Config.Models).
-func (c *Client) checkEmbeddingInputs(r *contracts.JobRequest) error {
-	ctx := c.modelContext(r.Model)
-	if ctx <= 0 {
-		return nil
-	}
+// embeddingTokens counts each input of an embedding job in tokens: token
+// arrays as they are, strings tokenized as the worker tokenizes them
+// where the client has the model's file (Config.Models), else estimated
+// (contracts.EmbeddingInput.EstimatedTokens).
+func (c *Client) embeddingTokens(r *contracts.JobRequest) ([]int, error) {
 	p, err := c.prompter(r.Model)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	counts := make([]int, len(r.Embedding.Input))
 	for i, in := range r.Embedding.Input {
-		n := len(in.Tokens)
+		counts[i] = in.EstimatedTokens()
 		if in.Tokens == nil && p != nil {
 			ids, err := p.Prompt(in.Text, prompt.Options{})
 			if err != nil {
-				return prompt.ContractError(err)
+				return nil, prompt.ContractError(err)
 			}
-			n = len(ids)
-		}
-		if n > ctx {
-			return contracts.NewError(contracts.CodePromptTooLong, "embedding input %d is %d tokens; model %s has a context of %d", i, n, r.Model, ctx)
+			counts[i] = len(ids)
 		}
 	}
-	return nil
+	return counts, nil
 }
 
 // modelContext is the context length of model's GGUF file (Config.Models),

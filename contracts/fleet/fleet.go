@@ -219,24 +219,6 @@ func (w *Watch) Served() []string {
 	return out
 }
 
-// EmbeddingOnly reports whether every live worker that serves model says
-// it only embeds (contracts.WorkerModel.EmbeddingOnly); false when none
-// serves it.
-func (w *Watch) EmbeddingOnly(model string) bool {
-	seen := false
-	for _, wi := range w.Workers() {
-		for _, m := range wi.Models {
-			if m.Name == model {
-				if !m.EmbeddingOnly {
-					return false
-				}
-				seen = true
-			}
-		}
-	}
-	return seen
-}
-
 // Known returns the names of the models served by a live worker or lately
 // by any (contracts.ModelsTTL), sorted.
 func (w *Watch) Known() []string {
@@ -261,17 +243,25 @@ type ModelState struct {
 	Live bool
 	// Recent is set when a worker served it within contracts.ModelsTTL.
 	Recent bool
+	// EmbeddingOnly is set when every live worker that serves the model
+	// says it only embeds (contracts.WorkerModel.EmbeddingOnly).
+	EmbeddingOnly bool
 }
 
 // Model returns what the fleet says of model.
 func (w *Watch) Model(model string) ModelState {
 	var st ModelState
+	generates := false
 	for _, wi := range w.Workers() {
 		st.LiveWorkers++
 		for _, m := range wi.Models {
-			st.Live = st.Live || m.Name == model
+			if m.Name == model {
+				st.Live = true
+				generates = generates || !m.EmbeddingOnly
+			}
 		}
 	}
+	st.EmbeddingOnly = st.Live && !generates
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.models[contracts.ModelToken(model)]; ok && e.rec.Model == model && w.now().Sub(e.at) < contracts.ModelsTTL {

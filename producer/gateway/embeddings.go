@@ -2,8 +2,7 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/binary"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/producer"
 )
 
 // embeddingsEndpoint is OpenAI's embeddings API, POST /v1/embeddings, and
@@ -207,9 +207,12 @@ func embeddingsResponse(model string, res *contracts.Result, inputs int, b64 boo
 	}
 	data := make([]embeddingObject, len(res.Embeddings))
 	for i, v := range res.Embeddings {
-		data[i] = embeddingObject{Object: "embedding", Index: i, Embedding: []float32(v)} // numbers: a Vector writes itself as base64
+		// A contracts.Vector writes itself as the base64 of its
+		// little-endian float32 components, as the OpenAI SDKs decode
+		// encoding_format base64; as []float32, a list of numbers.
+		data[i] = embeddingObject{Object: "embedding", Index: i, Embedding: []float32(v)}
 		if b64 {
-			data[i].Embedding = base64Vector(v)
+			data[i].Embedding = v
 		}
 	}
 	var u embeddingsUsage
@@ -220,24 +223,13 @@ func embeddingsResponse(model string, res *contracts.Result, inputs int, b64 boo
 	return map[string]any{"object": "list", "data": data, "model": model, "usage": u}, nil
 }
 
-// base64Vector is v's float32 components, little-endian, in standard
-// base64: the encoding_format base64 of the OpenAI API, as its SDKs
-// decode it.
-func base64Vector(v []float32) string {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return base64.StdEncoding.EncodeToString(b)
-}
-
-// embeddings: POST /v1/embeddings. A request is one embedding job, or as
-// many as it takes for each job's vectors to fit one NATS message
-// (producer.Client.EmbeddingInputsPerJob; up to 2,048 inputs of a wide
-// model are several jobs): their vectors are answered in the inputs'
-// order, their usage summed, their ids in the job id header, comma
-// separated. A job that fails fails the request, and the others are
-// canceled, as they all are when the caller goes away.
+// embeddings: POST /v1/embeddings, through producer.Client.Embed: one
+// embedding job, or as many as it takes for each job's vectors to fit one
+// NATS message (up to 2,048 inputs of a wide model are several jobs),
+// answered in the inputs' order with their usage summed and their ids in
+// the job id header, comma separated. A job that fails fails the request;
+// the others are canceled, as they all are when the caller goes away or
+// SyncTimeout passes.
 func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request) {
 	c, e := g.client(r)
 	if e != nil {
@@ -255,56 +247,24 @@ func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, e := er.job()
+	if e == nil {
+		e = priority(r, req)
+	}
 	if e != nil {
 		embeddingError(w, e)
 		return
 	}
-	parts := []*contracts.JobRequest{req}
-	if per := c.EmbeddingInputsPerJob(req.Model, req.Embedding.Dimensions); per > 0 && len(req.Embedding.Input) > per {
-		parts = nil
-		for lo := 0; lo < len(req.Embedding.Input); lo += per {
-			p := *req
-			p.Embedding = &contracts.EmbeddingRequest{Input: req.Embedding.Input[lo:min(lo+per, len(req.Embedding.Input))], Dimensions: req.Embedding.Dimensions}
-			parts = append(parts, &p)
-		}
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.SyncTimeout)
+	defer cancel()
+	got, err := c.Embed(ctx, req.Model, req.Embedding.Input, &producer.EmbedOpts{Dimensions: req.Embedding.Dimensions,
+		Priority: req.Priority, WaitForModel: req.WaitForModel, Submit: submitOpts(r)})
+	if err != nil {
+		embeddingError(w, asError(err))
+		return
 	}
-	calls := make([]*syncCall, 0, len(parts))
-	abandon := func() {
-		for _, s := range calls {
-			s.abandon()
-		}
-	}
-	var ids []string
-	for _, p := range parts {
-		s := &syncCall{g: g, c: c, r: r, req: p}
-		if e := s.submit(w); e != nil {
-			abandon()
-			embeddingError(w, e)
-			return
-		}
-		calls = append(calls, s)
-		ids = append(ids, s.id)
-	}
-	w.Header().Set(JobIDHeader, strings.Join(ids, ","))
-	all := &contracts.Result{Usage: &contracts.Usage{}}
-	for i, s := range calls {
-		res, e := s.wait()
-		if e != nil {
-			abandon() // s.wait abandoned s itself; the rest are of no use
-			embeddingError(w, e)
-			return
-		}
-		if len(res.Embeddings) != len(parts[i].Embedding.Input) {
-			abandon()
-			embeddingError(w, contracts.NewError(contracts.CodeInternal, "job %s answered %d vectors for %d inputs", s.id, len(res.Embeddings), len(parts[i].Embedding.Input)))
-			return
-		}
-		all.Embeddings = append(all.Embeddings, res.Embeddings...)
-		if res.Usage != nil {
-			all.Usage.InputTokens += res.Usage.InputTokens
-		}
-	}
-	body, e := embeddingsResponse(req.Model, all, len(req.Embedding.Input), er.base64())
+	w.Header().Set(JobIDHeader, strings.Join(got.JobIDs, ","))
+	setRequestID(w, got.JobID)
+	body, e := embeddingsResponse(req.Model, &contracts.Result{JobID: got.JobID, Embeddings: got.Vectors, Usage: got.Usage}, len(req.Embedding.Input), er.base64())
 	if e != nil {
 		embeddingError(w, e)
 		return

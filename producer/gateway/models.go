@@ -32,7 +32,7 @@ func (g *Gateway) modelObject(r *http.Request, name string) map[string]any {
 		return map[string]any{"type": "model", "id": name, "display_name": name, "created_at": g.started.UTC().Format(time.RFC3339)}
 	}
 	caps := []string{"chat", "embeddings"}
-	if g.fleet != nil && g.fleet.EmbeddingOnly(name) {
+	if g.fleet != nil && g.fleet.Model(name).EmbeddingOnly {
 		caps = []string{"embeddings"}
 	}
 	return map[string]any{"object": "model", "id": name, "created": g.started.Unix(), "owned_by": "zerolayer",
