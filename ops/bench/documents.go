@@ -209,9 +209,9 @@ func Documents(ctx context.Context, st *devstack.Stack, cfg DocumentsConfig, w i
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	addr := st.GatewayAddr()
-	if addr == "" {
-		return nil, errors.New("bench: the stack serves no HTTP gateway: start it with Config.HTTPAddr (\"127.0.0.1:0\")")
+	addr, err := gatewayAddr(st)
+	if err != nil {
+		return nil, err
 	}
 	name := st.Models().Names()[0]
 	res := &DocumentsResults{CPU: cpuModel(), Model: name, Docs: cfg.Docs, MinTokens: cfg.MinTokens, MaxTokens: cfg.MaxTokens,

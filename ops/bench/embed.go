@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -103,9 +102,9 @@ func Embed(ctx context.Context, st *devstack.Stack, cfg EmbedConfig, w io.Writer
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	addr := st.GatewayAddr()
-	if addr == "" {
-		return nil, errors.New("bench: the stack serves no HTTP gateway: start it with Config.HTTPAddr (\"127.0.0.1:0\")")
+	addr, err := gatewayAddr(st)
+	if err != nil {
+		return nil, err
 	}
 	c, err := producer.New(st.Conn(), producer.Config{Tenant: Tenant, Models: st.Models().Paths()})
 	if err != nil {
@@ -130,31 +129,15 @@ func Embed(ctx context.Context, st *devstack.Stack, cfg EmbedConfig, w io.Writer
 			for i := range inputs {
 				inputs[i] = embedChunk(i, chunk, cfg.Vocab)
 			}
-			paths := []struct {
-				name string
-				one  func(in []int32) error
-			}{
+			paths := []embedPath{
 				{"http", func(in []int32) error { return postEmbedding(ctx, gw, "http://"+addr, Tenant, name, in) }},
 				{"go", func(in []int32) error {
-					id, err := c.Submit(ctx, &contracts.JobRequest{Model: name, Embedding: &contracts.EmbeddingRequest{Input: []contracts.EmbeddingInput{{Tokens: in}}}}, nil)
-					if err != nil {
-						return err
-					}
-					r, err := c.Wait(ctx, id)
-					if err != nil {
-						return err
-					}
-					if r.Status != contracts.StatusCompleted || len(r.Embeddings) != 1 {
-						return fmt.Errorf("embedding job %s: %s %v", id, r.Status, r.Error)
-					}
-					return nil
+					_, err := c.Embed(ctx, name, []contracts.EmbeddingInput{{Tokens: in}}, nil)
+					return err
 				}},
 			}
 			if cfg.Peer != "" {
-				paths = append(paths, struct {
-					name string
-					one  func(in []int32) error
-				}{"peer", func(in []int32) error { return postEmbedding(ctx, peer, "http://"+cfg.Peer, "", name, in) }})
+				paths = append(paths, embedPath{"peer", func(in []int32) error { return postEmbedding(ctx, peer, "http://"+cfg.Peer, "", name, in) }})
 			}
 			for _, p := range paths {
 				lat, took, err := runClients(n, clients, func(i int) error { return p.one(inputs[i]) })
@@ -169,6 +152,12 @@ func Embed(ctx context.Context, st *devstack.Stack, cfg EmbedConfig, w io.Writer
 		}
 	}
 	return res, res.WriteTable(w)
+}
+
+// embedPath is one way Embed sends a chunk: its name and its call.
+type embedPath struct {
+	name string
+	one  func(in []int32) error
 }
 
 // embedChunk is request i's chunk of n token ids: 1 first, then ids

@@ -59,9 +59,9 @@ func Gateway(ctx context.Context, st *devstack.Stack, cfg GatewayConfig, w io.Wr
 	if cfg.Requests <= 0 {
 		return nil, fmt.Errorf("bench: %d gateway requests: want 1 or more", cfg.Requests)
 	}
-	addr := st.GatewayAddr()
-	if addr == "" {
-		return nil, errors.New("bench: the stack serves no HTTP gateway: start it with Config.HTTPAddr (\"127.0.0.1:0\")")
+	addr, err := gatewayAddr(st)
+	if err != nil {
+		return nil, err
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 64)
 	cfg.Tokens = cmp.Or(cfg.Tokens, 32)
@@ -156,6 +156,15 @@ func measureRate(n, concurrency int, label string, w io.Writer, one func(i int) 
 	r := Rate{Label: label, PerSecond: float64(n) / took.Seconds(), P50: percentile(lat, 0.5), P99: percentile(lat, 0.99), Max: lat[n-1]}
 	fmt.Fprintf(w, "%-34s %6.1f requests/s   latency p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms\n", label, r.PerSecond, r.P50, r.P99, r.Max)
 	return r, nil
+}
+
+// gatewayAddr is the address of st's HTTP gateway, or an error saying how
+// to start one.
+func gatewayAddr(st *devstack.Stack) (string, error) {
+	if addr := st.GatewayAddr(); addr != "" {
+		return addr, nil
+	}
+	return "", errors.New("bench: the stack serves no HTTP gateway: start it with Config.HTTPAddr (\"127.0.0.1:0\")")
 }
 
 // runClients calls one(0) … one(n-1) from concurrency clients, each

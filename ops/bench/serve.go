@@ -129,9 +129,9 @@ func Serve(ctx context.Context, st *devstack.Stack, cfg ServeConfig, w io.Writer
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	addr := st.GatewayAddr()
-	if addr == "" {
-		return nil, errors.New("bench: the stack serves no HTTP gateway: start it with Config.HTTPAddr (\"127.0.0.1:0\")")
+	addr, err := gatewayAddr(st)
+	if err != nil {
+		return nil, err
 	}
 	c, err := producer.New(st.Conn(), producer.Config{Tenant: Tenant, Models: st.Models().Paths()})
 	if err != nil {
