@@ -24,11 +24,8 @@ func embeddingInputs(l *engine.Loaded, name string, job *Job) ([][]int32, error)
 	if e.Dimensions > 0 {
 		dims = e.Dimensions
 	}
-	if lim := job.MaxResultBytes; lim > 0 && contracts.EmbeddingResultBytes(len(e.Input), dims) > lim {
-		most := 0
-		for contracts.EmbeddingResultBytes(most+1, dims) <= lim {
-			most++
-		}
+	if lim := job.MaxResultBytes; lim > 0 && len(e.Input) > contracts.EmbeddingsPerResult(dims, lim) {
+		most := contracts.EmbeddingsPerResult(dims, lim)
 		return nil, contracts.NewError(contracts.CodeRequestTooLarge, "%d vectors of %d components do not fit in one result (the NATS server's maximum payload is %d bytes): send at most %d inputs a job to model %s, or ask for fewer dimensions",
 			len(e.Input), dims, lim, most, name)
 	}
