@@ -43,10 +43,11 @@ func runBench(ctx context.Context, args []string) error {
 	serve := fs.Bool("serve", false, "instead: llama-server's benchmark shape through a dev stack on --model or the generated 134M Q8_0 model: for each --concurrency level that many clients send streamed chat completions back to back, through the HTTP gateway (SSE) and the Go producer (events); reports output tok/s, TTFT and TPOT (uses the first of --threads)")
 	concurrency := fs.String("concurrency", "1,16,32", "with --serve: numbers of clients, one level each (comma-separated)")
 	serveRequests := fs.Int("requests", 0, "with --serve: completions per level (0: max(2×clients, 8))")
-	serveTokens := fs.Int("tokens", 64, "with --serve: max_tokens of each completion")
+	serveTokens := fs.Int("tokens", 64, "max_tokens of each completion: with --serve (default 64), --drafts, --documents, and --queue's ordinary jobs (fairness, priority, pressure; default 96)")
 	servePeer := fs.String("peer", "", "with --serve: host:port of another OpenAI-compatible server (e.g. llama-server on the same GGUF file) to load the same way after the stack at each level, for a ratio from one run")
 	queue := fs.String("queue", "", "instead: run queue scenarios through a dev stack (NATS, producers, worker) on --model or the generated 134M Q8_0 model: fairness, priority, pressure, seed (or one of its parts: seed:mixed, seed:evict, seed:shared, seed:huge), toolchain or all (comma-separated)")
 	queueScale := fs.Float64("queue-scale", 1, "with --queue: multiply every scenario's job counts (e.g. 0.25 on a small machine)")
+	fairWeight := fs.Float64("fair-weight", 1, "with --queue fairness: tenant-b's weight against tenant-a's 1 (the worker's --tenant-weight); the share error is against it")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")
 	windows := fs.Bool("windows", false, "instead: measure what giving back sliding-window layers' KV blocks buys: the same long-prompt jobs in the same KV memory with every layer's blocks kept whole and windowed, on --model or the generated Gemma 3 270M-shaped Q8_0 model (uses the first of --threads, and --jobs, --prompt, --new, --kv-memory-mb, --host-swap-mb)")
@@ -85,7 +86,13 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *queue != "":
-		return benchQueue(ctx, *queue, *queueScale, *modelName, threads[0], &sf, *format)
+		base := bench.QueueConfig{Scale: *queueScale, FairWeight: *fairWeight}
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "tokens" {
+				base.MaxTokens = *serveTokens
+			}
+		})
+		return benchQueue(ctx, *queue, base, *modelName, threads[0], &sf, *format)
 	case *drafts:
 		cfg := bench.DraftsConfig{Threads: threads[0], Schemas: *schemas, Limit: *schemaLimit, Threshold: *draftThreshold, Progress: os.Stderr}
 		for _, w := range strings.Split(*workloads, ",") {
@@ -330,7 +337,9 @@ func modelOr134M(dir, model string) (string, error) {
 // benchQueue runs the queue scenarios of list, each on a dev stack of its
 // own serving model (default: the generated 134M Q8_0 model) with the
 // serving flags, a small arena for pressure.
-func benchQueue(ctx context.Context, list string, scale float64, model string, threads int, sf *schedFlags, format string) error {
+// benchQueue runs the queue scenarios of list with base's sizes and
+// options.
+func benchQueue(ctx context.Context, list string, base bench.QueueConfig, model string, threads int, sf *schedFlags, format string) error {
 	var scenarios []string
 	for _, s := range strings.Split(list, ",") {
 		switch s = strings.TrimSpace(s); {
@@ -344,8 +353,11 @@ func benchQueue(ctx context.Context, list string, scale float64, model string, t
 			return usagef("--queue %q: want %s, all, or seed:<part> with a part of %s", s, strings.Join(bench.Scenarios(), ", "), strings.Join(bench.SeedParts(), ", "))
 		}
 	}
-	if scale <= 0 {
-		return usagef("--queue-scale %v: want more than 0", scale)
+	if base.Scale <= 0 {
+		return usagef("--queue-scale %v: want more than 0", base.Scale)
+	}
+	if !(base.FairWeight > 0) {
+		return usagef("--fair-weight %v: want more than 0", base.FairWeight)
 	}
 	if format != "table" && format != "json" {
 		return usagef("--format %q: want table or json", format)
@@ -370,14 +382,15 @@ func benchQueue(ctx context.Context, list string, scale float64, model string, t
 			mc.Sched.MaxRunning = o.MaxRunning
 		}
 		runs++
-		cfg := devstack.Config{Dir: filepath.Join(dir, fmt.Sprint("stack", runs)), DatabaseURL: os.Getenv("DATABASE_URL"), Models: mc, Logger: log}
+		cfg := devstack.Config{Dir: filepath.Join(dir, fmt.Sprint("stack", runs)), DatabaseURL: os.Getenv("DATABASE_URL"), Models: mc, Logger: log, TenantWeights: o.TenantWeights}
 		return startStack(ctx, cfg, sf)
 	}
 	report := io.Writer(stdout)
 	if format == "json" {
 		report = os.Stderr
 	}
-	res, err := bench.Queue(ctx, bench.QueueConfig{Scenarios: scenarios, Stack: start, Scale: scale, Progress: os.Stderr}, report)
+	base.Scenarios, base.Stack, base.Progress = scenarios, start, os.Stderr
+	res, err := bench.Queue(ctx, base, report)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/zerolayer/zerolayer/contracts"
@@ -37,8 +38,14 @@ type FairnessResult struct {
 	BackloggedS     float64 `json:"backlogged_s"`
 	FirstTokensPerS float64 `json:"first_tokens_per_s"`
 	LateTokensPerS  float64 `json:"late_tokens_per_s"`
-	// ShareError is |share − ½| ÷ ½ of the late tenant's token share while
-	// both were backlogged, against equal weights (target ≤ 0.10).
+	// FirstWeight and LateWeight are the tenants' weights, and WantShare
+	// the late tenant's share of the tokens they entitle it to:
+	// LateWeight ÷ (FirstWeight + LateWeight).
+	FirstWeight float64 `json:"first_weight"`
+	LateWeight  float64 `json:"late_weight"`
+	WantShare   float64 `json:"want_share"`
+	// ShareError is |share − WantShare| ÷ WantShare of the late tenant's
+	// token share while both were backlogged (target ≤ 0.10).
 	ShareError float64 `json:"share_error"`
 	// WindowS, LateTokensPerSUnfinished and ShareErrorUnfinished are the
 	// same over the longer window while both had jobs unfinished (to the
@@ -68,8 +75,9 @@ func (q *queueRun) fairness() ([]FairnessResult, error) {
 		fmt.Fprintf(q.w, "  %s queue time: %s\n", r.Late, r.LateQueue)
 		fmt.Fprintf(q.w, "  from %s's first submit: its first job admitted after %.1f s; %s's last job admitted after %.1f s, finished after %.1f s\n",
 			r.Late, r.LateFirstAdmittedS, r.First, r.FirstLastAdmittedS, r.FirstLastFinishedS)
-		fmt.Fprintf(q.w, "  both backlogged (jobs waiting) %.1f s, batch cap %d: %s %.1f tokens/s, %s %.1f tokens/s; share error vs equal weights %.0f%% (target ≤ 10%%)\n",
-			r.BackloggedS, r.MaxRunning, r.First, r.FirstTokensPerS, r.Late, r.LateTokensPerS, 100*r.ShareError)
+		fmt.Fprintf(q.w, "  both backlogged (jobs waiting) %.1f s, batch cap %d: %s %.1f tokens/s, %s %.1f tokens/s; %s's share %.1f%%, error vs weights %g:%g %.0f%% (target ≤ 10%%)\n",
+			r.BackloggedS, r.MaxRunning, r.First, r.FirstTokensPerS, r.Late, r.LateTokensPerS,
+			r.Late, 100*ratio(r.LateTokensPerS, r.FirstTokensPerS+r.LateTokensPerS), r.FirstWeight, r.LateWeight, 100*r.ShareError)
 		fmt.Fprintf(q.w, "  both unfinished %.1f s: %s %.1f tokens/s; share error %.0f%%\n",
 			r.WindowS, r.Late, r.LateTokensPerSUnfinished, 100*r.ShareErrorUnfinished)
 	}
@@ -115,8 +123,16 @@ func (q *queueRun) fairOrder(first, late string, n1, n2 int) (*FairnessResult, e
 		return nil, err
 	}
 	tokens := sampled()
+	weight := func(t string) float64 {
+		if t == "tenant-b" {
+			return q.cfg.FairWeight
+		}
+		return 1
+	}
 	res := &FairnessResult{First: first, Late: late, FirstJobs: n1, LateJobs: n2, DelayS: q.cfg.FairDelay.Seconds(), MaxRunning: max(q.cfg.FairMaxRunning, 0),
+		FirstWeight: weight(first), LateWeight: weight(late),
 		LateQueue: dist(of(d2, func(d done) float64 { return d.Usage.QueueMs }))}
+	res.WantShare = res.LateWeight / (res.FirstWeight + res.LateWeight)
 	t0 := earliest(d2, func(d done) time.Time { return d.Submitted })
 	secs := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
 	res.LateFirstAdmittedS = secs(earliest(d2, done.admitted))
@@ -128,11 +144,11 @@ func (q *queueRun) fairOrder(first, late string, n1, n2 int) (*FairnessResult, e
 		end = end2
 	}
 	res.WindowS = max(secs(end), 0) // 0: the first tenant was done before the late one came
-	_, b, e := tokens.shares(first, late, t0, end)
+	_, b, e := tokens.shares(first, late, res.WantShare, t0, end)
 	res.LateTokensPerSUnfinished, res.ShareErrorUnfinished = ratio(b, res.WindowS), e
 	backlogged := minTime(latest(d1, done.admitted), latest(d2, done.admitted))
 	res.BackloggedS = max(secs(backlogged), 0)
-	a, b, e := tokens.shares(first, late, t0, backlogged)
+	a, b, e := tokens.shares(first, late, res.WantShare, t0, backlogged)
 	res.FirstTokensPerS, res.LateTokensPerS, res.ShareError = ratio(a, res.BackloggedS), ratio(b, res.BackloggedS), e
 	return res, nil
 }
@@ -202,15 +218,14 @@ func (ts tokenSamples) at(tenant string, t time.Time) float64 {
 }
 
 // shares returns the output tokens of tenants a and b in [from, to] and
-// b's share error against an equal split.
-func (ts tokenSamples) shares(a, b string, from, to time.Time) (na, nb, shareErr float64) {
+// the error of b's share against want: |share − want| ÷ want.
+func (ts tokenSamples) shares(a, b string, want float64, from, to time.Time) (na, nb, shareErr float64) {
 	if !to.After(from) {
 		return 0, 0, 0
 	}
 	na, nb = ts.at(a, to)-ts.at(a, from), ts.at(b, to)-ts.at(b, from)
 	if na+nb > 0 {
-		share := nb / (na + nb)
-		shareErr = max(share-0.5, 0.5-share) / 0.5
+		shareErr = math.Abs(nb/(na+nb)-want) / want
 	}
 	return na, nb, shareErr
 }

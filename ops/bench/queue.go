@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -33,6 +34,8 @@ type StackOpts struct {
 	MaxRunning int
 	// Metrics receives the scheduler's measurements.
 	Metrics *sched.Metrics
+	// TenantWeights are the worker's tenant weights; nil: all 1.
+	TenantWeights map[string]float64
 }
 
 // QueueConfig configures Queue. The sizes default to the published run
@@ -64,6 +67,10 @@ type QueueConfig struct {
 	// ¾ of the scaled FairLate rounded down to even (an odd batch cannot
 	// split evenly), at least 4; negative means the serving default.
 	FairMaxRunning int
+	// FairWeight is tenant-b's weight against tenant-a's 1 in the
+	// fairness scenario (worker TenantWeights), in both orders. Defaults
+	// to 1.
+	FairWeight float64
 	// Backlog and Probes are priority's low-priority backlog and its
 	// high-priority jobs, submitted ProbeGap apart. Default to 150, 10
 	// and 300 ms.
@@ -121,6 +128,9 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	setI(&c.FairLate, 20)
 	setD(&c.FairDelay, 3*time.Second)
 	setI(&c.FairMaxRunning, max(4, 3*c.n(c.FairLate)/4&^1))
+	if c.FairWeight == 0 {
+		c.FairWeight = 1
+	}
 	setI(&c.Backlog, 150)
 	setI(&c.Probes, 10)
 	setD(&c.ProbeGap, 300*time.Millisecond)
@@ -153,6 +163,9 @@ func (c QueueConfig) validate() error {
 	}
 	if c.Scale <= 0 {
 		return fmt.Errorf("bench: queue scale %v: want more than 0", c.Scale)
+	}
+	if !(c.FairWeight > 0) || math.IsInf(c.FairWeight, 1) {
+		return fmt.Errorf("bench: fairness weight %v: want a positive number", c.FairWeight)
 	}
 	for _, s := range c.Scenarios {
 		if part, ok := strings.CutPrefix(s, "seed:"); ok && contains(SeedParts(), part) {
@@ -209,6 +222,9 @@ func Queue(ctx context.Context, cfg QueueConfig, w io.Writer) (*QueueResults, er
 			o.KVBlocks = cfg.PressureBlocks
 		case "fairness":
 			o.MaxRunning = max(cfg.FairMaxRunning, 0)
+			if cfg.FairWeight != 1 {
+				o.TenantWeights = map[string]float64{"tenant-b": cfg.FairWeight}
+			}
 		case "toolchain":
 			o.MaxRunning = cfg.n(cfg.ToolChainJobs)
 		}

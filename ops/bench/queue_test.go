@@ -25,18 +25,22 @@ func TestQueue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	stacks := 0
+	var weights map[string]float64 // the fairness stack's
 	start := func(ctx context.Context, o bench.StackOpts) (*devstack.Stack, error) {
 		stacks++
+		if o.TenantWeights != nil {
+			weights = o.TenantWeights
+		}
 		blocks := o.KVBlocks
 		if blocks == 0 {
 			blocks = 256
 		}
 		return devstacktest.Start(t, devstack.Config{Models: worker.ModelsConfig{Models: []string{path}, Threads: 1,
-			Sched: sched.Config{KVBlocks: blocks, MaxRunning: o.MaxRunning, HostSwapMB: -1, Metrics: o.Metrics}}}), nil
+			Sched: sched.Config{KVBlocks: blocks, MaxRunning: o.MaxRunning, HostSwapMB: -1, Metrics: o.Metrics}}, TenantWeights: o.TenantWeights}), nil
 	}
 	var out bytes.Buffer
 	res, err := bench.Queue(ctx, bench.QueueConfig{Stack: start,
-		PromptTokens: 20, MaxTokens: 24, FairFirst: 6, FairLate: 2, FairDelay: 100 * time.Millisecond,
+		PromptTokens: 20, MaxTokens: 24, FairFirst: 6, FairLate: 2, FairDelay: 100 * time.Millisecond, FairWeight: 2,
 		Backlog: 6, Probes: 2, ProbeGap: 10 * time.Millisecond, PressureBlocks: 6, PressureJobs: 5, LowLatencyJobs: 2,
 		MixJobs: 10, MidPrompt: 100, LongPrompt: 200, EvictLong: 2, EvictShort: 4, EvictLongTokens: 48, SerialSample: 1,
 		SharedJobs: 4, SystemTokens: 64, Decoders: 2, DecodeTokens: 16, HugePrompt: 300, ToolChainJobs: 3, ToolChainRounds: 1}, &out)
@@ -50,9 +54,14 @@ func TestQueue(t *testing.T) {
 		t.Fatalf("fairness %+v", res.Fairness)
 	}
 	for i, f := range res.Fairness {
-		if f.LateQueue.N != []int{2, 6}[i] || f.FirstJobs+f.LateJobs != 8 || f.ShareError < 0 || f.ShareError > 1 || f.WindowS < 0 {
+		// tenant-b weighs 2: its share is ⅔ when it is late, tenant-a's ⅓ when it is.
+		if f.LateQueue.N != []int{2, 6}[i] || f.FirstJobs+f.LateJobs != 8 || f.ShareError < 0 || f.ShareError > 2 || f.WindowS < 0 ||
+			f.WantShare != []float64{2.0 / 3, 1.0 / 3}[i] {
 			t.Errorf("fairness %+v", f)
 		}
+	}
+	if weights["tenant-b"] != 2 || len(weights) != 1 {
+		t.Errorf("the fairness stack's tenant weights %v, want tenant-b 2", weights)
 	}
 	if p := res.Priority; p == nil || p.Idle.N != 2 || p.Loaded.N != 2 || p.Backlog != 6 || p.Idle.P50 <= 0 || p.Ratio <= 0 {
 		t.Errorf("priority %+v", p)

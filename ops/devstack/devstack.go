@@ -51,6 +51,9 @@ type Config struct {
 	Concurrency int
 	// WorkerMetrics, if set, records every finished job.
 	WorkerMetrics *worker.Metrics
+	// TenantWeights are the worker's tenant weights
+	// (worker.Config.TenantWeights); nil: every tenant weighs 1.
+	TenantWeights map[string]float64
 	// HTTPAddr, if set, is where the HTTP gateway listens (":0" for a free
 	// port), taking the tenant from the X-Zerolayer-Tenant header.
 	// Defaults to "": no gateway.
@@ -181,7 +184,7 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 	if err := st.quotas.start(ctx, st.nc, cfg.Logger); err != nil {
 		return err
 	}
-	if st.worker, err = worker.New(st.nc, st.models.Executor(), worker.Config{ID: "dev-worker", Concurrency: conc, Metrics: cfg.WorkerMetrics, Logger: cfg.Logger, Quota: st.quotas.worker}); err != nil {
+	if st.worker, err = worker.New(st.nc, st.models.Executor(), worker.Config{ID: "dev-worker", Concurrency: conc, Metrics: cfg.WorkerMetrics, Logger: cfg.Logger, Quota: st.quotas.worker, TenantWeights: cfg.TenantWeights}); err != nil {
 		return err
 	}
 	if err := st.worker.Start(ctx); err != nil {
