@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -34,13 +35,7 @@ import (
 // leaves differences of order 1e-5 (F32) to 2e-4 (F16). A component
 // may differ by 1e-3 at most.
 func TestBERTAgainstLlamaCpp(t *testing.T) {
-	bin := os.Getenv("ZL_LLAMA_EMBEDDING")
-	if bin == "" {
-		t.Skip("ZL_LLAMA_EMBEDDING is not set (the path of llama.cpp's llama-embedding)")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("llama-embedding: %v", err)
-	}
+	bin := llamaEmbedding(t)
 	type setup struct {
 		arch   string
 		ty     gpu.DType
@@ -58,35 +53,60 @@ func TestBERTAgainstLlamaCpp(t *testing.T) {
 	}
 	for _, tc := range setups {
 		e, tok, path := bertEngine(t, tc.arch, tc.ty, tc.tokens)
-		texts := embeddingTexts(e.Model().Context)
-		var ins [][]int32
-		for _, s := range texts {
-			ins = append(ins, tok.Encode(s, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}))
-		}
-		for _, pool := range []model.Pooling{model.PoolCLS, model.PoolMean} {
-			want, toks := runLlamaEmbedding(t, bin, path, texts, pool)
-			for i := range ins {
-				if !slices.Equal(ins[i], toks[i]) {
-					t.Errorf("%s: text %d %q: our tokens %v, llama.cpp's %v", tc.arch, i, texts[i], ins[i], toks[i])
-				}
-			}
-			got, err := e.Embed(context.Background(), ins, engine.EmbedOptions{Pooling: pool})
-			if err != nil {
-				t.Fatal(err)
-			}
-			minCos, maxAbs, shortest, longest := 1.0, 0.0, len(ins[0]), 0
-			for i := range got {
-				cos, abs := compareVectors(got[i], want[i])
-				minCos, maxAbs = min(minCos, cos), max(maxAbs, abs)
-				shortest, longest = min(shortest, len(ins[i])), max(longest, len(ins[i]))
-				if cos < 0.9999 || abs > 1e-3 {
-					t.Errorf("%s %v %v: text %d (%d tokens): cosine %.6f, max |Δ| %.2e", tc.arch, tc.ty, pool, i, len(ins[i]), cos, abs)
-				}
-			}
-			t.Logf("%s %v, %s vocabulary, pooling %v: %d inputs of %d-%d tokens: min cosine %.7f, max |Δ| %.2e",
-				tc.arch, tc.ty, tc.vocab, pool, len(ins), shortest, longest, minCos, maxAbs)
-		}
+		compareLlamaCpp(t, bin, path, e, tok, []model.Pooling{model.PoolCLS, model.PoolMean}, 1e-3,
+			fmt.Sprintf("%s %v, %s vocabulary", tc.arch, tc.ty, tc.vocab))
 	}
+}
+
+// compareLlamaCpp embeds embeddingTexts with e and with llama-embedding
+// (bin) on the model file path, for each pooling: the tokens must be
+// llama.cpp's, each vector within a cosine of 0.9999 and a component
+// difference of maxAbs of llama.cpp's. It logs the least cosine and the
+// largest difference under label.
+func compareLlamaCpp(t *testing.T, bin, path string, e *engine.Engine, tok *tokenizer.Tokenizer, pools []model.Pooling, maxAbs float64, label string) {
+	t.Helper()
+	texts := embeddingTexts(e.Model().Context)
+	var ins [][]int32
+	for _, s := range texts {
+		ins = append(ins, tok.Encode(s, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}))
+	}
+	for _, pool := range pools {
+		want, toks := runLlamaEmbedding(t, bin, path, texts, pool, e.Model().Context)
+		for i := range ins {
+			if !slices.Equal(ins[i], toks[i]) {
+				t.Errorf("%s: text %d %q: our tokens %v, llama.cpp's %v", label, i, texts[i], ins[i], toks[i])
+			}
+		}
+		got, err := e.Embed(context.Background(), ins, engine.EmbedOptions{Pooling: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		minCos, worst, shortest, longest := 1.0, 0.0, len(ins[0]), 0
+		for i := range got {
+			cos, abs := compareVectors(got[i], want[i])
+			minCos, worst = min(minCos, cos), max(worst, abs)
+			shortest, longest = min(shortest, len(ins[i])), max(longest, len(ins[i]))
+			if cos < 0.9999 || abs > maxAbs {
+				t.Errorf("%s, pooling %v: text %d (%d tokens): cosine %.6f, max |Δ| %.2e", label, pool, i, len(ins[i]), cos, abs)
+			}
+		}
+		t.Logf("%s, pooling %v: %d inputs of %d-%d tokens: min cosine %.7f, max |Δ| %.2e",
+			label, pool, len(ins), shortest, longest, minCos, worst)
+	}
+}
+
+// llamaEmbedding is the llama-embedding binary ZL_LLAMA_EMBEDDING names;
+// it skips the test where there is none.
+func llamaEmbedding(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("ZL_LLAMA_EMBEDDING")
+	if bin == "" {
+		t.Skip("ZL_LLAMA_EMBEDDING is not set (the path of llama.cpp's llama-embedding)")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("llama-embedding: %v", err)
+	}
+	return bin
 }
 
 // compareVectors returns the cosine of a and b and their largest
@@ -101,14 +121,15 @@ func compareVectors(a, b []float32) (cos, maxAbs float64) {
 	return ab / math.Sqrt(aa*bb), maxAbs
 }
 
-// runLlamaEmbedding embeds texts (one a line) with llama-embedding and
-// returns its L2-normalised vectors and the tokens it printed for each.
-func runLlamaEmbedding(t *testing.T, bin, path string, texts []string, pool model.Pooling) ([][]float32, [][]int32) {
+// runLlamaEmbedding embeds texts (one a line) with llama-embedding, its
+// context and batches of n tokens, and returns its L2-normalised vectors
+// and the tokens it printed for each.
+func runLlamaEmbedding(t *testing.T, bin, path string, texts []string, pool model.Pooling, n int) ([][]float32, [][]int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-m", path, "-p", strings.Join(texts, "\n"), "--pooling", pool.String(),
-		"--embd-normalize", "2", "--embd-output-format", "json", "-c", "512", "-b", "512", "-ub", "512",
+		"--embd-normalize", "2", "--embd-output-format", "json", "-c", strconv.Itoa(n), "-b", strconv.Itoa(n), "-ub", strconv.Itoa(n),
 		"-t", "2", "--verbose-prompt")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -23,7 +23,14 @@ func bertEngine(t *testing.T, arch string, ty gpu.DType, tokens []string) (*engi
 	t.Helper()
 	c := synth.BERTSmall(ty)
 	c.Arch, c.Seed, c.Tokens = arch, 11, tokens
-	path := filepath.Join(t.TempDir(), arch+".gguf")
+	return synthEngine(t, c, 64)
+}
+
+// synthEngine writes the generated model c to a file and opens an engine
+// of blocks KV blocks on it; it returns the path too.
+func synthEngine(t *testing.T, c synth.Config, blocks int) (*engine.Engine, *tokenizer.Tokenizer, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), c.Arch+".gguf")
 	if err := synth.WriteFile(path, c); err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +39,7 @@ func bertEngine(t *testing.T, arch string, ty gpu.DType, tokens []string) (*engi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: 64})
+	e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: blocks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,21 +101,18 @@ func (e *Engine) embedPass(inputs [][]int32, pool model.Pooling, opts EmbedOptio
 	}
 	row := 0
 	for i, in := range inputs {
-		states := hidden[row*dim : (row+len(in))*dim]
+		p := NewPooler(e.m, len(in), pool)
+		for r := range in {
+			p.Add(r, hidden[(row+r)*dim:(row+r+1)*dim])
+		}
 		row += len(in)
-		out[i] = poolStates(states, len(in), dim, pool, opts)
+		v, err := p.Vector(opts)
+		if err != nil {
+			return err
+		}
+		out[i] = v
 	}
 	return nil
-}
-
-// poolStates pools n rows of dim states, truncates and normalises as opts
-// say.
-func poolStates(states []float32, n, dim int, pool model.Pooling, opts EmbedOptions) []float32 {
-	p := NewPooler(dim, n, pool)
-	for r := 0; r < n; r++ {
-		p.Add(r, states[r*dim:(r+1)*dim])
-	}
-	return p.Vector(opts)
 }
 
 // Pooler pools an input's final hidden states as they are computed, a
@@ -123,6 +120,7 @@ func poolStates(states []float32, n, dim int, pool model.Pooling, opts EmbedOpti
 // (a scheduler's prompt chunks). Sums are taken in float64, in position
 // order, so an input pooled in chunks gets the bits it gets in one pass.
 type Pooler struct {
+	m      *model.Model
 	pool   model.Pooling
 	dim, n int
 	next   int       // the next position to take
@@ -130,14 +128,14 @@ type Pooler struct {
 	row    []float32 // cls, last
 }
 
-// NewPooler pools an input of n tokens with dim-wide states; pool is
-// resolved already (ResolvePooling).
-func NewPooler(dim, n int, pool model.Pooling) *Pooler {
-	p := &Pooler{pool: pool, dim: dim, n: n}
+// NewPooler pools an input of n tokens of m; pool is resolved already
+// (ResolvePooling).
+func NewPooler(m *model.Model, n int, pool model.Pooling) *Pooler {
+	p := &Pooler{m: m, pool: pool, dim: m.Dim, n: n}
 	if pool == model.PoolCLS || pool == model.PoolLast {
-		p.row = make([]float32, dim)
+		p.row = make([]float32, p.dim)
 	} else {
-		p.sum = make([]float64, dim)
+		p.sum = make([]float64, p.dim)
 	}
 	return p
 }
@@ -190,8 +188,11 @@ func (p *Pooler) Add(pos int, state []float32) {
 // Done reports whether every position has been taken.
 func (p *Pooler) Done() bool { return p.next >= p.n }
 
-// Vector is the pooled vector, truncated and normalised as opts say.
-func (p *Pooler) Vector(opts EmbedOptions) []float32 {
+// Vector is the pooled vector, through the model's dense projections
+// where it has them (model.Model.Project, on its backend: call it where
+// the model's forward calls are made), then truncated and normalised as
+// opts say.
+func (p *Pooler) Vector(opts EmbedOptions) ([]float32, error) {
 	v := make([]float32, p.dim)
 	if p.sum != nil {
 		for j := range v {
@@ -200,13 +201,16 @@ func (p *Pooler) Vector(opts EmbedOptions) []float32 {
 	} else {
 		copy(v, p.row)
 	}
+	if err := p.m.Project(v); err != nil {
+		return nil, err
+	}
 	if opts.Dimensions > 0 && opts.Dimensions < p.dim {
 		v = v[:opts.Dimensions]
 	}
 	if !opts.Raw {
 		normalize(v)
 	}
-	return v
+	return v, nil
 }
 
 // normalize scales v to unit L2 norm (a zero vector stays zero).

@@ -73,7 +73,6 @@ type encoder struct {
 	qkv          gpu.Tensor // the fused projection's output (nomic-bert)
 
 	host encScratch
-	last []int32 // each row's input's last position: the attention batch's Pos
 }
 
 type encLayer struct {
@@ -171,10 +170,16 @@ func (m *Model) loadEncoder(ld *loader) error {
 		return ld.err
 	}
 	m.enc = e
-	if slices.Contains(gpu.KVTypes(m.be), gpu.F32) {
-		m.kvType = gpu.F32 // K and V as llama.cpp computes them, never stored
-	}
+	m.encoderKV()
 	return nil
+}
+
+// encoderKV makes an encoder's arenas F32 where the backend has them: K
+// and V as llama.cpp computes them, never stored.
+func (m *Model) encoderKV() {
+	if slices.Contains(gpu.KVTypes(m.be), gpu.F32) {
+		m.kvType = gpu.F32
+	}
 }
 
 // matrices lists the encoder's weight matrices a token is multiplied by.
@@ -204,7 +209,7 @@ func (m *Model) encode(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) e
 		return fmt.Errorf("%w: hidden-state buffer of %d for %d rows", errBatch, len(out), n)
 	}
 	// starts[i] is the first row of input i; the last entry is n.
-	starts := []int{}
+	starts := m.encStarts[:0]
 	seen := map[int32]bool{}
 	for i, t := range tokens {
 		if t < 0 || int(t) >= m.Vocab {
@@ -225,12 +230,12 @@ func (m *Model) encode(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) e
 		}
 	}
 	starts = append(starts, n)
+	m.encStarts = starts
 	if kv == nil || kv.Config().Layers != m.Layers {
 		return fmt.Errorf("%w: an encoder needs an arena of its %d layers (NewKV)", errBatch, m.Layers)
 	}
 	bt := kv.Config().BlockTokens
-	e := m.enc
-	e.last = e.last[:0]
+	m.encLast = m.encLast[:0]
 	for in := range starts[1:] {
 		lo, hi := starts[in], starts[in+1]
 		s := b.Seq[lo]
@@ -238,23 +243,33 @@ func (m *Model) encode(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) e
 			return fmt.Errorf("%w: sequence %d of %d rows has no block for some of them", errBatch, s, hi-lo)
 		}
 		for range hi - lo {
-			e.last = append(e.last, int32(hi-lo-1))
+			m.encLast = append(m.encLast, int32(hi-lo-1))
 		}
 	}
 	if err := m.ensure(n, 0); err != nil {
 		return err
 	}
-	be, s := m.be, &m.scratch
-	view := func(t gpu.Tensor) gpu.Tensor { return be.View(t, 0, n) }
-	x, xb, q, k, v, att, o, g, u := view(s.x), view(s.xb), view(s.q), view(s.k), view(s.v), view(s.att), view(s.o), view(s.g), view(s.u)
+	// Every row attends as if at its input's last position: to all of it.
+	whole := &gpu.Batch{Pos: m.encLast, Seq: b.Seq, Tables: b.Tables, Group: b.Group}
+	if m.enc == nil {
+		return m.encodeGemma(kv, tokens, b, whole, out)
+	}
+	return m.encodeBERT(kv, tokens, b, whole, out)
+}
+
+// encodeBERT is encode's pass of a BERT-family encoder; whole is b with
+// every row at its input's last position.
+func (m *Model) encodeBERT(kv gpu.KV, tokens []int32, b, whole *gpu.Batch, out []float32) error {
+	n, dim := len(tokens), m.Dim
+	be, e := m.be, m.enc
+	t := m.views(n)
+	x, xb, q, k, v, att, o, g, u := t.x, t.xb, t.q, t.k, t.v, t.att, t.o, t.g, t.u
 	hostFor := func(n int, fn func(lo, hi int)) { fn(0, n) }
 	if hp, ok := be.(gpu.HostParallel); ok {
 		hostFor = hp.HostFor
 	}
 	h := &e.host
 	h.ensure(n, dim, m.Hidden)
-	// Every row attends as if at its input's last position: to all of it.
-	whole := &gpu.Batch{Pos: e.last, Seq: b.Seq, Tables: b.Tables, Group: b.Group}
 
 	// Embeddings: token + type 0 + position, then LayerNorm.
 	be.Embed(x, m.embed, tokens)

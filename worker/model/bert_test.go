@@ -24,6 +24,12 @@ func encoderCase(t *testing.T, arch string, ty gpu.DType) (*gguf.File, *model.Mo
 	if arch == "nomic-bert" {
 		c.Pooling = 1
 	}
+	return synthModel(t, c)
+}
+
+// synthModel builds the generated model c on the CPU backend.
+func synthModel(t *testing.T, c synth.Config) (*gguf.File, *model.Model) {
+	t.Helper()
 	f := modeltest.Build(t, c)
 	m, err := model.New(f, cpu.New(cpu.Config{Threads: 2}))
 	if err != nil {
@@ -122,17 +128,24 @@ func TestEncoderBatchInvariance(t *testing.T) {
 
 func TestEncoderRefuses(t *testing.T) {
 	t.Parallel()
+	_, gemma := gemmaEmbeddingCase(t, gpu.F32)
 	_, m := encoderCase(t, "bert", gpu.F32)
+	b := &gpu.Batch{Pos: []int32{0, 1}, Seq: []int32{0, 0}, Tables: [][]int32{{0}}}
+	for _, m := range []*model.Model{m, gemma} {
+		kv, err := m.NewKV(4, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Forward(kv, []int32{101, 102}, b, []int32{1}, make([]float32, m.Vocab)); !errors.Is(err, model.ErrEncoderOnly) {
+			t.Errorf("%s: Forward: %v, want ErrEncoderOnly", m.Arch, err)
+		}
+		if err := m.ForwardGroupsHidden(kv, []int32{101, 102}, []gpu.Batch{*b}, nil, nil, []int32{1}, make([]float32, m.Dim), nil); !errors.Is(err, model.ErrEncoderOnly) {
+			t.Errorf("%s: ForwardGroupsHidden: %v, want ErrEncoderOnly", m.Arch, err)
+		}
+	}
 	kv, err := m.NewKV(4, 16)
 	if err != nil {
 		t.Fatal(err)
-	}
-	b := &gpu.Batch{Pos: []int32{0, 1}, Seq: []int32{0, 0}, Tables: [][]int32{{0}}}
-	if err := m.Forward(kv, []int32{101, 102}, b, []int32{1}, make([]float32, m.Vocab)); !errors.Is(err, model.ErrEncoderOnly) {
-		t.Errorf("Forward: %v, want ErrEncoderOnly", err)
-	}
-	if err := m.ForwardGroupsHidden(kv, []int32{101, 102}, []gpu.Batch{*b}, nil, nil, []int32{1}, make([]float32, m.Dim), nil); !errors.Is(err, model.ErrEncoderOnly) {
-		t.Errorf("ForwardGroupsHidden: %v, want ErrEncoderOnly", err)
 	}
 	tests := []struct {
 		name     string
@@ -159,24 +172,31 @@ func TestEncoderRefuses(t *testing.T) {
 
 func TestEncoderLoadErrors(t *testing.T) {
 	t.Parallel()
-	c := synth.BERTSmall(gpu.F32)
-	c.Layers = 1
+	bert := synth.BERTSmall(gpu.F32)
+	bert.Layers = 1
+	gemma := synth.EmbeddingGemmaSmall(gpu.F32)
+	oneLayer := gemma
+	oneLayer.Layers = 1
 	for _, tt := range []struct {
-		key     string
+		c       synth.Config
+		key     string // set to val, or deleted (val nil); "": as generated
 		val     any
 		wantErr error
 	}{
-		{"bert.attention.causal", true, model.ErrUnsupportedArch},
-		{"bert.attention.layer_norm_epsilon", nil, model.ErrBadConfig},
+		{bert, "bert.attention.causal", true, model.ErrUnsupportedArch},
+		{bert, "bert.attention.layer_norm_epsilon", nil, model.ErrBadConfig},
+		{gemma, "gemma-embedding.dense_2_feat_out", uint32(256), model.ErrBadConfig},
+		{gemma, "gemma-embedding.attention.sliding_window", nil, model.ErrBadConfig},
+		{oneLayer, "", nil, model.ErrBadConfig}, // the symmetric window needs a second layer's slot
 	} {
-		f := modeltest.Build(t, c)
-		if tt.val == nil {
-			delete(f.Metadata, tt.key)
-		} else {
+		f := modeltest.Build(t, tt.c)
+		if tt.val != nil {
 			f.Metadata[tt.key] = tt.val
+		} else if tt.key != "" {
+			delete(f.Metadata, tt.key)
 		}
 		if _, err := model.New(f, cpu.New(cpu.Config{Threads: 1})); !errors.Is(err, tt.wantErr) {
-			t.Errorf("%s=%v: %v, want %v", tt.key, tt.val, err, tt.wantErr)
+			t.Errorf("%s %s=%v: %v, want %v", tt.c.Arch, tt.key, tt.val, err, tt.wantErr)
 		}
 	}
 }
@@ -185,45 +205,9 @@ func TestEncoderLoadErrors(t *testing.T) {
 // file's tensors, written out from llama.cpp's llm_build_bert.
 func referenceEncode(t *testing.T, f *gguf.File, c model.Config, in []int32) []float64 {
 	t.Helper()
-	get := func(name string) []float64 {
-		ti, ok := f.Tensor(name)
-		if !ok {
-			return nil
-		}
-		data, err := f.Data(ti)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := make([]float32, ti.Elements())
-		if err := quant.Dequantize(ti.Type, data, v); err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float64, len(v))
-		for i, x := range v {
-			out[i] = float64(x)
-		}
-		return out
-	}
+	get := func(name string) []float64 { return refTensor(t, f, name) }
+	matmul := refMatMul
 	d, n := c.Dim, len(in)
-	// matmul returns x·Wᵀ + b for each row of x (W stored out×in).
-	matmul := func(x [][]float64, w, b []float64) [][]float64 {
-		outDim := len(w) / len(x[0])
-		y := make([][]float64, len(x))
-		for r, row := range x {
-			y[r] = make([]float64, outDim)
-			for o := range y[r] {
-				var s float64
-				for i, v := range row {
-					s += w[o*len(row)+i] * v
-				}
-				if b != nil {
-					s += b[o]
-				}
-				y[r][o] = s
-			}
-		}
-		return y
-	}
 	norm := func(x [][]float64, name string) {
 		w, b := get(name+".weight"), get(name+".bias")
 		for _, row := range x {
@@ -241,13 +225,7 @@ func referenceEncode(t *testing.T, f *gguf.File, c model.Config, in []int32) []f
 			}
 		}
 	}
-	add := func(x, y [][]float64) {
-		for r := range x {
-			for j := range x[r] {
-				x[r][j] += y[r][j]
-			}
-		}
-	}
+	add := refAdd
 	rope := func(x [][]float64) {
 		half := c.HeadDim / 2
 		for p, row := range x {
@@ -290,32 +268,7 @@ func referenceEncode(t *testing.T, f *gguf.File, c model.Config, in []int32) []f
 			rope(q)
 			rope(k)
 		}
-		att := make([][]float64, n)
-		for i := range att {
-			att[i] = make([]float64, d)
-			for h := 0; h < c.Heads; h++ {
-				o := h * c.HeadDim
-				s := make([]float64, n)
-				mx := math.Inf(-1)
-				for j := range s {
-					for e := 0; e < c.HeadDim; e++ {
-						s[j] += q[i][o+e] * k[j][o+e]
-					}
-					s[j] /= math.Sqrt(float64(c.HeadDim))
-					mx = max(mx, s[j])
-				}
-				var sum float64
-				for j := range s {
-					s[j] = math.Exp(s[j] - mx)
-					sum += s[j]
-				}
-				for j := range s {
-					for e := 0; e < c.HeadDim; e++ {
-						att[i][o+e] += s[j] / sum * v[j][o+e]
-					}
-				}
-			}
-		}
+		att := refAttention(q, k, v, c.Heads, c.Heads, c.HeadDim, func(i, j int) bool { return true })
 		a := matmul(att, get(p+"attn_output.weight"), get(p+"attn_output.bias"))
 		add(a, x)
 		norm(a, p+"attn_output_norm")
@@ -345,4 +298,94 @@ func referenceEncode(t *testing.T, f *gguf.File, c model.Config, in []int32) []f
 		out = append(out, row...)
 	}
 	return out
+}
+
+// refTensor returns a tensor of f in float64 (nil when f has none).
+func refTensor(t *testing.T, f *gguf.File, name string) []float64 {
+	t.Helper()
+	ti, ok := f.Tensor(name)
+	if !ok {
+		return nil
+	}
+	data, err := f.Data(ti)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float32, ti.Elements())
+	if err := quant.Dequantize(ti.Type, data, v); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// refMatMul returns x·Wᵀ + b for each row of x (W stored out×in; b nil:
+// none).
+func refMatMul(x [][]float64, w, b []float64) [][]float64 {
+	outDim := len(w) / len(x[0])
+	y := make([][]float64, len(x))
+	for r, row := range x {
+		y[r] = make([]float64, outDim)
+		for o := range y[r] {
+			var s float64
+			for i, v := range row {
+				s += w[o*len(row)+i] * v
+			}
+			if b != nil {
+				s += b[o]
+			}
+			y[r][o] = s
+		}
+	}
+	return y
+}
+
+// refAdd adds y to x, row by row.
+func refAdd(x, y [][]float64) {
+	for r := range x {
+		for j := range x[r] {
+			x[r][j] += y[r][j]
+		}
+	}
+}
+
+// refAttention is softmax(q·kᵀ/√hd)·v for each row and head of q, over
+// the rows j of k and v that visible(i, j) allows, a query head h taking
+// kv head h/(heads/kvHeads).
+func refAttention(q, k, v [][]float64, heads, kvHeads, hd int, visible func(i, j int) bool) [][]float64 {
+	att := make([][]float64, len(q))
+	for i := range att {
+		att[i] = make([]float64, heads*hd)
+		for h := 0; h < heads; h++ {
+			o, ko := h*hd, h/(heads/kvHeads)*hd
+			s := make([]float64, len(k))
+			mx := math.Inf(-1)
+			for j := range s {
+				s[j] = math.Inf(-1)
+				if !visible(i, j) {
+					continue
+				}
+				s[j] = 0
+				for e := 0; e < hd; e++ {
+					s[j] += q[i][o+e] * k[j][ko+e]
+				}
+				s[j] /= math.Sqrt(float64(hd))
+				mx = max(mx, s[j])
+			}
+			var sum float64
+			for j := range s {
+				s[j] = math.Exp(s[j] - mx)
+				sum += s[j]
+			}
+			for j := range s {
+				for e := 0; e < hd; e++ {
+					att[i][o+e] += s[j] / sum * v[j][ko+e]
+				}
+			}
+		}
+	}
+	return att
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Architectures lists the values of general.architecture Load accepts.
-var Architectures = []string{"llama", "qwen2", "qwen3", "gemma3", "bert", "nomic-bert"}
+var Architectures = []string{"llama", "qwen2", "qwen3", "gemma3", "bert", "nomic-bert", "gemma-embedding"}
 
 // Config holds the hyper-parameters of a Llama-family model, read from GGUF
 // metadata.
@@ -44,18 +44,30 @@ type Config struct {
 	// SlidingWindow, if non-zero, is the attention window of the local
 	// layers: there a query at position p sees the keys at p0 with
 	// p − p0 < SlidingWindow. LocalRoPE is their RoPE; the other (global)
-	// layers attend to every earlier position with RoPE.
+	// layers attend to every earlier position with RoPE. An encoder's
+	// window is symmetric (gemma-embedding): the query at p sees the keys
+	// at p0 with |p − p0| ≤ SlidingWindow/2, and a global layer the whole
+	// input.
 	SlidingWindow int
 	LocalRoPE     gpu.RoPE
+	// SlidingPeriod is how often a global layer comes: layer i is local
+	// unless i % SlidingPeriod == SlidingPeriod−1 (0: every layer is
+	// local). gemma3: 6, as llama.cpp hard-codes; gemma-embedding:
+	// attention.sliding_window_pattern, default 6.
+	SlidingPeriod int
 	// Pooling is how an embedding is made from the final hidden states
 	// (<arch>.pooling_type; PoolNone where the file says nothing).
 	Pooling Pooling
-	// Encoder: a BERT-family encoder ("bert", "nomic-bert": see bert.go),
-	// which only embeds. It has no output head and attends both ways:
-	// each input is computed whole by ForwardHidden (its K and V of no
-	// use after the call), and the other forward calls refuse it with
-	// ErrEncoderOnly.
+	// Encoder: a BERT-family encoder ("bert", "nomic-bert": see bert.go)
+	// or gemma-embedding (gemma3's layers: see gemmaembed.go), which only
+	// embeds. It has no output head and attends both ways: each input is
+	// computed whole by ForwardHidden (its K and V of no use after the
+	// call), and the other forward calls refuse it with ErrEncoderOnly.
 	Encoder bool
+	// DenseHidden, if non-zero, is the width of the dense projections an
+	// embedding passes through after pooling (gemma-embedding's dense_2,
+	// Dim to DenseHidden, then dense_3 back to Dim: Model.Project).
+	DenseHidden int
 }
 
 // Pooling is a GGUF pooling type (<arch>.pooling_type, llama.cpp's
@@ -101,10 +113,12 @@ func (c *Config) NeedsArchOps() bool {
 }
 
 // LocalLayer reports whether layer i uses sliding-window attention:
-// gemma3 makes five of every six layers local (i % 6 < 5), a pattern
-// llama.cpp hard-codes rather than reads from the file.
+// all but every SlidingPeriod-th (gemma3 makes five of every six layers
+// local, i % 6 < 5, a pattern llama.cpp hard-codes rather than reads from
+// the file).
 func (c *Config) LocalLayer(i int) bool {
-	return c.SlidingWindow > 0 && i%6 < 5
+	p := c.SlidingPeriod
+	return c.SlidingWindow > 0 && (p == 0 || i%p < p-1)
 }
 
 // LayerAttention returns layer i's attention window (0: full causal) and
@@ -131,7 +145,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	case "qwen3":
 		c.QKNorm = true
 		c.RoPE.NeoX = true
-	case "gemma3":
+	case "gemma3", "gemma-embedding":
 		c.QKNorm, c.PostNorms, c.GELU = true, true, true
 		c.RoPE.NeoX = true
 	case "bert", "nomic-bert":
@@ -218,19 +232,24 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	default:
 		return c, fmt.Errorf("%w: rope scaling %q (supported: none, linear, and llama3 rope_freqs)", ErrBadConfig, st)
 	}
-	if arch == "gemma3" {
+	if arch == "gemma3" || arch == "gemma-embedding" {
 		c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
 		v, ok := f.Uint(arch + ".attention.sliding_window")
 		if !ok || v == 0 {
 			return c, fmt.Errorf("%w: %s.attention.sliding_window is missing or zero", ErrBadConfig, arch)
 		}
-		c.SlidingWindow = int(v)
+		c.SlidingWindow, c.SlidingPeriod = int(v), 6
 		// Local layers rotate with base 10000 whatever rope.freq_base
 		// says, and without the global layers' linear scaling (llama.cpp
 		// hard-codes base 10000 and scale 1 for them).
 		c.LocalRoPE = c.RoPE
 		c.LocalRoPE.Base = 10000
 		c.LocalRoPE.Scale = 0
+		if arch == "gemma-embedding" {
+			if err := c.gemmaEmbeddingConfig(f); err != nil {
+				return c, err
+			}
+		}
 	} else if v, ok := f.Uint(arch + ".attention.sliding_window"); ok && v > 0 && int(v) < c.Context {
 		return c, fmt.Errorf("%w: sliding-window attention (window %d) is not supported", ErrBadConfig, v)
 	}

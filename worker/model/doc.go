@@ -15,6 +15,10 @@
 // input is computed whole by ForwardHidden with bidirectional attention
 // (its K and V in the arena for that call only), post-LayerNorm layers,
 // no final norm; asked for logits it returns ErrEncoderOnly.
+// "gemma-embedding" (EmbeddingGemma) runs gemma3's layers the same way, as
+// an encoder (see gemmaembed.go): global layers see the whole input,
+// sliding ones a window symmetric about each position, and Project
+// applies the file's dense projections to a pooled vector.
 //
 // The forward pass is batched over rows of several sequences at once: each step embeds the rows' tokens, runs every layer
 // (RMSNorm, Q/K/V projections, RoPE, writing K and V into the paged cache,

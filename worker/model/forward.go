@@ -114,7 +114,7 @@ func (m *Model) ForwardGroupsHidden(kv gpu.KV, tokens []int32, bs []gpu.Batch, l
 // sequence's rows must be the whole input, positions 0, 1, … in order;
 // its K and V are only needed during the call.
 func (m *Model) ForwardHidden(kv gpu.KV, tokens []int32, b *gpu.Batch, out []float32) error {
-	if m.enc != nil {
+	if m.Encoder {
 		return m.encode(kv, tokens, b, out)
 	}
 	m.one[0] = *b
@@ -122,7 +122,7 @@ func (m *Model) ForwardHidden(kv gpu.KV, tokens []int32, b *gpu.Batch, out []flo
 }
 
 func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []int32, out []float32, hiddenRows []int32, hiddenOut []float32, stop func() bool, hidden bool) error {
-	if m.enc != nil {
+	if m.Encoder {
 		return fmt.Errorf("%w: %s has no output head and computes each input whole (ForwardHidden)", ErrEncoderOnly, m.Arch)
 	}
 	if s, ok := m.be.(gpu.Synchronous); !ok || !s.Synchronous() {
@@ -188,64 +188,28 @@ func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []i
 		return err
 	}
 	be, s := m.be, &m.scratch
-	view := func(t gpu.Tensor) gpu.Tensor { return be.View(t, 0, n) }
-	x, xb, q, k, v, att, o, g, u := view(s.x), view(s.xb), view(s.q), view(s.k), view(s.v), view(s.att), view(s.o), view(s.g), view(s.u)
-
-	be.Embed(x, m.embed, tokens)
-	if m.EmbedScale != 0 {
-		m.ops.Scale(x, m.EmbedScale)
-	}
+	t := m.views(n)
+	m.embedTokens(&t, tokens)
 	for li := range m.layers {
 		if stopped() {
 			return ErrInterrupted
 		}
-		l := &m.layers[li]
-		be.RMSNorm(xb, x, l.attnNorm, m.NormEps)
-		be.MatMul(q, xb, l.wq)
-		be.MatMul(k, xb, l.wk)
-		be.MatMul(v, xb, l.wv)
-		if l.bq != nil {
-			be.Add(q, l.bq)
-			be.Add(k, l.bk)
-			be.Add(v, l.bv)
-		}
-		if l.qNorm != nil {
-			m.ops.RMSNormHeads(q, m.Heads, l.qNorm, m.NormEps)
-			m.ops.RMSNormHeads(k, m.KVHeads, l.kNorm, m.NormEps)
-		}
 		window, rope := m.LayerAttention(li)
-		be.RoPE(q, m.Heads, b, rope)
-		be.RoPE(k, m.KVHeads, b, rope)
+		m.projectQKV(li, &t, b, rope)
 		lb, slot := place.of(li)
-		be.StoreKV(kv, slot, k, v, lb)
+		be.StoreKV(kv, slot, t.k, t.v, lb)
 		if window > 0 {
-			m.ops.AttentionWindow(att, q, kv, slot, m.Heads, window, lb)
+			m.ops.AttentionWindow(t.att, t.q, kv, slot, m.Heads, window, lb)
 		} else {
-			be.Attention(att, q, kv, slot, m.Heads, lb)
+			be.Attention(t.att, t.q, kv, slot, m.Heads, lb)
 		}
-		be.MatMul(o, att, l.wo)
-		if l.postAttn != nil {
-			be.RMSNorm(o, o, l.postAttn, m.NormEps)
-		}
-		be.Add(x, o)
-
+		m.attnOutput(li, &t)
 		if stopped() {
 			return ErrInterrupted
 		}
-		be.RMSNorm(xb, x, l.ffnNorm, m.NormEps)
-		be.MatMul(g, xb, l.gate)
-		be.MatMul(u, xb, l.up)
-		if m.GELU {
-			m.ops.GeGLU(g, g, u)
-		} else {
-			be.SwiGLU(g, g, u)
-		}
-		be.MatMul(o, g, l.down)
-		if l.postFFN != nil {
-			be.RMSNorm(o, o, l.postFFN, m.NormEps)
-		}
-		be.Add(x, o)
+		m.feedForward(li, &t)
 	}
+	x, xb := t.x, t.xb
 	if hidden {
 		be.RMSNorm(xb, x, m.outNorm, m.NormEps)
 		return be.Read(xb, out)
@@ -272,4 +236,78 @@ func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []i
 	be.RMSNorm(sel, sel, m.outNorm, m.NormEps)
 	be.MatMul(logits, sel, m.output)
 	return be.Read(logits, out)
+}
+
+// stepViews are a step's activation tensors, cut to its rows.
+type stepViews struct {
+	x, xb, q, k, v, att, o, g, u gpu.Tensor
+}
+
+// views returns the first n rows of the scratch tensors (ensure first).
+func (m *Model) views(n int) stepViews {
+	s, be := &m.scratch, m.be
+	view := func(t gpu.Tensor) gpu.Tensor { return be.View(t, 0, n) }
+	return stepViews{x: view(s.x), xb: view(s.xb), q: view(s.q), k: view(s.k), v: view(s.v),
+		att: view(s.att), o: view(s.o), g: view(s.g), u: view(s.u)}
+}
+
+// embedTokens sets t.x to the tokens' embeddings, scaled where the
+// architecture scales them.
+func (m *Model) embedTokens(t *stepViews, tokens []int32) {
+	m.be.Embed(t.x, m.embed, tokens)
+	if m.EmbedScale != 0 {
+		m.ops.Scale(t.x, m.EmbedScale)
+	}
+}
+
+// projectQKV computes layer li's queries, keys and values from t.x into
+// t.q, t.k, t.v: the attention norm, the projections (and biases), the
+// per-head norms, and RoPE r at b's positions.
+func (m *Model) projectQKV(li int, t *stepViews, b *gpu.Batch, r gpu.RoPE) {
+	be, l := m.be, &m.layers[li]
+	be.RMSNorm(t.xb, t.x, l.attnNorm, m.NormEps)
+	be.MatMul(t.q, t.xb, l.wq)
+	be.MatMul(t.k, t.xb, l.wk)
+	be.MatMul(t.v, t.xb, l.wv)
+	if l.bq != nil {
+		be.Add(t.q, l.bq)
+		be.Add(t.k, l.bk)
+		be.Add(t.v, l.bv)
+	}
+	if l.qNorm != nil {
+		m.ops.RMSNormHeads(t.q, m.Heads, l.qNorm, m.NormEps)
+		m.ops.RMSNormHeads(t.k, m.KVHeads, l.kNorm, m.NormEps)
+	}
+	be.RoPE(t.q, m.Heads, b, r)
+	be.RoPE(t.k, m.KVHeads, b, r)
+}
+
+// attnOutput projects layer li's attention result t.att and adds it
+// (post-normed where the architecture does) to the residual t.x.
+func (m *Model) attnOutput(li int, t *stepViews) {
+	be, l := m.be, &m.layers[li]
+	be.MatMul(t.o, t.att, l.wo)
+	if l.postAttn != nil {
+		be.RMSNorm(t.o, t.o, l.postAttn, m.NormEps)
+	}
+	be.Add(t.x, t.o)
+}
+
+// feedForward runs layer li's gated feed-forward on t.x and adds it
+// (post-normed where the architecture does) to the residual.
+func (m *Model) feedForward(li int, t *stepViews) {
+	be, l := m.be, &m.layers[li]
+	be.RMSNorm(t.xb, t.x, l.ffnNorm, m.NormEps)
+	be.MatMul(t.g, t.xb, l.gate)
+	be.MatMul(t.u, t.xb, l.up)
+	if m.GELU {
+		m.ops.GeGLU(t.g, t.g, t.u)
+	} else {
+		be.SwiGLU(t.g, t.g, t.u)
+	}
+	be.MatMul(t.o, t.g, l.down)
+	if l.postFFN != nil {
+		be.RMSNorm(t.o, t.o, l.postFFN, m.NormEps)
+	}
+	be.Add(t.x, t.o)
 }

@@ -33,8 +33,12 @@ type KVLayout struct {
 // the smaller kind has (gemma3-270m: 3 global and 15 local layers make
 // one global group and five local groups of three). A group left short
 // (gemma3 with 4 global and 22 local layers: the sixth local group holds
-// 2) leaves slots of its blocks unused.
+// 2) leaves slots of its blocks unused. An encoder keeps nothing past a
+// pass and computes each input whole: its layout is the whole-model one.
 func (c *Config) KVLayout() KVLayout {
+	if c.Encoder {
+		return c.WholeKVLayout()
+	}
 	var global, local []int
 	for i := 0; i < c.Layers; i++ {
 		if w, _ := c.LayerAttention(i); w > 0 {

@@ -26,10 +26,16 @@ type Model struct {
 	outNorm gpu.Tensor
 	layers  []layer
 
-	enc     *encoder // the BERT family's weights (Config.Encoder)
+	enc     *encoder // the BERT family's weights
+	dense   *dense   // the projections after pooling (Config.DenseHidden)
+	sym     symScratch
 	scratch scratch
-	layout  *KVLayout    // KVLayout, made at the first grouped step
-	one     [1]gpu.Batch // ForwardInterruptible's batch, as ForwardGroups takes it
+	// encStarts and encLast are an encoder pass's input starts and each
+	// row's input's last position (encode).
+	encStarts []int
+	encLast   []int32
+	layout    *KVLayout    // KVLayout, made at the first grouped step
+	one       [1]gpu.Batch // ForwardInterruptible's batch, as ForwardGroups takes it
 }
 
 type layer struct {
@@ -61,16 +67,19 @@ func New(f *gguf.File, be gpu.Backend) (*Model, error) {
 		m.ops = ops
 	}
 	ld := loader{f: f, be: be}
-	if cfg.Encoder {
+	if encoderArchs[cfg.Arch] {
 		if err := m.loadEncoder(&ld); err != nil {
 			return nil, err
 		}
 		return m, nil
 	}
 	m.embed = ld.matrix("token_embd.weight", cfg.Vocab, cfg.Dim)
-	if cfg.TiedOutput {
+	switch {
+	case cfg.Encoder:
+		// gemma-embedding: no output head (output.weight, if any, unused).
+	case cfg.TiedOutput:
 		m.output = m.embed
-	} else {
+	default:
 		m.output = ld.matrix("output.weight", cfg.Vocab, cfg.Dim)
 	}
 	m.outNorm = ld.vector("output_norm.weight", cfg.Dim)
@@ -110,6 +119,10 @@ func New(f *gguf.File, be gpu.Backend) (*Model, error) {
 		}
 		m.layers = append(m.layers, l)
 	}
+	if cfg.Encoder {
+		m.loadDense(&ld)
+		m.encoderKV()
+	}
 	if ld.err != nil {
 		return nil, ld.err
 	}
@@ -146,12 +159,15 @@ func (m *Model) MatMulParams() int64 {
 }
 
 // matrices lists the weight matrices a token is multiplied by: the
-// output head and every layer's projections.
+// output head (an encoder has none) and every layer's projections.
 func (m *Model) matrices() []gpu.Matrix {
 	if m.enc != nil {
 		return m.enc.matrices()
 	}
-	ws := []gpu.Matrix{m.output}
+	var ws []gpu.Matrix
+	if m.output != nil {
+		ws = append(ws, m.output)
+	}
 	for _, l := range m.layers {
 		ws = append(ws, l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down)
 	}

@@ -48,7 +48,7 @@ func (s *Scheduler) Embed(ctx context.Context, inputs [][]int32, eopts engine.Em
 		if err != nil {
 			return nil, Stats{}, err
 		}
-		q.emb = &embedSeq{pool: engine.NewPooler(s.m.Dim, len(in), pool), opts: eopts}
+		q.emb = &embedSeq{pool: engine.NewPooler(s.m, len(in), pool), opts: eopts}
 		qs[i] = q
 	}
 	sent := 0
@@ -96,8 +96,9 @@ func (s *Scheduler) takeHidden(q *seq, from, to int, hidden []float32, next *int
 		q.emb.pool.Add(pos, state)
 	}
 	if q.emb.pool.Done() {
-		q.emb.vec = q.emb.pool.Vector(q.emb.opts) // its KV bytes were noted as it grew (noteMemory)
-		s.finish(q, "", nil)
+		vec, err := q.emb.pool.Vector(q.emb.opts) // its KV bytes were noted as it grew (noteMemory)
+		q.emb.vec = vec
+		s.finish(q, "", err)
 	}
 }
 

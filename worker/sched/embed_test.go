@@ -130,13 +130,19 @@ func TestEmbedRefusals(t *testing.T) {
 	}
 }
 
-// TestEmbedEncoderThroughScheduler: a BERT encoder's inputs run through a
-// scheduler whole, each in one step (beside each other, longer than the
-// prefill budget), with the bits engine.Embed gives each alone.
+// TestEmbedEncoderThroughScheduler: an encoder's inputs (BERT, and
+// gemma-embedding with its symmetric window and dense projections) run
+// through a scheduler whole, each in one step (beside each other, longer
+// than the prefill budget), with the bits engine.Embed gives each alone.
 func TestEmbedEncoderThroughScheduler(t *testing.T) {
-	c := synth.BERTSmall(gpu.F32)
+	for _, c := range []synth.Config{synth.BERTSmall(gpu.F32), synth.EmbeddingGemmaSmall(gpu.F32)} {
+		t.Run(c.Arch, func(t *testing.T) { embedEncoderThroughScheduler(t, c) })
+	}
+}
+
+func embedEncoderThroughScheduler(t *testing.T, c synth.Config) {
 	c.Seed = 5
-	path := filepath.Join(t.TempDir(), "bert.gguf")
+	path := filepath.Join(t.TempDir(), c.Arch+".gguf")
 	if err := synth.WriteFile(path, c); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@
 // load, tokenize and generate like downloaded ones. Encoders ("bert",
 // "nomic-bert": BERTSmall) get a WordPiece vocabulary instead
 // (WordPieceVocab, or Config.Tokens), in llama.cpp's tensor and key names
-// so that llama.cpp's llama-embedding runs the same file.
+// so that llama.cpp's llama-embedding runs the same file; so does
+// gemma-embedding (EmbeddingGemmaSmall: gemma3's layers and vocabulary,
+// with dense projections after pooling).
 //
 // It imports the gpu seam, gpu/quant and gguf; tests and benchmarks import
 // it.

@@ -15,7 +15,9 @@ import (
 // Config is the shape of a generated model.
 type Config struct {
 	// Arch is "llama" (the default), "qwen2", "qwen3", "gemma3", or an
-	// encoder, "bert" or "nomic-bert" (see buildEncoder).
+	// encoder, "bert" or "nomic-bert" (see buildEncoder), or
+	// "gemma-embedding" (gemma3's layers as an encoder: see
+	// EmbeddingGemmaSmall).
 	Arch    string
 	Dim     int
 	Hidden  int
@@ -28,6 +30,12 @@ type Config struct {
 	HeadDim int
 	// Window is gemma3's attention.sliding_window. Defaults to 512.
 	Window int
+	// Period is gemma-embedding's attention.sliding_window_pattern (every
+	// Period-th layer global); 0 writes none (llama.cpp's default, 6).
+	Period int
+	// Dense is the width of gemma-embedding's dense projections after
+	// pooling (dense_2: Dim→Dense, dense_3: Dense→Dim); 0: none.
+	Dense int
 	// RopeBase is rope.freq_base. Defaults to 10000.
 	RopeBase float32
 	Vocab    int // at least 259
@@ -145,10 +153,10 @@ func (c Config) Params() int64 {
 	if c.qkNorm() {
 		per += 2 * int64(c.HeadDim)
 	}
-	if c.Arch == "gemma3" {
+	if c.gemma() {
 		per += 2 * int64(c.Dim)
 	}
-	n := per*int64(c.Layers) + int64(c.Vocab)*int64(c.Dim) + int64(c.Dim)
+	n := per*int64(c.Layers) + int64(c.Vocab)*int64(c.Dim) + int64(c.Dim) + 2*int64(c.Dim)*int64(c.Dense)
 	if !c.Tied {
 		n += int64(c.Vocab) * int64(c.Dim)
 	}
@@ -157,7 +165,11 @@ func (c Config) Params() int64 {
 
 // qkNorm reports whether the architecture has per-head Q/K norms and a
 // free head size.
-func (c Config) qkNorm() bool { return c.Arch == "qwen3" || c.Arch == "gemma3" }
+func (c Config) qkNorm() bool { return c.Arch == "qwen3" || c.gemma() }
+
+// gemma reports whether the architecture has gemma3's layers: post norms
+// and sliding windows.
+func (c Config) gemma() bool { return c.Arch == "gemma3" || c.Arch == "gemma-embedding" }
 
 func (c Config) withDefaults() Config {
 	if c.Arch == "" {
@@ -206,7 +218,7 @@ func Build(c Config) (*gguf.Writer, error) {
 		w.Set(a+".attention.key_length", uint32(c.HeadDim))
 		w.Set(a+".attention.value_length", uint32(c.HeadDim))
 	}
-	if a == "gemma3" {
+	if c.gemma() {
 		w.Set(a+".attention.sliding_window", uint32(c.Window))
 	}
 	setVocab(w, c.Vocab)
@@ -237,19 +249,21 @@ func Build(c Config) (*gguf.Writer, error) {
 			norm(p+"attn_k_norm.weight", c.HeadDim)
 		}
 		add(p+"attn_output.weight", c.Type, c.Dim, qDim, 1/math.Sqrt(float64(qDim)))
-		if a == "gemma3" {
+		if c.gemma() {
 			norm(p+"post_attention_norm.weight", c.Dim)
 		}
 		norm(p+"ffn_norm.weight", c.Dim)
 		add(p+"ffn_gate.weight", c.Type, c.Hidden, c.Dim, s)
 		add(p+"ffn_up.weight", c.Type, c.Hidden, c.Dim, s)
 		add(p+"ffn_down.weight", c.Type, c.Dim, c.Hidden, 1/math.Sqrt(float64(c.Hidden)))
-		if a == "gemma3" {
+		if c.gemma() {
 			norm(p+"post_ffw_norm.weight", c.Dim)
 		}
 	}
 	norm("output_norm.weight", c.Dim)
-	if !c.Tied {
+	if a == "gemma-embedding" {
+		setGemmaEmbedding(w, tw, c)
+	} else if !c.Tied {
 		add("output.weight", c.Type, c.Vocab, c.Dim, s)
 	}
 	if tw.err != nil {
