@@ -396,7 +396,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamsConfi
 	if err := ensureTenantConsumers(ctx, js, cfg); err != nil {
 		return err
 	}
-	for _, kc := range []jetstream.KeyValueConfig{cfg.TenantLimitsBucketConfig(), cfg.WorkersBucketConfig(), cfg.ModelsBucketConfig()} {
+	for _, kc := range []jetstream.KeyValueConfig{cfg.TenantLimitsBucketConfig(), cfg.WorkersBucketConfig(), cfg.ModelsBucketConfig(), cfg.PrefixesBucketConfig()} {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
 			return fmt.Errorf("contracts: ensure key-value bucket %s: %w", kc.Bucket, err)
 		}

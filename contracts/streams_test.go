@@ -45,7 +45,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	want := []string{contracts.StreamCancel, "KV_" + contracts.TenantLimitsBucket, "KV_" + contracts.WorkersBucket, "KV_" + contracts.ModelsBucket, contracts.StreamDLQ, contracts.StreamEvents, contracts.StreamJobs, contracts.StreamResults, contracts.StreamUsage}
+	want := []string{contracts.StreamCancel, "KV_" + contracts.TenantLimitsBucket, "KV_" + contracts.WorkersBucket, "KV_" + contracts.ModelsBucket, "KV_" + contracts.PrefixesBucket, contracts.StreamDLQ, contracts.StreamEvents, contracts.StreamJobs, contracts.StreamResults, contracts.StreamUsage}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Errorf("streams = %v, want %v", names, want)
@@ -60,7 +60,7 @@ func TestEnsureStreamsIdempotent(t *testing.T) {
 	}
 	jobs := info(contracts.StreamJobs)
 	if jobs.Retention != jetstream.WorkQueuePolicy || jobs.Duplicates < contracts.MinDuplicateWindow || jobs.MaxAge != 24*time.Hour ||
-		!slices.Equal(jobs.Subjects, contracts.JobsSubjects()) || len(jobs.Subjects) != 18 ||
+		!slices.Equal(jobs.Subjects, contracts.JobsSubjects()) || len(jobs.Subjects) != 19 ||
 		jobs.MaxMsgsPerSubject != 1 || jobs.Discard != jetstream.DiscardNew || !jobs.DiscardNewPerSubject {
 		t.Errorf("ZL_JOBS config = %+v", jobs)
 	}

@@ -142,8 +142,9 @@ func ModelJobsFilter(p Priority, b Bucket, tenant, model string) string {
 // bucket (highest priority and shortest bucket first) the current form
 // zl.jobs.<priority>.<bucket>.*.*.* and the previous, model-less one
 // zl.jobs.<priority>.<bucket>.*.*, whose jobs stay readable and are still
-// served. A publish on zl.jobs with any other priority, bucket or number
-// of tokens reaches no stream and so gets no JetStream acknowledgement.
+// served; and last the jobs passed on to a worker (DirectJobsSubjects). A
+// publish on zl.jobs with any other priority, bucket or number of tokens
+// reaches no stream and so gets no JetStream acknowledgement.
 func JobsSubjects() []string {
 	var out []string
 	for _, p := range Priorities() {
@@ -151,7 +152,7 @@ func JobsSubjects() []string {
 			out = append(out, SubjectJobsPrefix+string(p)+"."+string(b)+".*.*.*", SubjectJobsPrefix+string(p)+"."+string(b)+".*.*")
 		}
 	}
-	return out
+	return append(out, DirectJobsSubjects)
 }
 
 // EventsSubject returns zl.events.<tenant>.<job_id>.
@@ -193,13 +194,34 @@ type JobRoute struct {
 	// model-less form; empty for a DLQ subject and for a job queued in the
 	// oldest form (its id is in Nats-Msg-Id).
 	JobID string
+	// Direct is the worker token (ModelToken of its id) of a job passed on
+	// to that worker's queue (DirectJobSubject); empty otherwise.
+	Direct string
 }
 
 // ParseJobSubject splits zl.jobs.<priority>.<bucket>.<tenant>.<model>.<job_id>
 // (or the model-less zl.jobs.<priority>.<bucket>.<tenant>.<job_id>, or the
 // oldest zl.jobs.<priority>.<bucket>.<tenant>), checking every token.
 // Errors are *Error values with CodeInvalidRequest.
+//
+// A job passed on to a worker, zl.jobs.direct.<worker>.<priority>.<bucket>.
+// <tenant>.<model>.<job_id>, parses as its own subject with Direct set.
 func ParseJobSubject(subject string) (JobRoute, error) {
+	if rest, ok := strings.CutPrefix(subject, SubjectDirectJobsPrefix); ok {
+		worker, rest, _ := strings.Cut(rest, ".")
+		if msg := modelTokenProblem(worker); msg != "" {
+			return JobRoute{}, NewError(CodeInvalidRequest, "subject %q: worker token %q %s", subject, worker, msg)
+		}
+		r, err := ParseJobSubject(SubjectJobsPrefix + rest)
+		if err == nil && r.Model == "" {
+			err = NewError(CodeInvalidRequest, "subject %q is not %s<worker>.<priority>.<bucket>.<tenant>.<model>.<job_id>", subject, SubjectDirectJobsPrefix)
+		}
+		if err != nil {
+			return JobRoute{}, err
+		}
+		r.Direct = worker
+		return r, nil
+	}
 	r, id, err := parseRoute(subject, SubjectJobsPrefix, true)
 	r.JobID = id
 	return r, err

@@ -38,21 +38,31 @@ func TestSubjectBuilders(t *testing.T) {
 func TestParseSubjects(t *testing.T) {
 	t.Parallel()
 	r, err := ParseJobSubject("zl.jobs.high.short.acme-1.qwen3-0_2E6b.job_9")
-	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "qwen3-0_2E6b", "job_9"}) {
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "qwen3-0_2E6b", "job_9", ""}) {
 		t.Errorf("ParseJobSubject = %+v, %v", r, err)
 	}
 	// A job queued by the previous release: no model in the subject.
 	r, err = ParseJobSubject("zl.jobs.high.short.acme-1.job_9")
-	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "", "job_9"}) {
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "", "job_9", ""}) {
 		t.Errorf("ParseJobSubject(model-less form) = %+v, %v", r, err)
 	}
 	// A job queued by an older release: no id in the subject.
 	r, err = ParseJobSubject("zl.jobs.high.short.acme-1")
-	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "", ""}) {
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "", "", ""}) {
 		t.Errorf("ParseJobSubject(old form) = %+v, %v", r, err)
 	}
+	// A job passed on to the worker holding its prefix.
+	r, err = ParseJobSubject(DirectJobSubject("w.1", PriorityHigh, BucketShort, "acme-1", "qwen3-0.6b", "job_9"))
+	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "qwen3-0_2E6b", "job_9", "w_2E1"}) {
+		t.Errorf("ParseJobSubject(direct) = %+v, %v", r, err)
+	}
+	for _, bad := range []string{"zl.jobs.direct.w.high.short.acme-1.job_9", "zl.jobs.direct.w.x.short.acme-1.m.job_9", "zl.jobs.direct..high.short.acme-1.m.j"} {
+		if _, err := ParseJobSubject(bad); !errors.Is(err, CodeInvalidRequest) {
+			t.Errorf("ParseJobSubject(%q) = %v, want invalid_request", bad, err)
+		}
+	}
 	r, err = ParseDLQSubject(DLQSubject(PriorityLow, BucketLong, "t"))
-	if err != nil || r != (JobRoute{PriorityLow, BucketLong, "t", "", ""}) {
+	if err != nil || r != (JobRoute{PriorityLow, BucketLong, "t", "", "", ""}) {
 		t.Errorf("ParseDLQSubject = %+v, %v", r, err)
 	}
 	if _, err := ParseDLQSubject("zl.dlq.low.long.t.j"); !errors.Is(err, CodeInvalidRequest) {
@@ -191,5 +201,29 @@ func TestPriorityAndBucket(t *testing.T) {
 	}
 	if err := DefaultBuckets().Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestPrefixKeys(t *testing.T) {
+	t.Parallel()
+	turn1 := &JobRequest{Model: "m", System: "be brief", Messages: []Message{{Role: RoleUser, Content: "hi"}}}
+	held := HeldPrefixKeys(turn1, "hello")
+	turn2 := &JobRequest{Model: "m", System: "be brief", Messages: []Message{{Role: RoleUser, Content: "hi"}, {Role: RoleAssistant, Content: "hello"}, {Role: RoleUser, Content: "more"}}}
+	want := PrefixKeys(turn2)
+	if len(held) != 2 || len(want) != 2 || held[0] != want[0] || held[1] != want[1] {
+		t.Fatalf("turn 1 holds %v, turn 2 looks for %v: the next turn must find the conversation and the system prompt", held, want)
+	}
+	if keys := PrefixKeys(turn1); len(keys) != 1 || keys[0] != want[1] {
+		t.Errorf("a first turn looks for %v, want only the system prompt's key %s", keys, want[1])
+	}
+	// Another reply, model, or role split gives another key.
+	for _, k := range []string{HeldPrefixKeys(turn1, "hello!")[0], PrefixKey("m2", "be brief", turn2.Messages[:2]),
+		PrefixKey("m", "be brief", []Message{{Role: RoleUser, Content: "hihello"}})} {
+		if k == want[0] {
+			t.Errorf("key %s collides with the conversation's", k)
+		}
+	}
+	if PrefixKeys(&JobRequest{Model: "m", Embedding: &EmbeddingRequest{}}) != nil || len(PrefixKeys(&JobRequest{Model: "m", Messages: turn1.Messages})) != 0 {
+		t.Error("an embedding job or a lone first message looks for a prefix")
 	}
 }

@@ -61,6 +61,13 @@ type Config struct {
 	// before polling the consumers again (redeliveries publish none).
 	// Defaults to 500 milliseconds.
 	IdlePoll time.Duration
+	// AffinityWait is how long a job passed on to the worker holding its
+	// prompt's prefix (affinity.go) may wait in that worker's queue
+	// before any worker serving its model takes it. Defaults to 1s;
+	// negative turns prefix affinity off (the worker neither passes jobs
+	// on nor records what it holds; it still empties its own queue and
+	// those of workers gone).
+	AffinityWait time.Duration
 	// ConsumerRecheck is how long the intake waits before it looks up a
 	// missing consumer again (one it may not recreate, or failed to), and
 	// bounds each lookup. Defaults to 5 seconds.
@@ -128,6 +135,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ConsumerRecheck == 0 {
 		c.ConsumerRecheck = 5 * time.Second
+	}
+	if c.AffinityWait == 0 {
+		c.AffinityWait = time.Second
 	}
 	if c.DeltaTokens == 0 {
 		c.DeltaTokens = 16

@@ -12,3 +12,10 @@ func Observe(m *Metrics, status contracts.ResultStatus, e *contracts.Error, u *c
 func Degrade(out *Outcome, r *contracts.JobRequest, failure *contracts.Error) {
 	degrade(out, r, failure)
 }
+
+// Running counts the jobs w is handling (from their look-up to their end).
+func Running(w *Worker) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}

@@ -89,12 +89,22 @@ type classKey struct {
 	bucket contracts.Bucket
 }
 
-// notice records a stored-job notice (called from the subscription).
-func (f *fairness) notice(subject string) {
+// notice records a stored-job notice (called from the subscription): a
+// job of a class and tenant, or one passed on to a worker's queue.
+func (w *Worker) notice(subject string) {
 	route, err := contracts.ParseJobSubject("zl." + strings.TrimPrefix(subject, "zl.stored."))
 	if err != nil || route.JobID == "" {
 		return
 	}
+	if route.Direct != "" {
+		w.aff.noticeDirect(route.Direct)
+		return
+	}
+	w.fair.notice(route)
+}
+
+// notice records a stored job of route's class, tenant and model.
+func (f *fairness) notice(route contracts.JobRoute) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := classKey{route.Priority, route.Bucket}
@@ -236,6 +246,9 @@ func (w *Worker) scanTenants(force bool) {
 // other tenants' backlogs drain).
 func (w *Worker) retryAll() {
 	w.fair.lastRetry = time.Now()
+	if w.aff.own != nil {
+		w.aff.noticeDirect(w.aff.me) // its queue's redeliveries
+	}
 	for _, src := range w.consumers {
 		for _, ts := range src.tenants {
 			ts.pending = true

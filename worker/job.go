@@ -72,10 +72,20 @@ func (w *Worker) handle(msg jetstream.Msg) {
 		w.forward(msg, route, jobID, req.Model, log)
 		return
 	}
-	job := &Job{ID: jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket, Attempt: attempt, Request: req, Trace: tp, EnqueuedAt: meta.Timestamp,
+	// A job passed on to this worker's queue was first stored earlier.
+	enqueued := meta.Timestamp
+	if t, err := time.Parse(time.RFC3339Nano, h.Get(contracts.HeaderEnqueuedAt)); err == nil && t.Before(enqueued) {
+		enqueued = t
+	}
+	if route.Direct == "" && route.Model != "" {
+		if holder := w.holder(req); holder != "" && w.passOn(msg, route, jobID, holder, enqueued, log) {
+			return
+		}
+	}
+	job := &Job{ID: jobID, Tenant: route.Tenant, Priority: route.Priority, Bucket: route.Bucket, Attempt: attempt, Request: req, Trace: tp, EnqueuedAt: enqueued,
 		Weight: w.cfg.weight(route.Tenant), MaxResultBytes: int(w.nc.MaxPayload())}
 	usage := contracts.Usage{JobID: jobID, Tenant: route.Tenant, Model: req.Model, Priority: route.Priority, Bucket: route.Bucket,
-		Attempt: attempt, TraceID: traceID(tp), WorkerID: w.cfg.ID, Device: w.exec.Device(), CreatedAt: meta.Timestamp.UTC(),
+		Attempt: attempt, TraceID: traceID(tp), WorkerID: w.cfg.ID, Device: w.exec.Device(), CreatedAt: enqueued.UTC(),
 		BatchID: req.Metadata["batch_id"], CustomID: req.Metadata["custom_id"]}
 	ctx, cancel := context.WithCancelCause(w.runCtx)
 	defer cancel(nil)
@@ -131,7 +141,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 	}
 	defer w.releaseQuota(job)
 	em.publish(&contracts.Event{Type: contracts.EventStarted})
-	usage.QueueMs = ms(time.Since(meta.Timestamp))
+	usage.QueueMs = ms(time.Since(enqueued))
 	out, err := w.exec.Execute(ctx, job, em)
 	// What is pending goes out now, before any end of this attempt (a
 	// final or error event, or a Nak and a later attempt's events): a
@@ -172,13 +182,7 @@ func (w *Worker) handle(msg jetstream.Msg) {
 // them: the original's id would have the copy dropped as a duplicate). A
 // publish that fails hands the job back for a later try.
 func (w *Worker) forward(msg jetstream.Msg, route contracts.JobRoute, jobID, model string, log *slog.Logger) {
-	m := nats.NewMsg(contracts.JobSubject(route.Priority, route.Bucket, route.Tenant, model, jobID))
-	m.Data = msg.Data()
-	for k, v := range msg.Headers() {
-		if !strings.HasPrefix(k, "Nats-") {
-			m.Header[k] = v
-		}
-	}
+	m := republished(msg, contracts.JobSubject(route.Priority, route.Bucket, route.Tenant, model, jobID))
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()
 	if _, err := w.js.PublishMsg(ctx, m); err != nil && !contracts.IsDuplicateJob(err) {
@@ -192,6 +196,19 @@ func (w *Worker) forward(msg jetstream.Msg, route contracts.JobRoute, jobID, mod
 	}
 	w.cfg.Metrics.forwarded()
 	log.Info("job of a model-less subject passed on to the workers of its model", "model", model, "subject", m.Subject)
+}
+
+// republished returns a copy of job message msg on subject: its body and
+// headers, but JetStream's own (Nats-*).
+func republished(msg jetstream.Msg, subject string) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = msg.Data()
+	for k, v := range msg.Headers() {
+		if !strings.HasPrefix(k, "Nats-") {
+			m.Header[k] = v
+		}
+	}
+	return m
 }
 
 // storedResult is what the worker reads of a stored result: the usage
@@ -499,6 +516,14 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 		res.Incomplete, res.IncompleteReason = out.Incomplete, incompleteReason(out, status)
 	}
 	res.Fallback, res.ToolFailureReason = out.Fallback, out.ToolFailureReason
+	if ran && status == contracts.StatusCompleted {
+		// Before the result (the same connection keeps the order): a next
+		// turn submitted on the result finds its holder. A core publish, no
+		// ack awaited: a claim lost costs a cache miss, never the job.
+		for _, k := range e.w.claims(job.Request, out.Text) {
+			e.w.nc.Publish("$KV."+contracts.PrefixesBucket+"."+k, []byte(e.w.aff.me))
+		}
+	}
 	e.publishJSON(contracts.ResultsSubject(e.ref.Tenant, e.ref.JobID), e.ref.String(), res)
 	if usage != nil {
 		e.publishJSON(contracts.UsageSubject(e.ref.Tenant), e.ref.String(), usage)

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/worker/tools"
@@ -28,6 +29,7 @@ type Metrics struct {
 	fetched       prometheus.Counter
 	leaseLapses   prometheus.Counter
 	forwards      prometheus.Counter
+	affinity      *prometheus.CounterVec
 }
 
 // NewMetrics returns unregistered metrics. The per-job histograms and the
@@ -65,6 +67,8 @@ func NewMetrics() *Metrics {
 			Help: "Jobs those pull requests brought: over fetch requests, the jobs per request."}),
 		forwards: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_intake_jobs_forwarded_total",
 			Help: "Jobs of a model-less subject (queued by an earlier release) that this worker pulled for a model it does not serve and republished on their model's subject, for the workers serving it."}),
+		affinity: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zerolayer_affinity_jobs_total",
+			Help: "Prefix affinity: jobs this worker passed on to the worker holding their prompt's prefix (passed_on), took from its own queue (taken), and took from another worker's queue where they had waited too long or whose worker was gone (stolen)."}, []string{"action"}),
 		leaseLapses: prometheus.NewCounter(prometheus.CounterOpts{Name: "zerolayer_worker_lease_lapses_total",
 			Help: "Times this worker's heartbeats (InProgress) were confirmed later than the ack wait while it held jobs: those jobs may have been redelivered and run twice (billed once)."}),
 	}
@@ -84,7 +88,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			Help: "Time spent compiling inline tools (schemas, patterns, word lists)."},
 			func() float64 { return float64(tools.ReadMetrics().CompileNanos) / 1e9 }),
 	}
-	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.modelInfo, m.consMissing, m.consRecreated, m.fetches, m.fetched, m.leaseLapses, m.forwards}, toolMetrics...) {
+	for _, c := range append([]prometheus.Collector{m.ttft, m.tpot, m.queue, m.e2e, m.jobs, m.tokensIn, m.tokensOut, m.toolRuns, m.fallbacks, m.modelInfo, m.consMissing, m.consRecreated, m.fetches, m.fetched, m.leaseLapses, m.forwards, m.affinity}, toolMetrics...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -154,6 +158,27 @@ func (m *Metrics) forwarded() {
 		return
 	}
 	m.forwards.Inc()
+}
+
+// affine counts n jobs of a prefix-affinity action: passed_on, taken or
+// stolen.
+func (m *Metrics) affine(action string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.affinity.WithLabelValues(action).Add(float64(n))
+}
+
+// AffinityJobs returns the jobs counted for a prefix-affinity action.
+func (m *Metrics) AffinityJobs(action string) float64 {
+	if m == nil {
+		return 0
+	}
+	var d dto.Metric
+	if m.affinity.WithLabelValues(action).Write(&d) != nil {
+		return 0
+	}
+	return d.GetCounter().GetValue()
 }
 
 // fetch counts a pull request that brought n jobs.

@@ -68,6 +68,8 @@ type Worker struct {
 	byToken map[string]string
 	// beat is the heartbeat in ZL_WORKERS (fleet.go).
 	beat heartbeat
+	// aff is the prefix-affinity state (affinity.go).
+	aff affinity
 }
 
 // pullSource is one class's consumer. Only the intake loop touches it
@@ -159,7 +161,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	// them instead of polling. (The publish subject itself can reach a
 	// subscriber before the stream has stored the job; the notice comes
 	// after, and names the consumer to pull from.)
-	s1, err := w.nc.Subscribe(contracts.SubjectStoredJobsAll, func(m *nats.Msg) { w.fair.notice(m.Subject); w.poke() })
+	s1, err := w.nc.Subscribe(contracts.SubjectStoredJobsAll, func(m *nats.Msg) { w.notice(m.Subject); w.poke() })
 	if err != nil {
 		return err
 	}
@@ -185,6 +187,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		s2.Unsubscribe()
 		return err
 	}
+	w.startAffinity(ctx)
 	w.subs = []*nats.Subscription{s1, s2}
 	w.scanTenants(true)
 	w.runCtx, w.cancelRun = context.WithCancelCause(context.Background())
@@ -240,6 +243,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Unlock()
 	w.stopHeartbeat() // out of the fleet: it pulls nothing more
 	<-w.loopDone
+	w.stopAffinity()
 	w.pulls.Wait() // a job they bring now is handed back
 	done := make(chan struct{})
 	go func() { w.jobs.Wait(); close(done) }()
@@ -344,6 +348,15 @@ func (w *Worker) next(pulls, free int) jetstream.Msg {
 		w.scanTenants(false)
 		if time.Since(w.fair.lastRetry) >= w.cfg.IdlePoll {
 			w.retryAll()
+		}
+		// Jobs passed on to this worker (it holds their prefix) first,
+		// and jobs left waiting too long in other workers' queues.
+		direct := min(free, fetchBatchMax)
+		if adm != nil {
+			direct = min(direct, adm.Admits("", contracts.PriorityNormal, contracts.BucketShort, ""))
+		}
+		if m := w.pullDirect(direct); m != nil {
+			return m
 		}
 		for _, src := range order {
 			select {

@@ -36,6 +36,7 @@ func runWorker(ctx context.Context, args []string) error {
 	weights := fs.String("tenant-weights", "", "tenants' shares within a class, of the intake and of the batch, e.g. acme=2,globex=0.5 (others weigh 1)")
 	deltaTokens := fs.Int("delta-tokens", 16, "most tokens one delta event carries (1: one event per token)")
 	deltaInterval := fs.Duration("delta-interval", worker.DefaultDeltaInterval, "how often a streaming job's tokens are published, coalesced, after its first (0: every token at once)")
+	affinityWait := fs.Duration("prefix-affinity-wait", time.Second, "a job whose prompt starts with a prefix another live worker holds (a conversation's earlier turns, a batch's instruction) is passed on to that worker's queue, and taken by any worker after waiting there this long; 0 turns passing on off")
 	limits := fs.Bool("limits", true, "enforce the tenants' limits (zerolayer tenants set-limits), as published by billing in ZL_LIMITS")
 	var sf schedFlags
 	sf.register(fs)
@@ -48,8 +49,11 @@ func runWorker(ctx context.Context, args []string) error {
 	if *deltaInterval == 0 {
 		*deltaInterval = -1 // zero would take the default
 	}
+	if *affinityWait <= 0 {
+		*affinityWait = -1 // off
+	}
 	cfg := worker.Config{ID: *id, Concurrency: *conc, Provision: *provision, Streams: contracts.StreamsConfig{Replicas: *replicas},
-		DeltaTokens: *deltaTokens, DeltaInterval: *deltaInterval,
+		DeltaTokens: *deltaTokens, DeltaInterval: *deltaInterval, AffinityWait: *affinityWait,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	for _, p := range strings.Split(*prios, ",") {
 		pr, err := contracts.ParsePriority(strings.TrimSpace(p))

@@ -41,11 +41,15 @@ type Watch struct {
 	mu      sync.Mutex
 	workers map[string]workerEntry // by key
 	models  map[string]modelEntry  // by key
-	started bool
-	ctx     context.Context
-	stop    context.CancelFunc
-	done    sync.WaitGroup
-	now     func() time.Time
+	// prefixes are ZL_PREFIXES's entries (followed after WithPrefixes):
+	// the worker token holding each prefix key, and when it said so.
+	prefixes     map[string]prefixEntry
+	withPrefixes bool
+	started      bool
+	ctx          context.Context
+	stop         context.CancelFunc
+	done         sync.WaitGroup
+	now          func() time.Time
 }
 
 type workerEntry struct {
@@ -58,9 +62,23 @@ type modelEntry struct {
 	at  time.Time
 }
 
+type prefixEntry struct {
+	worker string // its token (contracts.ModelToken of its id)
+	at     time.Time
+}
+
 // New returns a Watch reading through js; it reads nothing until Start.
 func New(js jetstream.JetStream) *Watch {
 	return &Watch{js: js, workers: map[string]workerEntry{}, models: map[string]modelEntry{}, now: time.Now}
+}
+
+// WithPrefixes makes Start follow the held prefixes too
+// (contracts.PrefixesBucket; Holder), as workers do to pass a job on to
+// the worker holding its prompt's prefix. Call it before Start.
+func (w *Watch) WithPrefixes() *Watch {
+	w.withPrefixes = true
+	w.prefixes = map[string]prefixEntry{}
+	return w
 }
 
 // Start begins following both buckets and returns once it has read what
@@ -76,12 +94,18 @@ func (w *Watch) Start(ctx context.Context) error {
 	w.started = true
 	w.ctx, w.stop = context.WithCancel(context.Background())
 	w.mu.Unlock()
-	ready := make(chan error, 2)
-	for _, bucket := range []string{contracts.WorkersBucket, contracts.ModelsBucket} {
+	buckets := []string{contracts.WorkersBucket, contracts.ModelsBucket}
+	if w.withPrefixes {
+		buckets = append(buckets, contracts.PrefixesBucket)
+		w.done.Add(1)
+		go w.prunePrefixes()
+	}
+	ready := make(chan error, len(buckets))
+	for _, bucket := range buckets {
 		w.done.Add(1)
 		go w.follow(bucket, ready)
 	}
-	for range 2 {
+	for range buckets {
 		select {
 		case err := <-ready:
 			if err != nil {
@@ -178,7 +202,74 @@ func (w *Watch) apply(bucket string, e jetstream.KeyValueEntry) {
 			return
 		}
 		w.models[e.Key()] = modelEntry{rec: rec, at: e.Created()}
+	case contracts.PrefixesBucket:
+		if !put || !contracts.ValidWorkerToken(string(e.Value())) {
+			delete(w.prefixes, e.Key())
+			return
+		}
+		w.prefixes[e.Key()] = prefixEntry{worker: string(e.Value()), at: e.Created()}
 	}
+}
+
+// prunePrefixes forgets, every minute, the prefixes whose entries have
+// expired (a bucket's TTL removes them without a word to watchers).
+func (w *Watch) prunePrefixes() {
+	defer w.done.Done()
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		now := w.now()
+		for k, e := range w.prefixes {
+			if now.Sub(e.at) >= contracts.PrefixTTL {
+				delete(w.prefixes, k)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// Holder returns the token of the worker that holds the prefix of key
+// (contracts.PrefixKey) if that worker is live, else "". Only a Watch
+// WithPrefixes knows any.
+func (w *Watch) Holder(key string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.prefixes[key]
+	if !ok || w.now().Sub(e.at) >= contracts.PrefixTTL {
+		return ""
+	}
+	if we, ok := w.workers[e.worker]; !ok || w.now().Sub(we.at) >= contracts.WorkersTTL {
+		return ""
+	}
+	return e.worker
+}
+
+// LiveCount returns how many workers are live.
+func (w *Watch) LiveCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, e := range w.workers {
+		if w.now().Sub(e.at) < contracts.WorkersTTL {
+			n++
+		}
+	}
+	return n
+}
+
+// LiveToken reports whether the worker of token (contracts.ModelToken of
+// its id) is live.
+func (w *Watch) LiveToken(token string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.workers[token]
+	return ok && w.now().Sub(e.at) < contracts.WorkersTTL
 }
 
 // Workers returns the live workers (an entry written within

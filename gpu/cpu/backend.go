@@ -179,10 +179,10 @@ func (b *Backend) NewMatrix(t gpu.DType, rows, cols int, data []byte) (gpu.Matri
 		data = append([]byte(nil), data...) // the F32 kernels read floats in place
 	}
 	w := kernels.Weights{Type: t, Rows: rows, Cols: cols, Data: data}
-	// Q8_0, Q4_0, Q4_K and Q6_K weights are also kept packed for the VNNI
-	// kernels where the CPU has them (kernels.PackQ8_0, PackQ4_0,
-	// PackQ4_K, PackQ6_K): 6%, 11%, 11% and 1% more bytes than the file's,
-	// in memory.
+	// Q8_0, Q4_0, Q4_K and Q6_K weights are also kept packed for the
+	// packed kernels (AVX512-VNNI, else AVX2) wherever the assembly runs
+	// (kernels.PackQ8_0, PackQ4_0, PackQ4_K, PackQ6_K): 6%, 11%, 11% and 1%
+	// more bytes than the file's, in memory.
 	switch t {
 	case gpu.Q8_0:
 		w.Pack = kernels.PackQ8_0(&w)

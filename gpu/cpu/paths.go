@@ -7,9 +7,9 @@ import "github.com/zerolayer/zerolayer/gpu/cpu/internal/kernels"
 // the AVX-512 tile kernels are on.
 func KernelPaths() string { return kernels.Paths() }
 
-// SetWideKernels turns the AVX-512 tile kernels on (the default where the
-// CPU has them) or off, process-wide, and returns the setting it replaced.
-// They give the same bits as the AVX2 kernels: turning them off only
-// changes the speed (for measuring, or for a CPU that clocks down under
-// AVX-512).
+// SetWideKernels turns the AVX-512 kernels (the tile kernels and the
+// packed VNNI ones) on (the default where the CPU has them) or off,
+// process-wide, and returns the setting it replaced. They give the same
+// bits as the AVX2 kernels that run instead: turning them off only changes
+// the speed (for measuring, or for a CPU that clocks down under AVX-512).
 func SetWideKernels(on bool) (was bool) { return kernels.SetWide(on) }

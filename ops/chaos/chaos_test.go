@@ -150,6 +150,8 @@ type outcome struct {
 	// start and end bound a Go-client job: from its first submit to its
 	// result.
 	start, end time.Time
+	// accepted is when its submit returned without an error.
+	accepted time.Time
 	// tries counts the submits and waits a Go-client job took.
 	submits, waits int
 }
@@ -351,6 +353,9 @@ func TestChaos(t *testing.T) {
 					scancel()
 					mu.Lock()
 					o.submits++
+					if err == nil {
+						o.accepted = time.Now()
+					}
 					mu.Unlock()
 					if err == nil {
 						break
@@ -492,6 +497,30 @@ func TestChaos(t *testing.T) {
 		gap = max(gap, t1.Sub(prev))
 		return fmt.Sprintf("longest gap without a completion %.2fs", gap.Seconds())
 	}
+	// flow says when, after t0, the Go client's first submit was accepted
+	// and its first job finished among those it started after t0: a gap
+	// with submits accepted and none finished lies between the stream and
+	// the client (intake, worker, results); one without accepted submits,
+	// before the stream.
+	flow := func(t0 time.Time) string {
+		mu.Lock()
+		defer mu.Unlock()
+		var acc, end time.Duration = -1, -1
+		n := 0
+		for _, o := range outcomes {
+			if o.via != "go" || o.start.Before(t0) {
+				continue
+			}
+			n++
+			if !o.accepted.IsZero() && (acc < 0 || o.accepted.Sub(t0) < acc) {
+				acc = o.accepted.Sub(t0)
+			}
+			if !o.end.IsZero() && (end < 0 || o.end.Sub(t0) < end) {
+				end = o.end.Sub(t0)
+			}
+		}
+		return fmt.Sprintf("of %d jobs started since: first submit accepted at %.2fs, first finished at %.2fs", n, acc.Seconds(), end.Seconds())
+	}
 	time.Sleep(5 * time.Second)
 
 	// Fault 1: kill -9 a worker, and start a new one, three times.
@@ -526,6 +555,7 @@ func TestChaos(t *testing.T) {
 		if d := 10*time.Second - time.Since(t0); d > 0 {
 			time.Sleep(d)
 		}
+		r1 += "; " + flow(t0)
 		t1 := time.Now()
 		c.Restart(t, idx)
 		ready := time.Since(t1)

@@ -283,15 +283,15 @@ func runMatMul(b *testing.B, pool *Pool, w *Weights, M int) {
 	}
 }
 
-// BenchmarkMatMulPacked compares the packed VNNI kernels with the
-// row-major ones on one thread, the same weights and activations.
+// BenchmarkMatMulPacked compares the packed kernels (VNNI where the CPU
+// has it and the wide kernels are on, else AVX2) with the row-major ones on
+// one thread, the same weights and activations.
 func BenchmarkMatMulPacked(b *testing.B) {
-	if !useAsm || !hasVNNI {
-		b.Skip("no AVX512-VNNI")
+	if !useAsm {
+		b.Skip("no assembly: nothing is packed")
 	}
 	pool := NewPool(1)
 	defer pool.Close()
-	pack := map[gpu.DType]func(*Weights) []byte{gpu.Q8_0: PackQ8_0, gpu.Q4_0: PackQ4_0, gpu.Q4_K: PackQ4_K, gpu.Q6_K: PackQ6_K}
 	for _, ty := range []gpu.DType{gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K} {
 		for _, sh := range [][2]int{{2048, 768}, {768, 2048}} {
 			for _, M := range []int{1, 16, 512} {
@@ -299,7 +299,7 @@ func BenchmarkMatMulPacked(b *testing.B) {
 					b.Run(fmt.Sprintf("%v/%dx%d/M=%d/packed=%v", ty, sh[0], sh[1], M, packed), func(b *testing.B) {
 						w := *cachedWeights(ty, sh[0], sh[1])
 						if packed {
-							w.Pack = pack[ty](&w)
+							w.Pack = packWeights(&w)
 						}
 						r := rand.New(rand.NewPCG(1, 2))
 						x := randFloats(r, M*w.Cols)

@@ -124,19 +124,10 @@ func vnniLoopAVX512(n int)                        { panic(noAsm) }
 func fmaLoopAVX2(n int)                           { panic(noAsm) }
 func int8LoopAVX2(n int)                          { panic(noAsm) }
 
-func dotQ8P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
-	panic(noAsm)
-}
-
-func dotQ4P(rows int, w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
-	panic(noAsm)
-}
-
 func blockSumsI8AVX2(qs *int8, nb int, out *int32) { panic(noAsm) }
 
-// The packed K-quant kernels are never called without the assembly
-// (PackQ4_K and PackQ6_K return nil).
-var dotQ4KP, dotQ6KP [q8MaxRows]func(w *byte, nb int, x *blockQ8K, xstride int, out *float32)
+// Without the assembly the packed products run the Go twins (packGo).
+var packVNNI, packAVX2 packKernels
 
 func attnQKQ8(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []float32, ostride int) {
 	panic(noAsm)

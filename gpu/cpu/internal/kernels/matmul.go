@@ -14,8 +14,9 @@ type Weights struct {
 	Type       gpu.DType
 	Rows, Cols int
 	Data       []byte
-	// Pack, when set, is Data repacked for the VNNI kernel (PackQ8_0),
-	// which then multiplies every row.
+	// Pack, when set, is Data repacked for the packed kernels (PackQ8_0,
+	// PackQ4_0, PackQ4_K, PackQ6_K), which then multiply every row at
+	// every batch size.
 	Pack []byte
 }
 
@@ -190,8 +191,9 @@ type MatMul struct {
 	rb         int
 	w          []byte
 	p          plan
-	wr         int    // weight rows of the wide kernels (wideRows), 0: none
-	pack       []byte // the packed weights (PackQ8_0), nil: none
+	wr         int          // weight rows of the wide kernels (wideRows), 0: none
+	pack       []byte       // the packed weights (PackQ8_0), nil: none
+	packWith   *packKernels // tests: the packed kernels to run (nil: packKernels')
 	nxb        int
 	task       func(lo, hi int)
 	quantTask  func(lo, hi int)
@@ -228,7 +230,7 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 	}
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
-	packed := w.Pack != nil && packOn()
+	packed := w.Pack != nil
 	key := planKey{w.Type, w.Rows, w.Cols, mBucket(M), packed}
 	p := mm.plan(key)
 	mm.t, mm.dst, mm.x, mm.m = w.Type, dst, x, M

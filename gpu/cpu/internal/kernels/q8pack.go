@@ -9,17 +9,21 @@ import (
 	"github.com/zerolayer/zerolayer/gpu"
 )
 
-// The packed Q8_0 matrix multiply. At load, a Q8_0 matrix is repacked for
-// the AVX512-VNNI kernel (PackQ8_0): its rows in groups of 16, each block
-// of 32 columns of a group stored as 8 quads × 16 rows of 4 weights (so one
-// 512-bit register holds the same 4 columns of 16 rows), biased to
-// unsigned (w + 128), followed by the 16 rows' scales as float32. The
-// kernel broadcasts 4 activation values at a time against such a register:
-// VPDPBUSD does 64 multiply-adds for 16 outputs with no reduction across
-// lanes, and a block's integer sum is scaled once for 16 outputs, where
-// the row-major kernels scale it per output. The bias is taken back with
-// −128 × the block's activation sum, computed when the activations are
-// quantized.
+// The packed Q8_0 matrix multiply. At load, a Q8_0 matrix is repacked
+// (PackQ8_0): its rows in groups of 16, each block of 32 columns of a group
+// stored as 8 quads × 16 rows of 4 weights (so one 512-bit register holds
+// the same 4 columns of 16 rows), biased to unsigned (w + 128), followed by
+// the 16 rows' scales as float32. The AVX512-VNNI kernel broadcasts 4
+// activation values at a time against such a register: VPDPBUSD does 64
+// multiply-adds for 16 outputs with no reduction across lanes, and a
+// block's integer sum is scaled once for 16 outputs, where the row-major
+// kernels scale it per output. The bias is taken back with −128 × the
+// block's activation sum, computed when the activations are quantized.
+//
+// The AVX2 kernels read the same layout as two halves of 8 rows
+// (VPMADDUBSW on 256-bit registers; q8gen/avx2.go) and give the VNNI
+// kernels' bits, as do the Go twins (pack_generic.go), so that which runs
+// (packKernelsFor) changes only the speed.
 
 const (
 	q8Group     = 16                      // weight rows per packed group
@@ -56,16 +60,28 @@ type q8Meta struct {
 	c int32 // −128 × the sum of the block's quantized values
 }
 
-// packOn reports whether Q8_0 matrices are packed: AVX512-VNNI with the
-// wide kernels on.
-func packOn() bool { return wideOn() && hasVNNI }
+// packKernels returns the packed kernels that run now: VNNI where the CPU
+// has it and the wide kernels are on, else AVX2, else the Go twins (which
+// run only where a test packed the weights: Pack* return nil without the
+// assembly). Tests set mm.packWith to choose.
+func (mm *MatMul) packKernels() *packKernels {
+	switch {
+	case mm.packWith != nil:
+		return mm.packWith
+	case wideOn() && hasVNNI:
+		return &packVNNI
+	case useAsm:
+		return &packAVX2
+	}
+	return &packGo
+}
 
-// PackQ8_0 returns w's rows packed for the VNNI kernel, or nil where it
-// does not run (no AVX512-VNNI, another type). The result takes about
+// PackQ8_0 returns w's rows packed for the packed kernels, or nil where
+// they do not run (no AVX2 assembly, another type). The result takes about
 // 1.06 times w's bytes; w is kept for what reads rows (embedding lookups,
 // the other kernel paths).
 func PackQ8_0(w *Weights) []byte {
-	if w.Type != gpu.Q8_0 || !useAsm || !hasVNNI || w.Cols%qk8 != 0 || w.Rows == 0 {
+	if w.Type != gpu.Q8_0 || !useAsm || w.Cols%qk8 != 0 || w.Rows == 0 {
 		return nil
 	}
 	nb, rb := w.Cols/qk8, w.rowBytes()
@@ -130,7 +146,7 @@ func blockSums(qs []int8, sums []int32) {
 // 8i…8i+3 in its low nibbles and 8i+4…8i+7 in its high ones, as w + 8),
 // then the 16 scales: 320 bytes, 1.1 times the file's 288.
 func PackQ4_0(w *Weights) []byte {
-	if w.Type != gpu.Q4_0 || !useAsm || !hasVNNI || w.Cols%qk8 != 0 || w.Rows == 0 {
+	if w.Type != gpu.Q4_0 || !useAsm || w.Cols%qk8 != 0 || w.Rows == 0 {
 		return nil
 	}
 	nb, rb := w.Cols/qk8, w.rowBytes()
@@ -179,6 +195,7 @@ func (mm *MatMul) tilePacked(r0, r1, m0, m1 int) {
 		nb = K / qkK
 	}
 	pb := packBlock(mm.t)
+	k := mm.packKernels()
 	for g := r0 / q8Group; g*q8Group < r1; g++ {
 		w := &mm.pack[g*nb*pb]
 		cols := min(q8Group, r1-g*q8Group)
@@ -186,13 +203,13 @@ func (mm *MatMul) tilePacked(r0, r1, m0, m1 int) {
 			rows := min(q8MaxRows, m1-m)
 			switch mm.t {
 			case gpu.Q4_0:
-				dotQ4P(rows, w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
+				k.q4[rows-1](w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
 			case gpu.Q4_K:
-				dotQ4KP[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
+				k.q4k[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
 			case gpu.Q6_K:
-				dotQ6KP[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
+				k.q6k[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
 			default:
-				dotQ8P(rows, w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
+				k.q8[rows-1](w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
 			}
 			for i := 0; i < rows; i++ {
 				copy(mm.dst[(m+i)*N+g*q8Group:][:cols], o[i*q8Group:])

@@ -12,8 +12,8 @@ import (
 	"github.com/zerolayer/zerolayer/gpu/quant"
 )
 
-// The packed K-quant matrix multiplies (Q4_K, Q6_K) for the AVX512-VNNI
-// kernels that q8gen writes (dotQ4KP…, dotQ6KP…). As for Q8_0, a group of
+// The packed K-quant matrix multiplies (Q4_K, Q6_K), for the kernels that
+// q8gen writes (dotQ4KP…, dotQ6KP…: AVX512-VNNI and AVX2). As for Q8_0, a group of
 // 16 weight rows is stored per super-block so that one register holds the
 // same 4 columns of the 16 rows; the activations stay Q8_K super-blocks
 // (values, sums of 16, scale). Layouts, per super-block of a group:
@@ -33,10 +33,10 @@ const (
 	q8KBytes     = int(unsafe.Sizeof(blockQ8K{})) // what the kernels step by: 320
 )
 
-// PackQ4_K returns w's rows packed for the VNNI kernel, or nil where it does
-// not run (no AVX512-VNNI, another type).
+// PackQ4_K returns w's rows packed for the packed kernels, or nil where
+// they do not run (no AVX2 assembly, another type).
 func PackQ4_K(w *Weights) []byte {
-	if w.Type != gpu.Q4_K || !useAsm || !hasVNNI || w.Cols%qkK != 0 || w.Rows == 0 {
+	if w.Type != gpu.Q4_K || !useAsm || w.Cols%qkK != 0 || w.Rows == 0 {
 		return nil
 	}
 	return packK(w, q4kPackBlock, quant.BlockQ4_K, func(dst, blk []byte, j int) {
@@ -65,7 +65,7 @@ func PackQ4_K(w *Weights) []byte {
 
 // PackQ6_K is PackQ4_K for Q6_K.
 func PackQ6_K(w *Weights) []byte {
-	if w.Type != gpu.Q6_K || !useAsm || !hasVNNI || w.Cols%qkK != 0 || w.Rows == 0 {
+	if w.Type != gpu.Q6_K || !useAsm || w.Cols%qkK != 0 || w.Rows == 0 {
 		return nil
 	}
 	return packK(w, q6kPackBlock, quant.BlockQ6_K, func(dst, blk []byte, j int) {

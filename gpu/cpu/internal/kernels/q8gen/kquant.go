@@ -52,6 +52,13 @@ const (
 // R12 = 3·BX).
 var kxRow = []string{"(SI)", "(SI)(BX*1)", "(SI)(BX*2)", "(SI)(R12*1)", "(R11)", "(R11)(BX*1)"}
 
+// kArgs loads the arguments of a packed K-quant kernel and the row
+// addresses of kxRow.
+func kArgs(b *bytes.Buffer) {
+	b.WriteString("\tMOVQ w+0(FP), DI\n\tMOVQ nb+8(FP), CX\n\tMOVQ x+16(FP), SI\n\tMOVQ xstride+24(FP), BX\n")
+	b.WriteString("\tLEAQ (SI)(BX*4), R11\n\tLEAQ (BX)(BX*2), R12\n")
+}
+
 // Registers: Z10+i the integer sum of row i's super-block, Z16+i a
 // sub-block's (and the correction's), Z22+i row i's float accumulator.
 func kKernel(b *bytes.Buffer, rows int, q6 bool) {
@@ -62,8 +69,7 @@ func kKernel(b *bytes.Buffer, rows int, q6 bool) {
 	name := fmt.Sprintf("dot%sP%dVNNI", kind, rows)
 	fmt.Fprintf(b, "\n// func %s(w *byte, nb int, x *blockQ8K, xstride int, out *float32)\n", name)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
-	b.WriteString("\tMOVQ w+0(FP), DI\n\tMOVQ nb+8(FP), CX\n\tMOVQ x+16(FP), SI\n\tMOVQ xstride+24(FP), BX\n")
-	b.WriteString("\tLEAQ (SI)(BX*4), R11\n\tLEAQ (BX)(BX*2), R12\n")
+	kArgs(b)
 	for i := 0; i < rows; i++ {
 		fmt.Fprintf(b, "\tVPXORD Z%d, Z%d, Z%d\n", 22+i, 22+i, 22+i)
 	}

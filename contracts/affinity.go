@@ -1,0 +1,143 @@
+package contracts
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Prefix affinity. A conversation's next turn starts with the turns before
+// it, and a batch's next document with the batch's instruction: a prompt
+// prefix that the worker which ran the earlier job may still hold in its
+// prefix cache. Workers record which prefixes they computed in
+// [PrefixesBucket] (key: [PrefixKey] of the text, value: the worker id);
+// a worker that pulls a job whose prompt starts with a prefix another live
+// worker holds passes it on to that worker's own queue
+// (DirectJobSubject), from which the holder pulls first. The holder's
+// queue is not a pin: jobs waiting in it longer than a short bound (and
+// every job of a worker that is gone) are pulled by any worker serving
+// the model.
+//
+// The keys are hashes of text, not of tokens, so that any worker (or
+// tool) computes them from a request without its model's tokenizer.
+
+// PrefixesBucket is the key-value bucket of held prefixes: key a
+// [PrefixKey], value the id of the worker that computed it last. An entry
+// lives PrefixTTL after its last write.
+const PrefixesBucket = "ZL_PREFIXES"
+
+// PrefixTTL is how long a worker's claim to hold a prefix lasts without
+// being written again. A prefix cache keeps blocks while memory allows; a
+// claim older than this is likely evicted.
+const PrefixTTL = 10 * time.Minute
+
+// PrefixesBucketConfig is the configuration of [PrefixesBucket].
+func (c StreamsConfig) PrefixesBucketConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: PrefixesBucket, Description: "zerolayer prompt prefixes and the workers holding them",
+		TTL: PrefixTTL, History: 1, Storage: c.Storage, Replicas: c.Replicas}
+}
+
+// SubjectDirectJobsPrefix starts
+// zl.jobs.direct.<worker>.<priority>.<bucket>.<tenant>.<model>.<job_id>:
+// a job passed on to the worker that holds its prompt's prefix.
+const SubjectDirectJobsPrefix = SubjectJobsPrefix + "direct."
+
+// DirectJobsSubjects is the subject ZL_JOBS binds for jobs passed on to a
+// worker: zl.jobs.direct.<worker>.<priority>.<bucket>.<tenant>.<model>.<job_id>.
+// "direct" is not a priority, so it overlaps no class's subjects.
+const DirectJobsSubjects = SubjectDirectJobsPrefix + "*.*.*.*.*.*"
+
+// DirectJobSubject returns the subject of a job passed on to worker
+// (ModelToken(worker)); the rest is the job's own subject's tokens.
+func DirectJobSubject(worker string, p Priority, b Bucket, tenant, model, jobID string) string {
+	return SubjectDirectJobsPrefix + ModelToken(worker) + "." + string(p) + "." + string(b) + "." + tenant + "." + ModelToken(model) + "." + jobID
+}
+
+// DirectJobsFilter returns zl.jobs.direct.<worker>.>, the filter of the
+// worker's own queue.
+func DirectJobsFilter(worker string) string {
+	return SubjectDirectJobsPrefix + ModelToken(worker) + ".>"
+}
+
+// DirectConsumerName returns the durable name of worker's own queue:
+// direct~<worker token>.
+func DirectConsumerName(worker string) string { return "direct~" + ModelToken(worker) }
+
+// DirectConsumerConfig returns the durable pull consumer of worker's own
+// queue, with the class consumers' ack wait, deliveries and back-off. The
+// worker pulls from it first; any worker may pull from another's (a job
+// waiting there too long, or a worker gone). It is removed after
+// TenantConsumerInactive without pulls. c must already have its defaults.
+func (c StreamsConfig) DirectConsumerConfig(worker string) jetstream.ConsumerConfig {
+	cc := c.ConsumerConfig(PriorityNormal, BucketShort)
+	cc.Durable = DirectConsumerName(worker)
+	cc.Description = "zerolayer jobs passed on to worker " + worker + ", which holds their prompt's prefix"
+	cc.FilterSubject = DirectJobsFilter(worker)
+	cc.InactiveThreshold = TenantConsumerInactive
+	return cc
+}
+
+// HeaderEnqueuedAt carries, on a job passed on to another worker's queue,
+// when the job was first stored (RFC 3339, nanoseconds): its queue time
+// counts from then.
+const HeaderEnqueuedAt = "Zl-Enqueued-At"
+
+// PrefixKey is the key in [PrefixesBucket] of a prompt that starts with
+// system and messages, for model: hex of SHA-256 over the model, the
+// system prompt and each message's role and text, each ended by a zero
+// byte (none of them holds one: JSON text can, but a prompt with one
+// only misses the cache). 32 hex digits.
+func PrefixKey(model, system string, messages []Message) string {
+	h := sha256.New()
+	w := func(s string) {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	w(model)
+	w(system)
+	for _, m := range messages {
+		w(string(m.Role))
+		w(m.Content)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// PrefixKeys are the keys of the prefixes r's prompt starts with that a
+// worker may hold, longest first: the conversation before its last
+// message (the earlier turns, a reply included) and the system prompt
+// alone (a batch's shared instruction). None for an embedding job or a
+// prompt of one message without a system prompt.
+func PrefixKeys(r *JobRequest) []string {
+	if r.Embedding != nil {
+		return nil
+	}
+	var keys []string
+	if len(r.Messages) > 1 {
+		keys = append(keys, PrefixKey(r.Model, r.System, r.Messages[:len(r.Messages)-1]))
+	}
+	if r.System != "" {
+		keys = append(keys, PrefixKey(r.Model, r.System, nil))
+	}
+	return keys
+}
+
+// HeldPrefixKeys are the keys of the prefixes a worker holds once it has
+// run r and answered reply: the conversation with the reply as its last
+// turn (what the next turn starts with) and the system prompt alone.
+func HeldPrefixKeys(r *JobRequest, reply string) []string {
+	if r.Embedding != nil {
+		return nil
+	}
+	turns := append(append([]Message(nil), r.Messages...), Message{Role: RoleAssistant, Content: reply})
+	keys := []string{PrefixKey(r.Model, r.System, turns)}
+	if r.System != "" {
+		keys = append(keys, PrefixKey(r.Model, r.System, nil))
+	}
+	return keys
+}
+
+// ValidWorkerToken reports whether s is a well-formed worker token
+// (ModelToken of a worker id), as ZL_PREFIXES's values must be.
+func ValidWorkerToken(s string) bool { return modelTokenProblem(s) == "" }

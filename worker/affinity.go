@@ -1,0 +1,307 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/zerolayer/zerolayer/contracts"
+	"github.com/zerolayer/zerolayer/contracts/fleet"
+)
+
+// Prefix affinity (contracts/affinity.go). A worker that completes a
+// generation records in ZL_PREFIXES the prefixes it now holds: the
+// conversation with its reply (what the next turn starts with) and the
+// system prompt. A worker that pulls a job whose prompt starts with a
+// prefix another live worker holds, and that it does not hold itself,
+// passes the job on to that worker's queue (a republish on
+// zl.jobs.direct.<holder>…, then an ack) instead of recomputing the
+// prefix. Every worker pulls from its own queue before the class
+// consumers, while it has room. The queue is not a pin: a worker takes
+// jobs from another's queue where one has waited longer than
+// Config.AffinityWait (that worker is full) or the worker is gone, so a
+// passed-on job waits at most about AffinityWait plus an idle poll.
+//
+// A batch's shared instruction is held by every worker that ran one of
+// its documents: such a worker runs the next ones itself, so the batch
+// spreads over the fleet once each worker has computed it once.
+
+// affinity is the worker's prefix-affinity state.
+type affinity struct {
+	on    bool // passes jobs on and records what it holds
+	me    string
+	watch *fleet.Watch
+	own   jetstream.Consumer // this worker's queue
+
+	mu sync.Mutex
+	// held are the prefix keys this worker wrote to ZL_PREFIXES, and
+	// when; pruned is when those past their TTL were last dropped.
+	held   map[string]time.Time
+	pruned time.Time
+	// queued are the worker queues with jobs noticed and not yet found
+	// empty, by worker token: when the earliest was noticed. The intake
+	// loop reads and clears them.
+	queued map[string]time.Time
+	// queues are the other workers' queues the intake has bound, and
+	// scanned when it last listed them (intake loop only).
+	queues  map[string]jetstream.Consumer
+	scanned time.Time
+}
+
+// queueScanEvery is how often the intake lists the worker queues for jobs
+// no notice announced (scanQueues).
+const queueScanEvery = 5 * time.Second
+
+// startAffinity binds this worker's queue and, unless affinity is off,
+// the held-prefixes bucket and its watch. A failure turns affinity off
+// (logged): the worker serves its classes as before.
+func (w *Worker) startAffinity(ctx context.Context) {
+	a := &w.aff
+	a.me = contracts.ModelToken(w.cfg.ID)
+	a.queued, a.queues, a.held = map[string]time.Time{}, map[string]jetstream.Consumer{}, map[string]time.Time{}
+	own, err := w.js.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, w.cfg.Streams.DirectConsumerConfig(w.cfg.ID))
+	if err != nil {
+		// A ZL_JOBS provisioned by an earlier release binds no worker
+		// queues: serve without affinity until it is provisioned again.
+		w.log.Warn("prefix affinity off: this worker's queue", "consumer", contracts.DirectConsumerName(w.cfg.ID), "err", err)
+		return
+	}
+	a.own = own
+	a.queued[a.me] = time.Time{} // a queue left from an earlier run is emptied first
+	if w.cfg.AffinityWait < 0 {
+		return
+	}
+	if _, err = w.fleetBucket(ctx, w.cfg.Streams.PrefixesBucketConfig()); err != nil {
+		w.log.Warn("prefix affinity off: the held-prefixes bucket", "err", err)
+		return
+	}
+	a.watch = fleet.New(w.js).WithPrefixes()
+	if err := a.watch.Start(ctx); err != nil {
+		w.log.Warn("prefix affinity off: watching the fleet", "err", err)
+		a.watch = nil
+		return
+	}
+	a.on = true
+}
+
+func (w *Worker) stopAffinity() {
+	a := &w.aff
+	if a.watch != nil {
+		a.watch.Stop()
+	}
+}
+
+// noticeDirect records a stored-job notice of a job passed on to a
+// worker's queue (the notice callback).
+func (a *affinity) noticeDirect(token string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.queued == nil {
+		return
+	}
+	if _, ok := a.queued[token]; !ok {
+		a.queued[token] = time.Now()
+	}
+}
+
+// holder returns the token of the live worker holding a prefix req's
+// prompt starts with, longest prefix first, or "" when this worker holds
+// one itself, none is held, or affinity is off. A worker whose queue has
+// had a job waiting longer than the bound is full: not a holder.
+func (w *Worker) holder(req *contracts.JobRequest) string {
+	a := &w.aff
+	if !a.on {
+		return ""
+	}
+	for _, k := range contracts.PrefixKeys(req) {
+		a.mu.Lock()
+		_, mine := a.held[k]
+		a.mu.Unlock()
+		if mine {
+			return ""
+		}
+		h := a.watch.Holder(k)
+		if h == "" || h == a.me {
+			continue
+		}
+		a.mu.Lock()
+		since, busy := a.queued[h]
+		a.mu.Unlock()
+		if busy && time.Since(since) > w.cfg.AffinityWait {
+			return ""
+		}
+		return h
+	}
+	return ""
+}
+
+// passOn republishes job msg on holder's queue and acks it here; false
+// (the job runs here) when the republish fails.
+func (w *Worker) passOn(msg jetstream.Msg, route contracts.JobRoute, jobID, holder string, enqueued time.Time, log *slog.Logger) bool {
+	// The job's own subject after zl.jobs.direct.<holder>. (its model
+	// token as it is).
+	m := republished(msg, contracts.SubjectDirectJobsPrefix+holder+"."+strings.TrimPrefix(msg.Subject(), contracts.SubjectJobsPrefix))
+	m.Header.Set(contracts.HeaderEnqueuedAt, enqueued.UTC().Format(time.RFC3339Nano))
+	// A second pass (the ack below lost, the job redelivered) is the
+	// same message to the stream's duplicate check.
+	m.Header.Set(contracts.HeaderMsgID, "direct/"+route.Tenant+"/"+jobID)
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	if _, err := w.js.PublishMsg(ctx, m); err != nil && !contracts.IsDuplicateJob(err) {
+		log.Warn("passing a job on to the worker holding its prefix failed; it runs here", "holder", holder, "err", err)
+		return false
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		log.Warn("acking a job passed on to the worker holding its prefix", "holder", holder, "err", err)
+	}
+	w.cfg.Metrics.affine("passed_on", 1)
+	log.Debug("job passed on to the worker holding its prefix", "holder", holder)
+	return true
+}
+
+// claims returns the keys of the prefixes this worker holds once it has
+// answered req with reply (a completed generation) that it has not
+// written lately, and notes them held; finish publishes them to
+// ZL_PREFIXES before the result, so that a next turn submitted on the
+// result finds its holder. None while affinity is off or the worker is
+// alone (no job would be passed on to it).
+func (w *Worker) claims(req *contracts.JobRequest, reply string) []string {
+	a := &w.aff
+	if !a.on || a.watch.LiveCount() < 2 {
+		return nil
+	}
+	keys := contracts.HeldPrefixKeys(req, reply)
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.pruned) > time.Minute {
+		a.pruned = now
+		for k, at := range a.held {
+			if now.Sub(at) > contracts.PrefixTTL {
+				delete(a.held, k)
+			}
+		}
+	}
+	fresh := keys[:0]
+	for _, k := range keys {
+		// Written lately: the entry stands (the conversation key is new
+		// every turn; the system prompt's is written again a few times
+		// per TTL, so that the bucket keeps it).
+		if at, ok := a.held[k]; !ok || now.Sub(at) > contracts.PrefixTTL/4 {
+			a.held[k] = now
+			fresh = append(fresh, k)
+		}
+	}
+	return fresh
+}
+
+// pullDirect returns a job from this worker's queue, or from another's
+// whose jobs have waited longer than Config.AffinityWait or whose worker
+// is gone, fetching up to room jobs (the rest go to w.ready); nil when
+// there is none or no room.
+func (w *Worker) pullDirect(room int) jetstream.Msg {
+	a := &w.aff
+	if room <= 0 || a.own == nil {
+		return nil
+	}
+	w.scanQueues()
+	a.mu.Lock()
+	var due []string
+	for token, since := range a.queued {
+		switch {
+		case token == a.me:
+			due = append([]string{token}, due...) // its own first
+		case time.Since(since) > w.cfg.AffinityWait || a.watch == nil || !a.watch.LiveToken(token):
+			due = append(due, token)
+		}
+	}
+	a.mu.Unlock()
+	for _, token := range due {
+		cons := a.own
+		if token != a.me {
+			cons = a.queue(w, token)
+		}
+		var ms []jetstream.Msg
+		if cons != nil {
+			if batch, err := cons.FetchNoWait(room); err == nil {
+				for m := range batch.Messages() {
+					w.leases.hold(m)
+					ms = append(ms, m)
+				}
+			}
+		}
+		if len(ms) == 0 {
+			a.mu.Lock()
+			delete(a.queued, token)
+			a.mu.Unlock()
+			continue
+		}
+		w.cfg.Metrics.fetch(len(ms))
+		action := "taken"
+		if token != a.me {
+			action = "stolen"
+		}
+		w.cfg.Metrics.affine(action, len(ms))
+		for _, m := range ms {
+			if route, err := contracts.ParseJobSubject(m.Subject()); err == nil {
+				w.fair.served[route.Tenant] += float64(estimateTokens(m.Data(), w.cfg.Limits)) / w.cfg.weight(route.Tenant)
+			}
+		}
+		w.ready = append(w.ready, ms[1:]...)
+		return ms[0]
+	}
+	return nil
+}
+
+// queue binds another worker's queue by token (the durable name is the
+// token's), nil when it is gone.
+func (a *affinity) queue(w *Worker, token string) jetstream.Consumer {
+	if c, ok := a.queues[token]; ok {
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
+	defer cancel()
+	c, err := w.js.Consumer(ctx, contracts.StreamJobs, "direct~"+token)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			w.log.Debug("binding another worker's queue", "worker", token, "err", err)
+		}
+		return nil
+	}
+	a.queues[token] = c
+	return c
+}
+
+// scanQueues marks, every queueScanEvery, the queues that hold jobs (or
+// jobs delivered and not acked, as a dead worker's are) without a notice
+// seen: left by a worker gone before this one started, or redelivered (a
+// redelivery publishes none).
+func (w *Worker) scanQueues() {
+	a := &w.aff
+	if a.own == nil || time.Since(a.scanned) < queueScanEvery {
+		return
+	}
+	a.scanned = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
+	defer cancel()
+	s, err := w.js.Stream(ctx, contracts.StreamJobs)
+	if err != nil {
+		return
+	}
+	list := s.ListConsumers(ctx)
+	for ci := range list.Info() {
+		token, ok := strings.CutPrefix(ci.Name, "direct~")
+		if !ok || ci.NumPending+uint64(ci.NumAckPending) == 0 {
+			continue
+		}
+		if ci.NumPending == 0 && token != a.me && a.watch != nil && a.watch.LiveToken(token) {
+			continue // delivered to its live worker, which runs them
+		}
+		a.noticeDirect(token)
+	}
+}
