@@ -148,7 +148,10 @@ func runLlamaEmbedding(t *testing.T, bin, path string, texts []string, pool mode
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&res); err != nil {
-		t.Fatal(err)
+		// llama.cpp since 7b95ea5 (April 2026) leaks its logger, whose
+		// thread prints everything llama-embedding writes: what it has
+		// not printed when main returns is lost.
+		t.Fatalf("llama-embedding's JSON: %v (%d bytes printed: a build that loses its output's tail at exit needs common_log_pause(common_log_main()) before main returns)", err, len(out)-i)
 	}
 	if len(res.Data) != len(texts) {
 		t.Fatalf("llama-embedding gave %d vectors for %d texts", len(res.Data), len(texts))

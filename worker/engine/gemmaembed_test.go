@@ -77,12 +77,25 @@ func TestGemmaEmbeddingRefusesGeneration(t *testing.T) {
 // Vectors against llama.cpp's llama-embedding (the binary named by
 // ZL_LLAMA_EMBEDDING) on generated gemma-embedding files, as
 // TestBERTAgainstLlamaCpp compares BERT's: a cosine of at least 0.9999
-// per vector, the largest component difference reported, and the tokens
-// llama.cpp prints equal to ours.
+// per vector, the tokens llama.cpp prints equal to ours, inputs of 3 to
+// 1,024 tokens (the context; the window is 24), and mean and last
+// pooling, each through the dense projections.
+//
+// Tolerance: F32 and F16 weights differ as BERT's do (sums in other
+// orders; 3e-5 and 1.1e-4 seen), within 1e-3. Q8_0 weights multiply
+// activations rounded to 8 bits per block of 32 on both sides, and that
+// rounding moves a vector by up to 2.5e-3 from the one the same weights
+// in F32 give, in ours and in llama.cpp's alike (2.55e-3 and 2.48e-3
+// seen); the two roundings do not fall alike (ours against llama.cpp's:
+// 2.5e-3 to 3.1e-3), so a component may differ by twice that one effect,
+// 5e-3.
 func TestGemmaEmbeddingAgainstLlamaCpp(t *testing.T) {
 	bin := llamaEmbedding(t)
-	for _, ty := range []gpu.DType{gpu.F32, gpu.F16, gpu.Q8_0} {
-		e, tok, path := gemmaEngine(t, ty, 64)
-		compareLlamaCpp(t, bin, path, e, tok, []model.Pooling{model.PoolMean, model.PoolLast}, 1e-3, fmt.Sprintf("gemma-embedding %v", ty))
+	for _, tc := range []struct {
+		ty     gpu.DType
+		maxAbs float64
+	}{{gpu.F32, 1e-3}, {gpu.F16, 1e-3}, {gpu.Q8_0, 5e-3}} {
+		e, tok, path := gemmaEngine(t, tc.ty, 64)
+		compareLlamaCpp(t, bin, path, e, tok, []model.Pooling{model.PoolMean, model.PoolLast}, tc.maxAbs, fmt.Sprintf("gemma-embedding %v", tc.ty))
 	}
 }
