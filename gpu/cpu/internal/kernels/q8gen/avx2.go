@@ -98,6 +98,16 @@ func (r avx2Regs) t() string           { return y(2*r.n + 1) }
 func (r avx2Regs) c0() string          { return y(2*r.n + 2) }
 func (r avx2Regs) c1() string          { return y(2*r.n + 3) }
 
+// at addresses the weights' field at off of half h, the halves' fields
+// unit bytes (8, 16 or 32) apart: fixed where a pass takes both halves,
+// else R8 (0, then 8) selects the pass's half.
+func (r avx2Regs) at(off, h, unit int) string {
+	if r.n == r.rows {
+		return fmt.Sprintf("%d(DI)(R8*%d)", off, unit/8)
+	}
+	return fmt.Sprintf("%d(DI)", off+unit*h)
+}
+
 // avx2Kernel writes dotQ8P<rows>AVX2 (dotQ4P<rows>AVX2 with q4): the
 // arguments and layout of kernel's VNNI kernels. The float accumulators
 // are out, cleared first.
@@ -120,29 +130,25 @@ func avx2Kernel(b *bytes.Buffer, rows int, q4 bool) {
 		op(b, "VPSRLW $15, %s, %s", r.c0(), r.c0())
 		op(b, "VMOVDQU c0f<>(SB), %s", r.c1())
 	}
-	for pass := 0; pass < 2/hw; pass++ {
-		q8Args(b)
-		loop := fmt.Sprintf("%s_%d", name, pass)
-		fmt.Fprintf(b, "%s:\n", loop)
+	passes(b, name, hw, q8Args, func() {
 		for h := 0; h < hw; h++ {
-			half := pass + h
 			if q4 {
 				for k := 0; k < 4; k++ {
-					nibbleQuads(b, r, h, 64*k+32*half, 8*k, k == 0)
+					nibbleQuads(b, r, h, r.at(64*k, h, 32), 8*k, k == 0)
 				}
 				for i := 0; i < rows; i++ {
 					op(b, "VPMADDWD %s, %s, %s", r.c0(), r.sum(h, i), r.sum(h, i))
 				}
 			} else {
-				q8AVX2Block(b, r, h, half)
+				q8AVX2Block(b, r, h)
 			}
 			for i := 0; i < rows; i++ {
 				s := r.sum(h, i)
 				op(b, "VPBROADCASTD 4%s, %s", metaRow[i], r.t())
 				op(b, "VPADDD %s, %s, %s", r.t(), s, s)
-				op(b, "VMOVUPS %s, %s", out(i, half), r.acc(h, i))
-				scaleInto(b, r, metaRow[i], s, r.acc(h, i), scales+32*half, false)
-				op(b, "VMOVUPS %s, %s", r.acc(h, i), out(i, half))
+				op(b, "VMOVUPS %s, %s", out(i, h), r.acc(h, i))
+				scaleInto(b, r, metaRow[i], s, r.acc(h, i), r.at(scales, h, 32), false)
+				op(b, "VMOVUPS %s, %s", r.acc(h, i), out(i, h))
 			}
 		}
 		op(b, "ADDQ $%d, DI", block)
@@ -150,19 +156,38 @@ func avx2Kernel(b *bytes.Buffer, rows int, q4 bool) {
 		op(b, "ADDQ $32, R11")
 		op(b, "ADDQ $8, DX")
 		op(b, "ADDQ $8, R10")
-		op(b, "DECQ CX")
-		op(b, "JNZ %s", loop)
+	})
+}
+
+// passes writes the loop over the blocks, body (one block, halves 0 to
+// hw−1 at DI (avx2Regs.at) and AX, then the pointers stepped), after args
+// (the pointers loaded), once for hw = 2 and twice for hw = 1: the second
+// time with R8 = 8 and AX 32 bytes on, the other half.
+func passes(b *bytes.Buffer, name string, hw int, args func(*bytes.Buffer), body func()) {
+	if hw == 1 {
+		op(b, "XORQ R8, R8")
+		fmt.Fprintf(b, "%s_pass:\n", name)
+	}
+	args(b)
+	fmt.Fprintf(b, "%s_loop:\n", name)
+	body()
+	op(b, "DECQ CX")
+	op(b, "JNZ %s_loop", name)
+	if hw == 1 {
+		op(b, "ADDQ $32, AX")
+		op(b, "ADDQ $8, R8")
+		op(b, "CMPQ R8, $16")
+		op(b, "JLT %s_pass", name)
 	}
 	b.WriteString("\tVZEROUPPER\n\tRET\n")
 }
 
 // q8AVX2Block leaves in sum(h, i) the integer sum Σ (w + 128)·x of a Q8_0
-// block of half.
-func q8AVX2Block(b *bytes.Buffer, r avx2Regs, h, half int) {
+// block of half h.
+func q8AVX2Block(b *bytes.Buffer, r avx2Regs, h int) {
 	lo, hi, p := r.w(), r.c0(), r.c1()
 	for q := 0; q < 8; q++ {
-		off := 64*q + 32*half
-		op(b, "VMOVDQU %d(DI), %s", off, lo)
+		op(b, "VMOVDQU %s, %s", r.at(64*q, h, 32), lo)
 		op(b, "VPSRLW $4, %s, %s", lo, hi)
 		op(b, "VPAND c0f<>(SB), %s, %s", lo, lo)
 		op(b, "VPAND c0f<>(SB), %s, %s", hi, hi)
@@ -216,31 +241,25 @@ func avx2KKernel(b *bytes.Buffer, rows int, q6 bool) {
 	name, r := avx2Head(b, kind, rows, "x *blockQ8K, xstride int", 40)
 	hw := halves(rows)
 	op(b, "VMOVDQU c0f<>(SB), %s", r.c1())
-	for pass := 0; pass < 2/hw; pass++ {
-		kArgs(b)
-		loop := fmt.Sprintf("%s_%d", name, pass)
-		fmt.Fprintf(b, "%s:\n", loop)
+	passes(b, name, hw, kArgs, func() {
 		if q6 {
-			q6AVX2Body(b, r, pass*hw, hw)
+			q6AVX2Body(b, r, hw)
 		} else {
-			q4kAVX2Body(b, r, pass*hw, hw)
+			q4kAVX2Body(b, r, hw)
 		}
 		op(b, "ADDQ $%d, DI", block)
 		op(b, "ADDQ $%d, SI", q8kBlock)
 		op(b, "ADDQ $%d, R11", q8kBlock)
-		op(b, "DECQ CX")
-		op(b, "JNZ %s", loop)
-	}
-	b.WriteString("\tVZEROUPPER\n\tRET\n")
+	})
 }
 
-// nibbleQuads multiplies the nibbles of the register image at off (the low
+// nibbleQuads multiplies the nibbles of the register image at w (the low
 // ones quad q, the high ones quad q+1) by the activations at xoff, xoff+4
 // and adds them to the rows' int16 sums of half h.
-func nibbleQuads(b *bytes.Buffer, r avx2Regs, h, off, xoff int, first bool) {
-	op(b, "VPAND %d(DI), %s, %s", off, r.c1(), r.w())
+func nibbleQuads(b *bytes.Buffer, r avx2Regs, h int, w string, xoff int, first bool) {
+	op(b, "VPAND %s, %s, %s", w, r.c1(), r.w())
 	quadRows(b, r, h, xoff, first)
-	op(b, "VMOVDQU %d(DI), %s", off, r.w())
+	op(b, "VMOVDQU %s, %s", w, r.w())
 	op(b, "VPSRLW $4, %s, %s", r.w(), r.w())
 	op(b, "VPAND %s, %s, %s", r.c1(), r.w(), r.w())
 	quadRows(b, r, h, xoff+4, false)
@@ -273,12 +292,12 @@ func scaleSums(b *bytes.Buffer, r avx2Regs, h int, first bool) {
 	}
 }
 
-// pairDots sets dst(h, i) to Σ_k (the 8 word pairs at off+stride·k of the
-// half, loaded by load) · (row i's bsums pair k): Q4_K's mins, Q6_K's
-// offset.
-func pairDots(b *bytes.Buffer, r avx2Regs, h int, load string, off, stride int, dst func(h, i int) string) {
+// pairDots sets dst(h, i) to Σ_k (the 8 word pairs at off+32·k of the
+// h, 16 bytes a h, loaded by load) · (row i's bsums pair k): Q4_K's
+// mins, Q6_K's offset.
+func pairDots(b *bytes.Buffer, r avx2Regs, h int, load string, off int, dst func(h, i int) string) {
 	for k := 0; k < 8; k++ {
-		op(b, "%s %d(DI), %s", load, off+stride*k, r.w())
+		op(b, "%s %s, %s", load, r.at(off+32*k, h, 16), r.w())
 		for i := 0; i < r.rows; i++ {
 			op(b, "VPBROADCASTD %d%s, %s", q8kSums+4*k, kxRow[i], r.t())
 			if k == 0 {
@@ -292,16 +311,16 @@ func pairDots(b *bytes.Buffer, r avx2Regs, h int, load string, off, stride int, 
 }
 
 // scaleInto converts the integer sum s to float and adds it times the
-// weight rows' scales at dOff times the activations' scale at xd to the
+// weight rows' scales at wd times the activations' scale at xd to the
 // accumulator a: subtracts it with neg.
-func scaleInto(b *bytes.Buffer, r avx2Regs, xd, s, a string, dOff int, neg bool) {
+func scaleInto(b *bytes.Buffer, r avx2Regs, xd, s, a, wd string, neg bool) {
 	inst := "VFMADD231PS"
 	if neg {
 		inst = "VFNMADD231PS"
 	}
 	op(b, "VCVTDQ2PS %s, %s", s, s)
 	op(b, "VBROADCASTSS %s, %s", xd, r.t())
-	op(b, "VMULPS %d(DI), %s, %s", dOff, r.t(), r.t())
+	op(b, "VMULPS %s, %s, %s", wd, r.t(), r.t())
 	op(b, "%s %s, %s, %s", inst, s, r.t(), a)
 }
 
@@ -309,17 +328,16 @@ func scaleInto(b *bytes.Buffer, r avx2Regs, xd, s, a string, dOff int, neg bool)
 func kxD(i int) string { return fmt.Sprintf("%d%s", q8kD, kxRow[i]) }
 
 // out addresses row i's accumulators of half h.
-func out(i, half int) string { return fmt.Sprintf("%d(AX)", 64*i+32*half) }
+func out(i, h int) string { return fmt.Sprintf("%d(AX)", 64*i+32*h) }
 
-func q4kAVX2Body(b *bytes.Buffer, r avx2Regs, h0, hw int) {
+func q4kAVX2Body(b *bytes.Buffer, r avx2Regs, hw int) {
 	for s := 0; s < 8; s++ {
 		for h := 0; h < hw; h++ {
-			half := h0 + h
-			op(b, "VPMOVZXBD %d(DI), %s", q4kScales+16*s+8*half, r.c0())
+			op(b, "VPMOVZXBD %s, %s", r.at(q4kScales+16*s, h, 8), r.c0())
 			op(b, "VPSLLD $16, %s, %s", r.c0(), r.t())
 			op(b, "VPOR %s, %s, %s", r.t(), r.c0(), r.c0())
 			for k := 0; k < 4; k++ {
-				nibbleQuads(b, r, h, 256*s+64*k+32*half, 32*s+8*k, k == 0)
+				nibbleQuads(b, r, h, r.at(256*s+64*k, h, 32), 32*s+8*k, k == 0)
 			}
 			scaleSums(b, r, h, s == 0)
 		}
@@ -327,42 +345,39 @@ func q4kAVX2Body(b *bytes.Buffer, r avx2Regs, h0, hw int) {
 	// The sums times d, into out held in sum(h, i); then the mins times
 	// dmin taken from them.
 	for h := 0; h < hw; h++ {
-		half := h0 + h
 		for i := 0; i < r.rows; i++ {
-			op(b, "VMOVUPS %s, %s", out(i, half), r.sum(h, i))
-			scaleInto(b, r, kxD(i), r.acc(h, i), r.sum(h, i), q4kD+32*half, false)
+			op(b, "VMOVUPS %s, %s", out(i, h), r.sum(h, i))
+			scaleInto(b, r, kxD(i), r.acc(h, i), r.sum(h, i), r.at(q4kD, h, 32), false)
 		}
-		pairDots(b, r, h, "VPMOVZXBW", q4kMins+16*half, 32, r.acc)
+		pairDots(b, r, h, "VPMOVZXBW", q4kMins, r.acc)
 		for i := 0; i < r.rows; i++ {
-			scaleInto(b, r, kxD(i), r.acc(h, i), r.sum(h, i), q4kDmin+32*half, true)
-			op(b, "VMOVUPS %s, %s", r.sum(h, i), out(i, half))
+			scaleInto(b, r, kxD(i), r.acc(h, i), r.sum(h, i), r.at(q4kDmin, h, 32), true)
+			op(b, "VMOVUPS %s, %s", r.sum(h, i), out(i, h))
 		}
 	}
 }
 
 // q6AVX2Body unpacks quad q of a sub-block as q6Body does: (low nibbles) |
 // (high bits at 4–5).
-func q6AVX2Body(b *bytes.Buffer, r avx2Regs, h0, hw int) {
+func q6AVX2Body(b *bytes.Buffer, r avx2Regs, hw int) {
 	// high bits shift of quads 0…3: left 4, left 2, none, right 2.
 	shifts := []string{"VPSLLD $4", "VPSLLD $2", "", "VPSRLD $2"}
 	for k := 0; k < 8; k++ {
 		for hs := 0; hs < 2; hs++ {
 			j := 2*k + hs
 			for h := 0; h < hw; h++ {
-				half := h0 + h
-				base := 192*j + 32*half
-				op(b, "VPMOVSXBW %d(DI), %s", q6kScales+32*k+16*half, r.c0())
+				op(b, "VPMOVSXBW %s, %s", r.at(q6kScales+32*k, h, 16), r.c0())
 				op(b, "VPSHUFB dup%d<>(SB), %s, %s", hs, r.c0(), r.c0())
 				for q := 0; q < 4; q++ {
-					lo := base + 64*(q/2)
+					lo := r.at(192*j+64*(q/2), h, 32)
 					if q%2 == 0 {
-						op(b, "VPAND %d(DI), %s, %s", lo, r.c1(), r.w())
+						op(b, "VPAND %s, %s, %s", lo, r.c1(), r.w())
 					} else {
-						op(b, "VMOVDQU %d(DI), %s", lo, r.w())
+						op(b, "VMOVDQU %s, %s", lo, r.w())
 						op(b, "VPSRLW $4, %s, %s", r.w(), r.w())
 						op(b, "VPAND %s, %s, %s", r.c1(), r.w(), r.w())
 					}
-					op(b, "VMOVDQU %d(DI), %s", base+128, r.t())
+					op(b, "VMOVDQU %s, %s", r.at(192*j+128, h, 32), r.t())
 					if shifts[q] != "" {
 						op(b, "%s, %s, %s", shifts[q], r.t(), r.t())
 					}
@@ -378,15 +393,14 @@ func q6AVX2Body(b *bytes.Buffer, r avx2Regs, h0, hw int) {
 	}
 	// The offset: S − 32 · Σ_j sc_j · bsum_j.
 	for h := 0; h < hw; h++ {
-		half := h0 + h
-		pairDots(b, r, h, "VPMOVSXBW", q6kScales+16*half, 32, r.sum)
+		pairDots(b, r, h, "VPMOVSXBW", q6kScales, r.sum)
 		for i := 0; i < r.rows; i++ {
 			s, o := r.acc(h, i), r.sum(h, i)
 			op(b, "VPSLLD $5, %s, %s", o, o)
 			op(b, "VPSUBD %s, %s, %s", o, s, s)
-			op(b, "VMOVUPS %s, %s", out(i, half), o)
-			scaleInto(b, r, kxD(i), s, o, q6kD+32*half, false)
-			op(b, "VMOVUPS %s, %s", o, out(i, half))
+			op(b, "VMOVUPS %s, %s", out(i, h), o)
+			scaleInto(b, r, kxD(i), s, o, r.at(q6kD, h, 32), false)
+			op(b, "VMOVUPS %s, %s", o, out(i, h))
 		}
 	}
 }
