@@ -15,7 +15,8 @@ import (
 // [PrefixesBucket] (key: [PrefixKey] of the text, value: the worker id);
 // a worker that pulls a job whose prompt starts with a prefix another live
 // worker holds passes it on to that worker's own queue
-// (DirectJobSubject), from which the holder pulls first. The holder's
+// (DirectJobSubject; a consumer per worker and model), from which the
+// holder pulls first. The holder's
 // queue is not a pin: jobs waiting in it longer than a short bound (and
 // every job of a worker that is gone) are pulled by any worker serving
 // the model.
@@ -55,26 +56,33 @@ func DirectJobSubject(worker string, p Priority, b Bucket, tenant, model, jobID 
 	return SubjectDirectJobsPrefix + ModelToken(worker) + "." + string(p) + "." + string(b) + "." + tenant + "." + ModelToken(model) + "." + jobID
 }
 
-// DirectJobsFilter returns zl.jobs.direct.<worker>.>, the filter of the
-// worker's own queue.
-func DirectJobsFilter(worker string) string {
-	return SubjectDirectJobsPrefix + ModelToken(worker) + ".>"
+// DirectJobsFilter returns zl.jobs.direct.<worker>.*.*.*.<model>.*, the
+// filter of worker's queue of model's jobs (tokens: ModelToken).
+func DirectJobsFilter(worker, model string) string {
+	return SubjectDirectJobsPrefix + ModelToken(worker) + ".*.*.*." + ModelToken(model) + ".*"
 }
 
-// DirectConsumerName returns the durable name of worker's own queue:
-// direct~<worker token>.
-func DirectConsumerName(worker string) string { return "direct~" + ModelToken(worker) }
+// DirectConsumerName returns the durable name of worker's queue of model's
+// jobs: direct~<worker token>~<model token>.
+func DirectConsumerName(worker, model string) string {
+	return DirectConsumerPrefix + ModelToken(worker) + "~" + ModelToken(model)
+}
 
-// DirectConsumerConfig returns the durable pull consumer of worker's own
-// queue, with the class consumers' ack wait, deliveries and back-off. The
-// worker pulls from it first; any worker may pull from another's (a job
+// DirectConsumerPrefix starts every worker queue's durable name.
+const DirectConsumerPrefix = "direct~"
+
+// DirectConsumerConfig returns the durable pull consumer of worker's queue
+// of model's jobs (one per model, so that a worker taking jobs from
+// another's queue takes only those of models it serves), with the class
+// consumers' ack wait, deliveries and back-off. The worker pulls from it
+// first; any worker serving the model may pull from another's (a job
 // waiting there too long, or a worker gone). It is removed after
 // TenantConsumerInactive without pulls. c must already have its defaults.
-func (c StreamsConfig) DirectConsumerConfig(worker string) jetstream.ConsumerConfig {
+func (c StreamsConfig) DirectConsumerConfig(worker, model string) jetstream.ConsumerConfig {
 	cc := c.ConsumerConfig(PriorityNormal, BucketShort)
-	cc.Durable = DirectConsumerName(worker)
-	cc.Description = "zerolayer jobs passed on to worker " + worker + ", which holds their prompt's prefix"
-	cc.FilterSubject = DirectJobsFilter(worker)
+	cc.Durable = DirectConsumerName(worker, model)
+	cc.Description = "zerolayer jobs for " + model + " passed on to worker " + worker + ", which holds their prompt's prefix"
+	cc.FilterSubject = DirectJobsFilter(worker, model)
 	cc.InactiveThreshold = TenantConsumerInactive
 	return cc
 }

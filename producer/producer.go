@@ -754,10 +754,15 @@ func (c *Client) passing(ctx context.Context, err error) bool {
 // without access to that API (a tenant account that imports only its own
 // direct gets) gets an error, and Wait then goes on waiting.
 func (c *Client) queued(ctx context.Context, jobID string) (bool, error) {
-	// The current form (any model), then the model-less one, which an
-	// earlier release queued.
+	// The current form (any model), then a worker's queue, then the
+	// model-less form, which an earlier release queued.
 	q, err := c.queuedOn(ctx, jobID, contracts.SubjectJobsPrefix+"*.*."+c.cfg.Tenant+".*."+jobID)
 	if q || err != nil {
+		return q, err
+	}
+	// Passed on to the worker holding its prompt's prefix (stored there
+	// before the original is acked: never in neither place).
+	if q, err = c.queuedOn(ctx, jobID, contracts.SubjectDirectJobsPrefix+"*.*.*."+c.cfg.Tenant+".*."+jobID); q || err != nil {
 		return q, err
 	}
 	return c.queuedOn(ctx, jobID, contracts.ModellessJobSubject("*", "*", c.cfg.Tenant, jobID))

@@ -36,7 +36,9 @@ type affinity struct {
 	on    bool // passes jobs on and records what it holds
 	me    string
 	watch *fleet.Watch
-	own   jetstream.Consumer // this worker's queue
+	// own are this worker's queues, by model token (intake loop only
+	// after Start).
+	own map[string]jetstream.Consumer
 
 	mu sync.Mutex
 	// held are the prefix keys this worker wrote to ZL_PREFIXES, and
@@ -44,14 +46,17 @@ type affinity struct {
 	held   map[string]time.Time
 	pruned time.Time
 	// queued are the worker queues with jobs noticed and not yet found
-	// empty, by worker token: when the earliest was noticed. The intake
-	// loop reads and clears them.
-	queued map[string]time.Time
+	// empty: when the earliest was noticed. The intake loop reads and
+	// clears them.
+	queued map[queueKey]time.Time
 	// queues are the other workers' queues the intake has bound, and
 	// scanned when it last listed them (intake loop only).
-	queues  map[string]jetstream.Consumer
+	queues  map[queueKey]jetstream.Consumer
 	scanned time.Time
 }
+
+// queueKey names a worker's queue of one model's jobs (tokens).
+type queueKey struct{ worker, model string }
 
 // queueScanEvery is how often the intake lists the worker queues for jobs
 // no notice announced (scanQueues).
@@ -63,20 +68,24 @@ const queueScanEvery = 5 * time.Second
 func (w *Worker) startAffinity(ctx context.Context) {
 	a := &w.aff
 	a.me = contracts.ModelToken(w.cfg.ID)
-	a.queued, a.queues, a.held = map[string]time.Time{}, map[string]jetstream.Consumer{}, map[string]time.Time{}
-	own, err := w.js.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, w.cfg.Streams.DirectConsumerConfig(w.cfg.ID))
-	if err != nil {
-		// A ZL_JOBS provisioned by an earlier release binds no worker
-		// queues: serve without affinity until it is provisioned again.
-		w.log.Warn("prefix affinity off: this worker's queue", "consumer", contracts.DirectConsumerName(w.cfg.ID), "err", err)
-		return
+	a.queued, a.queues, a.held = map[queueKey]time.Time{}, map[queueKey]jetstream.Consumer{}, map[string]time.Time{}
+	own := map[string]jetstream.Consumer{}
+	for _, m := range w.cfg.Models {
+		c, err := w.js.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, w.cfg.Streams.DirectConsumerConfig(w.cfg.ID, m))
+		if err != nil {
+			// A ZL_JOBS provisioned by an earlier release binds no worker
+			// queues: serve without affinity until it is provisioned again.
+			w.log.Warn("prefix affinity off: this worker's queue", "consumer", contracts.DirectConsumerName(w.cfg.ID, m), "err", err)
+			return
+		}
+		own[contracts.ModelToken(m)] = c
+		a.queued[queueKey{a.me, contracts.ModelToken(m)}] = time.Time{} // a queue left from an earlier run is emptied first
 	}
 	a.own = own
-	a.queued[a.me] = time.Time{} // a queue left from an earlier run is emptied first
 	if w.cfg.AffinityWait < 0 {
 		return
 	}
-	if _, err = w.fleetBucket(ctx, w.cfg.Streams.PrefixesBucketConfig()); err != nil {
+	if _, err := w.fleetBucket(ctx, w.cfg.Streams.PrefixesBucketConfig()); err != nil {
 		w.log.Warn("prefix affinity off: the held-prefixes bucket", "err", err)
 		return
 	}
@@ -98,14 +107,14 @@ func (w *Worker) stopAffinity() {
 
 // noticeDirect records a stored-job notice of a job passed on to a
 // worker's queue (the notice callback).
-func (a *affinity) noticeDirect(token string) {
+func (a *affinity) noticeDirect(k queueKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.queued == nil {
 		return
 	}
-	if _, ok := a.queued[token]; !ok {
-		a.queued[token] = time.Now()
+	if _, ok := a.queued[k]; !ok {
+		a.queued[k] = time.Now()
 	}
 }
 
@@ -130,7 +139,7 @@ func (w *Worker) holder(req *contracts.JobRequest) string {
 			continue
 		}
 		a.mu.Lock()
-		since, busy := a.queued[h]
+		since, busy := a.queued[queueKey{h, contracts.ModelToken(req.Model)}]
 		a.mu.Unlock()
 		if busy && time.Since(since) > w.cfg.AffinityWait {
 			return ""
@@ -200,10 +209,10 @@ func (w *Worker) claims(req *contracts.JobRequest, reply string) []string {
 	return fresh
 }
 
-// pullDirect returns a job from this worker's queue, or from another's
-// whose jobs have waited longer than Config.AffinityWait or whose worker
-// is gone, fetching up to room jobs (the rest go to w.ready); nil when
-// there is none or no room.
+// pullDirect returns a job from this worker's queues, or from another's
+// (of a model it serves) whose jobs have waited longer than
+// Config.AffinityWait or whose worker is gone, fetching up to room jobs
+// (the rest go to w.ready); nil when there is none or no room.
 func (w *Worker) pullDirect(room int) jetstream.Msg {
 	a := &w.aff
 	if room <= 0 || a.own == nil {
@@ -211,21 +220,18 @@ func (w *Worker) pullDirect(room int) jetstream.Msg {
 	}
 	w.scanQueues()
 	a.mu.Lock()
-	var due []string
-	for token, since := range a.queued {
+	var due []queueKey
+	for k, since := range a.queued {
 		switch {
-		case token == a.me:
-			due = append([]string{token}, due...) // its own first
-		case time.Since(since) > w.cfg.AffinityWait || a.watch == nil || !a.watch.LiveToken(token):
-			due = append(due, token)
+		case k.worker == a.me:
+			due = append([]queueKey{k}, due...) // its own first
+		case time.Since(since) > w.cfg.AffinityWait || a.watch == nil || !a.watch.LiveToken(k.worker):
+			due = append(due, k)
 		}
 	}
 	a.mu.Unlock()
-	for _, token := range due {
-		cons := a.own
-		if token != a.me {
-			cons = a.queue(w, token)
-		}
+	for _, k := range due {
+		cons := a.consumer(w, k)
 		var ms []jetstream.Msg
 		if cons != nil {
 			if batch, err := cons.FetchNoWait(room); err == nil {
@@ -237,13 +243,13 @@ func (w *Worker) pullDirect(room int) jetstream.Msg {
 		}
 		if len(ms) == 0 {
 			a.mu.Lock()
-			delete(a.queued, token)
+			delete(a.queued, k)
 			a.mu.Unlock()
 			continue
 		}
 		w.cfg.Metrics.fetch(len(ms))
 		action := "taken"
-		if token != a.me {
+		if k.worker != a.me {
 			action = "stolen"
 		}
 		w.cfg.Metrics.affine(action, len(ms))
@@ -258,22 +264,28 @@ func (w *Worker) pullDirect(room int) jetstream.Msg {
 	return nil
 }
 
-// queue binds another worker's queue by token (the durable name is the
-// token's), nil when it is gone.
-func (a *affinity) queue(w *Worker, token string) jetstream.Consumer {
-	if c, ok := a.queues[token]; ok {
+// consumer returns the queue of k: this worker's own, or another's bound
+// by name; nil for a model this worker does not serve or a queue gone.
+func (a *affinity) consumer(w *Worker, k queueKey) jetstream.Consumer {
+	if _, serves := w.byToken[k.model]; !serves {
+		return nil
+	}
+	if k.worker == a.me {
+		return a.own[k.model]
+	}
+	if c, ok := a.queues[k]; ok {
 		return c
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ConsumerRecheck)
 	defer cancel()
-	c, err := w.js.Consumer(ctx, contracts.StreamJobs, "direct~"+token)
+	c, err := w.js.Consumer(ctx, contracts.StreamJobs, contracts.DirectConsumerPrefix+k.worker+"~"+k.model)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			w.log.Debug("binding another worker's queue", "worker", token, "err", err)
+			w.log.Debug("binding another worker's queue", "worker", k.worker, "model", k.model, "err", err)
 		}
 		return nil
 	}
-	a.queues[token] = c
+	a.queues[k] = c
 	return c
 }
 
@@ -295,13 +307,17 @@ func (w *Worker) scanQueues() {
 	}
 	list := s.ListConsumers(ctx)
 	for ci := range list.Info() {
-		token, ok := strings.CutPrefix(ci.Name, "direct~")
-		if !ok || ci.NumPending+uint64(ci.NumAckPending) == 0 {
+		rest, ok := strings.CutPrefix(ci.Name, contracts.DirectConsumerPrefix)
+		worker, model, ok2 := strings.Cut(rest, "~")
+		if !ok || !ok2 || ci.NumPending+uint64(ci.NumAckPending) == 0 {
 			continue
 		}
-		if ci.NumPending == 0 && token != a.me && a.watch != nil && a.watch.LiveToken(token) {
+		if _, serves := w.byToken[model]; !serves {
+			continue
+		}
+		if ci.NumPending == 0 && worker != a.me && a.watch != nil && a.watch.LiveToken(worker) {
 			continue // delivered to its live worker, which runs them
 		}
-		a.noticeDirect(token)
+		a.noticeDirect(queueKey{worker, model})
 	}
 }

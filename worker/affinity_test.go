@@ -108,11 +108,11 @@ func TestPrefixAffinityNoPin(t *testing.T) {
 	b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{KVBlocks: 512}), worker.Config{ID: "w1", Concurrency: 8, Metrics: m1, AffinityWait: 300 * time.Millisecond})
 	// w2 runs one job at a time.
 	w2, _ := b.StartWorkerConfig(t, workertest.NewSchedExecutor(t, sched.Config{KVBlocks: 512, MaxRunning: 1}), worker.Config{ID: "w2", Concurrency: 1, AffinityWait: 300 * time.Millisecond})
-	// Two conversations whose first turns ran on w2.
+	// Three conversations whose first turns ran on w2.
 	var held []*conversation
-	for i := 0; len(held) < 2; i++ {
-		if i == 40 {
-			t.Fatal("40 first turns, not two on w2")
+	for i := 0; len(held) < 3; i++ {
+		if i == 60 {
+			t.Fatal("60 first turns, not three on w2")
 		}
 		x := newConversation(100 + i)
 		x.turn(t, b, "Once upon a time")
@@ -121,10 +121,14 @@ func TestPrefixAffinityNoPin(t *testing.T) {
 		}
 	}
 	c := held[0]
-	// Fill w2 (a job held long by its constraint), then the next turn.
-	long := greedy("Tell a long story", 6000, contracts.PriorityNormal)
+	// Fill w2 with a job held long by its constraint (the next turn of a
+	// conversation it holds, so passed on to it whoever pulls it), then
+	// the next turn.
+	long := *held[2].req
+	long.ID, long.MaxTokens = "", 6000
+	long.Messages = append(long.Messages, contracts.Message{Role: contracts.RoleUser, Content: "Tell a long story"})
 	long.ResponseFormat = &contracts.ResponseFormat{Type: contracts.FormatRegex, Pattern: strings.Repeat("[a-z ]{1000}", 8)}
-	longID, err := b.Other.Submit(context.Background(), long, nil)
+	longID, err := b.Other.Submit(context.Background(), &long, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

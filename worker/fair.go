@@ -97,7 +97,7 @@ func (w *Worker) notice(subject string) {
 		return
 	}
 	if route.Direct != "" {
-		w.aff.noticeDirect(route.Direct)
+		w.aff.noticeDirect(queueKey{route.Direct, route.Model})
 		return
 	}
 	w.fair.notice(route)
@@ -246,8 +246,8 @@ func (w *Worker) scanTenants(force bool) {
 // other tenants' backlogs drain).
 func (w *Worker) retryAll() {
 	w.fair.lastRetry = time.Now()
-	if w.aff.own != nil {
-		w.aff.noticeDirect(w.aff.me) // its queue's redeliveries
+	for m := range w.aff.own {
+		w.aff.noticeDirect(queueKey{w.aff.me, m}) // its queues' redeliveries
 	}
 	for _, src := range w.consumers {
 		for _, ts := range src.tenants {

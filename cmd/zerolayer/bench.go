@@ -3,16 +3,20 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/zerolayer/zerolayer/gpu"
 	"github.com/zerolayer/zerolayer/ops/bench"
@@ -47,6 +51,11 @@ func runBench(ctx context.Context, args []string) error {
 	servePeer := fs.String("peer", "", "with --serve: host:port of another OpenAI-compatible server (e.g. llama-server on the same GGUF file) to load the same way after the stack at each level, for a ratio from one run")
 	queue := fs.String("queue", "", "instead: run queue scenarios through a dev stack (NATS, producers, worker) on --model or the generated 134M Q8_0 model: fairness, priority, pressure, seed (or one of its parts: seed:mixed, seed:evict, seed:shared, seed:huge), toolchain or all (comma-separated)")
 	queueScale := fs.Float64("queue-scale", 1, "with --queue: multiply every scenario's job counts (e.g. 0.25 on a small machine)")
+	fleetN := fs.Int("fleet", 0, "instead: multi-turn conversations from two tenants through NATS to separate worker processes of this binary, on one worker and then on this many (each level on a fresh NATS server and fresh workers): jobs/s, the later turns' prefix-cache hit rate (cached ÷ input tokens), how many ran on the previous turn's worker, their TTFT and queue time, and the fleet's ratios to one worker (--model: comma-separated models the workers take in turn, default stories260k; uses the first of --threads per worker)")
+	conversations := fs.Int("conversations", 64, "with --fleet: conversations, all at once")
+	turns := fs.Int("turns", 6, "with --fleet: turns per conversation, each after the reply to the one before")
+	fleetAffinity := fs.Duration("affinity-wait", time.Second, "with --fleet: the workers' --prefix-affinity-wait (0: prefix affinity off, to compare)")
+	killWorker := fs.Bool("kill-worker", false, "with --fleet: kill one worker (SIGKILL) halfway and report the longest time without a finished turn after it")
 	fairWeight := fs.Float64("fair-weight", 1, "with --queue fairness: tenant-b's weight against tenant-a's 1 (the worker's --tenant-weight); the share error is against it")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	schedBench := fs.Bool("scheduler", false, "instead: benchmark the scheduler (batched vs one-at-a-time, priority latency, KV utilization, swap vs recompute) on --model or the generated 134M Q8_0 model")
@@ -85,6 +94,8 @@ func runBench(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	switch {
+	case *fleetN > 0:
+		return benchFleet(ctx, *fleetN, *modelName, threads[0], *conversations, *turns, *fleetAffinity, *killWorker, fs, *serveTokens, *format)
 	case *queue != "":
 		base := bench.QueueConfig{Scale: *queueScale, FairWeight: *fairWeight}
 		fs.Visit(func(f *flag.Flag) {
@@ -332,6 +343,50 @@ func modelOr134M(dir, model string) (string, error) {
 	}
 	t, err := bench.WriteSynthetic134M(dir, gpu.Q8_0, os.Stderr)
 	return t.Path, err
+}
+
+// benchFleet runs bench.Fleet with workers of this binary.
+func benchFleet(ctx context.Context, n int, models string, threads, conversations, turns int, affinityWait time.Duration, kill bool, fs *flag.FlagSet, tokens int, format string) error {
+	if format != "table" && format != "json" {
+		return usagef("--format %q: want table or json", format)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg := bench.FleetConfig{Workers: n, Conversations: conversations, Turns: turns, KillWorker: kill, Progress: os.Stderr}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "tokens" {
+			cfg.MaxTokens = tokens
+		}
+	})
+	for _, m := range strings.Split(cmp.Or(models, devstack.DefaultModel), ",") {
+		p, err := store.Resolve(strings.TrimSpace(m), modelDirs())
+		if err != nil {
+			return err
+		}
+		cfg.Models = append(cfg.Models, p)
+	}
+	if cfg.Dir, err = os.MkdirTemp("", "zerolayer-bench-fleet-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(cfg.Dir)
+	cfg.Worker = func(natsURL, model, id string) *exec.Cmd {
+		c := exec.Command(exe, "worker", "--nats-url", natsURL, "--model", model, "--id", id, "--threads", fmt.Sprint(threads), "--prefix-affinity-wait", affinityWait.String())
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		return c
+	}
+	report := io.Writer(stdout)
+	if format == "json" {
+		report = os.Stderr
+	}
+	res, err := bench.Fleet(ctx, cfg, report)
+	if err == nil && format == "json" {
+		e := json.NewEncoder(stdout)
+		e.SetIndent("", "  ")
+		err = e.Encode(res)
+	}
+	return err
 }
 
 // benchQueue runs the queue scenarios of list, each on a dev stack of its

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/zerolayer/zerolayer/ops/bench"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
+)
+
+// TestBenchFleet runs `zerolayer bench --fleet 3` as a user would (its
+// workers are processes of the binary): every turn completes on both
+// levels, the later turns of the fleet run where the turn before ran, and
+// find their prefix cached about as often as on one worker.
+func TestBenchFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four worker processes; run without -short")
+	}
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "bench", "--fleet", "3", "--conversations", "12", "--turns", "3", "--tokens", "16", "--threads", "1",
+		"--model", modeltest.StoriesPath(t), "--format", "json")
+	cmd.Env = append(os.Environ(), asBinary+"=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench --fleet: %v\n%s", err, errOut.String())
+	}
+	var res bench.FleetResults
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("bench --fleet's JSON: %v\n%s", err, out.String())
+	}
+	t.Logf("%+v", res)
+	if len(res.Levels) != 2 || res.Levels[0].Workers != 1 || res.Levels[1].Workers != 3 {
+		t.Fatalf("levels %+v", res.Levels)
+	}
+	for _, l := range res.Levels {
+		if l.Turns != 36 || len(l.Failed) > 0 || l.HitRate <= 0 || l.LaterTTFT.N != 24 {
+			t.Errorf("level of %d workers: %+v", l.Workers, l)
+		}
+	}
+	if l := res.Levels[1]; l.SameWorker < 0.9 || res.HitRateRatio < 0.8 {
+		t.Errorf("with 3 workers %.0f%% of later turns ran where the turn before ran, hit rate %.2f× one worker's: want ≥ 90%% and ≥ 0.8×", 100*l.SameWorker, res.HitRateRatio)
+	}
+	if !strings.Contains(errOut.String(), "fleet: 3 worker(s)") {
+		t.Errorf("no progress lines:\n%s", errOut.String())
+	}
+}
