@@ -142,25 +142,49 @@ func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *Su
 		c.forget(r)
 		return "", err
 	}
-	// A publish whose acknowledgement is lost (the connection dropped
-	// after it went out) would wait for it as long as ctx allows: it is
-	// given up after submitAckTimeout, as unavailable, and may be sent
-	// again (the job id makes the repeat safe).
-	pctx, cancel := context.WithTimeout(ctx, submitAckTimeout)
-	defer cancel()
-	if _, err := c.js.PublishMsg(pctx, m); err != nil && !contracts.IsDuplicateJob(err) {
-		c.forget(r)
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return "", contracts.NewError(contracts.CodeUnavailable, "job %s: no acknowledgement from JetStream within %v; it may or may not be queued: submit again (the same id is safe)", r.ID, submitAckTimeout)
+	// A publish whose acknowledgement is lost (the stream's leader went
+	// down with it, or the connection dropped after it went out) is sent
+	// again after submitAttemptTimeout, until submitAckTimeout: the job id
+	// makes a repeat safe (the stream refuses a second copy as a
+	// duplicate, which counts as stored). Then it is given up, as
+	// unavailable, and may be submitted again.
+	deadline := time.Now().Add(submitAckTimeout)
+	for {
+		actx, cancel := context.WithTimeout(ctx, min(submitAttemptTimeout, time.Until(deadline)))
+		_, err := c.js.PublishMsg(actx, m)
+		cancel()
+		if err == nil || contracts.IsDuplicateJob(err) {
+			return r.ID, nil
 		}
-		return "", submitError(r.ID, err)
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && time.Until(deadline) > 0 {
+			continue // (the acknowledgement lost: send it again)
+		}
+		c.forget(r)
+		return "", c.notStored(ctx, r.ID, err)
 	}
-	return r.ID, nil
+}
+
+// notStored is the error of a job id JetStream did not acknowledge: err,
+// or unavailable when the acknowledgement never came within
+// submitAckTimeout (while ctx allowed).
+func (c *Client) notStored(ctx context.Context, id string, err error) error {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return contracts.NewError(contracts.CodeUnavailable, "job %s: no acknowledgement from JetStream within %v; it may or may not be queued: submit again (the same id is safe)", id, submitAckTimeout)
+	}
+	return submitError(id, err)
 }
 
 // submitAckTimeout bounds the wait for JetStream's acknowledgement of one
-// submitted job.
-const submitAckTimeout = 10 * time.Second
+// submitted job, and submitAttemptTimeout the wait for one publish's: a
+// publish lost with its stream's leader is sent again after it, so that
+// the leader's loss costs a submitter about that long, not the whole
+// submitAckTimeout (the chaos run of issue 39: the 24 submits in flight
+// when the ZL_JOBS leader went down waited 10 s each, and no job finished
+// in those 10 s).
+const (
+	submitAckTimeout     = 10 * time.Second
+	submitAttemptTimeout = time.Second
+)
 
 // connected refuses to submit job id while the connection is down
 // (reconnecting): a publish then would wait in the client's buffer for a
@@ -198,7 +222,16 @@ func (c *Client) SubmitMany(ctx context.Context, reqs []*contracts.JobRequest, o
 	type sent struct {
 		i int
 		r *contracts.JobRequest
+		m *nats.Msg
 		f jetstream.PubAckFuture
+	}
+	done := func(s sent, err error) {
+		if err != nil && !contracts.IsDuplicateJob(err) {
+			c.forget(s.r)
+			errs[s.i] = c.notStored(ctx, s.r.ID, err)
+			return
+		}
+		ids[s.i] = s.r.ID
 	}
 	for lo := 0; lo < len(reqs); lo += submitManyChunk {
 		var fs []sent
@@ -219,22 +252,39 @@ func (c *Client) SubmitMany(ctx context.Context, reqs []*contracts.JobRequest, o
 				errs[i] = submitError(r.ID, err)
 				continue
 			}
-			fs = append(fs, sent{i, r, f})
+			fs = append(fs, sent{i, r, m, f})
 		}
-		for _, s := range fs {
-			var err error
-			select {
-			case <-s.f.Ok():
-			case err = <-s.f.Err():
-			case <-ctx.Done():
-				err = ctx.Err()
+		// As Submit: those not acknowledged within submitAttemptTimeout
+		// are sent again, until submitAckTimeout.
+		deadline := time.Now().Add(submitAckTimeout)
+		for len(fs) > 0 {
+			actx, cancel := context.WithTimeout(ctx, min(submitAttemptTimeout, time.Until(deadline)))
+			var lost []sent
+			for _, s := range fs {
+				var err error
+				select {
+				case <-s.f.Ok():
+				case err = <-s.f.Err():
+				case <-actx.Done():
+					if ctx.Err() == nil && time.Until(deadline) > 0 {
+						lost = append(lost, s)
+						continue
+					}
+					err = actx.Err()
+				}
+				done(s, err)
 			}
-			if err != nil && !contracts.IsDuplicateJob(err) {
-				c.forget(s.r)
-				errs[s.i] = submitError(s.r.ID, err)
-				continue
+			cancel()
+			fs = fs[:0]
+			for _, s := range lost {
+				f, err := c.js.PublishMsgAsync(s.m)
+				if err != nil {
+					done(s, err)
+					continue
+				}
+				s.f = f
+				fs = append(fs, s)
 			}
-			ids[s.i] = s.r.ID
 		}
 	}
 	return ids, errs

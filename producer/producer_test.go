@@ -375,3 +375,60 @@ func TestSubmitToFullQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitSendsAgainWhenTheAckIsLost: a publish whose acknowledgement
+// never comes (here no stream stores it and a subscriber takes it, as
+// when the stream's leader goes down with it) is sent again after a
+// second, and the job is stored once the stream is back, instead of the
+// submit waiting out its whole timeout (10 s) and failing.
+func TestSubmitSendsAgainWhenTheAckIsLost(t *testing.T) {
+	t.Parallel()
+	srv, c := setup(t)
+	ctx := context.Background()
+	for _, many := range []bool{false, true} {
+		if err := srv.JS.DeleteStream(ctx, contracts.StreamJobs); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := srv.Conn.SubscribeSync(contracts.SubjectJobsPrefix + ">")
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := make(chan error, 1)
+		go func() {
+			// The first publish is taken by the subscriber; the stream is
+			// back before the second.
+			if _, err := sub.NextMsg(5 * time.Second); err != nil {
+				back <- err
+				return
+			}
+			sub.Unsubscribe()
+			back <- contracts.EnsureStreams(ctx, srv.JS, contracts.StreamsConfig{})
+		}()
+		start := time.Now()
+		req := &contracts.JobRequest{Model: "m", Messages: []contracts.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4}
+		var id string
+		if many {
+			ids, errs := c.SubmitMany(ctx, []*contracts.JobRequest{req}, nil)
+			id, err = ids[0], errs[0]
+		} else {
+			id, err = c.Submit(ctx, req, nil)
+		}
+		if err != nil {
+			t.Fatalf("many=%v: submit after a lost acknowledgement: %v (after %v)", many, err, time.Since(start))
+		}
+		if err := <-back; err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("many=%v: stored %v after the first publish", many, time.Since(start))
+		s, err := srv.JS.Stream(ctx, contracts.StreamJobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetLastMsgForSubject(ctx, contracts.SubjectJobsPrefix+"*.*.acme.*."+id); err != nil {
+			t.Errorf("many=%v: job %s not stored: %v", many, id, err)
+		}
+		if info, _ := s.Info(ctx); info.State.Msgs != 1 {
+			t.Errorf("many=%v: %d jobs stored, want 1", many, info.State.Msgs)
+		}
+	}
+}

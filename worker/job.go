@@ -454,20 +454,44 @@ func (e *emitter) wait() error {
 	if len(fs) > 0 && e.w.nc.IsClosed() {
 		return nats.ErrConnectionClosed
 	}
-	timeout := time.After(publishTimeout)
-	for _, f := range fs {
-		select {
-		case <-f.Ok():
-		case perr := <-f.Err():
-			if err == nil {
-				err = perr
+	// A message whose acknowledgement is lost (its stream's leader went
+	// down with it) is sent again after publishAttemptTimeout, until
+	// publishTimeout: its Nats-Msg-Id makes a repeat a duplicate the
+	// stream drops.
+	deadline := time.Now().Add(publishTimeout)
+	for len(fs) > 0 {
+		actx, cancel := context.WithTimeout(context.Background(), min(publishAttemptTimeout, time.Until(deadline)))
+		var lost []jetstream.PubAckFuture
+		for _, f := range fs {
+			select {
+			case <-f.Ok():
+			case perr := <-f.Err():
+				if err == nil {
+					err = perr
+				}
+			case <-actx.Done():
+				lost = append(lost, f)
 			}
-		case <-timeout:
+		}
+		cancel()
+		if len(lost) > 0 && time.Until(deadline) <= 0 {
 			return errors.New("timed out waiting for publish acks")
+		}
+		fs = fs[:0]
+		for _, f := range lost {
+			nf, perr := e.w.js.PublishMsgAsync(f.Msg())
+			if perr != nil {
+				return perr
+			}
+			fs = append(fs, nf)
 		}
 	}
 	return err
 }
+
+// publishAttemptTimeout is how long a job's message waits for its
+// acknowledgement before it is sent again (wait).
+const publishAttemptTimeout = 2 * time.Second
 
 // finish publishes a job's final event, result and usage record, then acks.
 // ran says whether the job used the model (and is billed).
