@@ -55,6 +55,8 @@ func runBench(ctx context.Context, args []string) error {
 	conversations := fs.Int("conversations", 64, "with --fleet: conversations, all at once")
 	turns := fs.Int("turns", 6, "with --fleet: turns per conversation, each after the reply to the one before")
 	fleetAffinity := fs.Duration("affinity-wait", time.Second, "with --fleet: the workers' --prefix-affinity-wait (0: prefix affinity off, to compare)")
+	fleetCluster := fs.Bool("cluster", false, "with --fleet: run NATS as a cluster of three nats-server processes of this binary (zerolayer nats-server), streams of three replicas")
+	nodeLoss := fs.Bool("node-loss", false, "with --fleet --cluster: kill the ZL_JOBS leader's node (SIGKILL) a third of the way through each level and restart it 10 s later; reports the longest time without a finished turn")
 	killWorker := fs.Bool("kill-worker", false, "with --fleet: kill one worker (SIGKILL) halfway and report the longest time without a finished turn after it")
 	fairWeight := fs.Float64("fair-weight", 1, "with --queue fairness: tenant-b's weight against tenant-a's 1 (the worker's --tenant-weight); the share error is against it")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
@@ -95,7 +97,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *fleetN > 0:
-		return benchFleet(ctx, *fleetN, *modelName, threads[0], *conversations, *turns, *fleetAffinity, *killWorker, fs, *serveTokens, *format)
+		return benchFleet(ctx, *fleetN, *modelName, threads[0], *conversations, *turns, *fleetAffinity, fleetFaults{cluster: *fleetCluster, nodeLoss: *nodeLoss, killWorker: *killWorker}, fs, *serveTokens, *format)
 	case *queue != "":
 		base := bench.QueueConfig{Scale: *queueScale, FairWeight: *fairWeight}
 		fs.Visit(func(f *flag.Flag) {
@@ -345,16 +347,29 @@ func modelOr134M(dir, model string) (string, error) {
 	return t.Path, err
 }
 
-// benchFleet runs bench.Fleet with workers of this binary.
-func benchFleet(ctx context.Context, n int, models string, threads, conversations, turns int, affinityWait time.Duration, kill bool, fs *flag.FlagSet, tokens int, format string) error {
+// fleetFaults are bench --fleet's NATS setup and faults.
+type fleetFaults struct{ cluster, nodeLoss, killWorker bool }
+
+// benchFleet runs bench.Fleet with workers (and NATS nodes) of this binary.
+func benchFleet(ctx context.Context, n int, models string, threads, conversations, turns int, affinityWait time.Duration, ff fleetFaults, fs *flag.FlagSet, tokens int, format string) error {
 	if format != "table" && format != "json" {
 		return usagef("--format %q: want table or json", format)
+	}
+	if ff.nodeLoss && !ff.cluster {
+		return usagef("--node-loss needs --cluster")
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cfg := bench.FleetConfig{Workers: n, Conversations: conversations, Turns: turns, KillWorker: kill, Progress: os.Stderr}
+	cfg := bench.FleetConfig{Workers: n, Conversations: conversations, Turns: turns, KillWorker: ff.killWorker, NodeLoss: ff.nodeLoss, Progress: os.Stderr}
+	if ff.cluster {
+		cfg.Node = func(config string) *exec.Cmd {
+			c := exec.Command(exe, "nats-server", "--config", config)
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			return c
+		}
+	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "tokens" {
 			cfg.MaxTokens = tokens

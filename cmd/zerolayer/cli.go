@@ -114,6 +114,7 @@ func commandTable() []command {
 		{"tags delete", "[--tenant T] TAG [--database-url URL]", "delete a tenant's rules of TAG (it falls back to the default rules) or the default rules", nil},
 		{"tags test", "(--tenant T --job ID | --usage FILE) [--format table|json] [--database-url URL]",
 			"show which rules hold for a job's usage and the tags it gets", nil},
+		{"nats-server", "--config FILE", "run the NATS server this binary embeds (JetStream, clustering) with a nats-server configuration file until SIGTERM: for a machine without nats-server (bench --fleet runs its cluster's nodes so)", runNATSServer},
 		{"version", "", "print the version, VCS revision and Go version of this binary (also --version)", runVersion},
 	}
 }

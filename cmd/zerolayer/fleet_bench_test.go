@@ -13,20 +13,32 @@ import (
 )
 
 // TestBenchFleet runs `zerolayer bench --fleet 3` as a user would (its
-// workers are processes of the binary): every turn completes on both
-// levels, the later turns of the fleet run where the turn before ran, and
-// find their prefix cached about as often as on one worker.
+// workers are processes of the binary), on one NATS server and on a
+// cluster of three (nats-server processes of the binary): every turn
+// completes on both levels, the later turns of the fleet run where the
+// turn before ran, and find their prefix cached about as often as on one
+// worker.
 func TestBenchFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four worker processes; run without -short")
 	}
 	t.Parallel()
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one-server", true: "cluster"}[cluster], func(t *testing.T) { benchFleet3(t, cluster) })
+	}
+}
+
+func benchFleet3(t *testing.T, cluster bool) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, "bench", "--fleet", "3", "--conversations", "12", "--turns", "3", "--tokens", "16", "--threads", "1",
-		"--model", modeltest.StoriesPath(t), "--format", "json")
+	args := []string{"bench", "--fleet", "3", "--conversations", "12", "--turns", "3", "--tokens", "16", "--threads", "1",
+		"--model", modeltest.StoriesPath(t), "--format", "json"}
+	if cluster {
+		args = append(args, "--cluster")
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), asBinary+"=1")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

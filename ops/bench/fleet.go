@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +49,14 @@ type FleetConfig struct {
 	// once half the turns are done and reports the longest time without a
 	// finished turn after it.
 	KillWorker bool
+	// Node, when set, returns the command that runs one NATS server with
+	// a configuration file (zerolayer nats-server): the fleet then runs on
+	// a cluster of three such processes, streams of three replicas, and
+	// NodeLoss kills the ZL_JOBS stream leader's node (SIGKILL) once a
+	// third of the turns are done, restarting it 10 s later. Without it,
+	// one NATS server runs in this process.
+	Node     func(config string) *exec.Cmd
+	NodeLoss bool
 	// Dir holds the NATS servers' state and the workers' logs. Required.
 	Dir string
 	// Progress receives a line per level. Defaults to io.Discard.
@@ -76,6 +86,12 @@ type FleetLevel struct {
 	// LongestGapS the longest time after it without a finished turn.
 	KilledAtS   float64 `json:"killed_at_s,omitempty"`
 	LongestGapS float64 `json:"longest_gap_s,omitempty"`
+	// NodeDownS is when the ZL_JOBS leader's node was killed (seconds
+	// from the start), NodeDown its name, and NodeGapS the longest time
+	// without a finished turn from then until 5 s after its restart.
+	NodeDownS float64 `json:"node_down_s,omitempty"`
+	NodeDown  string  `json:"node_down,omitempty"`
+	NodeGapS  float64 `json:"node_gap_s,omitempty"`
 }
 
 // FleetResults are both levels and the fleet's ratios to one worker.
@@ -122,6 +138,11 @@ func Fleet(ctx context.Context, cfg FleetConfig, w io.Writer) (*FleetResults, er
 	if many.KilledAtS > 0 {
 		fmt.Fprintf(w, "a worker killed (SIGKILL) %.1f s in: longest time without a finished turn after it %.2f s\n", many.KilledAtS, many.LongestGapS)
 	}
+	for _, l := range res.Levels {
+		if l.NodeDown != "" {
+			fmt.Fprintf(w, "%d worker(s): NATS node %s (the ZL_JOBS leader) killed %.1f s in, restarted 10 s later: longest time without a finished turn %.2f s\n", l.Workers, l.NodeDown, l.NodeDownS, l.NodeGapS)
+		}
+	}
 	return res, nil
 }
 
@@ -141,17 +162,12 @@ type fleetTurn struct {
 }
 
 func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (*FleetLevel, error) {
-	srv, err := server.NewServer(&server.Options{ServerName: "zerolayer-fleet", Host: "127.0.0.1", Port: server.RANDOM_PORT,
-		JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoSigs: true, NoLog: true})
+	nodes, err := startNATS(cfg, dir)
 	if err != nil {
 		return nil, err
 	}
-	go srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		return nil, errors.New("bench: the fleet's NATS server did not start")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
+	defer nodes.stop()
+	nc, err := nats.Connect(nodes.url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +176,16 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 	if err != nil {
 		return nil, err
 	}
-	if err := contracts.EnsureStreams(ctx, js, contracts.StreamsConfig{}); err != nil {
+	streams := contracts.StreamsConfig{Replicas: nodes.replicas()}
+	// A new cluster elects its JetStream meta leader first.
+	for deadline := time.Now().Add(time.Minute); ; {
+		err = contracts.EnsureStreams(ctx, js, streams)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
 		return nil, err
 	}
 	var procs []*exec.Cmd
@@ -180,7 +205,8 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 	}()
 	for i := range workers {
 		id := fmt.Sprintf("fleet-w%d", i)
-		c := cfg.Worker(srv.ClientURL(), cfg.Models[i%len(cfg.Models)], id)
+		c := cfg.Worker(nodes.url, cfg.Models[i%len(cfg.Models)], id)
+		c.Args = append(c.Args, "--replicas", fmt.Sprint(streams.Replicas))
 		log, err := os.Create(filepath.Join(dir, id+".log"))
 		if err != nil {
 			return nil, err
@@ -232,6 +258,47 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 	start := time.Now()
 	var killedAt time.Time
 	half := cfg.Conversations * cfg.Turns / 2
+	var nodeDown, nodeBack time.Time
+	var nodeName string
+	lossDone := make(chan struct{})
+	if cfg.NodeLoss && len(nodes.procs) > 1 {
+		go func() {
+			defer close(lossDone)
+			for {
+				mu.Lock()
+				n := len(turns)
+				mu.Unlock()
+				if n >= cfg.Conversations*cfg.Turns/3 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			s, err := js.Stream(ctx, contracts.StreamJobs)
+			if err != nil {
+				return
+			}
+			info, err := s.Info(ctx)
+			if err != nil || info.Cluster == nil {
+				return
+			}
+			var i int
+			if _, err := fmt.Sscanf(info.Cluster.Leader, "n%d", &i); err != nil || i >= len(nodes.procs) {
+				return
+			}
+			mu.Lock()
+			nodeName, nodeDown = info.Cluster.Leader, time.Now()
+			mu.Unlock()
+			nodes.kill(i)
+			time.Sleep(10 * time.Second)
+			if err := nodes.start(i); err == nil {
+				mu.Lock()
+				nodeBack = time.Now()
+				mu.Unlock()
+			}
+		}()
+	} else {
+		close(lossDone)
+	}
 	var wg sync.WaitGroup
 	for c := range cfg.Conversations {
 		wg.Go(func() {
@@ -240,10 +307,16 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 			req := &contracts.JobRequest{Model: names[c%len(names)], MaxTokens: cfg.MaxTokens, Temperature: &zero,
 				System: fmt.Sprintf("You tell story %d of %d about a cat named Tom who lived in a big red house with a garden.", c, cfg.Conversations)}
 			for k := range cfg.Turns {
-				req.ID = ""
+				// An id of its own, so that a submit sent again (as a
+				// client does on unavailable) is the same job.
+				req.ID = fmt.Sprintf("fleet-%d-%d-%d-%d", workers, start.UnixNano()%1e9, c, k)
 				req.Messages = append(req.Messages, contracts.Message{Role: contracts.RoleUser, Content: questions[k%len(questions)]})
 				t := fleetTurn{conv: c, turn: k}
 				id, err := clients[tenant].Submit(ctx, req, nil)
+				for retry := time.Now().Add(time.Minute); err != nil && contracts.ErrorFrom(err).Code == contracts.CodeUnavailable && time.Now().Before(retry); {
+					time.Sleep(200 * time.Millisecond)
+					id, err = clients[tenant].Submit(ctx, req, nil)
+				}
 				if err == nil {
 					wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 					t.res, err = clients[tenant].Wait(wctx, id)
@@ -268,6 +341,7 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 		})
 	}
 	wg.Wait()
+	<-lossDone
 	l := &FleetLevel{Workers: workers, Turns: len(turns), Seconds: time.Since(start).Seconds(), TenantTokens: map[string]int{}, Failed: map[string]int{}}
 	l.JobsPerS = float64(len(turns)) / l.Seconds
 	workerOf := map[[2]int]string{}
@@ -309,18 +383,15 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 	l.LaterTTFT, l.LaterQueue = dist(ttft), dist(queue)
 	if !killedAt.IsZero() {
 		l.KilledAtS = killedAt.Sub(start).Seconds()
-		var ends []time.Time
-		for _, t := range turns {
-			if t.at.After(killedAt) {
-				ends = append(ends, t.at)
-			}
+		l.LongestGapS = longestGap(turns, killedAt, time.Now()).Seconds()
+	}
+	if !nodeDown.IsZero() {
+		l.NodeDown, l.NodeDownS = nodeName, nodeDown.Sub(start).Seconds()
+		end := nodeBack.Add(5 * time.Second)
+		if nodeBack.IsZero() {
+			end = nodeDown.Add(15 * time.Second)
 		}
-		sort.Slice(ends, func(i, j int) bool { return ends[i].Before(ends[j]) })
-		prev := killedAt
-		for _, e := range ends {
-			l.LongestGapS = max(l.LongestGapS, e.Sub(prev).Seconds())
-			prev = e
-		}
+		l.NodeGapS = longestGap(turns, nodeDown, end).Seconds()
 	}
 	if len(l.Failed) == 0 {
 		l.Failed = nil
@@ -328,9 +399,165 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 	return l, nil
 }
 
+// longestGap is the longest time in [from, to] without a finished turn.
+func longestGap(turns []fleetTurn, from, to time.Time) time.Duration {
+	var ends []time.Time
+	for _, t := range turns {
+		if t.at.After(from) && t.at.Before(to) {
+			ends = append(ends, t.at)
+		}
+	}
+	sort.Slice(ends, func(i, j int) bool { return ends[i].Before(ends[j]) })
+	prev, gap := from, time.Duration(0)
+	for _, e := range ends {
+		gap = max(gap, e.Sub(prev))
+		prev = e
+	}
+	last := to
+	if len(turns) > 0 {
+		// (the load may end before to)
+		latest := from
+		for _, t := range turns {
+			if t.at.After(latest) {
+				latest = t.at
+			}
+		}
+		last = minTime(to, latest)
+	}
+	return max(gap, last.Sub(prev))
+}
+
 func failedText(m map[string]int) string {
 	if len(m) == 0 {
 		return "0"
 	}
 	return fmt.Sprint(m)
+}
+
+// natsNodes are the fleet's NATS servers: one in this process, or
+// cfg.Node processes clustered.
+type natsNodes struct {
+	url     string
+	srv     *server.Server
+	cfg     FleetConfig
+	configs []string
+	procs   []*exec.Cmd
+	logs    []*os.File
+}
+
+func (n *natsNodes) replicas() int {
+	if len(n.procs) > 1 {
+		return 3
+	}
+	return 1
+}
+
+// startNATS starts the fleet's NATS: three cfg.Node processes clustered,
+// or one server in this process.
+func startNATS(cfg FleetConfig, dir string) (*natsNodes, error) {
+	n := &natsNodes{cfg: cfg}
+	if cfg.Node == nil {
+		srv, err := server.NewServer(&server.Options{ServerName: "zerolayer-fleet", Host: "127.0.0.1", Port: server.RANDOM_PORT,
+			JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoSigs: true, NoLog: true})
+		if err != nil {
+			return nil, err
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			srv.Shutdown()
+			return nil, errors.New("bench: the fleet's NATS server did not start")
+		}
+		n.srv, n.url = srv, srv.ClientURL()
+		return n, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(6)
+	if err != nil {
+		return nil, err
+	}
+	var urls, routes []string
+	for i := range 3 {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[3+i]))
+	}
+	for i := range 3 {
+		conf := filepath.Join(dir, fmt.Sprintf("n%d.conf", i))
+		text := fmt.Sprintf("server_name: n%d\nlisten: 127.0.0.1:%d\njetstream { store_dir: %q }\ncluster { name: zl-fleet, listen: 127.0.0.1:%d, routes: [%s] }\n",
+			i, ports[i], filepath.Join(dir, fmt.Sprintf("n%d", i)), ports[3+i], strings.Join(routes, ", "))
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			return nil, err
+		}
+		n.configs = append(n.configs, conf)
+		n.procs = append(n.procs, nil)
+		n.logs = append(n.logs, nil)
+	}
+	for i := range 3 {
+		if err := n.start(i); err != nil {
+			n.stop()
+			return nil, err
+		}
+	}
+	n.url = strings.Join(urls, ",")
+	return n, nil
+}
+
+// start starts node i (again).
+func (n *natsNodes) start(i int) error {
+	c := n.cfg.Node(n.configs[i])
+	log, err := os.OpenFile(strings.TrimSuffix(n.configs[i], ".conf")+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	c.Stdout, c.Stderr = log, log
+	if err := c.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("bench: start NATS node %d: %w", i, err)
+	}
+	n.procs[i], n.logs[i] = c, log
+	return nil
+}
+
+// kill kills node i (SIGKILL), as a crash would.
+func (n *natsNodes) kill(i int) {
+	if c := n.procs[i]; c != nil {
+		c.Process.Kill()
+		c.Wait()
+		n.logs[i].Close()
+		n.procs[i] = nil
+	}
+}
+
+func (n *natsNodes) stop() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+	}
+	for i, c := range n.procs {
+		if c != nil {
+			c.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				c.Process.Kill()
+			}
+			n.logs[i].Close()
+		}
+	}
+}
+
+// freePorts returns k ports free on 127.0.0.1 now.
+func freePorts(k int) ([]int, error) {
+	var ports []int
+	for range k {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		defer l.Close()
+	}
+	return ports, nil
 }
