@@ -162,6 +162,9 @@ func choosePlan(k planKey, threads int) plan {
 		if p.rowBlock < k.rows {
 			p.rowBlock = max(q8Group, p.rowBlock-p.rowBlock%q8Group) // whole packed groups
 		}
+		if p.xBlock < m {
+			p.xBlock = max(q8MaxRows, p.xBlock-p.xBlock%q8MaxRows) // whole kernel calls
+		}
 	} else if wr := wideRows(k.t, k.cols); p.x4 && wr > 0 && p.rowBlock > wr && p.rowBlock < k.rows {
 		p.rowBlock -= p.rowBlock % wr // whole wide tiles
 	} else if p.x4 && isFloat(k.t) && p.rowBlock > 3 && p.rowBlock < k.rows {

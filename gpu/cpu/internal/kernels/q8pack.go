@@ -23,7 +23,7 @@ import (
 // The AVX2 kernels read the same layout as two halves of 8 rows
 // (VPMADDUBSW on 256-bit registers; q8gen/avx2.go) and give the VNNI
 // kernels' bits, as do the Go twins (pack_generic.go), so that which runs
-// (packKernelsFor) changes only the speed.
+// (MatMul.packKernels) changes only the speed.
 
 const (
 	q8Group     = 16                      // weight rows per packed group
