@@ -45,6 +45,11 @@ type FleetConfig struct {
 	Conversations, Turns int
 	// MaxTokens is each turn's max_tokens. Defaults to 32.
 	MaxTokens int
+	// Documents are a batch submitted with the conversations, one job
+	// each, behind one shared instruction of about 300 words: a batch's
+	// prefix, which every worker that runs one of them holds. Defaults to
+	// 64; negative: none.
+	Documents int
 	// KillWorker, with more than one worker, kills one worker (SIGKILL)
 	// once half the turns are done and reports the longest time without a
 	// finished turn after it.
@@ -80,6 +85,11 @@ type FleetLevel struct {
 	LaterQueue Dist `json:"later_queue_ms"`
 	// TenantTokens are the output tokens per tenant.
 	TenantTokens map[string]int `json:"tenant_tokens"`
+	// Documents counts the batch's jobs completed, DocHitRate their
+	// cached ÷ input tokens, and DocWorkers the workers that ran them.
+	Documents  int     `json:"documents"`
+	DocHitRate float64 `json:"doc_hit_rate"`
+	DocWorkers int     `json:"doc_workers"`
 	// Failed counts turns that did not complete, by code.
 	Failed map[string]int `json:"failed,omitempty"`
 	// KilledAtS is when a worker was killed (seconds from the start), and
@@ -114,6 +124,9 @@ func Fleet(ctx context.Context, cfg FleetConfig, w io.Writer) (*FleetResults, er
 	cfg.Conversations = cmpOr(cfg.Conversations, 64)
 	cfg.Turns = cmpOr(cfg.Turns, 6)
 	cfg.MaxTokens = cmpOr(cfg.MaxTokens, 32)
+	if cfg.Documents == 0 {
+		cfg.Documents = 64
+	}
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
@@ -129,10 +142,10 @@ func Fleet(ctx context.Context, cfg FleetConfig, w io.Writer) (*FleetResults, er
 	one, many := res.Levels[0], res.Levels[1]
 	res.HitRateRatio = ratio(many.HitRate, one.HitRate)
 	res.TTFTRatio = ratio(many.LaterTTFT.P50, one.LaterTTFT.P50)
-	fmt.Fprintf(w, "%8s %6s %8s %8s %9s %11s %22s %22s %s\n", "workers", "turns", "seconds", "jobs/s", "hit rate", "same worker", "later TTFT p50/p99 ms", "later queue p50/p99 ms", "failed")
+	fmt.Fprintf(w, "%8s %6s %8s %8s %9s %11s %22s %22s %15s %s\n", "workers", "turns", "seconds", "jobs/s", "hit rate", "same worker", "later TTFT p50/p99 ms", "later queue p50/p99 ms", "docs hit/workers", "failed")
 	for _, l := range res.Levels {
-		fmt.Fprintf(w, "%8d %6d %8.1f %8.1f %8.1f%% %10.1f%% %11.0f / %-8.0f %11.0f / %-8.0f %v\n", l.Workers, l.Turns, l.Seconds, l.JobsPerS,
-			100*l.HitRate, 100*l.SameWorker, l.LaterTTFT.P50, l.LaterTTFT.P99, l.LaterQueue.P50, l.LaterQueue.P99, failedText(l.Failed))
+		fmt.Fprintf(w, "%8d %6d %8.1f %8.1f %8.1f%% %10.1f%% %11.0f / %-8.0f %11.0f / %-8.0f %8.1f%% / %-4d %v\n", l.Workers, l.Turns, l.Seconds, l.JobsPerS,
+			100*l.HitRate, 100*l.SameWorker, l.LaterTTFT.P50, l.LaterTTFT.P99, l.LaterQueue.P50, l.LaterQueue.P99, 100*l.DocHitRate, l.DocWorkers, failedText(l.Failed))
 	}
 	fmt.Fprintf(w, "%d workers ÷ 1: hit rate %.2f×, later turns' TTFT p50 %.2f×; output tokens by tenant %v\n", many.Workers, res.HitRateRatio, res.TTFTRatio, many.TenantTokens)
 	if many.KilledAtS > 0 {
@@ -300,6 +313,32 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 		close(lossDone)
 	}
 	var wg sync.WaitGroup
+	// The document batch: submitted at once, waited for beside the
+	// conversations.
+	var docs []*contracts.Result
+	if cfg.Documents > 0 {
+		instruction := strings.Repeat("Read the story below and answer in one short sentence who the story is about and where it happens. ", 20)
+		var reqs []*contracts.JobRequest
+		for d := range cfg.Documents {
+			zero := 0.0
+			reqs = append(reqs, &contracts.JobRequest{Model: names[d%len(names)], MaxTokens: cfg.MaxTokens, Temperature: &zero, System: instruction,
+				Messages: []contracts.Message{{Role: contracts.RoleUser, Content: fmt.Sprintf("Story %d: a cat named Tom found a red ball in the garden.", d)}}})
+		}
+		ids, errs := clients[tenants[0]].SubmitMany(ctx, reqs, nil)
+		docs = make([]*contracts.Result, len(ids))
+		for d, id := range ids {
+			if errs[d] != nil {
+				continue
+			}
+			wg.Go(func() {
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+				defer cancel()
+				if r, err := clients[tenants[0]].Wait(wctx, id); err == nil {
+					docs[d] = r
+				}
+			})
+		}
+	}
 	for c := range cfg.Conversations {
 		wg.Go(func() {
 			tenant := tenants[c%len(tenants)]
@@ -343,7 +382,6 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 	wg.Wait()
 	<-lossDone
 	l := &FleetLevel{Workers: workers, Turns: len(turns), Seconds: time.Since(start).Seconds(), TenantTokens: map[string]int{}, Failed: map[string]int{}}
-	l.JobsPerS = float64(len(turns)) / l.Seconds
 	workerOf := map[[2]int]string{}
 	var cached, input, same, later int
 	var ttft, queue []float64
@@ -379,6 +417,20 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 		}
 	}
 	l.HitRate = ratio(float64(cached), float64(input))
+	docWorkers := map[string]bool{}
+	var dc, di int
+	for _, r := range docs {
+		if r == nil || r.Status != contracts.StatusCompleted || r.Usage == nil {
+			l.Failed["document"]++
+			continue
+		}
+		l.Documents++
+		dc += r.Usage.CachedInputTokens
+		di += r.Usage.InputTokens
+		docWorkers[r.Usage.WorkerID] = true
+	}
+	l.DocHitRate, l.DocWorkers = ratio(float64(dc), float64(di)), len(docWorkers)
+	l.JobsPerS = float64(len(turns)+l.Documents) / l.Seconds
 	l.SameWorker = ratio(float64(same), float64(later))
 	l.LaterTTFT, l.LaterQueue = dist(ttft), dist(queue)
 	if !killedAt.IsZero() {
