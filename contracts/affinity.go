@@ -9,9 +9,9 @@ import (
 )
 
 // Prefix affinity. A conversation's next turn starts with the turns before
-// it, and a batch's next document with the batch's instruction: a prompt
-// prefix that the worker which ran the earlier job may still hold in its
-// prefix cache. Workers record which prefixes they computed in
+// it: a prompt prefix that the worker which ran the earlier turn may still
+// hold in its prefix cache, and that grows with every turn. Workers record
+// which conversations they computed in
 // [PrefixesBucket] (key: [PrefixKey] of the text, value: the worker id);
 // a worker that pulls a job whose prompt starts with a prefix another live
 // worker holds passes it on to that worker's own queue
@@ -23,6 +23,12 @@ import (
 //
 // The keys are hashes of text, not of tokens, so that any worker (or
 // tool) computes them from a request without its model's tokenizer.
+//
+// A batch's shared instruction (a system prompt alone) is not routed: every
+// worker that runs one of its documents computes it once and holds it, so
+// the batch runs on the whole fleet (passing its documents to the first
+// worker that computed the instruction would pile the batch on it while
+// the others idle).
 
 // PrefixesBucket is the key-value bucket of held prefixes: key a
 // [PrefixKey], value the id of the worker that computed it last. An entry
@@ -113,37 +119,25 @@ func PrefixKey(model, system string, messages []Message) string {
 }
 
 // PrefixKeys are the keys of the prefixes r's prompt starts with that a
-// worker may hold, longest first: the conversation before its last
-// message (the earlier turns, a reply included) and the system prompt
-// alone (a batch's shared instruction). None for an embedding job or a
-// prompt of one message without a system prompt.
+// worker may hold: the conversation before its last message (the earlier
+// turns, a reply included). None for an embedding job or a prompt of one
+// message.
 func PrefixKeys(r *JobRequest) []string {
-	if r.Embedding != nil {
+	if r.Embedding != nil || len(r.Messages) < 2 {
 		return nil
 	}
-	var keys []string
-	if len(r.Messages) > 1 {
-		keys = append(keys, PrefixKey(r.Model, r.System, r.Messages[:len(r.Messages)-1]))
-	}
-	if r.System != "" {
-		keys = append(keys, PrefixKey(r.Model, r.System, nil))
-	}
-	return keys
+	return []string{PrefixKey(r.Model, r.System, r.Messages[:len(r.Messages)-1])}
 }
 
 // HeldPrefixKeys are the keys of the prefixes a worker holds once it has
 // run r and answered reply: the conversation with the reply as its last
-// turn (what the next turn starts with) and the system prompt alone.
+// turn, what the next turn starts with.
 func HeldPrefixKeys(r *JobRequest, reply string) []string {
 	if r.Embedding != nil {
 		return nil
 	}
 	turns := append(append([]Message(nil), r.Messages...), Message{Role: RoleAssistant, Content: reply})
-	keys := []string{PrefixKey(r.Model, r.System, turns)}
-	if r.System != "" {
-		keys = append(keys, PrefixKey(r.Model, r.System, nil))
-	}
-	return keys
+	return []string{PrefixKey(r.Model, r.System, turns)}
 }
 
 // ValidWorkerToken reports whether s is a well-formed worker token

@@ -210,20 +210,22 @@ func TestPrefixKeys(t *testing.T) {
 	held := HeldPrefixKeys(turn1, "hello")
 	turn2 := &JobRequest{Model: "m", System: "be brief", Messages: []Message{{Role: RoleUser, Content: "hi"}, {Role: RoleAssistant, Content: "hello"}, {Role: RoleUser, Content: "more"}}}
 	want := PrefixKeys(turn2)
-	if len(held) != 2 || len(want) != 2 || held[0] != want[0] || held[1] != want[1] {
-		t.Fatalf("turn 1 holds %v, turn 2 looks for %v: the next turn must find the conversation and the system prompt", held, want)
+	if len(held) != 1 || len(want) != 1 || held[0] != want[0] {
+		t.Fatalf("turn 1 holds %v, turn 2 looks for %v: the next turn must find the conversation", held, want)
 	}
-	if keys := PrefixKeys(turn1); len(keys) != 1 || keys[0] != want[1] {
-		t.Errorf("a first turn looks for %v, want only the system prompt's key %s", keys, want[1])
+	// A first turn (a batch's document behind its instruction) is not
+	// routed.
+	if keys := PrefixKeys(turn1); len(keys) != 0 {
+		t.Errorf("a first turn looks for %v", keys)
 	}
-	// Another reply, model, or role split gives another key.
-	for _, k := range []string{HeldPrefixKeys(turn1, "hello!")[0], PrefixKey("m2", "be brief", turn2.Messages[:2]),
+	// Another reply, model, system prompt, or role split gives another key.
+	for _, k := range []string{HeldPrefixKeys(turn1, "hello!")[0], PrefixKey("m2", "be brief", turn2.Messages[:2]), PrefixKey("m", "be", turn2.Messages[:2]),
 		PrefixKey("m", "be brief", []Message{{Role: RoleUser, Content: "hihello"}})} {
 		if k == want[0] {
 			t.Errorf("key %s collides with the conversation's", k)
 		}
 	}
-	if PrefixKeys(&JobRequest{Model: "m", Embedding: &EmbeddingRequest{}}) != nil || len(PrefixKeys(&JobRequest{Model: "m", Messages: turn1.Messages})) != 0 {
-		t.Error("an embedding job or a lone first message looks for a prefix")
+	if PrefixKeys(&JobRequest{Model: "m", Embedding: &EmbeddingRequest{}, Messages: turn2.Messages}) != nil {
+		t.Error("an embedding job looks for a prefix")
 	}
 }

@@ -15,10 +15,10 @@ import (
 )
 
 // Prefix affinity (contracts/affinity.go). A worker that completes a
-// generation records in ZL_PREFIXES the prefixes it now holds: the
-// conversation with its reply (what the next turn starts with) and the
-// system prompt. A worker that pulls a job whose prompt starts with a
-// prefix another live worker holds, and that it does not hold itself,
+// generation records in ZL_PREFIXES the prefix it now holds: the
+// conversation with its reply (what the next turn starts with). A worker
+// that pulls a job whose prompt starts with a prefix another live worker
+// holds, and that it does not hold itself,
 // passes the job on to that worker's queue (a republish on
 // zl.jobs.direct.<holder>…, then an ack) instead of recomputing the
 // prefix. Every worker pulls from its own queue before the class
@@ -27,9 +27,8 @@ import (
 // Config.AffinityWait (that worker is full) or the worker is gone, so a
 // passed-on job waits at most about AffinityWait plus an idle poll.
 //
-// A batch's shared instruction is held by every worker that ran one of
-// its documents: such a worker runs the next ones itself, so the batch
-// spreads over the fleet once each worker has computed it once.
+// A batch's shared instruction is not routed (contracts.PrefixKeys): each
+// worker computes it once and holds it.
 
 // affinity is the worker's prefix-affinity state.
 type affinity struct {
@@ -198,9 +197,9 @@ func (w *Worker) claims(req *contracts.JobRequest, reply string) []string {
 	}
 	fresh := keys[:0]
 	for _, k := range keys {
-		// Written lately: the entry stands (the conversation key is new
-		// every turn; the system prompt's is written again a few times
-		// per TTL, so that the bucket keeps it).
+		// Written lately: the entry stands (a conversation's key is new
+		// every turn, so this is a second completion of the same turn,
+		// a rerun).
 		if at, ok := a.held[k]; !ok || now.Sub(at) > contracts.PrefixTTL/4 {
 			a.held[k] = now
 			fresh = append(fresh, k)
