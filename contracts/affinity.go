@@ -56,10 +56,11 @@ const SubjectDirectJobsPrefix = SubjectJobsPrefix + "direct."
 // "direct" is not a priority, so it overlaps no class's subjects.
 const DirectJobsSubjects = SubjectDirectJobsPrefix + "*.*.*.*.*.*"
 
-// DirectJobSubject returns the subject of a job passed on to worker
-// (ModelToken(worker)); the rest is the job's own subject's tokens.
+// DirectJobSubject returns the subject of a job passed on to the worker
+// of token worker (ModelToken of its id); the rest is the job's own
+// subject's tokens.
 func DirectJobSubject(worker string, p Priority, b Bucket, tenant, model, jobID string) string {
-	return SubjectDirectJobsPrefix + ModelToken(worker) + "." + string(p) + "." + string(b) + "." + tenant + "." + ModelToken(model) + "." + jobID
+	return SubjectDirectJobsPrefix + worker + "." + string(p) + "." + string(b) + "." + tenant + "." + ModelToken(model) + "." + jobID
 }
 
 // DirectJobsFilter returns zl.jobs.direct.<worker>.*.*.*.<model>.*, the
@@ -118,26 +119,25 @@ func PrefixKey(model, system string, messages []Message) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// PrefixKeys are the keys of the prefixes r's prompt starts with that a
-// worker may hold: the conversation before its last message (the earlier
-// turns, a reply included). None for an embedding job or a prompt of one
-// message.
-func PrefixKeys(r *JobRequest) []string {
+// ConversationKey is the key of the prefix a worker may hold for r: the
+// conversation before its last message (the earlier turns, a reply
+// included); "" for an embedding job or a prompt of one message.
+func ConversationKey(r *JobRequest) string {
 	if r.Embedding != nil || len(r.Messages) < 2 {
-		return nil
+		return ""
 	}
-	return []string{PrefixKey(r.Model, r.System, r.Messages[:len(r.Messages)-1])}
+	return PrefixKey(r.Model, r.System, r.Messages[:len(r.Messages)-1])
 }
 
-// HeldPrefixKeys are the keys of the prefixes a worker holds once it has
+// HeldConversationKey is the key of the prefix a worker holds once it has
 // run r and answered reply: the conversation with the reply as its last
-// turn, what the next turn starts with.
-func HeldPrefixKeys(r *JobRequest, reply string) []string {
+// turn, what the next turn starts with (its ConversationKey); "" for an
+// embedding job.
+func HeldConversationKey(r *JobRequest, reply string) string {
 	if r.Embedding != nil {
-		return nil
+		return ""
 	}
-	turns := append(append([]Message(nil), r.Messages...), Message{Role: RoleAssistant, Content: reply})
-	return []string{PrefixKey(r.Model, r.System, turns)}
+	return PrefixKey(r.Model, r.System, append(append([]Message(nil), r.Messages...), Message{Role: RoleAssistant, Content: reply}))
 }
 
 // ValidWorkerToken reports whether s is a well-formed worker token

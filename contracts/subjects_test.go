@@ -52,7 +52,7 @@ func TestParseSubjects(t *testing.T) {
 		t.Errorf("ParseJobSubject(old form) = %+v, %v", r, err)
 	}
 	// A job passed on to the worker holding its prefix.
-	r, err = ParseJobSubject(DirectJobSubject("w.1", PriorityHigh, BucketShort, "acme-1", "qwen3-0.6b", "job_9"))
+	r, err = ParseJobSubject(DirectJobSubject(ModelToken("w.1"), PriorityHigh, BucketShort, "acme-1", "qwen3-0.6b", "job_9"))
 	if err != nil || r != (JobRoute{PriorityHigh, BucketShort, "acme-1", "qwen3-0_2E6b", "job_9", "w_2E1"}) {
 		t.Errorf("ParseJobSubject(direct) = %+v, %v", r, err)
 	}
@@ -207,25 +207,25 @@ func TestPriorityAndBucket(t *testing.T) {
 func TestPrefixKeys(t *testing.T) {
 	t.Parallel()
 	turn1 := &JobRequest{Model: "m", System: "be brief", Messages: []Message{{Role: RoleUser, Content: "hi"}}}
-	held := HeldPrefixKeys(turn1, "hello")
+	held := HeldConversationKey(turn1, "hello")
 	turn2 := &JobRequest{Model: "m", System: "be brief", Messages: []Message{{Role: RoleUser, Content: "hi"}, {Role: RoleAssistant, Content: "hello"}, {Role: RoleUser, Content: "more"}}}
-	want := PrefixKeys(turn2)
-	if len(held) != 1 || len(want) != 1 || held[0] != want[0] {
-		t.Fatalf("turn 1 holds %v, turn 2 looks for %v: the next turn must find the conversation", held, want)
+	want := ConversationKey(turn2)
+	if held == "" || want == "" || held != want {
+		t.Fatalf("turn 1 holds %q, turn 2 looks for %q: the next turn must find the conversation", held, want)
 	}
 	// A first turn (a batch's document behind its instruction) is not
 	// routed.
-	if keys := PrefixKeys(turn1); len(keys) != 0 {
-		t.Errorf("a first turn looks for %v", keys)
+	if k := ConversationKey(turn1); k != "" {
+		t.Errorf("a first turn looks for %q", k)
 	}
 	// Another reply, model, system prompt, or role split gives another key.
-	for _, k := range []string{HeldPrefixKeys(turn1, "hello!")[0], PrefixKey("m2", "be brief", turn2.Messages[:2]), PrefixKey("m", "be", turn2.Messages[:2]),
+	for _, k := range []string{HeldConversationKey(turn1, "hello!"), PrefixKey("m2", "be brief", turn2.Messages[:2]), PrefixKey("m", "be", turn2.Messages[:2]),
 		PrefixKey("m", "be brief", []Message{{Role: RoleUser, Content: "hihello"}})} {
-		if k == want[0] {
+		if k == want {
 			t.Errorf("key %s collides with the conversation's", k)
 		}
 	}
-	if PrefixKeys(&JobRequest{Model: "m", Embedding: &EmbeddingRequest{}, Messages: turn2.Messages}) != nil {
+	if ConversationKey(&JobRequest{Model: "m", Embedding: &EmbeddingRequest{}, Messages: turn2.Messages}) != "" {
 		t.Error("an embedding job looks for a prefix")
 	}
 }

@@ -134,34 +134,9 @@ type SubmitOpts struct {
 // worker serves the stored result instead of running it again; either way
 // Submit returns the same id and the job runs once.
 func (c *Client) Submit(ctx context.Context, req *contracts.JobRequest, opts *SubmitOpts) (string, error) {
-	r, m, err := c.prepare(req, opts)
-	if err != nil {
-		return "", err
-	}
-	if err := c.connected(r.ID); err != nil {
-		c.forget(r)
-		return "", err
-	}
-	// A publish whose acknowledgement is lost (the stream's leader went
-	// down with it, or the connection dropped after it went out) is sent
-	// again after submitAttemptTimeout, until submitAckTimeout: the job id
-	// makes a repeat safe (the stream refuses a second copy as a
-	// duplicate, which counts as stored). Then it is given up, as
-	// unavailable, and may be submitted again.
-	deadline := time.Now().Add(submitAckTimeout)
-	for {
-		actx, cancel := context.WithTimeout(ctx, min(submitAttemptTimeout, time.Until(deadline)))
-		_, err := c.js.PublishMsg(actx, m)
-		cancel()
-		if err == nil || contracts.IsDuplicateJob(err) {
-			return r.ID, nil
-		}
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && time.Until(deadline) > 0 {
-			continue // (the acknowledgement lost: send it again)
-		}
-		c.forget(r)
-		return "", c.notStored(ctx, r.ID, err)
-	}
+	// SubmitMany's publish and wait, resends included, for one job.
+	ids, errs := c.SubmitMany(ctx, []*contracts.JobRequest{req}, opts)
+	return ids[0], errs[0]
 }
 
 // notStored is the error of a job id JetStream did not acknowledge: err,
@@ -254,8 +229,12 @@ func (c *Client) SubmitMany(ctx context.Context, reqs []*contracts.JobRequest, o
 			}
 			fs = append(fs, sent{i, r, m, f})
 		}
-		// As Submit: those not acknowledged within submitAttemptTimeout
-		// are sent again, until submitAckTimeout.
+		// A publish whose acknowledgement is lost (the stream's leader
+		// went down with it, or the connection dropped after it went
+		// out) is sent again after submitAttemptTimeout, until
+		// submitAckTimeout: the job id makes a repeat safe (the stream
+		// refuses a second copy as a duplicate, which counts as stored).
+		// Then it is given up, as unavailable, and may be submitted again.
 		deadline := time.Now().Add(submitAckTimeout)
 		for len(fs) > 0 {
 			actx, cancel := context.WithTimeout(ctx, min(submitAttemptTimeout, time.Until(deadline)))

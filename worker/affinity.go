@@ -27,7 +27,7 @@ import (
 // Config.AffinityWait (that worker is full) or the worker is gone, so a
 // passed-on job waits at most about AffinityWait plus an idle poll.
 //
-// A batch's shared instruction is not routed (contracts.PrefixKeys): each
+// A batch's shared instruction is not routed (contracts.ConversationKey): each
 // worker computes it once and holds it.
 
 // affinity is the worker's prefix-affinity state.
@@ -40,10 +40,6 @@ type affinity struct {
 	own map[string]jetstream.Consumer
 
 	mu sync.Mutex
-	// held are the prefix keys this worker wrote to ZL_PREFIXES, and
-	// when; pruned is when those past their TTL were last dropped.
-	held   map[string]time.Time
-	pruned time.Time
 	// queued are the worker queues with jobs noticed and not yet found
 	// empty: when the earliest was noticed. The intake loop reads and
 	// clears them.
@@ -67,7 +63,7 @@ const queueScanEvery = 5 * time.Second
 func (w *Worker) startAffinity(ctx context.Context) {
 	a := &w.aff
 	a.me = contracts.ModelToken(w.cfg.ID)
-	a.queued, a.queues, a.held = map[queueKey]time.Time{}, map[queueKey]jetstream.Consumer{}, map[string]time.Time{}
+	a.queued, a.queues = map[queueKey]time.Time{}, map[queueKey]jetstream.Consumer{}
 	own := map[string]jetstream.Consumer{}
 	for _, m := range w.cfg.Models {
 		c, err := w.js.CreateOrUpdateConsumer(ctx, contracts.StreamJobs, w.cfg.Streams.DirectConsumerConfig(w.cfg.ID, m))
@@ -117,43 +113,37 @@ func (a *affinity) noticeDirect(k queueKey) {
 	}
 }
 
-// holder returns the token of the live worker holding a prefix req's
-// prompt starts with, longest prefix first, or "" when this worker holds
-// one itself, none is held, or affinity is off. A worker whose queue has
-// had a job waiting longer than the bound is full: not a holder.
+// holder returns the token of the live worker holding the conversation
+// req continues (ZL_PREFIXES, as the fleet watch follows it), or "" when
+// this worker holds it, none does, the worker is alone, or affinity is
+// off. A worker whose queue has had a job waiting longer than the bound
+// is full: not a holder.
 func (w *Worker) holder(req *contracts.JobRequest) string {
 	a := &w.aff
-	if !a.on {
+	if !a.on || a.watch.LiveCount() < 2 {
 		return ""
 	}
-	for _, k := range contracts.PrefixKeys(req) {
-		a.mu.Lock()
-		_, mine := a.held[k]
-		a.mu.Unlock()
-		if mine {
-			return ""
-		}
-		h := a.watch.Holder(k)
-		if h == "" || h == a.me {
-			continue
-		}
-		a.mu.Lock()
-		since, busy := a.queued[queueKey{h, contracts.ModelToken(req.Model)}]
-		a.mu.Unlock()
-		if busy && time.Since(since) > w.cfg.AffinityWait {
-			return ""
-		}
-		return h
+	k := contracts.ConversationKey(req)
+	if k == "" {
+		return ""
 	}
-	return ""
+	h := a.watch.Holder(k)
+	if h == "" || h == a.me {
+		return ""
+	}
+	a.mu.Lock()
+	since, busy := a.queued[queueKey{h, contracts.ModelToken(req.Model)}]
+	a.mu.Unlock()
+	if busy && time.Since(since) > w.cfg.AffinityWait {
+		return ""
+	}
+	return h
 }
 
 // passOn republishes job msg on holder's queue and acks it here; false
 // (the job runs here) when the republish fails.
 func (w *Worker) passOn(msg jetstream.Msg, route contracts.JobRoute, jobID, holder string, enqueued time.Time, log *slog.Logger) bool {
-	// The job's own subject after zl.jobs.direct.<holder>. (its model
-	// token as it is).
-	m := republished(msg, contracts.SubjectDirectJobsPrefix+holder+"."+strings.TrimPrefix(msg.Subject(), contracts.SubjectJobsPrefix))
+	m := republished(msg, contracts.DirectJobSubject(holder, route.Priority, route.Bucket, route.Tenant, w.byToken[route.Model], jobID))
 	m.Header.Set(contracts.HeaderEnqueuedAt, enqueued.UTC().Format(time.RFC3339Nano))
 	// A second pass (the ack below lost, the job redelivered) is the
 	// same message to the stream's duplicate check.
@@ -172,49 +162,27 @@ func (w *Worker) passOn(msg jetstream.Msg, route contracts.JobRoute, jobID, hold
 	return true
 }
 
-// claims returns the keys of the prefixes this worker holds once it has
-// answered req with reply (a completed generation) that it has not
-// written lately, and notes them held; finish publishes them to
+// claim returns the key of the conversation this worker holds once it has
+// answered req with reply (a completed generation); finish publishes it to
 // ZL_PREFIXES before the result, so that a next turn submitted on the
-// result finds its holder. None while affinity is off or the worker is
+// result finds its holder. "" while affinity is off or the worker is
 // alone (no job would be passed on to it).
-func (w *Worker) claims(req *contracts.JobRequest, reply string) []string {
+func (w *Worker) claim(req *contracts.JobRequest, reply string) string {
 	a := &w.aff
 	if !a.on || a.watch.LiveCount() < 2 {
-		return nil
+		return ""
 	}
-	keys := contracts.HeldPrefixKeys(req, reply)
-	now := time.Now()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if now.Sub(a.pruned) > time.Minute {
-		a.pruned = now
-		for k, at := range a.held {
-			if now.Sub(at) > contracts.PrefixTTL {
-				delete(a.held, k)
-			}
-		}
-	}
-	fresh := keys[:0]
-	for _, k := range keys {
-		// Written lately: the entry stands (a conversation's key is new
-		// every turn, so this is a second completion of the same turn,
-		// a rerun).
-		if at, ok := a.held[k]; !ok || now.Sub(at) > contracts.PrefixTTL/4 {
-			a.held[k] = now
-			fresh = append(fresh, k)
-		}
-	}
-	return fresh
+	return contracts.HeldConversationKey(req, reply)
 }
 
 // pullDirect returns a job from this worker's queues, or from another's
 // (of a model it serves) whose jobs have waited longer than
-// Config.AffinityWait or whose worker is gone, fetching up to room jobs
-// (the rest go to w.ready); nil when there is none or no room.
-func (w *Worker) pullDirect(room int) jetstream.Msg {
+// Config.AffinityWait or whose worker is gone, fetching up to roomFor() jobs
+// (asked only when some queue is due; the rest go to w.ready); nil when
+// there is none or no room.
+func (w *Worker) pullDirect(roomFor func() int) jetstream.Msg {
 	a := &w.aff
-	if room <= 0 || a.own == nil {
+	if a.own == nil {
 		return nil
 	}
 	w.scanQueues()
@@ -229,6 +197,13 @@ func (w *Worker) pullDirect(room int) jetstream.Msg {
 		}
 	}
 	a.mu.Unlock()
+	if len(due) == 0 {
+		return nil
+	}
+	room := roomFor()
+	if room <= 0 {
+		return nil
+	}
 	for _, k := range due {
 		cons := a.consumer(w, k)
 		var ms []jetstream.Msg
@@ -254,7 +229,7 @@ func (w *Worker) pullDirect(room int) jetstream.Msg {
 		w.cfg.Metrics.affine(action, len(ms))
 		for _, m := range ms {
 			if route, err := contracts.ParseJobSubject(m.Subject()); err == nil {
-				w.fair.served[route.Tenant] += float64(estimateTokens(m.Data(), w.cfg.Limits)) / w.cfg.weight(route.Tenant)
+				w.charge(route.Tenant, m)
 			}
 		}
 		w.ready = append(w.ready, ms[1:]...)

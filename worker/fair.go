@@ -294,7 +294,7 @@ func (w *Worker) pullFair(src *pullSource, room func(ts *tenantSource) int) jets
 		n = max(1, n/waiting)
 		if ms := w.fetchTenant(src, best, n); len(ms) > 0 {
 			for _, m := range ms {
-				w.charge(best, m)
+				w.charge(best.tenant, m)
 			}
 			w.ready = append(w.ready, ms[1:]...)
 			return ms[0]
@@ -310,9 +310,9 @@ func (w *Worker) pullFair(src *pullSource, room func(ts *tenantSource) int) jets
 	}
 }
 
-// charge counts job m against ts's tenant, for fairness.
-func (w *Worker) charge(ts *tenantSource, m jetstream.Msg) {
-	w.fair.served[ts.tenant] += float64(estimateTokens(m.Data(), w.cfg.Limits)) / w.cfg.weight(ts.tenant)
+// charge counts job m against tenant, for fairness.
+func (w *Worker) charge(tenant string, m jetstream.Msg) {
+	w.fair.served[tenant] += float64(estimateTokens(m.Data(), w.cfg.Limits)) / w.cfg.weight(tenant)
 }
 
 // pullNoticed sends ts's consumer a pull that waits on the server for up
@@ -359,7 +359,7 @@ func (w *Worker) pullNoticed(ts *tenantSource) {
 func (w *Worker) take(a arrival) jetstream.Msg {
 	a.ts.waiting = false
 	if a.m != nil {
-		w.charge(a.ts, a.m)
+		w.charge(a.ts.tenant, a.m)
 	}
 	return a.m
 }

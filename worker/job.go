@@ -544,7 +544,7 @@ func (e *emitter) finish(msg jetstream.Msg, job *Job, out *Outcome, u contracts.
 		// Before the result (the same connection keeps the order): a next
 		// turn submitted on the result finds its holder. A core publish, no
 		// ack awaited: a claim lost costs a cache miss, never the job.
-		for _, k := range e.w.claims(job.Request, out.Text) {
+		if k := e.w.claim(job.Request, out.Text); k != "" {
 			e.w.nc.Publish("$KV."+contracts.PrefixesBucket+"."+k, []byte(e.w.aff.me))
 		}
 	}

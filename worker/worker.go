@@ -351,9 +351,12 @@ func (w *Worker) next(pulls, free int) jetstream.Msg {
 		}
 		// Jobs passed on to this worker (it holds their prefix) first,
 		// and jobs left waiting too long in other workers' queues.
-		direct := min(free, fetchBatchMax)
-		if adm != nil {
-			direct = min(direct, adm.Admits("", contracts.PriorityNormal, contracts.BucketShort, ""))
+		direct := func() int {
+			n := min(free, fetchBatchMax)
+			if adm != nil {
+				n = min(n, adm.Admits("", contracts.PriorityNormal, contracts.BucketShort, ""))
+			}
+			return n
 		}
 		if m := w.pullDirect(direct); m != nil {
 			return m

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/fleet"
+	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer"
 )
 
@@ -120,10 +122,10 @@ func Fleet(ctx context.Context, cfg FleetConfig, w io.Writer) (*FleetResults, er
 	if cfg.Worker == nil || len(cfg.Models) == 0 || cfg.Dir == "" {
 		return nil, errors.New("bench: FleetConfig needs Worker, Models and Dir")
 	}
-	cfg.Workers = cmpOr(cfg.Workers, 4)
-	cfg.Conversations = cmpOr(cfg.Conversations, 64)
-	cfg.Turns = cmpOr(cfg.Turns, 6)
-	cfg.MaxTokens = cmpOr(cfg.MaxTokens, 32)
+	cfg.Workers = cmp.Or(cfg.Workers, 4)
+	cfg.Conversations = cmp.Or(cfg.Conversations, 64)
+	cfg.Turns = cmp.Or(cfg.Turns, 6)
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 32)
 	if cfg.Documents == 0 {
 		cfg.Documents = 64
 	}
@@ -157,13 +159,6 @@ func Fleet(ctx context.Context, cfg FleetConfig, w io.Writer) (*FleetResults, er
 		}
 	}
 	return res, nil
-}
-
-func cmpOr(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // fleetTurn is one finished turn.
@@ -207,13 +202,7 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 			p.Process.Signal(syscall.SIGTERM)
 		}
 		for _, p := range procs {
-			done := make(chan struct{})
-			go func() { p.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				p.Process.Kill()
-			}
+			stopProc(p)
 		}
 	}()
 	for i := range workers {
@@ -509,15 +498,9 @@ func (n *natsNodes) replicas() int {
 func startNATS(cfg FleetConfig, dir string) (*natsNodes, error) {
 	n := &natsNodes{cfg: cfg}
 	if cfg.Node == nil {
-		srv, err := server.NewServer(&server.Options{ServerName: "zerolayer-fleet", Host: "127.0.0.1", Port: server.RANDOM_PORT,
-			JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoSigs: true, NoLog: true})
+		srv, err := devstack.StartNATS(dir, 0)
 		if err != nil {
 			return nil, err
-		}
-		go srv.Start()
-		if !srv.ReadyForConnections(10 * time.Second) {
-			srv.Shutdown()
-			return nil, errors.New("bench: the fleet's NATS server did not start")
 		}
 		n.srv, n.url = srv, srv.ClientURL()
 		return n, nil
@@ -588,15 +571,22 @@ func (n *natsNodes) stop() {
 	for i, c := range n.procs {
 		if c != nil {
 			c.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { c.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				c.Process.Kill()
-			}
+			stopProc(c)
 			n.logs[i].Close()
 		}
+	}
+}
+
+// stopProc waits up to 10 s for c (signalled to end) to exit, then kills
+// it.
+func stopProc(c *exec.Cmd) {
+	done := make(chan struct{})
+	go func() { c.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		c.Process.Kill()
+		<-done
 	}
 }
 

@@ -162,7 +162,7 @@ func (st *Stack) Start(ctx context.Context) (err error) {
 	if _, err := migrations.Up(ctx, st.pool); err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	if st.nats, err = startNATS(cfg.Dir, cfg.NATSPort); err != nil {
+	if st.nats, err = StartNATS(cfg.Dir, cfg.NATSPort); err != nil {
 		return err
 	}
 	if st.nc, err = nats.Connect(st.nats.ClientURL(), nats.Name("zerolayer dev")); err != nil {

@@ -8,9 +8,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// startNATS runs an embedded NATS server with JetStream, its state in dir.
-// port 0 picks a free port.
-func startNATS(dir string, port int) (*server.Server, error) {
+// StartNATS runs an embedded NATS server with JetStream on 127.0.0.1, its
+// state in dir; port 0 picks a free port. The dev stack's, and bench
+// --fleet's without a cluster.
+func StartNATS(dir string, port int) (*server.Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
