@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/gpu"
+	"github.com/zerolayer/zerolayer/gpu/cpu"
 	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model"
 	"github.com/zerolayer/zerolayer/worker/model/gguf"
+	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 	"github.com/zerolayer/zerolayer/worker/model/tokenizer"
 )
 
@@ -67,8 +69,18 @@ func compareLlamaCpp(t *testing.T, bin, path string, e *engine.Engine, tok *toke
 	t.Helper()
 	texts := embeddingTexts(e.Model().Context)
 	var ins [][]int32
-	for _, s := range texts {
-		ins = append(ins, tok.Encode(s, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}))
+	for i, s := range texts {
+		in := tok.Encode(s, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+		// The long texts are the context's length in WordPiece tokens;
+		// another tokenizer cuts them into more: shortened by a tenth
+		// until they fit, they stay near the context's length.
+		for len(in) > e.Model().Context {
+			r := []rune(s)
+			s = string(r[:len(r)*9/10])
+			in = tok.Encode(s, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+		}
+		texts[i] = s
+		ins = append(ins, in)
 	}
 	for _, pool := range pools {
 		want, toks := runLlamaEmbedding(t, bin, path, texts, pool, e.Model().Context)
@@ -184,4 +196,29 @@ func runLlamaEmbedding(t *testing.T, bin, path string, texts []string, pool mode
 		toks[j], ids = ids[:n], ids[n:]
 	}
 	return vecs, toks
+}
+
+// TestDecoderEmbeddingsAgainstLlamaCpp: decoders used as embedders, on the
+// shared random-weight files (llama.cpp's own reference models): qwen3
+// with last-token pooling (Qwen3-Embedding's), gemma3 with mean pooling,
+// against llama-embedding's --pooling on the same file. F32 weights: the
+// two sum products in other orders only (1e-3 as for bert's F32).
+func TestDecoderEmbeddingsAgainstLlamaCpp(t *testing.T) {
+	bin := llamaEmbedding(t)
+	for _, tc := range []struct {
+		file string
+		pool model.Pooling
+	}{{"qwen3-s-f32.gguf", model.PoolLast}, {"gemma3-s-f32.gguf", model.PoolMean}} {
+		path := modeltest.SharedPath(t, filepath.Join("models", "archs", tc.file))
+		l, err := engine.Load(path, cpu.New(cpu.Config{Threads: 2}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		e, err := engine.New(l.Model, l.Tokenizer, engine.Config{KVBlocks: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compareLlamaCpp(t, bin, path, e, l.Tokenizer, []model.Pooling{tc.pool}, 1e-3, tc.file)
+	}
 }
