@@ -406,7 +406,13 @@ func (s *Scheduler) runsByTenant(class int) map[string]int {
 //     for its weight than v's: preemption moves the batch toward the
 //     weighted shares and never past them, so two tenants cannot evict
 //     each other back and forth (and admission fills freed slots by the
-//     same measure: interleave);
+//     same measure: interleave); or, where the two tenants' slots cannot
+//     split exactly by weight (2:1 over 14 slots is 9⅓ : 4⅔), q's tenant
+//     is below its exact share before the swap and behind v's in tokens
+//     served for its weight by shareQuantum (fractionalTurn): the odd
+//     slot then changes hands as the served counters drift apart, so over
+//     time the shares are the weights' (the virtual token counter of
+//     Sheng et al., OSDI '24), at two preemptions per turn;
 //   - v goes to the host tier (a recompute costs its whole context:
 //     waiting for a slot to free is cheaper than that) and is outside its
 //     run quantum.
@@ -420,13 +426,32 @@ func (f *fairShare) victim(q, v *seq) bool {
 	if !f.joined {
 		mine++
 	}
-	if float64(mine)/q.opts.Weight > float64(f.runs[u]-1)/v.opts.Weight {
+	if float64(mine)/q.opts.Weight > float64(f.runs[u]-1)/v.opts.Weight && !s.fractionalTurn(q, v, mine, f.runs[u]) {
 		return false
 	}
 	f.runs[t], f.joined = mine, true
 	f.runs[u]--
 	f.host += v.held
 	return true
+}
+
+// shareQuantum is how far, in tokens served per unit of weight, a tenant
+// must fall behind another before it may take the odd slot from it
+// (fractionalTurn): the larger, the fewer preemptions and the longer each
+// tenant holds the odd slot.
+const shareQuantum = 64
+
+// fractionalTurn reports whether q's tenant, which would run mine
+// sequences of the class after taking a slot of v's tenant (which runs
+// theirs now), may take it although that puts it past its share by
+// count: only the odd slot, the one the weights split between the two
+// (before the swap q's tenant runs fewer than its exact share of their
+// slots), and only when q's tenant is behind in tokens served for its
+// weight (the served counters, prompt tokens included) by shareQuantum.
+func (s *Scheduler) fractionalTurn(q, v *seq, mine, theirs int) bool {
+	wt, wu := q.opts.Weight, v.opts.Weight
+	exact := float64(mine+theirs-1) * wt / (wt + wu)
+	return float64(mine-1) < exact && s.served[q.opts.Tenant]+shareQuantum < s.served[v.opts.Tenant]
 }
 
 // admitFiller admits, when none is running, the first waiting job whose
@@ -640,6 +665,7 @@ func (s *Scheduler) startSeq(q *seq, now time.Time) {
 	}
 	if !q.admitted {
 		s.fresh.add(q.opts.Class, q.opts.Tenant, -1)
+		s.freshTaken = true
 		q.admitted = true
 		q.stats.QueueMs = float64(now.Sub(q.submitted).Microseconds()) / 1000
 		q.g.Admitted(now)

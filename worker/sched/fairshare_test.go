@@ -122,3 +122,87 @@ func lateTenantShare(t *testing.T, weight float64) {
 	}
 	checkIdle(t, s)
 }
+
+// TestOddSlotTakesTurns: two tenants weighing 1 and 2 over 8 slots, whose
+// jobs are long enough that no slot frees in the window measured, so the
+// slots change hands only by preemption. By count the late tenant can hold
+// 5 slots (5:3, a token ratio of 1.67); the odd slot must change hands as
+// the tenants' served counters drift apart (fractionalTurn), so the ratio
+// over the window is 2:1 within ±10%, with greedy outputs equal to running
+// alone.
+func TestOddSlotTakesTurns(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 8, KVMemoryMB: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, s)
+	const newTokens = 360
+	big := pressureJobs(t, 12, 20, newTokens)
+	late := pressureJobs(t, 8, 24, newTokens)
+	for i := range big {
+		big[i].opts = JobOpts{Class: 1, Tenant: "big"}
+	}
+	for i := range late {
+		late[i].opts = JobOpts{Class: 1, Tenant: "late", Weight: 2}
+	}
+	var mu sync.Mutex
+	var steps []map[string]int
+	full := make(chan int)
+	s.stepTokens = func(got map[string]int) {
+		mu.Lock()
+		steps = append(steps, maps.Clone(got))
+		n := len(steps)
+		mu.Unlock()
+		if got["big"] == 8 && full != nil {
+			full <- n
+			full = nil
+		}
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var bigOut, lateOut []outcome
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); bigOut = run(s, big) }()
+	var arrival int
+	select {
+	case arrival = <-full:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the big tenant never had a token in every slot")
+	}
+	go func() { defer wg.Done(); lateOut = run(s, late) }()
+	wg.Wait()
+	// The window: from arrival until the big tenant's first jobs could
+	// end (they had generated ~arrival tokens when the late jobs came).
+	from, to := arrival+10, arrival+newTokens-arrival-20
+	got := map[string]int{}
+	mu.Lock()
+	for _, st := range steps[from:to] {
+		for tenant, n := range st {
+			got[tenant] += n
+		}
+	}
+	mu.Unlock()
+	pre := 0
+	for _, o := range append(bigOut, lateOut...) {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		pre += o.stats.Preemptions
+	}
+	ratio := float64(got["late"]) / float64(got["big"])
+	t.Logf("steps %d–%d: late %d tokens, big %d: ratio %.2f (want 2 ± 10%%); %d preemptions", from, to, got["late"], got["big"], ratio, pre)
+	if ratio < 1.8 || ratio > 2.2 {
+		t.Errorf("late:big token ratio %.2f over steps %d–%d, want 2 ± 10%%", ratio, from, to)
+	}
+	want := alone(t, l, append(slices.Clone(big), late...))
+	for i, o := range append(bigOut, lateOut...) {
+		if !slices.Equal(o.res.OutputIDs, want[i]) {
+			t.Errorf("job %d: %v\nalone: %v", i, o.res.OutputIDs, want[i])
+		}
+	}
+	checkIdle(t, s)
+}

@@ -174,6 +174,12 @@ type Scheduler struct {
 	// (OnCapacity).
 	watchMu  sync.Mutex
 	watchers []func()
+	// freshTaken is set (on the step loop) when a job handed to Generate
+	// stops being fresh (admitted, or ended before it was): Room's
+	// per-tenant look-ahead may have opened although the totals it
+	// also reads did not change (a fresh job admitted in place of one
+	// it preempted), so the watchers are told at the next snapshot.
+	freshTaken bool
 
 	// stepTokens, if set (by tests, before Start), is told after each
 	// completed step how many output tokens each tenant got in it (the
@@ -718,9 +724,10 @@ func (s *Scheduler) tellWatchers() {
 func (s *Scheduler) publishSnapshot() {
 	// More room than the last snapshot showed: the watchers look again.
 	avail, running := int64(s.bm.available()-s.committed()), int64(len(s.running))
-	if avail > s.snapAvail.Load() || running < s.snapRunning.Load() || int64(len(s.waiting)) < s.snapWaiting() {
+	if avail > s.snapAvail.Load() || running < s.snapRunning.Load() || int64(len(s.waiting)) < s.snapWaiting() || s.freshTaken {
 		defer s.tellWatchers()
 	}
+	s.freshTaken = false
 	s.snapAvail.Store(avail)
 	s.snapRunning.Store(running)
 	var waiting, blocks, jobs [numClasses]int64
@@ -842,6 +849,7 @@ func (s *Scheduler) finish(q *seq, reason string, err error) {
 	q.finished = true
 	if !q.admitted {
 		s.fresh.add(q.opts.Class, q.opts.Tenant, -1)
+		s.freshTaken = true
 	}
 	s.releaseBlocks(q)
 	if s.filler == q {
