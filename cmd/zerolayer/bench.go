@@ -57,6 +57,7 @@ func runBench(ctx context.Context, args []string) error {
 	fleetAffinity := fs.Duration("affinity-wait", time.Second, "with --fleet: the workers' --prefix-affinity-wait (0: prefix affinity off, to compare)")
 	fleetCluster := fs.Bool("cluster", false, "with --fleet: run NATS as a cluster of three nats-server processes of this binary (zerolayer nats-server), streams of three replicas")
 	nodeLoss := fs.Bool("node-loss", false, "with --fleet --cluster: kill the ZL_JOBS leader's node (SIGKILL) a third of the way through each level and restart it 10 s later; reports the longest time without a finished turn")
+	fleetDB := fs.String("database-url", "", "with --fleet: run billing (on a schema of its own in this PostgreSQL, made, migrated and dropped per level) and the HTTP gateway as processes beside the workers; the document batch goes through the gateway, and each level reports how many completed jobs billing charged once, not at all, or more than once")
 	killWorker := fs.Bool("kill-worker", false, "with --fleet: kill one worker (SIGKILL) halfway and report the longest time without a finished turn after it")
 	fairWeight := fs.Float64("fair-weight", 1, "with --queue fairness: tenant-b's weight against tenant-a's 1 (the worker's --tenant-weight); the share error is against it")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
@@ -97,7 +98,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *fleetN > 0:
-		return benchFleet(ctx, *fleetN, *modelName, threads[0], *conversations, *turns, *fleetAffinity, fleetFaults{cluster: *fleetCluster, nodeLoss: *nodeLoss, killWorker: *killWorker}, fs, *serveTokens, *format)
+		return benchFleet(ctx, *fleetN, *modelName, threads[0], *conversations, *turns, *fleetAffinity, fleetFaults{cluster: *fleetCluster, nodeLoss: *nodeLoss, killWorker: *killWorker, database: *fleetDB}, fs, *serveTokens, *format)
 	case *queue != "":
 		base := bench.QueueConfig{Scale: *queueScale, FairWeight: *fairWeight}
 		fs.Visit(func(f *flag.Flag) {
@@ -348,7 +349,13 @@ func modelOr134M(dir, model string) (string, error) {
 }
 
 // fleetFaults are bench --fleet's NATS setup and faults.
-type fleetFaults struct{ cluster, nodeLoss, killWorker bool }
+// fleetFaults are bench --fleet's options beyond the load: NATS as a
+// cluster, the faults to inject, and billing's database (with billing and
+// the gateway as processes).
+type fleetFaults struct {
+	cluster, nodeLoss, killWorker bool
+	database                      string
+}
 
 // benchFleet runs bench.Fleet with workers (and NATS nodes) of this binary.
 func benchFleet(ctx context.Context, n int, models string, threads, conversations, turns int, affinityWait time.Duration, ff fleetFaults, fs *flag.FlagSet, tokens int, format string) error {
@@ -390,6 +397,19 @@ func benchFleet(ctx context.Context, n int, models string, threads, conversation
 		c := exec.Command(exe, "worker", "--nats-url", natsURL, "--model", model, "--id", id, "--threads", fmt.Sprint(threads), "--prefix-affinity-wait", affinityWait.String())
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		return c
+	}
+	if ff.database != "" {
+		cfg.DatabaseURL = ff.database
+		cfg.Billing = func(natsURL, dbURL string) *exec.Cmd {
+			c := exec.Command(exe, "billing", "--nats-url", natsURL, "--database-url", dbURL)
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			return c
+		}
+		cfg.Gateway = func(natsURL, addr string) *exec.Cmd {
+			c := exec.Command(exe, "gateway", "--nats-url", natsURL, "--listen", addr, "--insecure-tenant-header")
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			return c
+		}
 	}
 	report := io.Writer(stdout)
 	if format == "json" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zerolayer/zerolayer/migrations/dbtest"
 	"github.com/zerolayer/zerolayer/ops/bench"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
@@ -36,7 +37,10 @@ func benchFleet3(t *testing.T, cluster bool) {
 	args := []string{"bench", "--fleet", "3", "--conversations", "12", "--turns", "3", "--tokens", "16", "--threads", "1",
 		"--model", modeltest.StoriesPath(t), "--format", "json"}
 	if cluster {
-		args = append(args, "--cluster")
+		// The cluster level runs billing and the gateway as processes
+		// too: every completed job charged once, across both levels.
+		dbtest.Pool(t) // skips without PostgreSQL
+		args = append(args, "--cluster", "--database-url", dbtest.URL())
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), asBinary+"=1")
@@ -56,6 +60,10 @@ func benchFleet3(t *testing.T, cluster bool) {
 	for _, l := range res.Levels {
 		if l.Turns != 36 || len(l.Failed) > 0 || l.HitRate <= 0 || l.LaterTTFT.N != 24 || l.Documents != 64 || l.DocHitRate <= 0 {
 			t.Errorf("level of %d workers: %+v", l.Workers, l)
+		}
+		if cluster && (!l.Billing || l.ViaGateway != 64 || l.Completed != 36+64 || l.Billed != l.Completed || l.Unbilled != 0 || l.BilledTwice != 0) {
+			t.Errorf("level of %d workers: %d documents through the gateway, %d completed jobs: billing charged %d once, %d not, %d twice (billing %v); want 64, 100, all once",
+				l.Workers, l.ViaGateway, l.Completed, l.Billed, l.Unbilled, l.BilledTwice, l.Billing)
 		}
 	}
 	if l := res.Levels[1]; l.SameWorker < 0.9 || res.HitRateRatio < 0.8 {

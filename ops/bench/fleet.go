@@ -1,12 +1,18 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +22,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/contracts/fleet"
+	"github.com/zerolayer/zerolayer/migrations"
 	"github.com/zerolayer/zerolayer/ops/devstack"
 	"github.com/zerolayer/zerolayer/producer"
 )
@@ -64,7 +73,19 @@ type FleetConfig struct {
 	// one NATS server runs in this process.
 	Node     func(config string) *exec.Cmd
 	NodeLoss bool
-	// Dir holds the NATS servers' state and the workers' logs. Required.
+	// DatabaseURL, with Billing and Gateway, runs billing and the HTTP
+	// gateway as processes beside the workers at each level: billing on
+	// a schema of its own in that database (made and migrated per level,
+	// dropped after), the gateway taking the tenant from the
+	// X-Zerolayer-Tenant header. The document batch then goes through the
+	// gateway's /v1/chat/completions, and each level reports how many of
+	// its completed jobs billing charged once, not at all, or more than
+	// once. Billing returns the command of a billing process on natsURL
+	// and dbURL, Gateway that of a gateway on natsURL listening on addr.
+	DatabaseURL string
+	Billing     func(natsURL, dbURL string) *exec.Cmd
+	Gateway     func(natsURL, addr string) *exec.Cmd
+	// Dir holds the NATS servers' state and the processes' logs. Required.
 	Dir string
 	// Progress receives a line per level. Defaults to io.Discard.
 	Progress io.Writer
@@ -92,6 +113,18 @@ type FleetLevel struct {
 	Documents  int     `json:"documents"`
 	DocHitRate float64 `json:"doc_hit_rate"`
 	DocWorkers int     `json:"doc_workers"`
+	// ViaGateway counts the documents sent through the gateway (with
+	// DatabaseURL; their workers are not known, so DocWorkers is 0).
+	ViaGateway int `json:"via_gateway,omitempty"`
+	// Completed counts the level's completed jobs (turns and documents);
+	// with DatabaseURL, Billed counts those billing charged exactly once,
+	// Unbilled those it had not charged 30 s after the last charge it
+	// made, BilledTwice those charged more than once.
+	Completed   int  `json:"completed"`
+	Billing     bool `json:"billing"`
+	Billed      int  `json:"billed,omitempty"`
+	Unbilled    int  `json:"unbilled,omitempty"`
+	BilledTwice int  `json:"billed_twice,omitempty"`
 	// Failed counts turns that did not complete, by code.
 	Failed map[string]int `json:"failed,omitempty"`
 	// KilledAtS is when a worker was killed (seconds from the start), and
@@ -152,6 +185,12 @@ func Fleet(ctx context.Context, cfg FleetConfig, w io.Writer) (*FleetResults, er
 	fmt.Fprintf(w, "%d workers ÷ 1: hit rate %.2f×, later turns' TTFT p50 %.2f×; output tokens by tenant %v\n", many.Workers, res.HitRateRatio, res.TTFTRatio, many.TenantTokens)
 	if many.KilledAtS > 0 {
 		fmt.Fprintf(w, "a worker killed (SIGKILL) %.1f s in: longest time without a finished turn after it %.2f s\n", many.KilledAtS, many.LongestGapS)
+	}
+	for _, l := range res.Levels {
+		if l.Billing {
+			fmt.Fprintf(w, "%d worker(s), billing and the gateway as processes: %d documents through the gateway; of %d completed jobs billing charged %d once, %d not at all, %d more than once\n",
+				l.Workers, l.ViaGateway, l.Completed, l.Billed, l.Unbilled, l.BilledTwice)
+		}
 	}
 	for _, l := range res.Levels {
 		if l.NodeDown != "" {
@@ -219,6 +258,13 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 			return nil, fmt.Errorf("bench: start worker %s: %w", id, err)
 		}
 		procs = append(procs, c)
+	}
+	var svc *fleetServices
+	if cfg.DatabaseURL != "" && cfg.Billing != nil && cfg.Gateway != nil {
+		if svc, err = startServices(ctx, cfg, nodes.url, streams.Replicas, dir); err != nil {
+			return nil, err
+		}
+		defer svc.stop(ctx)
 	}
 	// The served names, from the fleet once every worker has announced.
 	fw := fleet.New(js)
@@ -313,19 +359,27 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 			reqs = append(reqs, &contracts.JobRequest{Model: names[d%len(names)], MaxTokens: cfg.MaxTokens, Temperature: &zero, System: instruction,
 				Messages: []contracts.Message{{Role: contracts.RoleUser, Content: fmt.Sprintf("Story %d: a cat named Tom found a red ball in the garden.", d)}}})
 		}
-		ids, errs := clients[tenants[0]].SubmitMany(ctx, reqs, nil)
-		docs = make([]*contracts.Result, len(ids))
-		for d, id := range ids {
-			if errs[d] != nil {
-				continue
+		docs = make([]*contracts.Result, len(reqs))
+		if svc != nil {
+			// Through the gateway: the answers carry usage, not the
+			// worker.
+			for d, req := range reqs {
+				wg.Go(func() { docs[d] = svc.chat(ctx, tenants[0], req) })
 			}
-			wg.Go(func() {
-				wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-				defer cancel()
-				if r, err := clients[tenants[0]].Wait(wctx, id); err == nil {
-					docs[d] = r
+		} else {
+			ids, errs := clients[tenants[0]].SubmitMany(ctx, reqs, nil)
+			for d, id := range ids {
+				if errs[d] != nil {
+					continue
 				}
-			})
+				wg.Go(func() {
+					wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+					defer cancel()
+					if r, err := clients[tenants[0]].Wait(wctx, id); err == nil {
+						docs[d] = r
+					}
+				})
+			}
 		}
 	}
 	for c := range cfg.Conversations {
@@ -419,6 +473,19 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 		docWorkers[r.Usage.WorkerID] = true
 	}
 	l.DocHitRate, l.DocWorkers = ratio(float64(dc), float64(di)), len(docWorkers)
+	if svc != nil {
+		l.ViaGateway, l.DocWorkers = len(docs), 0
+	}
+	l.Completed = l.Documents
+	for _, t := range turns {
+		if t.err == nil && t.res.Status == contracts.StatusCompleted {
+			l.Completed++
+		}
+	}
+	if svc != nil {
+		l.Billing = true
+		l.Billed, l.Unbilled, l.BilledTwice = svc.charged(ctx, l.Completed)
+	}
 	l.JobsPerS = float64(len(turns)+l.Documents) / l.Seconds
 	l.SameWorker = ratio(float64(same), float64(later))
 	l.LaterTTFT, l.LaterQueue = dist(ttft), dist(queue)
@@ -438,6 +505,171 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 		l.Failed = nil
 	}
 	return l, nil
+}
+
+// fleetServices are the billing and gateway processes of a level and
+// billing's schema.
+type fleetServices struct {
+	schema, base, dbURL string
+	gateway             string // host:port
+	procs               []*exec.Cmd
+	hc                  *http.Client
+}
+
+// startServices makes and migrates a schema of cfg.DatabaseURL and starts
+// billing and the gateway on natsURL, their logs in dir.
+func startServices(ctx context.Context, cfg FleetConfig, natsURL string, replicas int, dir string) (*fleetServices, error) {
+	u, err := url.Parse(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --database-url: %w", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	svc := &fleetServices{schema: "zl_fleet_" + hex.EncodeToString(b[:]), base: cfg.DatabaseURL, hc: &http.Client{Timeout: 5 * time.Minute}}
+	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("bench: billing's database: %w", err)
+	}
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+svc.schema)
+	conn.Close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: billing's database: %w", err)
+	}
+	q := u.Query()
+	q.Set("search_path", svc.schema)
+	u.RawQuery = q.Encode()
+	svc.dbURL = u.String()
+	pool, err := pgxpool.New(ctx, svc.dbURL)
+	if err != nil {
+		svc.stop(ctx)
+		return nil, err
+	}
+	_, err = migrations.Up(ctx, pool)
+	pool.Close()
+	if err != nil {
+		svc.stop(ctx)
+		return nil, fmt.Errorf("bench: migrating billing's schema: %w", err)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		svc.stop(ctx)
+		return nil, err
+	}
+	svc.gateway = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	for name, c := range map[string]*exec.Cmd{"billing": cfg.Billing(natsURL, svc.dbURL), "gateway": cfg.Gateway(natsURL, svc.gateway)} {
+		c.Args = append(c.Args, "--replicas", fmt.Sprint(replicas))
+		log, err := os.Create(filepath.Join(dir, name+".log"))
+		if err != nil {
+			svc.stop(ctx)
+			return nil, err
+		}
+		c.Stdout, c.Stderr = log, log
+		err = c.Start()
+		log.Close() // the child has it
+		if err != nil {
+			svc.stop(ctx)
+			return nil, fmt.Errorf("bench: start %s: %w", name, err)
+		}
+		svc.procs = append(svc.procs, c)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		r, err := svc.hc.Get("http://" + svc.gateway + "/healthz")
+		if err == nil {
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				return svc, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			svc.stop(ctx)
+			return nil, fmt.Errorf("bench: the gateway did not serve within a minute (log in %s)", dir)
+		}
+	}
+}
+
+// chat sends req through the gateway's /v1/chat/completions as tenant and
+// returns it as a result with the usage the answer carries (nil when it
+// failed).
+func (svc *fleetServices) chat(ctx context.Context, tenant string, req *contracts.JobRequest) *contracts.Result {
+	msgs := []map[string]string{{"role": "system", "content": req.System}}
+	for _, m := range req.Messages {
+		msgs = append(msgs, map[string]string{"role": string(m.Role), "content": m.Content})
+	}
+	body, _ := json.Marshal(map[string]any{"model": req.Model, "messages": msgs, "max_tokens": req.MaxTokens, "temperature": 0})
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+svc.gateway+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("X-Zerolayer-Tenant", tenant)
+	resp, err := svc.hc.Do(hr)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+			Details          struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		return nil
+	}
+	return &contracts.Result{Status: contracts.StatusCompleted, Usage: &contracts.Usage{Tenant: tenant,
+		InputTokens: out.Usage.PromptTokens, CachedInputTokens: out.Usage.Details.Cached, OutputTokens: out.Usage.CompletionTokens}}
+}
+
+// charged counts billing's charges per job once it has charged completed
+// jobs or made no new charge for 30 s: jobs charged once, completed jobs
+// not charged, jobs charged more than once.
+func (svc *fleetServices) charged(ctx context.Context, completed int) (once, none, twice int) {
+	last, since := -1, time.Now()
+	for {
+		once, twice = 0, 0
+		conn, err := pgx.Connect(ctx, svc.dbURL)
+		if err == nil {
+			rows, qerr := conn.Query(ctx, "SELECT count(*) FROM charges GROUP BY tenant_id, job_id")
+			if qerr == nil {
+				for rows.Next() {
+					var n int
+					if rows.Scan(&n) == nil {
+						if n == 1 {
+							once++
+						} else {
+							twice++
+						}
+					}
+				}
+				rows.Close()
+			}
+			conn.Close(ctx)
+		}
+		if n := once + twice; n != last {
+			last, since = n, time.Now()
+		}
+		if once+twice >= completed || time.Since(since) > 30*time.Second || ctx.Err() != nil {
+			return once, max(0, completed-once-twice), twice
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// stop ends the processes and drops the schema.
+func (svc *fleetServices) stop(ctx context.Context) {
+	for _, p := range svc.procs {
+		p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range svc.procs {
+		stopProc(p)
+	}
+	if conn, err := pgx.Connect(ctx, svc.base); err == nil {
+		conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+svc.schema+" CASCADE")
+		conn.Close(ctx)
+	}
 }
 
 // longestGap is the longest time in [from, to] without a finished turn.
