@@ -608,7 +608,8 @@ const LookAheadTenants = 8
 // so work stays in JetStream for workers with room (memory-aware load
 // balancing by pulling). When the next step can start such a job (a slot
 // and memory beside the jobs already waiting) it is as many as the next
-// step can start. Otherwise it is one when the tenant has no job of the
+// step can start (slots, memory, and the prefill budget for prompts of
+// minTokens). Otherwise it is one when the tenant has no job of the
 // class waiting yet (up to LookAheadTenants tenants, however many jobs the
 // others have waiting: one tenant's batch, fetched while memory seemed
 // free, must not close the look-ahead to the rest), so that admission,
@@ -639,8 +640,19 @@ func (s *Scheduler) Room(class int, tenant string, minTokens, maxTokens int) int
 	if s.snapRunning.Load()+pending < int64(s.cfg.MaxRunning) && need*(pending+1) <= avail {
 		// A slot and the memory for this job besides those already
 		// waiting: the next step admits it, so an idle worker fills its
-		// batch at once instead of LookAhead jobs a step.
-		return int(min(int64(s.cfg.MaxRunning)-s.snapRunning.Load()-pending, avail/need-pending))
+		// batch at once instead of LookAhead jobs a step — as far as the
+		// next step can start their prompts (MaxBatchTokens of prompts
+		// of at least minTokens each): a batch of long documents
+		// submitted at once is not all taken by the first idle worker
+		// to pull, to wait there for its prefill budget while other
+		// workers idle.
+		n := min(int64(s.cfg.MaxRunning)-s.snapRunning.Load()-pending, avail/need-pending)
+		if minTokens > 0 {
+			n = min(n, max(1, int64(s.cfg.MaxBatchTokens/minTokens))-pending)
+		}
+		if n > 0 {
+			return int(n)
+		}
 	}
 	fresh, tenants, mine := s.fresh.count(class, tenant)
 	if tenant != "" && mine == 0 && tenants < LookAheadTenants {
