@@ -14,18 +14,17 @@ import (
 // (q8gen's f32.go: AVX-512 and AVX2, and the Go twin f32PGo) take up to 6
 // activation rows × 4 panels per call, each output one multiply-add chain
 // over k in order starting from 0, which a call can resume from partial
-// sums in the output: so tileF32 blocks K (the activations of a block stay
-// in L1 while an L2-sized group of panels passes them) and a row's bits
-// stay those of one chain, whatever M, the tiling or the threads; the
+// sums in the output: so tileF32 can block K (4 panels' block stays in L2
+// while the activation rows pass it) and a row's bits stay those of one
+// chain, whatever M, the tiling or the threads; the
 // three families give the same bits.
 //
 // The panels replace the row-major matrix (the backend drops Data):
 // DequantizeRow reads a row from them (embedding lookups of a tied table).
 
 const (
-	f32Panel  = 16  // weight rows per panel
-	f32KBlock = 256 // columns per K block where several row blocks reuse them
-	f32Group  = 16  // panels per L2 group: 16 × 256 × 64 B = 256 KiB
+	f32Panel  = 16   // weight rows per panel
+	f32KBlock = 2048 // most columns of a block of 4 panels in one pass: 512 KiB
 )
 
 // f32Kernel is a packed F32 kernel (q8gen's f32.go): for activation rows
@@ -132,12 +131,12 @@ func packedF32Row(pack []byte, K, r int, dst []float32) {
 }
 
 // tileF32 computes dst rows m0..m1, columns r0..r1 (r0 a multiple of 16)
-// from the packed panels. Whole panels accumulate in dst itself: for each
-// block of f32KBlock columns (all of K when the tile has at most one
-// kernel call of rows, which nothing would reuse), for each group of
-// f32Group panels, each kernel call's activation rows meet the group's
-// panels 4 at a time. A last partial panel goes through a scratch tile with
-// all of K at once.
+// from the packed panels. Whole panels accumulate in dst itself, 4 at a
+// time: each group of 4 panels (at most f32KBlock columns of them, 512 KiB,
+// which stay in L2) meets every activation row, 6 at a time, each call
+// running all of the block's columns (so the partial sums go to dst and
+// back once a block; K ≤ f32KBlock is one block). A last partial panel
+// goes through a scratch tile with all of K at once.
 func (mm *MatMul) tileF32(r0, r1, m0, m1 int) {
 	K, N := mm.cols, mm.rows
 	k := mm.f32Kernels()
@@ -145,8 +144,8 @@ func (mm *MatMul) tileF32(r0, r1, m0, m1 int) {
 	pstride := K * f32Panel * 4
 	pan0, full := r0/f32Panel, r1/f32Panel
 	kb := K
-	if m1-m0 > q8MaxRows {
-		kb = f32KBlock
+	if n := (K + f32KBlock - 1) / f32KBlock; n > 1 && m1-m0 > q8MaxRows {
+		kb = ((K+n-1)/n + 3) &^ 3 // n blocks of about the same size
 	}
 	for k0 := 0; k0 < K; k0 += kb {
 		kn := min(kb, K-k0)
@@ -154,15 +153,12 @@ func (mm *MatMul) tileF32(r0, r1, m0, m1 int) {
 		if k0 > 0 {
 			load = 1
 		}
-		for g := pan0; g < full; g += f32Group {
-			gEnd := min(full, g+f32Group)
+		for p := pan0; p < full; p += f32MaxPanels {
+			np := min(f32MaxPanels, full-p)
 			for m := m0; m < m1; m += q8MaxRows {
 				rows := min(q8MaxRows, m1-m)
-				for p := g; p < gEnd; p += f32MaxPanels {
-					np := min(f32MaxPanels, gEnd-p)
-					k[rows-1][np-1](&pack[p*K*f32Panel+k0*f32Panel], pstride, kn,
-						&x[m*K+k0], 4*K, &dst[m*N+p*f32Panel], 4*N, load)
-				}
+				k[rows-1][np-1](&pack[p*K*f32Panel+k0*f32Panel], pstride, kn,
+					&x[m*K+k0], 4*K, &dst[m*N+p*f32Panel], 4*N, load)
 			}
 		}
 	}

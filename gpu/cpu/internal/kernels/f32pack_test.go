@@ -40,7 +40,7 @@ func TestMatMulPackedF32(t *testing.T) {
 	for _, threads := range []int{1, 2} {
 		p := NewPool(threads)
 		for _, shape := range [][2]int{
-			{16, 64}, {37, 96}, {5, 33}, {200, 768}, {130, 517}, {770, 256}, {64, 300}, {300, 1030},
+			{16, 64}, {37, 96}, {5, 33}, {200, 768}, {130, 517}, {770, 256}, {64, 300}, {300, 1030}, {40, 4100},
 		} {
 			N, K := shape[0], shape[1]
 			wf := randFloats(r, N*K)
