@@ -31,7 +31,8 @@ func f32Chain(w, x []float32) float32 {
 }
 
 // TestMatMulPackedF32 checks the packed F32 path: every output is exactly
-// the chain f32Chain (so the reference product within rounding, too),
+// the chain f32Chain (which is the exact product within a recursive sum's
+// error bound),
 // every family (Go twin, AVX2, AVX-512) gives those bits, and a row's bits
 // are the same alone (decode), in any batch, on one thread or two, the
 // panels read back as rows give the matrix, and Data may be dropped.
@@ -69,11 +70,20 @@ func TestMatMulPackedF32(t *testing.T) {
 					want[m*N+n] = f32Chain(wf[n*K:(n+1)*K], x[m*K:(m+1)*K])
 				}
 			}
-			plain := make([]float32, M*N)
-			NewMatMul(p).Run(plain, x, M, &Weights{Type: gpu.F32, Rows: N, Cols: K, Data: data})
-			for i := range plain {
-				if d := math.Abs(float64(want[i] - plain[i])); d > 1e-4*(1+math.Abs(float64(plain[i]))) {
-					t.Fatalf("%d×%d: the chain %g, row-major %g", N, K, want[i], plain[i])
+			// The chain against the exact product, within the bound of a
+			// recursive sum of K terms: γ_K·Σ|w·x|, γ_K = Ku/(1−Ku).
+			u := math.Ldexp(1, -24)
+			gamma := float64(K) * u / (1 - float64(K)*u)
+			for m := 0; m < M; m++ {
+				for n := 0; n < N; n++ {
+					var exact, abs float64
+					for k := 0; k < K; k++ {
+						p := float64(wf[n*K+k]) * float64(x[m*K+k])
+						exact, abs = exact+p, abs+math.Abs(p)
+					}
+					if d := math.Abs(float64(want[m*N+n]) - exact); d > gamma*abs {
+						t.Fatalf("%d×%d: the chain %g, the exact product %g (bound %g)", N, K, want[m*N+n], exact, gamma*abs)
+					}
 				}
 			}
 			for name, k := range f32Families() {
