@@ -106,14 +106,14 @@ func PackF32(w *Weights) []byte {
 	src := f32s(w.Data)
 	parallelFor(panels, func(g int) {
 		dst := p[g*K*f32Panel : (g+1)*K*f32Panel]
-		for j := 0; j < f32Panel; j++ {
-			r := g*f32Panel + j
-			if r >= w.Rows {
-				break // padding rows stay zero
-			}
-			row := src[r*K : (r+1)*K]
-			for k, v := range row {
-				dst[k*f32Panel+j] = v
+		rows := min(f32Panel, w.Rows-g*f32Panel) // padding rows stay zero
+		blk := src[g*f32Panel*K : (g*f32Panel+rows)*K]
+		for k0 := 0; k0 < K; k0 += 64 { // 16 rows × 64 columns at a time: 4 KiB in, 4 KiB out
+			for j := 0; j < rows; j++ {
+				row := blk[j*K : (j+1)*K]
+				for k := k0; k < min(K, k0+64); k++ {
+					dst[k*f32Panel+j] = row[k]
+				}
 			}
 		}
 	})
