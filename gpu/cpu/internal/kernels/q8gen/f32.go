@@ -22,8 +22,9 @@ import (
 //
 // The AVX-512 kernels keep rows × panels accumulators (up to 6 × 4 = 24
 // ZMM registers) and per k load the panels' images once and broadcast each
-// row's activation once. The AVX2 ones run one panel at a time, as two
-// 8-lane halves (2 × rows YMM accumulators), with the same chains.
+// row's activation once. The AVX2 ones read a panel as two 8-lane halves,
+// one panel a pass over K for 4 rows or more, up to 6/rows panels a pass
+// for fewer (f32KernelAVX2), with the same chains.
 
 // f32MaxPanels is the most panels one call takes.
 const f32MaxPanels = 4
@@ -124,50 +125,89 @@ func f32Loops(b *bytes.Buffer, name string, step func(u int), advance func(n int
 	fmt.Fprintf(b, "\tDECQ CX\n\tJNZ %s_one\n%s_done:\n", name, name)
 }
 
-// f32KernelAVX2 writes the AVX2 kernel of rows × panels: a pass over K per
-// panel, Y(2i), Y(2i+1) row i's two halves, Y12, Y13 the panel's halves,
-// Y14, Y15 the broadcasts.
+// f32KernelAVX2 writes the AVX2 kernel of rows × panels: passes over K of
+// n panels each, Y(2(i·n+q)+h) half h of row i's panel q, Y14, Y15 the
+// broadcasts. With 4 rows or more a pass takes one panel, whose halves are
+// loaded into Y12, Y13 once a k; with fewer it takes up to 6/rows panels
+// (so that one row, decode, has 8 chains in flight, not 2), their halves
+// read by each multiply-add from memory.
 func f32KernelAVX2(b *bytes.Buffer, rows, panels int) {
 	name := f32Name(rows, panels, "AVX2")
 	fmt.Fprintf(b, "\n// func %s(%s)\n", name, f32Sig)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
 	f32Args(b)
-	b.WriteString("\tMOVQ kn+16(FP), AX\n\tMOVQ SI, R13\n")
-	for p := 0; p < panels; p++ {
-		pn := fmt.Sprintf("%s_p%d", name, p)
-		if p > 0 {
-			// the next panel, from the first activation, with all of kn
-			b.WriteString("\tADDQ R8, R13\n\tMOVQ R13, SI\n\tMOVQ AX, CX\n\tMOVQ x+24(FP), DI\n\tLEAQ (R9)(R9*2), R11\n\tADDQ DI, R11\n")
+	b.WriteString("\tMOVQ kn+16(FP), AX\n")
+	pp := 1
+	if rows <= 3 {
+		pp = min(panels, 6/rows)
+	}
+	for p0 := 0; p0 < panels; p0 += pp {
+		n := min(pp, panels-p0)
+		pn := fmt.Sprintf("%s_p%d", name, p0)
+		if p0 > 0 {
+			// panel p0, from the first activation, with all of kn
+			b.WriteString("\tMOVQ w+0(FP), SI\n")
+			switch p0 {
+			case 1:
+				b.WriteString("\tADDQ R8, SI\n")
+			case 2:
+				b.WriteString("\tLEAQ (SI)(R8*2), SI\n")
+			case 3:
+				b.WriteString("\tLEAQ (R8)(R8*2), R13\n\tADDQ R13, SI\n")
+			}
+			b.WriteString("\tMOVQ AX, CX\n\tMOVQ x+24(FP), DI\n\tLEAQ (R9)(R9*2), R11\n\tADDQ DI, R11\n")
+			if n > 3 {
+				b.WriteString("\tLEAQ (R8)(R8*2), R13\n\tLEAQ (SI)(R13*1), R12\n")
+			}
 		}
+		acc := func(i, q, h int) int { return 2*(i*n+q) + h }
 		fmt.Fprintf(b, "\tCMPQ load+56(FP), $0\n\tJEQ %s_zero\n", pn)
 		for i := 0; i < rows; i++ {
-			for h := 0; h < 2; h++ {
-				fmt.Fprintf(b, "\tVMOVUPS %d%s, Y%d\n", 64*p+32*h, f32CRow[i], 2*i+h)
+			for q := 0; q < n; q++ {
+				for h := 0; h < 2; h++ {
+					fmt.Fprintf(b, "\tVMOVUPS %d%s, Y%d\n", 64*(p0+q)+32*h, f32CRow[i], acc(i, q, h))
+				}
 			}
 		}
 		fmt.Fprintf(b, "\tJMP %s_start\n%s_zero:\n", pn, pn)
-		for i := 0; i < 2*rows; i++ {
+		for i := 0; i < 2*rows*n; i++ {
 			fmt.Fprintf(b, "\tVXORPS Y%d, Y%d, Y%d\n", i, i, i)
 		}
 		fmt.Fprintf(b, "%s_start:\n", pn)
 		step := func(u int) {
-			fmt.Fprintf(b, "\tVMOVUPS %d(SI), Y12\n\tVMOVUPS %d(SI), Y13\n", 64*u, 64*u+32)
+			if n == 1 {
+				fmt.Fprintf(b, "\tVMOVUPS %d(SI), Y12\n\tVMOVUPS %d(SI), Y13\n", 64*u, 64*u+32)
+			}
 			for i := 0; i < rows; i++ {
 				bc := 14 + i%2
 				fmt.Fprintf(b, "\tVBROADCASTSS %d%s, Y%d\n", 4*u, f32XRow[i], bc)
-				fmt.Fprintf(b, "\tVFMADD231PS Y12, Y%d, Y%d\n\tVFMADD231PS Y13, Y%d, Y%d\n", bc, 2*i, bc, 2*i+1)
+				for q := 0; q < n; q++ {
+					for h := 0; h < 2; h++ {
+						w := fmt.Sprintf("Y%d", 12+h)
+						if n > 1 {
+							w = fmt.Sprintf("%d%s", 64*u+32*h, f32Panel[q])
+						}
+						fmt.Fprintf(b, "\tVFMADD231PS %s, Y%d, Y%d\n", w, bc, acc(i, q, h))
+					}
+				}
 			}
 		}
-		advance := func(n int) {
-			fmt.Fprintf(b, "\tADDQ $%d, SI\n\tADDQ $%d, DI\n", 64*n, 4*n)
+		advance := func(k int) {
+			fmt.Fprintf(b, "\tADDQ $%d, SI\n", 64*k)
+			if n > 3 {
+				fmt.Fprintf(b, "\tADDQ $%d, R12\n", 64*k)
+			}
+			fmt.Fprintf(b, "\tADDQ $%d, DI\n", 4*k)
 			if rows > 3 {
-				fmt.Fprintf(b, "\tADDQ $%d, R11\n", 4*n)
+				fmt.Fprintf(b, "\tADDQ $%d, R11\n", 4*k)
 			}
 		}
 		f32Loops(b, pn, step, advance)
 		for i := 0; i < rows; i++ {
-			for h := 0; h < 2; h++ {
-				fmt.Fprintf(b, "\tVMOVUPS Y%d, %d%s\n", 2*i+h, 64*p+32*h, f32CRow[i])
+			for q := 0; q < n; q++ {
+				for h := 0; h < 2; h++ {
+					fmt.Fprintf(b, "\tVMOVUPS Y%d, %d%s\n", acc(i, q, h), 64*(p0+q)+32*h, f32CRow[i])
+				}
 			}
 		}
 	}
