@@ -7,20 +7,26 @@ import (
 )
 
 // The packed F32 matrix multiply. At load an F32 matrix is repacked
-// (PackF32) into panels of 16 rows, each panel K-major: for column k the
-// 16 rows' weights are 64 contiguous bytes, one ZMM register (two YMM
-// halves), so a kernel multiplies a broadcast activation by 16 outputs' weights
-// with one fused multiply-add and no reduction across lanes. The kernels
+// (PackF32) into panels of 16 rows, each panel K-major: for column k the 16
+// rows' weights are 64 contiguous bytes, one ZMM register (two YMM halves),
+// so a kernel multiplies a broadcast activation by 16 outputs' weights with
+// one fused multiply-add and no reduction across lanes. The kernels
 // (q8gen's f32.go: AVX-512 and AVX2, and the Go twin f32PGo) take up to 6
-// activation rows × 4 panels per call, each output one multiply-add chain
-// over k in order starting from 0, which a call can resume from partial
-// sums in the output: so tileF32 can block K (4 panels' block stays in L2
-// while the activation rows pass it) and a row's bits stay those of one
-// chain, whatever M, the tiling or the threads; the
-// three families give the same bits.
+// activation rows × 4 panels a call, each output one multiply-add chain
+// over k in order from 0, which a call can resume from partial sums in the
+// output: so tileF32 can block K (a block of 4 panels stays in L2 while
+// the activation rows pass it) and a row's bits stay those of one chain
+// whatever M, the tiling or the threads; the three families give the same
+// bits.
 //
 // The panels replace the row-major matrix (the backend drops Data):
-// DequantizeRow reads a row from them (embedding lookups of a tied table).
+// DequantizeRow reads a row from them (embedding lookups; the backend
+// cannot tell a table read only by rows from a tied output matrix, and the
+// panels cost no more bytes than the rows).
+//
+// F16 and BF16 weights could use the same panels (32 bytes a column of a
+// panel, converted exactly to float32 in registers before the same
+// chains), which is not done.
 
 const (
 	f32Panel  = 16   // weight rows per panel
