@@ -52,7 +52,7 @@ func (f *schedFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noInterrupt, "no-interrupt", false, "let a lower-priority step finish when a high-priority job arrives, instead of stopping it within half a layer (CPU)")
 	fs.StringVar(&f.kvType, "kv-type", "", "KV cache element type: f16, f32 or q8_0 (default: the device's, f16 on the CPU as llama.cpp's, f32 on CUDA); f16 holds twice the tokens of f32 in the same --kv-memory-mb, q8_0 3.8 times (heads of a multiple of 32 values; fast with AVX-512) (bench of models: a comma-separated list, each measured in turn)")
 	fs.StringVar(&f.speculation, "speculation", "auto", "auto (draft the tokens a job's constraints force or its context repeats, and verify them in one forward pass: the same output in fewer passes) or off; a job's speculation \"off\" turns it off for that job")
-	fs.StringVar(&f.cpuKernels, "cpu-kernels", "best", "CPU kernels: best (AVX-512 and VNNI kernels where the CPU has them) or avx2 (without them: the AVX2 kernels, the packed Q8_0, Q4_0, Q4_K and Q6_K ones included); the same results bit for bit either way")
+	fs.StringVar(&f.cpuKernels, "cpu-kernels", "best", "CPU kernels: best (AVX-512 and VNNI kernels where the CPU has them) or avx2 (without them: the AVX2 kernels, the packed Q8_0, Q4_0, Q4_K, Q6_K and F32 ones included); the same results bit for bit either way")
 }
 
 // models returns the serving config of the flags for the named models,

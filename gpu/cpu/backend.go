@@ -192,6 +192,15 @@ func (b *Backend) NewMatrix(t gpu.DType, rows, cols int, data []byte) (gpu.Matri
 		w.Pack = kernels.PackQ4_K(&w)
 	case gpu.Q6_K:
 		w.Pack = kernels.PackQ6_K(&w)
+	case gpu.F32:
+		// F32 weights are kept only in panels (kernels.PackF32): the
+		// matrix products and the embedding lookups read them, so the
+		// row-major data is dropped (its bytes are the file's, or a copy
+		// the loader made), and they take the same bytes but for up to 15
+		// zero rows of padding.
+		if w.Pack = kernels.PackF32(&w); w.Pack != nil {
+			w.Data = nil
+		}
 	}
 	return &matrix{w}, nil
 }

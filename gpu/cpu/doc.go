@@ -1,6 +1,8 @@
 // Package cpu is the CPU implementation of gpu.Backend: float32 activations,
 // weights in every supported storage type read in place from the mapped
-// model file, a paged KV arena in one float32 slice, and operations split
+// model file (F32 matrices are copied into panels at load, and Q8_0, Q4_0,
+// Q4_K and Q6_K ones also kept packed, where the assembly runs), a paged
+// KV arena in one float32 slice, and operations split
 // across a fixed pool of worker goroutines.
 //
 // Matrix multiplication, the hot path, lives in internal/kernels: the

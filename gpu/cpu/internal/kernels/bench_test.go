@@ -318,3 +318,37 @@ func BenchmarkMatMulPacked(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulPackedF32 compares the packed F32 path (PackF32) with the
+// row-major one on one thread, the same weights and activations, at a
+// prompt's batch and at decode.
+func BenchmarkMatMulPackedF32(b *testing.B) {
+	if !useAsm {
+		b.Skip("no assembly: nothing is packed")
+	}
+	pool := NewPool(1)
+	defer pool.Close()
+	for _, sh := range [][2]int{{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}} {
+		for _, M := range []int{512, 1} {
+			for _, packed := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%dx%d/M=%d/packed=%v", sh[0], sh[1], M, packed), func(b *testing.B) {
+					w := *cachedWeights(gpu.F32, sh[0], sh[1])
+					if packed {
+						w.Pack = PackF32(&w)
+					}
+					r := rand.New(rand.NewPCG(1, 2))
+					x := randFloats(r, M*w.Cols)
+					dst := make([]float32, M*w.Rows)
+					mm := NewMatMul(pool)
+					mm.Run(dst, x, M, &w)
+					b.ResetTimer()
+					for range b.N {
+						mm.Run(dst, x, M, &w)
+					}
+					secs := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(float64(M)*float64(w.Rows)*float64(w.Cols)/secs/1e9, "GMAC/s")
+				})
+			}
+		}
+	}
+}

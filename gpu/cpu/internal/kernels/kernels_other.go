@@ -129,6 +129,9 @@ func blockSumsI8AVX2(qs *int8, nb int, out *int32) { panic(noAsm) }
 // Without the assembly the packed products run the Go twins (packGo).
 var packVNNI, packAVX2 packKernels
 
+// Nor the packed F32 ones (f32Go).
+var f32AVX512, f32AVX2 f32Kernels
+
 func attnQKQ8(q []float32, nq, hd int, k *KVRows, nb int, scale float32, out []float32, ostride int) {
 	panic(noAsm)
 }

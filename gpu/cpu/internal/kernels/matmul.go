@@ -15,8 +15,8 @@ type Weights struct {
 	Rows, Cols int
 	Data       []byte
 	// Pack, when set, is Data repacked for the packed kernels (PackQ8_0,
-	// PackQ4_0, PackQ4_K, PackQ6_K), which then multiply every row at
-	// every batch size.
+	// PackQ4_0, PackQ4_K, PackQ6_K, PackF32), which then multiply every row
+	// at every batch size. F32 panels replace Data: it may be nil then.
 	Pack []byte
 }
 
@@ -30,6 +30,10 @@ func (w *Weights) rowBytes() int {
 
 // DequantizeRow decodes row r of w into dst[:w.Cols].
 func DequantizeRow(w *Weights, r int, dst []float32) {
+	if w.Type == gpu.F32 && w.Data == nil && w.Pack != nil {
+		packedF32Row(w.Pack, w.Cols, r, dst)
+		return
+	}
 	rb := w.rowBytes()
 	if err := quant.Dequantize(w.Type, w.Data[r*rb:(r+1)*rb], dst[:w.Cols]); err != nil {
 		panic("kernels: " + err.Error())
@@ -59,7 +63,7 @@ func actKind(t gpu.DType) int {
 // actKind is the activation quantization of the current call: Q8_0 blocks
 // for the packed Q8_0 and Q4_0 kernels, else the weight type's (actKind).
 func (mm *MatMul) actKind() int {
-	if mm.pack != nil && actKind(mm.t) != actQ8K {
+	if mm.pack != nil && (mm.t == gpu.Q8_0 || mm.t == gpu.Q4_0) {
 		return actQ8
 	}
 	return actKind(mm.t)
@@ -158,7 +162,21 @@ func choosePlan(k planKey, threads int) plan {
 			p.rowBlock = min(k.rows, max(16, l2Bytes/2/max(rb, 1)))
 		}
 	}
-	if k.packed {
+	if k.packed && k.t == gpu.F32 {
+		// tileF32 blocks K and the panels for the caches itself: a task is
+		// all the activation rows by whole groups of 4 panels, enough tasks
+		// to balance the threads (decode: the plan above, in panels).
+		p.xBlock = 1 << 30
+		if m > 1 {
+			p.rowBlock = k.rows
+			if !p.serial {
+				p.rowBlock = max(4*f32Panel, (k.rows/(8*threads))&^(4*f32Panel-1))
+			}
+		}
+		if p.rowBlock < k.rows {
+			p.rowBlock = max(f32Panel, p.rowBlock-p.rowBlock%f32Panel)
+		}
+	} else if k.packed {
 		if p.rowBlock < k.rows {
 			p.rowBlock = max(q8Group, p.rowBlock-p.rowBlock%q8Group) // whole packed groups
 		}
@@ -197,6 +215,7 @@ type MatMul struct {
 	wr         int          // weight rows of the wide kernels (wideRows), 0: none
 	pack       []byte       // the packed weights (PackQ8_0), nil: none
 	packWith   *packKernels // tests: the packed kernels to run (nil: packKernels')
+	f32With    *f32Kernels  // tests: the packed F32 kernels to run (nil: f32Kernels')
 	nxb        int
 	task       func(lo, hi int)
 	quantTask  func(lo, hi int)
@@ -227,9 +246,13 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 		return
 	}
 	rb := w.rowBytes()
-	if len(x) < M*w.Cols || len(dst) < M*w.Rows || len(w.Data) < w.Rows*rb {
+	have := len(w.Data)
+	if w.Type == gpu.F32 && w.Pack != nil {
+		have = len(w.Pack) // the panels, their padding beside
+	}
+	if len(x) < M*w.Cols || len(dst) < M*w.Rows || have < w.Rows*rb {
 		panic(fmt.Sprintf("kernels: MatMul sizes: dst %d, x %d, M %d, weights %v %d×%d in %d bytes",
-			len(dst), len(x), M, w.Type, w.Rows, w.Cols, len(w.Data)))
+			len(dst), len(x), M, w.Type, w.Rows, w.Cols, have))
 	}
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
@@ -359,7 +382,11 @@ func (mm *MatMul) runTasks(lo, hi int) {
 // order, so that a row's result does not depend on the batch around it.
 func (mm *MatMul) tile(r0, r1, m0, m1 int) {
 	if mm.pack != nil {
-		mm.tilePacked(r0, r1, m0, m1)
+		if mm.t == gpu.F32 {
+			mm.tileF32(r0, r1, m0, m1)
+		} else {
+			mm.tilePacked(r0, r1, m0, m1)
+		}
 		return
 	}
 	m4 := m0

@@ -266,7 +266,7 @@ func TestGeneratedUpToDate(t *testing.T) {
 	if out, err := exec.Command(goTool, "run", "./q8gen", dir).CombinedOutput(); err != nil {
 		t.Fatalf("q8gen: %v\n%s", err, out)
 	}
-	for _, name := range []string{"q8pack_amd64.s", "qkpack_amd64.s", "packavx2_amd64.s", "pack_amd64.go"} {
+	for _, name := range []string{"q8pack_amd64.s", "qkpack_amd64.s", "packavx2_amd64.s", "pack_amd64.go", "f32pack_amd64.s", "f32pack_amd64.go"} {
 		want, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

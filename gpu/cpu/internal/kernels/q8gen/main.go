@@ -3,10 +3,12 @@
 // q8pack_amd64.s, the AVX512-VNNI ones of Q8_0 and Q4_0 (dotQ8P<rows>VNNI,
 // dotQ4P<rows>VNNI); qkpack_amd64.s, those of the K-quants
 // (dotQ4KP<rows>VNNI, dotQ6KP<rows>VNNI); packavx2_amd64.s, their AVX2
-// twins on the same layouts (dot…P<rows>AVX2, avx2.go); and
+// twins on the same layouts (dot…P<rows>AVX2, avx2.go);
 // pack_amd64.go, the Go declarations and the tables tilePacked calls
-// through. Run it with go generate in the kernels package (an argument
-// names another directory to write to).
+// through; and f32pack_amd64.s and f32pack_amd64.go, the packed F32
+// kernels (kernels.PackF32; f32.go) of 1 to 6 activation rows by 1 to 4
+// panels of 16 weight rows, AVX-512 and AVX2. Run it with go generate in
+// the kernels package (an argument names another directory to write to).
 //
 // Every variant computes each (activation row, weight row) product with the
 // same operations in the same order, so a row's result does not depend on
@@ -55,6 +57,18 @@ func main() {
 		os.Exit(1)
 	}
 	write("pack_amd64.go", bytes.NewBuffer(src))
+	var f bytes.Buffer
+	f.WriteString(asmHeader)
+	f32File(&f)
+	write("f32pack_amd64.s", &f)
+	var fg bytes.Buffer
+	f32GoFile(&fg)
+	src, err = format.Source(fg.Bytes())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	write("f32pack_amd64.go", bytes.NewBuffer(src))
 }
 
 // goFile writes the Go side of the kernels: a table per family and the
