@@ -115,8 +115,10 @@ type Row struct {
 	Batch      int     `json:"batch"`
 	TokensPerS float64 `json:"tokens_per_s"`
 	// PeakOf is, for a prompt test, the weights' multiply-adds per second
-	// (parameters outside the embedding × tokens/s, attention left out)
-	// against the thread count times one thread's peak: the 8-bit integer
+	// (the layers' projections × tokens/s, plus the output matrix once a
+	// prompt, as the pass computes the last row's logits only; attention
+	// left out) against the thread count times one thread's peak: the
+	// 8-bit integer
 	// peak for the types whose products run in 8 bits, the F32 peak for
 	// F32, F16 and BF16.
 	PeakOf      float64 `json:"fraction_of_peak,omitempty"`
@@ -312,7 +314,12 @@ func measureModel(ctx context.Context, cfg ModelConfig, t Target, threads int, b
 			p = peak.F32
 		}
 		if p > 0 {
-			row.PeakOf = row.TokensPerS * float64(m.MatMulParams()) / (p * float64(threads))
+			// The multiply-adds the pass does: every layer's projections
+			// for each prompt token, the output matrix for the last one
+			// (the logits asked for).
+			out := float64(m.OutputMatMulParams())
+			perToken := float64(m.MatMulParams()) - out + out/float64(pp)
+			row.PeakOf = row.TokensPerS * perToken / (p * float64(threads))
 		}
 		rows = append(rows, row)
 	}

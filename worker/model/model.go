@@ -158,6 +158,16 @@ func (m *Model) MatMulParams() int64 {
 	return n
 }
 
+// OutputMatMulParams returns the output matrix's share of MatMulParams (0
+// for an encoder): a prompt's rows before its last skip it, as only the
+// last row's logits are computed.
+func (m *Model) OutputMatMulParams() int64 {
+	if m.enc != nil || m.output == nil {
+		return 0
+	}
+	return int64(m.output.Rows()) * int64(m.output.Cols())
+}
+
 // matrices lists the weight matrices a token is multiplied by: the
 // output head (an encoder has none) and every layer's projections.
 func (m *Model) matrices() []gpu.Matrix {
