@@ -197,7 +197,8 @@ type MatMul struct {
 	wr         int          // weight rows of the wide kernels (wideRows), 0: none
 	pack       []byte       // the packed weights (PackQ8_0), nil: none
 	packWith   *packKernels // tests: the packed kernels to run (nil: packKernels')
-	nxb        int
+	nxb        int          // activation blocks
+	xb         int          // activation rows per block
 	task       func(lo, hi int)
 	quantTask  func(lo, hi int)
 
@@ -254,11 +255,20 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 
 	xb := min(M, p.xBlock)
 	mm.nxb = (M + xb - 1) / xb
+	if packed && mm.nxb > 1 {
+		// Activation blocks of nearly equal size (whole kernel calls),
+		// so that the tasks cost about the same: 512 rows in blocks of
+		// at most 144 are 4 of 132, 132, 132 and 116, not 144, 144, 144
+		// and 80.
+		xb = (M + mm.nxb - 1) / mm.nxb
+		xb += (q8MaxRows - xb%q8MaxRows) % q8MaxRows
+	}
+	mm.xb = xb
 	nwb := (w.Rows + p.rowBlock - 1) / p.rowBlock
 	if p.serial {
 		mm.runTasks(0, nwb*mm.nxb)
 	} else {
-		mm.pool.For(nwb*mm.nxb, mm.task)
+		mm.pool.ForTasks(nwb*mm.nxb, mm.task)
 	}
 	mm.dst, mm.x, mm.w, mm.pack = nil, nil, nil, nil
 }
@@ -339,7 +349,7 @@ func (mm *MatMul) quantRows(lo, hi int) {
 // runTasks runs tasks [lo, hi): task i covers weight block i / nxb and
 // activation block i % nxb.
 func (mm *MatMul) runTasks(lo, hi int) {
-	xb := min(mm.m, mm.p.xBlock)
+	xb := mm.xb
 	for i := lo; i < hi; i++ {
 		wb, ab := i/mm.nxb, i%mm.nxb
 		r0 := wb * mm.p.rowBlock
