@@ -81,6 +81,15 @@ func actRowBytes(t gpu.DType, n int) int {
 // q4Pairs is the number of pairQ4 in an activation row of n elements.
 func q4Pairs(n int) int { return (n/qk8 + 1) / 2 }
 
+// actKey says what the activation scratch holds: x (its first element),
+// M rows of cols, quantized as kind (with pack bias for the packed Q8_0
+// blocks' corrections).
+type actKey struct {
+	kind, m, cols int
+	bias          int32
+	x             *float32
+}
+
 type planKey struct {
 	t          gpu.DType
 	rows, cols int
@@ -202,12 +211,13 @@ type MatMul struct {
 	task       func(lo, hi int)
 	quantTask  func(lo, hi int)
 
-	// Activation scratch.
-	aq  []int8
-	ad  []float32
-	am  []q8Meta // with pack
-	ap  []pairQ4
-	akb []blockQ8K
+	// Activation scratch, and what it holds (RunShared).
+	actKey actKey
+	aq     []int8
+	ad     []float32
+	am     []q8Meta // with pack
+	ap     []pairQ4
+	akb    []blockQ8K
 }
 
 // NewMatMul returns a MatMul that runs on p.
@@ -224,6 +234,14 @@ func NewMatMul(p *Pool) *MatMul {
 // for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1, Q8_K super-blocks for the
 // K-quants), as ggml does.
 func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
+	mm.RunShared(dst, x, M, w, false)
+}
+
+// RunShared is Run where same says that x (the same slice, M and Cols)
+// has not changed since the previous Run or RunShared: its quantized copy
+// is used again where that call's weights took the same activations
+// (several projections of one input). The results are Run's.
+func (mm *MatMul) RunShared(dst, x []float32, M int, w *Weights, same bool) {
 	if M <= 0 || w.Rows == 0 {
 		return
 	}
@@ -251,7 +269,14 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 		return
 	}
 
-	mm.quantize()
+	ak := actKey{kind: mm.actKind(), m: M, cols: w.Cols, x: &x[0]}
+	if mm.pack != nil && ak.kind == actQ8 {
+		ak.bias = packBias(w.Type)
+	}
+	if !same || ak != mm.actKey || ak.kind == actF32 {
+		mm.quantize()
+	}
+	mm.actKey = ak
 
 	xb := min(M, p.xBlock)
 	mm.nxb = (M + xb - 1) / xb
