@@ -170,6 +170,13 @@ func choosePlan(k planKey, threads int) plan {
 	if k.packed {
 		if p.rowBlock < k.rows {
 			p.rowBlock = max(q8Group, p.rowBlock-p.rowBlock%q8Group) // whole packed groups
+			if k.bucket > q8MaxRows && p.rowBlock > q8Group {
+				// Whole pairs of groups for the two-group kernels, to
+				// the nearest: blocks of 3 groups (768×2048 Q8_0: 60
+				// rows in L2's share, 48 in groups) ran a third of
+				// their calls through the one-group kernel.
+				p.rowBlock = max(2*q8Group, (p.rowBlock+q8Group)/(2*q8Group)*(2*q8Group))
+			}
 		}
 		if p.xBlock < m {
 			p.xBlock = max(q8MaxRows, p.xBlock-p.xBlock%q8MaxRows) // whole kernel calls
