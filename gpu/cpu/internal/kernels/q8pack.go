@@ -221,16 +221,12 @@ func (mm *MatMul) tilePacked(r0, r1, m0, m1 int) {
 		hasPair = k.q8x2 != nil
 	case gpu.Q4_0:
 		hasPair = k.q4x2 != nil
-	case gpu.Q4_K:
-		hasPair = k.q4kx2 != nil
 	}
 	pair := func(g, m int) {
 		w := &mm.pack[g*nb*pb]
 		switch mm.t {
 		case gpu.Q4_0:
 			k.q4x2(w, nb*pb, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
-		case gpu.Q4_K:
-			k.q4kx2(w, nb*pb, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
 		default:
 			k.q8x2(w, nb*pb, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
 		}

@@ -224,38 +224,6 @@ func TestPackedKernelsMatchGo(t *testing.T) {
 				}
 			}
 		}
-		if k.q4kx2 != nil {
-			for trial := 0; trial < 4; trial++ {
-				pb := packBlock(gpu.Q4_K)
-				gap := (1 + trial) * 64
-				w := make([]byte, 2*nb*pb+gap)
-				for i := range w {
-					w[i] = byte(r.Uint32())
-				}
-				putScales(w[:nb*pb], pb, 2432, 2*q8Group)
-				putScales(w[nb*pb+gap:], pb, 2432, 2*q8Group)
-				x := make([]blockQ8K, q8MaxRows*nb)
-				for i := range x {
-					for j := range x[i].qs {
-						x[i].qs[j] = int8(r.IntN(255) - 127)
-					}
-					for j := range x[i].bsums {
-						x[i].bsums[j] = int16(r.IntN(4065) - 2032)
-					}
-					x[i].d = scale()
-				}
-				var got, want [2 * q8MaxRows * q8Group]float32
-				k.q4kx2(&w[0], nb*pb+gap, nb, &x[0], nb*q8KBytes, &got[0])
-				twin := packGo.q4k[q8MaxRows-1]
-				twin(&w[0], nb, &x[0], nb*q8KBytes, &want[0])
-				twin(&w[nb*pb+gap], nb, &x[0], nb*q8KBytes, &want[q8MaxRows*q8Group])
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s Q4_K, two groups: out[%d] = %g, the Go twin's %g", name, i, got[i], want[i])
-					}
-				}
-			}
-		}
 	}
 }
 

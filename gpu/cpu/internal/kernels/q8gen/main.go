@@ -3,7 +3,7 @@
 // q8pack_amd64.s, the AVX512-VNNI ones of Q8_0 and Q4_0 (dotQ8P<rows>VNNI,
 // dotQ4P<rows>VNNI, and dotQ8PP6VNNI, dotQ4PP6VNNI for two groups at
 // once: pair.go); qkpack_amd64.s, those of the K-quants
-// (dotQ4KP<rows>VNNI, dotQ6KP<rows>VNNI, and dotQ4KPP6VNNI); packavx2_amd64.s, their AVX2
+// (dotQ4KP<rows>VNNI, dotQ6KP<rows>VNNI); packavx2_amd64.s, their AVX2
 // twins on the same layouts (dot…P<rows>AVX2, avx2.go); and
 // pack_amd64.go, the Go declarations and the tables tilePacked calls
 // through. Run it with go generate in the kernels package (an argument
@@ -46,7 +46,6 @@ func main() {
 			kKernel(&k, r, q6)
 		}
 	}
-	kPairKernel(&k)
 	write("qkpack_amd64.s", &k)
 	var a bytes.Buffer
 	a.WriteString(asmHeader)
@@ -80,14 +79,13 @@ func goFile(b *bytes.Buffer) {
 			b.WriteString("},\n")
 		}
 		if fam == "VNNI" {
-			b.WriteString("\tq8x2: dotQ8PP6VNNI,\n\tq4x2: dotQ4PP6VNNI,\n\tq4kx2: dotQ4KPP6VNNI,\n")
+			b.WriteString("\tq8x2: dotQ8PP6VNNI,\n\tq4x2: dotQ4PP6VNNI,\n")
 		}
 		b.WriteString("}\n")
 	}
 	for _, kind := range []string{"Q8", "Q4"} {
 		fmt.Fprintf(b, "\n//go:noescape\nfunc dot%sPP6VNNI(w *byte, wstride int, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)\n", kind)
 	}
-	b.WriteString("\n//go:noescape\nfunc dotQ4KPP6VNNI(w *byte, wstride int, nb int, x *blockQ8K, xstride int, out *float32)\n")
 	for _, fam := range []string{"VNNI", "AVX2"} {
 		for _, kind := range kinds {
 			for r := 1; r <= maxRows; r++ {
