@@ -88,6 +88,26 @@ func KVTypes(be Backend) []DType {
 	return []DType{F32}
 }
 
+// MultiMatMuler is implemented by backends that multiply one activation by
+// several matrices in one call (the CPU backend quantizes the activation
+// once for all of them): MatMuls(dst, x, w) gives dst[i] the bits of
+// MatMul(dst[i], x, w[i]).
+type MultiMatMuler interface {
+	MatMuls(dst []Tensor, x Tensor, w []Matrix)
+}
+
+// MatMuls computes dst[i] = x·w[i]ᵀ for each i: in one call where be
+// implements MultiMatMuler, else by MatMul on each.
+func MatMuls(be Backend, dst []Tensor, x Tensor, w []Matrix) {
+	if mm, ok := be.(MultiMatMuler); ok {
+		mm.MatMuls(dst, x, w)
+		return
+	}
+	for i := range w {
+		be.MatMul(dst[i], x, w[i])
+	}
+}
+
 // KVSizer is implemented by backends that size a KV arena from the memory
 // their device has free (the CUDA backend); an arena on a backend without
 // it has a configured size. Callers ask it after the weights are loaded.

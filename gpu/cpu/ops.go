@@ -33,6 +33,22 @@ func (b *Backend) MatMul(dst, x gpu.Tensor, w gpu.Matrix) {
 	b.mm.Run(d.data, xt.data, xt.rows, &m.w)
 }
 
+// MatMuls computes dst[i] = x·w[i]ᵀ, quantizing x once where the
+// matrices take the same activations (gpu.MultiMatMuler).
+func (b *Backend) MatMuls(dst []gpu.Tensor, x gpu.Tensor, w []gpu.Matrix) {
+	if len(dst) != len(w) {
+		panic(fmt.Sprintf("cpu: matmuls: %d outputs for %d matrices", len(dst), len(w)))
+	}
+	xt := x.(*tensor)
+	for i := range w {
+		d, m := dst[i].(*tensor), w[i].(*matrix)
+		if xt.cols != m.w.Cols || d.cols != m.w.Rows || d.rows != xt.rows {
+			panic(fmt.Sprintf("cpu: matmul %d×%d · (%d×%d)ᵀ into %d×%d", xt.rows, xt.cols, m.w.Rows, m.w.Cols, d.rows, d.cols))
+		}
+		b.mm.RunShared(d.data, xt.data, xt.rows, &m.w, i > 0)
+	}
+}
+
 // Add computes dst += x, broadcasting a one-row x.
 func (b *Backend) Add(dst, x gpu.Tensor) {
 	d, xt := dst.(*tensor), x.(*tensor)
@@ -40,8 +56,17 @@ func (b *Backend) Add(dst, x gpu.Tensor) {
 		panic(fmt.Sprintf("cpu: add %d×%d to %d×%d", xt.rows, xt.cols, d.rows, d.cols))
 	}
 	if xt.rows == d.rows {
-		for i, v := range xt.data {
-			d.data[i] += v
+		add := func(d, x []float32) {
+			for i, v := range x {
+				d[i] += v
+			}
+		}
+		if n := d.cols; b.serial(d.rows, n) {
+			add(d.data, xt.data)
+		} else {
+			// A prompt's residual adds, on one thread, left the others
+			// waiting.
+			b.pool.For(d.rows, func(lo, hi int) { add(d.data[lo*n:hi*n], xt.data[lo*n:hi*n]) })
 		}
 		return
 	}

@@ -266,9 +266,7 @@ func (m *Model) embedTokens(t *stepViews, tokens []int32) {
 func (m *Model) projectQKV(li int, t *stepViews, b *gpu.Batch, r gpu.RoPE) {
 	be, l := m.be, &m.layers[li]
 	be.RMSNorm(t.xb, t.x, l.attnNorm, m.NormEps)
-	be.MatMul(t.q, t.xb, l.wq)
-	be.MatMul(t.k, t.xb, l.wk)
-	be.MatMul(t.v, t.xb, l.wv)
+	gpu.MatMuls(be, []gpu.Tensor{t.q, t.k, t.v}, t.xb, []gpu.Matrix{l.wq, l.wk, l.wv})
 	if l.bq != nil {
 		be.Add(t.q, l.bq)
 		be.Add(t.k, l.bk)
@@ -298,8 +296,7 @@ func (m *Model) attnOutput(li int, t *stepViews) {
 func (m *Model) feedForward(li int, t *stepViews) {
 	be, l := m.be, &m.layers[li]
 	be.RMSNorm(t.xb, t.x, l.ffnNorm, m.NormEps)
-	be.MatMul(t.g, t.xb, l.gate)
-	be.MatMul(t.u, t.xb, l.up)
+	gpu.MatMuls(be, []gpu.Tensor{t.g, t.u}, t.xb, []gpu.Matrix{l.gate, l.up})
 	if m.GELU {
 		m.ops.GeGLU(t.g, t.g, t.u)
 	} else {

@@ -58,6 +58,17 @@
 // (TestMatMulPacked); its bits differ from the row-major paths', which run
 // for what is not packed.
 //
+// The VNNI kernels take 1 to 6 activation rows a call. For whole calls of
+// 6 rows, Q8_0 and Q4_0 also have kernels of two groups (32 weight
+// rows; q8gen/pair.go): the one-group kernels take a broadcast activation
+// quad from memory for every VPDPBUSD, so that on Zen 5 the loads, not
+// VPDPBUSD, set their pace (about 70% of the int8 peak with every operand
+// in L1); one broadcast for two groups takes it to about 75%. Each (row,
+// group) goes through the one-group kernel's operations, so the bits are
+// the same. (A two-group Q4_K kernel was as fast as two one-group calls in
+// a product, M = 512: its VPMULLD, VPDPWSSD and unpacking, not the loads,
+// bound it.)
+//
 // Q4_K and Q6_K are packed the same way per super-block (PackQ4_K,
 // PackQ6_K; qkpack.go): their activations stay Q8_K super-blocks, a
 // sub-block's VPDPBUSD sum is multiplied by its integer scale (VPMULLD),

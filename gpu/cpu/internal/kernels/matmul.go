@@ -85,6 +85,15 @@ func actRowBytes(t gpu.DType, n int) int {
 // q4Pairs is the number of pairQ4 in an activation row of n elements.
 func q4Pairs(n int) int { return (n/qk8 + 1) / 2 }
 
+// actKey says what the activation scratch holds: x (its first element),
+// M rows of cols, quantized as kind (with pack bias for the packed Q8_0
+// blocks' corrections).
+type actKey struct {
+	kind, m, cols int
+	bias          int32
+	x             *float32
+}
+
 type planKey struct {
 	t          gpu.DType
 	rows, cols int
@@ -179,6 +188,13 @@ func choosePlan(k planKey, threads int) plan {
 	} else if k.packed {
 		if p.rowBlock < k.rows {
 			p.rowBlock = max(q8Group, p.rowBlock-p.rowBlock%q8Group) // whole packed groups
+			if k.bucket > q8MaxRows && p.rowBlock > q8Group {
+				// Whole pairs of groups for the two-group kernels, to
+				// the nearest: blocks of 3 groups (768×2048 Q8_0: 60
+				// rows in L2's share, 48 in groups) ran a third of
+				// their calls through the one-group kernel.
+				p.rowBlock = max(2*q8Group, (p.rowBlock+q8Group)/(2*q8Group)*(2*q8Group))
+			}
 		}
 		if p.xBlock < m {
 			p.xBlock = max(q8MaxRows, p.xBlock-p.xBlock%q8MaxRows) // whole kernel calls
@@ -216,16 +232,18 @@ type MatMul struct {
 	pack       []byte       // the packed weights (PackQ8_0), nil: none
 	packWith   *packKernels // tests: the packed kernels to run (nil: packKernels')
 	f32With    *f32Kernels  // tests: the packed F32 kernels to run (nil: f32Kernels')
-	nxb        int
+	nxb        int          // activation blocks
+	xb         int          // activation rows per block
 	task       func(lo, hi int)
 	quantTask  func(lo, hi int)
 
-	// Activation scratch.
-	aq  []int8
-	ad  []float32
-	am  []q8Meta // with pack
-	ap  []pairQ4
-	akb []blockQ8K
+	// Activation scratch, and what it holds (RunShared).
+	actKey actKey
+	aq     []int8
+	ad     []float32
+	am     []q8Meta // with pack
+	ap     []pairQ4
+	akb    []blockQ8K
 }
 
 // NewMatMul returns a MatMul that runs on p.
@@ -242,6 +260,14 @@ func NewMatMul(p *Pool) *MatMul {
 // for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1, Q8_K super-blocks for the
 // K-quants), as ggml does.
 func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
+	mm.RunShared(dst, x, M, w, false)
+}
+
+// RunShared is Run where same says that x (the same slice, M and Cols)
+// has not changed since the previous Run or RunShared: its quantized copy
+// is used again where that call's weights took the same activations
+// (several projections of one input). The results are Run's.
+func (mm *MatMul) RunShared(dst, x []float32, M int, w *Weights, same bool) {
 	if M <= 0 || w.Rows == 0 {
 		return
 	}
@@ -273,15 +299,31 @@ func (mm *MatMul) Run(dst, x []float32, M int, w *Weights) {
 		return
 	}
 
-	mm.quantize()
+	ak := actKey{kind: mm.actKind(), m: M, cols: w.Cols, x: &x[0]}
+	if mm.pack != nil && ak.kind == actQ8 {
+		ak.bias = packBias(w.Type)
+	}
+	if !same || ak != mm.actKey || ak.kind == actF32 {
+		mm.quantize()
+	}
+	mm.actKey = ak
 
 	xb := min(M, p.xBlock)
 	mm.nxb = (M + xb - 1) / xb
+	if packed && mm.nxb > 1 {
+		// Activation blocks of nearly equal size (whole kernel calls),
+		// so that the tasks cost about the same: 512 rows in blocks of
+		// at most 144 are 4 of 132, 132, 132 and 116, not 144, 144, 144
+		// and 80.
+		xb = (M + mm.nxb - 1) / mm.nxb
+		xb += (q8MaxRows - xb%q8MaxRows) % q8MaxRows
+	}
+	mm.xb = xb
 	nwb := (w.Rows + p.rowBlock - 1) / p.rowBlock
 	if p.serial {
 		mm.runTasks(0, nwb*mm.nxb)
 	} else {
-		mm.pool.For(nwb*mm.nxb, mm.task)
+		mm.pool.ForTasks(nwb*mm.nxb, mm.task)
 	}
 	mm.dst, mm.x, mm.w, mm.pack = nil, nil, nil, nil
 }
@@ -362,7 +404,7 @@ func (mm *MatMul) quantRows(lo, hi int) {
 // runTasks runs tasks [lo, hi): task i covers weight block i / nxb and
 // activation block i % nxb.
 func (mm *MatMul) runTasks(lo, hi int) {
-	xb := min(mm.m, mm.p.xBlock)
+	xb := mm.xb
 	for i := lo; i < hi; i++ {
 		wb, ab := i/mm.nxb, i%mm.nxb
 		r0 := wb * mm.p.rowBlock

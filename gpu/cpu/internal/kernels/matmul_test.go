@@ -400,3 +400,59 @@ func TestMatMulBatchInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestRunShared checks that RunShared gives Run's bits over a run of
+// matrices of every activation kind on one input (packed Q8_0 and Q4_0
+// share Q8_0 blocks but not their corrections; the K-quants share Q8_K),
+// and that it does use the quantized copy again: after x changes, a call
+// that says it has not returns the old x's product.
+func TestRunShared(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const M, K = 13, 512
+	var ws []*Weights
+	for _, ty := range []gpu.DType{gpu.Q8_0, gpu.Q8_0, gpu.Q4_0, gpu.Q4_K, gpu.Q6_K, gpu.Q4_K, gpu.Q8_0, gpu.Q5_0, gpu.F32, gpu.Q8_0} {
+		w := &Weights{Type: ty, Rows: 40, Cols: K, Data: mustQuantize(t, ty, randFloats(r, 40*K))}
+		if len(ws)%2 == 0 {
+			w.Pack = packWeights(w)
+		}
+		ws = append(ws, w)
+	}
+	for _, threads := range []int{1, 2} {
+		p := NewPool(threads)
+		x := randFloats(r, M*K)
+		shared, alone := NewMatMul(p), NewMatMul(p)
+		for i, w := range ws {
+			got, want := make([]float32, M*w.Rows), make([]float32, M*w.Rows)
+			shared.RunShared(got, x, M, w, i > 0)
+			alone.Run(want, x, M, w)
+			for j := range got {
+				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+					t.Fatalf("%d threads, matrix %d (%v, packed %v): out[%d] = %g shared, %g alone", threads, i, w.Type, w.Pack != nil, j, got[j], want[j])
+				}
+			}
+		}
+		for _, w := range []*Weights{ws[0], ws[3]} {
+			old := make([]float32, M*w.Rows)
+			shared.Run(old, x, M, w)
+			x2 := append([]float32(nil), x...)
+			for i := range x2 {
+				x2[i] *= 2
+			}
+			copy(x, x2)
+			stale, fresh := make([]float32, M*w.Rows), make([]float32, M*w.Rows)
+			shared.RunShared(stale, x, M, w, true)
+			shared.RunShared(fresh, x, M, w, false)
+			same := true
+			for j := range old {
+				if math.Float32bits(stale[j]) != math.Float32bits(old[j]) {
+					t.Fatalf("%v: out[%d] = %g with the quantized copy kept, %g before x changed", w.Type, j, stale[j], old[j])
+				}
+				same = same && fresh[j] == old[j]
+			}
+			if same {
+				t.Fatalf("%v: the product of a changed x is unchanged", w.Type)
+			}
+		}
+		p.Close()
+	}
+}

@@ -6,10 +6,12 @@ package kernels
 
 // packVNNI are the VNNI packed kernels, by activation rows.
 var packVNNI = packKernels{
-	q8:  [q8MaxRows]packQ8Kernel{dotQ8P1VNNI, dotQ8P2VNNI, dotQ8P3VNNI, dotQ8P4VNNI, dotQ8P5VNNI, dotQ8P6VNNI},
-	q4:  [q8MaxRows]packQ8Kernel{dotQ4P1VNNI, dotQ4P2VNNI, dotQ4P3VNNI, dotQ4P4VNNI, dotQ4P5VNNI, dotQ4P6VNNI},
-	q4k: [q8MaxRows]packKKernel{dotQ4KP1VNNI, dotQ4KP2VNNI, dotQ4KP3VNNI, dotQ4KP4VNNI, dotQ4KP5VNNI, dotQ4KP6VNNI},
-	q6k: [q8MaxRows]packKKernel{dotQ6KP1VNNI, dotQ6KP2VNNI, dotQ6KP3VNNI, dotQ6KP4VNNI, dotQ6KP5VNNI, dotQ6KP6VNNI},
+	q8:   [q8MaxRows]packQ8Kernel{dotQ8P1VNNI, dotQ8P2VNNI, dotQ8P3VNNI, dotQ8P4VNNI, dotQ8P5VNNI, dotQ8P6VNNI},
+	q4:   [q8MaxRows]packQ8Kernel{dotQ4P1VNNI, dotQ4P2VNNI, dotQ4P3VNNI, dotQ4P4VNNI, dotQ4P5VNNI, dotQ4P6VNNI},
+	q4k:  [q8MaxRows]packKKernel{dotQ4KP1VNNI, dotQ4KP2VNNI, dotQ4KP3VNNI, dotQ4KP4VNNI, dotQ4KP5VNNI, dotQ4KP6VNNI},
+	q6k:  [q8MaxRows]packKKernel{dotQ6KP1VNNI, dotQ6KP2VNNI, dotQ6KP3VNNI, dotQ6KP4VNNI, dotQ6KP5VNNI, dotQ6KP6VNNI},
+	q8x2: dotQ8PP6VNNI,
+	q4x2: dotQ4PP6VNNI,
 }
 
 // packAVX2 are the AVX2 packed kernels, by activation rows.
@@ -19,6 +21,12 @@ var packAVX2 = packKernels{
 	q4k: [q8MaxRows]packKKernel{dotQ4KP1AVX2, dotQ4KP2AVX2, dotQ4KP3AVX2, dotQ4KP4AVX2, dotQ4KP5AVX2, dotQ4KP6AVX2},
 	q6k: [q8MaxRows]packKKernel{dotQ6KP1AVX2, dotQ6KP2AVX2, dotQ6KP3AVX2, dotQ6KP4AVX2, dotQ6KP5AVX2, dotQ6KP6AVX2},
 }
+
+//go:noescape
+func dotQ8PP6VNNI(w *byte, wstride int, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
+
+//go:noescape
+func dotQ4PP6VNNI(w *byte, wstride int, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
 
 //go:noescape
 func dotQ8P1VNNI(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)

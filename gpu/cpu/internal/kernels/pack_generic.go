@@ -18,18 +18,32 @@ import (
 type (
 	packQ8Kernel func(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
 	packKKernel  func(w *byte, nb int, x *blockQ8K, xstride int, out *float32)
+	// packQ8PairKernel is the q8MaxRows-row kernel of two groups, at w
+	// and w + wstride: out[q8MaxRows·16·p + 16·i + j] is group p's.
+	packQ8PairKernel func(w *byte, wstride int, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)
 )
 
 // packKernels is one family of packed kernels, by activation rows (index
-// rows − 1).
+// rows − 1), and where the family has them, kernels of q8MaxRows rows by
+// two groups (nil: tilePacked runs the one-group kernel twice, which gives
+// the same bits).
 type packKernels struct {
-	q8, q4   [q8MaxRows]packQ8Kernel
-	q4k, q6k [q8MaxRows]packKKernel
+	q8, q4     [q8MaxRows]packQ8Kernel
+	q4k, q6k   [q8MaxRows]packKKernel
+	q8x2, q4x2 packQ8PairKernel
 }
 
 // packGo are the Go twins, by activation rows.
 var packGo = func() packKernels {
 	var k packKernels
+	k.q8x2 = func(w *byte, wstride int, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
+		dotQ8PGo(false, q8MaxRows, w, nb, x, xstride, meta, mstride, out)
+		dotQ8PGo(false, q8MaxRows, (*byte)(unsafe.Add(unsafe.Pointer(w), wstride)), nb, x, xstride, meta, mstride, (*float32)(unsafe.Add(unsafe.Pointer(out), 4*q8MaxRows*q8Group)))
+	}
+	k.q4x2 = func(w *byte, wstride int, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
+		dotQ8PGo(true, q8MaxRows, w, nb, x, xstride, meta, mstride, out)
+		dotQ8PGo(true, q8MaxRows, (*byte)(unsafe.Add(unsafe.Pointer(w), wstride)), nb, x, xstride, meta, mstride, (*float32)(unsafe.Add(unsafe.Pointer(out), 4*q8MaxRows*q8Group)))
+	}
 	for r := 1; r <= q8MaxRows; r++ {
 		k.q8[r-1] = func(w *byte, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32) {
 			dotQ8PGo(false, r, w, nb, x, xstride, meta, mstride, out)

@@ -163,6 +163,20 @@ func (p *Pool) run() {
 // order. n ≤ 0 does nothing. fn must not call For on the same pool. After
 // Close, For runs fn(0, n) on the calling goroutine.
 func (p *Pool) For(n int, fn func(lo, hi int)) {
+	p.forChunks(n, 0, fn)
+}
+
+// ForTasks is For with ranges of one iteration: for loops whose
+// iterations are already cut for balance (MatMul's tasks, a few per
+// thread), where For's chunks of several would leave one thread the last
+// few tasks while the others wait.
+func (p *Pool) ForTasks(n int, fn func(lo, hi int)) {
+	p.forChunks(n, 1, fn)
+}
+
+// forChunks runs For with ranges of chunk iterations (0: about
+// n/(4·threads)).
+func (p *Pool) forChunks(n, chunk int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
@@ -172,8 +186,10 @@ func (p *Pool) For(n int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	chunks := min(n, 4*p.threads)
-	chunk := (n + chunks - 1) / chunks
+	if chunk <= 0 {
+		chunks := min(n, 4*p.threads)
+		chunk = (n + chunks - 1) / chunks
+	}
 	p.fn, p.n, p.chunk = fn, n, chunk
 	p.next.Store(0)
 	p.pending.Store(int64(len(p.workers)))

@@ -187,8 +187,11 @@ func PackQ4_0(w *Weights) []byte {
 // 16) from the packed weights, every activation row through the same
 // kernel operations: Q8_0 blocks of activations for Q8_0 and Q4_0, Q8_K
 // super-blocks for Q4_K and Q6_K.
+//
+// Where the family has them (q8x2, q4x2), whole calls of q8MaxRows rows
+// take two groups at once; a row's bits are the same either way.
 func (mm *MatMul) tilePacked(r0, r1, m0, m1 int) {
-	var o [q8MaxRows * q8Group]float32
+	var o [2 * q8MaxRows * q8Group]float32
 	K, N := mm.cols, mm.rows
 	nb := K / qk8
 	if mm.t == gpu.Q4_K || mm.t == gpu.Q6_K {
@@ -196,21 +199,63 @@ func (mm *MatMul) tilePacked(r0, r1, m0, m1 int) {
 	}
 	pb := packBlock(mm.t)
 	k := mm.packKernels()
-	for g := r0 / q8Group; g*q8Group < r1; g++ {
+	// one multiplies group g by activation rows m… (rows of them) into
+	// out; pair, groups g and g+1 by q8MaxRows rows, where the family has
+	// such a kernel.
+	one := func(g, m, rows int, out *float32) {
 		w := &mm.pack[g*nb*pb]
+		switch mm.t {
+		case gpu.Q4_0:
+			k.q4[rows-1](w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, out)
+		case gpu.Q4_K:
+			k.q4k[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, out)
+		case gpu.Q6_K:
+			k.q6k[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, out)
+		default:
+			k.q8[rows-1](w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, out)
+		}
+	}
+	hasPair := false
+	switch mm.t {
+	case gpu.Q8_0:
+		hasPair = k.q8x2 != nil
+	case gpu.Q4_0:
+		hasPair = k.q4x2 != nil
+	}
+	pair := func(g, m int) {
+		w := &mm.pack[g*nb*pb]
+		switch mm.t {
+		case gpu.Q4_0:
+			k.q4x2(w, nb*pb, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
+		default:
+			k.q8x2(w, nb*pb, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
+		}
+	}
+	for g := r0 / q8Group; g*q8Group < r1; g++ {
+		if hasPair && (g+1)*q8Group < r1 {
+			// Groups g and g+1.
+			cols := min(2*q8Group, r1-g*q8Group)
+			for m := m0; m < m1; m += q8MaxRows {
+				rows := min(q8MaxRows, m1-m)
+				if rows == q8MaxRows {
+					pair(g, m)
+				} else {
+					one(g, m, rows, &o[0])
+					one(g+1, m, rows, &o[q8MaxRows*q8Group])
+				}
+				for i := 0; i < rows; i++ {
+					d := mm.dst[(m+i)*N+g*q8Group:]
+					copy(d[:q8Group], o[i*q8Group:])
+					copy(d[q8Group:cols], o[(q8MaxRows+i)*q8Group:])
+				}
+			}
+			g++
+			continue
+		}
 		cols := min(q8Group, r1-g*q8Group)
 		for m := m0; m < m1; m += q8MaxRows {
 			rows := min(q8MaxRows, m1-m)
-			switch mm.t {
-			case gpu.Q4_0:
-				k.q4[rows-1](w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
-			case gpu.Q4_K:
-				k.q4k[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
-			case gpu.Q6_K:
-				k.q6k[rows-1](w, nb, &mm.akb[m*nb], nb*q8KBytes, &o[0])
-			default:
-				k.q8[rows-1](w, nb, &mm.aq[m*K], K, &mm.am[m*nb], 8*nb, &o[0])
-			}
+			one(g, m, rows, &o[0])
 			for i := 0; i < rows; i++ {
 				copy(mm.dst[(m+i)*N+g*q8Group:][:cols], o[i*q8Group:])
 			}

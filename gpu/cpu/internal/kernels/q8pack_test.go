@@ -186,6 +186,44 @@ func TestPackedKernelsMatchGo(t *testing.T) {
 				}
 			}
 		}
+		// The two-group kernels against the one-group twin on each
+		// group, the second group at a gap from the first.
+		for _, ty := range []gpu.DType{gpu.Q8_0, gpu.Q4_0} {
+			pair, twin := k.q8x2, packGo.q8[q8MaxRows-1]
+			if ty == gpu.Q4_0 {
+				pair, twin = k.q4x2, packGo.q4[q8MaxRows-1]
+			}
+			if pair == nil {
+				continue
+			}
+			for trial := 0; trial < 4; trial++ {
+				pb := packBlock(ty)
+				gap := (1 + trial) * pb
+				w := make([]byte, 2*nb*pb+gap)
+				for i := range w {
+					w[i] = byte(r.Uint32())
+				}
+				putScales(w[:nb*pb], pb, pb-4*q8Group, q8Group)
+				putScales(w[nb*pb+gap:], pb, pb-4*q8Group, q8Group)
+				x := make([]int8, q8MaxRows*nb*qk8)
+				for i := range x {
+					x[i] = int8(r.IntN(255) - 127)
+				}
+				meta := make([]q8Meta, q8MaxRows*nb)
+				for i := range meta {
+					meta[i] = q8Meta{d: scale(), c: int32(r.IntN(1<<16) - 1<<15)}
+				}
+				var got, want [2 * q8MaxRows * q8Group]float32
+				pair(&w[0], nb*pb+gap, nb, &x[0], nb*qk8, &meta[0], 8*nb, &got[0])
+				twin(&w[0], nb, &x[0], nb*qk8, &meta[0], 8*nb, &want[0])
+				twin(&w[nb*pb+gap], nb, &x[0], nb*qk8, &meta[0], 8*nb, &want[q8MaxRows*q8Group])
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s %v, two groups: out[%d] = %g, the Go twin's %g", name, ty, i, got[i], want[i])
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -1,7 +1,8 @@
 // Command q8gen writes the packed matrix multiply kernels (kernels.PackQ8_0,
 // PackQ4_0, PackQ4_K, PackQ6_K) for 1 to 6 activation rows:
 // q8pack_amd64.s, the AVX512-VNNI ones of Q8_0 and Q4_0 (dotQ8P<rows>VNNI,
-// dotQ4P<rows>VNNI); qkpack_amd64.s, those of the K-quants
+// dotQ4P<rows>VNNI, and dotQ8PP6VNNI, dotQ4PP6VNNI for two groups at
+// once: pair.go); qkpack_amd64.s, those of the K-quants
 // (dotQ4KP<rows>VNNI, dotQ6KP<rows>VNNI); packavx2_amd64.s, their AVX2
 // twins on the same layouts (dot…P<rows>AVX2, avx2.go);
 // pack_amd64.go, the Go declarations and the tables tilePacked calls
@@ -35,6 +36,9 @@ func main() {
 		for r := 1; r <= maxRows; r++ {
 			kernel(&b, r, q4)
 		}
+	}
+	for _, q4 := range []bool{false, true} {
+		pairKernel(&b, q4)
 	}
 	write("q8pack_amd64.s", &b)
 	var k bytes.Buffer
@@ -88,7 +92,13 @@ func goFile(b *bytes.Buffer) {
 			}
 			b.WriteString("},\n")
 		}
+		if fam == "VNNI" {
+			b.WriteString("\tq8x2: dotQ8PP6VNNI,\n\tq4x2: dotQ4PP6VNNI,\n")
+		}
 		b.WriteString("}\n")
+	}
+	for _, kind := range []string{"Q8", "Q4"} {
+		fmt.Fprintf(b, "\n//go:noescape\nfunc dot%sPP6VNNI(w *byte, wstride int, nb int, x *int8, xstride int, meta *q8Meta, mstride int, out *float32)\n", kind)
 	}
 	for _, fam := range []string{"VNNI", "AVX2"} {
 		for _, kind := range kinds {
