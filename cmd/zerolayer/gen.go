@@ -269,8 +269,14 @@ func generate(ctx context.Context, l *engine.Loaded, req engine.Request, asJSON,
 		return res.Err
 	}
 	u := res.Usage
-	fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d generated tokens, first token %.1f ms, %.2f ms/token (%.0f tok/s)\n",
-		res.StopReason, u.InputTokens, u.OutputTokens, u.TimeToFirstTokenMs, u.TimePerTokenMs, 1000/max(u.TimePerTokenMs, 1e-9))
+	// Time per token is over the gaps after the first token: none with
+	// one token (it read "0.00 ms/token (1000000000000 tok/s)").
+	rate := "no time per token with one token"
+	if u.OutputTokens > 1 && u.TimePerTokenMs > 0 {
+		rate = fmt.Sprintf("%.2f ms/token (%.0f tok/s)", u.TimePerTokenMs, 1000/u.TimePerTokenMs)
+	}
+	fmt.Fprintf(os.Stderr, "[%s] %d prompt + %d generated tokens, first token %.1f ms (prompt %.0f tok/s), %s\n",
+		res.StopReason, u.InputTokens, u.OutputTokens, u.TimeToFirstTokenMs, float64(u.InputTokens)/max(u.TimeToFirstTokenMs, 1e-9)*1000, rate)
 	if res.Retries > 0 {
 		fmt.Fprintf(os.Stderr, "%d attempts; %d of the generated tokens were discarded by retries\n", res.Retries+1, u.RetriedOutputTokens)
 	}
