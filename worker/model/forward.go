@@ -241,14 +241,17 @@ func (m *Model) forward(kv gpu.KV, tokens []int32, bs []gpu.Batch, logitRows []i
 // stepViews are a step's activation tensors, cut to its rows.
 type stepViews struct {
 	x, xb, q, k, v, att, o, g, u gpu.Tensor
+	qkv, gu                      []gpu.Tensor // {q, k, v} and {g, u}, for gpu.MatMuls
 }
 
 // views returns the first n rows of the scratch tensors (ensure first).
 func (m *Model) views(n int) stepViews {
 	s, be := &m.scratch, m.be
 	view := func(t gpu.Tensor) gpu.Tensor { return be.View(t, 0, n) }
-	return stepViews{x: view(s.x), xb: view(s.xb), q: view(s.q), k: view(s.k), v: view(s.v),
+	t := stepViews{x: view(s.x), xb: view(s.xb), q: view(s.q), k: view(s.k), v: view(s.v),
 		att: view(s.att), o: view(s.o), g: view(s.g), u: view(s.u)}
+	t.qkv, t.gu = []gpu.Tensor{t.q, t.k, t.v}, []gpu.Tensor{t.g, t.u}
+	return t
 }
 
 // embedTokens sets t.x to the tokens' embeddings, scaled where the
@@ -266,7 +269,7 @@ func (m *Model) embedTokens(t *stepViews, tokens []int32) {
 func (m *Model) projectQKV(li int, t *stepViews, b *gpu.Batch, r gpu.RoPE) {
 	be, l := m.be, &m.layers[li]
 	be.RMSNorm(t.xb, t.x, l.attnNorm, m.NormEps)
-	gpu.MatMuls(be, []gpu.Tensor{t.q, t.k, t.v}, t.xb, []gpu.Matrix{l.wq, l.wk, l.wv})
+	gpu.MatMuls(be, t.qkv, t.xb, l.qkv)
 	if l.bq != nil {
 		be.Add(t.q, l.bq)
 		be.Add(t.k, l.bk)
@@ -296,7 +299,7 @@ func (m *Model) attnOutput(li int, t *stepViews) {
 func (m *Model) feedForward(li int, t *stepViews) {
 	be, l := m.be, &m.layers[li]
 	be.RMSNorm(t.xb, t.x, l.ffnNorm, m.NormEps)
-	gpu.MatMuls(be, []gpu.Tensor{t.g, t.u}, t.xb, []gpu.Matrix{l.gate, l.up})
+	gpu.MatMuls(be, t.gu, t.xb, l.gateUp)
 	if m.GELU {
 		m.ops.GeGLU(t.g, t.g, t.u)
 	} else {

@@ -43,6 +43,10 @@ type layer struct {
 	wq, wk, wv, wo    gpu.Matrix
 	bq, bk, bv        gpu.Tensor // qwen2 only
 	gate, up, down    gpu.Matrix
+	// qkv and gateUp are {wq, wk, wv} and {gate, up}, made once at load
+	// for gpu.MatMuls (one quantized input for the projections that share
+	// it), so a step builds no slices.
+	qkv, gateUp       []gpu.Matrix
 	qNorm, kNorm      gpu.Tensor // QKNorm: 1×HeadDim
 	postAttn, postFFN gpu.Tensor // PostNorms: 1×Dim
 }
@@ -104,6 +108,7 @@ func New(f *gguf.File, be gpu.Backend) (*Model, error) {
 			up:       ld.matrix(p+"ffn_up.weight", cfg.Hidden, cfg.Dim),
 			down:     ld.matrix(p+"ffn_down.weight", cfg.Dim, cfg.Hidden),
 		}
+		l.qkv, l.gateUp = []gpu.Matrix{l.wq, l.wk, l.wv}, []gpu.Matrix{l.gate, l.up}
 		if cfg.QKVBias {
 			l.bq = ld.vector(p+"attn_q.bias", qDim)
 			l.bk = ld.vector(p+"attn_k.bias", kvDim)
