@@ -42,37 +42,7 @@ func lateTenantShare(t *testing.T, weight float64) {
 	for i := range late {
 		late[i].opts = JobOpts{Class: 1, Tenant: "late", Weight: weight}
 	}
-	// Per-step output tokens of each tenant, from the step loop.
-	// The late tenant arrives once a step has given the big tenant a
-	// token in every slot.
-	var mu sync.Mutex
-	var steps []map[string]int
-	full := make(chan int)
-	s.stepTokens = func(got map[string]int) {
-		mu.Lock()
-		steps = append(steps, maps.Clone(got))
-		n := len(steps)
-		mu.Unlock()
-		if got["big"] == 8 && full != nil {
-			full <- n
-			full = nil
-		}
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var bigOut, lateOut []outcome
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); bigOut = run(s, big) }()
-	var arrival int
-	select {
-	case arrival = <-full:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the big tenant never had a token in every slot")
-	}
-	go func() { defer wg.Done(); lateOut = run(s, late) }()
-	wg.Wait()
+	steps, arrival, bigOut, lateOut := runLateTenant(t, s, big, late)
 
 	firstQueue, lastAdmit := int64(-1), int64(0)
 	for i, o := range lateOut {
@@ -97,13 +67,11 @@ func lateTenantShare(t *testing.T, weight float64) {
 		pre += o.stats.Preemptions
 	}
 	got := map[string]int{}
-	mu.Lock()
 	for _, st := range steps[arrival:min(int(lastAdmit), len(steps))] {
 		for tenant, n := range st {
 			got[tenant] += n
 		}
 	}
-	mu.Unlock()
 	share := float64(got["late"]) / float64(got["late"]+got["big"])
 	want := weight / (weight + 1)
 	t.Logf("weight %.0f: late tenant's first job admitted %d steps after submission; steps %d–%d: late %d tokens, big %d (share %.3f, want %.3f); %d preemptions of the big tenant's jobs",
@@ -147,45 +115,16 @@ func TestOddSlotTakesTurns(t *testing.T) {
 	for i := range late {
 		late[i].opts = JobOpts{Class: 1, Tenant: "late", Weight: 2}
 	}
-	var mu sync.Mutex
-	var steps []map[string]int
-	full := make(chan int)
-	s.stepTokens = func(got map[string]int) {
-		mu.Lock()
-		steps = append(steps, maps.Clone(got))
-		n := len(steps)
-		mu.Unlock()
-		if got["big"] == 8 && full != nil {
-			full <- n
-			full = nil
-		}
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var bigOut, lateOut []outcome
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); bigOut = run(s, big) }()
-	var arrival int
-	select {
-	case arrival = <-full:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the big tenant never had a token in every slot")
-	}
-	go func() { defer wg.Done(); lateOut = run(s, late) }()
-	wg.Wait()
+	steps, arrival, bigOut, lateOut := runLateTenant(t, s, big, late)
 	// The window: from arrival until the big tenant's first jobs could
 	// end (they had generated ~arrival tokens when the late jobs came).
 	from, to := arrival+10, arrival+newTokens-arrival-20
 	got := map[string]int{}
-	mu.Lock()
 	for _, st := range steps[from:to] {
 		for tenant, n := range st {
 			got[tenant] += n
 		}
 	}
-	mu.Unlock()
 	pre := 0
 	for _, o := range append(bigOut, lateOut...) {
 		if o.err != nil {
@@ -205,4 +144,39 @@ func TestOddSlotTakesTurns(t *testing.T) {
 		}
 	}
 	checkIdle(t, s)
+}
+
+// runLateTenant starts s and runs big's jobs, then, once a step has given
+// tenant "big" a token in each of its 8 slots, late's; it returns every
+// step's output tokens per tenant (from the step loop), the step the late
+// jobs arrived at, and both outcomes.
+func runLateTenant(t *testing.T, s *Scheduler, big, late []job) (steps []map[string]int, arrival int, bigOut, lateOut []outcome) {
+	t.Helper()
+	var mu sync.Mutex
+	full := make(chan int)
+	s.stepTokens = func(got map[string]int) {
+		mu.Lock()
+		steps = append(steps, maps.Clone(got))
+		n := len(steps)
+		mu.Unlock()
+		if got["big"] == 8 && full != nil {
+			full <- n
+			full = nil
+		}
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { bigOut = run(s, big) })
+	select {
+	case arrival = <-full:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the big tenant never had a token in every slot")
+	}
+	wg.Go(func() { lateOut = run(s, late) })
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(steps), arrival, bigOut, lateOut
 }
