@@ -270,7 +270,7 @@ func Documents(ctx context.Context, st *devstack.Stack, cfg DocumentsConfig, w i
 			}
 			runs := make([]docRun, len(docs))
 			_, took, _ := runClients(len(docs), clients, func(i int) error {
-				runs[i] = streamDocument(ctx, p.client, p.addr, bodies[i])
+				runs[i] = streamDocument(ctx, p.client, p.addr, Tenant, bodies[i])
 				return nil
 			})
 			if err := ctx.Err(); err != nil {
@@ -339,9 +339,10 @@ func documentRequest(model, instruction string, d Document, answerTokens int) ([
 	})
 }
 
-// streamDocument posts one document's request to addr and reads its SSE
-// stream to [DONE]; a failure is in the run's code and err.
-func streamDocument(ctx context.Context, client *http.Client, addr string, body []byte) (r docRun) {
+// streamDocument posts one streamed chat completion (body) to addr as
+// tenant (the gateway's tenant header) and reads its SSE stream to [DONE];
+// a failure is in the run's code and err.
+func streamDocument(ctx context.Context, client *http.Client, addr, tenant string, body []byte) (r docRun) {
 	r.start = time.Now()
 	fail := func(code string, err error) docRun {
 		r.code, r.err, r.end = code, err, time.Now()
@@ -352,7 +353,7 @@ func streamDocument(ctx context.Context, client *http.Client, addr string, body 
 		return fail("transport", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(gateway.TenantHeader, Tenant)
+	req.Header.Set(gateway.TenantHeader, tenant)
 	resp, err := client.Do(req)
 	if err != nil {
 		return fail("transport", err)

@@ -279,12 +279,12 @@ func TestStreamDocument(t *testing.T) {
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	r := streamDocument(context.Background(), srv.Client(), addr, []byte(`{}`))
+	r := streamDocument(context.Background(), srv.Client(), addr, Tenant, []byte(`{}`))
 	if r.err != nil || r.code != "" || r.prompt != 1100 || r.cached != 900 || r.output != 12 || r.finish != "stop" || !validAnswer(r.content) ||
 		r.first.IsZero() || r.end.Before(r.first) {
 		t.Errorf("run %+v", r)
 	}
-	if r := streamDocument(context.Background(), srv.Client(), addr, []byte(`fail`)); r.code != "server_error" || r.err == nil {
+	if r := streamDocument(context.Background(), srv.Client(), addr, Tenant, []byte(`fail`)); r.code != "server_error" || r.err == nil {
 		t.Errorf("failed run %+v", r)
 	}
 }

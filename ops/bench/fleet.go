@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -248,13 +247,7 @@ func fleetLevel(ctx context.Context, cfg FleetConfig, workers int, dir string) (
 		id := fmt.Sprintf("fleet-w%d", i)
 		c := cfg.Worker(nodes.url, cfg.Models[i%len(cfg.Models)], id)
 		c.Args = append(c.Args, "--replicas", fmt.Sprint(streams.Replicas))
-		log, err := os.Create(filepath.Join(dir, id+".log"))
-		if err != nil {
-			return nil, err
-		}
-		defer log.Close()
-		c.Stdout, c.Stderr = log, log
-		if err := c.Start(); err != nil {
+		if err := startLogged(c, filepath.Join(dir, id+".log")); err != nil {
 			return nil, fmt.Errorf("bench: start worker %s: %w", id, err)
 		}
 		procs = append(procs, c)
@@ -558,15 +551,7 @@ func startServices(ctx context.Context, cfg FleetConfig, natsURL string, replica
 	svc.gateway = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	for name, c := range map[string]*exec.Cmd{"billing": cfg.Billing(natsURL, svc.dbURL), "gateway": cfg.Gateway(natsURL, svc.gateway)} {
 		c.Args = append(c.Args, "--replicas", fmt.Sprint(replicas))
-		log, err := os.Create(filepath.Join(dir, name+".log"))
-		if err != nil {
-			svc.stop(ctx)
-			return nil, err
-		}
-		c.Stdout, c.Stderr = log, log
-		err = c.Start()
-		log.Close() // the child has it
-		if err != nil {
+		if err := startLogged(c, filepath.Join(dir, name+".log")); err != nil {
 			svc.stop(ctx)
 			return nil, fmt.Errorf("bench: start %s: %w", name, err)
 		}
@@ -587,40 +572,22 @@ func startServices(ctx context.Context, cfg FleetConfig, natsURL string, replica
 	}
 }
 
-// chat sends req through the gateway's /v1/chat/completions as tenant and
-// returns it as a result with the usage the answer carries (nil when it
-// failed).
+// chat sends req through the gateway's /v1/chat/completions as tenant
+// (streamed, with usage: streamDocument) and returns it as a result with
+// that usage (nil when it failed).
 func (svc *fleetServices) chat(ctx context.Context, tenant string, req *contracts.JobRequest) *contracts.Result {
 	msgs := []map[string]string{{"role": "system", "content": req.System}}
 	for _, m := range req.Messages {
 		msgs = append(msgs, map[string]string{"role": string(m.Role), "content": m.Content})
 	}
-	body, _ := json.Marshal(map[string]any{"model": req.Model, "messages": msgs, "max_tokens": req.MaxTokens, "temperature": 0})
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+svc.gateway+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return nil
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("X-Zerolayer-Tenant", tenant)
-	resp, err := svc.hc.Do(hr)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Usage struct {
-			PromptTokens     int `json:"prompt_tokens"`
-			CompletionTokens int `json:"completion_tokens"`
-			Details          struct {
-				Cached int `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-		} `json:"usage"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&out) != nil {
+	body, _ := json.Marshal(map[string]any{"model": req.Model, "messages": msgs, "max_tokens": req.MaxTokens, "temperature": 0,
+		"stream": true, "stream_options": map[string]bool{"include_usage": true}})
+	r := streamDocument(ctx, svc.hc, svc.gateway, tenant, body)
+	if r.err != nil {
 		return nil
 	}
 	return &contracts.Result{Status: contracts.StatusCompleted, Usage: &contracts.Usage{Tenant: tenant,
-		InputTokens: out.Usage.PromptTokens, CachedInputTokens: out.Usage.Details.Cached, OutputTokens: out.Usage.CompletionTokens}}
+		InputTokens: r.prompt, CachedInputTokens: r.cached, OutputTokens: r.output}}
 }
 
 // charged counts billing's charges per job once it has charged completed
@@ -784,6 +751,18 @@ func (n *natsNodes) start(i int) error {
 	}
 	n.procs[i], n.logs[i] = c, log
 	return nil
+}
+
+// startLogged starts c with its output in a new file at path (the child
+// keeps it open; this process closes its copy).
+func startLogged(c *exec.Cmd, path string) error {
+	log, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	c.Stdout, c.Stderr = log, log
+	return c.Start()
 }
 
 // kill kills node i (SIGKILL), as a crash would.
