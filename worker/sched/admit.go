@@ -449,6 +449,12 @@ const shareQuantum = 64
 // slots), and only when q's tenant is behind in tokens served for its
 // weight (the served counters, prompt tokens included) by shareQuantum.
 func (s *Scheduler) fractionalTurn(q, v *seq, mine, theirs int) bool {
+	// Never v's tenant's only sequence: the odd slot is then the whole
+	// of that tenant's share, and taking it would stop the tenant, not
+	// trim it (a one-slot batch, or a tenant's last job).
+	if theirs <= 1 {
+		return false
+	}
 	wt, wu := q.opts.Weight, v.opts.Weight
 	exact := float64(mine+theirs-1) * wt / (wt + wu)
 	return float64(mine-1) < exact && s.served[q.opts.Tenant]+shareQuantum < s.served[v.opts.Tenant]
