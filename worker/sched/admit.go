@@ -439,7 +439,7 @@ func (f *fairShare) victim(q, v *seq) bool {
 // must fall behind another before it may take the odd slot from it
 // (fractionalTurn): the larger, the fewer preemptions and the longer each
 // tenant holds the odd slot.
-const shareQuantum = 64
+const shareQuantum = 16
 
 // fractionalTurn reports whether q's tenant, which would run mine
 // sequences of the class after taking a slot of v's tenant (which runs
