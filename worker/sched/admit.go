@@ -403,16 +403,19 @@ func (s *Scheduler) runsByTenant(class int) map[string]int {
 // took the batch before another's jobs arrived, admission alone would
 // leave the newcomer waiting for whole jobs to end. It holds when
 //   - after the swap q's tenant still runs no more sequences of the class
-//     for its weight than v's: preemption moves the batch toward the
-//     weighted shares and never past them, so two tenants cannot evict
-//     each other back and forth (and admission fills freed slots by the
-//     same measure: interleave); or, where the two tenants' slots cannot
-//     split exactly by weight (2:1 over 14 slots is 9⅓ : 4⅔), q's tenant
-//     is below its exact share before the swap and behind v's in tokens
-//     served for its weight by shareQuantum (fractionalTurn): the odd
-//     slot then changes hands as the served counters drift apart, so over
-//     time the shares are the weights' (the virtual token counter of
-//     Sheng et al., OSDI '24), at two preemptions per turn;
+//     for its weight than v's, and is not ahead of v's in tokens served
+//     for its weight by more than shareQuantum: preemption moves the batch
+//     toward the weighted shares and never past them, so two tenants
+//     cannot evict each other back and forth (and admission fills freed
+//     slots by the same measure: interleave); or
+//   - q's tenant is behind v's by shareQuantum and would run at most one
+//     sequence past its whole share (catchUp): the slot that does not
+//     split by weight (2:1 over 14 slots is 9⅓ : 4⅔) then changes hands
+//     as the served counters drift apart, and a tenant that lost tokens
+//     (a slot that went to another tenant while its next job was still
+//     on its way from the queue) wins them back, so over time the shares
+//     are the weights' (the virtual token counter of Sheng et al., OSDI
+//     '24), at two preemptions per turn;
 //   - v goes to the host tier (a recompute costs its whole context:
 //     waiting for a slot to free is cheaper than that) and is outside its
 //     run quantum.
@@ -426,7 +429,9 @@ func (f *fairShare) victim(q, v *seq) bool {
 	if !f.joined {
 		mine++
 	}
-	if float64(mine)/q.opts.Weight > float64(f.runs[u]-1)/v.opts.Weight && !s.fractionalTurn(q, v, mine, f.runs[u]) {
+	toward := float64(mine)/q.opts.Weight <= float64(f.runs[u]-1)/v.opts.Weight &&
+		s.served[t] <= s.served[u]+shareQuantum
+	if !toward && !s.catchUp(q, v, mine, f.runs[u]) {
 		return false
 	}
 	f.runs[t], f.joined = mine, true
@@ -435,29 +440,44 @@ func (f *fairShare) victim(q, v *seq) bool {
 	return true
 }
 
-// shareQuantum is how far, in tokens served per unit of weight, a tenant
-// must fall behind another before it may take the odd slot from it
-// (fractionalTurn): the larger, the fewer preemptions and the longer each
-// tenant holds the odd slot.
+// shareQuantum is how far, in tokens served per unit of weight, one
+// tenant must fall behind another before it may take the slot that does
+// not split by weight from it (catchUp), and how far ahead a tenant may be
+// and still take slots back toward its share: the larger, the fewer
+// preemptions and the longer each turn.
 const shareQuantum = 16
 
-// fractionalTurn reports whether q's tenant, which would run mine
-// sequences of the class after taking a slot of v's tenant (which runs
-// theirs now), may take it although that puts it past its share by
-// count: only the odd slot, the one the weights split between the two
-// (before the swap q's tenant runs fewer than its exact share of their
-// slots), and only when q's tenant is behind in tokens served for its
-// weight (the served counters, prompt tokens included) by shareQuantum.
-func (s *Scheduler) fractionalTurn(q, v *seq, mine, theirs int) bool {
-	// Never v's tenant's only sequence: the odd slot is then the whole
-	// of that tenant's share, and taking it would stop the tenant, not
-	// trim it (a one-slot batch, or a tenant's last job).
+// catchUpQuantum is how far behind a tenant must fall before it may run a
+// slot past its exact share where the slots do split by weight (5 of 8 at
+// 1:1). Larger than shareQuantum: a new job's prompt moves its tenant's
+// counter by tens of tokens at once, and such drifts even out without a
+// preemption; a tenant whose next job was late from the queue while
+// another's filled its slot loses hundreds.
+const catchUpQuantum = 16 * shareQuantum
+
+// catchUp reports whether q's tenant, which would run mine sequences of
+// the class after taking a slot of v's tenant (which runs theirs now), may
+// take it although that puts it past its share by count: only up to one
+// slot past its whole share (before the swap it runs no more than the
+// floor of its exact share of their slots), and only when it is behind
+// v's tenant in tokens served for its weight (the served counters, prompt
+// tokens included) by shareQuantum, or by catchUpQuantum where it already
+// runs its exact share.
+func (s *Scheduler) catchUp(q, v *seq, mine, theirs int) bool {
+	// Never v's tenant's only sequence: that slot is then the whole of
+	// that tenant's share, and taking it would stop the tenant, not trim
+	// it (a one-slot batch, or a tenant's last job).
 	if theirs <= 1 {
 		return false
 	}
 	wt, wu := q.opts.Weight, v.opts.Weight
 	exact := float64(mine+theirs-1) * wt / (wt + wu)
-	return float64(mine-1) < exact && s.served[q.opts.Tenant]+shareQuantum < s.served[v.opts.Tenant]
+	before := float64(mine - 1)
+	quantum := float64(shareQuantum)
+	if before >= exact {
+		quantum = catchUpQuantum
+	}
+	return before <= math.Floor(exact) && s.served[q.opts.Tenant]+quantum < s.served[v.opts.Tenant]
 }
 
 // admitFiller admits, when none is running, the first waiting job whose

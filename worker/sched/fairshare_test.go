@@ -95,7 +95,7 @@ func lateTenantShare(t *testing.T, weight float64) {
 // jobs are long enough that no slot frees in the window measured, so the
 // slots change hands only by preemption. By count the late tenant can hold
 // 5 slots (5:3, a token ratio of 1.67); the odd slot must change hands
-// both ways as the tenants' served counters drift apart (fractionalTurn),
+// both ways as the tenants' served counters drift apart (catchUp),
 // with greedy outputs equal to running alone.
 func TestOddSlotTakesTurns(t *testing.T) {
 	t.Parallel()
@@ -134,7 +134,7 @@ func TestOddSlotTakesTurns(t *testing.T) {
 	// The odd slot changes hands both ways: at least 5% of the window's
 	// steps with the late tenant at 6 (past 5:3 by count) and, after
 	// them, steps at 5 again. (By count alone it holds 5: 8 steps at 6,
-	// around its arrival's preemptions, measured without fractionalTurn;
+	// around its arrival's preemptions, measured without catchUp;
 	// 47–101 with it.) The
 	// ratio over one window of a few hundred steps depends on where in
 	// the turns it falls (measured 1.75–2.34 over 14 runs), so it is
