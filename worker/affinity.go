@@ -53,6 +53,10 @@ type affinity struct {
 // queueKey names a worker's queue of one model's jobs (tokens).
 type queueKey struct{ worker, model string }
 
+// holderLookup bounds the look-up of a conversation's holder that the
+// fleet watch does not know yet (fleet.Watch.HolderNow).
+const holderLookup = time.Second
+
 // queueScanEvery is how often the intake lists the worker queues for jobs
 // no notice announced (scanQueues).
 const queueScanEvery = 5 * time.Second
@@ -114,7 +118,8 @@ func (a *affinity) noticeDirect(k queueKey) {
 }
 
 // holder returns the token of the live worker holding the conversation
-// req continues (ZL_PREFIXES, as the fleet watch follows it), or "" when
+// req continues (ZL_PREFIXES, as the fleet watch follows it, or looked up
+// where the watch does not have it yet: fleet.Watch.HolderNow), or "" when
 // this worker holds it, none does, the worker is alone, or affinity is
 // off. A worker whose queue has had a job waiting longer than the bound
 // is full: not a holder.
@@ -127,7 +132,9 @@ func (w *Worker) holder(req *contracts.JobRequest) string {
 	if k == "" {
 		return ""
 	}
-	h := a.watch.Holder(k)
+	ctx, cancel := context.WithTimeout(context.Background(), holderLookup)
+	defer cancel()
+	h := a.watch.HolderNow(ctx, k)
 	if h == "" || h == a.me {
 		return ""
 	}

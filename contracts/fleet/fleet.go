@@ -45,6 +45,7 @@ type Watch struct {
 	// the worker token holding each prefix key, and when it said so.
 	prefixes     map[string]prefixEntry
 	withPrefixes bool
+	prefixKV     jetstream.KeyValue // for HolderNow's look-ups, once bound
 	started      bool
 	ctx          context.Context
 	stop         context.CancelFunc
@@ -65,6 +66,7 @@ type modelEntry struct {
 type prefixEntry struct {
 	worker string // its token (contracts.ModelToken of its id)
 	at     time.Time
+	rev    uint64 // the entry's revision: an older one never replaces it
 }
 
 // New returns a Watch reading through js; it reads nothing until Start.
@@ -143,6 +145,11 @@ func (w *Watch) follow(bucket string, ready chan<- error) {
 		kv, err := w.js.KeyValue(w.ctx, bucket)
 		switch {
 		case err == nil:
+			if bucket == contracts.PrefixesBucket {
+				w.mu.Lock()
+				w.prefixKV = kv
+				w.mu.Unlock()
+			}
 			// Until Stop, or until the watch ends (then watch again).
 			w.run(kv, bucket, func() { report(nil) })
 		case errors.Is(err, jetstream.ErrBucketNotFound):
@@ -203,11 +210,14 @@ func (w *Watch) apply(bucket string, e jetstream.KeyValueEntry) {
 		}
 		w.models[e.Key()] = modelEntry{rec: rec, at: e.Created()}
 	case contracts.PrefixesBucket:
+		if old, ok := w.prefixes[e.Key()]; ok && old.rev > e.Revision() {
+			return // HolderNow read a later one
+		}
 		if !put || !contracts.ValidWorkerToken(string(e.Value())) {
 			delete(w.prefixes, e.Key())
 			return
 		}
-		w.prefixes[e.Key()] = prefixEntry{worker: string(e.Value()), at: e.Created()}
+		w.prefixes[e.Key()] = prefixEntry{worker: string(e.Value()), at: e.Created(), rev: e.Revision()}
 	}
 }
 
@@ -248,6 +258,32 @@ func (w *Watch) Holder(key string) string {
 		return ""
 	}
 	return e.worker
+}
+
+// HolderNow is Holder, but where the watch knows no holder of key it
+// looks the key up in ZL_PREFIXES itself. A watch applies a bucket's
+// updates a moment after they are stored, and in a cluster its consumer
+// may stall for seconds before it is reset; a worker publishes what it
+// holds before the result that lets the next turn be submitted, so that
+// turn can be pulled before the watch has the holder: the look-up (one
+// round trip, only for a prompt continuing a conversation no known worker
+// holds) finds it. An error of the look-up reads as no holder.
+func (w *Watch) HolderNow(ctx context.Context, key string) string {
+	if h := w.Holder(key); h != "" || !w.withPrefixes {
+		return h
+	}
+	w.mu.Lock()
+	kv := w.prefixKV
+	w.mu.Unlock()
+	if kv == nil {
+		return ""
+	}
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return ""
+	}
+	w.apply(contracts.PrefixesBucket, e)
+	return w.Holder(key)
 }
 
 // LiveCount returns how many workers are live.
