@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zerolayer/zerolayer/billing/finance"
+	"github.com/zerolayer/zerolayer/billing/ledger"
 	"github.com/zerolayer/zerolayer/contracts"
 	"github.com/zerolayer/zerolayer/producer"
 	"github.com/zerolayer/zerolayer/producer/gateway"
@@ -247,19 +249,24 @@ func (d *demo) reports(ctx context.Context, from time.Time) error {
 	return br.Write(d.w, finance.FormatTable)
 }
 
-// waitRated polls the tenant's report until its jobs are rated.
+// waitRated polls the tenant's report until its jobs are rated. Until
+// billing has ingested the tenant's first usage the tenant is unknown to
+// it (ledger.ErrUnknownTenant): the jobs can finish before that.
 func (d *demo) waitRated(ctx context.Context, tenant string, from time.Time) (*finance.Report, error) {
 	n := d.perTenant[tenant]
 	deadline := time.Now().Add(time.Minute)
 	for {
 		rep, err := finance.BuildReport(ctx, d.st.Pool(), tenant, from, time.Now().Add(time.Minute))
-		if err != nil {
+		switch {
+		case errors.Is(err, ledger.ErrUnknownTenant):
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("billing recorded no usage of %s within a minute: %w", tenant, err)
+			}
+		case err != nil:
 			return nil, err
-		}
-		if rep.Total.Jobs >= n && rep.Unrated == 0 {
+		case rep.Total.Jobs >= n && rep.Unrated == 0:
 			return rep, nil
-		}
-		if time.Now().After(deadline) {
+		case time.Now().After(deadline):
 			return nil, fmt.Errorf("billing rated %d of %d jobs of %s within a minute", rep.Total.Jobs, n, tenant)
 		}
 		select {
