@@ -404,7 +404,8 @@ func (s *Scheduler) runsByTenant(class int) map[string]int {
 // leave the newcomer waiting for whole jobs to end. It holds when
 //   - after the swap q's tenant still runs no more sequences of the class
 //     for its weight than v's, and is not ahead of v's in tokens served
-//     for its weight by more than shareQuantum: preemption moves the batch
+//     for its weight by more than shareQuantum unless v's tenant runs more
+//     than one slot past its whole share: preemption moves the batch
 //     toward the weighted shares and never past them, so two tenants
 //     cannot evict each other back and forth (and admission fills freed
 //     slots by the same measure: interleave); or
@@ -429,8 +430,16 @@ func (f *fairShare) victim(q, v *seq) bool {
 	if !f.joined {
 		mine++
 	}
-	toward := float64(mine)/q.opts.Weight <= float64(f.runs[u]-1)/v.opts.Weight &&
-		s.served[t] <= s.served[u]+shareQuantum
+	toward := float64(mine)/q.opts.Weight <= float64(f.runs[u]-1)/v.opts.Weight
+	if toward && s.served[t] > s.served[u]+shareQuantum {
+		// q's tenant is ahead: v's tenant may hold the slot it won back
+		// (catchUp: one past its whole share) until they are level. A
+		// tenant that holds more than that took the batch as a backlog
+		// before q's came, and gives way by count, however new jobs'
+		// prompts moved the counters.
+		exact := float64(mine+f.runs[u]-1) * v.opts.Weight / (q.opts.Weight + v.opts.Weight)
+		toward = float64(f.runs[u]) > math.Floor(exact)+1
+	}
 	if !toward && !s.catchUp(q, v, mine, f.runs[u]) {
 		return false
 	}

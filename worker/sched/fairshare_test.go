@@ -196,3 +196,52 @@ func runLateTenant(t *testing.T, s *Scheduler, big, late []job) (steps []map[str
 	defer mu.Unlock()
 	return slices.Clone(steps), arrival, bigOut, lateOut
 }
+
+// TestLateTenantLongPromptsTakeTheirShare: a late tenant's prompts, long
+// beside the step's prefill budget, are admitted one a step, and each one's
+// prompt tokens put the tenant ahead of the big one in tokens served. That
+// must not stop its next jobs from taking slots by count from a tenant
+// holding more than one slot past its share: within a few steps of
+// arrival the late tenant decodes three jobs (the big one is down to 5 of
+// 8). The fourth slot, the big tenant's one past its whole share, is
+// taken when the served counters say so (the late tenant's 480 prompt
+// tokens are service it got: catchUp's turn, 24-68 steps here).
+// Measured: 3 jobs decoding 2-3 steps after arrival; 23 with the served
+// counter deciding every preemption, which held the second and third jobs
+// back until the big tenant caught up (the test fails then).
+func TestLateTenantLongPromptsTakeTheirShare(t *testing.T) {
+	t.Parallel()
+	l := modeltest.LoadStories(t, 1)
+	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 8, KVMemoryMB: 16, MaxBatchTokens: 192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, s)
+	big := pressureJobs(t, 12, 20, 200)
+	late := pressureJobs(t, 4, 160, 200)
+	for i := range big {
+		big[i].opts = JobOpts{Class: 1, Tenant: "big"}
+	}
+	for i := range late {
+		late[i].opts = JobOpts{Class: 1, Tenant: "late"}
+	}
+	steps, arrival, bigOut, lateOut := runLateTenant(t, s, big, late)
+	for _, o := range append(bigOut, lateOut...) {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	reach := func(n int) int {
+		for i := arrival; i < len(steps); i++ {
+			if steps[i]["late"] >= n {
+				return i - arrival
+			}
+		}
+		return -1
+	}
+	three, four := reach(3), reach(4)
+	t.Logf("the late tenant decoding 3 jobs %d steps after arrival, 4 after %d", three, four)
+	if three < 0 || three > 8 {
+		t.Errorf("the late tenant decoded 3 jobs %d steps after arrival, want ≤ 8", three)
+	}
+}
