@@ -437,8 +437,7 @@ func (f *fairShare) victim(q, v *seq) bool {
 		// tenant that holds more than that took the batch as a backlog
 		// before q's came, and gives way by count, however new jobs'
 		// prompts moved the counters.
-		exact := float64(mine+f.runs[u]-1) * v.opts.Weight / (q.opts.Weight + v.opts.Weight)
-		toward = float64(f.runs[u]) > math.Floor(exact)+1
+		toward = float64(f.runs[u]) > math.Floor(exactShare(mine+f.runs[u]-1, v.opts.Weight, q.opts.Weight))+1
 	}
 	if !toward && !s.catchUp(q, v, mine, f.runs[u]) {
 		return false
@@ -479,14 +478,19 @@ func (s *Scheduler) catchUp(q, v *seq, mine, theirs int) bool {
 	if theirs <= 1 {
 		return false
 	}
-	wt, wu := q.opts.Weight, v.opts.Weight
-	exact := float64(mine+theirs-1) * wt / (wt + wu)
+	exact := exactShare(mine+theirs-1, q.opts.Weight, v.opts.Weight)
 	before := float64(mine - 1)
 	quantum := float64(shareQuantum)
 	if before >= exact {
 		quantum = catchUpQuantum
 	}
 	return before <= math.Floor(exact) && s.served[q.opts.Tenant]+quantum < s.served[v.opts.Tenant]
+}
+
+// exactShare is the slots, of n split between two tenants by weight, that
+// are the share of the one weighing w (the other weighs other).
+func exactShare(n int, w, other float64) float64 {
+	return float64(n) * w / (w + other)
 }
 
 // admitFiller admits, when none is running, the first waiting job whose
