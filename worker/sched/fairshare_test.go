@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
 
@@ -29,19 +30,9 @@ func TestLateTenantShare(t *testing.T) {
 
 func lateTenantShare(t *testing.T, weight float64) {
 	l := modeltest.LoadStories(t, 1)
-	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 8, KVMemoryMB: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopAtCleanup(t, s)
-	big := pressureJobs(t, 40, 20, 160)
-	late := pressureJobs(t, 16, 24, 160)
-	for i := range big {
-		big[i].opts = JobOpts{Class: 1, Tenant: "big"}
-	}
-	for i := range late {
-		late[i].opts = JobOpts{Class: 1, Tenant: "late", Weight: weight}
-	}
+	s := unstarted(t, l, Config{MaxRunning: 8, KVMemoryMB: 16})
+	big := tenantJobs(t, "big", 1, 40, 20, 160)
+	late := tenantJobs(t, "late", weight, 16, 24, 160)
 	steps, arrival, bigOut, lateOut := runLateTenant(t, s, big, late)
 
 	firstQueue, lastAdmit := int64(-1), int64(0)
@@ -100,20 +91,10 @@ func lateTenantShare(t *testing.T, weight float64) {
 func TestOddSlotTakesTurns(t *testing.T) {
 	t.Parallel()
 	l := modeltest.LoadStories(t, 1)
-	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 8, KVMemoryMB: 16, NoDrafts: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopAtCleanup(t, s)
+	s := unstarted(t, l, Config{MaxRunning: 8, KVMemoryMB: 16, NoDrafts: true})
 	const newTokens = 360
-	big := pressureJobs(t, 12, 20, newTokens)
-	late := pressureJobs(t, 8, 24, newTokens)
-	for i := range big {
-		big[i].opts = JobOpts{Class: 1, Tenant: "big"}
-	}
-	for i := range late {
-		late[i].opts = JobOpts{Class: 1, Tenant: "late", Weight: 2}
-	}
+	big := tenantJobs(t, "big", 1, 12, 20, newTokens)
+	late := tenantJobs(t, "late", 2, 8, 24, newTokens)
 	steps, arrival, bigOut, lateOut := runLateTenant(t, s, big, late)
 	// The window: from arrival until the big tenant's first jobs could
 	// end (they had generated ~arrival tokens when the late jobs came).
@@ -162,6 +143,28 @@ func TestOddSlotTakesTurns(t *testing.T) {
 		}
 	}
 	checkIdle(t, s)
+}
+
+// unstarted returns a scheduler of cfg, stopped when the test ends, that
+// runLateTenant starts.
+func unstarted(t *testing.T, l *engine.Loaded, cfg Config) *Scheduler {
+	t.Helper()
+	s, err := New(l.Model, l.Tokenizer, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, s)
+	return s
+}
+
+// tenantJobs returns n class-1 jobs of tenant (weighing weight) with
+// prompts of promptLen tokens and newTokens to generate (pressureJobs).
+func tenantJobs(t *testing.T, tenant string, weight float64, n, promptLen, newTokens int) []job {
+	jobs := pressureJobs(t, n, promptLen, newTokens)
+	for i := range jobs {
+		jobs[i].opts = JobOpts{Class: 1, Tenant: tenant, Weight: weight}
+	}
+	return jobs
 }
 
 // runLateTenant starts s and runs big's jobs, then, once a step has given
@@ -214,19 +217,9 @@ func runLateTenant(t *testing.T, s *Scheduler, big, late []job) (steps []map[str
 func TestLateTenantLongPromptsTakeTheirShare(t *testing.T) {
 	t.Parallel()
 	l := modeltest.LoadStories(t, 1)
-	s, err := New(l.Model, l.Tokenizer, Config{MaxRunning: 8, KVMemoryMB: 16, MaxBatchTokens: 192})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopAtCleanup(t, s)
-	big := pressureJobs(t, 12, 20, 200)
-	late := pressureJobs(t, 4, 160, 200)
-	for i := range big {
-		big[i].opts = JobOpts{Class: 1, Tenant: "big"}
-	}
-	for i := range late {
-		late[i].opts = JobOpts{Class: 1, Tenant: "late"}
-	}
+	s := unstarted(t, l, Config{MaxRunning: 8, KVMemoryMB: 16, MaxBatchTokens: 192})
+	big := tenantJobs(t, "big", 1, 12, 20, 200)
+	late := tenantJobs(t, "late", 1, 4, 160, 200)
 	steps, arrival, bigOut, lateOut := runLateTenant(t, s, big, late)
 	for _, o := range append(bigOut, lateOut...) {
 		if o.err != nil {
