@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zerolayer/zerolayer/worker/engine"
 	"github.com/zerolayer/zerolayer/worker/model/modeltest"
 )
 
@@ -30,7 +29,7 @@ func TestLateTenantShare(t *testing.T) {
 
 func lateTenantShare(t *testing.T, weight float64) {
 	l := modeltest.LoadStories(t, 1)
-	s := unstarted(t, l, Config{MaxRunning: 8, KVMemoryMB: 16})
+	s := newQueued(t, l, Config{MaxRunning: 8, KVMemoryMB: 16})
 	big := tenantJobs(t, "big", 1, 40, 20, 160)
 	late := tenantJobs(t, "late", weight, 16, 24, 160)
 	steps, arrival, bigOut, lateOut := runLateTenant(t, s, big, late)
@@ -91,7 +90,7 @@ func lateTenantShare(t *testing.T, weight float64) {
 func TestOddSlotTakesTurns(t *testing.T) {
 	t.Parallel()
 	l := modeltest.LoadStories(t, 1)
-	s := unstarted(t, l, Config{MaxRunning: 8, KVMemoryMB: 16, NoDrafts: true})
+	s := newQueued(t, l, Config{MaxRunning: 8, KVMemoryMB: 16, NoDrafts: true})
 	const newTokens = 360
 	big := tenantJobs(t, "big", 1, 12, 20, newTokens)
 	late := tenantJobs(t, "late", 2, 8, 24, newTokens)
@@ -143,18 +142,6 @@ func TestOddSlotTakesTurns(t *testing.T) {
 		}
 	}
 	checkIdle(t, s)
-}
-
-// unstarted returns a scheduler of cfg, stopped when the test ends, that
-// runLateTenant starts.
-func unstarted(t *testing.T, l *engine.Loaded, cfg Config) *Scheduler {
-	t.Helper()
-	s, err := New(l.Model, l.Tokenizer, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopAtCleanup(t, s)
-	return s
 }
 
 // tenantJobs returns n class-1 jobs of tenant (weighing weight) with
@@ -217,7 +204,7 @@ func runLateTenant(t *testing.T, s *Scheduler, big, late []job) (steps []map[str
 func TestLateTenantLongPromptsTakeTheirShare(t *testing.T) {
 	t.Parallel()
 	l := modeltest.LoadStories(t, 1)
-	s := unstarted(t, l, Config{MaxRunning: 8, KVMemoryMB: 16, MaxBatchTokens: 192})
+	s := newQueued(t, l, Config{MaxRunning: 8, KVMemoryMB: 16, MaxBatchTokens: 192})
 	big := tenantJobs(t, "big", 1, 12, 20, 200)
 	late := tenantJobs(t, "late", 1, 4, 160, 200)
 	steps, arrival, bigOut, lateOut := runLateTenant(t, s, big, late)
